@@ -1,0 +1,35 @@
+# Two commands do everything: `make run` and `make test` (`make e2e` for the browser tests).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test e2e lint demo clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_demo
+	$(PY) manage.py collectstatic --noinput -v0
+
+run: demo
+	$(PY) -m portal.run
+
+test: install
+	$(PY) -m pytest -m "not e2e"
+
+e2e: install
+	$(PY) -m pytest -m e2e tests/e2e
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf var staticfiles

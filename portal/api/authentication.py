@@ -1,0 +1,29 @@
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from portal.models import ApiToken, hash_token
+
+
+class ApiTokenAuthentication(authentication.BaseAuthentication):
+    """`Authorization: Bearer gpt_...` (or `Token gpt_...`) with a personal API token."""
+
+    keywords = ("bearer", "token")
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode(errors="replace").split()
+        if not header or header[0].lower() not in self.keywords:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
+        token = (
+            ApiToken.objects.select_related("user")
+            .filter(digest=hash_token(header[1]), revoked__isnull=True)
+            .first()
+        )
+        if token is None or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
+        return token.user, token
+
+    def authenticate_header(self, request):
+        return "Bearer"

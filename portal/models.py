@@ -1,0 +1,73 @@
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+class Workspace(models.Model):
+    """A tenant: a team, lab or company. Everything a tenant owns hangs off one."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    created = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="workspaces")
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
+    FINANCE = "finance", "Finance"
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "workspace"], name="one_membership_per_user")]
+        ordering = ["workspace__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} ({self.role})"
+
+    @property
+    def can_submit(self) -> bool:
+        return self.role in (Role.OWNER, Role.MEMBER)
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A personal API token; only its hash is stored, the raw value is shown once."""
+
+    PREFIX = "gpt_"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=12, help_text="The first characters, to tell tokens apart.")
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hint}…)"
+
+    @classmethod
+    def new_raw_value(cls) -> str:
+        return cls.PREFIX + secrets.token_urlsafe(32)

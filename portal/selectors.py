@@ -1,0 +1,33 @@
+"""Reads, always scoped to what the user may see."""
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from portal.models import Membership, Workspace
+
+
+def workspaces_for(user) -> QuerySet[Workspace]:
+    if not user.is_authenticated:
+        return Workspace.objects.none()
+    return Workspace.objects.filter(memberships__user=user).distinct()
+
+
+def membership_for(user, workspace: Workspace) -> Membership | None:
+    if not user.is_authenticated:
+        return None
+    return Membership.objects.filter(user=user, workspace=workspace).first()
+
+
+def get_workspace_for_user(user, slug: str) -> Workspace:
+    """The one way to fetch a workspace by slug: 404 unless the user is a member."""
+    workspace = workspaces_for(user).filter(slug=slug).first()
+    if workspace is None:
+        raise Http404("No such workspace")
+    return workspace
+
+
+def current_workspace(request) -> Workspace | None:
+    """The workspace chosen with the switcher, else the user's first one."""
+    mine = workspaces_for(request.user)
+    slug = request.session.get("workspace") if hasattr(request, "session") else None
+    return (slug and mine.filter(slug=slug).first()) or mine.first()

@@ -1,0 +1,39 @@
+"""Writes."""
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.utils import timezone
+
+from portal.models import ApiToken, Workspace, hash_token
+from portal.selectors import get_workspace_for_user
+
+
+def switch_workspace(request, slug: str) -> Workspace:
+    workspace = get_workspace_for_user(request.user, slug)
+    request.session["workspace"] = workspace.slug
+    return workspace
+
+
+def create_api_token(user, name: str) -> tuple[ApiToken, str]:
+    """Returns the token and its raw value, which is never stored and shown only once."""
+    name = name.strip()
+    if not name:
+        raise ValueError("a token needs a name")
+    raw = ApiToken.new_raw_value()
+    token = ApiToken.objects.create(user=user, name=name[:100], digest=hash_token(raw), hint=raw[:10])
+    return token, raw
+
+
+def revoke_api_token(user, token_id: int) -> None:
+    ApiToken.objects.filter(user=user, pk=token_id, revoked__isnull=True).update(revoked=timezone.now())
+
+
+def workspace_group(workspace_id: int) -> str:
+    return f"workspace.{workspace_id}"
+
+
+def publish_to_workspace(workspace: Workspace, event: dict) -> None:
+    """Send an event to every open page of the workspace's members."""
+    async_to_sync(get_channel_layer().group_send)(
+        workspace_group(workspace.pk), {"type": "workspace.event", "event": event}
+    )

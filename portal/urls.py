@@ -1,0 +1,24 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from portal import views
+
+admin.site.site_header = "GPU Platform console"
+admin.site.site_title = "GPU Platform console"
+admin.site.index_title = "Operate the platform"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("healthz", views.healthz, name="healthz"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
+    path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
+    path("account/tokens/", views.api_tokens, name="api-tokens"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("portal.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

@@ -1,0 +1,164 @@
+"""Shared fixtures: the project's Redis, the demo tenants, and real server processes.
+
+Imports of Django stay inside fixtures so pure tests (scheduler core, node agent) also run
+with `-p no:django`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _django_configured() -> bool:
+    try:
+        from django.conf import settings
+
+        return settings.configured
+    except ImportError:
+        return False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_server():
+    """The embedded Redis for tests (its own socket), or the REDIS_URL one CI provides."""
+    if not _django_configured():
+        yield None
+        return
+    from django.conf import settings
+
+    from portal import embedded_redis
+
+    proc = embedded_redis.start(settings.REDIS_URL) if settings.EMBEDDED_REDIS else None
+    yield settings.REDIS_URL
+    if proc is not None:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server process exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL for child processes that points at the test database."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+test_database_url.__test__ = False  # a helper, not a test
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a server process that shares the test database and Redis."""
+    from django.conf import settings
+
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
+           "VAR_DIR": str(settings.VAR_DIR), "PYTHONUNBUFFERED": "1"}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+
+
+@pytest.fixture(scope="session")
+def live_daphne(django_db_setup, redis_server, tmp_path_factory):
+    """The real ASGI server (HTTP + websockets) on the test database. Tests that use it need
+    `transactional_db` so their data is committed and visible to it."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("daphne") / "daphne.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+            cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
+        yield Server(url=f"http://127.0.0.1:{port}", proc=proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_queue(django_db_setup, redis_server, tmp_path_factory):
+    """A real Celery worker process consuming a queue of its own; yields the queue name."""
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    log = tmp_path_factory.mktemp("celery") / "worker.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", "worker", "-Q", queue, "--pool", "solo",
+             "-n", f"{queue}@%h", "-l", "INFO"],
+            cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        yield queue
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+@dataclass
+class Tenants:
+    alice: object  # owner of vision-lab
+    carol: object  # member of vision-lab
+    bob: object  # owner of nlp-group: the outsider to vision-lab
+    finance: object  # finance role on both
+    vision: object
+    nlp: object
+
+
+@pytest.fixture
+def tenants(db) -> Tenants:
+    from django.contrib.auth import get_user_model
+
+    from portal import demo
+    from portal.models import Membership, Role, Workspace
+
+    demo.load_tenants()
+    users = get_user_model().objects
+    vision = Workspace.objects.get(slug="vision-lab")
+    carol = users.create_user("carol", password="carol-test")
+    Membership.objects.create(user=carol, workspace=vision, role=Role.MEMBER)
+    return Tenants(
+        alice=users.get(username="alice"), carol=carol, bob=users.get(username="bob"),
+        finance=users.get(username="finance"), vision=vision, nlp=Workspace.objects.get(slug="nlp-group"),
+    )

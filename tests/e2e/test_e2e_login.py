@@ -1,0 +1,49 @@
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+
+
+def login(page, server, username, password):
+    page.goto(f"{server.url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("#login-submit")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_alice_logs_in_sees_dashboard_switches_workspace_and_logs_out(live_daphne, tenants, page):
+    from portal.models import Membership, Role
+
+    # A second workspace for alice, so the switcher has somewhere to go (bob's stays hidden).
+    Membership.objects.create(user=tenants.alice, workspace=tenants.nlp, role=Role.VIEWER)
+    login(page, live_daphne, "alice", "alice-demo")
+    expect(page.locator("h1")).to_have_text("Dashboard")
+    expect(page.locator("#current-workspace h2")).to_have_text("NLP Group")
+    options = page.locator("#workspace-switcher option")
+    expect(options).to_have_count(2)
+
+    page.select_option("#workspace-switcher", "vision-lab")
+    page.wait_for_url(re.compile(r".*/$"))
+    expect(page.locator("#current-workspace h2")).to_have_text("Vision Lab")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "dashboard.png"), full_page=True)
+
+    page.click("#logout")
+    expect(page.locator("h1")).to_have_text("Log in")
+    page.goto(f"{live_daphne.url}/")
+    expect(page).to_have_url(re.compile(r".*/login/\?next=/$"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bob_cannot_open_alices_workspace_in_the_browser(live_daphne, tenants, page):
+    login(page, live_daphne, "bob", "bob-demo")
+    expect(page.locator("h1")).to_have_text("Dashboard")
+    response = page.goto(f"{live_daphne.url}/w/vision-lab/")
+    assert response.status == 404
+    page.goto(f"{live_daphne.url}/")
+    expect(page.locator("#workspace-switcher option")).to_have_count(1)
+    expect(page.locator("#workspace-switcher option")).to_have_attribute("value", "nlp-group")

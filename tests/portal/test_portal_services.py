@@ -1,0 +1,118 @@
+"""The real moving parts: /healthz, a Celery worker through Redis, websockets through Channels."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from conftest import ROOT, free_port, wait_for_http
+from django.conf import settings
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from portal.services import publish_to_workspace, workspace_group
+from portal.tasks import add
+
+
+def test_healthz_reports_database_and_redis(client, db):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "redis": "ok"}
+
+
+def test_healthz_is_503_when_redis_is_down(client, db, settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["redis"].startswith("error:")
+    assert response.json()["database"] == "ok"
+
+
+def test_real_celery_worker_runs_a_task_and_stores_the_result(celery_worker_queue):
+    assert not add.app.conf.task_always_eager
+    result = add.apply_async((2, 40), queue=celery_worker_queue)
+    assert result.get(timeout=60) == 42
+    stored = redis.Redis.from_url(settings.REDIS_URL).get(f"celery-task-meta-{result.id}")
+    assert json.loads(stored)["result"] == 42
+
+
+def _session_cookie(client, user) -> str:
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+def _ws(server, path, cookie=""):
+    url = server.url.replace("http://", "ws://") + path
+    headers = {"Cookie": cookie} if cookie else {}
+    return connect(url, origin=server.url, additional_headers=headers, open_timeout=10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websocket_events_reach_only_members(live_daphne, tenants, client):
+    alice_cookie = _session_cookie(client, tenants.alice)
+    bob_cookie = _session_cookie(client.__class__(), tenants.bob)
+    with _ws(live_daphne, "/ws/workspaces/vision-lab/", alice_cookie) as alice, \
+         _ws(live_daphne, "/ws/workspaces/nlp-group/", bob_cookie) as bob:
+        assert json.loads(alice.recv(timeout=5)) == {"type": "hello", "workspace": "vision-lab"}
+        assert json.loads(bob.recv(timeout=5))["workspace"] == "nlp-group"
+        publish_to_workspace(tenants.vision, {"job": 7, "state": "Running"})
+        assert json.loads(alice.recv(timeout=5)) == {"type": "event", "event": {"job": 7, "state": "Running"}}
+        with pytest.raises(TimeoutError):
+            bob.recv(timeout=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_websocket_join_is_refused_for_outsiders_and_anonymous(live_daphne, tenants, client):
+    bob_cookie = _session_cookie(client, tenants.bob)
+    for cookie in (bob_cookie, ""):
+        with pytest.raises(InvalidStatus) as refused:
+            _ws(live_daphne, "/ws/workspaces/vision-lab/", cookie)
+        assert refused.value.response.status_code == 403
+
+
+def test_workspace_groups_are_distinct_per_workspace(tenants):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(workspace_group(tenants.nlp.pk), channel)
+    publish_to_workspace(tenants.vision, {"n": 1})
+    publish_to_workspace(tenants.nlp, {"n": 2})
+    message = async_to_sync(layer.receive)(channel)
+    assert message["event"] == {"n": 2}
+
+
+def test_make_run_process_set_starts_and_stops_cleanly(tmp_path):
+    """`python -m portal.run` (what `make run` ends with) on a fresh var dir and database."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(VAR_DIR=str(tmp_path / "var"), DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+               PORT=str(free_port()), PYTHONUNBUFFERED="1")
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        runner = subprocess.Popen([sys.executable, "-m", "portal.run"], cwd=ROOT, env=env,
+                                  stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for_http(f"http://127.0.0.1:{env['PORT']}/healthz", timeout=60, proc=runner)
+        health = httpx.get(f"http://127.0.0.1:{env['PORT']}/healthz")
+        assert health.status_code == 200, health.text
+        assert health.json()["redis"] == "ok"
+    finally:
+        runner.send_signal(signal.SIGINT)
+        code = runner.wait(timeout=30)
+    output = log.read_text()
+    for name in ("web", "worker", "beat"):
+        assert f"{name} stopped" in output, output[-3000:]
+    assert code in (0, 130, -2, 1), output[-2000:]
+    assert not (tmp_path / "var" / "redis.sock").exists() or not _answers(tmp_path / "var" / "redis.sock")
+
+
+def _answers(sock) -> bool:
+    try:
+        return redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5).ping()
+    except (redis.ConnectionError, FileNotFoundError):
+        return False
