@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "channels",
     "axes",
     "portal",
+    "scheduling",
 ]
 
 MIDDLEWARE = [

@@ -7,17 +7,14 @@ with `-p no:django`.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from portal.testing import ROOT, free_port, wait_for_http
 
 
 def _django_configured() -> bool:
@@ -44,28 +41,6 @@ def redis_server():
     if proc is not None:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server process exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=1).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
 def test_database_url() -> str:

@@ -16,8 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(60),
-           "ALLOWED_HOSTS": "gpu.example.com", "VAR_DIR": str(tmp_path)}
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    env.update({"DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(60),
+           "ALLOWED_HOSTS": "gpu.example.com", "VAR_DIR": str(tmp_path)})
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT, env=env, capture_output=True, text=True,

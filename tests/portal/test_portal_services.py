@@ -11,13 +11,13 @@ import pytest
 import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from conftest import ROOT, free_port, wait_for_http
 from django.conf import settings
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from portal.services import publish_to_workspace, workspace_group
 from portal.tasks import add
+from portal.testing import ROOT, free_port, wait_for_http
 
 
 def test_healthz_reports_database_and_redis(client, db):

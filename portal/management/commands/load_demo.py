@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from portal import demo
+from scheduling import demo as scheduling_demo
 
 
 class Command(BaseCommand):
@@ -8,4 +9,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         demo.load_tenants()
-        self.stdout.write(self.style.SUCCESS("Demo data loaded: admin, alice, bob, finance; vision-lab, nlp-group."))
+        scheduling_demo.load_cluster()
+        scheduling_demo.load_queues()
+        self.stdout.write(self.style.SUCCESS("Demo data loaded: tenants, cluster (6 pools), queues."))

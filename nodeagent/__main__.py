@@ -1,0 +1,141 @@
+"""gpu-node-agent / python -m nodeagent: report this node's GPU usage to the portal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+from nodeagent import __version__
+from nodeagent.agent import Agent, AgentConfig, Collector
+from nodeagent.nvml import NvmlCollector, NvmlUnavailable, load_nvml
+from nodeagent.portal import PortalClient, check_portal_url
+from nodeagent.simulated import LastKnownAssignments, SimulatedCollector
+from nodeagent.spool import Spool
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_NVML_UNAVAILABLE = 3
+
+log = logging.getLogger("nodeagent")
+
+
+def default_spool(node: str) -> Path:
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "gpu-node-agent" / f"spool-{node}.sqlite"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="gpu-node-agent",
+        description="Collect GPU usage on this node, spool it locally and upload it to the portal.",
+    )
+    p.add_argument("--portal", default=env("GPU_AGENT_PORTAL"), help="portal base URL [GPU_AGENT_PORTAL]")
+    p.add_argument("--token", default=env("GPU_AGENT_TOKEN"),
+                   help="this node's token [GPU_AGENT_TOKEN; prefer the variable: argv is visible in ps]")
+    p.add_argument("--collector", choices=["nvml", "simulated"], default=env("GPU_AGENT_COLLECTOR", "nvml"))
+    p.add_argument("--interval", type=float, default=float(env("GPU_AGENT_INTERVAL", "10")),
+                   help="seconds between samples (default 10)")
+    p.add_argument("--spool", type=Path, default=env("GPU_AGENT_SPOOL"),
+                   help="SQLite spool file (default ~/.local/state/gpu-node-agent/spool-NODE.sqlite)")
+    p.add_argument("--node", default=env("GPU_AGENT_NODE") or socket.gethostname(), help="node name")
+    p.add_argument("--batch-size", type=int, default=500, help="samples per upload (default 500)")
+    p.add_argument("--heartbeat-every", type=int, default=6, help="intervals between heartbeats (default 6)")
+    p.add_argument("--backoff-cap", type=float, default=300.0, help="longest wait between retries, s")
+    p.add_argument("--proc-root", type=Path, default=Path(env("GPU_AGENT_PROC_ROOT", "/proc")),
+                   help="where the host's /proc is mounted (to map processes to pods)")
+    sim = p.add_argument_group("simulated collector")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--sim-gpus", type=int, default=8)
+    sim.add_argument("--sim-model", default="NVIDIA A100-SXM4-80GB")
+    sim.add_argument("--sim-memory-mib", type=int, default=81920)
+    p.add_argument("--probe", action="store_true",
+                   help="print the inventory and one set of readings as JSON, then exit (no portal needed)")
+    p.add_argument("--log-level", type=str.upper, default=env("GPU_AGENT_LOG_LEVEL", "INFO"),
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--version", action="version", version=f"gpu-node-agent {__version__}")
+    return p
+
+
+def make_collector(args: argparse.Namespace, client: PortalClient | None) -> Collector:
+    if args.collector == "nvml":
+        return NvmlCollector(load_nvml(), proc_root=args.proc_root)
+    fetch = (lambda: client.get_assignments(args.node)) if client else (lambda: {"assignments": []})
+    return SimulatedCollector(
+        LastKnownAssignments(fetch), node=args.node, gpus=args.sim_gpus, model=args.sim_model,
+        memory_mib=args.sim_memory_mib, seed=args.seed,
+    )
+
+
+def probe(collector: Collector) -> None:
+    readings = collector.sample(datetime.now(UTC))
+    print(json.dumps({
+        "inventory": [g.to_json() for g in collector.inventory()],
+        "readings": [r.__dict__ for r in readings],
+    }, indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    client = None
+    if not args.probe:
+        if not args.portal:
+            parser.error("--portal (or GPU_AGENT_PORTAL) is required")
+        if not args.token:
+            parser.error("--token (or GPU_AGENT_TOKEN) is required")
+        try:
+            check_portal_url(args.portal)
+            config = AgentConfig(
+                node=args.node, interval_s=args.interval, batch_size=args.batch_size,
+                heartbeat_every=args.heartbeat_every, backoff_cap_s=max(args.backoff_cap, 1.0),
+                collector_name=args.collector,
+            )
+        except ValueError as exc:
+            parser.error(str(exc))
+        client = PortalClient(args.portal, args.token)
+    try:
+        collector = make_collector(args, client)
+    except NvmlUnavailable as exc:
+        print(f"gpu-node-agent: NVML is not available on this machine: {exc}.\n"
+              "Install the NVIDIA driver (libnvidia-ml.so.1) and run on a GPU node, "
+              "or use --collector simulated.", file=sys.stderr)
+        return EXIT_NVML_UNAVAILABLE
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.probe:
+        probe(collector)
+        collector.close()
+        return EXIT_OK
+
+    spool = Spool(args.spool or default_spool(args.node))
+    agent = Agent(config, collector, spool, client)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        # Set the event from another thread: the main thread may hold the event's lock right now.
+        threading.Thread(target=agent.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        agent.run()
+    finally:
+        collector.close()
+        client.close()
+        spool.close()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""The agent loop: collect every interval into the spool, upload in batches, heartbeat the inventory."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from nodeagent.portal import (
+    PortalAuthError,
+    PortalBatchTooLarge,
+    PortalClient,
+    PortalError,
+    backoff_delay,
+)
+from nodeagent.samples import GpuInfo, Reading, UsageSample, format_ts
+from nodeagent.spool import Spool
+
+log = logging.getLogger(__name__)
+
+
+class Collector(Protocol):
+    def inventory(self) -> list[GpuInfo]: ...
+
+    def sample(self, now: datetime) -> list[Reading]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    node: str
+    interval_s: float = 10.0
+    batch_size: int = 500
+    heartbeat_every: int = 6  # intervals between heartbeats
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 300.0
+    shutdown_flush_s: float = 5.0  # how long a SIGTERM may spend sending what is spooled
+    collector_name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.node:
+            raise ValueError("node name must not be empty")
+        if self.interval_s <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {self.interval_s}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch size must be >= 1, got {self.batch_size}")
+        if self.heartbeat_every < 1:
+            raise ValueError(f"heartbeat-every must be >= 1 interval, got {self.heartbeat_every}")
+        if not 0 < self.backoff_base_s <= self.backoff_cap_s:
+            raise ValueError(
+                f"backoff needs 0 < base <= cap, got base={self.backoff_base_s} cap={self.backoff_cap_s}"
+            )
+
+
+@dataclass
+class FlushReport:
+    sent: int = 0  # samples posted (a batch posted twice counts twice)
+    accepted: int = 0
+    rejected: int = 0
+    error: str | None = None  # why the last attempt failed; None when it did not
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        collector: Collector,
+        spool: Spool,
+        client: PortalClient,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        rng: random.Random | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.collector = collector
+        self.spool = spool
+        self.client = client
+        self.stop_event = threading.Event()
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._monotonic = monotonic
+        self._batch_size = config.batch_size
+        self._failures = 0
+        self._retry_at = 0.0  # monotonic time before which no upload is tried
+        self._ticks = 0
+
+    @property
+    def retry_at(self) -> float:
+        """Monotonic time before which the run loop will not try to upload (0: no failure pending)."""
+        return self._retry_at
+
+    # -- one step each ---------------------------------------------------------------------------
+
+    def collect_once(self, now: datetime | None = None) -> int:
+        """Read the collector once and spool the samples. Returns how many were stored."""
+        now = now or self._clock()
+        readings = self.collector.sample(now)
+        samples = [UsageSample.from_reading(self.config.node, now, self.config.interval_s, r) for r in readings]
+        return self.spool.add(samples)
+
+    def flush(self, deadline: float | None = None) -> FlushReport:
+        """Send spooled samples in batches until the spool is empty, an attempt fails, or `deadline`."""
+        report = FlushReport()
+        while True:
+            batch = self.spool.pending(self._batch_size)
+            if not batch:
+                break
+            try:
+                result = self.client.send_usage(self.config.node, batch)
+            except PortalBatchTooLarge as exc:
+                if self._batch_size == 1:
+                    report.error = str(exc)
+                    self._note_failure(exc)
+                    break
+                self._batch_size = max(1, self._batch_size // 2)
+                log.warning("portal refused a batch as too large; batches are now %d samples", self._batch_size)
+                continue
+            except PortalAuthError as exc:
+                report.error = str(exc)
+                self._note_failure(exc, level=logging.ERROR)
+                break
+            except PortalError as exc:
+                report.error = str(exc)
+                self._note_failure(exc)
+                break
+            report.sent += len(batch)
+            by_id = {s["id"]: s for s in batch}
+            accepted = [i for i in result.accepted if i in by_id]
+            accepted_set = set(accepted)
+            rejected = {i: r for i, r in result.rejected.items() if i in by_id and i not in accepted_set}
+            self.spool.remove(accepted)
+            if rejected:
+                self.spool.dead_letter(rejected, by_id)
+                for sid, reason in rejected.items():
+                    log.warning("portal rejected sample %s: %s (kept in %s, not resent)",
+                                sid, reason, self.spool.dead_letter_path)
+            report.accepted += len(accepted)
+            report.rejected += len(rejected)
+            if not accepted and not rejected:
+                # The portal answered but took nothing from this batch: do not spin on it.
+                report.error = "portal answered without accepting or rejecting any sample of the batch"
+                self._note_failure(PortalError(report.error))
+                break
+            if self._failures:
+                log.info("portal reachable again after %d failed attempts", self._failures)
+            self._failures = 0
+            self._retry_at = 0.0
+            if len(batch) < self._batch_size or (deadline is not None and self._monotonic() >= deadline):
+                break
+        return report
+
+    def _note_failure(self, exc: Exception, level: int = logging.WARNING) -> None:
+        self._failures += 1
+        delay = backoff_delay(self._failures, self.config.backoff_base_s, self.config.backoff_cap_s, self._rng)
+        self._retry_at = self._monotonic() + delay
+        log.log(level, "upload failed (attempt %d), %d samples kept in the spool, retry in %.1f s: %s",
+                self._failures, self.spool.count(), delay, exc)
+
+    def heartbeat(self) -> bool:
+        """Post the inventory; returns whether the portal took it."""
+        try:
+            gpus = [gpu.to_json() for gpu in self.collector.inventory()]
+            self.client.send_heartbeat(
+                self.config.node,
+                {
+                    "ts": format_ts(self._clock()),
+                    "collector": self.config.collector_name,
+                    "interval_s": self.config.interval_s,
+                    "spooled": self.spool.count(),
+                    "gpus": gpus,
+                },
+            )
+        except PortalAuthError as exc:
+            log.error("heartbeat refused: %s", exc)
+            return False
+        except PortalError as exc:
+            log.warning("heartbeat failed: %s", exc)
+            return False
+        except Exception:  # a collector failure must not stop the agent
+            log.exception("heartbeat: reading the inventory failed")
+            return False
+        return True
+
+    def tick(self) -> None:
+        """One interval: heartbeat when due, then collect."""
+        if self._ticks % self.config.heartbeat_every == 0:
+            self.heartbeat()
+        self._ticks += 1
+        try:
+            self.collect_once()
+        except Exception:  # keep running: the next interval may read fine
+            log.exception("collecting usage failed this interval")
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until stop_event is set (SIGTERM/SIGINT), then spend a short while flushing."""
+        interval = self.config.interval_s
+        next_tick = self._monotonic()
+        log.info("agent for node %s started: interval %.1f s, spool %s (%d samples waiting)",
+                 self.config.node, interval, self.spool.path, self.spool.count())
+        while not self.stop_event.is_set():
+            if self._monotonic() >= next_tick:
+                self.tick()
+                next_tick += interval
+                if next_tick <= self._monotonic():  # a slow interval: skip the missed ones
+                    next_tick = self._monotonic() + interval
+            if self._monotonic() >= self._retry_at:
+                self.flush(deadline=next_tick)
+            wake = next_tick if self._retry_at <= self._monotonic() else min(next_tick, self._retry_at)
+            self.stop_event.wait(max(0.0, wake - self._monotonic()))
+        report = self.flush(deadline=self._monotonic() + self.config.shutdown_flush_s)
+        log.info("agent stopped: %d samples sent on shutdown, %d left in the spool%s",
+                 report.accepted, self.spool.count(), f" ({report.error})" if report.error else "")
+
+    def stop(self) -> None:
+        self.stop_event.set()

@@ -1,0 +1,61 @@
+from django.contrib import admin
+
+from scheduling.models import Gpu, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
+
+
+class GpuInline(admin.TabularInline):
+    model = Gpu
+    extra = 0
+
+
+@admin.register(NodePool)
+class NodePoolAdmin(admin.ModelAdmin):
+    list_display = ["name", "vendor", "gpu_model", "gpu_memory_mib", "sharing", "placement", "spot"]
+    list_filter = ["vendor", "sharing", "spot"]
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ["name", "pool", "ready", "cordoned", "last_heartbeat"]
+    list_filter = ["pool", "ready", "cordoned"]
+    search_fields = ["name"]
+    inlines = [GpuInline]
+
+
+class QueueAccessInline(admin.TabularInline):
+    model = QueueAccess
+    extra = 0
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    list_display = ["name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
+                    "preemptible_only"]
+    inlines = [QueueAccessInline]
+
+
+class ReplicaInline(admin.TabularInline):
+    model = Replica
+    extra = 0
+    readonly_fields = ["role", "index", "state", "node", "gpu_indices", "slice", "started", "ended"]
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    readonly_fields = ["time", "kind", "state", "reason", "data"]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "workspace", "queue", "state", "priority", "preemptible", "created"]
+    list_filter = ["state", "workspace", "queue"]
+    search_fields = ["name"]
+    readonly_fields = ["spec", "quote", "created", "started", "finished"]
+    inlines = [ReplicaInline, JobEventInline]
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(admin.ModelAdmin):
+    list_display = ["time", "job", "kind", "state", "reason"]
+    list_filter = ["kind", "state"]

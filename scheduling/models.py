@@ -1,0 +1,195 @@
+"""The cluster (pools, nodes, GPUs), queues, and jobs with their replicas and events."""
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from portal.models import Workspace
+
+
+class Vendor(models.TextChoices):
+    NVIDIA = "nvidia", "NVIDIA"
+    AMD = "amd", "AMD"
+
+
+class Placement(models.TextChoices):
+    DEFAULT = "default", "Default (best)"
+    BINPACK = "binpack", "Bin-pack"
+    SPREAD = "spread", "Spread"
+    FRAG = "frag", "Fragmentation-aware"
+
+
+class PoolSharing(models.TextChoices):
+    STANDARD = "standard", "Exclusive and fractions"
+    MIG = "mig", "MIG"
+    TIMESLICE = "timeslice", "Time-slicing"
+
+
+class NodePool(models.Model):
+    name = models.SlugField(unique=True)
+    vendor = models.CharField(max_length=8, choices=Vendor.choices, default=Vendor.NVIDIA)
+    gpu_model = models.CharField(max_length=64, help_text="As labelled: nvidia.com/gpu.product, e.g. H100-80GB")
+    gpu_memory_mib = models.PositiveIntegerField()
+    placement = models.CharField(max_length=16, choices=Placement.choices, default=Placement.DEFAULT)
+    sharing = models.CharField(max_length=16, choices=PoolSharing.choices, default=PoolSharing.STANDARD)
+    timeslice_replicas = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1)])
+    mig_layout = models.JSONField(default=list, blank=True, help_text='Instances on every GPU, e.g. ["3g.40gb", "2g.20gb"]')
+    spot = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def sharing_modes(self) -> frozenset[str]:
+        if self.sharing == PoolSharing.MIG:
+            return frozenset({"mig"})
+        if self.sharing == PoolSharing.TIMESLICE:
+            return frozenset({"timeslice"})
+        return frozenset({"exclusive", "fraction"})
+
+
+class Node(models.Model):
+    pool = models.ForeignKey(NodePool, on_delete=models.PROTECT, related_name="nodes")
+    name = models.CharField(max_length=253, unique=True)
+    cpu_milli = models.PositiveIntegerField(default=64000)
+    memory_mib = models.PositiveBigIntegerField(default=512 * 1024)
+    ready = models.BooleanField(default=True)
+    cordoned = models.BooleanField(default=False)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(max_length=64, unique=True)
+    memory_mib = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        constraints = [models.UniqueConstraint(fields=["node", "index"], name="one_gpu_per_index")]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/gpu{self.index}"
+
+
+class Queue(models.Model):
+    """A node of the queue tree. GPU amounts are in GPUs (fractions allowed)."""
+
+    name = models.SlugField(unique=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    deserved_gpus = models.DecimalField(max_digits=10, decimal_places=2, default=0)
+    over_quota_weight = models.DecimalField(max_digits=6, decimal_places=2, default=1)
+    limit_gpus = models.DecimalField(max_digits=10, decimal_places=2, null=True, blank=True,
+                                     help_text="Empty: no limit")
+    priority = models.IntegerField(default=0)
+    preemptible_only = models.BooleanField(default=False, help_text="Accepts preemptible work only")
+    workspaces = models.ManyToManyField(Workspace, through="QueueAccess", related_name="queues", blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class QueueAccess(models.Model):
+    """A workspace may submit to a queue; one of its queues is its default."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="queue_access")
+    is_default = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "workspace"], name="one_access_per_queue"),
+            models.UniqueConstraint(fields=["workspace"], condition=models.Q(is_default=True),
+                                    name="one_default_queue_per_workspace"),
+        ]
+
+
+class JobState(models.TextChoices):
+    PENDING = "Pending"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    PREEMPTED = "Preempted"
+    CANCELLED = "Cancelled"
+
+
+FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class Job(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="jobs")
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                     related_name="jobs")
+    name = models.CharField(max_length=200)
+    job_type = models.CharField(max_length=16)
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING, db_index=True)
+    pending_reason = models.TextField(blank=True)
+    priority = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(100)])
+    preemptible = models.BooleanField(default=False)
+    reduce_cost = models.BooleanField(default=False)
+    expected_duration_s = models.PositiveIntegerField(default=3600)
+    spec_text = models.TextField(help_text="What the tenant submitted")
+    spec = models.JSONField(help_text="The validated, normalised spec")
+    quote = models.JSONField(null=True, blank=True, help_text="The quote option frozen at submission")
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["workspace", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} #{self.pk}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+
+class Replica(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="replicas")
+    role = models.CharField(max_length=64)
+    index = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="replicas")
+    gpu_indices = models.JSONField(default=list, blank=True)
+    slice = models.JSONField(default=dict, blank=True, help_text="milli + MiB, MIG instance, time-slice or whole")
+    started = models.DateTimeField(null=True, blank=True)
+    ended = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "role", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "role", "index"], name="one_replica_per_index")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.role}-{self.index}"
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=32)
+    state = models.CharField(max_length=16, choices=JobState.choices, blank=True)
+    reason = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["time", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.kind} {self.state}"
