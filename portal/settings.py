@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "axes",
     "portal",
     "scheduling",
+    "billing",
 ]
 
 MIDDLEWARE = [
@@ -154,6 +155,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+if TESTING or env_bool("TEST_FAST_PASSWORD_HASHER", False):
+    # Tests only (and the server processes they start): hashing demo passwords with PBKDF2
+    # would dominate the suite's run time.
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
+                        "django.contrib.auth.hashers.PBKDF2PasswordHasher"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"

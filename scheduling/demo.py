@@ -29,14 +29,16 @@ def load_cluster() -> None:
             defaults={"vendor": vendor, "gpu_model": model, "gpu_memory_mib": mem_gib * GIB,
                       "sharing": sharing, **extra},
         )
-        for n in range(1, count + 1):
-            node, _ = Node.objects.get_or_create(
-                name=f"{pool_name}-{n:02d}", defaults={"pool": pool, "cpu_milli": gpus * 16000,
-                                                       "memory_mib": gpus * 128 * GIB},
-            )
-            for i in range(gpus):
-                Gpu.objects.get_or_create(node=node, index=i, defaults={
-                    "uuid": f"GPU-{node.name}-{i}", "memory_mib": mem_gib * GIB})
+        names = [f"{pool_name}-{n:02d}" for n in range(1, count + 1)]
+        Node.objects.bulk_create(
+            [Node(name=name, pool=pool, cpu_milli=gpus * 16000, memory_mib=gpus * 128 * GIB) for name in names],
+            ignore_conflicts=True,
+        )
+        Gpu.objects.bulk_create(
+            [Gpu(node=node, index=i, uuid=f"GPU-{node.name}-{i}", memory_mib=mem_gib * GIB)
+             for node in Node.objects.filter(name__in=names) for i in range(gpus)],
+            ignore_conflicts=True,
+        )
 
 
 @transaction.atomic

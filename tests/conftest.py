@@ -62,7 +62,7 @@ def child_env(**extra: str) -> dict[str, str]:
     from django.conf import settings
 
     env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
-           "VAR_DIR": str(settings.VAR_DIR), "PYTHONUNBUFFERED": "1"}
+           "VAR_DIR": str(settings.VAR_DIR), "PYTHONUNBUFFERED": "1", "TEST_FAST_PASSWORD_HASHER": "1"}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env.update(extra)
     return env
@@ -137,3 +137,15 @@ def tenants(db) -> Tenants:
         alice=users.get(username="alice"), carol=carol, bob=users.get(username="bob"),
         finance=users.get(username="finance"), vision=vision, nlp=Workspace.objects.get(slug="nlp-group"),
     )
+
+
+@pytest.fixture
+def cluster(tenants):
+    """The demo pools, nodes, GPUs, queues and prices on top of the demo tenants."""
+    from billing.demo import load_prices
+    from scheduling import demo
+
+    demo.load_cluster()
+    demo.load_queues()
+    load_prices()
+    return tenants

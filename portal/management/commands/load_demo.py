@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand
 
+from billing import demo as billing_demo
 from portal import demo
 from scheduling import demo as scheduling_demo
 
@@ -11,4 +12,5 @@ class Command(BaseCommand):
         demo.load_tenants()
         scheduling_demo.load_cluster()
         scheduling_demo.load_queues()
-        self.stdout.write(self.style.SUCCESS("Demo data loaded: tenants, cluster (6 pools), queues."))
+        billing_demo.load_prices()
+        self.stdout.write(self.style.SUCCESS("Demo data loaded: tenants, cluster (6 pools), queues, prices."))

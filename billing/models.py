@@ -1,0 +1,62 @@
+"""Price tables: versions with an effective time; a new version never changes past charges."""
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from billing import offpeak, pricing
+
+
+class PriceTable(models.Model):
+    name = models.CharField(max_length=100)
+    currency = models.CharField(max_length=3, default="USD")
+    effective_from = models.DateTimeField(unique=True, db_index=True)
+    cpu_core_hour = models.DecimalField(max_digits=12, decimal_places=4)
+    memory_gib_hour = models.DecimalField(max_digits=12, decimal_places=4)
+    priority_base = models.DecimalField(max_digits=6, decimal_places=4, default=Decimal(1))
+    priority_step = models.DecimalField(max_digits=6, decimal_places=4, default=Decimal("0.01"),
+                                        help_text="Multiplier = base + priority x step (default 1 + priority/100)")
+    offpeak_windows = models.CharField(max_length=200, default="00:00-08:00",
+                                       help_text="Comma-separated HH:MM-HH:MM in the platform's time zone")
+    offpeak_discount = models.DecimalField(max_digits=5, decimal_places=4, default=Decimal("0.40"))
+    spot_discount = models.DecimalField(max_digits=5, decimal_places=4, default=Decimal("0.60"))
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-effective_from"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (from {self.effective_from:%Y-%m-%d %H:%M})"
+
+    def clean(self):
+        try:
+            offpeak.parse_windows(self.offpeak_windows)
+            pricing.minor_unit(self.currency)
+        except ValueError as error:
+            raise ValidationError(str(error)) from error
+
+    def to_pricing(self) -> pricing.PriceTable:
+        rates = pricing.Rates(
+            currency=self.currency,
+            gpu={(r.vendor, r.gpu_model): r.per_gpu_hour for r in self.gpu_rates.all()},
+            cpu_core_hour=self.cpu_core_hour, memory_gib_hour=self.memory_gib_hour,
+            priority_base=self.priority_base, priority_step=self.priority_step,
+            offpeak_windows=offpeak.parse_windows(self.offpeak_windows),
+            offpeak_discount=self.offpeak_discount, spot_discount=self.spot_discount,
+        )
+        return pricing.PriceTable(effective_from=self.effective_from, rates=rates, name=self.name)
+
+
+class GpuRate(models.Model):
+    table = models.ForeignKey(PriceTable, on_delete=models.CASCADE, related_name="gpu_rates")
+    vendor = models.CharField(max_length=8, choices=[("nvidia", "NVIDIA"), ("amd", "AMD")])
+    gpu_model = models.CharField(max_length=64)
+    per_gpu_hour = models.DecimalField(max_digits=12, decimal_places=4)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["table", "vendor", "gpu_model"], name="one_rate_per_model")]
+        ordering = ["vendor", "gpu_model"]
+
+    def __str__(self) -> str:
+        return f"{self.vendor} {self.gpu_model}: {self.per_gpu_hour}/h"

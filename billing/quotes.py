@@ -1,0 +1,673 @@
+"""Quotes: every way a job spec can run on the node pools, priced before the tenant submits (issue 6).
+
+Pure module (no Django). Prices come from :mod:`billing.pricing` (never re-derived here); this
+module decides *which* options exist and describes what each one gives up.
+
+Options
+    One option per (pool, sharing mode, when). A multi-role job runs every GPU role in the same
+    pool and the same sharing mode; CPU-only roles (``num_gpus == 0``) are priced for CPU and
+    memory only, with the same time-of-day and spot factors as the pool the job lands in.
+    Hard filters, per role: ``nodePool``, ``gpuModel`` and vendor (``nvidia`` / ``amd`` /
+    ``any``); a pool that fails one for any role gives no option. The spec's own sharing is the
+    preferred choice (``matches_spec`` True); alternative modes are extra options flagged
+    ``matches_spec`` False. When the roles ask different modes, the spec's own combination is
+    one more option, labelled e.g. ``exclusive+fraction``.
+
+Which alternative modes are offered (the honesty rule)
+    An alternative must give each role at least the compute and GPU memory it asked for, counting
+    only what the mode *guarantees*:
+
+    * exclusive: whole GPUs, always enough (a shared ask becomes one whole GPU; pays for more);
+    * fraction: ``ceil(ask, 0.01 GPU)`` of one GPU with the asked memory reserved; never for an
+      exclusive or time-slice ask (a fraction is at most 0.99 of a GPU);
+    * MIG: the smallest profile of the pool's layout with ``slices / 7 >= ask`` and at least the
+      asked memory; so an exclusive 1-GPU ask fits only a 7g instance, which is the whole GPU
+      with hardware isolation and costs the same;
+    * time-slicing: a slot guarantees ``1 / replicas-per-GPU`` of the compute and no memory
+      isolation; it is offered only when that share covers the ask (a 0.25 ask on a 4-way pool)
+      and the card has the asked memory, and the trade-offs say memory is not isolated.
+
+    Asks spanning several GPUs per replica stay exclusive (the shared modes hold one device).
+
+When
+    ``now`` starts at ``now``; ``off-peak`` starts when the next off-peak window opens. If ``now``
+    is already off-peak there is only the ``now`` option. ReduceCost jobs get only off-peak
+    options and spot options (they run only in off-peak windows or on spot capacity), with no
+    completion promise.
+
+Money
+    ``price_per_hour`` / ``price_per_hour_offpeak``: the whole job at MinReplicas (every role at
+    its minimum), peak and off-peak, 4 decimal places, spot factor included. ``estimate_low`` /
+    ``estimate_high``: every role at its MinReplicas / MaxReplicas for the expected duration from
+    ``starts_at``, split into peak and off-peak hours, summed unrounded and rounded once to the
+    currency's minor unit. Price with the table in force when quoting (see :func:`quote_at`).
+
+Capacity
+    ``PoolOffer.free_milli_now`` (None: unknown, assumed enough) decides ``can_start_now`` of a
+    ``now`` option; ``PoolOffer.total_gpus`` (None: unknown) drops a pool whose GPUs can never
+    hold the gang at MinReplicas. Both compare milli-GPU (charged share x 1000, rounded up, per
+    replica), an approximation for MIG layouts (which instances exist is not checked).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, tzinfo
+from decimal import ROUND_CEILING, Decimal
+from fractions import Fraction
+from typing import Any
+
+from billing.offpeak import is_offpeak, next_offpeak_start, require_aware
+from billing.pricing import (
+    MIG_SLICES_PER_GPU,
+    Allocation,
+    PriceTable,
+    Rates,
+    charged_gpu_share,
+    estimate,
+    mig_compute_slices,
+    minor_unit,
+    quantize_money,
+    table_in_force,
+)
+from scheduling.spec_model import JobSpec, RoleSpec
+
+MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
+CPU_ONLY = "none"  # the sharing label of a job without GPU roles
+NOW, OFF_PEAK = "now", "off-peak"
+VENDORS = ("nvidia", "amd")
+_MIG_MEMORY = re.compile(r"^[1-7]g\.(\d{1,3})gb$")
+_RATE_PLACES = Decimal("0.0001")
+_SHARE_PLACES = Decimal("0.0001")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class PoolOffer:
+    """What one node pool offers a quote: its GPUs, sharing modes, class and free capacity."""
+
+    name: str
+    vendor: str  # nvidia | amd
+    gpu_model: str
+    gpu_memory_mib: int
+    gpus_per_node: int
+    sharing_modes: frozenset[str] = frozenset({"exclusive", "fraction"})
+    mig_profiles: frozenset[str] = frozenset()  # the profiles one GPU's layout offers
+    timeslice_replicas: int = 1  # slots per GPU when the pool time-slices
+    spot: bool = False
+    free_milli_now: int | None = None  # free GPU capacity now (milli-GPU); None = unknown
+    total_gpus: int | None = None  # all GPUs of the pool; None = unknown
+
+    def __post_init__(self) -> None:
+        where = f"pool offer {self.name!r}"
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("pool offer: name is empty")
+        if self.vendor not in VENDORS:
+            raise ValueError(f"{where}: vendor {self.vendor!r} is not one of {', '.join(VENDORS)}")
+        if not isinstance(self.gpu_model, str) or not self.gpu_model.strip():
+            raise ValueError(f"{where}: gpu_model is empty")
+        for attr in ("gpu_memory_mib", "gpus_per_node", "timeslice_replicas"):
+            _require_int(getattr(self, attr), f"{where}: {attr}", minimum=1)
+        modes = frozenset(self.sharing_modes)
+        if not modes or not modes <= set(MODES):
+            raise ValueError(f"{where}: sharing_modes {sorted(modes)} must be a non-empty subset of {MODES}")
+        profiles = frozenset(self.mig_profiles)
+        if "mig" in modes:
+            if self.vendor != "nvidia":
+                raise ValueError(f"{where}: MIG is an NVIDIA feature, not {self.vendor}")
+            if not profiles:
+                raise ValueError(f"{where}: a MIG pool needs mig_profiles (e.g. 3g.40gb)")
+        for profile in profiles:
+            mig_compute_slices(profile)  # raises on a malformed profile
+            if not _MIG_MEMORY.match(profile):
+                raise ValueError(f"{where}: MIG profile {profile!r} must look like 3g.40gb")
+        if self.free_milli_now is not None:
+            _require_int(self.free_milli_now, f"{where}: free_milli_now", minimum=0)
+        if self.total_gpus is not None:
+            _require_int(self.total_gpus, f"{where}: total_gpus", minimum=0)
+        object.__setattr__(self, "sharing_modes", modes)
+        object.__setattr__(self, "mig_profiles", profiles)
+
+
+def _require_int(value: Any, what: str, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{what} must be an integer of at least {minimum}, got {value!r}")
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class RoleQuote:
+    """How one role runs in an option, and its per-replica rates."""
+
+    name: str
+    sharing: str  # exclusive | fraction | mig | timeslice | none (CPU only)
+    num_gpus: int  # devices / instances / slots per replica (0 for a CPU-only role)
+    gpu_milli: int  # compute per device asked (fraction: the reserved share)
+    gpu_mem_mib: int | None  # fraction: reserved GPU memory; MIG: the profile's memory
+    mig_profile: str | None
+    gpu_share: Decimal  # GPUs charged per replica
+    min_replicas: int
+    max_replicas: int
+    price_per_hour: Decimal  # one replica, peak
+    price_per_hour_offpeak: Decimal  # one replica, off-peak
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "sharing": self.sharing,
+            "num_gpus": self.num_gpus,
+            "gpu_milli": self.gpu_milli,
+            "gpu_mem_mib": self.gpu_mem_mib,
+            "mig_profile": self.mig_profile,
+            "gpu_share": _fmt(self.gpu_share.quantize(_SHARE_PLACES)),
+            "min_replicas": self.min_replicas,
+            "max_replicas": self.max_replicas,
+            "price_per_hour": _fmt(self.price_per_hour.quantize(_RATE_PLACES)),
+            "price_per_hour_offpeak": _fmt(self.price_per_hour_offpeak.quantize(_RATE_PLACES)),
+        }
+
+
+@dataclass(frozen=True)
+class QuoteOption:
+    id: str  # "<pool>.<sharing>.<when>", e.g. "a100-spot.fraction.now"
+    sharing: str
+    vendor: str
+    gpu_model: str
+    pool: str
+    spot: bool
+    when: str  # now | off-peak
+    starts_at: datetime
+    price_per_hour: Decimal  # whole job at MinReplicas, peak
+    price_per_hour_offpeak: Decimal  # whole job at MinReplicas, off-peak
+    estimate_low: Decimal  # MinReplicas for the expected duration, rounded once
+    estimate_high: Decimal  # MaxReplicas
+    cheapest: bool
+    can_start_now: bool
+    matches_spec: bool
+    tradeoffs: tuple[str, ...]
+    roles: tuple[RoleQuote, ...]
+    currency: str
+    # unrounded amounts: the cheapest option is decided on these, not on cents
+    amount_low: Decimal = field(repr=False, compare=False, default=Decimal(0))
+    amount_high: Decimal = field(repr=False, compare=False, default=Decimal(0))
+
+    def to_json(self) -> dict[str, Any]:
+        places = Decimal(1).scaleb(-minor_unit(self.currency))
+        return {
+            "id": self.id,
+            "sharing": self.sharing,
+            "vendor": self.vendor,
+            "gpu_model": self.gpu_model,
+            "pool": self.pool,
+            "spot": self.spot,
+            "when": self.when,
+            "starts_at": self.starts_at.isoformat(),
+            "currency": self.currency,
+            "price_per_hour": _fmt(self.price_per_hour.quantize(_RATE_PLACES)),
+            "price_per_hour_offpeak": _fmt(self.price_per_hour_offpeak.quantize(_RATE_PLACES)),
+            "estimate_low": _fmt(self.estimate_low.quantize(places)),
+            "estimate_high": _fmt(self.estimate_high.quantize(places)),
+            "cheapest": self.cheapest,
+            "can_start_now": self.can_start_now,
+            "matches_spec": self.matches_spec,
+            "tradeoffs": list(self.tradeoffs),
+            "roles": [role.to_json() for role in self.roles],
+        }
+
+
+@dataclass(frozen=True)
+class Quote:
+    currency: str
+    expected_duration_hours: Decimal
+    options: tuple[QuoteOption, ...]  # cheapest first (by estimate_low, then estimate_high, then id)
+    quoted_at: datetime
+    unavailable: tuple[str, ...] = ()  # "pool: why it gives no option", for pools left out
+
+    @property
+    def cheapest(self) -> QuoteOption:
+        return next(option for option in self.options if option.cheapest)
+
+    def option(self, option_id: str) -> QuoteOption:
+        for option in self.options:
+            if option.id == option_id:
+                return option
+        valid = ", ".join(option.id for option in self.options) or "none"
+        raise ValueError(f"unknown quote option {option_id!r}; valid options: {valid}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "currency": self.currency,
+            "expected_duration_hours": _fmt(self.expected_duration_hours.quantize(Decimal("0.01"))),
+            "quoted_at": self.quoted_at.isoformat(),
+            "options": [option.to_json() for option in self.options],
+            "unavailable": list(self.unavailable),
+        }
+
+
+class QuoteError(ValueError):
+    """No pool can run the spec; the message lists why for each pool."""
+
+
+def _fmt(amount: Decimal) -> str:
+    return format(amount, "f")
+
+
+# --------------------------------------------------------------------------- how a role is held
+
+
+@dataclass(frozen=True)
+class _Holding:
+    sharing: str
+    num_gpus: int
+    gpu_milli: int
+    gpu_mem_mib: int | None
+    mig_profile: str | None
+    share: Decimal  # GPUs charged per replica
+    exact: bool  # what the role itself asked for
+
+
+def _mig_memory_mib(profile: str) -> int:
+    match = _MIG_MEMORY.match(profile)
+    if match is None:
+        raise ValueError(f"MIG profile {profile!r} must look like 3g.40gb")
+    return int(match.group(1)) * 1024
+
+
+def _ask(role: RoleSpec) -> tuple[Fraction, int | None]:
+    """Guaranteed compute (GPUs per device) and GPU memory (MiB, None: no minimum) the role asks."""
+    if role.sharing == "fraction":
+        return Fraction(role.gpu_milli, 1000), role.gpu_mem_mib
+    if role.sharing == "mig" and role.mig_profile:
+        return Fraction(mig_compute_slices(role.mig_profile), MIG_SLICES_PER_GPU), _mig_memory_mib(
+            role.mig_profile
+        )
+    return Fraction(1), None  # exclusive: whole GPUs; time-slice: nominally a whole GPU
+
+
+def _hold(role: RoleSpec, pool: PoolOffer, mode: str) -> _Holding | None:
+    """How ``role`` runs in ``pool`` with sharing ``mode``, or None if that would give it less."""
+    if mode not in pool.sharing_modes:
+        return None
+    compute, memory = _ask(role)
+    if memory is not None and memory > pool.gpu_memory_mib:
+        return None
+    own = role.sharing == mode
+    if mode == "exclusive":
+        count = role.num_gpus if own else 1
+        if count > pool.gpus_per_node:
+            return None
+        share = charged_gpu_share("exclusive", num_gpus=count)
+        return _Holding("exclusive", count, 1000, None, None, share, own)
+    if role.num_gpus != 1:
+        return None  # the shared modes hold one device per replica
+    if mode == "fraction":
+        milli = role.gpu_milli if own else math.ceil(compute * 100) * 10
+        if milli > 990:
+            return None
+        share = charged_gpu_share(
+            "fraction", gpu_milli=milli, gpu_mem_mib=memory, gpu_total_mem_mib=pool.gpu_memory_mib
+        )
+        return _Holding("fraction", 1, milli, memory, None, share, own)
+    if mode == "mig":
+        if own and role.mig_profile in pool.mig_profiles:
+            profile: str | None = role.mig_profile
+        else:
+            fitting = [
+                p
+                for p in pool.mig_profiles
+                if Fraction(mig_compute_slices(p), MIG_SLICES_PER_GPU) >= compute
+                and _mig_memory_mib(p) >= (memory or 0)
+            ]
+            profile = min(fitting, key=lambda p: (mig_compute_slices(p), _mig_memory_mib(p), p), default=None)
+        if profile is None:
+            return None
+        share = charged_gpu_share("mig", mig_profile=profile)
+        milli = mig_compute_slices(profile) * 1000 // MIG_SLICES_PER_GPU
+        return _Holding(
+            "mig", 1, milli, _mig_memory_mib(profile), profile, share, own and profile == role.mig_profile
+        )
+    # time-slicing: a slot guarantees 1 / replicas of the GPU and no memory isolation
+    if not own and Fraction(1, pool.timeslice_replicas) < compute:
+        return None
+    share = charged_gpu_share("timeslice", timeslice_replicas=pool.timeslice_replicas)
+    return _Holding("timeslice", 1, 1000, None, None, share, own)
+
+
+def _cpu_only(role: RoleSpec) -> bool:
+    return role.num_gpus == 0
+
+
+def _pool_refusal(spec: JobSpec, pool: PoolOffer) -> str | None:
+    """Why a role's pins rule the pool out, if they do."""
+    for role in spec.roles:
+        if role.node_pool is not None and role.node_pool != pool.name:
+            return f"role '{role.name}' is pinned to nodePool '{role.node_pool}'"
+        if _cpu_only(role):
+            continue
+        if role.gpu_model is not None and role.gpu_model.casefold() != pool.gpu_model.casefold():
+            return f"role '{role.name}' asks gpuModel '{role.gpu_model}', the pool has {pool.gpu_model}"
+        if role.vendor != "any" and role.vendor != pool.vendor:
+            hint = " (allow AMD with vendor: any, or AMDSupport: true)" if pool.vendor == "amd" else ""
+            return f"role '{role.name}' needs {role.vendor.upper()} GPUs, the pool has {pool.vendor.upper()}{hint}"
+    return None
+
+
+def _placements(spec: JobSpec, pool: PoolOffer) -> list[tuple[str, list[_Holding | None]]]:
+    """(sharing label, holding per role: None for CPU-only roles) for each way the job fits."""
+    gpu_roles = [role for role in spec.roles if not _cpu_only(role)]
+    if not gpu_roles:
+        return [(CPU_ONLY, [None] * len(spec.roles))]
+    own_modes = {role.sharing for role in gpu_roles}
+    candidates: list[tuple[str, dict[str, str]]] = []
+    if len(own_modes) > 1:  # the spec's own mix, each role in its own mode
+        label = "+".join(mode for mode in MODES if mode in own_modes)
+        candidates.append((label, {role.name: role.sharing for role in gpu_roles}))
+    candidates += [(mode, {role.name: mode for role in gpu_roles}) for mode in MODES]
+    out = []
+    for label, mode_of in candidates:
+        holdings = [None if _cpu_only(role) else _hold(role, pool, mode_of[role.name]) for role in spec.roles]
+        if all(h is not None for h, role in zip(holdings, spec.roles, strict=True) if not _cpu_only(role)):
+            out.append((label, holdings))
+    return out
+
+
+def _ask_text(role: RoleSpec) -> str:
+    if role.sharing == "fraction":
+        memory = f" with {_mib_text(role.gpu_mem_mib)}" if role.gpu_mem_mib is not None else ""
+        return f"{_share_text(Decimal(role.gpu_milli) / 1000)}{memory}"
+    if role.sharing == "mig":
+        return f"a MIG {role.mig_profile} instance"
+    if role.sharing == "timeslice":
+        return "a time-slice slot"
+    return f"{role.num_gpus} whole GPU{'s' if role.num_gpus != 1 else ''}"
+
+
+def _no_fit_reason(spec: JobSpec, pool: PoolOffer) -> str:
+    offered = ", ".join(mode for mode in MODES if mode in pool.sharing_modes)
+    if pool.mig_profiles and "mig" in pool.sharing_modes:
+        offered += f" ({', '.join(sorted(pool.mig_profiles))})"
+    for role in spec.roles:
+        if not _cpu_only(role) and all(_hold(role, pool, mode) is None for mode in MODES):
+            return f"its {offered} cannot guarantee role '{role.name}' {_ask_text(role)} per replica"
+    return f"no one sharing mode of its {offered} fits every role"
+
+
+# --------------------------------------------------------------------------- pricing an option
+
+
+def _share_text(share: Decimal) -> str:
+    text = format(share.quantize(Decimal("0.01")).normalize(), "f")
+    return f"{text} GPU"
+
+
+def _needed_milli(spec: JobSpec, holdings: Sequence[_Holding | None]) -> int:
+    return sum(
+        role.min_replicas * int((h.share * 1000).to_integral_value(rounding=ROUND_CEILING))
+        for role, h in zip(spec.roles, holdings, strict=True)
+        if h is not None
+    )
+
+
+def _gpus_text(milli: int) -> str:
+    return _share_text(Decimal(milli) / 1000) + ("" if milli == 1000 else "s")
+
+
+def _isolation_tradeoffs(spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None]) -> list[str]:
+    notes: list[str] = []
+    for role, h in zip(spec.roles, holdings, strict=True):
+        if h is None:
+            continue
+        who = f"role '{role.name}': " if len(spec.roles) > 1 else ""
+        if h.sharing == "timeslice":
+            others = pool.timeslice_replicas - 1
+            notes.append(
+                f"{who}time-sliced: shares the GPU with up to {others} other job{'s' if others != 1 else ''}, "
+                f"compute not guaranteed, no GPU memory isolation"
+            )
+        elif h.sharing == "fraction":
+            memory = (
+                f"GPU memory capped at {_mib_text(h.gpu_mem_mib)}"
+                if h.gpu_mem_mib is not None
+                else "no GPU memory reserved"
+            )
+            notes.append(f"{who}shares the GPU with other jobs (no hardware isolation); {memory}")
+        asked = _ask(role)[0] * role.num_gpus
+        if not h.exact and Fraction(h.share) > asked:
+            notes.append(
+                f"{who}pays for {_share_text(h.share)} per replica, more than the "
+                f"{_share_text(Decimal(asked.numerator) / asked.denominator)} asked"
+            )
+    return notes
+
+
+def _mib_text(mib: int) -> str:
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def _wait_text(now: datetime, starts_at: datetime, tz: tzinfo) -> str:
+    local = starts_at.astimezone(tz)
+    minutes = int((starts_at - now).total_seconds() // 60)
+    wait = f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+    return f"waits {wait} for the off-peak window at {local:%H:%M} ({local.tzname()})"
+
+
+def _price_option(
+    spec: JobSpec,
+    pool: PoolOffer,
+    label: str,
+    holdings: Sequence[_Holding | None],
+    rates: Rates,
+    *,
+    when: str,
+    starts_at: datetime,
+    now: datetime,
+    tz: tzinfo,
+) -> QuoteOption:
+    duration = timedelta(seconds=spec.expected_duration_s)
+    roles: list[RoleQuote] = []
+    per_hour = per_hour_off = low = high = Decimal(0)
+    for role, h in zip(spec.roles, holdings, strict=True):
+        share = h.share if h is not None else Decimal(0)
+        allocation = Allocation.from_units(
+            share,
+            pool.vendor if h is not None else None,
+            pool.gpu_model if h is not None else None,
+            cpu_milli=role.cpu_milli,
+            mem_mib=role.mem_mib,
+        )
+
+        at_min, at_max = (
+            estimate(
+                rates,
+                allocation,
+                start=starts_at,
+                duration=duration,
+                tz=tz,
+                priority=spec.priority,
+                spot=pool.spot,
+                replicas=max(replicas, 1),  # a role at 0 replicas still shows its per-replica rate
+            )
+            for replicas in (role.min_replicas, role.max_replicas)
+        )
+        per_hour += role.min_replicas * at_min.price_per_hour
+        per_hour_off += role.min_replicas * at_min.price_per_hour_offpeak
+        low += at_min.amount if role.min_replicas else Decimal(0)
+        high += at_max.amount
+        roles.append(
+            RoleQuote(
+                name=role.name,
+                sharing=h.sharing if h is not None else CPU_ONLY,
+                num_gpus=h.num_gpus if h is not None else 0,
+                gpu_milli=h.gpu_milli if h is not None else 0,
+                gpu_mem_mib=h.gpu_mem_mib if h is not None else None,
+                mig_profile=h.mig_profile if h is not None else None,
+                gpu_share=share,
+                min_replicas=role.min_replicas,
+                max_replicas=role.max_replicas,
+                price_per_hour=at_min.price_per_hour,
+                price_per_hour_offpeak=at_min.price_per_hour_offpeak,
+            )
+        )
+
+    needed = _needed_milli(spec, holdings)
+    enough_now = pool.free_milli_now is None or pool.free_milli_now >= needed
+    tradeoffs = _isolation_tradeoffs(spec, pool, holdings)
+    if pool.vendor == "amd" and any(h is not None for h in holdings):
+        tradeoffs.append("AMD GPU: the image must support ROCm")
+    if when == OFF_PEAK:
+        tradeoffs.append(_wait_text(now, starts_at, tz))
+    elif not enough_now:
+        tradeoffs.append(
+            f"may wait for capacity: {_gpus_text(pool.free_milli_now or 0)} free in {pool.name} now, "
+            f"the job needs {_gpus_text(needed)} to start"
+        )
+    if pool.spot:
+        tradeoffs.append("spot capacity: can be reclaimed at any time")
+    if spec.reduce_cost:
+        tradeoffs.append("ReduceCost: no completion promise; runs only off-peak or on spot capacity")
+    elif spec.preemptible:
+        tradeoffs.append("preemptible: can be evicted for higher-priority work")
+
+    gpu_holdings = [h for h in holdings if h is not None]
+    return QuoteOption(
+        id=f"{pool.name}.{label}.{when}",
+        sharing=label,
+        vendor=pool.vendor,
+        gpu_model=pool.gpu_model,
+        pool=pool.name,
+        spot=pool.spot,
+        when=when,
+        starts_at=starts_at,
+        price_per_hour=per_hour,
+        price_per_hour_offpeak=per_hour_off,
+        estimate_low=quantize_money(low, rates.currency),
+        estimate_high=quantize_money(high, rates.currency),
+        cheapest=False,
+        can_start_now=when == NOW and enough_now,
+        matches_spec=all(h.exact for h in gpu_holdings),
+        tradeoffs=tuple(tradeoffs),
+        roles=tuple(roles),
+        currency=rates.currency,
+        amount_low=low,
+        amount_high=high,
+    )
+
+
+def _cheapness(option: QuoteOption) -> tuple[Decimal, Decimal, Decimal, bool, bool, str]:
+    """Cheapest first; ties go to the spec's own choice, then one that can start now, then the id."""
+    return (
+        option.amount_low,
+        option.amount_high,
+        option.price_per_hour,
+        not option.matches_spec,
+        not option.can_start_now,
+        option.id,
+    )
+
+
+# --------------------------------------------------------------------------- the quote
+
+
+def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datetime, tz: tzinfo) -> Quote:
+    """Every option ``pools`` offer for ``spec``, priced with ``rates``; raises QuoteError if none.
+
+    ``now`` is the quoting instant (aware); ``tz`` the platform time zone in which the off-peak
+    windows are read. Options are ordered cheapest first.
+    """
+    require_aware(now, "now")
+    if not isinstance(tz, tzinfo):
+        raise ValueError(f"tz must be a tzinfo (e.g. ZoneInfo('Europe/Berlin')), got {tz!r}")
+    if not pools:
+        raise QuoteError("there are no node pools to quote against")
+    names = [pool.name for pool in pools]
+    if len(set(names)) != len(names):
+        raise ValueError(f"pool names must be unique, got {names}")
+
+    windows = rates.offpeak_windows
+    offpeak_now = bool(windows) and is_offpeak(now, windows, tz)
+    starts: list[tuple[str, datetime]] = [(NOW, now)]
+    if windows and not offpeak_now:  # already off-peak: "now" is the off-peak start
+        starts.append((OFF_PEAK, next_offpeak_start(now, windows, tz)))
+
+    options: list[QuoteOption] = []
+    unavailable: list[str] = []
+    for pool in pools:
+        refusal = _pool_refusal(spec, pool)
+        placements = [] if refusal else _placements(spec, pool)
+        if not refusal and not placements:
+            refusal = _no_fit_reason(spec, pool)
+        if not refusal and pool.total_gpus is not None:
+            fitting = [
+                (label, hs) for label, hs in placements if _needed_milli(spec, hs) <= pool.total_gpus * 1000
+            ]
+            if not fitting:
+                needed = min(_needed_milli(spec, hs) for _, hs in placements)
+                refusal = (
+                    f"the pool has {pool.total_gpus} GPUs, the job needs {_gpus_text(needed)} "
+                    f"to start at MinReplicas ({spec.min_replicas})"
+                )
+            placements = fitting
+        if not refusal and spec.reduce_cost and not pool.spot and not windows:
+            refusal = (
+                "a ReduceCost job runs only off-peak or on spot capacity, and there is no off-peak window"
+            )
+        if refusal:
+            unavailable.append(f"{pool.name}: {refusal}")
+            continue
+        for when, starts_at in starts:
+            if spec.reduce_cost and when == NOW and not pool.spot and not offpeak_now:
+                continue  # ReduceCost: only off-peak or spot
+            for label, holdings in placements:
+                options.append(
+                    _price_option(
+                        spec, pool, label, holdings, rates, when=when, starts_at=starts_at, now=now, tz=tz
+                    )
+                )
+    if not options:
+        raise QuoteError("no pool can run this job: " + "; ".join(unavailable))
+
+    options.sort(key=_cheapness)
+    options[0] = replace(options[0], cheapest=True)
+    return Quote(
+        currency=rates.currency,
+        expected_duration_hours=Decimal(spec.expected_duration_s) / 3600,
+        options=tuple(options),
+        quoted_at=now,
+        unavailable=tuple(unavailable),
+    )
+
+
+def quote_at(
+    spec: JobSpec, pools: Sequence[PoolOffer], tables: Iterable[PriceTable], *, now: datetime, tz: tzinfo
+) -> Quote:
+    """:func:`quote` with the price table in force at ``now`` (a later table never changes it)."""
+    return quote(spec, pools, table_in_force(tables, now).rates, now=now, tz=tz)
+
+
+def choose_option(quote: Quote, option_id: str | None, spec: JobSpec) -> QuoteOption:
+    """The option a submission runs with.
+
+    The named option (ValueError naming the bad id and the valid ones); else the cheapest option
+    that keeps the spec's own choices and can start now; else the cheapest that can start now;
+    else the cheapest.
+    """
+    if option_id is not None:
+        return quote.option(option_id)
+    if not quote.options:
+        raise ValueError(f"the quote for job '{spec.name}' has no options")
+    ranked = sorted(quote.options, key=_cheapness)
+    for wanted in (
+        lambda o: o.matches_spec and o.can_start_now,
+        lambda o: o.can_start_now,
+    ):
+        found = [o for o in ranked if wanted(o)]
+        if found:
+            return found[0]
+    return quote.cheapest

@@ -1,0 +1,42 @@
+"""Reads for pricing: the price tables in force and what each pool offers right now."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Count, Prefetch
+
+from billing import pricing
+from billing.models import GpuRate, PriceTable
+from billing.quotes import PoolOffer
+from scheduling.models import JobState, NodePool, Replica
+
+
+def price_tables() -> list[pricing.PriceTable]:
+    tables = PriceTable.objects.prefetch_related(Prefetch("gpu_rates", queryset=GpuRate.objects.all()))
+    return [table.to_pricing() for table in tables]
+
+
+def _held_milli_by_pool() -> dict[int, int]:
+    """GPU milli held by replicas that are scheduled or running, per pool."""
+    held: dict[int, int] = defaultdict(int)
+    replicas = Replica.objects.filter(state__in=[JobState.SCHEDULED, JobState.RUNNING], node__isnull=False)
+    for pool_id, slice_ in replicas.values_list("node__pool_id", "slice"):
+        held[pool_id] += int((slice_ or {}).get("milli", 0))
+    return held
+
+
+def pool_offers() -> list[PoolOffer]:
+    held = _held_milli_by_pool()
+    offers = []
+    pools = NodePool.objects.annotate(gpu_count=Count("nodes__gpus")).order_by("name")
+    for pool in pools:
+        per_node = pool.nodes.annotate(n=Count("gpus")).values_list("n", flat=True)
+        offers.append(PoolOffer(
+            name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model, gpu_memory_mib=pool.gpu_memory_mib,
+            gpus_per_node=max(per_node, default=0), sharing_modes=pool.sharing_modes,
+            mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
+            spot=pool.spot, free_milli_now=max(0, pool.gpu_count * 1000 - held[pool.pk]),
+            total_gpus=pool.gpu_count,
+        ))
+    return offers

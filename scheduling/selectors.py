@@ -1,0 +1,58 @@
+"""Reads for the cluster and jobs, always scoped to what the caller may see."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Max, Prefetch, QuerySet
+from django.http import Http404
+
+from portal.selectors import workspaces_for
+from scheduling.models import Job, JobEvent, NodePool, Queue, QueueAccess, Replica
+from scheduling.spec import ClusterInfo, PoolInfo
+
+
+def cluster_info() -> ClusterInfo:
+    """What the spec checks need: each pool with its largest node's GPU count."""
+    pools = NodePool.objects.annotate(nodes_count=Count("nodes")).order_by("name")
+    infos = []
+    for pool in pools:
+        gpus_per_node = (
+            pool.nodes.annotate(n=Count("gpus")).aggregate(most=Max("n"))["most"] or 0
+        )
+        infos.append(PoolInfo(
+            name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model,
+            gpu_memory_mib=pool.gpu_memory_mib, gpus_per_node=gpus_per_node,
+            sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()),
+        ))
+    return ClusterInfo(pools=tuple(infos))
+
+
+def queues_for_workspace(workspace) -> QuerySet[Queue]:
+    return Queue.objects.filter(queueaccess__workspace=workspace).order_by("name")
+
+
+def default_queue(workspace) -> Queue | None:
+    access = QueueAccess.objects.select_related("queue").filter(workspace=workspace, is_default=True).first()
+    return access.queue if access else None
+
+
+def jobs_for(user, *, workspace=None, state: str | None = None) -> QuerySet[Job]:
+    jobs = Job.objects.filter(workspace__in=workspaces_for(user))
+    if workspace is not None:
+        jobs = jobs.filter(workspace=workspace)
+    if state:
+        jobs = jobs.filter(state=state)
+    return jobs.select_related("workspace", "queue").prefetch_related(
+        Prefetch("replicas", queryset=Replica.objects.select_related("node"))
+    )
+
+
+def get_job_for_user(user, job_id) -> Job:
+    """The one way to fetch a job by id: 404 unless it belongs to one of the user's workspaces."""
+    try:
+        return jobs_for(user).get(pk=int(job_id))
+    except (Job.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such job") from None
+
+
+def events_of(job: Job) -> QuerySet[JobEvent]:
+    return job.events.order_by("time", "id")

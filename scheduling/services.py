@@ -1,0 +1,104 @@
+"""Writes for jobs: submit and cancel, each recorded as a JobEvent and published live."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from portal.selectors import membership_for
+from portal.services import publish_to_workspace
+from scheduling import selectors
+from scheduling.models import Job, JobEvent, JobState
+from scheduling.spec import (
+    JobSpec,
+    SpecError,
+    SpecIssue,
+    parse_job_spec,
+    parse_job_spec_obj,
+    spec_to_dict,
+    spec_to_yaml,
+)
+
+
+def _queue_error(message: str) -> SpecError:
+    return SpecError([SpecIssue(line=None, column=None, field="queue", message=message)])
+
+
+def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
+    """Parse and check a spec against the cluster and the queues the workspace may use."""
+    queue_names = list(selectors.queues_for_workspace(workspace).values_list("name", flat=True))
+    kwargs = {"cluster": selectors.cluster_info(), "workspace_queues": queue_names}
+    if isinstance(spec, Mapping):
+        return parse_job_spec_obj(spec, **kwargs)
+    return parse_job_spec(spec, **kwargs)
+
+
+def _resolve_queue(workspace, spec: JobSpec):
+    if spec.queue:
+        queue = selectors.queues_for_workspace(workspace).filter(name=spec.queue).first()
+    else:
+        queue = selectors.default_queue(workspace)
+        if queue is None:
+            raise _queue_error(f"workspace '{workspace.slug}' has no default queue: name one with `queue:`")
+    if queue.preemptible_only and not spec.preemptible:
+        raise _queue_error(f"queue '{queue.name}' accepts preemptible work only: set `preemptible: true`")
+    return queue
+
+
+def record_event(job: Job, kind: str, *, reason: str = "", data: dict | None = None) -> JobEvent:
+    event = JobEvent.objects.create(job=job, kind=kind, state=job.state, reason=reason, data=data or {})
+    transaction.on_commit(lambda: publish_to_workspace(job.workspace, job_event_message(job, event)))
+    return event
+
+
+def job_event_message(job: Job, event: JobEvent) -> dict:
+    return {"job": job.pk, "name": job.name, "kind": event.kind, "state": job.state,
+            "reason": event.reason, "pending_reason": job.pending_reason, "time": event.time.isoformat()}
+
+
+def require_submitter(user, workspace) -> None:
+    membership = membership_for(user, workspace)
+    if membership is None or not membership.can_submit:
+        raise PermissionDenied(f"your role in '{workspace.slug}' may not submit or cancel jobs")
+
+
+@transaction.atomic
+def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote: dict | None = None,
+               parsed: JobSpec | None = None) -> Job:
+    """Validate and store a job as Pending in its queue. Raises SpecError (nothing stored).
+
+    `parsed` is the spec already read by the caller (who quoted it), to avoid reading it twice.
+    """
+    require_submitter(user, workspace)
+    parsed = parsed or read_spec(workspace, spec)
+    queue = _resolve_queue(workspace, parsed)
+    text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
+    job = Job.objects.create(
+        workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type,
+        priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
+        expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
+        quote=quote, pending_reason="waiting for the next scheduling cycle",
+    )
+    record_event(job, "submitted", reason=f"submitted to queue {queue.name} by {user.username}")
+    return job
+
+
+@transaction.atomic
+def cancel_job(*, user, job: Job) -> Job:
+    require_submitter(user, job.workspace)
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.is_final:
+        raise ValueError(f"job {job.pk} is already {job.state}")
+    now = timezone.now()
+    job.state = JobState.CANCELLED
+    job.pending_reason = ""
+    job.finished = now
+    job.save(update_fields=["state", "pending_reason", "finished"])
+    job.replicas.exclude(state__in=[JobState.SUCCEEDED, JobState.FAILED]).update(
+        state=JobState.CANCELLED, ended=now)
+    record_event(job, "cancelled", reason=f"cancelled by {user.username}")
+    return job

@@ -1,0 +1,134 @@
+"""The validated job spec and its errors (pure data, no Django).
+
+Units are the ones the scheduler and billing use: milli-GPU (1000 = one GPU), MiB of memory,
+milli-CPU, seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+
+JOB_TYPES = ("single", "pytorch", "mpi")
+SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
+VENDORS = ("nvidia", "amd", "any")
+DEFAULT_CPU_MILLI = 1000
+DEFAULT_MEM_MIB = 4096
+DEFAULT_DURATION_S = 3600
+
+
+@dataclass(frozen=True)
+class SpecIssue:
+    """One problem in a spec. line/column are 1-based; None when the input had no positions."""
+
+    line: int | None
+    column: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return self.message
+        return f"line {self.line}, col {self.column}: {self.message}"
+
+    def to_dict(self) -> dict[str, int | str | None]:
+        return asdict(self)
+
+
+class SpecError(ValueError):
+    """Every problem found in a spec, in document order."""
+
+    def __init__(self, errors: list[SpecIssue]):
+        self.errors = sorted(errors, key=_issue_order)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+    def to_dicts(self) -> list[dict[str, int | str | None]]:
+        return [e.to_dict() for e in self.errors]
+
+
+def _issue_order(issue: SpecIssue) -> tuple[int, int]:
+    big = 1 << 30
+    return (issue.line if issue.line is not None else big, issue.column or 0)
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One role (set of identical replicas) of a job; resources are per replica.
+
+    GPU request per replica = num_gpus devices x gpu_milli of each:
+      exclusive: num_gpus whole GPUs (gpu_milli 1000; num_gpus 0 = CPU-only role)
+      fraction:  num_gpus 1, gpu_milli 10..990 of one GPU, gpu_mem_mib the memory reserved on it
+      mig:       num_gpus 1, one MIG instance mig_profile; gpu_milli its compute share (g/7),
+                 gpu_mem_mib its memory
+      timeslice: num_gpus 1, one time-sliced slot of one GPU; gpu_milli 1000 is nominal,
+                 the pool's replicas-per-GPU decide the real share; no memory isolation
+    """
+
+    name: str
+    image: str
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    min_replicas: int = 1
+    max_replicas: int = 1
+    sharing: str = "exclusive"
+    num_gpus: int = 1
+    gpu_milli: int = 1000
+    gpu_mem_mib: int | None = None
+    mig_profile: str | None = None
+    cpu_milli: int = DEFAULT_CPU_MILLI
+    mem_mib: int = DEFAULT_MEM_MIB
+    vendor: str = "nvidia"
+    gpu_model: str | None = None
+    node_pool: str | None = None
+
+    @property
+    def milli_per_replica(self) -> int:
+        return self.num_gpus * self.gpu_milli
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    type: str
+    roles: tuple[RoleSpec, ...]
+    queue: str | None = None  # None: the workspace's default queue
+    priority: int = 0
+    preemptible: bool = False
+    reduce_cost: bool = False
+    expected_duration_s: int = DEFAULT_DURATION_S
+    checkpoint_path: str | None = None
+
+    @property
+    def min_replicas(self) -> int:
+        return sum(r.min_replicas for r in self.roles)
+
+    @property
+    def max_replicas(self) -> int:
+        return sum(r.max_replicas for r in self.roles)
+
+    @property
+    def min_gpu_milli(self) -> int:
+        """GPU share the gang (every role at its minimum) needs to start."""
+        return sum(r.min_replicas * r.milli_per_replica for r in self.roles)
+
+    @property
+    def max_gpu_milli(self) -> int:
+        return sum(r.max_replicas * r.milli_per_replica for r in self.roles)
+
+    @property
+    def min_gpus(self) -> Decimal:
+        return Decimal(self.min_gpu_milli) / 1000
+
+    @property
+    def max_gpus(self) -> Decimal:
+        return Decimal(self.max_gpu_milli) / 1000
+
+    def role(self, name: str) -> RoleSpec:
+        for r in self.roles:
+            if r.name == name:
+                return r
+        raise KeyError(name)

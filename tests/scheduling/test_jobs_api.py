@@ -1,0 +1,107 @@
+"""Jobs API for two tenants: submit (YAML, JSON object), list, detail, events, cancel, errors."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from scheduling.examples import CLEAN_YAML, SEED_YAML
+from scheduling.models import Job, JobEvent
+
+
+@pytest.fixture
+def api_as():
+    def make(user):
+        api = APIClient()
+        api.force_authenticate(user)
+        return api
+    return make
+
+
+def submit(api, workspace, spec):
+    return api.post("/api/v1/jobs/", {"workspace": workspace, "spec": spec}, format="json")
+
+
+def test_alice_submits_seed_and_clean_yaml_and_sees_them_pending(cluster, api_as):
+    alice = api_as(cluster.alice)
+    seed = submit(alice, "vision-lab", SEED_YAML)
+    assert seed.status_code == 201, seed.json()
+    body = seed.json()
+    assert body["name"] == "training1" and body["state"] == "Pending" and body["workspace"] == "vision-lab"
+    assert body["queue"] == "vision-lab" and body["type"] == "mpi" and body["replicas"] == []
+    assert body["pending_reason"]
+    clean = submit(alice, "vision-lab", CLEAN_YAML)
+    assert clean.status_code == 201, clean.json()
+    listed = alice.get("/api/v1/jobs/", {"workspace": "vision-lab", "state": "Pending"}).json()
+    assert sorted(j["name"] for j in listed["results"]) == ["bert-finetune", "training1"]
+    events = alice.get(f"/api/v1/jobs/{body['id']}/events/").json()
+    assert [e["kind"] for e in events] == ["submitted"]
+
+
+def test_spec_as_json_object(cluster, api_as):
+    spec = {"name": "tiny", "roles": [{"name": "main", "image": "busybox", "resources": {"gpu": 1}}]}
+    response = submit(api_as(cluster.alice), "vision-lab", spec)
+    assert response.status_code == 201, response.json()
+    assert Job.objects.get().spec_text.startswith("name: tiny")
+
+
+def test_bob_sees_none_of_alices_jobs(cluster, api_as):
+    job_id = submit(api_as(cluster.alice), "vision-lab", CLEAN_YAML).json()["id"]
+    bob = api_as(cluster.bob)
+    assert bob.get("/api/v1/jobs/").json()["results"] == []
+    assert bob.get(f"/api/v1/jobs/{job_id}/").status_code == 404
+    assert bob.get(f"/api/v1/jobs/{job_id}/events/").status_code == 404
+    assert bob.post(f"/api/v1/jobs/{job_id}/cancel/").status_code == 404
+    assert bob.get("/api/v1/jobs/", {"workspace": "vision-lab"}).status_code == 404
+    assert submit(bob, "vision-lab", CLEAN_YAML).status_code == 404
+    assert Job.objects.get(pk=job_id).state == "Pending"
+
+
+def test_errors_name_line_column_and_field_and_store_nothing(cluster, api_as):
+    bad = SEED_YAML.replace("MaxReplicas: 50", "MaxReplicas: 5")
+    response = submit(api_as(cluster.alice), "vision-lab", bad)
+    assert response.status_code == 400
+    errors = response.json()["errors"]
+    assert any(e["field"] == "MaxReplicas" and "less than MinReplicas" in e["message"] and e["line"] == 8
+               for e in errors), errors
+    assert not Job.objects.exists() and not JobEvent.objects.exists()
+
+
+def test_queue_the_workspace_may_not_use_is_refused(cluster, api_as):
+    spec = CLEAN_YAML.replace("queue: vision-lab", "queue: nlp-group")
+    response = submit(api_as(cluster.alice), "vision-lab", spec)
+    assert response.status_code == 400
+    assert any(e["field"] == "queue" for e in response.json()["errors"])
+
+
+def test_community_queue_takes_preemptible_work_only(cluster, api_as):
+    spec = CLEAN_YAML.replace("queue: vision-lab", "queue: community").replace("preemptible: true", "preemptible: false")
+    response = submit(api_as(cluster.alice), "vision-lab", spec)
+    assert response.status_code == 400
+    assert "preemptible work only" in response.json()["errors"][0]["message"]
+    ok = submit(api_as(cluster.alice), "vision-lab", CLEAN_YAML.replace("queue: vision-lab", "queue: community"))
+    assert ok.status_code == 201 and ok.json()["queue"] == "community"
+
+
+def test_missing_fields_and_bad_types(cluster, api_as):
+    alice = api_as(cluster.alice)
+    response = alice.post("/api/v1/jobs/", {"spec": CLEAN_YAML}, format="json")
+    assert response.status_code == 400 and response.json()["errors"][0]["field"] == "workspace"
+    response = submit(alice, "vision-lab", 42)
+    assert response.status_code == 400 and response.json()["errors"][0]["field"] == "spec"
+    assert alice.get("/api/v1/jobs/", {"state": "Sleeping"}).status_code == 400
+
+
+def test_cancel(cluster, api_as):
+    alice = api_as(cluster.alice)
+    job_id = submit(alice, "vision-lab", CLEAN_YAML).json()["id"]
+    response = alice.post(f"/api/v1/jobs/{job_id}/cancel/")
+    assert response.status_code == 200 and response.json()["state"] == "Cancelled"
+    assert alice.post(f"/api/v1/jobs/{job_id}/cancel/").status_code == 409
+    kinds = [e["kind"] for e in alice.get(f"/api/v1/jobs/{job_id}/events/").json()]
+    assert kinds == ["submitted", "cancelled"]
+
+
+def test_finance_role_reads_but_may_not_submit(cluster, api_as):
+    finance = api_as(cluster.finance)
+    response = submit(finance, "vision-lab", CLEAN_YAML)
+    assert response.status_code == 403
+    assert not Job.objects.exists()
