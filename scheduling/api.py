@@ -12,7 +12,7 @@ from billing.services import submit_quoted_job
 from portal.selectors import get_workspace_for_user
 from scheduling import selectors, services
 from scheduling.models import JobState
-from scheduling.spec import SpecError
+from scheduling.spec import SpecError, spec_to_yaml
 
 
 def spec_errors_response(error: SpecError) -> Response:
@@ -145,3 +145,24 @@ class JobCancelApi(APIView):
         except ValueError as error:
             return message_error("state", str(error), status.HTTP_409_CONFLICT)
         return Response(JobOutput(selectors.get_job_for_user(request.user, job.pk)).data)
+
+
+class ImageFormInput(serializers.Serializer):
+    workspace = serializers.SlugField()
+    form = serializers.DictField(child=serializers.JSONField(), help_text="Image form fields (image, gpus, ...)")
+
+
+class ImageFormApi(APIView):
+    """The image form turned into the spec YAML it corresponds to (shown on the submit page)."""
+
+    @extend_schema(request=ImageFormInput, responses={200: dict})
+    def post(self, request):
+        body = ImageFormInput(data=request.data)
+        if not body.is_valid():
+            return input_errors_response(body)
+        workspace = get_workspace_for_user(request.user, body.validated_data["workspace"])
+        try:
+            spec = services.spec_from_form(workspace, body.validated_data["form"])
+        except SpecError as error:
+            return spec_errors_response(error)
+        return Response({"yaml": spec_to_yaml(spec)})

@@ -7,4 +7,5 @@ urlpatterns = [
     path("jobs/<int:pk>/", api.JobDetailApi.as_view(), name="api-job"),
     path("jobs/<int:pk>/events/", api.JobEventsApi.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/cancel/", api.JobCancelApi.as_view(), name="api-job-cancel"),
+    path("specs/image-form/", api.ImageFormApi.as_view(), name="api-image-form"),
 ]

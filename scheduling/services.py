@@ -19,6 +19,7 @@ from scheduling.spec import (
     SpecIssue,
     parse_job_spec,
     parse_job_spec_obj,
+    spec_from_image_form,
     spec_to_dict,
     spec_to_yaml,
 )
@@ -35,6 +36,12 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
     if isinstance(spec, Mapping):
         return parse_job_spec_obj(spec, **kwargs)
     return parse_job_spec(spec, **kwargs)
+
+
+def spec_from_form(workspace, form: Mapping[str, Any]) -> JobSpec:
+    """The image form, checked like a YAML spec (SpecError names the form fields)."""
+    queue_names = list(selectors.queues_for_workspace(workspace).values_list("name", flat=True))
+    return spec_from_image_form(form, cluster=selectors.cluster_info(), workspace_queues=queue_names)
 
 
 def _resolve_queue(workspace, spec: JobSpec):

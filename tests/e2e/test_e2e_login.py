@@ -1,17 +1,8 @@
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-
-
-def login(page, server, username, password):
-    page.goto(f"{server.url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("#login-submit")
+from tests_e2e_helpers import SCREENSHOTS, login
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,0 +1,77 @@
+// Live job updates over the workspace websocket: the jobs list and the job page change in place.
+(function () {
+  "use strict";
+  const detail = document.getElementById("job-detail");
+  const list = document.getElementById("jobs-table");
+  const workspace = (detail || list || {}).dataset ? (detail || list).dataset.workspace : null;
+  if (!workspace) return;
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  let retry = 500;
+
+  function text(el, value) { if (el) el.textContent = value; }
+
+  function setState(el, state) {
+    if (!el) return;
+    el.textContent = state;
+    el.className = `state state-${state.toLowerCase()}`;
+  }
+
+  async function refreshReplicas(jobId) {
+    const response = await fetch(`/api/v1/jobs/${jobId}/`, {credentials: "same-origin"});
+    if (!response.ok) return;
+    const job = await response.json();
+    const tbody = document.querySelector("#replicas-table tbody");
+    if (!tbody) return;
+    tbody.replaceChildren(...job.replicas.map((r) => {
+      const tr = document.createElement("tr");
+      for (const v of [`${r.role}-${r.index}`, r.state, r.node || "", (r.gpus || []).join(", "), JSON.stringify(r.slice),
+        r.started ? r.started.slice(11, 19) : "", r.ended ? r.ended.slice(11, 19) : ""]) {
+        const td = document.createElement("td");
+        td.textContent = v;
+        tr.append(td);
+      }
+      return tr;
+    }));
+  }
+
+  function onDetail(event) {
+    if (String(event.job) !== detail.dataset.job) return;
+    setState(document.getElementById("job-state"), event.state);
+    const pending = document.getElementById("pending-reason");
+    pending.hidden = !event.pending_reason;
+    text(pending.querySelector("span"), event.pending_reason || "");
+    const li = document.createElement("li");
+    li.textContent = `${event.time.replace("T", " ").slice(0, 19)} ${event.kind} ${event.state}${event.reason ? " — " + event.reason : ""}`;
+    document.getElementById("events").append(li);
+    if (["Succeeded", "Failed", "Cancelled"].includes(event.state)) {
+      const cancel = document.getElementById("cancel-job");
+      if (cancel) cancel.closest("form").remove();
+    }
+    refreshReplicas(event.job);
+  }
+
+  function onList(event) {
+    const row = list.querySelector(`tr[data-job="${event.job}"]`);
+    if (!row) { window.location.reload(); return; } // a new job: the server renders it
+    setState(row.querySelector('[data-field="state"]'), event.state);
+    text(row.querySelector('[data-field="pending_reason"]'), event.pending_reason || "");
+    if (event.replicas !== undefined) text(row.querySelector('[data-field="replicas"]'), event.replicas);
+  }
+
+  function connect() {
+    const socket = new WebSocket(`${scheme}://${window.location.host}/ws/workspaces/${workspace}/`);
+    socket.onopen = () => { retry = 500; document.body.dataset.live = "connected"; };
+    socket.onmessage = (message) => {
+      const data = JSON.parse(message.data);
+      if (data.type !== "event") return;
+      if (detail) onDetail(data.event);
+      if (list) onList(data.event);
+    };
+    socket.onclose = () => {
+      document.body.dataset.live = "disconnected";
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 10000);
+    };
+  }
+  connect();
+})();
