@@ -1,11 +1,15 @@
 """Writes."""
 
+import logging
+
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from portal.models import ApiToken, Workspace, hash_token
 from portal.selectors import get_workspace_for_user
+
+log = logging.getLogger(__name__)
 
 
 def switch_workspace(request, slug: str) -> Workspace:
@@ -33,7 +37,14 @@ def workspace_group(workspace_id: int) -> str:
 
 
 def publish_to_workspace(workspace: Workspace, event: dict) -> None:
-    """Send an event to every open page of the workspace's members."""
-    async_to_sync(get_channel_layer().group_send)(
-        workspace_group(workspace.pk), {"type": "workspace.event", "event": event}
-    )
+    """Send an event to every open page of the workspace's members.
+
+    Best effort: the database is the record, pages catch up on reload, so a Redis outage
+    must never undo or fail the write that produced the event.
+    """
+    try:
+        async_to_sync(get_channel_layer().group_send)(
+            workspace_group(workspace.pk), {"type": "workspace.event", "event": event}
+        )
+    except Exception:
+        log.warning("live update for workspace %s not sent", workspace.slug, exc_info=True)

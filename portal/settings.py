@@ -106,7 +106,7 @@ DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, for the test database: the Celery worker and Daphne processes
     # that tests start must see the same data.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -114,7 +114,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- redis: Celery broker and results, Channels layer, cache ------------------------------
 EMBEDDED_REDIS = "REDIS_URL" not in os.environ
 # Tests get their own embedded server so they never touch a running `make run`.
-_embedded_socket = VAR_DIR / ("redis-test.sock" if TESTING else "redis.sock")
+_embedded_socket = VAR_DIR / (f"redis-test-{os.getpid()}.sock" if TESTING else "redis.sock")
 REDIS_URL = os.environ.get("REDIS_URL", f"unix://{_embedded_socket}?db=0")
 redis_urls.parse(REDIS_URL)  # fail fast on a malformed URL
 
@@ -213,6 +213,15 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Workspaces, jobs, quotes and usage of the GPU platform.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- scheduling ------------------------------------------------------------------------------
+SCHEDULER_BACKEND = os.environ.get("SCHEDULER_BACKEND", "simulated")  # simulated | kubernetes
+SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
+SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
+SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
 }
 
 LOGGING = {

@@ -1,5 +1,7 @@
 """The cluster (pools, nodes, GPUs), queues, and jobs with their replicas and events."""
 
+import uuid
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -144,10 +146,13 @@ class Job(models.Model):
     expected_duration_s = models.PositiveIntegerField(default=3600)
     spec_text = models.TextField(help_text="What the tenant submitted")
     spec = models.JSONField(help_text="The validated, normalised spec")
+    roles = models.JSONField(default=list, help_text="Per role: what the scheduler places (scheduling.requests)")
     quote = models.JSONField(null=True, blank=True, help_text="The quote option frozen at submission")
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    final_cost = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -161,23 +166,46 @@ class Job(models.Model):
         return self.state in FINAL_STATES
 
 
+ACTIVE_STATES = (JobState.SCHEDULED, JobState.RUNNING)
+
+
 class Replica(models.Model):
+    """One placement of one replica: where it ran, what slice it held, from when to when.
+
+    A replica that is evicted and placed again gets a new row (attempt + 1), so the rows are
+    the exact history billing charges for.
+    """
+
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="replicas")
     role = models.CharField(max_length=64)
     index = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField(default=0)
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False,
+                           help_text="Identifies the replica to node agents (the pod uid on Kubernetes)")
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
+    end_reason = models.CharField(max_length=64, blank=True)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="replicas")
     gpu_indices = models.JSONField(default=list, blank=True)
     slice = models.JSONField(default=dict, blank=True, help_text="milli + MiB, MIG instance, time-slice or whole")
     started = models.DateTimeField(null=True, blank=True)
     ended = models.DateTimeField(null=True, blank=True)
+    clock_scale = models.FloatField(default=1.0, help_text="Simulated seconds per real second (1 on a real cluster)")
 
     class Meta:
-        ordering = ["job_id", "role", "index"]
-        constraints = [models.UniqueConstraint(fields=["job", "role", "index"], name="one_replica_per_index")]
+        ordering = ["job_id", "role", "index", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "role", "index", "attempt"], name="one_replica_per_attempt"),
+            models.UniqueConstraint(fields=["job", "role", "index"], condition=models.Q(state__in=ACTIVE_STATES),
+                                    name="one_active_placement_per_replica"),
+        ]
+        indexes = [models.Index(fields=["state"])]
 
     def __str__(self) -> str:
-        return f"{self.job_id}/{self.role}-{self.index}"
+        return f"{self.job_id}/{self.role}-{self.index}#{self.attempt}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
 
 
 class JobEvent(models.Model):
@@ -193,3 +221,21 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.kind} {self.state}"
+
+
+class SimulatedPod(models.Model):
+    """A replica running on the simulated cluster (the embedded default backend)."""
+
+    job_id = models.BigIntegerField()
+    role = models.CharField(max_length=64)
+    index = models.PositiveIntegerField()
+    node = models.CharField(max_length=253)
+    image = models.CharField(max_length=500, blank=True)
+    gpus = models.JSONField(default=list)
+    launched = models.DateTimeField()
+    job_started = models.DateTimeField(help_text="First launch of any replica of the job: they finish together")
+    run_seconds = models.FloatField(help_text="Expected duration divided by the clock speed-up")
+    fails = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job_id", "role", "index"], name="one_sim_pod_per_replica")]

@@ -13,6 +13,7 @@ from portal.selectors import membership_for
 from portal.services import publish_to_workspace
 from scheduling import selectors
 from scheduling.models import Job, JobEvent, JobState
+from scheduling.requests import role_requests
 from scheduling.spec import (
     JobSpec,
     SpecError,
@@ -88,7 +89,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
-        quote=quote, pending_reason="waiting for the next scheduling cycle",
+        quote=quote, roles=role_requests(parsed, quote), pending_reason="waiting for the next scheduling cycle",
     )
     record_event(job, "submitted", reason=f"submitted to queue {queue.name} by {user.username}")
     return job

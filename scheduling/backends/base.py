@@ -1,0 +1,113 @@
+"""The contract between the scheduling cycle and a cluster backend.
+
+The cycle reads the inventory and what the backend runs, decides with the core, then asks the
+backend to launch and evict replicas. Every call is idempotent so that a cycle interrupted
+between deciding and applying can simply be run again: the next cycle reconciles the database
+with `statuses()`.
+No Django import here: backends get plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+ReplicaKey = tuple[int, str, int]  # (job id, role, replica index)
+
+# Phases a backend reports for a replica it knows.
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED)
+
+
+@dataclass(frozen=True)
+class GpuInventory:
+    index: int
+    uuid: str
+    memory_mib: int
+    mig_profiles: tuple[str, ...] = ()  # MIG instances configured on this GPU
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    name: str
+    pool: str  # the node pool label
+    vendor: str  # nvidia | amd
+    gpu_model: str  # e.g. H100-80GB (nvidia.com/gpu.product)
+    gpus: tuple[GpuInventory, ...]
+    cpu_milli: int
+    memory_mib: int
+    ready: bool = True
+    cordoned: bool = False
+    spot: bool = False
+    timeslice_replicas: int = 0  # >0: nvidia.com/gpu.shared replicas per GPU
+
+
+@dataclass(frozen=True)
+class ReplicaLaunch:
+    """Everything a backend needs to start one replica where the scheduler put it."""
+
+    job_id: int
+    role: str
+    index: int
+    workspace: str  # slug: the namespace on Kubernetes
+    job_name: str
+    job_type: str  # single | pytorch | mpi
+    image: str
+    command: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    node: str
+    gpus: tuple[int, ...]  # GPU indices on the node
+    gpu_uuids: tuple[str, ...]
+    slice: dict  # {"kind": whole|fraction|mig|timeslice, "gpu_milli", "gpu_mem_mib", "mig_profile", ...}
+    cpu_milli: int
+    mem_mib: int
+    expected_duration_s: int
+    world_size: int = 1  # replicas of the whole job (for MASTER_ADDR / WORLD_SIZE / RANK)
+    rank: int = 0
+    labels: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> ReplicaKey:
+        return (self.job_id, self.role, self.index)
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    job_id: int
+    role: str
+    index: int
+    phase: str  # one of PHASES
+    node: str
+    message: str = ""
+    started_at: float | None = None  # epoch seconds
+    finished_at: float | None = None
+
+    @property
+    def key(self) -> ReplicaKey:
+        return (self.job_id, self.role, self.index)
+
+
+class ClusterBackend(Protocol):
+    name: str
+
+    def inventory(self) -> list[NodeInventory]:
+        """Every node the cluster has now, with its GPUs, readiness and cordon."""
+
+    def sync_workspace(self, workspace: str, gpu_quota_milli: int | None) -> None:
+        """Make sure the workspace's place in the cluster exists (Kubernetes: a namespace with a
+        ResourceQuota mirroring the quota; nothing for the simulated cluster)."""
+
+    def launch(self, replica: ReplicaLaunch) -> None:
+        """Start the replica on its node. Launching one that already exists does nothing."""
+
+    def evict(self, key: ReplicaKey, reason: str) -> None:
+        """Stop the replica. Evicting one that does not exist does nothing."""
+
+    def statuses(self) -> list[ReplicaStatus]:
+        """Every replica the backend knows of, with its phase."""
+
+    def forget(self, key: ReplicaKey) -> None:
+        """Drop a finished replica the database has recorded (frees what it held)."""
+
+    def logs(self, key: ReplicaKey, tail_lines: int = 200) -> str:
+        """The replica's log, last lines."""

@@ -1,0 +1,50 @@
+"""The scheduler core: pure Python + numpy, no Django. Snapshot in, Decisions out.
+
+Build a snapshot from plain dataclasses and run one cycle::
+
+    from scheduling.core import Job, Node, Pool, Queue, Request, Role, Snapshot, run_cycle
+
+    snapshot = Snapshot(
+        pools=(Pool("h100", gpu_model="H100-80GB", placement="default"),),
+        nodes=(Node.with_gpus("gpu-1", "h100", 8),),
+        queues=(Queue("team-a", deserved_milli=4000), Queue("team-b", deserved_milli=4000)),
+        jobs=(Job("train-1", "team-a", (Role("worker", Request(num_gpus=1), 2, 4),)),),
+        running=(),            # RunningReplica(job_id, role, index, node, gpus, Slice) per bound replica
+        off_peak=False, next_off_peak="00:00",
+    )
+    decisions = run_cycle(snapshot)
+    decisions.evicts    # Evict(job_id, role, replica, node, reason), carry out first
+    decisions.binds     # Bind(job_id, role, replica, node, gpus, slice), then these
+    decisions.pending   # {job_id: readable reason} for every job below its gang minimum
+
+`apply_decisions(snapshot, decisions)` gives the snapshot after the backend carried them out
+(for simulations and multi-cycle tests); `scheduling.core.builders` has short constructors.
+A job is pending while any role runs fewer than its min_replicas; replicas above the minimum are
+elastic. The cycle runs allocate, consolidate, reclaim, preempt and elastic (see `actions`).
+"""
+
+from .cycle import apply_decisions, run_cycle, without_jobs
+from .model import (
+    EVICT_REASONS,
+    MIG_PROFILES,
+    SHARING_MODES,
+    Bind,
+    Decisions,
+    Evict,
+    Gpu,
+    Job,
+    Node,
+    Pool,
+    Queue,
+    Request,
+    Role,
+    RunningReplica,
+    Slice,
+    Snapshot,
+)
+
+__all__ = [
+    "EVICT_REASONS", "MIG_PROFILES", "SHARING_MODES", "Bind", "Decisions", "Evict", "Gpu", "Job", "Node",
+    "Pool", "Queue", "Request", "Role", "RunningReplica", "Slice", "Snapshot", "apply_decisions", "run_cycle",
+    "without_jobs",
+]

@@ -1,0 +1,733 @@
+"""The scheduling actions, run in this order: allocate, consolidate, reclaim, preempt, elastic.
+
+Each action walks pending jobs in fair order and tries a scenario in a session transaction; a
+scenario is kept only if the whole gang minimum of the job gets placed (and, for consolidation,
+every moved replica fits again). Victims are never replicas bound in this cycle, so nothing is
+bound and evicted in the same cycle, and every eviction buys a placement: no ping-pong.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Job, ReplicaKey, Request, Role
+from .session import Assignment, JobState, Session, request_milli
+
+# Scenarios that evict are costly; a cycle tries at most this many per action, and gives up on the
+# action after MAX_FAILED_SCENARIOS of them failed (the rest wait for the next cycle).
+MAX_EVICTION_SCENARIOS = 64
+MAX_FAILED_SCENARIOS = 16
+# Consolidation looks at this many nodes per pending job.
+MAX_CONSOLIDATION_NODES = 4
+# Consolidation scenarios per cycle (each looks at up to MAX_CONSOLIDATION_NODES nodes).
+MAX_CONSOLIDATION_SCENARIOS = 8
+EPS = 1e-6
+STOP = object()          # returned by a fair_walk visitor that wants no more jobs
+
+
+def fmt_gpus(milli: float) -> str:
+    """1000 -> '1', 500 -> '0.5', 2500 -> '2.5'."""
+    return f"{milli / 1000:.3f}".rstrip("0").rstrip(".")
+
+
+def gpus_text(milli: float) -> str:
+    """1000 -> '1 GPU', 500 -> '0.5 GPU', 2500 -> '2.5 GPUs'."""
+    return f"{fmt_gpus(milli)} GPU{'s' if milli > 1000 else ''}"
+
+
+# ---------------------------------------------------------------------- shared helpers
+
+
+def job_order(state: JobState) -> tuple:
+    job = state.job
+    return (-job.priority, job.created, job.id)
+
+
+def queue_key(s: Session, queue: str) -> tuple:
+    """Queues that hold the least of their fair share go first (higher queue priority before)."""
+    share = s.fair_share.get(queue, 0.0)
+    ratio = s.alloc[queue] / share if share > EPS else float("inf") if s.alloc[queue] else 0.0
+    return (-s.queues[queue].priority, ratio, queue)
+
+
+def pending_by_queue(s: Session, kinds: Iterable[str | None] | None = None) -> dict[str, list[JobState]]:
+    """Pending jobs (whose last failure is of one of `kinds`, if given) per queue, in job order."""
+    out: dict[str, list[JobState]] = {}
+    allowed = set(kinds) if kinds is not None else None
+    for state in s.order:
+        if state.pending and (allowed is None or (state.fail[0] if state.fail else None) in allowed):
+            jobs = out.get(state.job.queue)
+            if jobs is None:
+                jobs = out[state.job.queue] = []
+            jobs.append(state)
+    return out
+
+
+def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[JobState], object]) -> None:
+    """Visit jobs queue by queue, always from the queue furthest below its fair share; stops early
+    when `visit` returns STOP."""
+    heap = [(queue_key(s, q), q, 0) for q in by_queue]
+    heapq.heapify(heap)
+    while heap:
+        _, q, i = heapq.heappop(heap)
+        if visit(by_queue[q][i]) is STOP:
+            return
+        if i + 1 < len(by_queue[q]):
+            heapq.heappush(heap, (queue_key(s, q), q, i + 1))
+
+
+@dataclass
+class Plan:
+    """What a pending job still needs, cached until one of its replicas is bound or evicted."""
+
+    version: int
+    missing: dict[str, list[int]]             # role -> replica indices to reach the minimum
+    roles: list[Role]                          # roles with something missing, biggest replica first
+    pools: dict[str, list[str]]                # role -> candidate pools (home pool first)
+    need: int                                  # GPU milli of the missing replicas
+    sig: tuple                                 # identical signatures fit or fail together
+
+
+def plan(s: Session, state: JobState) -> Plan:
+    cached = state.plan
+    if isinstance(cached, Plan) and cached.version == state.version:
+        return cached
+    missing = state.missing()
+    roles = sorted((r for r in state.job.roles if r.name in missing), key=lambda r: -request_milli(r.request, None))
+    pools = {r.name: role_pools(s, state, r, None) for r in roles}
+    need = 0
+    for r in roles:
+        serving = s.pools_for(r.request)
+        need += len(missing[r.name]) * request_milli(r.request, s.pools[serving[0]] if serving else None)
+    sig = (tuple((r.request.shape(), len(missing[r.name]), tuple(pools[r.name])) for r in roles),
+           reduce_cost_waits(s, state.job))
+    state.plan = Plan(state.version, missing, roles, pools, need, sig)
+    return state.plan
+
+
+def missing_milli(s: Session, state: JobState) -> int:
+    return plan(s, state).need
+
+
+def quota_block(s: Session, job: Job, add: int) -> str | None:
+    """Why `job` may not take `add` more milli-GPU now (limit, non-preemptible quota), or None."""
+    for name in s.queue_path[job.queue]:
+        queue = s.queues[name]
+        if queue.limit_milli is not None and s.alloc[name] + add > queue.limit_milli:
+            return (f"queue {name} is over its limit of {gpus_text(queue.limit_milli)} "
+                    f"({gpus_text(s.alloc[name])} in use, the job needs {gpus_text(add)})")
+        if not job.preemptible and s.np_alloc[name] + add > queue.deserved_milli:
+            return (f"non-preemptible work must fit in queue {name}'s deserved quota of "
+                    f"{gpus_text(queue.deserved_milli)} ({gpus_text(s.np_alloc[name])} non-preemptible "
+                    f"in use, the job needs {gpus_text(add)})")
+    return None
+
+
+def within_quota(s: Session, job: Job) -> bool:
+    return quota_block(s, job, 0) is None
+
+
+def reduce_cost_waits(s: Session, job: Job) -> bool:
+    """A ReduceCost job outside off-peak may use only spot pools (or idle capacity, in elastic)."""
+    return job.reduce_cost and not s.snapshot.off_peak
+
+
+def role_pools(s: Session, state: JobState, role: Role, only: set[str] | None) -> list[str]:
+    """Candidate pools for a role: where the job already runs first, then snapshot order."""
+    pools = s.pools_for(role.request)
+    if only is not None:
+        pools = [p for p in pools if p in only]
+    if reduce_cost_waits(s, state.job) and only is None:
+        pools = [p for p in pools if s.pools[p].spot]
+    if len(pools) < 2 or not any(state.running.values()):
+        return pools
+    home = {s.node_pool[s.assign[(state.job.id, r.name, i)].row]
+            for r in state.job.roles for i in state.running[r.name]}
+    return sorted(pools, key=lambda p: p not in home)
+
+
+def place_gang(s: Session, state: JobState, only: set[str] | None = None) -> bool:
+    """Bind the replicas missing to reach the gang minimum: all of them or none."""
+    p = plan(s, state)
+
+    def scenario() -> bool:
+        for role in p.roles:
+            pools = p.pools[role.name] if only is None else role_pools(s, state, role, only)
+            for index in p.missing[role.name]:
+                spot = None
+                for pool in pools:
+                    spot = s.find_spot(role.request, pool)
+                    if spot is not None:
+                        break
+                if spot is None:
+                    return False
+                s.bind((state.job.id, role.name, index), spot)
+        return True
+
+    return s.transaction(scenario)
+
+
+def gang_signature(s: Session, state: JobState) -> tuple:
+    return plan(s, state).sig
+
+
+def gang_pools(s: Session, state: JobState, only: set[str] | None = None) -> set[str]:
+    p = plan(s, state)
+    if only is None:
+        return {pool for pools in p.pools.values() for pool in pools}
+    return {pool for r in p.roles for pool in role_pools(s, state, r, only)}
+
+
+# ---------------------------------------------------------------------- allocate
+
+
+@dataclass
+class NoFitCache:
+    """Gang shapes that did not fit; valid until some capacity is given back."""
+
+    seen: dict[tuple, int]
+
+    def known(self, s: Session, sig: tuple) -> bool:
+        return self.seen.get(sig) == s.freed
+
+    def add(self, s: Session, sig: tuple) -> None:
+        self.seen[sig] = s.freed
+
+
+def try_allocate(s: Session, state: JobState, cache: NoFitCache) -> bool:
+    job = state.job
+    p = plan(s, state)
+    for role in p.roles:
+        if not s.pools_for(role.request):
+            r = role.request
+            want = f"{r.mode} {r.vendor} GPUs" + (f" of model {r.gpu_model}" if r.gpu_model else "")
+            want += f" in pool {r.pool}" if r.pool else ""
+            state.fail = ("no-pool", f"no node pool offers {want} for role {role.name}")
+            return False
+    block = quota_block(s, job, p.need)
+    if block:
+        state.fail = ("quota", block)
+        return False
+    if not all(p.pools.values()):
+        state.fail = ("reduce-cost", "")
+        return False
+    if not cache.known(s, p.sig):
+        if place_gang(s, state):
+            state.fail = None
+            return True
+        cache.add(s, p.sig)
+    state.fail = ("capacity", "")
+    return False
+
+
+def allocate(s: Session) -> None:
+    cache = NoFitCache({})
+    fair_walk(s, pending_by_queue(s), lambda state: try_allocate(s, state, cache))
+
+
+# ---------------------------------------------------------------------- evicting scenarios
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What one eviction takes: one elastic extra replica, or a whole job."""
+
+    order: tuple
+    queue: str
+    keys: tuple[ReplicaKey, ...]
+    reason: str
+    job: Job
+
+
+def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
+    """Evictable units per queue, cheapest first: elastic extras, then ReduceCost jobs, then low
+    priority, then the newest. Built once per action; units gone stale are skipped when used."""
+    by_job: dict[str, list[ReplicaKey]] = {}
+    for key in s.assign:
+        if key not in s.new:
+            by_job.setdefault(key[0], []).append(key)
+    out: dict[str, list[Unit]] = {}
+    for job_id, keys in by_job.items():
+        state = s.jobs[job_id]
+        job = state.job
+        if not job.preemptible:
+            continue
+        units = out.setdefault(job.queue, [])
+        base = (job.priority, -job.created, job.id)
+        for role, index in state.extras():
+            if (job_id, role, index) in keys:
+                units.append(Unit((0, 0, *base, role, -index), job.queue, ((job_id, role, index),), "shrink", job))
+        units.append(Unit((1, 0 if job.reduce_cost else 1, *base, "", 0), job.queue, tuple(sorted(keys)), reason, job))
+    for units in out.values():
+        units.sort(key=lambda u: u.order)
+    return out
+
+
+def merged(lists: Iterable[list[Unit]]) -> Iterator[Unit]:
+    """Several sorted unit lists as one, lazily (scenarios usually stop after a few units)."""
+    return heapq.merge(*lists, key=lambda u: u.order)
+
+
+def live_keys(s: Session, unit: Unit) -> list[ReplicaKey]:
+    return [k for k in unit.keys if k in s.assign and k not in s.new]
+
+
+def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
+                       may_take: Callable[[Unit, int], bool], holds: Callable[[], bool]) -> bool:
+    """Scenario body: evict units in order until the job's gang fits and `holds()` (quotas, fair
+    share) is true; then give back the evictions that were not needed."""
+    def placed() -> bool:
+        return s.transaction(lambda: place_gang(s, state) and holds())
+
+    if placed():
+        return True
+    pools = gang_pools(s, state)
+    need = missing_milli(s, state)
+    whole_only = all(s.pools[p].gpu_mode == "whole" for p in pools)
+    p = plan(s, state)
+    single = p.roles[0].request if sum(len(v) for v in p.missing.values()) == 1 else None
+    evicted: list[list[tuple[ReplicaKey, Assignment]]] = []
+    for unit in units:
+        keys = live_keys(s, unit)
+        if not keys:
+            continue
+        milli = sum(s.assign[k].gpu_milli for k in keys)
+        if not may_take(unit, milli):
+            continue
+        if not any(s.node_pool[s.assign[k].row] in pools for k in keys):
+            continue                                  # frees nothing this job can use
+        evicted.append([(k, s.assign[k]) for k in keys])
+        for k in keys:
+            s.unbind(k, unit.reason)
+        if single is not None:
+            # one replica missing: only the nodes just freed can have become able to take it
+            if not any(s.row_fits(row, single) for row in {a.row for _, a in evicted[-1]}):
+                continue
+        elif whole_only and s.pool_free_milli(pools) < need:
+            continue
+        if placed():
+            for group in reversed(evicted):
+                s.transaction(lambda group=group: restore_all(s, group) and holds())
+            return True
+    return False
+
+
+def restore_all(s: Session, group: list[tuple[ReplicaKey, Assignment]]) -> bool:
+    """Put a unit's replicas back where they were, all of them (a gang) or none."""
+    for key, a in group:
+        if not s.fits(a):
+            return False
+        s.restore(key, a)
+    return True
+
+
+def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState], tuple | None]) -> None:
+    """Walk pending jobs fairly; `prepare` returns (units, may_take, final_check) or None to skip."""
+    budget, fails = [MAX_EVICTION_SCENARIOS], [0]
+    failed: dict[tuple, int] = {}
+
+    def visit(state: JobState) -> object:
+        if budget[0] <= 0:
+            return STOP
+        if not state.is_pending():
+            return None
+        setup = prepare(state)
+        if setup is None:
+            return None
+        units, may_take, final_check = setup
+        sig = (gang_signature(s, state), state.job.queue, state.job.priority, state.job.preemptible)
+        if failed.get(sig) == s.freed:
+            return None
+        budget[0] -= 1
+
+        if s.transaction(lambda: evict_until_placed(s, state, units, may_take, final_check)):
+            state.fail = None
+        else:
+            failed[sig] = s.freed
+            fails[0] += 1
+            if fails[0] >= MAX_FAILED_SCENARIOS:
+                budget[0] = 0
+        return None
+
+    fair_walk(s, pending_by_queue(s, kinds), visit)
+
+
+def reclaim(s: Session) -> None:
+    """Queues under their fair share take back GPUs from queues over theirs."""
+    units = victim_units(s, "reclaim")
+
+    def prepare(state: JobState):
+        job = state.job
+        need = missing_milli(s, state)
+        path = s.queue_path[job.queue]
+        if any(s.alloc[q] + need > s.fair_share.get(q, 0.0) + EPS for q in path):
+            return None
+        over = [u for q, u in units.items() if q != job.queue and s.alloc[q] > s.fair_share.get(q, 0.0) + EPS]
+        if not over:
+            return None
+
+        def may_take(unit: Unit, milli: int) -> bool:
+            v = unit.queue
+            # a victim queue must be over its fair share and keep at least its deserved quota
+            return (s.alloc[v] > s.fair_share.get(v, 0.0) + EPS
+                    and s.alloc[v] - milli >= s.deserved.get(v, 0.0) - EPS)
+
+        def final_check() -> bool:
+            return within_quota(s, job) and all(s.alloc[q] <= s.fair_share.get(q, 0.0) + EPS for q in path)
+
+        return merged(over), may_take, final_check
+
+    run_eviction_action(s, {"capacity"}, prepare)
+
+
+def preempt(s: Session) -> None:
+    """Higher priority evicts lower priority within a queue. ReduceCost jobs running on-peak on
+    non-spot capacity (it was idle when they started) yield to any pending job."""
+    units = victim_units(s, "preempt")
+    lowest = {q: min(u.job.priority for u in lst) for q, lst in units.items() if lst}
+    borrowed = [u for lst in units.values() for u in lst
+                if reduce_cost_waits(s, u.job) and on_borrowed_capacity(s, u)]
+
+    def prepare(state: JobState):
+        job = state.job
+        if reduce_cost_waits(s, job):
+            return None
+        same = job.priority > lowest.get(job.queue, job.priority)
+        if not same and not borrowed:
+            return None
+        lower = (u for u in units.get(job.queue, []) if u.job.priority < job.priority) if same else iter(())
+        others = [u for u in borrowed if u.job.id != job.id]
+        return merged([others, list(lower)]), lambda unit, milli: True, lambda: within_quota(s, job)
+
+    run_eviction_action(s, {"capacity", "quota"}, prepare)
+
+
+def on_borrowed_capacity(s: Session, unit: Unit) -> bool:
+    return any(not s.pools[s.node_pool[s.assign[k].row]].spot for k in live_keys(s, unit))
+
+
+# ---------------------------------------------------------------------- consolidate
+
+
+@dataclass
+class Movable:
+    """Preemptible replicas that consolidation may move, and what they hold per GPU."""
+
+    keys: dict[int, list[ReplicaKey]]      # row -> replicas
+    milli: np.ndarray                      # [N, G] GPU milli held by movable replicas
+    mem: np.ndarray                        # [N, G] GPU memory held by movable replicas
+
+    @classmethod
+    def collect(cls, s: Session) -> Movable:
+        keys: dict[int, list[ReplicaKey]] = {}
+        rows, gpus, milli_of, mem_of = [], [], [], []
+        for key, a in s.assign.items():
+            if key in s.new or a.slice.kind not in ("whole", "fraction") or not s.jobs[key[0]].job.preemptible:
+                continue
+            keys.setdefault(a.row, []).append(key)
+            for g in a.gpus:
+                rows.append(a.row)
+                gpus.append(g)
+                milli_of.append(a.slice.gpu_milli)
+                mem_of.append(a.slice.gpu_mem_mib)
+        milli = np.zeros_like(s.arrays.gpu_free_milli, dtype=np.int64)
+        mem = np.zeros_like(s.arrays.gpu_free_mem)
+        np.add.at(milli, (rows, gpus), milli_of)
+        np.add.at(mem, (rows, gpus), mem_of)
+        return cls(keys, milli, mem)
+
+
+def consolidate(s: Session) -> None:
+    """Move preemptible replicas between nodes so a pending job fits, if every moved one fits again."""
+    budget = [MAX_CONSOLIDATION_SCENARIOS]
+    failed: dict[tuple, int] = {}
+    movable: list[Movable] = []                 # collected on first need
+
+    def visit(state: JobState) -> object:
+        if budget[0] <= 0:
+            return STOP
+        if not state.is_pending():
+            return None
+        pools = gang_pools(s, state)
+        if not pools or any(s.pools[p].gpu_mode != "whole" for p in pools):
+            return None
+        if s.pool_free_milli(pools) < missing_milli(s, state):
+            return None                 # not a fragmentation problem: moving cannot help
+        sig = gang_signature(s, state)
+        if failed.get(sig) == s.freed:
+            return None
+        if not movable:
+            movable.append(Movable.collect(s))
+        rows = candidate_rows(s, state, pools, movable[0])
+        if not len(rows):
+            failed[sig] = s.freed
+            return None
+        budget[0] -= 1
+        if s.transaction(lambda: consolidate_for(s, state, rows, movable[0])):
+            state.fail = None
+            movable[0] = Movable.collect(s)
+        else:
+            failed[sig] = s.freed
+        return None
+
+    fair_walk(s, pending_by_queue(s, {"capacity"}), visit)
+
+
+def candidate_rows(s: Session, state: JobState, pools: set[str], movable: Movable) -> np.ndarray:
+    """Nodes that could host the job's biggest replica if their movable replicas left, best first:
+    the most free already, then the least to move."""
+    arr = s.arrays
+    missing = state.missing()
+    role = max((r for r in state.job.roles if r.name in missing), key=lambda r: request_milli(r.request, None))
+    req = role.request
+    mask = np.zeros(arr.size, dtype=bool)
+    for p in pools:
+        mask |= s.pool_mask[p]
+    mask &= movable.milli.sum(axis=1) > 0
+    mask &= (arr.cpu_free >= req.cpu_milli) & (arr.mem_free >= req.mem_mib)  # moving frees CPU too, ignored
+    milli = arr.gpu_free_milli + movable.milli
+    mem = arr.gpu_free_mem + movable.mem
+    if req.mode == "fraction":
+        mask &= ((milli >= req.gpu_milli) & (mem >= req.gpu_mem_mib) & arr.gpu_present).any(axis=1)
+    else:
+        whole = (milli >= 1000) & (mem >= arr.gpu_total_mem[:, None]) & arr.gpu_present
+        mask &= whole.sum(axis=1) >= req.num_gpus
+    rows = np.flatnonzero(mask)
+    free = arr.gpu_free_milli[rows].sum(axis=1)
+    moving = movable.milli[rows].sum(axis=1)
+    order = np.lexsort((rows, moving, -free))
+    return rows[order][:MAX_CONSOLIDATION_NODES]
+
+
+def consolidate_for(s: Session, state: JobState, rows: np.ndarray, movable: Movable) -> bool:
+    """Try nodes one at a time: move replicas off it until the job fits, then re-place them."""
+    for row in rows.tolist():
+        keys = [k for k in movable.keys.get(row, []) if k in s.assign and k not in s.new and k[0] != state.job.id]
+        keys.sort(key=lambda k: (s.assign[k].gpu_milli, k))
+        if keys and s.transaction(lambda keys=keys: _move_from_node(s, state, keys)):
+            return True
+    return False
+
+
+def _move_from_node(s: Session, state: JobState, keys: list[ReplicaKey]) -> bool:
+    moved: list[tuple[ReplicaKey, Assignment]] = []
+    for key in keys:
+        moved.append((key, s.assign[key]))
+        s.unbind(key, "consolidate")
+        if place_gang(s, state):
+            break
+    else:
+        return False
+    for key, old in moved:
+        if s.fits(old):
+            s.restore(key, old)
+            continue
+        request = s.role(key[0], key[1]).request
+        home = s.node_pool[old.row]
+        spot = None
+        for pool in sorted(s.pools_for(request), key=lambda p: p != home):
+            spot = s.find_spot(request, pool)
+            if spot is not None:
+                break
+        if spot is None:
+            return False
+        s.bind(key, spot)
+    return True
+
+
+# ---------------------------------------------------------------------- elastic and idle capacity
+
+
+def wanted_pools(s: Session) -> set[str]:
+    """Pools some still-pending (non-ReduceCost) job waits on for capacity."""
+    wanted: set[str] = set()
+    for state in s.jobs.values():
+        if state.is_pending() and state.fail and state.fail[0] == "capacity" and not state.job.reduce_cost:
+            wanted |= gang_pools(s, state)
+    return wanted
+
+
+def elastic(s: Session) -> None:
+    """Idle capacity nobody waits for: ReduceCost jobs may start there, elastic jobs grow into it."""
+    wanted = wanted_pools(s)
+    idle = {p for p in s.pools if p not in wanted}
+    cache = NoFitCache({})
+
+    # ReduceCost jobs waiting on-peak: idle pools (and spot pools) are theirs to use
+    allowed = idle | {p for p in s.pools if s.pools[p].spot}
+
+    def start_reduce_cost(state: JobState) -> None:
+        block = quota_block(s, state.job, missing_milli(s, state))
+        if block:
+            state.fail = ("quota", block)
+            return
+        sig = (gang_signature(s, state), "idle")
+        if gang_pools(s, state, allowed) and not cache.known(s, sig):
+            if place_gang(s, state, allowed):
+                state.fail = None
+            else:
+                cache.add(s, sig)
+
+    waiting = {q: [st for st in jobs if reduce_cost_waits(s, st.job)]
+               for q, jobs in pending_by_queue(s, {"reduce-cost", "capacity"}).items()}
+    fair_walk(s, {q: jobs for q, jobs in waiting.items() if jobs}, start_reduce_cost)
+
+    growing: dict[str, list[JobState]] = {}
+    for state in s.jobs.values():
+        if not state.is_pending() and any(len(state.running[r.name]) < r.max_replicas for r in state.job.roles):
+            growing.setdefault(state.job.queue, []).append(state)
+    for jobs in growing.values():
+        jobs.sort(key=job_order)
+    heap = [(queue_key(s, q), q) for q in growing]
+    heapq.heapify(heap)
+    while heap:
+        _, q = heapq.heappop(heap)
+        jobs = growing[q]
+        state = jobs[0]
+        if not grow_one(s, state, idle, cache):
+            jobs.pop(0)
+        if jobs:
+            heapq.heappush(heap, (queue_key(s, q), q))
+
+
+def grow_one(s: Session, state: JobState, idle: set[str], cache: NoFitCache) -> bool:
+    """Add one replica above the minimum to a running elastic job; False when it cannot grow."""
+    job = state.job
+    allowed = idle | ({p for p in s.pools if s.pools[p].spot} if job.reduce_cost else set())
+    if job.reduce_cost and s.snapshot.off_peak:
+        allowed = set(s.pools)
+    for role in job.roles:
+        have = state.running[role.name]
+        if len(have) >= role.max_replicas:
+            continue
+        pools = [p for p in s.pools_for(role.request) if p in allowed]
+        if not pools:
+            continue
+        add = request_milli(role.request, s.pools[pools[0]])
+        if quota_block(s, job, add):
+            continue
+        sig = (role.request.shape(), tuple(pools))
+        if cache.known(s, sig):
+            continue
+        home = {s.node_pool[s.assign[(job.id, role.name, i)].row] for i in have}
+        for pool in sorted(pools, key=lambda p: p not in home):
+            spot = s.find_spot(role.request, pool)
+            if spot is not None:
+                index = next(i for i in range(role.max_replicas) if i not in have)
+                s.bind((job.id, role.name, index), spot)
+                return True
+        cache.add(s, sig)
+    return False
+
+
+# ---------------------------------------------------------------------- reasons
+
+
+def capacity_reason(s: Session, state: JobState) -> str:
+    """Why the gang does not fit, in numbers a person can check."""
+    p = plan(s, state)
+    parts: list[str] = []
+    for role in p.roles:
+        count = len(p.missing[role.name])
+        for pool in p.pools[role.name]:
+            text = _role_pool_reason(s, role.request, count, pool)
+            if text:
+                parts.append(f"role {role.name} {text}" if len(p.roles) > 1 else text)
+    if parts:
+        return "; ".join(dict.fromkeys(parts))
+    pools = ", ".join(sorted({pool for pools in p.pools.values() for pool in pools}))
+    total = sum(len(v) for v in p.missing.values())
+    return f"the gang's {total} replicas do not fit together in pool {pools}"
+
+
+def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> str | None:
+    """What is short in `pool` for `count` replicas of `r`; None when the numbers alone allow it."""
+    mask = s.pool_mask[pool]
+    if not mask.any():
+        return f"pool {pool} has no schedulable node"
+    arr = s.arrays
+    host = mask & (arr.cpu_free >= r.cpu_milli) & (arr.mem_free >= r.mem_mib)
+    if r.mode == "exclusive":
+        if r.num_gpus == 0:
+            return None if host.any() else f"needs {r.cpu_milli} mCPU and {r.mem_mib} MiB, no node of pool {pool} has that free"
+        whole = arr.fully_free()
+        free = int(whole[mask].sum())
+        per_node = whole.sum(axis=1)
+        need = count * r.num_gpus
+        each = f"{r.num_gpus} GPU{'s' if r.num_gpus > 1 else ''}"
+        if free < need:
+            head = f"gang needs {need} GPUs ({each} each)" if count > 1 else f"needs {each}"
+            return f"{head}, only {free} free in pool {pool}"
+        most = int(per_node[mask].max())
+        if r.num_gpus > most:
+            return f"needs {each} on one node, pool {pool} has {free} free GPUs but at most {most} on any node"
+        room = per_node >= r.num_gpus
+    elif r.mode == "fraction":
+        fit = (arr.gpu_free_milli >= r.gpu_milli) & (arr.gpu_free_mem >= r.gpu_mem_mib)
+        n = int(fit[mask].sum())
+        ask = f"{fmt_gpus(r.gpu_milli)} GPU" + (f" with {r.gpu_mem_mib} MiB" if r.gpu_mem_mib else "")
+        if n < count:
+            return f"needs {count} x {ask}, only {n} GPUs in pool {pool} have that free"
+        room = fit.any(axis=1)
+    elif r.mode == "mig":
+        free_inst = s.mig_free & (s.mig_profile == s.profile_ids[r.mig_profile])[:, None, :]
+        n = int(free_inst[mask].sum())
+        if n == 0:
+            return f"no free MIG instance {r.mig_profile} in pool {pool}"
+        if n < count:
+            return f"gang needs {count} MIG instances {r.mig_profile}, only {n} free in pool {pool}"
+        room = free_inst.any(axis=(1, 2))
+    else:
+        n = int(s.ts_free[mask].sum())
+        slots = count * r.num_gpus
+        if n < slots:
+            return f"needs {slots} time-slice slot{'s' if slots > 1 else ''}, only {n} free in pool {pool}"
+        room = (s.ts_free > 0).sum(axis=1) >= r.num_gpus
+        if not (room & mask).any():
+            return f"needs time-slice slots on {r.num_gpus} GPUs of one node in pool {pool}"
+    if not (room & host).any():
+        return f"not enough CPU or memory on the nodes of pool {pool} that have GPU room"
+    return None
+
+
+def reduce_cost_reason(s: Session) -> str:
+    when = f"waits until {s.snapshot.next_off_peak}" if s.snapshot.next_off_peak else "waits for the window"
+    return (f"ReduceCost job: runs only off-peak ({when}), on a spot pool, "
+            f"or on idle capacity nobody else asks for")
+
+
+def pending_reasons(s: Session) -> dict[str, str]:
+    out: dict[str, str] = {}
+    capacity_cache: dict[tuple, str] = {}
+    over_share = {q for q in s.queues if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
+    for job_id, state in s.jobs.items():
+        if not state.is_pending():
+            continue
+        if state.fail is None:
+            evicted = sorted({s.evict_reason[k] for k in s.evict_reason if k[0] == job_id})
+            out[job_id] = (f"evicted this cycle ({', '.join(evicted)}); requeued" if evicted
+                           else "waiting for the next cycle")
+            continue
+        kind, text = state.fail
+        if kind == "capacity":
+            sig = gang_signature(s, state)
+            if sig not in capacity_cache:
+                capacity_cache[sig] = capacity_reason(s, state)
+            text = capacity_cache[sig]
+            queue = state.job.queue
+            share = s.fair_share.get(queue, 0.0)
+            lenders = over_share - {queue}
+            if lenders and s.alloc[queue] + missing_milli(s, state) > share + EPS:
+                text += (f"; queue {queue} already holds {gpus_text(s.alloc[queue])} of its fair share of "
+                         f"{gpus_text(share)}, so it cannot reclaim from {', '.join(sorted(lenders))}")
+            if state.job.reduce_cost and reduce_cost_waits(s, state.job):
+                text = f"{reduce_cost_reason(s)}; {text}"
+        elif kind == "reduce-cost":
+            text = reduce_cost_reason(s)
+        out[job_id] = text
+    return out
+

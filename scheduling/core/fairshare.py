@@ -1,0 +1,104 @@
+"""Fair share over the queue tree by water-filling.
+
+At each level the parent's share is split among its children: first each child gets its deserved
+quota (capped by what it asks for), then what is left is poured by over-quota weight, each child
+capped by its limit and its demand, until the remainder is gone or every child is full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .model import Queue
+
+
+def queue_children(queues: Sequence[Queue]) -> dict[str | None, list[Queue]]:
+    """Children by parent name (None = the roots), in name order; checks the tree is sound."""
+    names = {q.name for q in queues}
+    if len(names) != len(queues):
+        raise ValueError("queues: duplicate queue names")
+    children: dict[str | None, list[Queue]] = {}
+    for q in queues:
+        if q.parent is not None and q.parent not in names:
+            raise ValueError(f"queue {q.name!r}: parent {q.parent!r} does not exist")
+        children.setdefault(q.parent, []).append(q)
+    for kids in children.values():
+        kids.sort(key=lambda q: q.name)
+    # Every queue must reach a root, otherwise there is a cycle.
+    parent = {q.name: q.parent for q in queues}
+    for q in queues:
+        seen, cur = set(), q.name
+        while cur is not None:
+            if cur in seen:
+                raise ValueError(f"queue {q.name!r}: parent chain has a cycle")
+            seen.add(cur)
+            cur = parent[cur]
+    return children
+
+
+def subtree_demand(queues: Sequence[Queue], leaf_demand: Mapping[str, float]) -> dict[str, float]:
+    """Demand of each queue = its own jobs' demand plus its descendants'."""
+    parent = {q.name: q.parent for q in queues}
+    total = {q.name: 0.0 for q in queues}
+    for name, amount in leaf_demand.items():
+        cur: str | None = name
+        while cur is not None:
+            total[cur] += amount
+            cur = parent[cur]
+    return total
+
+
+def _split(amount: float, kids: list[Queue], demand: Mapping[str, float]) -> dict[str, float]:
+    """Water-fill `amount` over sibling queues."""
+    cap = {}
+    for q in kids:
+        c = demand[q.name]
+        if q.limit_milli is not None:
+            c = min(c, q.limit_milli)
+        cap[q.name] = max(c, 0.0)
+    share = {q.name: min(float(q.deserved_milli), cap[q.name]) for q in kids}
+    given = sum(share.values())
+    if given > amount:
+        # Deserved quotas over-commit the parent: scale them down proportionally.
+        scale = amount / given if given else 0.0
+        return {name: s * scale for name, s in share.items()}
+    left = amount - given
+    open_kids = [q for q in kids if share[q.name] < cap[q.name] and q.over_quota_weight > 0]
+    while left > 1e-9 and open_kids:
+        weight = sum(q.over_quota_weight for q in open_kids)
+        poured = 0.0
+        still_open = []
+        for q in open_kids:
+            offer = left * q.over_quota_weight / weight
+            take = min(offer, cap[q.name] - share[q.name])
+            share[q.name] += take
+            poured += take
+            if share[q.name] < cap[q.name] - 1e-9:
+                still_open.append(q)
+        left -= poured
+        if len(still_open) == len(open_kids):
+            break                       # nobody hit a cap, so everything was poured
+        open_kids = still_open
+    return share
+
+
+def fair_shares(queues: Sequence[Queue], capacity_milli: float,
+                leaf_demand: Mapping[str, float]) -> dict[str, float]:
+    """Fair share in milli-GPU for every queue in the tree.
+
+    `leaf_demand` is what each queue's own jobs ask for (running plus pending, elastic maxima
+    included); `capacity_milli` is the cluster's GPU total.
+    """
+    children = queue_children(queues)
+    demand = subtree_demand(queues, leaf_demand)
+    result: dict[str, float] = {}
+    stack: list[tuple[str | None, float]] = [(None, float(capacity_milli))]
+    while stack:
+        parent, amount = stack.pop()
+        kids = children.get(parent, [])
+        if not kids:
+            continue
+        for name, share in _split(amount, kids, demand).items():
+            result[name] = share
+            stack.append((name, share))
+    return result

@@ -1,0 +1,220 @@
+"""The scheduling cycle on the simulated cluster: states, idempotence, crash recovery, node loss,
+preemption in the community queue, and a real Celery worker running the beat task."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from billing.services import submit_quoted_job
+from scheduling.backends.simulated import SimulatedBackend
+from scheduling.cycle import run_scheduling_cycle
+from scheduling.models import Job, JobState, Node, Replica, SimulatedPod
+
+ONE_GPU = """name: {name}
+queue: {queue}
+priority: {priority}
+preemptible: {preemptible}
+expectedDuration: 1h
+roles:
+  - name: main
+    image: busybox
+    resources: {{gpu: {gpus}}}
+    nodePool: {pool}
+"""
+
+
+def spec(name, *, queue="vision-lab", priority=0, preemptible="true", gpus=1, pool="h100"):
+    return ONE_GPU.format(name=name, queue=queue, priority=priority, preemptible=preemptible, gpus=gpus, pool=pool)
+
+
+class Clock:
+    def __init__(self):
+        self.now = timezone.now().replace(hour=12, minute=0)  # peak hours: no off-peak surprises
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def backend(clock):
+    return SimulatedBackend(speedup=60, failure_rate=0, clock=clock)  # a 1 h job runs 60 s
+
+
+@pytest.fixture
+def run(django_capture_on_commit_callbacks):
+    """Run a cycle and the after-commit work (backend calls, live events), as a real commit would."""
+
+    def run_cycle(backend, clock):
+        with django_capture_on_commit_callbacks(execute=True):
+            return run_scheduling_cycle(backend, now=clock.now)
+
+    return run_cycle
+
+
+def kinds(job):
+    return [e.kind for e in job.events.order_by("id")]
+
+
+def test_a_job_goes_pending_scheduled_running_succeeded_with_a_final_cost(cluster, backend, clock, run):
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("train"))
+    assert run(backend, clock).binds == 1
+    job.refresh_from_db()
+    assert job.state == JobState.SCHEDULED
+    clock.advance(2)
+    run(backend, clock)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.started is not None
+    clock.advance(61)
+    run(backend, clock)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED
+    assert kinds(job) == ["submitted", "scheduled", "running", "succeeded"]
+    # 1 H100 for (about) one simulated hour at 3.00/h + 1 CPU + 4 GiB: close to the 3.04 estimate
+    assert job.final_cost is not None and job.currency == "USD"
+    assert abs(job.final_cost - Decimal(job.quote["estimate_low"])) < Decimal("0.10")
+    assert not SimulatedPod.objects.exists()
+
+
+def test_a_second_cycle_on_an_unchanged_cluster_changes_nothing(cluster, backend, clock, run):
+    for n in range(3):
+        submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(f"j{n}"))
+    first = run(backend, clock)
+    assert first.binds == 3
+    second = run(backend, clock)
+    assert (second.binds, second.evicts, second.relaunched, second.orphans_removed) == (0, 0, 0, 0)
+    assert Replica.objects.count() == 3
+
+
+class CrashingBackend(SimulatedBackend):
+    """A worker killed after the database committed its decisions, before the backend heard."""
+
+    def launch(self, replica):
+        raise SystemExit("worker killed")
+
+
+def test_killed_between_deciding_and_applying_is_reconciled_next_cycle(cluster, backend, clock, run):
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("crash"))
+    with pytest.raises(SystemExit):
+        run(CrashingBackend(speedup=60, failure_rate=0, clock=clock), clock)
+    assert Replica.objects.filter(job=job, state=JobState.SCHEDULED).count() == 1
+    assert not SimulatedPod.objects.exists()
+    report = run(backend, clock)
+    assert report.relaunched == 1 and report.binds == 0
+    assert SimulatedPod.objects.count() == 1 and Replica.objects.count() == 1
+    clock.advance(2)
+    run(backend, clock)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+
+def test_a_pod_the_database_does_not_hold_is_removed(cluster, backend, clock, run):
+    SimulatedPod.objects.create(job_id=999, role="main", index=0, node="h100-01", launched=clock.now,
+                                job_started=clock.now, run_seconds=100)
+    assert run(backend, clock).orphans_removed == 1
+    assert not SimulatedPod.objects.exists()
+
+
+def test_a_lost_node_requeues_its_jobs_which_run_elsewhere(cluster, backend, clock, run):
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("fragile", gpus=8))
+    run(backend, clock)
+    clock.advance(2)
+    run(backend, clock)
+    node = Replica.objects.get(job=job).node
+    Node.objects.filter(pk=node.pk).update(ready=False)
+    clock.advance(2)
+    run(backend, clock)
+    job.refresh_from_db()
+    assert "preempted" in kinds(job) and "requeued" in kinds(job)
+    lost = Replica.objects.get(job=job, attempt=0)
+    assert lost.state == JobState.PREEMPTED and lost.end_reason == "node-lost"
+    clock.advance(2)
+    run(backend, clock)
+    again = Replica.objects.get(job=job, attempt=1)
+    assert again.node != node and again.state in (JobState.SCHEDULED, JobState.RUNNING)
+
+
+def test_higher_priority_preempts_lower_in_the_community_queue(cluster, backend, clock, run):
+    alice_jobs = [
+        submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                          spec=spec(f"a{n}", queue="community", gpus=8, pool="h100"))
+        for n in range(2)
+    ]
+    run(backend, clock)
+    clock.advance(2)
+    run(backend, clock)
+    assert all(Job.objects.get(pk=j.pk).state == JobState.RUNNING for j in alice_jobs)
+    bob_job = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp,
+                                spec=spec("b0", queue="community", gpus=8, priority=50, pool="h100"))
+    for _ in range(3):
+        clock.advance(2)
+        run(backend, clock)
+    bob_job.refresh_from_db()
+    assert bob_job.state in (JobState.SCHEDULED, JobState.RUNNING)
+    preempted = [j for j in alice_jobs if "preempted" in kinds(Job.objects.get(pk=j.pk))]
+    assert len(preempted) == 1
+    victim = Job.objects.get(pk=preempted[0].pk)
+    assert victim.state == JobState.PENDING and victim.pending_reason
+
+
+def test_non_preemptible_work_is_never_evicted(cluster, backend, clock, run):
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                            spec=spec("steady", preemptible="false", gpus=8))
+    run(backend, clock)
+    submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                      spec=spec("urgent", preemptible="false", gpus=8, priority=90))
+    submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                      spec=spec("urgent2", preemptible="false", gpus=8, priority=90))
+    for _ in range(3):
+        clock.advance(2)
+        run(backend, clock)
+    assert "preempted" not in kinds(Job.objects.get(pk=job.pk))
+
+
+def test_pending_jobs_get_a_readable_reason(cluster, backend, clock, run):
+    for n in range(2):
+        submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(f"big{n}", gpus=8, preemptible="false"))
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("third", gpus=8, preemptible="false"))
+    run(backend, clock)
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert "GPU" in job.pending_reason and "waiting for the next" not in job.pending_reason
+    assert "pending" in kinds(job)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_celery_worker_runs_the_scheduling_cycle(cluster, celery_worker_queue):
+    from scheduling.tasks import scheduling_cycle
+
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("via-celery"))
+    result = scheduling_cycle.apply_async(queue=celery_worker_queue)
+    result.get(timeout=60)
+    job.refresh_from_db()
+    assert job.state in (JobState.SCHEDULED, JobState.RUNNING)
+    assert Replica.objects.filter(job=job).count() == 1
+
+
+def test_only_one_cycle_runs_at_a_time(cluster):
+    import redis
+    from django.conf import settings
+
+    from scheduling.tasks import LOCK_NAME, scheduling_cycle
+
+    submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("locked"))
+    lock = redis.Redis.from_url(settings.REDIS_URL).lock(LOCK_NAME, timeout=30)
+    assert lock.acquire(blocking=False)
+    try:
+        assert scheduling_cycle() is None
+        assert not Replica.objects.exists()
+    finally:
+        lock.release()
+    assert scheduling_cycle()["binds"] == 1
