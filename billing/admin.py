@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from billing.models import GpuRate, PriceTable
+from billing.models import GpuRate, NodeToken, PriceTable
 
 
 class GpuRateInline(admin.TabularInline):
@@ -24,3 +24,27 @@ class PriceTableAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return not self._in_force_or_past(obj) and super().has_delete_permission(request, obj)
+
+
+@admin.register(NodeToken)
+class NodeTokenAdmin(admin.ModelAdmin):
+    """Operators create a token per node; the raw value is shown once, after saving."""
+
+    list_display = ["node", "hint", "created", "last_used", "revoked"]
+    list_filter = ["revoked"]
+    fields = ["node", "hint", "created", "last_used", "revoked"]
+    readonly_fields = ["hint", "created", "last_used"]
+    actions = ["revoke"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        from billing.agent_api import create_node_token
+
+        token, raw = create_node_token(obj.node)
+        obj.pk, obj.digest, obj.hint = token.pk, token.digest, token.hint
+        self.message_user(request, f"Token for {obj.node}: {raw} (copy it now: it is not shown again)")
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        queryset.filter(revoked__isnull=True).update(revoked=timezone.now())

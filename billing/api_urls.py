@@ -1,7 +1,10 @@
 from django.urls import path
 
-from billing import api
+from billing import agent_api, api
 
 urlpatterns = [
     path("quotes/", api.QuoteApi.as_view(), name="api-quotes"),
+    path("agent/usage", agent_api.UsageApi.as_view(), name="api-agent-usage"),
+    path("agent/heartbeat", agent_api.HeartbeatApi.as_view(), name="api-agent-heartbeat"),
+    path("agent/assignments", agent_api.AssignmentsApi.as_view(), name="api-agent-assignments"),
 ]

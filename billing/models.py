@@ -60,3 +60,74 @@ class GpuRate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.vendor} {self.gpu_model}: {self.per_gpu_hour}/h"
+
+
+def _hash(raw: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class NodeToken(models.Model):
+    """A node agent's credential: it may report for its own node only. Only the hash is kept."""
+
+    PREFIX = "gpn_"
+
+    node = models.ForeignKey("scheduling.Node", on_delete=models.CASCADE, related_name="agent_tokens")
+    digest = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=12)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node__name", "-created"]
+
+    def __str__(self) -> str:
+        return f"{self.node.name} ({self.hint}…)"
+
+    @staticmethod
+    def digest_of(raw: str) -> str:
+        return _hash(raw)
+
+
+class UsageSample(models.Model):
+    """One reading of a node agent: a GPU (or one replica on it) over one interval."""
+
+    id = models.UUIDField(primary_key=True, help_text="Chosen by the agent: resending a sample is harmless")
+    node = models.ForeignKey("scheduling.Node", on_delete=models.CASCADE, related_name="usage_samples")
+    ts = models.DateTimeField(db_index=True)
+    gpu_uuid = models.CharField(max_length=80)
+    gpu_index = models.PositiveSmallIntegerField()
+    pod_uid = models.CharField(max_length=64, blank=True, db_index=True)
+    replica = models.ForeignKey("scheduling.Replica", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="usage_samples")
+    gpu_util_pct = models.FloatField(null=True, blank=True)
+    mem_used_mib = models.PositiveIntegerField(default=0)
+    interval_s = models.FloatField()
+    received = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["replica", "ts"])]
+
+
+class UsageHour(models.Model):
+    """Hourly rollup per job: allocated vs used GPU-hours and the cost of that hour. Kept forever."""
+
+    hour = models.DateTimeField(db_index=True)
+    job = models.ForeignKey("scheduling.Job", on_delete=models.CASCADE, related_name="usage_hours")
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="usage_hours")
+    queue = models.CharField(max_length=50)
+    gpu_model = models.CharField(max_length=64)
+    sharing = models.CharField(max_length=16)
+    allocated_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    used_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    cpu_core_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    memory_gib_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    currency = models.CharField(max_length=3, default="USD")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["hour", "job", "gpu_model", "sharing"],
+                                               name="one_rollup_per_job_hour")]
+        ordering = ["hour", "job_id"]

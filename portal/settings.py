@@ -220,8 +220,11 @@ SCHEDULER_BACKEND = os.environ.get("SCHEDULER_BACKEND", "simulated")  # simulate
 SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
 SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
 SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
+USAGE_RETENTION_DAYS = int(os.environ.get("USAGE_RETENTION_DAYS", "35"))  # raw samples; hourly rollups forever
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
+    "usage-rollup": {"task": "billing.tasks.rollup_recent_hours", "schedule": 60.0},
+    "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
 }
 
 LOGGING = {

@@ -304,7 +304,7 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
             spec["volumes"] = [{"name": "mpi-hostfile", "configMap": {"name": hostfile_name(replica.job_id)}}]
     annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
                    GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
-                   P + "expected-duration-s": str(replica.expected_duration_s)}
+                   P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(replica.key), "namespace": namespace, "labels": replica_labels(replica),
                          "annotations": annotations},
@@ -348,11 +348,14 @@ def mpi_hostfile(replica: ReplicaLaunch, namespace: str) -> dict:
 
 # --- pods -> statuses -------------------------------------------------------------------------------------
 def is_replica(pod: dict) -> bool:
-    return (pod.get("metadata", {}).get("labels") or {}).get(KIND) == REPLICA_KIND
+    """One of our replica pods, with the labels its key is read from (a hand-made look-alike is ignored)."""
+    labels = pod.get("metadata", {}).get("labels") or {}
+    return labels.get(KIND) == REPLICA_KIND and bool(labels.get(JOB_ID)) and labels.get(REPLICA, "").isdigit()
 
 
 def is_reservation(pod: dict) -> bool:
-    return (pod.get("metadata", {}).get("labels") or {}).get(KIND) == RESERVATION_KIND
+    labels = pod.get("metadata", {}).get("labels") or {}
+    return labels.get(KIND) == RESERVATION_KIND and labels.get(GPU, "").isdigit()
 
 
 def replica_key(pod: dict) -> ReplicaKey:
@@ -370,6 +373,13 @@ def held_gpus(pod: dict) -> list[tuple[str, int]]:
         return []
     node = (pod.get("spec") or {}).get("nodeName", "")
     return [(node, int(g)) for g in annotations.get(GPUS, "").split(",") if g]
+
+
+def gpu_uuid_of(pod: dict, gpu: int) -> str:
+    """The uuid a replica pod was given for one of its GPUs ("" when unknown)."""
+    annotations = pod["metadata"].get("annotations") or {}
+    pairs = zip(annotations.get(GPUS, "").split(","), annotations.get(GPU_UUIDS, "").split(","), strict=False)
+    return next((uuid for index, uuid in pairs if index == str(gpu)), "")
 
 
 def reservation_of(pod: dict) -> tuple[str, int]:

@@ -33,7 +33,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from . import k8s_manifests as m
 from .base import NodeInventory, ReplicaKey, ReplicaLaunch, ReplicaStatus
 from .k8s_config import KubernetesConfig
-from .k8s_retry import KubernetesApiError, call_with_retry
+from .k8s_retry import KubernetesApiError, call_with_retry, detail_of
 
 __all__ = ["KubernetesBackend", "KubernetesConfig", "KubernetesApiError", "PodCache", "make_api_client"]
 
@@ -62,22 +62,49 @@ class _Gone(Exception):
 
 class PodCache:
     """The platform's pods as last seen: replaced by a list, then updated by watch events and by what this
-    backend itself created or deleted (so a cycle sees its own launches before the watch reports them)."""
+    backend itself created or deleted (so a cycle sees its own launches before the watch reports them).
+    Live replica pods are indexed by replica key and by the shared GPUs they hold."""
 
     def __init__(self) -> None:
         self.pods: dict[PodRef, dict] = {}
         self.resource_version: str | None = None
         self.deleted_uids: set[str] = set()  # deleted by us, events still in flight: ignore all but DELETED
+        self._by_key: dict[ReplicaKey, PodRef] = {}
+        self._holders: dict[tuple[str, int], set[PodRef]] = {}
 
     @staticmethod
     def ref(pod: dict) -> PodRef:
         return pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
 
+    @staticmethod
+    def is_live(pod: dict) -> bool:
+        return not pod["metadata"].get("deletionTimestamp")
+
+    def _set(self, pod: dict) -> None:
+        ref = self.ref(pod)
+        self._unset(ref)
+        self.pods[ref] = pod
+        if self.is_live(pod) and m.is_replica(pod):
+            self._by_key[m.replica_key(pod)] = ref
+            for held in m.held_gpus(pod):
+                self._holders.setdefault(held, set()).add(ref)
+
+    def _unset(self, ref: PodRef) -> dict | None:
+        pod = self.pods.pop(ref, None)
+        if pod is not None and self.is_live(pod) and m.is_replica(pod):
+            if self._by_key.get(m.replica_key(pod)) == ref:
+                del self._by_key[m.replica_key(pod)]
+            for held in m.held_gpus(pod):
+                self._holders.get(held, set()).discard(ref)
+        return pod
+
     def replace(self, items: Iterable[dict], resource_version: str) -> None:
         items = list(items)
-        uids = {p["metadata"].get("uid") for p in items}
-        self.deleted_uids &= uids
-        self.pods = {self.ref(p): p for p in items if p["metadata"].get("uid") not in self.deleted_uids}
+        self.deleted_uids &= {p["metadata"].get("uid") for p in items}
+        self.pods, self._by_key, self._holders = {}, {}, {}
+        for pod in items:
+            if pod["metadata"].get("uid") not in self.deleted_uids:
+                self._set(pod)
         self.resource_version = resource_version
 
     def apply(self, event_type: str, obj: dict) -> None:
@@ -90,28 +117,37 @@ class PodCache:
         if event_type == "DELETED":
             self.deleted_uids.discard(uid)
             if ref in self.pods and self.pods[ref]["metadata"].get("uid") == uid:
-                del self.pods[ref]
+                self._unset(ref)
         elif uid not in self.deleted_uids:
-            self.pods[ref] = obj
+            self._set(obj)
 
     def put(self, pod: dict) -> None:
         """A pod this backend created or read; the resume point stays where the watch left off."""
-        self.pods[self.ref(pod)] = pod
+        self._set(pod)
 
     def drop(self, ref: PodRef) -> None:
-        pod = self.pods.pop(ref, None)
+        pod = self._unset(ref)
         if pod is not None and pod["metadata"].get("uid"):
             self.deleted_uids.add(pod["metadata"]["uid"])
 
     def live(self) -> list[dict]:
         """Pods not being deleted."""
-        return [p for p in self.pods.values() if not p["metadata"].get("deletionTimestamp")]
+        return [p for p in self.pods.values() if self.is_live(p)]
 
     def replica(self, key: ReplicaKey) -> dict | None:
-        for pod in self.live():
-            if m.is_replica(pod) and m.replica_key(pod) == key:
-                return pod
-        return None
+        ref = self._by_key.get(key)
+        return self.pods[ref] if ref else None
+
+    def holders(self, node: str, gpu: int) -> list[dict]:
+        """Live fraction pods sharing this GPU (whatever their phase: forget() is what frees a GPU)."""
+        return [self.pods[ref] for ref in sorted(self._holders.get((node, gpu), ()))]
+
+    def shared_gpus(self) -> dict[tuple[str, int], list[dict]]:
+        """(node, GPU) -> the live fraction pods on it, for every GPU that has some."""
+        return {held: [self.pods[r] for r in sorted(refs)] for held, refs in sorted(self._holders.items()) if refs}
+
+    def replicas(self) -> list[dict]:
+        return [self.pods[ref] for ref in self._by_key.values()]
 
 
 class KubernetesBackend:
@@ -149,7 +185,7 @@ class KubernetesBackend:
         except ApiException as e:
             if e.status == 409:
                 return None
-            raise KubernetesApiError(f"create {what}", e.status, str(e.reason)) from e
+            raise KubernetesApiError(f"create {what}", e.status, detail_of(e)) from e
 
     def _delete(self, what: str, fn: Callable[..., Any], *args: Any) -> bool:
         """True when deleted now, False when it was already gone (404)."""
@@ -159,7 +195,7 @@ class KubernetesBackend:
         except ApiException as e:
             if e.status == 404:
                 return False
-            raise KubernetesApiError(f"delete {what}", e.status, str(e.reason)) from e
+            raise KubernetesApiError(f"delete {what}", e.status, detail_of(e)) from e
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any) -> dict | None:
         try:
@@ -167,7 +203,7 @@ class KubernetesBackend:
         except ApiException as e:
             if e.status == 404:
                 return None
-            raise KubernetesApiError(f"read {what}", e.status, str(e.reason)) from e
+            raise KubernetesApiError(f"read {what}", e.status, detail_of(e)) from e
 
     # --- inventory ---------------------------------------------------------------------------------------
     def inventory(self) -> list[NodeInventory]:
@@ -214,8 +250,7 @@ class KubernetesBackend:
                 return
             namespace = m.namespace_name(self.config, replica.workspace)
             vendor = self._vendor(replica)
-            pod = m.replica_pod(replica, namespace, vendor, self.config)  # bad input fails before any call
-            pod["metadata"]["annotations"][m.P + "vendor"] = vendor
+            pod = m.replica_pod(replica, namespace, vendor, self.config)  # bad input fails before any change
             self._ensure_namespace(namespace, replica.workspace)
             if replica.job_type in m.DISTRIBUTED:
                 self._ensure_job_objects(replica, namespace)
@@ -257,7 +292,7 @@ class KubernetesBackend:
     def _ensure_reservation(self, node: str, gpu: int, uuid: str, vendor: str) -> None:
         ns = self.config.reservation_namespace
         ref = (ns, m.reservation_name(node, gpu))
-        if ref in {self.cache.ref(p) for p in self.cache.live()}:
+        if ref in self.cache.pods and self.cache.is_live(self.cache.pods[ref]):
             return
         self._ensure_namespace(ns, None)
         self.cache.put(self._create_pod(m.reservation_pod(node, gpu, uuid, vendor, self.config), None))
@@ -282,12 +317,9 @@ class KubernetesBackend:
         self._delete(f"pod {ref[0]}/{ref[1]}", self.core.delete_namespaced_pod, ref[1], ref[0])
         self.cache.drop(ref)
         for node, gpu in m.held_gpus(pod):
-            if not self._fractions_on(node, gpu):
+            if not self.cache.holders(node, gpu):
                 self._delete_reservation(node, gpu)
         self._remove_job_objects_if_done(pod)
-
-    def _fractions_on(self, node: str, gpu: int) -> list[dict]:
-        return [p for p in self.cache.live() if m.is_replica(p) and (node, gpu) in m.held_gpus(p)]
 
     def _delete_reservation(self, node: str, gpu: int) -> None:
         ref = (self.config.reservation_namespace, m.reservation_name(node, gpu))
@@ -295,12 +327,10 @@ class KubernetesBackend:
         self.cache.drop(ref)
 
     def _remove_job_objects_if_done(self, pod: dict) -> None:
-        labels, namespace = pod["metadata"].get("labels") or {}, pod["metadata"]["namespace"]
-        job = labels.get(m.JOB_ID)
-        if any(m.is_replica(p) and (p["metadata"].get("labels") or {}).get(m.JOB_ID) == job
-               and p["metadata"]["namespace"] == namespace for p in self.cache.live()):
+        namespace, job_id = pod["metadata"]["namespace"], m.replica_key(pod)[0]
+        if any(m.replica_key(p)[0] == job_id and p["metadata"]["namespace"] == namespace
+               for p in self.cache.replicas()):
             return
-        job_id = m.replica_key(pod)[0]
         self._delete(f"service {namespace}/{m.service_name(job_id)}", self.core.delete_namespaced_service,
                      m.service_name(job_id), namespace)
         self._delete(f"configmap {namespace}/{m.hostfile_name(job_id)}", self.core.delete_namespaced_config_map,
@@ -311,7 +341,7 @@ class KubernetesBackend:
         with self._lock:
             self._sync()
             self._reconcile_reservations()
-            found = [m.replica_status(p) for p in self.cache.live() if m.is_replica(p)]
+            found = [m.replica_status(p) for p in self.cache.replicas()]
             return sorted(found, key=lambda s: s.key)
 
     def _sync(self) -> None:
@@ -342,7 +372,7 @@ class KubernetesBackend:
         except ApiException as e:
             if e.status == 410:
                 raise _Gone from e
-            raise KubernetesApiError("watch pods", e.status, str(e.reason)) from e
+            raise KubernetesApiError("watch pods", e.status, detail_of(e)) from e
         # a busy cluster never goes idle: stop after a while and resume from here next time
         deadline = time.monotonic() + max(2.0, 10 * cfg.watch_idle_s)
         try:
@@ -366,25 +396,17 @@ class KubernetesBackend:
     def _reconcile_reservations(self) -> None:
         """Each shared GPU in use has exactly one reservation: make missing ones, drop orphans (older than a
         grace period, so a launch in another process between its reservation and its pod is left alone)."""
-        live = self.cache.live()
-        needed: dict[tuple[str, int], dict] = {}
-        for pod in live:
-            if m.is_replica(pod) and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                for held in m.held_gpus(pod):
-                    needed.setdefault(held, pod)
-        have = {m.reservation_of(p): p for p in live if m.is_reservation(p)}
-        for (node, gpu), pod in sorted(needed.items()):
-            if (node, gpu) not in have:
-                annotations = pod["metadata"].get("annotations") or {}
-                gpus = annotations.get(m.GPUS, "").split(",")
-                uuids = annotations.get(m.GPU_UUIDS, "").split(",")
-                uuid = uuids[gpus.index(str(gpu))] if str(gpu) in gpus and gpus.index(str(gpu)) < len(uuids) else ""
-                self._ensure_reservation(node, gpu, uuid, annotations.get(m.P + "vendor", "nvidia"))
+        have = {m.reservation_of(p): p for p in self.cache.live() if m.is_reservation(p)}
+        for (node, gpu), holders in self.cache.shared_gpus().items():
+            running = [p for p in holders if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+            if running and (node, gpu) not in have:
+                annotations = running[0]["metadata"].get("annotations") or {}
+                self._ensure_reservation(node, gpu, m.gpu_uuid_of(running[0], gpu),
+                                         annotations.get(m.P + "vendor", "nvidia"))
         now = self._clock()
         for (node, gpu), res in sorted(have.items()):
-            created = m.epoch(res["metadata"].get("creationTimestamp")) or now
-            if (node, gpu) not in needed and not self._fractions_on(node, gpu) \
-                    and now - created >= self.config.orphan_grace_s:
+            age = now - (m.epoch(res["metadata"].get("creationTimestamp")) or now)
+            if not self.cache.holders(node, gpu) and age >= self.config.orphan_grace_s:
                 self._delete_reservation(node, gpu)
 
     # --- logs --------------------------------------------------------------------------------------------
@@ -403,4 +425,4 @@ class KubernetesBackend:
             except ApiException as e:
                 if e.status in (400, 404):  # not started yet, or gone
                     return ""
-                raise KubernetesApiError(f"logs of pod {namespace}/{name}", e.status, str(e.reason)) from e
+                raise KubernetesApiError(f"logs of pod {namespace}/{name}", e.status, detail_of(e)) from e
