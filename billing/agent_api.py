@@ -4,6 +4,8 @@ import secrets
 
 from django.db import transaction
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import authentication, exceptions, permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -52,6 +54,8 @@ class AgentView(APIView):
 
 
 class UsageApi(AgentView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT,
+                   description='{"node", "samples": [...]} -> {"accepted": [ids], "rejected": [{"id", "reason"}]}')
     def post(self, request):
         node = self.own_node(request, request.data.get("node") if isinstance(request.data, dict) else None)
         try:
@@ -62,6 +66,7 @@ class UsageApi(AgentView):
 
 
 class HeartbeatApi(AgentView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
     @transaction.atomic
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else {}
@@ -85,6 +90,7 @@ class HeartbeatApi(AgentView):
 
 
 class AssignmentsApi(AgentView):
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request):
         node = self.own_node(request, request.query_params.get("node"))
         assignments = [

@@ -9,3 +9,11 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer", "description": "A personal API token (gpt_...)."}
+
+
+class NodeTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "billing.agent_api.NodeTokenAuthentication"
+    name = "NodeToken"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "A node agent's token (gpn_...)."}

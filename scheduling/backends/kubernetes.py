@@ -150,6 +150,10 @@ class PodCache:
         return [self.pods[ref] for ref in self._by_key.values()]
 
 
+_SHARED: dict[tuple[int, KubernetesConfig], KubernetesBackend] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 class KubernetesBackend:
     name = "kubernetes"
 
@@ -165,7 +169,20 @@ class KubernetesBackend:
 
     @classmethod
     def from_env(cls) -> KubernetesBackend:
+        """A new backend from the K8S_* environment variables."""
         return cls(KubernetesConfig.from_env())
+
+    @classmethod
+    def from_settings(cls) -> KubernetesBackend:
+        """The process's backend for the K8S_* environment: one instance per process and settings, so the pod
+        cache and the watch's resourceVersion carry over from cycle to cycle. Call it after a fork (Celery
+        workers do: the first cycle in each child builds its own)."""
+        config = KubernetesConfig.from_env()
+        key = (os.getpid(), config)
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(config)
+            return _SHARED[key]
 
     # --- API plumbing ----------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, text: bool = False, **kwargs: Any) -> Any:
@@ -365,7 +382,7 @@ class KubernetesBackend:
             return self.core.list_pod_for_all_namespaces(
                 watch=True, label_selector=m.MANAGED_SELECTOR, resource_version=self.cache.resource_version,
                 allow_watch_bookmarks=True, timeout_seconds=cfg.watch_timeout_s, _preload_content=False,
-                _request_timeout=(cfg.request_timeout_s, cfg.watch_idle_s))
+                _request_timeout=(cfg.request_timeout_s, cfg.request_timeout_s))
 
         try:
             resp = call_with_retry(open_stream, "watch pods", cfg.retry, self._sleep)
@@ -373,6 +390,10 @@ class KubernetesBackend:
             if e.status == 410:
                 raise _Gone from e
             raise KubernetesApiError("watch pods", e.status, detail_of(e)) from e
+        # the headers came within the request timeout; from here on a short silence means "drained"
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if sock is not None:
+            sock.settimeout(cfg.watch_idle_s)
         # a busy cluster never goes idle: stop after a while and resume from here next time
         deadline = time.monotonic() + max(2.0, 10 * cfg.watch_idle_s)
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class ShapeTable:
     def from_shapes(cls, shapes: Iterable[Shape], coverage: float = 0.95) -> ShapeTable:
         return cls.from_counts(Counter(shapes), coverage)
 
-    @property
+    @cached_property
     def cpu_per_gpu(self) -> float:
         """Milli-CPU the typical GPU request brings per whole GPU (inf when no shape uses GPUs)."""
         g = self.uses_gpu

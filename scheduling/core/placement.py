@@ -218,6 +218,7 @@ class PlacementContext:
     rng: np.random.Generator = field(init=False, repr=False)
     _rank: np.ndarray | None = field(default=None, init=False, repr=False)
     _caches: dict = field(default_factory=dict, init=False, repr=False)
+    _fallback_tables: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -350,8 +351,14 @@ class _FragCache:
 
 def _table_for(request: PlacementRequest, ctx: PlacementContext) -> ShapeTable:
     table = ctx.table()
-    # With no history yet, the request itself is the only shape known.
-    return table if table is not None else ShapeTable((request.shape(),), np.array([1.0]))
+    if table is not None:
+        return table
+    # With no history yet, the request itself is the only shape known (one table per shape, kept
+    # in the context so score caches stay valid between calls).
+    shape = request.shape()
+    if shape not in ctx._fallback_tables:
+        ctx._fallback_tables[shape] = ShapeTable((shape,), np.array([1.0]))
+    return ctx._fallback_tables[shape]
 
 
 def _frag_delta(
@@ -404,11 +411,10 @@ def frag_deltas(
 
 def _gpus_from_delta(arrays: ClusterArrays, request: PlacementRequest, cand: np.ndarray, gpu: np.ndarray):
     """GPU chooser: the per-candidate GPU for fractions, the first fully free GPUs otherwise."""
-    where = {int(n): int(g) for n, g in zip(cand, gpu, strict=True)} if request.is_fraction else {}
 
     def gpus(node: int) -> tuple[int, ...]:
         if request.is_fraction:
-            return (where[node],)
+            return (int(gpu[np.searchsorted(cand, node)]),)  # cand is sorted (np.flatnonzero)
         return _gpus_bestfit(arrays, node, request)
 
     return gpus
