@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -30,3 +31,25 @@ def wait_for_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None
             pass
         time.sleep(0.2)
     raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
+def database_url_for_children() -> str:
+    """A DATABASE_URL for child processes that points at the test database."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a server process that shares the test database and Redis."""
+    from django.conf import settings
+
+    env = {**os.environ, "DATABASE_URL": database_url_for_children(), "REDIS_URL": settings.REDIS_URL,
+           "VAR_DIR": str(settings.VAR_DIR), "PYTHONUNBUFFERED": "1", "TEST_FAST_PASSWORD_HASHER": "1"}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    env.update(extra)
+    return env

@@ -6,7 +6,6 @@ with `-p no:django`.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from portal.testing import ROOT, free_port, wait_for_http
+from portal.testing import ROOT, child_env, free_port, wait_for_http
 
 
 def _django_configured() -> bool:
@@ -41,31 +40,6 @@ def redis_server():
     if proc is not None:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def test_database_url() -> str:
-    """A DATABASE_URL for child processes that points at the test database."""
-    from django.db import connection
-
-    s = connection.settings_dict
-    if s["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{s['NAME']}"
-    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
-    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-test_database_url.__test__ = False  # a helper, not a test
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """Environment for a server process that shares the test database and Redis."""
-    from django.conf import settings
-
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "REDIS_URL": settings.REDIS_URL,
-           "VAR_DIR": str(settings.VAR_DIR), "PYTHONUNBUFFERED": "1", "TEST_FAST_PASSWORD_HASHER": "1"}
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    env.update(extra)
-    return env
 
 
 @dataclass

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from billing.agent_api import create_node_token
 from billing.models import UsageSample
-from portal.testing import ROOT, free_port, wait_for_http
+from portal.testing import ROOT, child_env, free_port, wait_for_http
 from scheduling.models import Gpu, JobState, Node, Replica
 
 
@@ -127,8 +127,6 @@ def _spooled_ids(spool) -> set[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_agent_process_against_a_real_portal_loses_and_doubles_nothing(cluster, tmp_path):
-    from conftest import child_env
-
     _, token = create_node_token(Node.objects.get(name="h100-01"))
     port = free_port()
     portal = f"http://127.0.0.1:{port}"
