@@ -36,5 +36,14 @@ class WorkspaceConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def dispatch(self, message):
+        # Channels runs close_old_connections() in a worker thread before every handler. Live
+        # events touch no database, and that thread hop per client per event serialises the
+        # fan-out to every open page (bench.live: p95 at 500 clients 382 -> 189 ms with the layer below).
+        if message["type"] == "workspace.event":
+            await self.workspace_event(message)
+        else:
+            await super().dispatch(message)
+
     async def workspace_event(self, message):
         await self.send_json({"type": "event", "event": message["event"]})

@@ -129,10 +129,13 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# Redis pub/sub: one publish per event reaches every Daphne process, which fans it out to its
+# sockets. At-most-once delivery is right for live pages (the database is the record; a page
+# that missed an event catches up on reload).
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [redis_urls.for_redis_py(REDIS_URL)], "capacity": 1500, "expiry": 30},
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [redis_urls.for_redis_py(REDIS_URL)]},
     }
 }
 

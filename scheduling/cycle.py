@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from scheduling import core
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
+from scheduling.inventory import sync_inventory, sync_workspaces
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event
 from scheduling.snapshot import build_snapshot
@@ -37,6 +38,7 @@ class CycleReport:
     relaunched: int = 0
     orphans_removed: int = 0
     pending: int = 0
+    inventory_changes: int = 0
     seconds: float = 0.0
 
 
@@ -220,6 +222,8 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None) -
     started = time.perf_counter()
     now = now or timezone.now()
     report = CycleReport()
+    report.inventory_changes = sync_inventory(backend)
+    sync_workspaces(backend)
     reconcile(backend, now, report)
     decisions = core.run_cycle(build_snapshot(now))
     apply(decisions, backend, now, report)

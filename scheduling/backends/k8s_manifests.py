@@ -350,7 +350,7 @@ def mpi_hostfile(replica: ReplicaLaunch, namespace: str) -> dict:
 def is_replica(pod: dict) -> bool:
     """One of our replica pods, with the labels its key is read from (a hand-made look-alike is ignored)."""
     labels = pod.get("metadata", {}).get("labels") or {}
-    return labels.get(KIND) == REPLICA_KIND and bool(labels.get(JOB_ID)) and labels.get(REPLICA, "").isdigit()
+    return labels.get(KIND) == REPLICA_KIND and labels.get(JOB_ID, "").isdigit() and labels.get(REPLICA, "").isdigit()
 
 
 def is_reservation(pod: dict) -> bool:
@@ -361,9 +361,7 @@ def is_reservation(pod: dict) -> bool:
 def replica_key(pod: dict) -> ReplicaKey:
     meta = pod["metadata"]
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    job = labels[JOB_ID]
-    return (int(job) if job.isdigit() else job, annotations.get(ROLE_NAME, labels.get(ROLE, "")),  # type: ignore[return-value]
-            int(labels[REPLICA]))
+    return int(labels[JOB_ID]), annotations.get(ROLE_NAME, labels.get(ROLE, "")), int(labels[REPLICA])
 
 
 def held_gpus(pod: dict) -> list[tuple[str, int]]:

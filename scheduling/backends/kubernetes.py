@@ -184,6 +184,10 @@ class KubernetesBackend:
                 _SHARED[key] = cls(config)
             return _SHARED[key]
 
+    def close(self) -> None:
+        """Release the client's connections."""
+        self.core.api_client.close()
+
     # --- API plumbing ----------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, text: bool = False, **kwargs: Any) -> Any:
         """fn(...) with retries; the answer as parsed JSON (as text with text=True)."""

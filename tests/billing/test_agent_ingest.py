@@ -121,8 +121,11 @@ def _agent(portal: str, token: str, spool, node: str = "h100-01") -> subprocess.
 
 
 def _spooled_ids(spool) -> set[str]:
-    with sqlite3.connect(spool) as db:
-        return {row[0] for row in db.execute("SELECT id FROM samples")}
+    try:
+        with sqlite3.connect(spool) as db:
+            return {row[0] for row in db.execute("SELECT id FROM samples")}
+    except sqlite3.OperationalError:  # the agent is still creating its spool
+        return set()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,5 +1,6 @@
 """The real moving parts: /healthz, a Celery worker through Redis, websockets through Channels."""
 
+import asyncio
 import json
 import os
 import signal
@@ -77,13 +78,19 @@ def test_websocket_join_is_refused_for_outsiders_and_anonymous(live_daphne, tena
 
 
 def test_workspace_groups_are_distinct_per_workspace(tenants):
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(workspace_group(tenants.nlp.pk), channel)
-    publish_to_workspace(tenants.vision, {"n": 1})
-    publish_to_workspace(tenants.nlp, {"n": 2})
-    message = async_to_sync(layer.receive)(channel)
-    assert message["event"] == {"n": 2}
+    vision, nlp = tenants.vision.pk, tenants.nlp.pk
+
+    async def scenario():
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(workspace_group(nlp), channel)
+        await layer.group_send(workspace_group(vision), {"type": "workspace.event", "event": {"n": 1}})
+        await layer.group_send(workspace_group(nlp), {"type": "workspace.event", "event": {"n": 2}})
+        message = await asyncio.wait_for(layer.receive(channel), timeout=5)
+        await layer.group_discard(workspace_group(nlp), channel)
+        return message
+
+    assert async_to_sync(scenario)()["event"] == {"n": 2}
 
 
 def test_make_run_process_set_starts_and_stops_cleanly(tmp_path):
