@@ -228,6 +228,8 @@ CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
     "usage-rollup": {"task": "billing.tasks.rollup_recent_hours", "schedule": 60.0},
     "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
+    **({"demo-load": {"task": "scheduling.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
+       if env_bool("DEMO_LOAD", False) else {}),
 }
 
 LOGGING = {

@@ -1,0 +1,51 @@
+"""A trickle of demo jobs from both workspaces, so a newcomer sees the cluster work.
+
+Each call submits one job picked by a seeded generator from a small catalogue of the sharing
+modes, unless the workspace already has enough jobs waiting.
+"""
+
+from __future__ import annotations
+
+import random
+
+from django.contrib.auth import get_user_model
+
+from billing.services import submit_quoted_job
+from portal.models import Workspace
+from scheduling.models import Job, JobState
+
+MAX_PENDING_PER_WORKSPACE = 4
+
+CATALOGUE = [
+    ("notebook-{n}", "single", "fraction", "{{gpu: 0.3, gpuMemory: 12Gi, cpu: 2, memory: 8Gi}}", "1h", "", False),
+    ("finetune-{n}", "pytorch", "exclusive", "{{gpu: 1, cpu: 8, memory: 32Gi}}", "2h", "", False),
+    ("sweep-{n}", "single", "exclusive", "{{gpu: 1, cpu: 4, memory: 16Gi}}", "1h", "community", True),
+    ("serve-{n}", "single", "mig", "{{mig: 2g.20gb, cpu: 2, memory: 8Gi}}", "3h", "", False),
+    ("render-{n}", "single", "timeslice", "{{gpu: 1, cpu: 2, memory: 8Gi}}", "30m", "", False),
+    ("pretrain-{n}", "pytorch", "exclusive", "{{gpu: 8, cpu: 64, memory: 512Gi}}", "4h", "", True),
+]
+
+
+def demo_spec(rng: random.Random, n: int) -> str:
+    name, kind, sharing, resources, duration, queue, preemptible = rng.choice(CATALOGUE)
+    replicas = "{min: 1, max: 2}" if kind == "pytorch" else "{min: 1, max: 1}"
+    lines = [f"name: {name.format(n=n)}", "type: single", f"priority: {rng.choice([0, 10, 20, 50])}",
+             f"preemptible: {'true' if preemptible else 'false'}", f"expectedDuration: {duration}"]
+    if queue:
+        lines.append(f"queue: {queue}")
+    lines += ["roles:", "  - name: main", "    image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
+              f"    replicas: {replicas}", f"    sharing: {sharing}", f"    resources: {resources.format()}"]
+    return "\n".join(lines) + "\n"
+
+
+def submit_demo_job(seed: int | None = None) -> Job | None:
+    owners = {"vision-lab": "alice", "nlp-group": "bob"}
+    rng = random.Random(seed)
+    workspace = Workspace.objects.filter(slug__in=owners).order_by("?").first()
+    if workspace is None:
+        return None
+    if Job.objects.filter(workspace=workspace, state=JobState.PENDING).count() >= MAX_PENDING_PER_WORKSPACE:
+        return None
+    user = get_user_model().objects.get(username=owners[workspace.slug])
+    n = Job.objects.filter(workspace=workspace).count() + 1
+    return submit_quoted_job(user=user, workspace=workspace, spec=demo_spec(rng, n))
