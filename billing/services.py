@@ -42,4 +42,5 @@ def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any],
     chosen = choose_option(quote, option or None, parsed)
     frozen = {**chosen.to_json(), "currency": quote.currency, "quoted_at": quote.quoted_at.isoformat(),
               "expected_duration_hours": quote.to_json()["expected_duration_hours"]}
-    return submit_job(user=user, workspace=workspace, spec=spec, quote=frozen, parsed=parsed)
+    not_before = chosen.starts_at if chosen.when == "off-peak" else None
+    return submit_job(user=user, workspace=workspace, spec=spec, quote=frozen, parsed=parsed, not_before=not_before)

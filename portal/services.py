@@ -32,19 +32,34 @@ def revoke_api_token(user, token_id: int) -> None:
     ApiToken.objects.filter(user=user, pk=token_id, revoked__isnull=True).update(revoked=timezone.now())
 
 
+OPERATORS_GROUP = "operators"
+
+
 def workspace_group(workspace_id: int) -> str:
     return f"workspace.{workspace_id}"
 
 
-def publish_to_workspace(workspace: Workspace, event: dict) -> None:
-    """Send an event to every open page of the workspace's members.
+def job_group(job_id: int) -> str:
+    return f"job.{job_id}"
+
+
+def publish(groups: list[str], event: dict) -> None:
+    """Send an event to every open page following one of the groups.
 
     Best effort: the database is the record, pages catch up on reload, so a Redis outage
     must never undo or fail the write that produced the event.
     """
+    layer = get_channel_layer()
+
+    async def send_all():
+        for group in groups:
+            await layer.group_send(group, {"type": "live.event", "event": event})
+
     try:
-        async_to_sync(get_channel_layer().group_send)(
-            workspace_group(workspace.pk), {"type": "workspace.event", "event": event}
-        )
+        async_to_sync(send_all)()
     except Exception:
-        log.warning("live update for workspace %s not sent", workspace.slug, exc_info=True)
+        log.warning("live update for %s not sent", ", ".join(groups), exc_info=True)
+
+
+def publish_to_workspace(workspace: Workspace, event: dict) -> None:
+    publish([workspace_group(workspace.pk)], event)

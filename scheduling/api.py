@@ -8,6 +8,7 @@ from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from billing.metering import job_cost
 from billing.services import submit_quoted_job
 from portal.selectors import get_workspace_for_user
 from scheduling import selectors, services
@@ -39,6 +40,7 @@ class ReplicaOutput(serializers.Serializer):
     node = serializers.CharField(source="node.name", default=None)
     gpus = serializers.JSONField(source="gpu_indices")
     slice = serializers.JSONField()
+    slice_label = serializers.CharField()
     started = serializers.DateTimeField()
     ended = serializers.DateTimeField()
 
@@ -57,6 +59,8 @@ class JobOutput(serializers.Serializer):
     expected_duration_s = serializers.IntegerField()
     replicas = ReplicaOutput(many=True)
     quote = serializers.JSONField()
+    final_cost = serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True)
+    currency = serializers.CharField()
     spec = serializers.JSONField()
     created = serializers.DateTimeField()
     started = serializers.DateTimeField()
@@ -119,8 +123,18 @@ class JobListCreateApi(ListAPIView):
         return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
 
 
+class JobDetailOutput(JobOutput):
+    cost_so_far = serializers.SerializerMethodField()
+
+    def get_cost_so_far(self, job) -> str | None:
+        """What the job has cost until now while it runs (the final cost once it ended)."""
+        if job.is_final or not job.started:
+            return None
+        return str(job_cost(job).total)
+
+
 class JobDetailApi(RetrieveAPIView):
-    serializer_class = JobOutput
+    serializer_class = JobDetailOutput
 
     def get_object(self):
         return selectors.get_job_for_user(self.request.user, self.kwargs["pk"])

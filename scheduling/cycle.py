@@ -79,11 +79,11 @@ def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: Clust
         transaction.on_commit(lambda k=(job.pk, other.role, other.index): backend.evict(k, "job finished"))
     job.state, job.finished, job.pending_reason = state, now, ""
     job.save(update_fields=["state", "finished", "pending_reason"])
-    record_event(job, state.lower(), reason=reason)
-    report.finished += 1
     from billing.metering import finalize_job_cost  # billing builds on scheduling, not the reverse
 
-    transaction.on_commit(lambda: finalize_job_cost(job.pk))
+    cost = finalize_job_cost(job.pk)  # in this transaction: the event below already carries it
+    record_event(job, state.lower(), reason=f"{reason}; final cost {cost.final_cost:.2f} {cost.currency}")
+    report.finished += 1
 
 
 def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend, report: CycleReport,

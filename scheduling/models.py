@@ -148,6 +148,8 @@ class Job(models.Model):
     spec = models.JSONField(help_text="The validated, normalised spec")
     roles = models.JSONField(default=list, help_text="Per role: what the scheduler places (scheduling.requests)")
     quote = models.JSONField(null=True, blank=True, help_text="The quote option frozen at submission")
+    not_before = models.DateTimeField(null=True, blank=True,
+                                      help_text="An off-peak option waits for its window, as it was quoted")
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
@@ -206,6 +208,20 @@ class Replica(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def slice_label(self) -> str:
+        """What the replica holds, for people: "2 GPUs", "0.5 GPU + 10 GiB", "MIG 3g.40gb"..."""
+        s = self.slice or {}
+        count = len(self.gpu_indices)
+        kind = s.get("kind", "whole")
+        if kind == "fraction":
+            return f"{s.get('gpu_milli', 0) / 1000:g} GPU + {s.get('gpu_mem_mib', 0) / 1024:g} GiB"
+        if kind == "mig":
+            return f"MIG {s.get('mig_profile', '')}"
+        if kind == "timeslice":
+            return f"time-slice slot {s.get('timeslice_slot', 0)}" + (f" on {count} GPUs" if count > 1 else "")
+        return f"{count} GPU{'s' if count != 1 else ''}" if count else "CPU only"
 
 
 class JobEvent(models.Model):

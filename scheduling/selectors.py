@@ -56,3 +56,35 @@ def get_job_for_user(user, job_id) -> Job:
 
 def events_of(job: Job) -> QuerySet[JobEvent]:
     return job.events.order_by("time", "id")
+
+
+def cluster_view() -> list[dict]:
+    """Every pool, node and GPU with what holds it now (the operators' cluster page)."""
+    held: dict[tuple[int, int], list[dict]] = {}
+    replicas = Replica.objects.filter(state__in=("Scheduled", "Running"), node__isnull=False).select_related(
+        "job__workspace")
+    for r in replicas:
+        slice_ = r.slice or {}
+        for index in r.gpu_indices:
+            held.setdefault((r.node_id, index), []).append({
+                "job": r.job_id, "name": r.job.name, "workspace": r.job.workspace.slug, "state": r.state,
+                "kind": slice_.get("kind", "whole"), "milli": slice_.get("gpu_milli", 1000),
+                "mig": slice_.get("mig_profile", ""),
+            })
+    pools = []
+    for pool in NodePool.objects.prefetch_related("nodes__gpus").order_by("name"):
+        nodes = []
+        for node in pool.nodes.all():
+            gpus = []
+            for gpu in node.gpus.all():
+                holders = held.get((node.pk, gpu.index), [])
+                used = sum(h["milli"] for h in holders if h["kind"] in ("whole", "fraction", "mig"))
+                if pool.sharing == "timeslice":
+                    used = 1000 * len(holders) // max(pool.timeslice_replicas, 1)
+                gpus.append({"index": gpu.index, "uuid": gpu.uuid, "holders": holders, "used_milli": min(used, 1000)})
+            nodes.append({"name": node.name, "ready": node.ready, "cordoned": node.cordoned,
+                          "last_heartbeat": node.last_heartbeat, "gpus": gpus,
+                          "allocated": sum(g["used_milli"] for g in gpus) / 1000, "total": len(gpus)})
+        pools.append({"pool": pool, "nodes": nodes, "allocated": sum(n["allocated"] for n in nodes),
+                      "total": sum(n["total"] for n in nodes)})
+    return pools

@@ -10,9 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.selectors import membership_for
-from portal.services import publish_to_workspace
+from portal.services import OPERATORS_GROUP, job_group, publish, workspace_group
 from scheduling import selectors
-from scheduling.models import Job, JobEvent, JobState
+from scheduling.models import ACTIVE_STATES, Job, JobEvent, JobState
 from scheduling.requests import role_requests
 from scheduling.spec import (
     JobSpec,
@@ -59,7 +59,8 @@ def _resolve_queue(workspace, spec: JobSpec):
 
 def record_event(job: Job, kind: str, *, reason: str = "", data: dict | None = None) -> JobEvent:
     event = JobEvent.objects.create(job=job, kind=kind, state=job.state, reason=reason, data=data or {})
-    transaction.on_commit(lambda: publish_to_workspace(job.workspace, job_event_message(job, event)))
+    groups = [workspace_group(job.workspace_id), job_group(job.pk), OPERATORS_GROUP]
+    transaction.on_commit(lambda: publish(groups, job_event_message(job, event)))
     return event
 
 
@@ -76,7 +77,7 @@ def require_submitter(user, workspace) -> None:
 
 @transaction.atomic
 def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote: dict | None = None,
-               parsed: JobSpec | None = None) -> Job:
+               parsed: JobSpec | None = None, not_before=None) -> Job:
     """Validate and store a job as Pending in its queue. Raises SpecError (nothing stored).
 
     `parsed` is the spec already read by the caller (who quoted it), to avoid reading it twice.
@@ -89,7 +90,9 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
-        quote=quote, roles=role_requests(parsed, quote), pending_reason="waiting for the next scheduling cycle",
+        quote=quote, roles=role_requests(parsed, quote), not_before=not_before,
+        pending_reason=(f"waits for the off-peak window it was quoted for ({not_before:%Y-%m-%d %H:%M})"
+                        if not_before else "waiting for the next scheduling cycle"),
     )
     record_event(job, "submitted", reason=f"submitted to queue {queue.name} by {user.username}")
     return job
@@ -106,7 +109,10 @@ def cancel_job(*, user, job: Job) -> Job:
     job.pending_reason = ""
     job.finished = now
     job.save(update_fields=["state", "pending_reason", "finished"])
-    job.replicas.exclude(state__in=[JobState.SUCCEEDED, JobState.FAILED]).update(
-        state=JobState.CANCELLED, ended=now)
-    record_event(job, "cancelled", reason=f"cancelled by {user.username}")
+    # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
+    job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
+    from billing.metering import finalize_job_cost  # billing builds on scheduling, not the reverse
+
+    cost = finalize_job_cost(job.pk)  # cancelled jobs pay for the time they held their GPUs
+    record_event(job, "cancelled", reason=f"cancelled by {user.username}; final cost {cost.final_cost:.2f} {cost.currency}")
     return job

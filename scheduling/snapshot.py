@@ -75,7 +75,7 @@ def build_snapshot(now: datetime) -> cm.Snapshot:
     jobs = [
         core_job(pk, queue, roles, priority, preemptible, reduce_cost, created)
         for pk, queue, roles, priority, preemptible, reduce_cost, created in Job.objects.exclude(
-            state__in=FINAL_STATES).exclude(roles=[]).values_list(
+            state__in=FINAL_STATES).exclude(roles=[]).exclude(not_before__gt=now).values_list(
             "pk", "queue__name", "roles", "priority", "preemptible", "reduce_cost", "created")
     ]
     running = [

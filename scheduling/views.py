@@ -1,15 +1,19 @@
 """Tenant pages for jobs: submit (with live quotes), list and detail."""
 
 from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from billing.metering import job_cost
 from portal.selectors import current_workspace
 from scheduling import selectors, services
 from scheduling.examples import EXAMPLES
-from scheduling.models import JobState
+from scheduling.backends import get_backend
+from scheduling.models import ACTIVE_STATES, JobState
 from scheduling.spec import IMAGE_FORM_FIELDS
 
 
@@ -37,7 +41,25 @@ def job_list(request):
 @login_required
 def job_detail(request, pk):
     job = selectors.get_job_for_user(request.user, pk)
-    return render(request, "scheduling/job_detail.html", {"job": job, "events": selectors.events_of(job)})
+    cost_so_far = None if job.is_final or not job.started else job_cost(job)
+    return render(request, "scheduling/job_detail.html", {"job": job, "events": selectors.events_of(job),
+                                                          "cost_so_far": cost_so_far})
+
+
+@login_required
+def job_log(request, pk):
+    """The job's replica logs from the cluster backend, last lines of each."""
+    job = selectors.get_job_for_user(request.user, pk)
+    backend = get_backend()
+    parts = [f"== {r.role}-{r.index} on {r.node.name if r.node else '?'}\n" + backend.logs((job.pk, r.role, r.index), 50)
+             for r in job.replicas.filter(state__in=ACTIVE_STATES).select_related("node")]
+    return HttpResponse("\n".join(parts) or "waiting for replicas to start", content_type="text/plain; charset=utf-8")
+
+
+@staff_member_required
+def cluster(request):
+    template = "scheduling/_cluster_map.html" if request.GET.get("partial") else "scheduling/cluster.html"
+    return render(request, template, {"pools": selectors.cluster_view()})
 
 
 @require_POST

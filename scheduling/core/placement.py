@@ -245,15 +245,12 @@ class PlacementContext:
 # --------------------------------------------------------------------------- feasibility
 
 
-def _gpu_fit(arrays: ClusterArrays, request: PlacementRequest) -> np.ndarray:
-    """bool [N, G]: GPUs this request could use (fraction: enough milli+memory; whole: fully free)."""
+def _gpu_fit(arrays: ClusterArrays, request: PlacementRequest, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+    """bool [n, G] for `rows`: GPUs this request could use (fraction: enough milli+memory; whole: fully free)."""
+    present, free_milli, free_mem = arrays.gpu_present[rows], arrays.gpu_free_milli[rows], arrays.gpu_free_mem[rows]
     if request.is_fraction:
-        return (
-            arrays.gpu_present
-            & (arrays.gpu_free_milli >= request.gpu_milli)
-            & (arrays.gpu_free_mem >= request.gpu_mem_mib)
-        )
-    return arrays.fully_free()
+        return present & (free_milli >= request.gpu_milli) & (free_mem >= request.gpu_mem_mib)
+    return present & (free_milli == MILLI) & (free_mem == arrays.gpu_total_mem[rows][:, None])
 
 
 def feasible_nodes(
@@ -371,7 +368,7 @@ def _frag_delta(
     before = frag_value(terms.free_total, terms.big, terms.count, cpu, access, table)
     if request.is_fraction:
         after = frag_after_fraction(free, cpu, access, table, request.gpu_milli, request.cpu_milli, terms)
-        fit = _gpu_fit(arrays, request)[nodes]
+        fit = _gpu_fit(arrays, request, nodes)
         return np.where(fit, before[:, None] - after, -np.inf)
     after = frag_after_whole(cpu, access, table, terms, request.num_gpus, request.cpu_milli)
     return (before - after)[:, None]

@@ -16,15 +16,20 @@
     el.className = `state state-${state.toLowerCase()}`;
   }
 
-  async function refreshReplicas(jobId) {
+  async function refreshJob(jobId) {
     const response = await fetch(`/api/v1/jobs/${jobId}/`, {credentials: "same-origin"});
     if (!response.ok) return;
     const job = await response.json();
+    const cost = document.querySelector("#job-cost p");
+    if (cost && job.cost_so_far !== null && job.final_cost === null) {
+      cost.textContent = `Cost so far ${job.cost_so_far} ${job.currency || (job.quote && job.quote.currency) || ""}` +
+        (job.quote ? ` · estimated at submission ${job.quote.estimate_low}–${job.quote.estimate_high} ${job.quote.currency}` : "");
+    }
     const tbody = document.querySelector("#replicas-table tbody");
     if (!tbody) return;
     tbody.replaceChildren(...job.replicas.map((r) => {
       const tr = document.createElement("tr");
-      for (const v of [`${r.role}-${r.index}`, r.state, r.node || "", (r.gpus || []).join(", "), JSON.stringify(r.slice),
+      for (const v of [`${r.role}-${r.index}`, r.state, r.node || "", (r.gpus || []).join(", "), r.slice_label,
         r.started ? r.started.slice(11, 19) : "", r.ended ? r.ended.slice(11, 19) : ""]) {
         const td = document.createElement("td");
         td.textContent = v;
@@ -32,6 +37,16 @@
       }
       return tr;
     }));
+  }
+
+  async function refreshCost() {
+    const response = await fetch(`/api/v1/jobs/${detail.dataset.job}/`, {credentials: "same-origin"});
+    if (!response.ok) return;
+    const job = await response.json();
+    if (job.final_cost === null || job.final_cost === undefined) return;
+    const box = document.querySelector("#job-cost p");
+    if (box) box.textContent = `Final cost ${job.final_cost} ${job.currency}` +
+      (job.quote ? ` · estimated at submission ${job.quote.estimate_low}–${job.quote.estimate_high} ${job.quote.currency}` : "");
   }
 
   function onDetail(event) {
@@ -46,8 +61,10 @@
     if (["Succeeded", "Failed", "Cancelled"].includes(event.state)) {
       const cancel = document.getElementById("cancel-job");
       if (cancel) cancel.closest("form").remove();
+      if (logBox) { logBox.dataset.active = "0"; clearTimeout(logTimer); }
+      refreshCost();
     }
-    refreshReplicas(event.job);
+    refreshJob(event.job);
   }
 
   function onList(event) {
@@ -58,8 +75,21 @@
     if (event.replicas !== undefined) text(row.querySelector('[data-field="replicas"]'), event.replicas);
   }
 
+  const logBox = document.getElementById("job-log");
+  let logTimer = null;
+  function pollLog() {
+    if (!logBox || logBox.dataset.active !== "1") return;
+    fetch(logBox.dataset.url, {credentials: "same-origin"}).then((r) => (r.ok ? r.text() : null)).then((text) => {
+      if (text !== null) { logBox.textContent = text; logBox.scrollTop = logBox.scrollHeight; }
+      refreshJob(detail.dataset.job);
+      logTimer = setTimeout(pollLog, 2000);
+    });
+  }
+  pollLog();
+
   function connect() {
-    const socket = new WebSocket(`${scheme}://${window.location.host}/ws/workspaces/${workspace}/`);
+    const path = detail ? `/ws/jobs/${detail.dataset.job}/` : `/ws/workspaces/${workspace}/`;
+    const socket = new WebSocket(`${scheme}://${window.location.host}${path}`);
     socket.onopen = () => { retry = 500; document.body.dataset.live = "connected"; };
     socket.onmessage = (message) => {
       const data = JSON.parse(message.data);

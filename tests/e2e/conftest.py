@@ -47,3 +47,35 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture
+def scheduler_running():
+    """The scheduling cycle on the simulated cluster every 0.3 s in a background thread (what
+    Celery beat does in `make run`), with a fast clock: a 1 h job runs 2 s."""
+    import threading
+
+    from django.db import connection
+
+    from scheduling.backends.simulated import SimulatedBackend
+    from scheduling.cycle import run_scheduling_cycle
+
+    stop = threading.Event()
+    errors = []
+
+    def loop():
+        backend = SimulatedBackend(speedup=1800, failure_rate=0)
+        try:
+            while not stop.wait(0.3):
+                run_scheduling_cycle(backend)
+        except Exception as error:  # surfaced by the test below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=10)
+    assert not errors, errors

@@ -126,3 +126,11 @@ def test_seed_ranges():
     assert parse_seeds("1,5-6") == [1, 5, 6]
     with pytest.raises(Exception, match="seeds"):
         parse_seeds("9-3")
+
+
+def test_cli_reports_moves(trace, capsys):
+    assert main(["--nodes", str(trace[0]), "--pods", str(trace[1]), "--policy", "default", "--seeds", "42",
+                 "--moves", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["moves"]) >= {"count", "percent"}
+    assert out["moves"]["count"] >= 0 and 0 <= out["moves"]["percent"] <= 100

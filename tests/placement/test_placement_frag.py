@@ -7,6 +7,7 @@ from scheduling.core.fragmentation import (
     Shape,
     ShapeTable,
     ShapeTracker,
+    cpu_stranded,
     frag_after_fraction,
     frag_after_whole,
     frag_terms,
@@ -132,3 +133,25 @@ def test_fgd_scores_with_cache_equal_fresh_scores():
             if a is not None:
                 allocate(cached_arrays, req, a)
                 allocate(fresh_arrays, req, b)
+
+
+def test_cpu_per_gpu_and_stranded_gpu_milli():
+    table = ShapeTable((Shape(4000, 1000, 1), Shape(2000, 500, 1), CPU), np.array([0.25, 0.5, 0.25]))
+    # (0.25*4000 + 0.5*2000) CPU for (0.25*1000 + 0.5*500) GPU milli: 4000 milli-CPU per GPU
+    assert table.cpu_per_gpu == pytest.approx(4000)
+    stranded = cpu_stranded(np.array([8000, 8000, 0]), np.array([40000, 24000, 0]), 4000)
+    # 24000 CPU feeds 6 of the 8 free GPUs: 2000 milli stranded
+    assert stranded.tolist() == [0, 2000, 0]
+    assert ShapeTable((CPU,), np.array([1.0])).cpu_per_gpu == float("inf")
+
+
+def test_default_keeps_cpu_for_the_gpus_where_fgd_does_not():
+    # two empty 8-GPU nodes; node 0 has 4500 CPU per GPU, node 1 plenty; typical pods bring 4000
+    nodes = [NodeCapacity.empty("tight", "G2", 8, 36000, 512000), NodeCapacity.empty("rich", "G2", 8, 96000, 512000)]
+    table = ShapeTable((Shape(4000, 1000, 1),), np.array([1.0]))
+    hungry = PlacementRequest(gpu_milli=1000, num_gpus=1, gpu_mem_mib=0, cpu_milli=12000, mem_mib=100)
+    arrays = ClusterArrays.build(nodes)
+    # FGD sees no shape stop fitting on either node and takes the first; the CPU left on node 0
+    # would feed only 6 of its 7 remaining GPUs, so default goes to the CPU-rich node
+    assert place(arrays, hungry, "fgd", ctx=PlacementContext(shapes=table)).node == 0
+    assert place(arrays, hungry, "default", ctx=PlacementContext(shapes=table)).node == 1

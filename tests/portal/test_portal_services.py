@@ -84,8 +84,8 @@ def test_workspace_groups_are_distinct_per_workspace(tenants):
         layer = get_channel_layer()
         channel = await layer.new_channel()
         await layer.group_add(workspace_group(nlp), channel)
-        await layer.group_send(workspace_group(vision), {"type": "workspace.event", "event": {"n": 1}})
-        await layer.group_send(workspace_group(nlp), {"type": "workspace.event", "event": {"n": 2}})
+        await layer.group_send(workspace_group(vision), {"type": "live.event", "event": {"n": 1}})
+        await layer.group_send(workspace_group(nlp), {"type": "live.event", "event": {"n": 2}})
         message = await asyncio.wait_for(layer.receive(channel), timeout=5)
         await layer.group_discard(workspace_group(nlp), channel)
         return message
@@ -123,3 +123,27 @@ def _answers(sock) -> bool:
         return redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5).ping()
     except (redis.ConnectionError, FileNotFoundError):
         return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_job_and_operator_sockets_are_authorised(live_daphne, cluster, client):
+    from django.contrib.auth import get_user_model
+
+    from scheduling.examples import CLEAN_YAML
+    from scheduling.services import cancel_job, submit_job
+
+    job = submit_job(user=cluster.alice, workspace=cluster.vision, spec=CLEAN_YAML)
+    alice = _session_cookie(client, cluster.alice)
+    bob = _session_cookie(client.__class__(), cluster.bob)
+    admin = _session_cookie(client.__class__(), get_user_model().objects.get(username="admin"))
+    for cookie, path in ((bob, f"/ws/jobs/{job.pk}/"), (alice, "/ws/cluster/"), (bob, "/ws/cluster/")):
+        with pytest.raises(InvalidStatus):
+            _ws(live_daphne, path, cookie)
+    with _ws(live_daphne, f"/ws/jobs/{job.pk}/", alice) as job_socket, \
+         _ws(live_daphne, "/ws/cluster/", admin) as operators:
+        assert json.loads(job_socket.recv(timeout=5)) == {"type": "hello", "job": job.pk}
+        assert json.loads(operators.recv(timeout=5)) == {"type": "hello", "cluster": True}
+        cancel_job(user=cluster.alice, job=job)
+        for socket in (job_socket, operators):
+            event = json.loads(socket.recv(timeout=5))["event"]
+            assert (event["job"], event["kind"], event["state"]) == (job.pk, "cancelled", "Cancelled")

@@ -218,3 +218,16 @@ def test_only_one_cycle_runs_at_a_time(cluster):
     finally:
         lock.release()
     assert scheduling_cycle()["binds"] == 1
+
+
+def test_an_off_peak_option_waits_for_its_window(cluster, backend, clock, run):
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("night"),
+                            option="h100.exclusive.off-peak", now=clock.now)
+    assert job.not_before is not None and job.not_before > clock.now
+    run(backend, clock)
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and "off-peak" in job.pending_reason
+    clock.now = job.not_before + timedelta(minutes=1)
+    run(backend, clock)
+    job.refresh_from_db()
+    assert job.state == JobState.SCHEDULED

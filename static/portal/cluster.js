@@ -1,0 +1,27 @@
+// Operators' cluster page: re-render the map (server-side) whenever a job event arrives.
+(function () {
+  "use strict";
+  const map = document.getElementById("cluster-map");
+  if (!map) return;
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  let pending = null;
+  let retry = 500;
+
+  function refresh() {
+    pending = null;
+    fetch("/cluster/?partial=1", {credentials: "same-origin"})
+      .then((r) => (r.ok ? r.text() : null))
+      .then((html) => { if (html !== null) map.innerHTML = html; });
+  }
+
+  function connect() {
+    const socket = new WebSocket(`${scheme}://${window.location.host}/ws/cluster/`);
+    socket.onopen = () => { retry = 500; document.body.dataset.live = "connected"; };
+    socket.onmessage = (message) => {
+      if (JSON.parse(message.data).type !== "event") return;
+      if (!pending) pending = setTimeout(refresh, 300); // one refresh per burst of events
+    };
+    socket.onclose = () => { document.body.dataset.live = "disconnected"; setTimeout(connect, retry); retry = Math.min(retry * 2, 10000); };
+  }
+  connect();
+})();

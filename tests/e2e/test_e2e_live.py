@@ -1,0 +1,78 @@
+"""Jobs watched live in the browser: no reloads, the states arrive over the websocket."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from scheduling.examples import SEED_YAML
+from tests_e2e_helpers import SCREENSHOTS, login
+
+COMMUNITY = """name: {name}
+queue: community
+priority: {priority}
+preemptible: true
+expectedDuration: 10h
+roles:
+  - name: main
+    image: busybox
+    resources: {{gpu: 8}}
+    nodePool: h100
+"""
+
+
+def mark_page(page):
+    """A marker that a reload would wipe out."""
+    page.evaluate("window.__noReload = 'still here'")
+
+
+def assert_not_reloaded(page):
+    assert page.evaluate("window.__noReload") == "still here"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_alice_watches_the_seed_job_run_to_the_end(live_daphne, cluster, page, scheduler_running):
+    login(page, live_daphne, "alice", "alice-demo")
+    page.goto(f"{live_daphne.url}/submit/")
+    page.fill("#spec-yaml", SEED_YAML)
+    page.locator("#quote-table tr[data-option='a100-spot.exclusive.now'] button.submit-option").click()
+    page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
+    mark_page(page)
+    expect(page.locator("#job-state")).to_have_text("Running", timeout=20000)
+    expect(page.locator("#replicas-table tbody tr")).not_to_have_count(0)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "job-running.png"), full_page=True)
+    expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=30000)
+    expect(page.locator("#events")).to_contain_text("succeeded")
+    expect(page.locator("#job-cost")).to_contain_text("Final cost", timeout=10000)
+    assert_not_reloaded(page)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bobs_higher_priority_job_preempts_alices_in_community(live_daphne, cluster, browser, scheduler_running):
+    from billing.services import submit_quoted_job
+
+    first = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                              spec=COMMUNITY.format(name="alice-a", priority=0))
+    submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=COMMUNITY.format(name="alice-b", priority=0))
+    alice = browser.new_context().new_page()
+    login(alice, live_daphne, "alice", "alice-demo")
+    alice.goto(f"{live_daphne.url}/jobs/")
+    expect(alice.locator(f'tr[data-job="{first.pk}"] [data-field="state"]')).to_have_text("Running", timeout=20000)
+    mark_page(alice)
+
+    bob = browser.new_context().new_page()
+    login(bob, live_daphne, "bob", "bob-demo")
+    bob_job = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=COMMUNITY.format(name="bob-urgent",
+                                                                                               priority=80))
+    bob.goto(f"{live_daphne.url}/jobs/{bob_job.pk}/")
+    mark_page(bob)
+    expect(bob.locator("#job-state")).to_have_text("Running", timeout=20000)
+    # One of alice's jobs was preempted and is waiting again; her list shows it without a reload.
+    expect(alice.locator('#jobs-table [data-field="state"]', has_text="Pending")).to_have_count(1, timeout=20000)
+    expect(alice.locator('#jobs-table [data-field="pending_reason"]').filter(has_text=re.compile(r"\w"))
+           ).not_to_have_count(0)
+    assert_not_reloaded(alice)
+    assert_not_reloaded(bob)
+    alice.screenshot(path=str(SCREENSHOTS / "alice-preempted.png"), full_page=True)
+    assert "alice" not in bob.content().lower().split("<main>")[1]  # bob's page shows nothing of alice's
