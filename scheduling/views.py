@@ -3,16 +3,16 @@
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from billing.metering import job_cost
 from portal.selectors import current_workspace
 from scheduling import selectors, services
-from scheduling.examples import EXAMPLES
 from scheduling.backends import get_backend
+from scheduling.examples import EXAMPLES
 from scheduling.models import ACTIVE_STATES, JobState
 from scheduling.spec import IMAGE_FORM_FIELDS
 

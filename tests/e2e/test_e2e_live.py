@@ -4,9 +4,9 @@ import re
 
 import pytest
 from playwright.sync_api import expect
+from tests_e2e_helpers import SCREENSHOTS, login
 
 from scheduling.examples import SEED_YAML
-from tests_e2e_helpers import SCREENSHOTS, login
 
 COMMUNITY = """name: {name}
 queue: community
