@@ -20,6 +20,15 @@ class NodeAdmin(admin.ModelAdmin):
     list_filter = ["pool", "ready", "cordoned"]
     search_fields = ["name"]
     inlines = [GpuInline]
+    actions = ["lose_nodes", "restore_nodes"]
+
+    @admin.action(description="Simulated cluster: lose the selected nodes (their replicas are requeued)")
+    def lose_nodes(self, request, queryset):
+        self.message_user(request, f"{queryset.update(ready=False)} nodes lost")
+
+    @admin.action(description="Simulated cluster: bring the selected nodes back")
+    def restore_nodes(self, request, queryset):
+        self.message_user(request, f"{queryset.update(ready=True)} nodes back")
 
 
 class QueueAccessInline(admin.TabularInline):
