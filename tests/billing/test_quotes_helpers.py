@@ -9,36 +9,11 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from billing.quotes import PoolOffer
+from scheduling.examples import SEED_YAML  # noqa: F401 - the quote tests import it from here
 
 UTC_ZONE = ZoneInfo("UTC")
 PEAK = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday, 10:00: peak (off-peak is 00:00-08:00)
 OFFPEAK = datetime(2026, 3, 2, 3, 0, tzinfo=UTC)
-
-# Seed 000's task YAML, copied as written.
-SEED_YAML = """\
-# Platform configurations.
-TaskName: training1
-# The higher the priority, the higher the price. The platform does not guarantee the completion time of the training.
-Priority: 50
-# Task type, e.g., MPI requires two types of images, Master + Worker.
-TaskType: MPI
-# Determines the minimum and maximum number of Pods required for running the task.
-MaxReplicas: 50
-MinReplicas: 10
-# Whether the task supports AMD GPU.
-AMDSupport: true
-# Whether there is a need to reduce consumption (for example, allocating more Replicas only when the cluster is
-# relatively idle, characterized as preemptible, or running at night using off-peak electricity, similar to the logic of electric cars).
-ReduceCost: true
-
-# AI training task configurations.
-TaskImage: vacant.io/training:1.0
-MasterImage: vacant.io/training-master:1.0
-WorkerImage: vacant.io/training-worker:1.0
-MasterMaxReplicas: 10
-WorkerMaxReplicas: 40
-# and more ai training task configurations.
-"""
 
 GIB = 1024
 WHOLE = frozenset({"exclusive", "fraction"})
