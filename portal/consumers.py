@@ -43,7 +43,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await super().dispatch(message)
 
     async def live_event(self, message):
-        await self.send_json({"type": "event", "event": message["event"]})
+        await self.send(text_data=message["text"])  # already the JSON frame
 
 
 class WorkspaceConsumer(LiveConsumer):

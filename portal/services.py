@@ -1,9 +1,11 @@
 """Writes."""
 
+import json
 import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
 from portal.models import ApiToken, Workspace, hash_token
@@ -50,10 +52,12 @@ def publish(groups: list[str], event: dict) -> None:
     must never undo or fail the write that produced the event.
     """
     layer = get_channel_layer()
+    # Encoded once here rather than once per open socket.
+    text = json.dumps({"type": "event", "event": event}, cls=DjangoJSONEncoder)
 
     async def send_all():
         for group in groups:
-            await layer.group_send(group, {"type": "live.event", "event": event})
+            await layer.group_send(group, {"type": "live.event", "text": text})
 
     try:
         async_to_sync(send_all)()
