@@ -1,6 +1,7 @@
 """The node agents' API: usage samples, heartbeats (inventory) and what runs on the node."""
 
 import secrets
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,6 +14,9 @@ from rest_framework.views import APIView
 from billing.ingest import BatchError, ingest
 from billing.models import NodeToken
 from scheduling.models import ACTIVE_STATES, Gpu, Replica
+
+# An agent posts every few seconds: "last used" to the minute is enough, and saves a write per batch.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def create_node_token(node) -> tuple[NodeToken, str]:
@@ -30,7 +34,9 @@ class NodeTokenAuthentication(authentication.BaseAuthentication):
                                                                   revoked__isnull=True).first())
         if token is None:
             raise exceptions.AuthenticationFailed("unknown or revoked node token")
-        NodeToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
+        now = timezone.now()
+        if token.last_used is None or now - token.last_used >= LAST_USED_RESOLUTION:
+            NodeToken.objects.filter(pk=token.pk).update(last_used=now)
         return None, token
 
     def authenticate_header(self, request):

@@ -22,7 +22,7 @@ def processes(port: int, var_dir: Path) -> dict[str, str]:
     py = shlex.quote(sys.executable)
     tokens = shlex.quote(str(var_dir / "agent-tokens.json"))
     return {
-        "web": f"{py} -m daphne -b 127.0.0.1 -p {port} portal.asgi:application",
+        "web": f"DB_POOL=1 {py} -m daphne -b 127.0.0.1 -p {port} portal.asgi:application",
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
         "worker": f"{py} -m celery -A portal worker -l INFO --concurrency 2 -n worker@%h",
         "beat": f"{py} -m celery -A portal beat -l INFO -s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",

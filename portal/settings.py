@@ -102,13 +102,18 @@ TEMPLATES = [
 
 # --- database ---------------------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# No persistent connections: Daphne serves each request from a fresh thread, so kept-alive
+# connections pile up (bench.ingest: 53 open in 10 s, then "too many clients"). The ASGI server
+# runs with DB_POOL=1 (a psycopg pool on PostgreSQL); Celery's forked workers connect per task.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DB_POOL", False):
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1, "max_size": int(os.environ.get("DB_POOL_SIZE", "10")), "timeout": 30}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, for the test database: the Celery worker and Daphne processes
     # that tests start must see the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: Celery broker and results, Channels layer, cache ------------------------------
