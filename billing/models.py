@@ -1,7 +1,9 @@
 """Price tables: versions with an effective time; a new version never changes past charges."""
 
+import uuid
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -131,3 +133,94 @@ class UsageHour(models.Model):
         constraints = [models.UniqueConstraint(fields=["hour", "job", "gpu_model", "sharing"],
                                                name="one_rollup_per_job_hour")]
         ordering = ["hour", "job_id"]
+
+
+# --------------------------------------------------------------------------- reports (issue 10)
+
+
+class UsageDay(models.Model):
+    """Daily rollup per job, node, GPU model and sharing mode: what finance reports read.
+
+    Recomputed whole for a day from the placements (and UsageHour for used GPU-hours), so
+    re-running a past day never counts anything twice.
+    """
+
+    day = models.DateField(db_index=True, help_text="In the platform's time zone")
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="usage_days")
+    queue = models.CharField(max_length=50)
+    job = models.ForeignKey("scheduling.Job", on_delete=models.CASCADE, related_name="usage_days")
+    job_name = models.CharField(max_length=200)
+    node = models.CharField(max_length=253)
+    gpu_model = models.CharField(max_length=64)
+    sharing = models.CharField(max_length=16, help_text="exclusive, fraction, mig or timeslice")
+    allocated_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    used_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    idle_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    exclusive_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0,
+                                              help_text="Whole GPUs the same placements would have needed")
+    cpu_core_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    memory_gib_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    estimated_cost = models.DecimalField(max_digits=16, decimal_places=6, default=0,
+                                         help_text="The job's frozen estimate, on the day it started")
+    cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    on_demand_cost = models.DecimalField(max_digits=16, decimal_places=6, default=0,
+                                         help_text="The same placements on exclusive on-demand GPUs")
+    currency = models.CharField(max_length=3, default="USD")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "job", "node", "gpu_model", "sharing"],
+                                               name="one_usage_day_per_job_node")]
+        indexes = [models.Index(fields=["workspace", "day"])]
+        ordering = ["day", "workspace_id", "job_id", "node"]
+
+
+class Budget(models.Model):
+    """A monthly spending limit for a workspace; alerts at 80 % and 100 %."""
+
+    workspace = models.OneToOneField("portal.Workspace", on_delete=models.CASCADE, related_name="budget")
+    amount = models.DecimalField(max_digits=14, decimal_places=2)
+    currency = models.CharField(max_length=3, default="USD")
+    block_at_limit = models.BooleanField(default=False, help_text="Refuse new submissions once 100 % is spent")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.workspace}: {self.amount} {self.currency}/month"
+
+
+class BudgetAlert(models.Model):
+    """A threshold crossed in one period: the unique constraint makes each fire once."""
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
+    period_start = models.DateField()
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=14, decimal_places=4)
+    fired_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["budget", "period_start", "threshold"],
+                                               name="one_alert_per_threshold_and_period")]
+        ordering = ["-fired_at"]
+
+
+class ReportExport(models.Model):
+    """An Excel export built in the background for one user; only that user may fetch it."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="report_exports")
+    filters = models.JSONField(default=dict)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED)
+    rows_done = models.PositiveBigIntegerField(default=0)
+    rows_total = models.PositiveBigIntegerField(default=0)
+    file_name = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]

@@ -8,6 +8,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from billing import selectors
@@ -15,6 +16,10 @@ from billing.quotes import Quote, choose_option, quote_at
 from scheduling.models import Job
 from scheduling.services import read_spec, require_submitter, submit_job
 from scheduling.spec import JobSpec
+
+
+class BudgetBlocked(PermissionDenied):
+    """The workspace spent its budget and its owner blocks new submissions at the limit."""
 
 
 def platform_tz() -> ZoneInfo:
@@ -38,6 +43,10 @@ def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any],
     """Quote the spec, pick the option (the named one, else the spec's own choice that can start
     now, else the cheapest), and submit the job with that option frozen on it."""
     require_submitter(user, workspace)
+    from billing.report_services import check_budget_allows_submit  # budgets build on quotes' models
+
+    if reason := check_budget_allows_submit(workspace):
+        raise BudgetBlocked(reason)
     parsed, quote = quote_for_workspace(workspace, spec, now=now)
     chosen = choose_option(quote, option or None, parsed)
     frozen = {**chosen.to_json(), "currency": quote.currency, "quoted_at": quote.quoted_at.isoformat(),

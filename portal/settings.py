@@ -235,7 +235,17 @@ CELERY_BEAT_SCHEDULE = {
     "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
     **({"demo-load": {"task": "scheduling.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
        if env_bool("DEMO_LOAD", False) else {}),
+    "report-daily-rollup": {"task": "billing.report_tasks.rollup_recent_days", "schedule": 300.0},
+    "report-budget-alerts": {"task": "billing.report_tasks.check_budgets", "schedule": 300.0},
 }
+CELERY_IMPORTS = ("billing.report_tasks",)  # not named tasks.py, so autodiscovery would miss it
+
+# --- reports and budgets -----------------------------------------------------------------------
+REPORT_EXPORT_DIR = Path(os.environ.get("REPORT_EXPORT_DIR", VAR_DIR / "exports"))
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpu-platform@localhost")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 
 LOGGING = {
     "version": 1,

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing.metering import job_cost
-from billing.services import submit_quoted_job
+from billing.services import BudgetBlocked, submit_quoted_job
 from portal.selectors import get_workspace_for_user
 from scheduling import selectors, services
 from scheduling.models import JobState
@@ -116,6 +116,8 @@ class JobListCreateApi(ListAPIView):
                                     option=data.get("option"))
         except SpecError as error:
             return spec_errors_response(error)
+        except BudgetBlocked as blocked:
+            return message_error("budget", str(blocked), status.HTTP_403_FORBIDDEN)
         except PermissionDenied as denied:
             return message_error("workspace", str(denied), status.HTTP_403_FORBIDDEN)
         except ValueError as error:  # QuoteError (nothing fits) or an unknown option id

@@ -1,0 +1,229 @@
+"""Reads for the finance reports, always scoped to the workspaces the user belongs to.
+
+Any membership (owner, member, viewer, finance) shows that workspace's usage; someone who is
+not a member sees nothing of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, QuerySet, Sum
+from django.http import Http404
+
+from billing.models import UsageDay
+from portal.models import Workspace
+from portal.selectors import workspaces_for
+
+SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
+MAX_RANGE_DAYS = 3660
+SUMMED = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cpu_core_hours", "memory_gib_hours",
+          "estimated_cost", "cost", "on_demand_cost", "exclusive_gpu_hours")
+
+
+class FilterError(ValueError):
+    """A report filter that cannot be read; the message names the field."""
+
+
+@dataclass(frozen=True)
+class ReportFilters:
+    start: date
+    end: date  # inclusive
+    workspace: str = ""
+    queue: str = ""
+    gpu_model: str = ""
+    sharing: str = ""
+    job: int | None = None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["start"], data["end"] = self.start.isoformat(), self.end.isoformat()
+        return data
+
+    def to_query(self) -> dict[str, str]:
+        """The filters as GET parameters (empty ones left out)."""
+        return {k: str(v) for k, v in self.to_json().items() if v not in ("", None)}
+
+
+def last_week(today: date) -> tuple[date, date]:
+    """Monday to Sunday of the week before `today`'s."""
+    monday = today - timedelta(days=today.weekday())
+    return monday - timedelta(days=7), monday - timedelta(days=1)
+
+
+def _date(raw: str, name: str) -> date:
+    try:
+        return date.fromisoformat(raw)
+    except ValueError as error:
+        raise FilterError(f"{name}: {raw!r} is not a date (YYYY-MM-DD)") from error
+
+
+def parse_filters(params: Mapping[str, str], *, today: date) -> ReportFilters:
+    """Filters from GET parameters (or a stored export's JSON). Default range: the last 7 days."""
+    end = _date(params["end"], "end") if params.get("end") else today
+    start = _date(params["start"], "start") if params.get("start") else end - timedelta(days=6)
+    if end < start:
+        raise FilterError(f"end: {end} is before start {start}")
+    if (end - start).days > MAX_RANGE_DAYS:
+        raise FilterError(f"start: the range may span at most {MAX_RANGE_DAYS} days")
+    sharing = (params.get("sharing") or "").strip()
+    if sharing and sharing not in SHARING_MODES:
+        raise FilterError(f"sharing: {sharing!r} is not one of {', '.join(SHARING_MODES)}")
+    job = params.get("job") or None
+    if job is not None:
+        try:
+            job = int(job)
+        except (TypeError, ValueError) as error:
+            raise FilterError(f"job: {job!r} is not a job number") from error
+    return ReportFilters(start=start, end=end, workspace=(params.get("workspace") or "").strip(),
+                         queue=(params.get("queue") or "").strip(), gpu_model=(params.get("gpu_model") or "").strip(),
+                         sharing=sharing, job=job)
+
+
+def report_workspaces(user) -> QuerySet[Workspace]:
+    return workspaces_for(user)
+
+
+def report_rows(user, filters: ReportFilters) -> QuerySet[UsageDay]:
+    """The daily rows the user may see, filtered. A workspace the user is not in is a 404."""
+    visible = report_workspaces(user)
+    rows = UsageDay.objects.filter(workspace__in=visible, day__gte=filters.start, day__lte=filters.end)
+    if filters.workspace:
+        if not visible.filter(slug=filters.workspace).exists():
+            raise Http404("No such workspace")
+        rows = rows.filter(workspace__slug=filters.workspace)
+    if filters.queue:
+        rows = rows.filter(queue=filters.queue)
+    if filters.gpu_model:
+        rows = rows.filter(gpu_model=filters.gpu_model)
+    if filters.sharing:
+        rows = rows.filter(sharing=filters.sharing)
+    if filters.job is not None:
+        rows = rows.filter(job_id=filters.job)
+    return rows
+
+
+@dataclass
+class Totals:
+    currency: str
+    rows: int = 0
+    values: dict[str, Decimal] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Decimal:
+        if name in SUMMED:
+            return self.values.get(name, Decimal(0))
+        raise AttributeError(name)
+
+
+def _sums(rows: QuerySet[UsageDay], *group: str) -> list[dict]:
+    return list(rows.order_by().values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED})
+                .order_by(*group))
+
+
+def totals(rows: QuerySet[UsageDay]) -> list[Totals]:
+    """One total per currency (a report normally has one)."""
+    return [Totals(currency=r["currency"], rows=r["rows"], values={k: r[k] or Decimal(0) for k in SUMMED})
+            for r in _sums(rows, "currency")]
+
+
+def by_day(rows: QuerySet[UsageDay]) -> list[dict]:
+    return _sums(rows, "day", "currency")
+
+
+def by_gpu_model(rows: QuerySet[UsageDay]) -> list[dict]:
+    return _sums(rows, "gpu_model", "currency")
+
+
+def by_workspace(rows: QuerySet[UsageDay]) -> list[dict]:
+    return _sums(rows, "workspace__slug", "workspace__name", "currency")
+
+
+def by_model_and_sharing(rows: QuerySet[UsageDay]) -> list[dict]:
+    return _sums(rows, "gpu_model", "sharing", "currency")
+
+
+def jobs_of(rows: QuerySet[UsageDay]) -> list[dict]:
+    """Per job: the sums over the range, with the job's frozen estimate and final cost."""
+    jobs = _sums(rows, "job_id", "job_name", "queue", "currency")
+    from scheduling.models import Job
+
+    info = {j.pk: j for j in Job.objects.filter(pk__in=[r["job_id"] for r in jobs]).only(
+        "id", "state", "quote", "final_cost", "currency")}
+    for r in jobs:
+        job = info.get(r["job_id"])
+        quote = (job.quote or {}) if job else {}
+        r["state"] = job.state if job else ""
+        r["estimate_low"], r["estimate_high"] = quote.get("estimate_low"), quote.get("estimate_high")
+        r["final_cost"] = job.final_cost if job else None
+    return jobs
+
+
+def chart_data(rows: QuerySet[UsageDay], filters: ReportFilters) -> dict:
+    """What the charts plot: cost and GPU-hours for every day of the range (zero where nothing
+    ran), and per GPU model. Floats only for drawing, never for money."""
+    per_day = {d["day"]: d for d in by_day(rows)}
+    days = [filters.start + timedelta(days=n) for n in range((filters.end - filters.start).days + 1)]
+    models = by_gpu_model(rows)
+
+    def series(field: str) -> list[float]:
+        return [float((per_day.get(day) or {}).get(field) or 0) for day in days]
+
+    return {
+        "days": [day.isoformat() for day in days],
+        "cost": series("cost"), "allocated": series("allocated_gpu_hours"), "used": series("used_gpu_hours"),
+        "models": [m["gpu_model"] for m in models],
+        "model_cost": [float(m["cost"] or 0) for m in models],
+        "model_hours": [float(m["allocated_gpu_hours"] or 0) for m in models],
+        "currency": next(iter(per_day.values()))["currency"] if per_day else "",
+    }
+
+
+def choices(user) -> dict[str, list[str]]:
+    """Values for the filter drop-downs, from what the user may see."""
+    rows = UsageDay.objects.filter(workspace__in=report_workspaces(user)).order_by()
+    return {
+        "queues": sorted(set(rows.values_list("queue", flat=True).distinct())),
+        "gpu_models": sorted(set(rows.values_list("gpu_model", flat=True).distinct())),
+        "sharing": list(SHARING_MODES),
+    }
+
+
+def get_report_workspace(user, slug: str) -> Workspace:
+    workspace = report_workspaces(user).filter(slug=slug).first()
+    if workspace is None:
+        raise Http404("No such workspace")
+    return workspace
+
+
+@dataclass(frozen=True)
+class Statement:
+    workspace: Workspace
+    month: date
+    lines: list[dict]  # per GPU model and sharing mode
+    totals: list[Totals]
+
+    @property
+    def savings(self) -> list[dict]:
+        return [{"currency": t.currency, "on_demand": t.on_demand_cost, "cost": t.cost,
+                 "saved": t.on_demand_cost - t.cost} for t in self.totals]
+
+
+def parse_month(raw: str) -> date:
+    try:
+        year, month = (int(p) for p in raw.split("-"))
+        return date(year, month, 1)
+    except ValueError as error:
+        raise FilterError(f"month: {raw!r} is not a month (YYYY-MM)") from error
+
+
+def month_end(month: date) -> date:
+    return (month.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)
+
+
+def monthly_statement(user, slug: str, month: date) -> Statement:
+    workspace = get_report_workspace(user, slug)
+    rows = UsageDay.objects.filter(workspace=workspace, day__gte=month, day__lte=month_end(month))
+    return Statement(workspace=workspace, month=month, lines=by_model_and_sharing(rows), totals=totals(rows))

@@ -1,0 +1,52 @@
+// Reports page: draws the charts with the vendored plotly.js and follows Excel exports.
+(function () {
+  "use strict";
+  const dataNode = document.getElementById("chart-data");
+  if (dataNode && window.Plotly) {
+    const d = JSON.parse(dataNode.textContent);
+    const cfg = { displaylogo: false, responsive: true };
+    Plotly.newPlot("chart-time", [
+      { x: d.days, y: d.cost, type: "bar", name: "cost " + d.currency },
+      { x: d.days, y: d.allocated, type: "scatter", mode: "lines+markers", name: "GPU-hours allocated", yaxis: "y2" },
+      { x: d.days, y: d.used, type: "scatter", mode: "lines+markers", name: "GPU-hours used", yaxis: "y2" },
+    ], { title: { text: "Cost and GPU-hours per day" }, margin: { t: 40, r: 50 },
+         xaxis: { type: "date", tickformat: "%b %d", dtick: d.days.length > 31 ? undefined : 86400000 },
+         yaxis: { title: { text: "cost" }, rangemode: "tozero" },
+         yaxis2: { title: { text: "GPU-hours" }, overlaying: "y", side: "right", rangemode: "tozero" },
+         legend: { orientation: "h" } }, cfg);
+    Plotly.newPlot("chart-models", [
+      { x: d.models, y: d.model_cost, type: "bar", name: "cost " + d.currency, offsetgroup: 1 },
+      { x: d.models, y: d.model_hours, type: "bar", name: "GPU-hours allocated", yaxis: "y2", offsetgroup: 2 },
+    ], { title: { text: "By GPU model" }, barmode: "group", margin: { t: 40, r: 50 },
+         yaxis: { title: { text: "cost" }, rangemode: "tozero" },
+         yaxis2: { title: { text: "GPU-hours" }, overlaying: "y", side: "right", rangemode: "tozero" },
+         legend: { orientation: "h" } }, cfg);
+  }
+
+  const form = document.getElementById("export-excel-form");
+  const progress = document.getElementById("export-progress");
+  const link = document.getElementById("export-download");
+  function follow(statusUrl) {
+    progress.hidden = false;
+    const bar = progress.querySelector("progress"), pct = progress.querySelector(".pct");
+    const tick = async () => {
+      const r = await fetch(statusUrl, { headers: { Accept: "application/json" } });
+      const s = await r.json();
+      bar.value = s.percent; pct.textContent = s.percent + " % (" + s.rows_done + " / " + s.rows_total + " rows)";
+      if (s.state === "done") { link.href = s.download_url; link.hidden = false; return; }
+      if (s.state === "failed") { pct.textContent = "failed: " + s.error; return; }
+      setTimeout(tick, 1000);
+    };
+    tick();
+  }
+  if (form) {
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      link.hidden = true;
+      const r = await fetch(form.action, { method: "POST", body: new FormData(form),
+                                           headers: { Accept: "application/json" } });
+      if (!r.ok) { alert(await r.text()); return; }
+      follow((await r.json()).status_url);
+    });
+  }
+})();

@@ -1,0 +1,56 @@
+"""Finance opens last week's report, sees the charts drawn by the vendored plotly.js, exports CSV."""
+
+import csv
+import io
+from datetime import UTC, datetime, time, timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+from tests_e2e_helpers import SCREENSHOTS, login
+
+from billing.report_services import rollup_day
+from billing.reports import last_week
+from billing.rollups import rollup_hours
+from billing.services import submit_quoted_job
+from scheduling.models import JobState, Node, Replica
+
+SPEC = "name: {name}\nroles:\n  - name: main\n    image: busybox\n    resources: {{gpu: 1}}\n    nodePool: h100\n"
+
+
+def _usage(cluster):
+    monday, sunday = last_week(timezone.now().date())
+    for user, workspace, name, node in [(cluster.alice, cluster.vision, "vision-train", "h100-01"),
+                                        (cluster.bob, cluster.nlp, "nlp-finetune", "h100-02")]:
+        job = submit_quoted_job(user=user, workspace=workspace, spec=SPEC.format(name=name))
+        start = datetime.combine(monday + timedelta(days=1), time(9), tzinfo=UTC)
+        Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED,
+                               node=Node.objects.get(name=node), gpu_indices=[0], slice={"kind": "whole"},
+                               started=start, ended=start + timedelta(hours=5))
+    rollup_hours(datetime.combine(monday, time(0), tzinfo=UTC), datetime.combine(sunday, time(23), tzinfo=UTC))
+    rollup_day(monday + timedelta(days=1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_finance_reports_last_week_and_exports_csv(live_daphne, cluster, page):
+    _usage(cluster)
+    login(page, live_daphne, "finance", "finance-demo")
+    page.click("nav >> text=Reports")
+    page.click("#last-week")
+    expect(page.locator("#by-workspace tr[data-workspace]")).to_have_count(2)
+    # plotly.js is 4.8 MB to parse: give a loaded CI machine time for it
+    expect(page.locator("#chart-time .main-svg").first).to_be_visible(timeout=45000)
+    expect(page.locator("#chart-models .main-svg").first).to_be_visible(timeout=45000)
+    expect(page.locator("#chart-models")).to_contain_text("H100-80GB")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "reports-last-week.png"), full_page=True)
+
+    with page.expect_download() as download_info:
+        page.click("#export-csv")
+    download = download_info.value
+    rows = list(csv.DictReader(io.StringIO(open(download.path(), encoding="utf-8").read())))
+    assert {r["workspace"] for r in rows} == {"vision-lab", "nlp-group"}
+    assert {r["job"] for r in rows} == {"vision-train", "nlp-finetune"}
+    assert all(r["gpu_hours_allocated"] == "5" or float(r["gpu_hours_allocated"]) == 5 for r in rows)
+    monday, _ = last_week(timezone.now().date())
+    assert download.suggested_filename == f"report-{monday}-{monday + timedelta(days=6)}.csv"

@@ -1,0 +1,31 @@
+"""A workspace whose owner blocks at the budget limit cannot submit once it is spent."""
+
+from decimal import Decimal
+
+from rest_framework.test import APIClient
+
+from billing.models import UsageHour
+from billing.report_services import set_budget
+from billing.services import submit_quoted_job
+from scheduling.examples import CLEAN_YAML
+from scheduling.models import Job
+
+
+def test_submissions_are_blocked_at_the_limit_when_the_owner_chose_so(cluster):
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=CLEAN_YAML)
+    set_budget(user=cluster.alice, workspace=cluster.vision, amount=Decimal("10"), block_at_limit=True)
+    from django.utils import timezone
+
+    UsageHour.objects.create(hour=timezone.now().replace(minute=0, second=0, microsecond=0), job=job,
+                             workspace=cluster.vision, queue="vision-lab", gpu_model="A100-80GB", sharing="fraction",
+                             cost=Decimal("12"))
+    api = APIClient()
+    api.force_authenticate(cluster.alice)
+    response = api.post("/api/v1/jobs/", {"workspace": "vision-lab", "spec": CLEAN_YAML}, format="json")
+    assert response.status_code == 403
+    assert response.json()["errors"][0]["field"] == "budget" and "budget" in response.json()["errors"][0]["message"]
+    assert Job.objects.count() == 1
+    bob = APIClient()
+    bob.force_authenticate(cluster.bob)  # another workspace is not affected
+    assert bob.post("/api/v1/jobs/", {"workspace": "nlp-group", "spec": CLEAN_YAML.replace("queue: vision-lab", "queue: nlp-group")},
+                    format="json").status_code == 201
