@@ -656,7 +656,8 @@ def choose_option(quote: Quote, option_id: str | None, spec: JobSpec) -> QuoteOp
 
     The named option (ValueError naming the bad id and the valid ones); else the cheapest option
     that keeps the spec's own choices and can start now; else the cheapest that can start now;
-    else the cheapest.
+    else the spec's own choices to start now, waiting in its queue for capacity (reclaim or
+    preemption may free it: nobody asked for off-peak); else the cheapest.
     """
     if option_id is not None:
         return quote.option(option_id)
@@ -666,6 +667,7 @@ def choose_option(quote: Quote, option_id: str | None, spec: JobSpec) -> QuoteOp
     for wanted in (
         lambda o: o.matches_spec and o.can_start_now,
         lambda o: o.can_start_now,
+        lambda o: o.matches_spec and o.when == "now",
     ):
         found = [o for o in ranked if wanted(o)]
         if found:

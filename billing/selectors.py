@@ -21,8 +21,8 @@ def _held_milli_by_pool() -> dict[int, int]:
     """GPU milli held by replicas that are scheduled or running, per pool."""
     held: dict[int, int] = defaultdict(int)
     replicas = Replica.objects.filter(state__in=[JobState.SCHEDULED, JobState.RUNNING], node__isnull=False)
-    for pool_id, slice_ in replicas.values_list("node__pool_id", "slice"):
-        held[pool_id] += int((slice_ or {}).get("milli", 0))
+    for pool_id, slice_, gpus in replicas.values_list("node__pool_id", "slice", "gpu_indices"):
+        held[pool_id] += int((slice_ or {}).get("gpu_milli", 1000)) * len(gpus or ())  # per GPU held
     return held
 
 

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal",
     "scheduling",
     "billing",
+    "console",
 ]
 
 MIDDLEWARE = [

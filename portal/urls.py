@@ -19,6 +19,7 @@ urlpatterns = [
     path("account/tokens/", views.api_tokens, name="api-tokens"),
     path("", include("scheduling.urls")),
     path("", include("billing.report_urls")),
+    path("console/", include("console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,3 +1,7 @@
+import json
+from datetime import timedelta
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
@@ -5,9 +9,10 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from console.selectors import tenant_dashboard
 from portal import health, services
 from portal.models import ApiToken
-from portal.selectors import get_workspace_for_user, membership_for
+from portal.selectors import current_workspace, get_workspace_for_user, membership_for
 
 
 @require_GET
@@ -18,7 +23,19 @@ def healthz(request):
 
 @login_required
 def dashboard(request):
-    return render(request, "portal/dashboard.html")
+    """The tenant dashboard for the current workspace: this month's spend against the budget,
+    GPU-hours by day, jobs by state, efficiency with the jobs that wasted most, and the savings."""
+    workspace = current_workspace(request)
+    context = {}
+    if workspace is not None:
+        data = tenant_dashboard(request.user, workspace)
+        per_day = {row["day"]: row for row in data.by_day}
+        days = [data.month_start + timedelta(days=n) for n in range((data.today - data.month_start).days + 1)]
+        chart = {"days": [d.isoformat() for d in days],
+                 "allocated": [float((per_day.get(d) or {}).get("allocated_gpu_hours") or 0) for d in days],
+                 "used": [float((per_day.get(d) or {}).get("used_gpu_hours") or 0) for d in days]}
+        context = {"data": data, "chart": json.dumps(chart), "report_query": urlencode(data.filters(workspace.slug))}
+    return render(request, "portal/dashboard.html", context)
 
 
 @login_required

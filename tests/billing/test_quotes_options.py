@@ -207,9 +207,10 @@ def test_choose_option_by_id_or_spec_or_cheapest_that_can_start():
     # no free capacity where the spec's own mode runs: the cheapest that can start now
     full = quote_demo(QUARTER_YAML, a100_spot=0, rtx4090=0, h100=0)
     assert choose_option(full, None, spec).id == "l40s-shared.timeslice.now"
-    # nothing can start now: the cheapest
+    # nothing can start now: the spec's own choice, now (it waits in its queue; nobody asked for off-peak)
     nothing = quote_demo(QUARTER_YAML, a100_spot=0, rtx4090=0, h100=0, h100_mig=0, l40s_shared=0)
-    assert choose_option(nothing, None, spec).id == nothing.cheapest.id == "a100-spot.fraction.off-peak"
+    assert nothing.cheapest.id == "a100-spot.fraction.off-peak"
+    assert choose_option(nothing, None, spec).id == "a100-spot.fraction.now"
 
 
 def test_choose_option_names_a_bad_id_and_the_valid_ones():

@@ -1,0 +1,84 @@
+"""Fixtures for the console tests: a clock at peak hours, the simulated backend, and a cycle
+runner that executes the after-commit work as a real commit would."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+
+class Clock:
+    def __init__(self):
+        self.now = timezone.now().replace(hour=12, minute=0)
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def backend(clock):
+    from scheduling.backends.simulated import SimulatedBackend
+
+    return SimulatedBackend(speedup=1, failure_rate=0, clock=clock)  # jobs run their full hour
+
+
+@pytest.fixture
+def run(django_capture_on_commit_callbacks):
+    from scheduling.cycle import run_scheduling_cycle
+
+    def run_cycle(backend, clock):
+        with django_capture_on_commit_callbacks(execute=True):
+            return run_scheduling_cycle(backend, now=clock.now)
+
+    return run_cycle
+
+
+@pytest.fixture
+def operator(cluster):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username="admin")
+
+
+@pytest.fixture
+def admin_client(client, operator):
+    client.force_login(operator)
+    return client
+
+
+JOB = """name: {name}
+queue: {queue}
+preemptible: {preemptible}
+expectedDuration: {hours}h
+roles:
+  - name: main
+    image: busybox
+    replicas: {{min: {min}, max: {max}}}
+    resources: {{gpu: {gpus}}}
+    nodePool: {pool}
+"""
+
+
+def job_spec(name, *, queue="vision-lab", preemptible="false", gpus=1, pool="h100", hours=1, min=1, max=1):
+    return JOB.format(name=name, queue=queue, preemptible=preemptible, gpus=gpus, pool=pool, hours=hours,
+                      min=min, max=max)
+
+
+@pytest.fixture
+def submit():
+    from billing.services import submit_quoted_job
+
+    def do(tenants, name, *, workspace="vision", **kwargs):
+        user = tenants.alice if workspace == "vision" else tenants.bob
+        ws = tenants.vision if workspace == "vision" else tenants.nlp
+        return submit_quoted_job(user=user, workspace=ws, spec=job_spec(name, **kwargs))
+
+    return do
