@@ -13,6 +13,11 @@ snapshot build included), its median CPU seconds (the fairer figure on a shared 
 decided, the next cycle on the applied result, how many cycles the cluster takes to settle (no
 more decisions; evicting scenarios are capped per cycle) and the cycle time once settled (run_cycle
 only).
+
+`--db [URL]` (default postgres://postgres@127.0.0.1:5432/gpuplatform_bench_cycle, dropped and
+created) adds a "db" object: the same cluster bulk-loaded into PostgreSQL and the cycle timed there,
+both the decision part (build_snapshot + run_cycle) and the full run_scheduling_cycle with the
+simulated backend; see bench/cycle_db.py.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import random
 import statistics
 import time
 
+from bench.cycle_db import DEFAULT_DB_URL, database_name, run_db_benchmark
 from scheduling.core import Gpu, Job, Node, Pool, Queue, Request, Role, RunningReplica, Slice, Snapshot
 from scheduling.core.cycle import apply_decisions, run_cycle
 from scheduling.core.session import Session
@@ -133,10 +139,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--db", nargs="?", const=DEFAULT_DB_URL, metavar="URL",
+                        help="also time the cycle on a throwaway PostgreSQL database "
+                             f"(dropped and created; default {DEFAULT_DB_URL})")
+    parser.add_argument("--db-repeat", type=int, default=3, help="timed cycles on the database")
     args = parser.parse_args(argv)
-    if min(args.nodes, args.gpus_per_node, args.queues, args.repeat) < 1 or min(args.pending, args.running) < 0:
-        parser.error("--nodes, --gpus-per-node, --queues and --repeat must be >= 1; pod counts >= 0")
+    if min(args.nodes, args.gpus_per_node, args.queues, args.repeat, args.db_repeat) < 1 or min(args.pending, args.running) < 0:
+        parser.error("--nodes, --gpus-per-node, --queues, --repeat and --db-repeat must be >= 1; pod counts >= 0")
 
+    if args.db:
+        database_name(args.db)  # a bad URL fails before the in-memory run
     rows = make_rows(args.nodes, args.gpus_per_node, args.pending, args.running, args.queues, args.seed)
     place_running(rows)
     busy, busy_cpu, builds, decisions = timed(rows, args.repeat)
@@ -179,6 +191,8 @@ def main(argv: list[str] | None = None) -> dict:
         "binds": len(decisions.binds), "evicts": len(decisions.evicts), "pending_jobs": len(decisions.pending),
         "repeat": args.repeat,
     }
+    if args.db:
+        result["db"] = run_db_benchmark(rows, args.db, args.db_repeat)
     if args.json:
         print(json.dumps(result))
     else:

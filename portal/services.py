@@ -2,6 +2,8 @@
 
 import json
 import logging
+import threading
+from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -45,24 +47,53 @@ def job_group(job_id: int) -> str:
     return f"job.{job_id}"
 
 
+_batch = threading.local()
+
+
+@contextmanager
+def batched_publishing():
+    """Publish every event raised inside the block in one go at its end: a scheduling cycle
+    raises thousands, and one event loop for all of them costs what one costs alone."""
+    if getattr(_batch, "events", None) is not None:  # already batching: the outer block publishes
+        yield
+        return
+    _batch.events = []
+    try:
+        yield
+    finally:
+        events, _batch.events = _batch.events, None
+        _send(events)
+
+
 def publish(groups: list[str], event: dict) -> None:
     """Send an event to every open page following one of the groups.
 
     Best effort: the database is the record, pages catch up on reload, so a Redis outage
     must never undo or fail the write that produced the event.
     """
+    if getattr(_batch, "events", None) is not None:
+        _batch.events.append((groups, event))
+    else:
+        _send([(groups, event)])
+
+
+def _send(events: list[tuple[list[str], dict]]) -> None:
+    if not events:
+        return
     layer = get_channel_layer()
     # Encoded once here rather than once per open socket.
-    text = json.dumps({"type": "event", "event": event}, cls=DjangoJSONEncoder)
+    messages = [(groups, json.dumps({"type": "event", "event": event}, cls=DjangoJSONEncoder))
+                for groups, event in events]
 
     async def send_all():
-        for group in groups:
-            await layer.group_send(group, {"type": "live.event", "text": text})
+        for groups, text in messages:
+            for group in groups:
+                await layer.group_send(group, {"type": "live.event", "text": text})
 
     try:
         async_to_sync(send_all)()
     except Exception:
-        log.warning("live update for %s not sent", ", ".join(groups), exc_info=True)
+        log.warning("%d live updates not sent", len(messages), exc_info=True)
 
 
 def publish_to_workspace(workspace: Workspace, event: dict) -> None:

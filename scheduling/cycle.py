@@ -9,6 +9,7 @@ bound twice or lost.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -18,11 +19,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from portal.services import batched_publishing
 from scheduling import core
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.inventory import sync_inventory, sync_workspaces
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
-from scheduling.services import record_event
+from scheduling.services import record_event, record_events
 from scheduling.snapshot import build_snapshot
 
 log = logging.getLogger(__name__)
@@ -88,24 +90,28 @@ def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: Clust
 
 def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend, report: CycleReport,
                        failures: dict[int, str]) -> None:
+    states: dict[int, list[str]] = defaultdict(list)
+    for job_id, state in Replica.objects.filter(job_id__in=job_ids).values_list("job_id", "state"):
+        states[job_id].append(state)
+    started = []
     for job in Job.objects.filter(pk__in=job_ids).select_related("workspace"):
         if job.is_final:
             continue
         if job.pk in failures:
             _finish_job(job, JobState.FAILED, now, failures[job.pk], backend, report)
             continue
-        states = list(job.replicas.values_list("state", flat=True))
-        active = [s for s in states if s in ACTIVE_STATES]
-        if not active and JobState.SUCCEEDED in states and job.state in (JobState.RUNNING, JobState.SCHEDULED):
+        active = [s for s in states[job.pk] if s in ACTIVE_STATES]
+        if not active and JobState.SUCCEEDED in states[job.pk] and job.state in (JobState.RUNNING, JobState.SCHEDULED):
             _finish_job(job, JobState.SUCCEEDED, now, "every replica finished", backend, report)
         elif active and all(s == JobState.RUNNING for s in active) and job.state == JobState.SCHEDULED:
             job.state, job.started = JobState.RUNNING, job.started or now
-            job.save(update_fields=["state", "started"])
-            record_event(job, "running", reason=f"{len(active)} replicas running")
-            report.started += 1
+            started.append((job, len(active)))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
             _requeue(job, "its replicas were lost with their node", "node-lost")
             report.requeued += 1
+    Job.objects.bulk_update([job for job, _ in started], ["state", "started"])
+    record_events([(job, "running", f"{count} replicas running", None) for job, count in started])
+    report.started += len(started)
 
 
 def _requeue(job: Job, reason: str, kind: str) -> None:
@@ -121,36 +127,47 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
     statuses: dict[tuple, ReplicaStatus] = {s.key: s for s in backend.statuses()}
     touched: set[int] = set()
     failures: dict[int, str] = {}
+    relaunch, changed = [], []
     for replica in Replica.objects.filter(state__in=ACTIVE_STATES).select_related("job__workspace", "node"):
         key = (replica.job_id, replica.role, replica.index)
         status = statuses.pop(key, None)
         if status is None:
             if replica.state == JobState.SCHEDULED:
-                launch = launch_for(replica)  # decided, never applied: apply now
-                transaction.on_commit(lambda launch=launch: backend.launch(launch))
-                report.relaunched += 1
-            else:
-                replica.state, replica.ended, replica.end_reason = JobState.PREEMPTED, now, "node-lost"
-                replica.save(update_fields=["state", "ended", "end_reason"])
-                touched.add(replica.job_id)
-            continue
-        if status.phase == RUNNING and replica.state == JobState.SCHEDULED:
+                relaunch.append(replica)  # decided, never applied: apply now
+                continue
+            replica.state, replica.ended, replica.end_reason = JobState.PREEMPTED, now, "node-lost"
+        elif status.phase == RUNNING and replica.state == JobState.SCHEDULED:
             replica.state, replica.started = JobState.RUNNING, _at(status.started_at, now)
-            replica.save(update_fields=["state", "started"])
-            touched.add(replica.job_id)
         elif status.phase in (SUCCEEDED, FAILED):
             replica.state = JobState.SUCCEEDED if status.phase == SUCCEEDED else JobState.FAILED
             replica.started = replica.started or _at(status.started_at, now)
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
-            replica.save(update_fields=["state", "started", "ended", "end_reason"])
             transaction.on_commit(lambda key=key: backend.forget(key))
-            touched.add(replica.job_id)
             if status.phase == FAILED:
                 failures[replica.job_id] = f"replica {replica.role}-{replica.index} failed: {status.message}"
+        else:
+            continue
+        changed.append(replica)
+        touched.add(replica.job_id)
+    Replica.objects.bulk_update(changed, ["state", "started", "ended", "end_reason"], batch_size=1000)
+    if relaunch:
+        uuids = gpu_uuids({r.node_id for r in relaunch})
+        launches = [launch_for(r, uuids) for r in relaunch]
+        transaction.on_commit(lambda: launch_all(backend, launches))
+        report.relaunched += len(relaunch)
     for key in statuses:  # the backend runs something the database does not hold
         transaction.on_commit(lambda key=key: backend.evict(key, "not held by the scheduler"))
         report.orphans_removed += 1
     _update_job_states(touched, now, backend, report, failures)
+
+
+def launch_all(backend: ClusterBackend, launches: list[ReplicaLaunch]) -> None:
+    """One call when the backend can take a batch (the simulated cluster), else one per replica."""
+    if hasattr(backend, "launch_many"):
+        backend.launch_many(launches)
+    else:
+        for launch in launches:
+            backend.launch(launch)
 
 
 # --------------------------------------------------------------------------- apply
@@ -192,41 +209,57 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     ]
     Replica.objects.bulk_create(new)
     report.binds += len(new)
+    events, scheduled = [], []
     for job_id, job in jobs.items():
         where = ", ".join(sorted({b.node for b in bound[job_id]}))
         if job.state == JobState.PENDING:
             job.state, job.pending_reason = JobState.SCHEDULED, ""
-            job.save(update_fields=["state", "pending_reason"])
-            record_event(job, "scheduled", reason=f"{len(bound[job_id])} replicas on {where}")
+            scheduled.append(job)
+            events.append((job, "scheduled", f"{len(bound[job_id])} replicas on {where}", None))
         else:
-            record_event(job, "grown", reason=f"{len(bound[job_id])} more replicas on {where}")
+            events.append((job, "grown", f"{len(bound[job_id])} more replicas on {where}", None))
+    Job.objects.bulk_update(scheduled, ["state", "pending_reason"], batch_size=1000)
+    record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})
     launches = [launch_for(r, uuids) for r in new]
-    transaction.on_commit(lambda: [backend.launch(launch) for launch in launches])
+    transaction.on_commit(lambda: launch_all(backend, launches))
 
     _set_pending_reasons(decisions.pending)
     report.pending = len(decisions.pending)
 
 
+def _reason_kind(reason: str) -> str:
+    """A reason without its numbers: "holds 146.5 GPUs" and "holds 147 GPUs" are the same news."""
+    return re.sub(r"\d+(?:[.:]\d+)*", "#", reason)
+
+
 def _set_pending_reasons(reasons: dict[str, str]) -> None:
-    current = dict(Job.objects.filter(pk__in=[int(j) for j in reasons], state=JobState.PENDING)
-                   .values_list("pk", "pending_reason"))
-    for job in Job.objects.filter(pk__in=[pk for pk, old in current.items() if reasons[str(pk)] != old]
-                                  ).select_related("workspace"):
-        job.pending_reason = reasons[str(job.pk)]
-        job.save(update_fields=["pending_reason"])
-        record_event(job, "pending", reason=job.pending_reason)
+    """Keep every pending job's reason current; an event (and a live update) only when the reason
+    itself changes, not its figures, so a waiting cluster does not flood the pages every cycle."""
+    jobs = Job.objects.filter(pk__in=[int(j) for j in reasons], state=JobState.PENDING).select_related("workspace")
+    changed, news = [], []
+    for job in jobs:
+        reason = reasons[str(job.pk)]
+        if reason == job.pending_reason:
+            continue
+        if _reason_kind(reason) != _reason_kind(job.pending_reason):
+            news.append(job)
+        job.pending_reason = reason
+        changed.append(job)
+    Job.objects.bulk_update(changed, ["pending_reason"], batch_size=1000)
+    record_events([(job, "pending", job.pending_reason, None) for job in news])
 
 
 def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleReport:
     started = time.perf_counter()
     now = now or timezone.now()
     report = CycleReport()
-    report.inventory_changes = sync_inventory(backend)
-    sync_workspaces(backend)
-    reconcile(backend, now, report)
-    decisions = core.run_cycle(build_snapshot(now))
-    apply(decisions, backend, now, report)
+    with batched_publishing():
+        report.inventory_changes = sync_inventory(backend)
+        sync_workspaces(backend)
+        reconcile(backend, now, report)
+        decisions = core.run_cycle(build_snapshot(now))
+        apply(decisions, backend, now, report)
     report.seconds = time.perf_counter() - started
     if report.binds or report.evicts or report.finished:
         log.info("cycle: %s", report)

@@ -58,10 +58,23 @@ def _resolve_queue(workspace, spec: JobSpec):
 
 
 def record_event(job: Job, kind: str, *, reason: str = "", data: dict | None = None) -> JobEvent:
-    event = JobEvent.objects.create(job=job, kind=kind, state=job.state, reason=reason, data=data or {})
-    groups = [workspace_group(job.workspace_id), job_group(job.pk), OPERATORS_GROUP]
-    transaction.on_commit(lambda: publish(groups, job_event_message(job, event)))
-    return event
+    return record_events([(job, kind, reason, data)])[0]
+
+
+def record_events(items: list[tuple[Job, str, str, dict | None]]) -> list[JobEvent]:
+    """Store job events (each with the job's current state) and publish them once committed."""
+    events = JobEvent.objects.bulk_create(
+        [JobEvent(job=job, kind=kind, state=job.state, reason=reason, data=data or {})
+         for job, kind, reason, data in items])
+    messages = [([workspace_group(job.workspace_id), job_group(job.pk), OPERATORS_GROUP], job_event_message(job, event))
+                for (job, *_), event in zip(items, events, strict=True)]
+
+    def send():
+        for groups, message in messages:
+            publish(groups, message)
+
+    transaction.on_commit(send)
+    return events
 
 
 def job_event_message(job: Job, event: JobEvent) -> dict:

@@ -62,16 +62,22 @@ class SimulatedBackend:
     def sync_workspace(self, workspace: str, gpu_quota_milli: int | None) -> None:
         return None  # nothing to create: the simulated cluster has no namespaces
 
-    @transaction.atomic
     def launch(self, replica: ReplicaLaunch) -> None:
+        self.launch_many([replica])
+
+    @transaction.atomic
+    def launch_many(self, replicas: list[ReplicaLaunch]) -> None:
+        """Start replicas; one that already runs is left as it is (launch is idempotent)."""
         now = self.clock()
-        first = SimulatedPod.objects.filter(job_id=replica.job_id).aggregate(first=Min("job_started"))["first"]
-        SimulatedPod.objects.get_or_create(
-            job_id=replica.job_id, role=replica.role, index=replica.index,
-            defaults={"node": replica.node, "image": replica.image, "gpus": list(replica.gpus), "launched": now,
-                      "job_started": first or now, "run_seconds": replica.expected_duration_s / self.speedup,
-                      "fails": _fails(replica.job_id, self.failure_rate)},
-        )
+        job_ids = {r.job_id for r in replicas}
+        first = dict(SimulatedPod.objects.filter(job_id__in=job_ids).values("job_id")
+                     .annotate(first=Min("job_started")).values_list("job_id", "first"))
+        SimulatedPod.objects.bulk_create([
+            SimulatedPod(job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image, gpus=list(r.gpus),
+                         launched=now, job_started=first.get(r.job_id) or now,
+                         run_seconds=r.expected_duration_s / self.speedup, fails=_fails(r.job_id, self.failure_rate))
+            for r in replicas
+        ], ignore_conflicts=True)
 
     def evict(self, key: ReplicaKey, reason: str) -> None:
         job_id, role, index = key

@@ -98,7 +98,7 @@ def test_a_second_cycle_on_an_unchanged_cluster_changes_nothing(cluster, backend
 class CrashingBackend(SimulatedBackend):
     """A worker killed after the database committed its decisions, before the backend heard."""
 
-    def launch(self, replica):
+    def launch_many(self, replicas):
         raise SystemExit("worker killed")
 
 

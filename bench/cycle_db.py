@@ -1,0 +1,387 @@
+"""PostgreSQL side of `python -m bench.cycle --db [URL]`: the same cycle, its snapshot read from a database.
+
+The parent (`run_db_benchmark`, called by bench.cycle) drops and creates the throwaway database,
+starts a private Redis (the cycle publishes live events), and runs this module in a child process
+on that DATABASE_URL. The child migrates, bulk-inserts bench.cycle's synthetic cluster (pools,
+nodes, GPUs, queues, jobs whose `roles` come from scheduling.requests.role_requests, running
+replicas with their slices and their simulated pods), then times
+
+  decide: build_snapshot(now) from the database + core.run_cycle (no writes), on the loaded database;
+  full:   run_scheduling_cycle with the simulated backend (reconcile, snapshot, decide, apply, launch),
+          each repeat on a fresh copy of the loaded database (CREATE DATABASE ... TEMPLATE), then the
+          cycles after it on the last copy until one changes nothing (the settled cycle).
+
+Only JSON goes to the child's stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB_URL = "postgres://postgres@127.0.0.1:5432/gpuplatform_bench_cycle"
+# Cycles run after the busy one before giving up on settling (each may take seconds on the database).
+SETTLE_MAX_CYCLES = 4
+# Jobs run a month (12 h on the simulated clock): none finishes while the benchmark runs.
+RUN_FOR_S = 30 * 24 * 3600
+
+
+def progress(message: str) -> None:
+    print(f"[bench.cycle_db {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def figures(values: list[float]) -> dict:
+    return {"median_s": round(statistics.median(values), 4), "p95_s": round(p95(values), 4),
+            "runs_s": [round(v, 3) for v in values]}
+
+
+# --- databases --------------------------------------------------------------------------------
+
+def database_name(url: str) -> str:
+    """The database a loopback postgres:// URL names (the benchmark drops it: never anything remote)."""
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    if parsed.scheme not in ("postgres", "postgresql"):
+        raise SystemExit(f"--db must be a postgres:// URL, got {url!r}")
+    if not name or parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise SystemExit(f"--db must name a database on this machine's loopback, got {url!r}")
+    return name
+
+
+def with_name(url: str, name: str) -> str:
+    return urlparse(url)._replace(path=f"/{name}").geturl()
+
+
+def admin_sql(url: str, *statements) -> None:
+    """Run statements on the server's `postgres` database (CREATE/DROP DATABASE need autocommit)."""
+    import psycopg
+
+    with psycopg.connect(with_name(url, "postgres"), autocommit=True, connect_timeout=10) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def recreate(url: str, name: str, template: str | None = None) -> None:
+    from psycopg import sql
+
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template:
+        create = sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+            sql.Identifier(name), sql.Identifier(template))
+    admin_sql(url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)), create)
+
+
+def drop(url: str, name: str) -> None:
+    from psycopg import sql
+
+    admin_sql(url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+# --- parent -----------------------------------------------------------------------------------
+
+def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800) -> dict:
+    """Load `rows` (bench.cycle.make_rows + place_running) into a fresh database and time cycles there."""
+    from portal import embedded_redis
+
+    name = database_name(url)
+    started = time.perf_counter()
+    recreate(url, name)
+    with tempfile.TemporaryDirectory(prefix="bench-cycle-db-") as tmp:
+        rows_file = Path(tmp) / "rows.json"
+        rows_file.write_text(json.dumps(rows))
+        redis_url = f"unix://{Path(tmp) / 'redis.sock'}?db=0"
+        redis = embedded_redis.start(redis_url, log_file=Path(tmp) / "redis.log")
+        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url, "VAR_DIR": tmp,
+               "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50),  # production behaviour, no query log
+               "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0", "CSRF_COOKIE_SECURE": "0",
+               "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "portal.settings"}
+        try:
+            done = subprocess.run([sys.executable, "-m", "bench.cycle_db", "--rows", str(rows_file),
+                                   "--repeat", str(repeat)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                                  timeout=timeout_s)  # stderr passes through: progress and errors
+        finally:
+            if redis is not None:
+                redis.terminate()
+                redis.wait(timeout=10)
+            drop(url, name)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.cycle_db failed ({done.returncode}); its stderr is above")
+    result = json.loads(done.stdout)
+    result["database"] = url
+    result["benchmark_wall_s"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+# --- child: loading ---------------------------------------------------------------------------
+
+def role_dicts(row: dict) -> list[dict]:
+    """The job's `roles` JSON exactly as submission stores it (scheduling.requests.role_requests)."""
+    from scheduling.requests import role_requests
+    from scheduling.spec_model import JobSpec, RoleSpec
+
+    role = RoleSpec(name="worker", image="bench/trainer:latest", command=("python", "train.py"),
+                    min_replicas=row["min_replicas"], max_replicas=row["replicas"], sharing=row["mode"],
+                    num_gpus=row["num_gpus"], gpu_milli=row["gpu_milli"],
+                    gpu_mem_mib=row["gpu_mem_mib"] or None, cpu_milli=row["cpu_milli"], mem_mib=row["mem_mib"],
+                    node_pool=row["pool"] or None)
+    return role_requests(JobSpec(name=row["id"], type="single" if row["replicas"] == 1 else "pytorch",
+                                 roles=(role,)), None)
+
+
+def gpus_of(milli: int | None) -> Decimal | None:
+    return None if milli is None else (Decimal(milli) / 1000).quantize(Decimal("0.01"))
+
+
+def load(rows: dict, now: datetime) -> dict:
+    """Bulk-insert the cluster; returns row counts. Job `created` follows the rows' clock (seconds before now)."""
+    from dataclasses import asdict
+
+    from portal.models import Workspace
+    from scheduling.core import Slice
+    from scheduling.models import Gpu, Job, JobState, Node, NodePool, Queue, Replica, SimulatedPod
+
+    pools = {p["name"]: NodePool.objects.create(name=p["name"], gpu_model=p["gpu_model"],
+                                                gpu_memory_mib=p["gpu_memory_mib"], placement=p["placement"])
+             for p in rows["pools"]}
+    Node.objects.bulk_create([Node(pool=pools[n["pool"]], name=n["name"], cpu_milli=n["cpu_milli"],
+                                   memory_mib=n["memory_mib"]) for n in rows["nodes"]], batch_size=2000)
+    nodes = {n.name: n for n in Node.objects.all()}
+    pool_memory = {p["name"]: p["gpu_memory_mib"] for p in rows["pools"]}
+    Gpu.objects.bulk_create([Gpu(node=nodes[n["name"]], index=g, uuid=f"{n['name']}-{g}",
+                                 memory_mib=pool_memory[n["pool"]])
+                             for n in rows["nodes"] for g in range(n["gpus"])], batch_size=5000)
+    queues: dict[str, Queue] = {}
+    for q in sorted(rows["queues"], key=lambda q: q["parent"] is not None):  # parents first
+        queues[q["name"]] = Queue(name=q["name"], parent=queues.get(q["parent"]),
+                                  deserved_gpus=gpus_of(q["deserved_milli"]),
+                                  over_quota_weight=Decimal(str(q["over_quota_weight"])),
+                                  limit_gpus=gpus_of(q["limit_milli"]))
+    Queue.objects.bulk_create([q for q in queues.values() if q.parent is None])
+    Queue.objects.bulk_create([q for q in queues.values() if q.parent is not None])
+    workspace = Workspace.objects.create(slug="bench", name="Benchmark tenant")
+
+    origin = now - timedelta(seconds=2e6)  # the rows' clock: running pods from 0 s, pending from 1e6 s
+    started = now - timedelta(hours=1)
+    created = Job._meta.get_field("created")
+    created.auto_now_add = False  # keep the rows' submission order (bulk_create would stamp "now")
+    try:
+        jobs = [Job(workspace=workspace, queue=queues[r["queue"]], name=r["id"],
+                    job_type="single" if r["replicas"] == 1 else "pytorch",
+                    state=JobState.RUNNING if running else JobState.PENDING, priority=r["priority"],
+                    preemptible=r["preemptible"], reduce_cost=r["reduce_cost"], spec_text="", spec={},
+                    expected_duration_s=RUN_FOR_S,
+                    roles=role_dicts(r), created=origin + timedelta(seconds=r["created"]),
+                    started=started if running else None)
+                for running, key in ((True, "running_jobs"), (False, "pending_jobs")) for r in rows[key]]
+        Job.objects.bulk_create(jobs, batch_size=2000)
+    finally:
+        created.auto_now_add = True
+    by_name = {j.name: j for j in jobs}
+    replicas, pods = [], []
+    for job_name, role, index, node, gpus, slice_fields in rows["placed"]:
+        job = by_name[job_name]
+        replicas.append(Replica(job=job, role=role, index=index, state=JobState.RUNNING, node=nodes[node],
+                                gpu_indices=list(gpus), slice=asdict(Slice(*slice_fields)),
+                                started=started + timedelta(seconds=1)))
+        # still running on the simulated cluster for the whole benchmark
+        pods.append(SimulatedPod(job_id=job.pk, role=role, index=index, node=node, image="bench/trainer:latest",
+                                 gpus=list(gpus), launched=started, job_started=started, run_seconds=1e7))
+    Replica.objects.bulk_create(replicas, batch_size=2000)
+    SimulatedPod.objects.bulk_create(pods, batch_size=2000)
+    return {"nodes": len(nodes), "jobs": len(jobs), "running_replicas": len(replicas)}
+
+
+# --- child: timing ----------------------------------------------------------------------------
+
+def time_decide(repeat: int) -> dict:
+    """build_snapshot from the database + core.run_cycle, read-only."""
+    from django.utils import timezone
+
+    from scheduling import core
+    from scheduling.snapshot import build_snapshot
+
+    totals, builds, decisions = [], [], None
+    build_snapshot(timezone.now())  # warm: connection, imports, the server's buffer cache
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        snap = build_snapshot(timezone.now())
+        t1 = time.perf_counter()
+        decisions = core.run_cycle(snap)
+        totals.append(time.perf_counter() - t0)
+        builds.append(t1 - t0)
+    return {**figures(totals), "snapshot_build_median_s": round(statistics.median(builds), 4),
+            "snapshot_jobs": len(snap.jobs), "snapshot_running": len(snap.running),
+            "binds": len(decisions.binds), "evicts": len(decisions.evicts), "pending_jobs": len(decisions.pending)}
+
+
+def use_database(url: str, name: str) -> None:
+    """Point Django's connection at another database (the copy of this repeat)."""
+    from django.db import connections
+
+    connections["default"].close()
+    connections["default"].settings_dict["NAME"] = name
+
+
+@contextmanager
+def phase_timer():
+    """Seconds and calls per phase of run_scheduling_cycle, by wrapping the functions it looks up at
+    call time. `apply` includes what runs at its commit (launches, live-event publishes); the
+    pending reasons, launches and publishes are also shown on their own."""
+    import scheduling.core
+    import scheduling.cycle
+    import scheduling.services
+    from scheduling.backends.simulated import SimulatedBackend
+
+    spots = {"sync_inventory": (scheduling.cycle, "sync_inventory"), "reconcile": (scheduling.cycle, "reconcile"),
+             "build_snapshot": (scheduling.cycle, "build_snapshot"), "core_run_cycle": (scheduling.core, "run_cycle"),
+             "apply": (scheduling.cycle, "apply"), "set_pending_reasons": (scheduling.cycle, "_set_pending_reasons"),
+             "backend_launch": (SimulatedBackend, "launch"), "publish_live_event": (scheduling.services, "publish")}
+    seconds: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+
+    def timed(label: str, function):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[label] += time.perf_counter() - t0
+                calls[label] += 1
+        return wrapper
+
+    originals = {label: getattr(owner, name) for label, (owner, name) in spots.items()}
+    for label, (owner, name) in spots.items():
+        setattr(owner, name, timed(label, originals[label]))
+    try:
+        yield seconds, calls
+    finally:
+        for label, (owner, name) in spots.items():
+            setattr(owner, name, originals[label])
+
+
+def phases(seconds: dict[str, float], calls: dict[str, int]) -> dict:
+    return {label: {"s": round(s, 3), "calls": calls[label]} for label, s in seconds.items()}
+
+
+def time_full(url: str, repeat: int) -> dict:
+    from dataclasses import asdict
+
+    from django.utils import timezone
+
+    from scheduling.backends.simulated import SimulatedBackend
+    from scheduling.cycle import run_scheduling_cycle
+    from scheduling.snapshot import build_snapshot
+
+    template = database_name(url)
+    copies, busy, busy_phases, reports, later = [], [], [], [], []
+    try:
+        for i in range(repeat):
+            copy = f"{template}_run{i}"
+            use_database(url, template)  # no connection may stay on the template while it is copied
+            t0 = time.perf_counter()
+            recreate(url, copy, template=template)
+            copies.append((copy, time.perf_counter() - t0))
+            use_database(url, copy)
+            build_snapshot(timezone.now())  # warm, as a long-lived worker is
+            with phase_timer() as (seconds, calls):
+                t0 = time.perf_counter()
+                report = run_scheduling_cycle(SimulatedBackend())
+                busy.append(time.perf_counter() - t0)
+            busy_phases.append(phases(seconds, calls))
+            progress(f"full cycle {i + 1}/{repeat}: {busy[-1]:.2f} s {busy_phases[-1]}")
+            reports.append(report)
+            if i < repeat - 1:
+                use_database(url, template)
+                drop(url, copy)
+        # the cycles after the busy one, on the last copy, until one changes nothing
+        for _ in range(SETTLE_MAX_CYCLES):
+            time.sleep(1.1)  # past the simulated image pull: launched replicas report Running
+            with phase_timer() as (seconds, calls):
+                t0 = time.perf_counter()
+                report = run_scheduling_cycle(SimulatedBackend())
+                later.append((time.perf_counter() - t0, report, phases(seconds, calls)))
+            progress(f"later cycle: {later[-1][0]:.2f} s, {report}")
+            if not (report.binds or report.evicts or report.started or report.finished or report.requeued):
+                break
+    finally:
+        use_database(url, template)
+        for copy, _ in copies:
+            drop(url, copy)
+    last = reports[-1]
+    settled = later and not (later[-1][1].binds or later[-1][1].evicts or later[-1][1].started)
+    return {
+        **figures(busy),
+        "first_cycle": {k: v for k, v in asdict(last).items() if k != "seconds"},
+        "first_cycle_phases_median_s": {label: round(statistics.median(p[label]["s"] for p in busy_phases), 3)
+                                        for label in busy_phases[-1]},
+        "first_cycle_phase_calls": {label: c["calls"] for label, c in busy_phases[-1].items()},
+        "copy_database_median_s": round(statistics.median(s for _, s in copies), 2),
+        "later_cycles": [{"seconds": round(s, 3), "binds": r.binds, "evicts": r.evicts, "started": r.started,
+                          "finished": r.finished, "pending": r.pending, "phases": p} for s, r, p in later],
+        "cycles_to_settle": 1 + len(later) if settled else None,
+        "settled_cycle_s": round(later[-1][0], 4) if settled else None,
+    }
+
+
+def child(rows_file: Path, repeat: int) -> dict:
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection
+    from django.utils import timezone
+
+    if connection.vendor != "postgresql":
+        raise SystemExit(f"DATABASE_URL must be PostgreSQL, got {connection.vendor}")
+    rows = json.loads(rows_file.read_text())
+    t0 = time.perf_counter()
+    call_command("migrate", interactive=False, verbosity=0)
+    t1 = time.perf_counter()
+    progress(f"migrated in {t1 - t0:.1f} s")
+    counts = load(rows, timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # planner statistics, as autovacuum would have them on a live database
+    t2 = time.perf_counter()
+    progress(f"loaded {counts} in {t2 - t1:.1f} s")
+    decide = time_decide(repeat)
+    progress(f"decide: {decide['runs_s']}")
+    full = time_full(settings.DATABASE_URL, repeat)
+    return {"setup": {"migrate_s": round(t1 - t0, 2), "load_s": round(t2 - t1, 2), **counts},
+            "decide": decide, "full_cycle": full, "repeat": repeat}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=Path, required=True, help="JSON rows written by bench.cycle")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    if "DATABASE_URL" not in os.environ:
+        parser.error("DATABASE_URL must name the benchmark's own database")
+    database_name(os.environ["DATABASE_URL"])
+    if args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    print(json.dumps(child(args.rows, args.repeat)))
+
+
+if __name__ == "__main__":
+    main()
