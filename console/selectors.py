@@ -19,7 +19,6 @@ from console import advice as advice_rules
 from console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from console.models import AuditEntry
 from scheduling.core import model as cm
-from scheduling.core.session import Session, request_milli
 from scheduling.models import ACTIVE_STATES, Job, JobState, Node, NodePool, Queue, Replica
 from scheduling.selectors import cluster_view
 from scheduling.snapshot import build_snapshot, core_pool
@@ -96,6 +95,8 @@ class QueueLine:
 def queue_lines(now: datetime | None = None) -> list[QueueLine]:
     """Every queue in tree order with its fair share (water-filling over the cluster's capacity and
     the jobs' current demand, exactly as the scheduler computes it), allocation and demand."""
+    from scheduling.core.session import Session, request_milli  # numpy: loaded when the dashboard asks
+
     session = Session.build(build_snapshot(now or timezone.now()))
     path = session.queue_path
     pending: dict[str, float] = defaultdict(float)

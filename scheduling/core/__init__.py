@@ -23,7 +23,6 @@ A job is pending while any role runs fewer than its min_replicas; replicas above
 elastic. The cycle runs allocate, consolidate, reclaim, preempt and elastic (see `actions`).
 """
 
-from .cycle import apply_decisions, run_cycle, without_jobs
 from .model import (
     EVICT_REASONS,
     MIG_PROFILES,
@@ -48,3 +47,13 @@ __all__ = [
     "Pool", "Queue", "Request", "Role", "RunningReplica", "Slice", "Snapshot", "apply_decisions", "run_cycle",
     "without_jobs",
 ]
+
+
+def __getattr__(name: str):
+    # The cycle (and numpy with it) loads on first use: web processes that only read the model
+    # types, or never schedule, do not pay for it.
+    if name in ("apply_decisions", "run_cycle", "without_jobs"):
+        from . import cycle
+
+        return getattr(cycle, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
