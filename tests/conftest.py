@@ -123,3 +123,38 @@ def cluster(tenants):
     demo.load_queues()
     load_prices()
     return tenants
+
+
+class Clock:
+    """A settable clock for the simulated cluster; starts at noon (peak hours, no off-peak surprises)."""
+
+    def __init__(self):
+        from django.utils import timezone
+
+        self.now = timezone.now().replace(hour=12, minute=0)
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        from datetime import timedelta
+
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def run(django_capture_on_commit_callbacks):
+    """Run a scheduling cycle and its after-commit work (backend calls, live events), as a real
+    commit would inside the test's transaction."""
+    from scheduling.cycle import run_scheduling_cycle
+
+    def run_cycle(backend, clock):
+        with django_capture_on_commit_callbacks(execute=True):
+            return run_scheduling_cycle(backend, now=clock.now)
+
+    return run_cycle

@@ -1,26 +1,8 @@
 """Fixtures for the console tests: a clock at peak hours, the simulated backend, and a cycle
 runner that executes the after-commit work as a real commit would."""
 
-from datetime import timedelta
 
 import pytest
-from django.utils import timezone
-
-
-class Clock:
-    def __init__(self):
-        self.now = timezone.now().replace(hour=12, minute=0)
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds):
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture
@@ -28,17 +10,6 @@ def backend(clock):
     from scheduling.backends.simulated import SimulatedBackend
 
     return SimulatedBackend(speedup=1, failure_rate=0, clock=clock)  # jobs run their full hour
-
-
-@pytest.fixture
-def run(django_capture_on_commit_callbacks):
-    from scheduling.cycle import run_scheduling_cycle
-
-    def run_cycle(backend, clock):
-        with django_capture_on_commit_callbacks(execute=True):
-            return run_scheduling_cycle(backend, now=clock.now)
-
-    return run_cycle
 
 
 @pytest.fixture

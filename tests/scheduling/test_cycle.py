@@ -5,11 +5,9 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated import SimulatedBackend
-from scheduling.cycle import run_scheduling_cycle
 from scheduling.models import Job, JobState, Node, Replica, SimulatedPod
 
 ONE_GPU = """name: {name}
@@ -29,36 +27,9 @@ def spec(name, *, queue="vision-lab", priority=0, preemptible="true", gpus=1, po
     return ONE_GPU.format(name=name, queue=queue, priority=priority, preemptible=preemptible, gpus=gpus, pool=pool)
 
 
-class Clock:
-    def __init__(self):
-        self.now = timezone.now().replace(hour=12, minute=0)  # peak hours: no off-peak surprises
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds):
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
 @pytest.fixture
 def backend(clock):
     return SimulatedBackend(speedup=60, failure_rate=0, clock=clock)  # a 1 h job runs 60 s
-
-
-@pytest.fixture
-def run(django_capture_on_commit_callbacks):
-    """Run a cycle and the after-commit work (backend calls, live events), as a real commit would."""
-
-    def run_cycle(backend, clock):
-        with django_capture_on_commit_callbacks(execute=True):
-            return run_scheduling_cycle(backend, now=clock.now)
-
-    return run_cycle
 
 
 def kinds(job):
