@@ -23,255 +23,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.traces import TracePod, build_workload, gpu_capacity, load_nodes, load_pods, typical_shapes
-from scheduling.core.fragmentation import MILLI, ShapeTracker
+from scheduling.core.fragmentation import ShapeTracker
 from scheduling.core.placement import (
     POLICIES,
     ClusterArrays,
+    MovableSet,
     NodeCapacity,
-    Placement,
     PlacementContext,
+    Resident,
     allocate,
-    feasible_nodes,
+    apply_room_plan,
     place,
-    release,
+    plan_room,
 )
 
 TARGET_BIN = 100  # arrival % at which the paper reads the allocation
 
 
 # --------------------------------------------------------------------------- consolidation (--moves)
-# When a pod fits nowhere, best-effort pods may be moved to make room, by the core's rule: only
-# preemptible (qos BE) pods move, and a scenario is kept only when the pod fits and every moved
-# pod fits again elsewhere; otherwise everything is put back. Moved pods are re-placed through
-# place() with the same policy, never onto the node they leave (no ping-pong).
+# When a pod fits nowhere, best-effort pods may be moved to make room. The moves are decided by
+# the core's `plan_room`, the function the scheduling cycle's consolidate action calls.
 
-MOVABLE_QOS = "BE"
-
-
-@dataclass
-class Running:
-    pod: TracePod
-    placement: Placement
-    allowed: np.ndarray | None
-
-
-class Mover:
-    """Tracks running pods per node and tries consolidation scenarios on the live arrays."""
-
-    def __init__(self, arrays: ClusterArrays, policy: str, ctx: PlacementContext, candidates: int = 20) -> None:
-        self.arrays = arrays
-        self.policy = policy
-        self.ctx = ctx
-        self.candidates = candidates  # nodes tried per failing pod
-        self.on_node: list[dict[int, Running]] = [{} for _ in range(arrays.size)]
-        n, g = arrays.gpu_free_milli.shape
-        self.fixed_milli = np.zeros((n, g), dtype=np.int64)  # milli held by pods that may not move
-        self.moves = 0
-        self._next = 0
-        # movable pods as flat arrays (one row per pod and GPU), so candidates are found vectorised
-        self._rows: dict[int, list[int]] = {}  # pod key -> its rows
-        self._row_key: list[int] = []
-        self._row_node: list[int] = []
-        self._row_gpu: list[int] = []  # -1 for the CPU-only row
-        self._row_milli: list[int] = []
-        self._row_cpu: list[int] = []  # CPU and memory sit on the pod's first row only
-        self._row_mem: list[int] = []
-        self._row_alive: list[bool] = []
-        self._row_kind: list[int] = []  # index into _kinds: (request, allowed GPU models)
-        self._kinds: dict[tuple, int] = {}
-        self._kind_allowed: list[np.ndarray | None] = []
-        self._feasible: dict[tuple, np.ndarray] = {}
-
-    def _key(self) -> int:
-        self._next += 1
-        return self._next
-
-    def add(self, pod: TracePod, placement: Placement, allowed: np.ndarray | None, key: int | None = None) -> None:
-        key = self._key() if key is None else key
-        self.on_node[placement.node][key] = Running(pod, placement, allowed)
-        if pod.qos != MOVABLE_QOS:
-            self.fixed_milli[placement.node, list(placement.gpus)] += placement.gpu_milli
-            return
-        kind_key = (pod.request, pod.models)
-        if kind_key not in self._kinds:
-            self._kinds[kind_key] = len(self._kinds)
-            self._kind_allowed.append(allowed)
-        kind = self._kinds[kind_key]
-        rows = []
-        for i, gpu in enumerate(placement.gpus or (-1,)):
-            rows.append(len(self._row_key))
-            self._row_key.append(key)
-            self._row_node.append(placement.node)
-            self._row_gpu.append(gpu)
-            self._row_milli.append(placement.gpu_milli if gpu >= 0 else 0)
-            self._row_cpu.append(pod.request.cpu_milli if i == 0 else 0)
-            self._row_mem.append(pod.request.mem_mib if i == 0 else 0)
-            self._row_alive.append(True)
-            self._row_kind.append(kind)
-        self._rows[key] = rows
-
-    def _remove(self, key: int, node: int) -> Running:
-        running = self.on_node[node].pop(key)
-        if running.pod.qos != MOVABLE_QOS:
-            self.fixed_milli[node, list(running.placement.gpus)] -= running.placement.gpu_milli
-        else:
-            for row in self._rows.pop(key):
-                self._row_alive[row] = False
-        return running
-
-    # ----------------------------------------------------------------- choosing victims
-
-    def _movable_now(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per GPU: milli of movable pods that fit on another node now, and count of those that do
-        not; per node: the CPU and memory of the ones that fit elsewhere."""
-        a = self.arrays
-        alive = np.array(self._row_alive, dtype=bool)
-        node = np.array(self._row_node, dtype=np.int64)
-        kind = np.array(self._row_kind, dtype=np.int64)
-        ok = np.zeros(len(alive), dtype=bool)
-        for (request, models), k in self._kinds.items():
-            rows = alive & (kind == k)
-            if rows.any():
-                mask = self._feasible_mask(request, models, self._kind_allowed[k])
-                ok[rows] = mask.sum() - mask[node[rows]] > 0  # fits on a node other than its own
-        gpu = np.array(self._row_gpu, dtype=np.int64)
-        milli = np.array(self._row_milli, dtype=np.int64)
-        on_gpu = alive & (gpu >= 0)
-        movable = np.zeros(a.gpu_free_milli.shape, dtype=np.int64)
-        stuck = np.zeros(a.gpu_free_milli.shape, dtype=np.int64)
-        np.add.at(movable, (node[on_gpu & ok], gpu[on_gpu & ok]), milli[on_gpu & ok])
-        np.add.at(stuck, (node[on_gpu & ~ok], gpu[on_gpu & ~ok]), 1)
-        free_ok = alive & ok
-        cpu = np.bincount(node[free_ok], weights=np.array(self._row_cpu)[free_ok], minlength=a.size)
-        mem = np.bincount(node[free_ok], weights=np.array(self._row_mem)[free_ok], minlength=a.size)
-        return movable, stuck, cpu.astype(np.int64), mem.astype(np.int64)
-
-    def _candidates(self, pod: TracePod, allowed: np.ndarray | None) -> np.ndarray:
-        """Nodes where the pod would fit if the movable pods that fit elsewhere left; least to free first."""
-        a, req = self.arrays, pod.request
-        movable, stuck, cpu, mem = self._movable_now()
-        ok = (a.cpu_free + cpu >= req.cpu_milli) & (a.mem_free + mem >= req.mem_mib)
-        if allowed is not None:
-            ok &= allowed
-        if req.is_fraction:
-            reachable = a.gpu_present & (a.gpu_free_milli + movable >= req.gpu_milli)
-            ok &= reachable.any(axis=1)
-            need = np.where(reachable, np.maximum(0, req.gpu_milli - a.gpu_free_milli), MILLI).min(axis=1)
-        elif req.num_gpus > 0:
-            clearable = a.gpu_present & (self.fixed_milli == 0) & (stuck == 0)
-            ok &= clearable.sum(axis=1) >= req.num_gpus
-            taken = np.sort(np.where(clearable, MILLI - a.gpu_free_milli, 2 * MILLI), axis=1)
-            need = taken[:, : req.num_gpus].sum(axis=1)
-        else:
-            need = np.maximum(0, req.cpu_milli - a.cpu_free)
-        cand = np.flatnonzero(ok)
-        order = np.lexsort((self.ctx.rank(a.size)[cand], need[cand]))
-        return cand[order[: self.candidates]]
-
-    def _victims(self, node: int, pod: TracePod) -> list[int] | None:
-        a, req = self.arrays, pod.request
-        movable = {k: r for k, r in self.on_node[node].items() if r.pod.qos == MOVABLE_QOS}
-        stuck = {k for k, r in movable.items() if not self._fits_elsewhere(r, node)}
-        on_gpu: dict[int, list[int]] = {}
-        for k, r in movable.items():
-            for g in r.placement.gpus:
-                on_gpu.setdefault(g, []).append(k)
-        chosen: set[int] = set()
-        if req.is_fraction:
-            best: list[int] | None = None
-            for g in np.flatnonzero(a.gpu_present[node] & (MILLI - self.fixed_milli[node] >= req.gpu_milli)):
-                free, picked = int(a.gpu_free_milli[node, g]), []
-                for k in sorted(set(on_gpu.get(int(g), [])) - stuck, key=lambda k: -movable[k].placement.gpu_milli):
-                    if free >= req.gpu_milli:
-                        break
-                    picked.append(k)
-                    free += movable[k].placement.gpu_milli
-                if free >= req.gpu_milli and (best is None or len(picked) < len(best)):
-                    best = picked
-            if best is None:
-                return None
-            chosen.update(best)
-        elif req.num_gpus > 0:
-            gpus = [
-                g for g in np.flatnonzero(a.gpu_present[node] & (self.fixed_milli[node] == 0)).tolist()
-                if not stuck.intersection(on_gpu.get(g, []))
-            ]
-            if len(gpus) < req.num_gpus:
-                return None
-            for g in sorted(gpus, key=lambda g: len(on_gpu.get(g, [])))[: req.num_gpus]:
-                chosen.update(on_gpu.get(g, []))
-        movable = {k: r for k, r in movable.items() if k not in stuck}
-        # then CPU and memory, biggest CPU users first
-        cpu = a.cpu_free[node] + sum(movable[k].pod.request.cpu_milli for k in chosen)
-        mem = a.mem_free[node] + sum(movable[k].pod.request.mem_mib for k in chosen)
-        for k in sorted(set(movable) - chosen, key=lambda k: -movable[k].pod.request.cpu_milli):
-            if cpu >= req.cpu_milli and mem >= req.mem_mib:
-                break
-            chosen.add(k)
-            cpu += movable[k].pod.request.cpu_milli
-            mem += movable[k].pod.request.mem_mib
-        if cpu < req.cpu_milli or mem < req.mem_mib:
-            return None
-        return sorted(chosen, key=lambda k: -movable[k].pod.gpu_milli_total)
-
-    def _feasible_mask(self, request, models: tuple[str, ...], allowed: np.ndarray | None) -> np.ndarray:
-        key = (request, models)
-        mask = self._feasible.get(key)
-        if mask is None:
-            mask = self._feasible[key] = feasible_nodes(self.arrays, request, allowed)
-        return mask
-
-    def _fits_elsewhere(self, running: Running, node: int) -> bool:
-        """Could this pod be placed on some other node right now? (moving it must not fail)"""
-        mask = self._feasible_mask(running.pod.request, running.pod.models, running.allowed)
-        return bool(mask.sum() - mask[node] > 0)
-
-    # ----------------------------------------------------------------- the transaction
-
-    def make_room(self, pod: TracePod, allowed: np.ndarray | None) -> Placement | None:
-        """Try nodes in turn; on success the pod is placed (and recorded) and pods were moved."""
-        self._feasible = {}  # per attempt: the arrays change after it
-        for node in self._candidates(pod, allowed):
-            victims = self._victims(int(node), pod)
-            if victims:
-                placement = self._try(int(node), victims, pod, allowed)
-                if placement is not None:
-                    return placement
-        return None
-
-    def _try(self, node: int, victims: list[int], pod: TracePod, allowed: np.ndarray | None) -> Placement | None:
-        a = self.arrays
-        evicted = [(k, self._remove(k, node)) for k in victims]
-        for _, r in evicted:
-            release(a, r.pod.request, r.placement)
-        only_here = np.zeros(a.size, dtype=bool)
-        only_here[node] = True
-        placement = place(a, pod.request, self.policy, only_here, self.ctx)
-        moved: list[tuple[int, Running, Placement]] = []
-        if placement is not None:
-            allocate(a, pod.request, placement)
-            for k, r in evicted:
-                elsewhere = ~only_here if r.allowed is None else r.allowed & ~only_here
-                new = place(a, r.pod.request, self.policy, elsewhere, self.ctx)
-                if new is None:
-                    break
-                allocate(a, r.pod.request, new)
-                moved.append((k, r, new))
-        if placement is None or len(moved) < len(evicted):  # roll back: everything as it was
-            for _, r, new in moved:
-                release(a, r.pod.request, new)
-            if placement is not None:
-                release(a, pod.request, placement)
-            for k, r in evicted:
-                allocate(a, r.pod.request, r.placement)
-                self.add(r.pod, r.placement, r.allowed, k)
-            return None
-        for k, r, new in moved:
-            self.add(r.pod, new, r.allowed, k)
-        self.moves += len(moved)
-        self.add(pod, placement, allowed)
-        return placement
-
+MOVABLE_QOS = "BE"  # best-effort pods are the preemptible ones
 
 
 @dataclass(frozen=True)
@@ -324,7 +97,8 @@ def replay(
     else:
         ctx.shapes = typical_shapes(pods)
     masks: dict[tuple[str, ...], np.ndarray | None] = {(): None}
-    mover = Mover(arrays, policy, ctx) if moves else None
+    movable = MovableSet(arrays) if moves else None
+    moved = 0
     arrived = np.zeros(len(workload.pods), dtype=np.int64)
     allocated = np.zeros(len(workload.pods), dtype=np.int64)
     total_arrived = total_allocated = failed = 0
@@ -338,10 +112,13 @@ def replay(
         placement = place(arrays, pod.request, policy, allowed, ctx)
         if placement is not None:
             allocate(arrays, pod.request, placement)
-            if mover is not None:
-                mover.add(pod, placement, allowed)
-        elif mover is not None:
-            placement = mover.make_room(pod, allowed)  # allocated and recorded when it succeeds
+        elif movable is not None:
+            plan = plan_room(arrays, pod.request, policy, movable, allowed, ctx)
+            if plan is not None:
+                apply_room_plan(arrays, pod.request, plan, movable)
+                placement, moved = plan.placement, moved + len(plan.moves)
+        if placement is not None and movable is not None and pod.qos == MOVABLE_QOS:
+            movable.add(Resident(i, pod.request, placement, allowed))
         if placement is None:
             failed += 1
         else:
@@ -351,7 +128,7 @@ def replay(
     value = 100.0 - allocation_at(arrived, allocated, capacity)
     return ReplayResult(
         seed, round(value, 4), len(workload.pods), failed, time.perf_counter() - started,
-        mover.moves if mover else 0, len(workload.pods) - failed,
+        moved, len(workload.pods) - failed,
     )
 
 

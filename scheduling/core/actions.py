@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import Job, ReplicaKey, Request, Role
+from . import placement as pl
+from .model import Job, ReplicaKey, Request, Role, Slice
 from .session import Assignment, JobState, Session, request_milli
 
 # Scenarios that evict are costly; a cycle tries at most this many per action, and gives up on the
@@ -442,10 +443,16 @@ class Movable:
 
 
 def consolidate(s: Session) -> None:
-    """Move preemptible replicas between nodes so a pending job fits, if every moved one fits again."""
+    """Move preemptible replicas between nodes so a pending job fits, if every moved one fits again.
+
+    A job missing one replica (whole or fractional GPUs) gets its moves from `placement.plan_room`
+    (chain moves included), the function the trace benchmark's --moves replays; a gang missing
+    several replicas clears one node at a time (`consolidate_for`).
+    """
     budget = [MAX_CONSOLIDATION_SCENARIOS]
     failed: dict[tuple, int] = {}
     movable: list[Movable] = []                 # collected on first need
+    residents: list[pl.MovableSet] = []
 
     def visit(state: JobState) -> object:
         if budget[0] <= 0:
@@ -460,6 +467,17 @@ def consolidate(s: Session) -> None:
         sig = gang_signature(s, state)
         if failed.get(sig) == s.freed:
             return None
+        one = single_missing(s, state)
+        if one is not None:
+            if not residents:
+                residents.append(movable_set(s))
+            budget[0] -= 1
+            if s.transaction(lambda: room_for_one(s, state, one[0], one[1], residents[0])):
+                state.fail = None
+                movable.clear()
+            else:
+                failed[sig] = s.freed
+            return None
         if not movable:
             movable.append(Movable.collect(s))
         rows = candidate_rows(s, state, pools, movable[0])
@@ -470,11 +488,75 @@ def consolidate(s: Session) -> None:
         if s.transaction(lambda: consolidate_for(s, state, rows, movable[0])):
             state.fail = None
             movable[0] = Movable.collect(s)
+            residents.clear()
         else:
             failed[sig] = s.freed
         return None
 
     fair_walk(s, pending_by_queue(s, {"capacity"}), visit)
+
+
+def single_missing(s: Session, state: JobState) -> tuple[Role, int] | None:
+    """The role and index of the one replica a job misses, when it is one of whole or fractional GPUs."""
+    missing = plan(s, state).missing
+    if sum(len(v) for v in missing.values()) != 1:
+        return None
+    role = next(r for r in state.job.roles if missing.get(r.name))
+    if role.request.mode not in ("exclusive", "fraction") or role.request.num_gpus == 0:
+        return None
+    return role, missing[role.name][0]
+
+
+def movable_set(s: Session) -> pl.MovableSet:
+    """The replicas consolidation may move (preemptible, whole or fractional GPUs, not bound this
+    cycle) as placement residents, each allowed on the pools that serve it."""
+    residents = []
+    for key, a in s.assign.items():
+        if key in s.new or a.slice.kind not in ("whole", "fraction") or not s.jobs[key[0]].job.preemptible:
+            continue
+        request = s.role(key[0], key[1]).request
+        residents.append(pl.Resident(key, s.placement_request(request),
+                                     pl.Placement(a.row, a.gpus, a.slice.gpu_milli, a.slice.gpu_mem_mib),
+                                     request_mask(s, request, s.pools_for(request))))
+    return pl.MovableSet.of(s.arrays, residents)
+
+
+def request_mask(s: Session, request: Request, pools: Iterable[str]) -> np.ndarray:
+    """Nodes of `pools` a replica of `request` may use (whole GPUs: with enough GPU memory)."""
+    mask = s.pools_mask(pools)
+    if request.mode == "exclusive" and request.gpu_mem_mib:
+        mask = mask & (s.arrays.gpu_total_mem >= request.gpu_mem_mib)
+    return mask
+
+
+def room_for_one(s: Session, state: JobState, role: Role, index: int, residents: pl.MovableSet) -> bool:
+    """Scenario body: the moves `plan_room` finds for one replica, carried out as evictions and binds."""
+    pools = plan(s, state).pools[role.name]
+    request = role.request
+    # a job never moves its own replicas to make room for itself
+    keys = [(state.job.id, name, i) for name, running in state.running.items() for i in running]
+    own = [residents.remove(k, s.assign[k].row) for k in keys if k in residents.on_node[s.assign[k].row]]
+    try:
+        room = pl.plan_room(s.arrays, s.placement_request(request), s.pools[pools[0]].placement, residents,
+                            request_mask(s, request, pools), s.ctx)
+    finally:
+        for r in own:
+            residents.add(r)
+    if room is None:
+        return False
+    for r, _ in room.moves:
+        s.unbind(r.key, "consolidate")
+    kind = "fraction" if request.mode == "fraction" else "whole"
+    p = room.placement
+    s.bind((state.job.id, role.name, index),
+           Assignment(p.node, p.gpus, Slice(kind, p.gpu_milli, p.gpu_mem_mib), request.cpu_milli, request.mem_mib))
+    for r, new in room.moves:
+        moved = s.role(r.key[0], r.key[1]).request
+        sl = Slice("fraction" if moved.mode == "fraction" else "whole", new.gpu_milli, new.gpu_mem_mib)
+        s.bind(r.key, Assignment(new.node, new.gpus, sl, moved.cpu_milli, moved.mem_mib))
+    for r, _ in room.moves:  # bound this cycle now: not moved again in it
+        residents.remove(r.key, r.placement.node)
+    return True
 
 
 def candidate_rows(s: Session, state: JobState, pools: set[str], movable: Movable) -> np.ndarray:

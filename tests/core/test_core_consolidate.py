@@ -70,3 +70,34 @@ def test_fractions_are_packed_together_to_free_a_whole_gpu():
     assert by_job[moved] != by_job["whole"]
     assert all(x.changes == 0 for x in quiet)
     assert placed(snap) == {"f1": 1, "f2": 1, "whole": 1}
+
+
+def test_a_chain_move_makes_room_when_one_move_is_not_enough():
+    # t4-0 holds two preemptible 300-milli replicas; a whole-GPU job needs that GPU. The first
+    # moves into t4-1's 300 gap, the second fits nowhere until the preemptible 200 on t4-2
+    # moves into t4-3's 200 gap: a chain of three moves in one cycle.
+    def frac(job_id: str, node: str, milli: int) -> RunningReplica:
+        return RunningReplica(job_id, "worker", 0, node, (0,), Slice("fraction", milli, 0))
+
+    def fjob(job_id: str, milli: int, preemptible: bool, created: int):
+        return job(job_id, "q", mode="fraction", milli=milli, preemptible=preemptible, created=created)
+
+    snap = Snapshot(
+        pools=(Pool("t4", gpu_memory_mib=16384, placement="binpack"),),
+        nodes=nodes("t4", 4, 1),
+        queues=(Queue("q", deserved_milli=4000),),
+        jobs=(fjob("a", 300, True, 0), fjob("b", 300, True, 1), fjob("c", 700, False, 2),
+              fjob("d", 600, False, 3), fjob("e", 200, True, 4), fjob("f", 800, False, 5),
+              job("whole", "q", created=6)),
+        running=(frac("a", "t4-0", 300), frac("b", "t4-0", 300), frac("c", "t4-1", 700),
+                 frac("d", "t4-2", 600), frac("e", "t4-2", 200), frac("f", "t4-3", 800)),
+    )
+    snap, [d, *quiet] = cycles(snap, 3)
+    assert sorted((e.job_id, e.node, e.reason) for e in d.evicts) == [
+        ("a", "t4-0", "consolidate"), ("b", "t4-0", "consolidate"), ("e", "t4-2", "consolidate")]
+    assert sorted((b.job_id, b.node) for b in d.binds) == [("a", "t4-1"), ("b", "t4-2"), ("e", "t4-3"),
+                                                           ("whole", "t4-0")] or sorted(
+        (b.job_id, b.node) for b in d.binds) == [("a", "t4-2"), ("b", "t4-1"), ("e", "t4-3"), ("whole", "t4-0")]
+    assert d.pending == {}
+    assert all(x.changes == 0 for x in quiet)
+    assert placed(snap) == dict.fromkeys("abcdef", 1) | {"whole": 1}

@@ -1,62 +1,108 @@
-"""Consolidation in the replay (--moves): best-effort pods move only when everything fits again."""
+"""Consolidation planning (placement.plan_room), which both the cycle and `bench.placement --moves` use."""
+
+import json
 
 import numpy as np
 
-from bench.placement import Mover
-from bench.traces import TracePod
+from bench.placement import main
 from scheduling.core.placement import (
     ClusterArrays,
+    MovableSet,
     NodeCapacity,
-    PlacementContext,
+    Placement,
     PlacementRequest,
+    Resident,
     allocate,
-    place,
+    apply_room_plan,
+    plan_room,
 )
 
 
-def pod(name, milli, qos, gpus=1, cpu=1000):
-    return TracePod(name, PlacementRequest(milli, gpus, 0, cpu, 1000), (), qos)
+def req(milli, gpus=1, cpu=1000):
+    return PlacementRequest(milli, gpus, 0, cpu, 1000)
 
 
-def cluster(second_node_used_milli):
-    arrays = ClusterArrays.build([NodeCapacity.empty(f"n{i}", "T4", 1, 32000, 64000) for i in range(2)])
-    mover = Mover(arrays, "default", PlacementContext())
-    for node, p in ((0, pod("be", 500, "BE")), (1, pod("ls", second_node_used_milli, "LS"))):
-        only = np.arange(2) == node
-        placement = place(arrays, p.request, "binpack", only)
-        allocate(arrays, p.request, placement)
-        mover.add(p, placement, None)
-    return arrays, mover
+def cluster(loads):
+    """One 1-GPU node per entry; each entry lists (milli, movable) pods on that GPU."""
+    arrays = ClusterArrays.build([NodeCapacity.empty(f"n{i}", "T4", 1, 32000, 64000) for i in range(len(loads))])
+    movable = MovableSet(arrays)
+    for node, pods in enumerate(loads):
+        for i, (milli, is_movable) in enumerate(pods):
+            r = Resident(f"n{node}-{i}-{milli}", req(milli), Placement(node, (0,), milli, 0))
+            allocate(arrays, r.request, r.placement)
+            if is_movable:
+                movable.add(r)
+    return arrays, movable
+
+
+def state(arrays):
+    return arrays.gpu_free_milli.copy(), arrays.cpu_free.copy(), arrays.mem_free.copy()
+
+
+def same(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def test_a_best_effort_pod_moves_to_make_room_for_a_whole_gpu():
-    arrays, mover = cluster(second_node_used_milli=400)
-    whole = pod("big", 1000, "LS")
-    assert place(arrays, whole.request, "default") is None
-    placement = mover.make_room(whole, None)
-    assert placement is not None and placement.node == 0
-    assert mover.moves == 1
-    # the BE pod now shares node 1's GPU with the LS pod: 500 + 400 milli used there
+    arrays, movable = cluster([[(500, True)], [(400, False)]])
+    before = state(arrays)
+    plan = plan_room(arrays, req(1000), "default", movable)
+    assert same(before, state(arrays))  # planning changes nothing
+    assert plan is not None and plan.placement.node == 0
+    assert [(r.key, new.node) for r, new in plan.moves] == [("n0-0-500", 1)]
+    apply_room_plan(arrays, req(1000), plan, movable)
     assert arrays.gpu_free_milli[:, 0].tolist() == [0, 100]
-    assert [r.pod.name for r in mover.on_node[1].values()] == ["ls", "be"]
+    assert list(movable.on_node[1]) == ["n0-0-500"] and not movable.on_node[0]
 
 
 def test_nothing_moves_when_the_moved_pod_would_not_fit_again():
-    arrays, mover = cluster(second_node_used_milli=700)
-    before = arrays.gpu_free_milli.copy(), arrays.cpu_free.copy()
-    assert mover.make_room(pod("big", 1000, "LS"), None) is None
-    assert mover.moves == 0
-    assert np.array_equal(arrays.gpu_free_milli, before[0]) and np.array_equal(arrays.cpu_free, before[1])
+    arrays, movable = cluster([[(500, True)], [(700, False)]])
+    assert plan_room(arrays, req(1000), "default", movable) is None
 
 
-def test_latency_sensitive_pods_never_move():
-    # an LS pod blocks the only GPU: nothing may be moved to free it
-    arrays = ClusterArrays.build([NodeCapacity.empty(f"n{i}", "T4", 1, 32000, 64000) for i in range(2)])
-    mover = Mover(arrays, "default", PlacementContext())
-    for node, name in ((0, "ls-a"), (1, "ls-b")):
-        blocker = pod(name, 300, "LS")
-        placement = place(arrays, blocker.request, "binpack", np.arange(2) == node)
-        allocate(arrays, blocker.request, placement)
-        mover.add(blocker, placement, None)
-    assert mover.make_room(pod("big", 1000, "LS"), None) is None
-    assert mover.moves == 0
+def test_pods_that_may_not_move_stay():
+    arrays, movable = cluster([[(300, False)], [(300, False)]])
+    assert plan_room(arrays, req(1000), "default", movable) is None
+
+
+def test_a_chain_move_when_the_second_displaced_pod_fits_nowhere():
+    # the whole GPU of n0 is cleared; its first 300 takes n1's gap, the second fits nowhere until
+    # the 200 on n2 moves to n3's gap: three moves, and only with chains (depth 2)
+    loads = [[(300, True), (300, True)], [(700, False)], [(600, False), (200, True)], [(800, False)]]
+    arrays, movable = cluster(loads)
+    assert plan_room(arrays, req(1000), "binpack", movable, depth=1) is None
+    plan = plan_room(arrays, req(1000), "binpack", movable, depth=2)
+    assert plan is not None and plan.placement.node == 0
+    assert sorted((r.placement.node, new.node) for r, new in plan.moves) == [(0, 1), (0, 2), (2, 3)]
+    apply_room_plan(arrays, req(1000), plan, movable)
+    assert arrays.gpu_free_milli[:, 0].tolist() == [0, 0, 100, 0]
+    assert len(movable) == 3
+
+
+def test_the_request_goes_only_where_it_is_allowed():
+    arrays, movable = cluster([[(500, True)], [(400, False)]])
+    assert plan_room(arrays, req(1000), "default", movable, allowed=np.array([False, True])) is None
+
+
+def test_replay_with_moves_reports_them(tmp_path, capsys):
+    nodes = tmp_path / "nodes.csv"
+    pods = tmp_path / "pods.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},32000,131072,1,T4\n" for i in range(4)))
+    # fractions fill GPUs in pairs, then whole GPUs arrive: moving the best-effort halves makes room
+    rows = [f"p{i:03d},1000,1024,1,{600 if i % 2 else 400},,{'BE' if i % 2 else 'LS'}" for i in range(4)]
+    rows += [f"w{i:03d},1000,1024,1,1000,,LS" for i in range(8)]
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\n" + "\n".join(rows) + "\n")
+    assert main(["--nodes", str(nodes), "--pods", str(pods), "--policy", "binpack", "--seeds", "42", "--moves",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["moves"]) == {"count", "percent", "per_seed"}
+    assert out["moves"]["count"] == sum(out["moves"]["per_seed"])
+
+
+def test_a_movable_set_built_in_bulk_equals_one_built_pod_by_pod():
+    arrays, one_by_one = cluster([[(300, True), (300, True)], [(700, False), (200, True)], [(1000, True)]])
+    residents = [r for d in one_by_one.on_node for r in d.values()]
+    bulk = MovableSet.of(arrays, residents)
+    for name in ("milli", "cpu", "mem", "slot_milli", "slot_cpu", "slot_mem"):
+        assert np.array_equal(getattr(bulk, name), getattr(one_by_one, name)), name
+    assert bulk.slot_key == one_by_one.slot_key and len(bulk) == 4
