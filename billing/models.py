@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from billing import offpeak, pricing
+from portal.models import hash_token
 
 
 class PriceTable(models.Model):
@@ -64,12 +65,6 @@ class GpuRate(models.Model):
         return f"{self.vendor} {self.gpu_model}: {self.per_gpu_hour}/h"
 
 
-def _hash(raw: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
 class NodeToken(models.Model):
     """A node agent's credential: it may report for its own node only. Only the hash is kept."""
 
@@ -90,7 +85,7 @@ class NodeToken(models.Model):
 
     @staticmethod
     def digest_of(raw: str) -> str:
-        return _hash(raw)
+        return hash_token(raw)
 
 
 class UsageSample(models.Model):
