@@ -31,7 +31,7 @@ from scheduling.models import (
     QueueAccess,
     Replica,
 )
-from scheduling.services import record_event
+from scheduling.services import record_event, requeue_job
 from scheduling.snapshot import core_pool
 
 QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only")
@@ -273,12 +273,8 @@ def drain(user, node: Node, now: datetime | None = None) -> DrainPreview:
             record_event(job, "shrunk", reason=f"{evicted} replicas evicted: node {node.name} is drained",
                          data={"reason": "drain", "node": node.name})
             continue
-        job.state = JobState.PREEMPTED
-        record_event(job, "preempted", reason=f"evicted: node {node.name} is drained",
-                     data={"reason": "drain", "node": node.name})
-        job.state, job.pending_reason = JobState.PENDING, f"requeued: node {node.name} was drained"
-        job.save(update_fields=["state", "pending_reason"])
-        record_event(job, "requeued", reason="back in its queue")
+        requeue_job(job, f"evicted: node {node.name} is drained", "drain",
+                    pending_reason=f"requeued: node {node.name} was drained", details={"node": node.name})
     audit.record(user, "drain", node, changes={"cordoned": [False, True]},
                  message=(f"evicted {len(preview.moves)} preemptible replicas of jobs "
                           f"{', '.join(map(str, preview.jobs_moving)) or 'none'}; "

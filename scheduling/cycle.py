@@ -25,7 +25,7 @@ from scheduling import core
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.inventory import sync_inventory, sync_workspaces
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
-from scheduling.services import record_event, record_events
+from scheduling.services import record_event, record_events, requeue_job
 from scheduling.snapshot import build_snapshot
 
 log = logging.getLogger(__name__)
@@ -108,19 +108,11 @@ def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend
             job.state, job.started = JobState.RUNNING, job.started or now
             started.append((job, len(active)))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            _requeue(job, "its replicas were lost with their node", "node-lost")
+            requeue_job(job, "its replicas were lost with their node", "node-lost")
             report.requeued += 1
     Job.objects.bulk_update([job for job, _ in started], ["state", "started"])
     record_events([(job, "running", f"{count} replicas running", None) for job, count in started])
     report.started += len(started)
-
-
-def _requeue(job: Job, reason: str, kind: str) -> None:
-    job.state = JobState.PREEMPTED
-    record_event(job, "preempted", reason=reason, data={"reason": kind})
-    job.state, job.pending_reason = JobState.PENDING, "requeued: waiting for the next cycle"
-    job.save(update_fields=["state", "pending_reason"])
-    record_event(job, "requeued", reason="back in its queue")
 
 
 @transaction.atomic
@@ -190,7 +182,7 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         if job.replicas.filter(state__in=ACTIVE_STATES).exists():
             record_event(job, "shrunk", reason=f"{len(evicted_jobs[job.pk])} replicas evicted ({reasons})")
         else:
-            _requeue(job, f"evicted: {reasons}", reasons)
+            requeue_job(job, f"evicted: {reasons}", reasons)
             report.requeued += 1
 
     nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}

@@ -77,6 +77,16 @@ def record_events(items: list[tuple[Job, str, str, dict | None]]) -> list[JobEve
     return events
 
 
+def requeue_job(job: Job, reason: str, kind: str, *, pending_reason: str = "requeued: waiting for the next cycle",
+                details: dict | None = None) -> None:
+    """A job whose last replica was evicted: Preempted, then back in its queue as Pending."""
+    job.state = JobState.PREEMPTED
+    record_event(job, "preempted", reason=reason, data={"reason": kind, **(details or {})})
+    job.state, job.pending_reason = JobState.PENDING, pending_reason
+    job.save(update_fields=["state", "pending_reason"])
+    record_event(job, "requeued", reason="back in its queue")
+
+
 def job_event_message(job: Job, event: JobEvent) -> dict:
     return {"job": job.pk, "name": job.name, "kind": event.kind, "state": job.state,
             "reason": event.reason, "pending_reason": job.pending_reason, "time": event.time.isoformat()}
