@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Count, Prefetch
+from django.db.models import Prefetch
 
 from billing import pricing
 from billing.models import GpuRate, PriceTable
 from billing.quotes import PoolOffer
 from scheduling.models import JobState, NodePool, Replica
+from scheduling.selectors import PoolGpus, pool_gpu_counts
 
 
 def price_tables() -> list[pricing.PriceTable]:
@@ -28,15 +29,14 @@ def _held_milli_by_pool() -> dict[int, int]:
 
 def pool_offers() -> list[PoolOffer]:
     held = _held_milli_by_pool()
+    counts = pool_gpu_counts()
     offers = []
-    pools = NodePool.objects.annotate(gpu_count=Count("nodes__gpus")).order_by("name")
-    for pool in pools:
-        per_node = pool.nodes.annotate(n=Count("gpus")).values_list("n", flat=True)
+    for pool in NodePool.objects.order_by("name"):
+        gpus = counts.get(pool.pk, PoolGpus(0, 0))
         offers.append(PoolOffer(
             name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model, gpu_memory_mib=pool.gpu_memory_mib,
-            gpus_per_node=max(per_node, default=0), sharing_modes=pool.sharing_modes,
+            gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
             mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
-            spot=pool.spot, free_milli_now=max(0, pool.gpu_count * 1000 - held[pool.pk]),
-            total_gpus=pool.gpu_count,
+            spot=pool.spot, free_milli_now=max(0, gpus.total * 1000 - held[pool.pk]), total_gpus=gpus.total,
         ))
     return offers

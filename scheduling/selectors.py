@@ -2,28 +2,40 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Max, Prefetch, QuerySet
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import Count, Prefetch, QuerySet
 from django.http import Http404
 
 from portal.selectors import workspaces_for
-from scheduling.models import Job, JobEvent, NodePool, Queue, QueueAccess, Replica
+from scheduling.models import Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 from scheduling.spec import ClusterInfo, PoolInfo
+
+
+@dataclass(frozen=True)
+class PoolGpus:
+    total: int  # GPUs in the pool
+    most_per_node: int  # GPUs of its largest node
+
+
+def pool_gpu_counts() -> dict[int, PoolGpus]:
+    """GPU counts per pool id, in one query (quotes and spec checks need them for every pool)."""
+    per_pool: dict[int, list[int]] = defaultdict(list)
+    for pool_id, count in Node.objects.annotate(n=Count("gpus")).values_list("pool_id", "n"):
+        per_pool[pool_id].append(count)
+    return {pool_id: PoolGpus(sum(counts), max(counts)) for pool_id, counts in per_pool.items()}
 
 
 def cluster_info() -> ClusterInfo:
     """What the spec checks need: each pool with its largest node's GPU count."""
-    pools = NodePool.objects.annotate(nodes_count=Count("nodes")).order_by("name")
-    infos = []
-    for pool in pools:
-        gpus_per_node = (
-            pool.nodes.annotate(n=Count("gpus")).aggregate(most=Max("n"))["most"] or 0
-        )
-        infos.append(PoolInfo(
-            name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model,
-            gpu_memory_mib=pool.gpu_memory_mib, gpus_per_node=gpus_per_node,
-            sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()),
-        ))
-    return ClusterInfo(pools=tuple(infos))
+    counts = pool_gpu_counts()
+    return ClusterInfo(pools=tuple(
+        PoolInfo(name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model, gpu_memory_mib=pool.gpu_memory_mib,
+                 gpus_per_node=counts.get(pool.pk, PoolGpus(0, 0)).most_per_node,
+                 sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()))
+        for pool in NodePool.objects.order_by("name")
+    ))
 
 
 def queues_for_workspace(workspace) -> QuerySet[Queue]:
