@@ -27,15 +27,12 @@ from scheduling.core.fragmentation import ShapeTracker
 from scheduling.core.placement import (
     POLICIES,
     ClusterArrays,
-    MovableSet,
     NodeCapacity,
     PlacementContext,
-    Resident,
     allocate,
-    apply_room_plan,
     place,
-    plan_room,
 )
+from scheduling.core.room import MovableSet, Resident, apply_room_plan, plan_room
 
 TARGET_BIN = 100  # arrival % at which the paper reads the allocation
 

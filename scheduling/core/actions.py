@@ -16,6 +16,7 @@ import numpy as np
 
 from . import placement as pl
 from .model import Job, ReplicaKey, Request, Role, Slice
+from .room import MovableSet, Resident, plan_room
 from .session import Assignment, JobState, Session, request_milli
 
 # Scenarios that evict are costly; a cycle tries at most this many per action, and gives up on the
@@ -452,7 +453,7 @@ def consolidate(s: Session) -> None:
     budget = [MAX_CONSOLIDATION_SCENARIOS]
     failed: dict[tuple, int] = {}
     movable: list[Movable] = []                 # collected on first need
-    residents: list[pl.MovableSet] = []
+    residents: list[MovableSet] = []
 
     def visit(state: JobState) -> object:
         if budget[0] <= 0:
@@ -507,7 +508,7 @@ def single_missing(s: Session, state: JobState) -> tuple[Role, int] | None:
     return role, missing[role.name][0]
 
 
-def movable_set(s: Session) -> pl.MovableSet:
+def movable_set(s: Session) -> MovableSet:
     """The replicas consolidation may move (preemptible, whole or fractional GPUs, not bound this
     cycle) as placement residents, each allowed on the pools that serve it."""
     residents = []
@@ -515,10 +516,10 @@ def movable_set(s: Session) -> pl.MovableSet:
         if key in s.new or a.slice.kind not in ("whole", "fraction") or not s.jobs[key[0]].job.preemptible:
             continue
         request = s.role(key[0], key[1]).request
-        residents.append(pl.Resident(key, s.placement_request(request),
+        residents.append(Resident(key, s.placement_request(request),
                                      pl.Placement(a.row, a.gpus, a.slice.gpu_milli, a.slice.gpu_mem_mib),
                                      request_mask(s, request, s.pools_for(request))))
-    return pl.MovableSet.of(s.arrays, residents)
+    return MovableSet.of(s.arrays, residents)
 
 
 def request_mask(s: Session, request: Request, pools: Iterable[str]) -> np.ndarray:
@@ -529,7 +530,7 @@ def request_mask(s: Session, request: Request, pools: Iterable[str]) -> np.ndarr
     return mask
 
 
-def room_for_one(s: Session, state: JobState, role: Role, index: int, residents: pl.MovableSet) -> bool:
+def room_for_one(s: Session, state: JobState, role: Role, index: int, residents: MovableSet) -> bool:
     """Scenario body: the moves `plan_room` finds for one replica, carried out as evictions and binds."""
     pools = plan(s, state).pools[role.name]
     request = role.request
@@ -537,7 +538,7 @@ def room_for_one(s: Session, state: JobState, role: Role, index: int, residents:
     keys = [(state.job.id, name, i) for name, running in state.running.items() for i in running]
     own = [residents.remove(k, s.assign[k].row) for k in keys if k in residents.on_node[s.assign[k].row]]
     try:
-        room = pl.plan_room(s.arrays, s.placement_request(request), s.pools[pools[0]].placement, residents,
+        room = plan_room(s.arrays, s.placement_request(request), s.pools[pools[0]].placement, residents,
                             request_mask(s, request, pools), s.ctx)
     finally:
         for r in own:

@@ -7,15 +7,12 @@ import numpy as np
 from bench.placement import main
 from scheduling.core.placement import (
     ClusterArrays,
-    MovableSet,
     NodeCapacity,
     Placement,
     PlacementRequest,
-    Resident,
     allocate,
-    apply_room_plan,
-    plan_room,
 )
+from scheduling.core.room import MovableSet, Resident, apply_room_plan, plan_room
 
 
 def req(milli, gpus=1, cpu=1000):
