@@ -13,12 +13,14 @@ Scenarios, cheapest first:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from scheduling.core import repack
 from scheduling.core.fragmentation import MILLI
 from scheduling.core.placement import (
     ClusterArrays,
@@ -300,28 +302,23 @@ class _RoomPlanner:
         memo = (request, id(mask), depth)
         if memo in self.failed:
             return None
-        for node, victims in self._scenarios(request, mask, depth, nodes, top):
+        for attempt in self._scenarios(request, mask, depth, nodes, top):
             mark = len(self.log)
-            for r in victims:
-                self._evict(r)
-            only = np.zeros(self.arrays.size, dtype=bool)
-            only[node] = True
-            placement = place(self.arrays, request, self.policy, only, self.ctx)
+            placement = attempt()
             if placement is not None:
-                self._take(request, placement)
-                if all(self._move(r, depth - 1) for r in victims):
-                    return placement
+                return placement
             self.undo_to(mark)
         self.failed.add(memo)
         return None
 
     def _scenarios(
         self, request: PlacementRequest, mask: np.ndarray, depth: int, nodes: int, top: bool
-    ) -> Iterator[tuple]:
-        """(node, residents to evict there) to try in turn. For the waiting request: nodes cleared
-        of residents that fit elsewhere now. For a fraction (at any level): one smaller resident
-        swapped out of a GPU, which a chain of such swaps places in turn. For the waiting request,
-        with levels to spare: nodes cleared of any residents, each then placed by such chains."""
+    ) -> Iterator[Callable[[], Placement | None]]:
+        """Attempts to try in turn, each changing the arrays through the undo log. For the waiting
+        request: nodes cleared of residents that fit elsewhere now, then repacks around target
+        GPUs. For a fraction (at any level): one smaller resident swapped out of a GPU, which a
+        chain of such swaps places in turn. For the waiting request, with levels to spare: nodes
+        cleared of any residents, each then placed by such chains."""
         tried = set()
         if top:
             keys, milli, cpu, mem = self.movable.placeable(self.arrays)
@@ -329,18 +326,70 @@ class _RoomPlanner:
                 tried.add(node)
                 victims = self._victims(node, request, keys)
                 if victims:
-                    yield node, victims
+                    yield functools.partial(self._clear, request, node, victims, depth)
+            for node, gpus in self._repack_targets(request, mask) if depth >= 2 else ():
+                yield functools.partial(self._repack, request, node, gpus)
         if request.is_fraction:
             for r in self.movable.swap_partners(self.arrays, request, mask, self.ctx.rank(self.arrays.size), nodes):
                 if r.key in self.movable.on_node[r.placement.node]:  # not moved by an earlier try
-                    yield r.placement.node, [r]
+                    yield functools.partial(self._clear, request, r.placement.node, [r], depth)
         if top and depth >= 2:
             m = self.movable
             for node in self._candidates(request, mask, nodes, m.milli, m.cpu, m.mem).tolist():
                 if node not in tried:
                     victims = self._victims(node, request, None)
                     if victims:
-                        yield node, victims
+                        yield functools.partial(self._clear, request, node, victims, depth)
+
+    def _place_on(self, request: PlacementRequest, node: int) -> Placement | None:
+        only = np.zeros(self.arrays.size, dtype=bool)
+        only[node] = True
+        placement = place(self.arrays, request, self.policy, only, self.ctx)
+        if placement is not None:
+            self._take(request, placement)
+        return placement
+
+    def _clear(self, request: PlacementRequest, node: int, victims: list[Resident], depth: int) -> Placement | None:
+        """Evict `victims` from `node`, place the request there, then place each victim again."""
+        for r in victims:
+            self._evict(r)
+        placement = self._place_on(request, node)
+        if placement is not None and all(self._move(r, depth - 1) for r in victims):
+            return placement
+        return None
+
+    def _repack_targets(self, request: PlacementRequest, mask: np.ndarray) -> list[tuple[int, tuple[int, ...]]]:
+        """(node, GPUs) to empty by a repack: the least milli to move first, then node order."""
+        if request.num_gpus == 0:
+            return []
+        find = repack.fraction_targets if request.is_fraction else repack.whole_targets
+        targets = find(self.arrays, self.movable, request, mask)
+        rank = self.ctx.rank(self.arrays.size)
+        targets.sort(key=lambda t: (t[0], rank[t[1]], t[2]))
+        return [(node, gpus) for _, node, gpus in targets[: repack.REPACK_TARGETS]]
+
+    def _repack(self, request: PlacementRequest, node: int, gpus: tuple[int, ...]) -> Placement | None:
+        """Lift residents off `gpus` of `node` (for a fraction, the fewest that make room) and
+        repack them with the residents of the GPUs around them; then place the request."""
+        a = self.arrays
+        if request.is_fraction:
+            lifted = list(_smallest_room(repack.fractions_on(self.movable, node, gpus[0]),
+                                         int(a.gpu_free_milli[node, gpus[0]]), request.gpu_milli))
+        else:
+            lifted = [r for g in gpus for r in repack.fractions_on(self.movable, node, g)]
+        if not lifted:
+            return None
+        moves = repack.search(a, self.movable, node, gpus, lifted, request.cpu_milli, request.mem_mib,
+                              self.ctx.rank(a.size))
+        if moves is None:
+            return None
+        for r, _, _ in moves:
+            self._evict(r)
+        for r, n, g in moves:
+            new = Placement(n, (g,), r.placement.gpu_milli, r.placement.gpu_mem_mib)
+            self._take(r.request, new)
+            self._record(r, new)
+        return self._place_on(request, node)
 
     def _move(self, r: Resident, depth: int) -> bool:
         """Place an evicted resident again (not on the GPUs it left), displacing others if allowed."""
@@ -425,3 +474,14 @@ def _subsets(items: list[Resident], limit: int = 6) -> Iterator[tuple[Resident, 
     items = items[:limit]
     for k in range(1, len(items) + 1):
         yield from itertools.combinations(items, k)
+
+
+def _smallest_room(on_gpu: list[Resident], free: int, need: int) -> tuple[Resident, ...]:
+    """The subset of a GPU's residents whose leaving frees `need` milli with the least to spare
+    (then the fewest pods); () when even all of them are not enough."""
+    best: tuple | None = None
+    for subset in _subsets(on_gpu):
+        freed = free + sum(r.placement.gpu_milli for r in subset)
+        if freed >= need and (best is None or (freed, len(subset)) < best[0]):
+            best = ((freed, len(subset)), subset)
+    return best[1] if best is not None else ()

@@ -1,0 +1,192 @@
+"""Repack: empty target GPUs by re-packing fractional residents over a few GPUs at once.
+
+Moves do not create free milli, they gather it: the residents of a target GPU can only go where
+other GPUs have gaps, and the gaps on a saturated cluster are small (30-210 milli beside pods
+that do not sum to 1000). One-pod swaps rarely end; re-packing the residents of several GPUs
+together finds combinations that fill gaps exactly (550 + 230 + 220, 470 + 370 + 160, ...).
+
+`search()` is pure: it reads the arrays and the movable set, and returns where every lifted
+resident goes, or None. A bin is a GPU: its room for residents is its free milli plus the milli
+of its lifted residents (pods that may not move stay and keep their share). Residents are packed
+largest first by a bounded depth-first search that tries each one's own GPU first (no move),
+then the fullest bin it fits (best fit); node CPU and memory, GPU memory and each resident's
+allowed nodes are checked as it goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduling.core.fragmentation import MILLI
+
+REPACK_TARGETS = 6  # target GPU sets tried per request
+REPACK_BINS = 14  # most GPUs opened around one target
+REPACK_STEPS = 400  # search steps per packing attempt
+
+
+@dataclass
+class Bin:
+    node: int
+    gpu: int
+    milli: int  # room left for residents
+    mem: int  # GPU memory left
+
+
+@dataclass(frozen=True)
+class Item:
+    resident: object  # room.Resident
+    milli: int
+    gpu_mem: int
+    cpu: int
+    mem: int
+    home: tuple[int, int] | None  # (node, gpu) it sits on, None for residents of the targets
+
+
+class Packer:
+    """Depth-first bin packing of items into bins, bounded by `steps`."""
+
+    def __init__(self, items: list[Item], bins: list[Bin], cpu: dict[int, int], mem: dict[int, int],
+                 steps: int) -> None:
+        self.items = sorted(items, key=lambda it: (-it.milli, it.home is None))
+        self.bins = bins
+        self.cpu, self.mem = cpu, mem  # node -> CPU / memory left
+        self.steps = steps
+        self.where: list[int] = [-1] * len(self.items)
+        self.index = {(b.node, b.gpu): i for i, b in enumerate(bins)}
+        # suffix sums of item milli, to prune when the rest cannot fit in the room left
+        self.rest = np.cumsum([it.milli for it in self.items][::-1])[::-1].tolist() + [0]
+
+    def solve(self) -> list[int] | None:
+        return list(self.where) if self._place(0, sum(b.milli for b in self.bins)) else None
+
+    def _fits(self, it: Item, b: Bin) -> bool:
+        allowed = it.resident.allowed
+        return (b.milli >= it.milli and b.mem >= it.gpu_mem and self.cpu[b.node] >= it.cpu
+                and self.mem[b.node] >= it.mem and (allowed is None or bool(allowed[b.node])))
+
+    def _order(self, it: Item) -> list[int]:
+        home = self.index.get(it.home) if it.home is not None else None
+        others = sorted((i for i, b in enumerate(self.bins) if i != home and self._fits(it, b)),
+                        key=lambda i: (self.bins[i].milli, i))
+        if home is not None and self._fits(it, self.bins[home]):
+            return [home, *others]
+        return others
+
+    def _place(self, k: int, room: int) -> bool:
+        if k == len(self.items):
+            return True
+        if self.rest[k] > room or self.steps <= 0:
+            return False
+        self.steps -= 1
+        it = self.items[k]
+        seen: set[tuple[int, int, int]] = set()
+        for i in self._order(it):
+            b = self.bins[i]
+            state = (b.node, b.milli, b.mem)  # same node, same room: same outcome
+            if state in seen:
+                continue
+            seen.add(state)
+            b.milli -= it.milli
+            b.mem -= it.gpu_mem
+            self.cpu[b.node] -= it.cpu
+            self.mem[b.node] -= it.mem
+            self.where[k] = i
+            if self._place(k + 1, room - it.milli):
+                return True
+            b.milli += it.milli
+            b.mem += it.gpu_mem
+            self.cpu[b.node] += it.cpu
+            self.mem[b.node] += it.mem
+        self.where[k] = -1
+        return False
+
+
+def item(resident, home: tuple[int, int] | None) -> Item:
+    p = resident.placement
+    return Item(resident, p.gpu_milli, p.gpu_mem_mib, resident.request.cpu_milli, resident.request.mem_mib, home)
+
+
+def fractions_on(movable, node: int, gpu: int) -> list:
+    """The movable fractional residents on one GPU."""
+    return [r for r in movable.on_node[node].values() if r.request.is_fraction and r.placement.gpus[0] == gpu]
+
+
+def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, cpu_need: int, mem_need: int,
+           rank: np.ndarray, max_bins: int = REPACK_BINS, steps: int = REPACK_STEPS) -> list | None:
+    """Where each resident in `lifted` (all on `targets` of `node`) and the residents of the bins
+    opened around them go, so that `targets` keep none of `lifted` and `node` keeps `cpu_need`
+    CPU and `mem_need` memory for the request. Returns [(resident, node, gpu)] for the residents
+    that move, or None."""
+    need = sum(r.placement.gpu_milli for r in lifted)
+    gap = arrays.gpu_free_milli.astype(np.int64)
+    open_ok = arrays.gpu_present & (gap > 0)
+    open_ok[node, list(targets)] = False
+    allowed = [r.allowed for r in lifted if r.allowed is not None]
+    if allowed:
+        open_ok &= np.logical_or.reduce(allowed)[:, None]
+    n, g = np.nonzero(open_ok)
+    if len(n) == 0:
+        return None
+    # the largest gaps first (ties in node order): they hold the milli to gather
+    order = np.lexsort((g, rank[n], -gap[n, g]))[: max_bins]
+    n, g = n[order].tolist(), g[order].tolist()
+    cpu = {node: int(arrays.cpu_free[node]) - cpu_need + sum(r.request.cpu_milli for r in lifted)}
+    mem = {node: int(arrays.mem_free[node]) - mem_need + sum(r.request.mem_mib for r in lifted)}
+    if cpu[node] < 0 or mem[node] < 0:
+        return None
+    items = [item(r, None) for r in lifted]
+    bins: list[Bin] = []
+    opened = 0
+    for i in range(len(n)):
+        bn, bg = n[i], g[i]
+        residents = fractions_on(movable, bn, bg)
+        bins.append(Bin(bn, bg, int(gap[bn, bg]) + sum(r.placement.gpu_milli for r in residents),
+                        int(arrays.gpu_free_mem[bn, bg]) + sum(r.placement.gpu_mem_mib for r in residents)))
+        cpu.setdefault(bn, int(arrays.cpu_free[bn]))
+        mem.setdefault(bn, int(arrays.mem_free[bn]))
+        for r in residents:
+            cpu[bn] += r.request.cpu_milli
+            mem[bn] += r.request.mem_mib
+            items.append(item(r, (bn, bg)))
+        opened += int(gap[bn, bg])
+        if opened < need:
+            continue  # not enough gap opened yet: packing cannot succeed
+        packer = Packer(items, [Bin(b.node, b.gpu, b.milli, b.mem) for b in bins], dict(cpu), dict(mem), steps)
+        where = packer.solve()
+        if where is not None:
+            out = []
+            for it, b in zip(packer.items, where, strict=True):
+                dest = (packer.bins[b].node, packer.bins[b].gpu)
+                if dest != it.home:
+                    out.append((it.resident, *dest))
+            return out
+    return None
+
+
+def whole_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(milli to move, node, GPUs) for whole-GPU requests: nodes with enough GPUs whose every
+    holder is a movable fraction; the GPUs holding the least first."""
+    fixed = MILLI - arrays.gpu_free_milli.astype(np.int64) - movable.milli
+    whole_res = movable.milli - movable.slot_milli.sum(axis=2)  # milli held by whole-GPU residents
+    clearable = arrays.gpu_present & (fixed == 0) & (whole_res == 0) & (arrays.gpu_free_milli < MILLI)
+    clearable &= mask[:, None]
+    nodes = np.flatnonzero(clearable.sum(axis=1) >= request.num_gpus)
+    out = []
+    for node in nodes.tolist():
+        gpus = np.flatnonzero(clearable[node])
+        held = (MILLI - arrays.gpu_free_milli[node, gpus]).astype(np.int64)
+        pick = gpus[np.argsort(held, kind="stable")[: request.num_gpus]]
+        out.append((int(held[np.argsort(held, kind="stable")[: request.num_gpus]].sum()), node,
+                    tuple(sorted(int(x) for x in pick))))
+    return out
+
+
+def fraction_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(milli to move, node, (GPU,)) for a fraction: GPUs where the movable fractions could make room."""
+    fixed = MILLI - arrays.gpu_free_milli.astype(np.int64) - movable.slot_milli.sum(axis=2)
+    ok = arrays.gpu_present & (MILLI - fixed >= request.gpu_milli) & mask[:, None]
+    n, g = np.nonzero(ok)
+    need = np.maximum(0, request.gpu_milli - arrays.gpu_free_milli[n, g].astype(np.int64))
+    return [(int(m), int(a), (int(b),)) for m, a, b in zip(need.tolist(), n.tolist(), g.tolist(), strict=True)]
