@@ -557,6 +557,7 @@ def room_for_one(s: Session, state: JobState, role: Role, index: int, residents:
         s.bind(r.key, Assignment(new.node, new.gpus, sl, moved.cpu_milli, moved.mem_mib))
     for r, _ in room.moves:  # bound this cycle now: not moved again in it
         residents.remove(r.key, r.placement.node)
+    residents.no_room.clear()  # pods moved: requests that found no room may find some now
     return True
 
 

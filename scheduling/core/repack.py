@@ -22,8 +22,10 @@ import numpy as np
 from scheduling.core.fragmentation import MILLI
 
 REPACK_TARGETS = 6  # target GPU sets tried per request
-REPACK_BINS = 14  # most GPUs opened around one target
-REPACK_STEPS = 400  # search steps per packing attempt
+REPACK_BINS = 100  # most GPUs opened around one target
+REPACK_STEPS = 2000  # search steps per packing attempt
+REPACK_SAME = 2  # most bins of one kind opened around one target
+REPACK_BRANCHES = 5  # bins tried per item in the search
 
 
 @dataclass
@@ -55,11 +57,16 @@ class Packer:
         self.steps = steps
         self.where: list[int] = [-1] * len(self.items)
         self.index = {(b.node, b.gpu): i for i, b in enumerate(bins)}
-        # suffix sums of item milli, to prune when the rest cannot fit in the room left
-        self.rest = np.cumsum([it.milli for it in self.items][::-1])[::-1].tolist() + [0]
+        # room left in a bin below the smallest item is lost for good; more lost than the slack
+        # (room minus items) means this branch cannot succeed
+        self.smallest = self.items[-1].milli if self.items else 0
+        self.slack = sum(b.milli for b in bins) - sum(it.milli for it in self.items)
+        self.lost = sum(b.milli for b in bins if b.milli < self.smallest)
 
     def solve(self) -> list[int] | None:
-        return list(self.where) if self._place(0, sum(b.milli for b in self.bins)) else None
+        if self.slack < 0 or self.lost > self.slack:
+            return None
+        return list(self.where) if self._place(0) else None
 
     def _fits(self, it: Item, b: Bin) -> bool:
         allowed = it.resident.allowed
@@ -67,40 +74,50 @@ class Packer:
                 and self.mem[b.node] >= it.mem and (allowed is None or bool(allowed[b.node])))
 
     def _order(self, it: Item) -> list[int]:
+        """Its own GPU first, then the fullest bins it fits, one per distinct state."""
         home = self.index.get(it.home) if it.home is not None else None
-        others = sorted((i for i, b in enumerate(self.bins) if i != home and self._fits(it, b)),
+        others = sorted((i for i, b in enumerate(self.bins) if i != home and b.milli >= it.milli and self._fits(it, b)),
                         key=lambda i: (self.bins[i].milli, i))
-        if home is not None and self._fits(it, self.bins[home]):
-            return [home, *others]
-        return others
+        order = [home, *others] if home is not None and self._fits(it, self.bins[home]) else others
+        seen: set[tuple[int, int, int]] = set()
+        out = []
+        for i in order:
+            b = self.bins[i]
+            state = (b.node, b.milli, b.mem)  # same node, same room: same outcome
+            if state not in seen:
+                seen.add(state)
+                out.append(i)
+                if len(out) == REPACK_BRANCHES:
+                    break
+        return out
 
-    def _place(self, k: int, room: int) -> bool:
+    def _place(self, k: int) -> bool:
         if k == len(self.items):
             return True
-        if self.rest[k] > room or self.steps <= 0:
+        if self.steps <= 0:
             return False
         self.steps -= 1
         it = self.items[k]
-        seen: set[tuple[int, int, int]] = set()
         for i in self._order(it):
             b = self.bins[i]
-            state = (b.node, b.milli, b.mem)  # same node, same room: same outcome
-            if state in seen:
+            lost = b.milli - it.milli if b.milli >= self.smallest > b.milli - it.milli else 0
+            if self.lost + lost > self.slack:
                 continue
-            seen.add(state)
-            b.milli -= it.milli
-            b.mem -= it.gpu_mem
-            self.cpu[b.node] -= it.cpu
-            self.mem[b.node] -= it.mem
+            self._put(it, b, +1)
+            self.lost += lost
             self.where[k] = i
-            if self._place(k + 1, room - it.milli):
+            if self._place(k + 1):
                 return True
-            b.milli += it.milli
-            b.mem += it.gpu_mem
-            self.cpu[b.node] += it.cpu
-            self.mem[b.node] += it.mem
+            self.lost -= lost
+            self._put(it, b, -1)
         self.where[k] = -1
         return False
+
+    def _put(self, it: Item, b: Bin, sign: int) -> None:
+        b.milli -= sign * it.milli
+        b.mem -= sign * it.gpu_mem
+        self.cpu[b.node] -= sign * it.cpu
+        self.mem[b.node] -= sign * it.mem
 
 
 def item(resident, home: tuple[int, int] | None) -> Item:
@@ -129,9 +146,19 @@ def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, c
     n, g = np.nonzero(open_ok)
     if len(n) == 0:
         return None
-    # the largest gaps first (ties in node order): they hold the milli to gather
-    order = np.lexsort((g, rank[n], -gap[n, g]))[: max_bins]
-    n, g = n[order].tolist(), g[order].tolist()
+    # the largest gaps first (ties in node order): they hold the milli to gather; at most
+    # REPACK_SAME GPUs of one kind (same room, same residents), so the bins offer different sizes
+    order = np.lexsort((g, rank[n], -gap[n, g]))[: max_bins * 20]
+    chosen: list[tuple[int, int, list]] = []
+    kinds: dict[tuple, int] = {}
+    for bn, bg in zip(n[order].tolist(), g[order].tolist(), strict=True):
+        residents = fractions_on(movable, bn, bg)
+        kind = (int(gap[bn, bg]), tuple(sorted(r.placement.gpu_milli for r in residents)))
+        if kinds.get(kind, 0) < REPACK_SAME:
+            kinds[kind] = kinds.get(kind, 0) + 1
+            chosen.append((bn, bg, residents))
+            if len(chosen) == max_bins:
+                break
     cpu = {node: int(arrays.cpu_free[node]) - cpu_need + sum(r.request.cpu_milli for r in lifted)}
     mem = {node: int(arrays.mem_free[node]) - mem_need + sum(r.request.mem_mib for r in lifted)}
     if cpu[node] < 0 or mem[node] < 0:
@@ -139,9 +166,8 @@ def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, c
     items = [item(r, None) for r in lifted]
     bins: list[Bin] = []
     opened = 0
-    for i in range(len(n)):
-        bn, bg = n[i], g[i]
-        residents = fractions_on(movable, bn, bg)
+    checkpoint = 0  # pack when this many bins are open (doubling), and with all of them
+    for bn, bg, residents in chosen:
         bins.append(Bin(bn, bg, int(gap[bn, bg]) + sum(r.placement.gpu_milli for r in residents),
                         int(arrays.gpu_free_mem[bn, bg]) + sum(r.placement.gpu_mem_mib for r in residents)))
         cpu.setdefault(bn, int(arrays.cpu_free[bn]))
@@ -151,8 +177,9 @@ def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, c
             mem[bn] += r.request.mem_mib
             items.append(item(r, (bn, bg)))
         opened += int(gap[bn, bg])
-        if opened < need:
-            continue  # not enough gap opened yet: packing cannot succeed
+        if opened < need or (len(bins) < checkpoint and len(bins) < len(chosen)):
+            continue  # too little gap opened for packing to succeed, or not yet time to retry
+        checkpoint = 2 * len(bins)
         packer = Packer(items, [Bin(b.node, b.gpu, b.milli, b.mem) for b in bins], dict(cpu), dict(mem), steps)
         where = packer.solve()
         if where is not None:
@@ -165,28 +192,31 @@ def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, c
     return None
 
 
-def whole_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int, int, tuple[int, ...]]]:
-    """(milli to move, node, GPUs) for whole-GPU requests: nodes with enough GPUs whose every
-    holder is a movable fraction; the GPUs holding the least first."""
+def whole_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int, tuple[int, ...]]]:
+    """(node, GPUs) for whole-GPU requests: nodes with enough GPUs whose every holder is a
+    movable fraction, and CPU and memory once the movable residents left; on each node the GPUs
+    holding the least."""
     fixed = MILLI - arrays.gpu_free_milli.astype(np.int64) - movable.milli
     whole_res = movable.milli - movable.slot_milli.sum(axis=2)  # milli held by whole-GPU residents
     clearable = arrays.gpu_present & (fixed == 0) & (whole_res == 0) & (arrays.gpu_free_milli < MILLI)
     clearable &= mask[:, None]
     nodes = np.flatnonzero(clearable.sum(axis=1) >= request.num_gpus)
+    # CPU and memory: the node must hold the request once its movable residents left
+    nodes = nodes[(arrays.cpu_free[nodes] + movable.cpu[nodes] >= request.cpu_milli)
+                  & (arrays.mem_free[nodes] + movable.mem[nodes] >= request.mem_mib)]
     out = []
     for node in nodes.tolist():
         gpus = np.flatnonzero(clearable[node])
         held = (MILLI - arrays.gpu_free_milli[node, gpus]).astype(np.int64)
         pick = gpus[np.argsort(held, kind="stable")[: request.num_gpus]]
-        out.append((int(held[np.argsort(held, kind="stable")[: request.num_gpus]].sum()), node,
-                    tuple(sorted(int(x) for x in pick))))
+        out.append((node, tuple(sorted(int(x) for x in pick))))
     return out
 
 
-def fraction_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int, int, tuple[int, ...]]]:
-    """(milli to move, node, (GPU,)) for a fraction: GPUs where the movable fractions could make room."""
+def fraction_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int, tuple[int, ...]]]:
+    """(node, (GPU,)) for a fraction: GPUs where the movable fractions could make room."""
     fixed = MILLI - arrays.gpu_free_milli.astype(np.int64) - movable.slot_milli.sum(axis=2)
     ok = arrays.gpu_present & (MILLI - fixed >= request.gpu_milli) & mask[:, None]
+    ok &= ((arrays.cpu_free + movable.cpu >= request.cpu_milli) & (arrays.mem_free + movable.mem >= request.mem_mib))[:, None]
     n, g = np.nonzero(ok)
-    need = np.maximum(0, request.gpu_milli - arrays.gpu_free_milli[n, g].astype(np.int64))
-    return [(int(m), int(a), (int(b),)) for m, a, b in zip(need.tolist(), n.tolist(), g.tolist(), strict=True)]
+    return [(int(a), (int(b),)) for a, b in zip(n.tolist(), g.tolist(), strict=True)]

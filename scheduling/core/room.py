@@ -80,6 +80,9 @@ class MovableSet:
         self.slot_mem = np.zeros_like(self.slot_milli)
         self.slot_key: dict[tuple[int, int, int], object] = {}
         self._slot_of: dict[object, tuple[int, int, int]] = {}
+        # requests no plan was found for since pods last moved: a request that needs at least
+        # as much finds none either (placements since then only took capacity)
+        self.no_room: list[tuple[PlacementRequest, bytes | None, int]] = []  # request, allowed, depth
 
     @classmethod
     def of(cls, arrays: ClusterArrays, residents: Iterable[Resident]) -> MovableSet:
@@ -231,10 +234,15 @@ def plan_room(
     mask = np.ones(arrays.size, dtype=bool) if allowed is None else allowed
     if int(arrays.gpu_free_milli[mask].sum()) < request.total_gpu_milli:
         return None  # not a fragmentation problem: moving cannot help
+    where = None if allowed is None else allowed.tobytes()
+    if any(_needs_as_much(request, done) and done_where == where and done_depth >= depth
+           for done, done_where, done_depth in movable.no_room):
+        return None
     planner = _RoomPlanner(arrays, policy, movable, ctx)
     try:
         placement = planner.make_room(request, mask, depth, nodes, top=True)
         if placement is None:
+            movable.no_room.append((request, where, depth))
             return None
         return RoomPlan(placement, tuple((r, new) for r, new in planner.moved if new != r.placement))
     finally:
@@ -243,6 +251,7 @@ def plan_room(
 
 def apply_room_plan(arrays: ClusterArrays, request: PlacementRequest, plan: RoomPlan, movable: MovableSet) -> None:
     """Carry out a plan on `arrays` and keep `movable` in step (the request itself is not added)."""
+    movable.no_room.clear()
     for r, _ in plan.moves:
         movable.remove(r.key, r.placement.node)
         release(arrays, r.request, r.placement)
@@ -327,8 +336,8 @@ class _RoomPlanner:
                 victims = self._victims(node, request, keys)
                 if victims:
                     yield functools.partial(self._clear, request, node, victims, depth)
-            for node, gpus in self._repack_targets(request, mask) if depth >= 2 else ():
-                yield functools.partial(self._repack, request, node, gpus)
+            for node, gpus, lifted in self._repack_targets(request, mask) if depth >= 2 else ():
+                yield functools.partial(self._repack, request, node, gpus, lifted)
         if request.is_fraction:
             for r in self.movable.swap_partners(self.arrays, request, mask, self.ctx.rank(self.arrays.size), nodes):
                 if r.key in self.movable.on_node[r.placement.node]:  # not moved by an earlier try
@@ -358,27 +367,37 @@ class _RoomPlanner:
             return placement
         return None
 
-    def _repack_targets(self, request: PlacementRequest, mask: np.ndarray) -> list[tuple[int, tuple[int, ...]]]:
-        """(node, GPUs) to empty by a repack: the least milli to move first, then node order."""
+    def _repack_targets(self, request: PlacementRequest, mask: np.ndarray) -> Iterator[tuple[int, tuple, list]]:
+        """(node, GPUs, residents to lift) for repacks, easiest first: the smallest biggest pod to
+        lift, then the least milli, then node order; at most `REPACK_SAME` of one kind."""
         if request.num_gpus == 0:
-            return []
-        find = repack.fraction_targets if request.is_fraction else repack.whole_targets
-        targets = find(self.arrays, self.movable, request, mask)
-        rank = self.ctx.rank(self.arrays.size)
-        targets.sort(key=lambda t: (t[0], rank[t[1]], t[2]))
-        return [(node, gpus) for _, node, gpus in targets[: repack.REPACK_TARGETS]]
-
-    def _repack(self, request: PlacementRequest, node: int, gpus: tuple[int, ...]) -> Placement | None:
-        """Lift residents off `gpus` of `node` (for a fraction, the fewest that make room) and
-        repack them with the residents of the GPUs around them; then place the request."""
+            return
         a = self.arrays
-        if request.is_fraction:
-            lifted = list(_smallest_room(repack.fractions_on(self.movable, node, gpus[0]),
-                                         int(a.gpu_free_milli[node, gpus[0]]), request.gpu_milli))
-        else:
-            lifted = [r for g in gpus for r in repack.fractions_on(self.movable, node, g)]
-        if not lifted:
-            return None
+        find = repack.fraction_targets if request.is_fraction else repack.whole_targets
+        rank = self.ctx.rank(a.size)
+        ranked = []
+        for node, gpus in find(a, self.movable, request, mask):
+            if request.is_fraction:
+                lifted = _smallest_room(repack.fractions_on(self.movable, node, gpus[0]),
+                                        int(a.gpu_free_milli[node, gpus[0]]), request.gpu_milli)
+            else:
+                lifted = tuple(r for g in gpus for r in repack.fractions_on(self.movable, node, g))
+            if lifted:
+                sizes = sorted((r.placement.gpu_milli for r in lifted), reverse=True)
+                ranked.append(((sizes[0], sum(sizes), rank[node]), tuple(sizes), node, gpus, list(lifted)))
+        ranked.sort(key=lambda t: t[0])
+        kinds: dict[tuple, int] = {}
+        tried = 0
+        for _, kind, node, gpus, lifted in ranked:
+            if kinds.get(kind, 0) < repack.REPACK_SAME and tried < repack.REPACK_TARGETS:
+                kinds[kind] = kinds.get(kind, 0) + 1
+                tried += 1
+                yield node, gpus, lifted
+
+    def _repack(self, request: PlacementRequest, node: int, gpus: tuple[int, ...], lifted: list) -> Placement | None:
+        """Repack `lifted` (residents of `gpus` on `node`) with the residents of the GPUs around
+        them so they leave those GPUs; then place the request there."""
+        a = self.arrays
         moves = repack.search(a, self.movable, node, gpus, lifted, request.cpu_milli, request.mem_mib,
                               self.ctx.rank(a.size))
         if moves is None:
@@ -485,3 +504,10 @@ def _smallest_room(on_gpu: list[Resident], free: int, need: int) -> tuple[Reside
         if freed >= need and (best is None or (freed, len(subset)) < best[0]):
             best = ((freed, len(subset)), subset)
     return best[1] if best is not None else ()
+
+
+def _needs_as_much(request: PlacementRequest, other: PlacementRequest) -> bool:
+    """`request` asks the same GPUs as `other` and at least its CPU and memory."""
+    return (request.gpu_milli, request.num_gpus) == (other.gpu_milli, other.num_gpus) and (
+        request.gpu_mem_mib >= other.gpu_mem_mib and request.cpu_milli >= other.cpu_milli
+        and request.mem_mib >= other.mem_mib)
