@@ -16,6 +16,7 @@ import numpy as np
 
 from . import placement as pl
 from .model import Job, ReplicaKey, Request, Role, Slice
+from .repack import Steps
 from .room import MovableSet, Resident, plan_room
 from .session import Assignment, JobState, Session, request_milli
 
@@ -454,6 +455,7 @@ def consolidate(s: Session) -> None:
     failed: dict[tuple, int] = {}
     movable: list[Movable] = []                 # collected on first need
     residents: list[MovableSet] = []
+    steps = Steps()  # repack search steps, shared by this cycle's plans
 
     def visit(state: JobState) -> object:
         if budget[0] <= 0:
@@ -473,7 +475,7 @@ def consolidate(s: Session) -> None:
             if not residents:
                 residents.append(movable_set(s))
             budget[0] -= 1
-            if s.transaction(lambda: room_for_one(s, state, one[0], one[1], residents[0])):
+            if s.transaction(lambda: room_for_one(s, state, one[0], one[1], residents[0], steps)):
                 state.fail = None
                 movable.clear()
             else:
@@ -530,7 +532,8 @@ def request_mask(s: Session, request: Request, pools: Iterable[str]) -> np.ndarr
     return mask
 
 
-def room_for_one(s: Session, state: JobState, role: Role, index: int, residents: MovableSet) -> bool:
+def room_for_one(s: Session, state: JobState, role: Role, index: int, residents: MovableSet,
+                 steps: Steps) -> bool:
     """Scenario body: the moves `plan_room` finds for one replica, carried out as evictions and binds."""
     pools = plan(s, state).pools[role.name]
     request = role.request
@@ -539,7 +542,7 @@ def room_for_one(s: Session, state: JobState, role: Role, index: int, residents:
     own = [residents.remove(k, s.assign[k].row) for k in keys if k in residents.on_node[s.assign[k].row]]
     try:
         room = plan_room(s.arrays, s.placement_request(request), s.pools[pools[0]].placement, residents,
-                            request_mask(s, request, pools), s.ctx)
+                         request_mask(s, request, pools), s.ctx, steps=steps)
     finally:
         for r in own:
             residents.add(r)

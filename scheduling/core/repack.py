@@ -15,15 +15,17 @@ allowed nodes are checked as it goes.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
 
 from scheduling.core.fragmentation import MILLI
 
-REPACK_TARGETS = 6  # target GPU sets tried per request
-REPACK_BINS = 100  # most GPUs opened around one target
-REPACK_STEPS = 2000  # search steps per packing attempt
+REPACK_TARGETS = 24  # target GPU sets tried per request
+REPACK_BINS = 24  # most GPUs opened around one target
+REPACK_STEPS = 200  # search steps per packing attempt
+REPACK_PLAN_STEPS = 10000  # search steps per cycle (about 0.1-0.2 s), all plans and targets together
 REPACK_SAME = 2  # most bins of one kind opened around one target
 REPACK_BRANCHES = 5  # bins tried per item in the search
 
@@ -46,17 +48,26 @@ class Item:
     home: tuple[int, int] | None  # (node, gpu) it sits on, None for residents of the targets
 
 
+class Steps:
+    """Search steps left to a plan."""
+
+    def __init__(self, left: int | None = None) -> None:
+        self.left = REPACK_PLAN_STEPS if left is None else left
+
+
 class Packer:
-    """Depth-first bin packing of items into bins, bounded by `steps`."""
+    """Depth-first bin packing of items into bins, bounded by `REPACK_STEPS` and the plan's steps."""
 
     def __init__(self, items: list[Item], bins: list[Bin], cpu: dict[int, int], mem: dict[int, int],
-                 steps: int) -> None:
+                 budget: Steps) -> None:
         self.items = sorted(items, key=lambda it: (-it.milli, it.home is None))
         self.bins = bins
         self.cpu, self.mem = cpu, mem  # node -> CPU / memory left
-        self.steps = steps
+        self.budget = budget
+        self.steps = min(REPACK_STEPS, budget.left)
         self.where: list[int] = [-1] * len(self.items)
         self.index = {(b.node, b.gpu): i for i, b in enumerate(bins)}
+        self.by_room = sorted((b.milli, i) for i, b in enumerate(bins))  # kept sorted as bins fill
         # room left in a bin below the smallest item is lost for good; more lost than the slack
         # (room minus items) means this branch cannot succeed
         self.smallest = self.items[-1].milli if self.items else 0
@@ -75,19 +86,24 @@ class Packer:
 
     def _order(self, it: Item) -> list[int]:
         """Its own GPU first, then the fullest bins it fits, one per distinct state."""
-        home = self.index.get(it.home) if it.home is not None else None
-        others = sorted((i for i, b in enumerate(self.bins) if i != home and b.milli >= it.milli and self._fits(it, b)),
-                        key=lambda i: (self.bins[i].milli, i))
-        order = [home, *others] if home is not None and self._fits(it, self.bins[home]) else others
-        seen: set[tuple[int, int, int]] = set()
-        out = []
-        for i in order:
-            b = self.bins[i]
-            state = (b.node, b.milli, b.mem)  # same node, same room: same outcome
+        home = self.index.get(it.home, -1) if it.home is not None else -1
+        bins, cpu, mem = self.bins, self.cpu, self.mem
+        out = [home] if home >= 0 and self._fits(it, bins[home]) else []
+        allowed = it.resident.allowed
+        seen = set()
+        by_room = self.by_room
+        for j in range(bisect.bisect_left(by_room, (it.milli, -1)), len(by_room)):
+            i = by_room[j][1]
+            b = bins[i]
+            node = b.node
+            if (i == home or b.mem < it.gpu_mem or cpu[node] < it.cpu or mem[node] < it.mem
+                    or (allowed is not None and not allowed[node])):
+                continue
+            state = (node, b.milli, b.mem)  # same node, same room: same outcome
             if state not in seen:
                 seen.add(state)
                 out.append(i)
-                if len(out) == REPACK_BRANCHES:
+                if len(out) >= REPACK_BRANCHES:
                     break
         return out
 
@@ -97,27 +113,58 @@ class Packer:
         if self.steps <= 0:
             return False
         self.steps -= 1
+        self.budget.left -= 1
         it = self.items[k]
+        smallest, slack = self.smallest, self.slack
         for i in self._order(it):
             b = self.bins[i]
-            lost = b.milli - it.milli if b.milli >= self.smallest > b.milli - it.milli else 0
-            if self.lost + lost > self.slack:
+            after = b.milli - it.milli
+            lost = after if after < smallest <= b.milli else 0
+            if self.lost + lost > slack:
                 continue
-            self._put(it, b, +1)
+            self._put(it, i, +1)
             self.lost += lost
             self.where[k] = i
             if self._place(k + 1):
                 return True
             self.lost -= lost
-            self._put(it, b, -1)
+            self._put(it, i, -1)
         self.where[k] = -1
         return False
 
-    def _put(self, it: Item, b: Bin, sign: int) -> None:
+    def _put(self, it: Item, i: int, sign: int) -> None:
+        b = self.bins[i]
+        by_room = self.by_room
+        del by_room[bisect.bisect_left(by_room, (b.milli, i))]
         b.milli -= sign * it.milli
+        bisect.insort(by_room, (b.milli, i))
         b.mem -= sign * it.gpu_mem
         self.cpu[b.node] -= sign * it.cpu
         self.mem[b.node] -= sign * it.mem
+
+
+def bin_candidates(arrays, movable, rank: np.ndarray) -> list[tuple[int, int]]:
+    """GPUs with a gap, as (node, gpu), for repacks to open: the largest gaps first (they hold the
+    milli to gather), ties in node order, at most REPACK_SAME of one kind (same gap, same movable
+    fractions) so the bins offer different sizes. A cluster has thousands of GPUs but a few
+    hundred kinds; a few more than REPACK_BINS are kept for searches that may not use some."""
+    gap = arrays.gpu_free_milli.astype(np.int64)
+    n, g = np.nonzero(arrays.gpu_present & (gap > 0))
+    if len(n) == 0:
+        return []
+    order = np.lexsort((g, rank[n], -gap[n, g]))
+    n, g = n[order], g[order]
+    kind = np.concatenate([gap[n, g][:, None], np.sort(movable.slot_milli[n, g], axis=1)], axis=1)
+    inverse = np.unique(kind, axis=0, return_inverse=True)[1].reshape(-1)
+    # each GPU's position among those of its kind, in the order above
+    by_kind = np.argsort(inverse, kind="stable")
+    grouped = inverse[by_kind]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    position = np.empty(len(n), dtype=np.int64)
+    position[by_kind] = np.arange(len(n)) - np.repeat(starts, np.diff(np.r_[starts, len(n)]))
+    take = np.flatnonzero(position < REPACK_SAME)[: 3 * REPACK_BINS]
+    n, g = n[take], g[take]
+    return list(zip(n.tolist(), g.tolist(), strict=True))
 
 
 def item(resident, home: tuple[int, int] | None) -> Item:
@@ -131,34 +178,19 @@ def fractions_on(movable, node: int, gpu: int) -> list:
 
 
 def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, cpu_need: int, mem_need: int,
-           rank: np.ndarray, max_bins: int = REPACK_BINS, steps: int = REPACK_STEPS) -> list | None:
+           candidates: list[tuple[int, int]], budget: Steps) -> list | None:
     """Where each resident in `lifted` (all on `targets` of `node`) and the residents of the bins
     opened around them go, so that `targets` keep none of `lifted` and `node` keeps `cpu_need`
-    CPU and `mem_need` memory for the request. Returns [(resident, node, gpu)] for the residents
-    that move, or None."""
+    CPU and `mem_need` memory for the request. Bins are the first REPACK_BINS `candidates`
+    (from `bin_candidates`) the lifted pods may use. Returns [(resident, node, gpu)] for the
+    residents that move, or None."""
     need = sum(r.placement.gpu_milli for r in lifted)
-    gap = arrays.gpu_free_milli.astype(np.int64)
-    open_ok = arrays.gpu_present & (gap > 0)
-    open_ok[node, list(targets)] = False
-    allowed = [r.allowed for r in lifted if r.allowed is not None]
-    if allowed:
-        open_ok &= np.logical_or.reduce(allowed)[:, None]
-    n, g = np.nonzero(open_ok)
-    if len(n) == 0:
-        return None
-    # the largest gaps first (ties in node order): they hold the milli to gather; at most
-    # REPACK_SAME GPUs of one kind (same room, same residents), so the bins offer different sizes
-    order = np.lexsort((g, rank[n], -gap[n, g]))[: max_bins * 20]
-    chosen: list[tuple[int, int, list]] = []
-    kinds: dict[tuple, int] = {}
-    for bn, bg in zip(n[order].tolist(), g[order].tolist(), strict=True):
-        residents = fractions_on(movable, bn, bg)
-        kind = (int(gap[bn, bg]), tuple(sorted(r.placement.gpu_milli for r in residents)))
-        if kinds.get(kind, 0) < REPACK_SAME:
-            kinds[kind] = kinds.get(kind, 0) + 1
-            chosen.append((bn, bg, residents))
-            if len(chosen) == max_bins:
-                break
+    gap = arrays.gpu_free_milli
+    masks = [r.allowed for r in lifted if r.allowed is not None]
+    allowed = np.logical_or.reduce(masks) if masks else None
+    usable = [(bn, bg) for bn, bg in candidates
+              if not (bn == node and bg in targets) and (allowed is None or allowed[bn])][:REPACK_BINS]
+    chosen = [(bn, bg, fractions_on(movable, bn, bg)) for bn, bg in usable]
     cpu = {node: int(arrays.cpu_free[node]) - cpu_need + sum(r.request.cpu_milli for r in lifted)}
     mem = {node: int(arrays.mem_free[node]) - mem_need + sum(r.request.mem_mib for r in lifted)}
     if cpu[node] < 0 or mem[node] < 0:
@@ -180,7 +212,9 @@ def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, c
         if opened < need or (len(bins) < checkpoint and len(bins) < len(chosen)):
             continue  # too little gap opened for packing to succeed, or not yet time to retry
         checkpoint = 2 * len(bins)
-        packer = Packer(items, [Bin(b.node, b.gpu, b.milli, b.mem) for b in bins], dict(cpu), dict(mem), steps)
+        if budget.left <= 0:
+            return None
+        packer = Packer(items, [Bin(b.node, b.gpu, b.milli, b.mem) for b in bins], dict(cpu), dict(mem), budget)
         where = packer.solve()
         if where is not None:
             out = []

@@ -218,6 +218,7 @@ def plan_room(
     ctx: PlacementContext | None = None,
     nodes: int = ROOM_NODES,
     depth: int = ROOM_DEPTH,
+    steps: repack.Steps | None = None,
 ) -> RoomPlan | None:
     """Moves of residents after which `request` fits, or None. `arrays` and `movable` are left as
     they were (the plan is tried on them and undone).
@@ -228,7 +229,10 @@ def plan_room(
     there, then each displaced resident is placed again anywhere it may run (not where it was) by
     the same policy. A displaced resident that fits nowhere may in turn displace smaller ones
     (`depth` levels, `ROOM_NODES_NESTED` nodes each): chain moves, which also swap pods between
-    GPUs. The plan holds only if the request and every displaced resident are placed.
+    GPUs. With two levels or more, repacks (`repack.py`) are tried between the first scenario and
+    the chains; they spend `steps` (a fresh `repack.Steps()` when None: one plan's worth; the
+    cycle shares one among its plans). The plan holds only if the request and every displaced
+    resident are placed.
     """
     ctx = ctx if ctx is not None else PlacementContext()
     mask = np.ones(arrays.size, dtype=bool) if allowed is None else allowed
@@ -238,7 +242,7 @@ def plan_room(
     if any(_needs_as_much(request, done) and done_where == where and done_depth >= depth
            for done, done_where, done_depth in movable.no_room):
         return None
-    planner = _RoomPlanner(arrays, policy, movable, ctx)
+    planner = _RoomPlanner(arrays, policy, movable, ctx, steps if steps is not None else repack.Steps())
     try:
         placement = planner.make_room(request, mask, depth, nodes, top=True)
         if placement is None:
@@ -264,12 +268,15 @@ def apply_room_plan(arrays: ClusterArrays, request: PlacementRequest, plan: Room
 class _RoomPlanner:
     """Tries a plan on the live arrays with an undo log."""
 
-    def __init__(self, arrays: ClusterArrays, policy: str, movable: MovableSet, ctx: PlacementContext) -> None:
+    def __init__(self, arrays: ClusterArrays, policy: str, movable: MovableSet, ctx: PlacementContext,
+                 steps: repack.Steps) -> None:
         self.arrays, self.policy, self.movable, self.ctx = arrays, policy, movable, ctx
         self.log: list[Callable[[], None]] = []
         self.moved: list[tuple[Resident, Placement]] = []
         self.failed: set[tuple] = set()  # (request, allowed, depth) that found no room in this plan
         self.budget = ROOM_ATTEMPTS  # placements tried in one plan, chains included
+        self.repack_steps = steps  # search steps left to repacks (shared by the plans of one cycle)
+        self.bins: list[tuple[int, int]] | None = None  # GPUs repacks may open
 
     def undo_to(self, mark: int) -> None:
         while len(self.log) > mark:
@@ -308,7 +315,7 @@ class _RoomPlanner:
             return placement
         if depth <= 0:
             return None
-        memo = (request, id(mask), depth)
+        memo = (request, mask.tobytes(), depth)  # by content: a freed mask's id can be reused
         if memo in self.failed:
             return None
         for attempt in self._scenarios(request, mask, depth, nodes, top):
@@ -398,8 +405,10 @@ class _RoomPlanner:
         """Repack `lifted` (residents of `gpus` on `node`) with the residents of the GPUs around
         them so they leave those GPUs; then place the request there."""
         a = self.arrays
+        if self.bins is None:  # every repack of a plan starts from the same state
+            self.bins = repack.bin_candidates(a, self.movable, self.ctx.rank(a.size))
         moves = repack.search(a, self.movable, node, gpus, lifted, request.cpu_milli, request.mem_mib,
-                              self.ctx.rank(a.size))
+                              self.bins, self.repack_steps)
         if moves is None:
             return None
         for r, _, _ in moves:

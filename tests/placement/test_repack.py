@@ -1,0 +1,112 @@
+"""Repack (scheduling.core.repack): emptying a GPU by re-packing the residents of several GPUs."""
+
+import numpy as np
+
+from scheduling.core import repack
+from scheduling.core.placement import (
+    ClusterArrays,
+    NodeCapacity,
+    Placement,
+    PlacementRequest,
+    allocate,
+    release,
+)
+from scheduling.core.room import MovableSet, Resident, apply_room_plan, plan_room
+
+
+def req(milli, gpus=1, cpu=1000):
+    return PlacementRequest(milli, gpus, 0, cpu, 1000)
+
+
+def cluster(loads, cpu=32000):
+    """One 1-GPU node per entry; each entry lists (milli, movable) pods on that GPU, 1 core each."""
+    arrays = ClusterArrays.build([NodeCapacity.empty(f"n{i}", "T4", 1, cpu, 64000) for i in range(len(loads))])
+    movable = MovableSet(arrays)
+    for node, pods in enumerate(loads):
+        for i, (milli, is_movable) in enumerate(pods):
+            r = Resident(f"n{node}-{i}-{milli}", req(milli), Placement(node, (0,), milli, 0))
+            allocate(arrays, r.request, r.placement)
+            if is_movable:
+                movable.add(r)
+    return arrays, movable
+
+
+def carry_out(arrays, moves):
+    """Apply search() moves on the arrays; allocate() raises if any GPU, CPU or memory overflows."""
+    for r, _, _ in moves:
+        release(arrays, r.request, r.placement)
+    for r, node, gpu in moves:
+        allocate(arrays, r.request, Placement(node, (gpu,), r.placement.gpu_milli, 0))
+
+
+# n0 is the target (500 + 300 movable). The other GPUs' gaps (300, 300, 200) add up to exactly
+# what n0 holds, and the 500 fits no gap as it stands: only re-pairing n1's 200 with n3's 300
+# makes room for it (n1: 500 fixed + 500; n2: 700 fixed + 300; n3: 500 fixed + 300 + 200).
+EXACT = [[(500, True), (300, True)], [(500, False), (200, True)], [(700, False)], [(500, False), (300, True)]]
+
+
+def test_search_empties_the_target_by_repacking_the_gaps_around_it():
+    arrays, movable = cluster(EXACT)
+    lifted = repack.fractions_on(movable, 0, 0)
+    moves = repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, repack.bin_candidates(arrays, movable, np.arange(4)), repack.Steps())
+    assert moves is not None
+    carry_out(arrays, moves)
+    assert arrays.gpu_free_milli[:, 0].tolist() == [1000, 0, 0, 0]
+    # the 300 already on n3 stays where it is: three moves, not four
+    assert sorted((r.placement.gpu_milli, node) for r, node, _ in moves) == [(200, 3), (300, 2), (500, 1)]
+
+
+# the same gaps in all (800 besides the target's) but no packing: the 500 can only take n3's
+# 500 of room, and then 300, 300 and 200 do not go into n1's 450 and n2's 350
+NO_PACKING = [[(500, True), (300, True)], [(550, False), (200, True)], [(650, False)], [(500, False), (300, True)]]
+
+
+def test_search_finds_nothing_when_no_packing_exists():
+    arrays, movable = cluster(NO_PACKING)
+    lifted = repack.fractions_on(movable, 0, 0)
+    assert repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, repack.bin_candidates(arrays, movable, np.arange(4)), repack.Steps()) is None
+
+
+def test_search_keeps_cpu_for_the_request_and_for_the_moved_pods():
+    arrays, movable = cluster(EXACT, cpu=4000)
+    lifted = repack.fractions_on(movable, 0, 0)
+    bins = repack.bin_candidates(arrays, movable, np.arange(4))
+    # n0 keeps 4 cores once both its pods leave; a request for 5 cannot go there
+    assert repack.search(arrays, movable, 0, (0,), lifted, 5000, 1000, bins, repack.Steps()) is None
+    # with no CPU left elsewhere a pod can only take the place of one that leaves: n2 takes none,
+    # and n1 and n3 have 1000 milli of room for 1300
+    arrays.cpu_free[1:] = 0
+    assert repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, bins, repack.Steps()) is None
+    arrays.cpu_free[2:] = 1000  # a core more on n2 and n3: room for the fourth pod
+    moves = repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, bins, repack.Steps())
+    assert moves is not None
+    carry_out(arrays, moves)  # raises if a node's CPU would overflow
+    assert arrays.cpu_free.tolist() == [4000, 0, 0, 0]
+
+
+def test_search_stops_when_the_plan_has_no_steps_left():
+    arrays, movable = cluster(EXACT)
+    lifted = repack.fractions_on(movable, 0, 0)
+    assert repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, repack.bin_candidates(arrays, movable, np.arange(4)), repack.Steps(0)) is None
+
+
+def test_plan_room_repacks_and_leaves_the_arrays_as_they_were():
+    arrays, movable = cluster(EXACT)
+    before = arrays.gpu_free_milli.copy(), arrays.cpu_free.copy()
+    plan = plan_room(arrays, req(1000), "default", movable)
+    assert plan is not None and plan.placement.node == 0
+    assert np.array_equal(before[0], arrays.gpu_free_milli) and np.array_equal(before[1], arrays.cpu_free)
+    apply_room_plan(arrays, req(1000), plan, movable)
+    assert arrays.gpu_free_milli[:, 0].tolist() == [0, 0, 0, 0]
+    assert len(movable) == 4  # every moved pod is still there, on its new GPU
+
+
+def test_a_request_that_found_no_room_is_not_searched_again_until_pods_move():
+    arrays, movable = cluster(NO_PACKING)
+    assert plan_room(arrays, req(1000, cpu=2000), "default", movable) is None
+    assert len(movable.no_room) == 1
+    # one that needs as much is answered from the memo, one that needs less is searched
+    assert plan_room(arrays, req(1000, cpu=3000), "default", movable) is None
+    assert len(movable.no_room) == 1
+    assert plan_room(arrays, req(1000, cpu=1000), "default", movable) is None
+    assert len(movable.no_room) == 2
