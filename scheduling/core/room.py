@@ -385,8 +385,9 @@ class _RoomPlanner:
         ranked = []
         for node, gpus in find(a, self.movable, request, mask):
             if request.is_fraction:
-                lifted = _smallest_room(repack.fractions_on(self.movable, node, gpus[0]),
-                                        int(a.gpu_free_milli[node, gpus[0]]), request.gpu_milli)
+                found = _smallest_room(repack.fractions_on(self.movable, node, gpus[0]),
+                                       int(a.gpu_free_milli[node, gpus[0]]), request.gpu_milli)
+                lifted = found[1] if found is not None else ()
             else:
                 lifted = tuple(r for g in gpus for r in repack.fractions_on(self.movable, node, g))
             if lifted:
@@ -463,15 +464,9 @@ class _RoomPlanner:
             best: tuple | None = None
             for g in np.flatnonzero(a.gpu_present[node]).tolist():
                 on_gpu = [r for r in here if g in r.placement.gpus]
-                free = int(a.gpu_free_milli[node, g])
-                if free + sum(r.placement.gpu_milli for r in on_gpu) < request.gpu_milli:
-                    continue
-                for subset in _subsets(on_gpu):
-                    freed = free + sum(r.placement.gpu_milli for r in subset)
-                    if freed >= request.gpu_milli:
-                        key = (freed, len(subset), g)
-                        if best is None or key < best[0]:
-                            best = (key, subset)
+                found = _smallest_room(on_gpu, int(a.gpu_free_milli[node, g]), request.gpu_milli)
+                if found is not None and (best is None or (*found[0], g) < best[0]):
+                    best = ((*found[0], g), found[1])
             if best is None:
                 return []
             chosen = list(best[1])
@@ -504,15 +499,15 @@ def _subsets(items: list[Resident], limit: int = 6) -> Iterator[tuple[Resident, 
         yield from itertools.combinations(items, k)
 
 
-def _smallest_room(on_gpu: list[Resident], free: int, need: int) -> tuple[Resident, ...]:
-    """The subset of a GPU's residents whose leaving frees `need` milli with the least to spare
-    (then the fewest pods); () when even all of them are not enough."""
+def _smallest_room(on_gpu: list[Resident], free: int, need: int) -> tuple[tuple[int, int], tuple] | None:
+    """((milli freed, pods), pods) for the subset of a GPU's residents whose leaving frees `need`
+    milli with the least to spare, then the fewest pods; None when even all of them are not enough."""
     best: tuple | None = None
     for subset in _subsets(on_gpu):
         freed = free + sum(r.placement.gpu_milli for r in subset)
         if freed >= need and (best is None or (freed, len(subset)) < best[0]):
             best = ((freed, len(subset)), subset)
-    return best[1] if best is not None else ()
+    return best
 
 
 def _needs_as_much(request: PlacementRequest, other: PlacementRequest) -> bool:
