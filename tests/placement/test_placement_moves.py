@@ -1,35 +1,16 @@
-"""Consolidation planning (placement.plan_room), which both the cycle and `bench.placement --moves` use."""
+"""Consolidation planning (room.plan_room), which both the cycle and `bench.placement --moves` use."""
 
 import json
 
 import numpy as np
 
 from bench.placement import main
-from scheduling.core.placement import (
-    ClusterArrays,
-    NodeCapacity,
-    Placement,
-    PlacementRequest,
-    allocate,
-)
-from scheduling.core.room import MovableSet, Resident, apply_room_plan, plan_room
+from scheduling.core.placement import PlacementRequest
+from scheduling.core.room import MovableSet, apply_room_plan, plan_room
 
 
 def req(milli, gpus=1, cpu=1000):
     return PlacementRequest(milli, gpus, 0, cpu, 1000)
-
-
-def cluster(loads):
-    """One 1-GPU node per entry; each entry lists (milli, movable) pods on that GPU."""
-    arrays = ClusterArrays.build([NodeCapacity.empty(f"n{i}", "T4", 1, 32000, 64000) for i in range(len(loads))])
-    movable = MovableSet(arrays)
-    for node, pods in enumerate(loads):
-        for i, (milli, is_movable) in enumerate(pods):
-            r = Resident(f"n{node}-{i}-{milli}", req(milli), Placement(node, (0,), milli, 0))
-            allocate(arrays, r.request, r.placement)
-            if is_movable:
-                movable.add(r)
-    return arrays, movable
 
 
 def state(arrays):
@@ -40,8 +21,8 @@ def same(a, b):
     return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def test_a_best_effort_pod_moves_to_make_room_for_a_whole_gpu():
-    arrays, movable = cluster([[(500, True)], [(400, False)]])
+def test_a_best_effort_pod_moves_to_make_room_for_a_whole_gpu(gpu_cluster):
+    arrays, movable = gpu_cluster([[(500, True)], [(400, False)]])
     before = state(arrays)
     plan = plan_room(arrays, req(1000), "default", movable)
     assert same(before, state(arrays))  # planning changes nothing
@@ -52,21 +33,21 @@ def test_a_best_effort_pod_moves_to_make_room_for_a_whole_gpu():
     assert list(movable.on_node[1]) == ["n0-0-500"] and not movable.on_node[0]
 
 
-def test_nothing_moves_when_the_moved_pod_would_not_fit_again():
-    arrays, movable = cluster([[(500, True)], [(700, False)]])
+def test_nothing_moves_when_the_moved_pod_would_not_fit_again(gpu_cluster):
+    arrays, movable = gpu_cluster([[(500, True)], [(700, False)]])
     assert plan_room(arrays, req(1000), "default", movable) is None
 
 
-def test_pods_that_may_not_move_stay():
-    arrays, movable = cluster([[(300, False)], [(300, False)]])
+def test_pods_that_may_not_move_stay(gpu_cluster):
+    arrays, movable = gpu_cluster([[(300, False)], [(300, False)]])
     assert plan_room(arrays, req(1000), "default", movable) is None
 
 
-def test_a_chain_move_when_the_second_displaced_pod_fits_nowhere():
+def test_a_chain_move_when_the_second_displaced_pod_fits_nowhere(gpu_cluster):
     # the whole GPU of n0 is cleared; its first 300 takes n1's gap, the second fits nowhere until
     # the 200 on n2 moves to n3's gap: three moves, and only with chains (depth 2)
     loads = [[(300, True), (300, True)], [(700, False)], [(600, False), (200, True)], [(800, False)]]
-    arrays, movable = cluster(loads)
+    arrays, movable = gpu_cluster(loads)
     assert plan_room(arrays, req(1000), "binpack", movable, depth=1) is None
     plan = plan_room(arrays, req(1000), "binpack", movable, depth=2)
     assert plan is not None and plan.placement.node == 0
@@ -76,8 +57,8 @@ def test_a_chain_move_when_the_second_displaced_pod_fits_nowhere():
     assert len(movable) == 3
 
 
-def test_the_request_goes_only_where_it_is_allowed():
-    arrays, movable = cluster([[(500, True)], [(400, False)]])
+def test_the_request_goes_only_where_it_is_allowed(gpu_cluster):
+    arrays, movable = gpu_cluster([[(500, True)], [(400, False)]])
     assert plan_room(arrays, req(1000), "default", movable, allowed=np.array([False, True])) is None
 
 
@@ -96,8 +77,8 @@ def test_replay_with_moves_reports_them(tmp_path, capsys):
     assert out["moves"]["count"] == sum(out["moves"]["per_seed"])
 
 
-def test_a_movable_set_built_in_bulk_equals_one_built_pod_by_pod():
-    arrays, one_by_one = cluster([[(300, True), (300, True)], [(700, False), (200, True)], [(1000, True)]])
+def test_a_movable_set_built_in_bulk_equals_one_built_pod_by_pod(gpu_cluster):
+    arrays, one_by_one = gpu_cluster([[(300, True), (300, True)], [(700, False), (200, True)], [(1000, True)]])
     residents = [r for d in one_by_one.on_node for r in d.values()]
     bulk = MovableSet.of(arrays, residents)
     for name in ("milli", "cpu", "mem", "slot_milli", "slot_cpu", "slot_mem"):

@@ -3,32 +3,12 @@
 import numpy as np
 
 from scheduling.core import repack
-from scheduling.core.placement import (
-    ClusterArrays,
-    NodeCapacity,
-    Placement,
-    PlacementRequest,
-    allocate,
-    release,
-)
-from scheduling.core.room import MovableSet, Resident, apply_room_plan, plan_room
+from scheduling.core.placement import Placement, PlacementRequest, allocate, release
+from scheduling.core.room import apply_room_plan, plan_room
 
 
 def req(milli, gpus=1, cpu=1000):
     return PlacementRequest(milli, gpus, 0, cpu, 1000)
-
-
-def cluster(loads, cpu=32000):
-    """One 1-GPU node per entry; each entry lists (milli, movable) pods on that GPU, 1 core each."""
-    arrays = ClusterArrays.build([NodeCapacity.empty(f"n{i}", "T4", 1, cpu, 64000) for i in range(len(loads))])
-    movable = MovableSet(arrays)
-    for node, pods in enumerate(loads):
-        for i, (milli, is_movable) in enumerate(pods):
-            r = Resident(f"n{node}-{i}-{milli}", req(milli), Placement(node, (0,), milli, 0))
-            allocate(arrays, r.request, r.placement)
-            if is_movable:
-                movable.add(r)
-    return arrays, movable
 
 
 def carry_out(arrays, moves):
@@ -45,8 +25,8 @@ def carry_out(arrays, moves):
 EXACT = [[(500, True), (300, True)], [(500, False), (200, True)], [(700, False)], [(500, False), (300, True)]]
 
 
-def test_search_empties_the_target_by_repacking_the_gaps_around_it():
-    arrays, movable = cluster(EXACT)
+def test_search_empties_the_target_by_repacking_the_gaps_around_it(gpu_cluster):
+    arrays, movable = gpu_cluster(EXACT)
     lifted = repack.fractions_on(movable, 0, 0)
     moves = repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, repack.bin_candidates(arrays, movable, np.arange(4)), repack.Steps())
     assert moves is not None
@@ -61,14 +41,14 @@ def test_search_empties_the_target_by_repacking_the_gaps_around_it():
 NO_PACKING = [[(500, True), (300, True)], [(550, False), (200, True)], [(650, False)], [(500, False), (300, True)]]
 
 
-def test_search_finds_nothing_when_no_packing_exists():
-    arrays, movable = cluster(NO_PACKING)
+def test_search_finds_nothing_when_no_packing_exists(gpu_cluster):
+    arrays, movable = gpu_cluster(NO_PACKING)
     lifted = repack.fractions_on(movable, 0, 0)
     assert repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, repack.bin_candidates(arrays, movable, np.arange(4)), repack.Steps()) is None
 
 
-def test_search_keeps_cpu_for_the_request_and_for_the_moved_pods():
-    arrays, movable = cluster(EXACT, cpu=4000)
+def test_search_keeps_cpu_for_the_request_and_for_the_moved_pods(gpu_cluster):
+    arrays, movable = gpu_cluster(EXACT, cpu=4000)
     lifted = repack.fractions_on(movable, 0, 0)
     bins = repack.bin_candidates(arrays, movable, np.arange(4))
     # n0 keeps 4 cores once both its pods leave; a request for 5 cannot go there
@@ -84,14 +64,14 @@ def test_search_keeps_cpu_for_the_request_and_for_the_moved_pods():
     assert arrays.cpu_free.tolist() == [4000, 0, 0, 0]
 
 
-def test_search_stops_when_the_plan_has_no_steps_left():
-    arrays, movable = cluster(EXACT)
+def test_search_stops_when_the_plan_has_no_steps_left(gpu_cluster):
+    arrays, movable = gpu_cluster(EXACT)
     lifted = repack.fractions_on(movable, 0, 0)
     assert repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, repack.bin_candidates(arrays, movable, np.arange(4)), repack.Steps(0)) is None
 
 
-def test_plan_room_repacks_and_leaves_the_arrays_as_they_were():
-    arrays, movable = cluster(EXACT)
+def test_plan_room_repacks_and_leaves_the_arrays_as_they_were(gpu_cluster):
+    arrays, movable = gpu_cluster(EXACT)
     before = arrays.gpu_free_milli.copy(), arrays.cpu_free.copy()
     plan = plan_room(arrays, req(1000), "default", movable)
     assert plan is not None and plan.placement.node == 0
@@ -101,8 +81,8 @@ def test_plan_room_repacks_and_leaves_the_arrays_as_they_were():
     assert len(movable) == 4  # every moved pod is still there, on its new GPU
 
 
-def test_a_request_that_found_no_room_is_not_searched_again_until_pods_move():
-    arrays, movable = cluster(NO_PACKING)
+def test_a_request_that_found_no_room_is_not_searched_again_until_pods_move(gpu_cluster):
+    arrays, movable = gpu_cluster(NO_PACKING)
     assert plan_room(arrays, req(1000, cpu=2000), "default", movable) is None
     assert len(movable.no_room) == 1
     # one that needs as much is answered from the memo, one that needs less is searched
