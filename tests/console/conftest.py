@@ -1,8 +1,8 @@
 """Fixtures for the console tests: a clock at peak hours, the simulated backend, and a cycle
 runner that executes the after-commit work as a real commit would."""
 
-
 import pytest
+from tests_job_specs import job_spec
 
 
 @pytest.fixture
@@ -23,24 +23,6 @@ def operator(cluster):
 def admin_client(client, operator):
     client.force_login(operator)
     return client
-
-
-JOB = """name: {name}
-queue: {queue}
-preemptible: {preemptible}
-expectedDuration: {hours}h
-roles:
-  - name: main
-    image: busybox
-    replicas: {{min: {min}, max: {max}}}
-    resources: {{gpu: {gpus}}}
-    nodePool: {pool}
-"""
-
-
-def job_spec(name, *, queue="vision-lab", preemptible="false", gpus=1, pool="h100", hours=1, min=1, max=1):
-    return JOB.format(name=name, queue=queue, preemptible=preemptible, gpus=gpus, pool=pool, hours=hours,
-                      min=min, max=max)
 
 
 @pytest.fixture

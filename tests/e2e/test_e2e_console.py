@@ -10,25 +10,10 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 from tests_e2e_helpers import SCREENSHOTS, login
+from tests_job_specs import job_spec
 
 from billing.services import submit_quoted_job
 from scheduling.models import Job, JobState, Node
-
-JOB = """name: {name}
-queue: {queue}
-preemptible: {preemptible}
-expectedDuration: {hours}h
-roles:
-  - name: main
-    image: busybox
-    replicas: {{min: {min}, max: {max}}}
-    resources: {{gpu: {gpus}}}
-    nodePool: h100
-"""
-
-
-def spec(name, *, queue="vision-lab", preemptible="false", gpus=1, hours=1, min=1, max=1):
-    return JOB.format(name=name, queue=queue, preemptible=preemptible, gpus=gpus, hours=hours, min=min, max=max)
 
 
 def shot(page, name):
@@ -48,8 +33,8 @@ def wait_for(predicate, timeout=20.0):
 @pytest.mark.django_db(transaction=True)
 def test_operator_changes_a_quota_and_sees_the_fair_share_change(live_daphne, cluster, page):
     # both teams ask for 64 of the 80 GPUs: the spare capacity is split by over-quota weight
-    submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("big-v", gpus=8, max=8))
-    submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=spec("big-n", queue="nlp-group", gpus=8, max=8))
+    submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=job_spec("big-v", gpus=8, max=8))
+    submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=job_spec("big-n", queue="nlp-group", gpus=8, max=8))
     login(page, live_daphne, "admin", "admin-demo")
     page.click("#nav-console")
     page.click(".subnav >> text=Queues")
@@ -85,9 +70,9 @@ def test_operator_changes_a_quota_and_sees_the_fair_share_change(live_daphne, cl
 def test_operator_drains_a_node_and_sees_its_preemptible_job_move(live_daphne, cluster, page, scheduler_running):
     Node.objects.filter(name="h100-02").update(cordoned=True)  # both jobs start on h100-01
     movable = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
-                                spec=spec("movable", preemptible="true", gpus=4, hours=100))
+                                spec=job_spec("movable", preemptible="true", gpus=4, hours=100))
     fixed = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
-                              spec=spec("fixed", preemptible="false", gpus=4, hours=100))
+                              spec=job_spec("fixed", preemptible="false", gpus=4, hours=100))
     wait_for(lambda: Job.objects.filter(pk__in=(movable.pk, fixed.pk), state=JobState.RUNNING).count() == 2)
     Node.objects.filter(name="h100-02").update(cordoned=False)
 
@@ -132,7 +117,7 @@ def _usage_this_month(cluster):
     start = max(day_bounds(today)[0], now - timedelta(hours=3))
     for user, workspace, name, node in [(cluster.alice, cluster.vision, "vision-today", "h100-01"),
                                         (cluster.bob, cluster.nlp, "nlp-today", "h100-02")]:
-        job = submit_quoted_job(user=user, workspace=workspace, spec=spec(name, queue=workspace.slug))
+        job = submit_quoted_job(user=user, workspace=workspace, spec=job_spec(name, queue=workspace.slug))
         Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED, node=Node.objects.get(name=node),
                                gpu_indices=[0], slice={"kind": "whole"}, started=start, ended=now)
     rollup_hours(datetime.combine(today, time(0), tzinfo=platform_tz()), now)
@@ -171,7 +156,7 @@ def test_screenshot_of_every_console_page(live_daphne, cluster, page):
     load_demo_usage(days=2)  # finished jobs yesterday: the allocation vs utilisation charts have data
     admin = cluster.alice.__class__.objects.get(username="admin")
     create_node_token(admin, Node.objects.get(name="h100-01"))
-    submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("waiting", gpus=8, min=2, max=2))
+    submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=job_spec("waiting", gpus=8, min=2, max=2))
     login(page, live_daphne, "admin", "admin-demo")
     for name, path, ready in [
         ("console-pools", "/console/pools/", "#pools-table"),
