@@ -199,32 +199,26 @@ class KubernetesBackend:
 
         return call_with_retry(once, what, self.config.retry, self._sleep)
 
+    def _call_unless(self, status: int, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """(True, the answer), or (False, None) when the API answers `status` (409 or 404, which
+        a retry or a rerun expects); other errors are raised."""
+        try:
+            return True, self._call(what, fn, *args)
+        except ApiException as e:
+            if e.status == status:
+                return False, None
+            raise KubernetesApiError(what, e.status, detail_of(e)) from e
+
     def _create(self, what: str, fn: Callable[..., Any], *args: Any) -> dict | None:
         """The created object, or None when it already existed (409: a retry or a rerun)."""
-        try:
-            return self._call(f"create {what}", fn, *args)
-        except ApiException as e:
-            if e.status == 409:
-                return None
-            raise KubernetesApiError(f"create {what}", e.status, detail_of(e)) from e
+        return self._call_unless(409, f"create {what}", fn, *args)[1]
 
     def _delete(self, what: str, fn: Callable[..., Any], *args: Any) -> bool:
         """True when deleted now, False when it was already gone (404)."""
-        try:
-            self._call(f"delete {what}", fn, *args)
-            return True
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise KubernetesApiError(f"delete {what}", e.status, detail_of(e)) from e
+        return self._call_unless(404, f"delete {what}", fn, *args)[0]
 
     def _read(self, what: str, fn: Callable[..., Any], *args: Any) -> dict | None:
-        try:
-            return self._call(f"read {what}", fn, *args)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise KubernetesApiError(f"read {what}", e.status, detail_of(e)) from e
+        return self._call_unless(404, f"read {what}", fn, *args)[1]
 
     # --- inventory ---------------------------------------------------------------------------------------
     def inventory(self) -> list[NodeInventory]:
