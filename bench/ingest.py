@@ -52,7 +52,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from nodeagent.samples import Reading, UsageSample
-from portal.testing import ROOT, free_port, wait_for_http
+from portal.testing import ROOT, free_port, stop_processes, wait_for_http
 
 USAGE_PATH = "/api/v1/agent/usage"
 TARGET_PER_S = 10_000
@@ -79,17 +79,7 @@ class Stack:
     server_command: str = ""
 
     def stop(self) -> None:
-        for proc in [*self.servers, self.redis_proc]:
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-        for proc in [*self.servers, self.redis_proc]:
-            if proc is None:
-                continue
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop_processes([*self.servers, self.redis_proc])
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portal.testing import ROOT, free_port, wait_for_http
+from portal.testing import ROOT, free_port, stop_processes, wait_for_http
 
 TARGET_P95_MS = 200.0
 
@@ -62,15 +62,7 @@ class Stack:
     daphne_log: Path | None = None
 
     def stop(self) -> None:
-        for proc in (self.daphne_proc, self.redis_proc):
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop_processes([self.daphne_proc, self.redis_proc])
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -33,6 +33,19 @@ def wait_for_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None
     raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
+def stop_processes(procs: list[subprocess.Popen | None]) -> None:
+    """Terminate the processes still running, then wait for each; kill what does not stop in 10 s."""
+    running = [p for p in procs if p is not None and p.poll() is None]
+    for proc in running:
+        proc.terminate()
+    for proc in running:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 def database_url_for_children() -> str:
     """A DATABASE_URL for child processes that points at the test database."""
     from django.db import connection
