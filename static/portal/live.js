@@ -20,6 +20,7 @@
     const response = await fetch(`/api/v1/jobs/${jobId}/`, {credentials: "same-origin"});
     if (!response.ok) return;
     const job = await response.json();
+    if (detail && String(job.id) === detail.dataset.job) showState(job);
     const cost = document.querySelector("#job-cost p");
     if (cost && job.cost_so_far !== null && job.final_cost === null) {
       cost.textContent = `Cost so far ${job.cost_so_far} ${job.currency || (job.quote && job.quote.currency) || ""}` +
@@ -49,12 +50,35 @@
       (job.quote ? ` · estimated at submission ${job.quote.estimate_low}–${job.quote.estimate_high} ${job.quote.currency}` : "");
   }
 
+  function showState(job) {
+    setState(document.getElementById("job-state"), job.state);
+    const pending = document.getElementById("pending-reason");
+    pending.hidden = !job.pending_reason;
+    text(pending.querySelector("span"), job.pending_reason || "");
+  }
+
+  function showRow(row, job) {
+    setState(row.querySelector('[data-field="state"]'), job.state);
+    text(row.querySelector('[data-field="pending_reason"]'), job.pending_reason || "");
+  }
+
+  // Events are not replayed: those published before the socket joined its group (between the
+  // page's render and the connection, or while reconnecting) are read back from the API once
+  // the server says it has joined ("hello").
+  async function catchUp() {
+    if (detail) { refreshJob(detail.dataset.job); return; }
+    const response = await fetch(`/api/v1/jobs/?workspace=${encodeURIComponent(workspace)}&limit=100`,
+      {credentials: "same-origin"});
+    if (!response.ok) return;
+    for (const job of (await response.json()).results || []) {
+      const row = list.querySelector(`tr[data-job="${job.id}"]`);
+      if (row) showRow(row, job);
+    }
+  }
+
   function onDetail(event) {
     if (String(event.job) !== detail.dataset.job) return;
-    setState(document.getElementById("job-state"), event.state);
-    const pending = document.getElementById("pending-reason");
-    pending.hidden = !event.pending_reason;
-    text(pending.querySelector("span"), event.pending_reason || "");
+    showState(event);
     const li = document.createElement("li");
     li.textContent = `${event.time.replace("T", " ").slice(0, 19)} ${event.kind} ${event.state}${event.reason ? " — " + event.reason : ""}`;
     document.getElementById("events").append(li);
@@ -70,8 +94,7 @@
   function onList(event) {
     const row = list.querySelector(`tr[data-job="${event.job}"]`);
     if (!row) { window.location.reload(); return; } // a new job: the server renders it
-    setState(row.querySelector('[data-field="state"]'), event.state);
-    text(row.querySelector('[data-field="pending_reason"]'), event.pending_reason || "");
+    showRow(row, event);
     if (event.replicas !== undefined) text(row.querySelector('[data-field="replicas"]'), event.replicas);
   }
 
@@ -93,6 +116,7 @@
     socket.onopen = () => { retry = 500; document.body.dataset.live = "connected"; };
     socket.onmessage = (message) => {
       const data = JSON.parse(message.data);
+      if (data.type === "hello") catchUp();
       if (data.type !== "event") return;
       if (detail) onDetail(data.event);
       if (list) onList(data.event);

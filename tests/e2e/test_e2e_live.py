@@ -76,3 +76,30 @@ def test_bobs_higher_priority_job_preempts_alices_in_community(live_daphne, clus
     assert_not_reloaded(bob)
     alice.screenshot(path=str(SCREENSHOTS / "alice-preempted.png"), full_page=True)
     assert "alice" not in bob.content().lower().split("<main>")[1]  # bob's page shows nothing of alice's
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_that_missed_events_catches_up_once_its_socket_joins(live_daphne, cluster, browser):
+    from billing.services import submit_quoted_job
+    from scheduling.models import Job
+
+    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=COMMUNITY.format(name="quiet", priority=0))
+    page = browser.new_context().new_page()
+    login(page, live_daphne, "alice", "alice-demo")
+    online = []
+
+    def socket(ws):  # offline until the test says so: the page keeps retrying
+        if online:
+            ws.connect_to_server()
+        else:
+            ws.close()
+
+    page.route_web_socket(re.compile(r"/ws/jobs/"), socket)
+    page.goto(f"{live_daphne.url}/jobs/{job.pk}/")
+    expect(page.locator("#job-state")).to_have_text("Pending")
+    mark_page(page)
+    # the job moves on while the page has no socket; no event will ever tell it
+    Job.objects.filter(pk=job.pk).update(state="Running", pending_reason="")
+    online.append(True)
+    expect(page.locator("#job-state")).to_have_text("Running", timeout=20000)
+    assert_not_reloaded(page)
