@@ -3,7 +3,7 @@
 The parent (`run_db_benchmark`, called by bench.cycle) drops and creates the throwaway database,
 starts a private Redis (the cycle publishes live events), and runs this module in a child process
 on that DATABASE_URL. The child migrates, bulk-inserts bench.cycle's synthetic cluster (pools,
-nodes, GPUs, queues, jobs whose `roles` come from scheduling.requests.role_requests, running
+nodes, GPUs, queues, jobs whose `roles` come from scheduling.spec.requests.role_requests, running
 replicas with their slices and their simulated pods), then times
 
   decide: build_snapshot(now) from the database + core.run_cycle (no writes), on the loaded database;
@@ -134,9 +134,9 @@ def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800)
 # --- child: loading ---------------------------------------------------------------------------
 
 def role_dicts(row: dict) -> list[dict]:
-    """The job's `roles` JSON exactly as submission stores it (scheduling.requests.role_requests)."""
-    from scheduling.requests import role_requests
-    from scheduling.spec_model import JobSpec, RoleSpec
+    """The job's `roles` JSON exactly as submission stores it (scheduling.spec.requests.role_requests)."""
+    from scheduling.spec.model import JobSpec, RoleSpec
+    from scheduling.spec.requests import role_requests
 
     role = RoleSpec(name="worker", image="bench/trainer:latest", command=("python", "train.py"),
                     min_replicas=row["min_replicas"], max_replicas=row["replicas"], sharing=row["mode"],
@@ -217,7 +217,7 @@ def time_decide(repeat: int) -> dict:
     from django.utils import timezone
 
     from scheduling import core
-    from scheduling.snapshot import build_snapshot
+    from scheduling.cycle.snapshot import build_snapshot
 
     totals, builds, decisions = [], [], None
     build_snapshot(timezone.now())  # warm: connection, imports, the server's buffer cache
@@ -247,13 +247,13 @@ def phase_timer():
     call time. `apply` includes what runs at its commit (launches, live-event publishes); the
     pending reasons, launches and publishes are also shown on their own."""
     import scheduling.core
-    import scheduling.cycle
+    import scheduling.cycle.run
     import scheduling.services
-    from scheduling.backends.simulated import SimulatedBackend
+    from scheduling.backends.simulated.backend import SimulatedBackend
 
-    spots = {"sync_inventory": (scheduling.cycle, "sync_inventory"), "reconcile": (scheduling.cycle, "reconcile"),
-             "build_snapshot": (scheduling.cycle, "build_snapshot"), "core_run_cycle": (scheduling.core, "run_cycle"),
-             "apply": (scheduling.cycle, "apply"), "set_pending_reasons": (scheduling.cycle, "_set_pending_reasons"),
+    spots = {"sync_inventory": (scheduling.cycle.run, "sync_inventory"), "reconcile": (scheduling.cycle.run, "reconcile"),
+             "build_snapshot": (scheduling.cycle.run, "build_snapshot"), "core_run_cycle": (scheduling.core, "run_cycle"),
+             "apply": (scheduling.cycle.run, "apply"), "set_pending_reasons": (scheduling.cycle.run, "_set_pending_reasons"),
              "backend_launch": (SimulatedBackend, "launch"), "publish_live_event": (scheduling.services, "publish")}
     seconds: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
@@ -287,9 +287,9 @@ def time_full(url: str, repeat: int) -> dict:
 
     from django.utils import timezone
 
-    from scheduling.backends.simulated import SimulatedBackend
-    from scheduling.cycle import run_scheduling_cycle
-    from scheduling.snapshot import build_snapshot
+    from scheduling.backends.simulated.backend import SimulatedBackend
+    from scheduling.cycle.run import run_scheduling_cycle
+    from scheduling.cycle.snapshot import build_snapshot
 
     template = database_name(url)
     copies, busy, busy_phases, reports, later = [], [], [], [], []

@@ -6,7 +6,7 @@ The rows live in a throwaway SQLite database file (migrated from scratch, filled
 whatever DATABASE_URL says. Each export runs in a fresh child process so
 its peak RSS (getrusage ru_maxrss) is that export's alone: the CSV through the real ASGI view
 (`/reports/export.csv`, consumed chunk by chunk from its async iterator), the Excel file through
-`billing.report_tasks.build_excel_export`. Prints one JSON object.
+`billing.reports.tasks.build_excel_export`. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def export_excel(out_dir: Path) -> dict:
     from django.contrib.auth import get_user_model
 
     from billing.models import ReportExport
-    from billing.report_tasks import build_excel_export
+    from billing.reports.tasks import build_excel_export
 
     settings.REPORT_EXPORT_DIR = out_dir
     export = ReportExport.objects.create(user=get_user_model().objects.get(username="bench-finance"), filters=RANGE)

@@ -8,7 +8,7 @@ Everything is throwaway and on 127.0.0.1:
 1. The database named by --db is dropped and created again (PostgreSQL; dropped again at the end
    unless --keep-db), or a fresh SQLite file is made in a temp dir (--db sqlite);
    `bench.ingest_db setup` (a child process with that DATABASE_URL) migrates it and creates --nodes
-   nodes of --gpus GPUs, each with one agent token made by `billing.agent_api.create_node_token`.
+   nodes of --gpus GPUs, each with one agent token made by `portal.api.agent.create_node_token`.
 2. --servers real Daphne processes (`python -m daphne -b 127.0.0.1 -p PORT portal.asgi:application`,
    default one per core) with DEBUG=0, on their own embedded Redis (unix socket in the temp dir).
 3. The load generator (httpx.AsyncClient, one event loop in this process): --concurrency senders

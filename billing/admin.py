@@ -1,7 +1,7 @@
 from django.contrib import admin
-from django.utils import timezone
 
 from billing.models import GpuRate, NodeToken, PriceTable
+from scheduling import clock
 
 
 class GpuRateInline(admin.TabularInline):
@@ -17,7 +17,7 @@ class PriceTableAdmin(admin.ModelAdmin):
     inlines = [GpuRateInline]
 
     def _in_force_or_past(self, obj) -> bool:
-        return obj is not None and obj.effective_from <= timezone.now()
+        return obj is not None and obj.effective_from <= clock.now()
 
     def has_change_permission(self, request, obj=None):
         return not self._in_force_or_past(obj) and super().has_change_permission(request, obj)
@@ -39,7 +39,7 @@ class NodeTokenAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
-        from billing.agent_api import create_node_token
+        from portal.api.agent import create_node_token
 
         token, raw = create_node_token(obj.node)
         obj.pk, obj.digest, obj.hint = token.pk, token.digest, token.hint
@@ -47,4 +47,4 @@ class NodeTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):
-        queryset.filter(revoked__isnull=True).update(revoked=timezone.now())
+        queryset.filter(revoked__isnull=True).update(revoked=clock.now())

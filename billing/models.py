@@ -7,7 +7,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from billing import offpeak, pricing
+from billing import pricing
+from billing.pricing import offpeak
 from portal.models import hash_token
 
 

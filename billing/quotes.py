@@ -60,7 +60,6 @@ from decimal import ROUND_CEILING, Decimal
 from fractions import Fraction
 from typing import Any
 
-from billing.offpeak import is_offpeak, next_offpeak_start, require_aware
 from billing.pricing import (
     MIG_SLICES_PER_GPU,
     Allocation,
@@ -73,7 +72,8 @@ from billing.pricing import (
     quantize_money,
     table_in_force,
 )
-from scheduling.spec_model import JobSpec, RoleSpec
+from billing.pricing.offpeak import is_offpeak, next_offpeak_start, require_aware
+from scheduling.spec.model import JobSpec, RoleSpec
 
 MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
 CPU_ONLY = "none"  # the sharing label of a job without GPU roles

@@ -12,13 +12,13 @@ from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from billing import pricing
-from billing.metering import replica_allocation
+from billing.metering.costs import replica_allocation
 from billing.models import UsageHour, UsageSample
 from billing.selectors import price_tables
 from billing.services import platform_tz
+from scheduling import clock
 from scheduling.models import Replica
 
 HOUR = timedelta(hours=1)
@@ -54,7 +54,7 @@ def rollup_hours(start: datetime, end: datetime) -> int:
     totals: dict[tuple, dict] = {}
     replicas = (Replica.objects.filter(started__isnull=False, started__lt=end, node__isnull=False)
                 .filter(Q(ended__isnull=True) | Q(ended__gt=start)).select_related("job", "node__pool"))
-    now = timezone.now()
+    now = clock.now()
     for replica in replicas:
         job, pool = replica.job, replica.node.pool
         role = next((r for r in job.roles if r["name"] == replica.role), {})

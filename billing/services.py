@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.utils import timezone
 
 from billing import selectors
 from billing.quotes import Quote, choose_option, quote_at
+from scheduling import clock
 from scheduling.models import Job
 from scheduling.services import read_spec, require_submitter, submit_job
 from scheduling.spec import JobSpec
@@ -28,7 +28,7 @@ def platform_tz() -> ZoneInfo:
 
 def quote_spec(spec: JobSpec, *, now: datetime | None = None) -> Quote:
     return quote_at(spec, selectors.pool_offers(), selectors.price_tables(),
-                    now=now or timezone.now(), tz=platform_tz())
+                    now=now or clock.now(), tz=platform_tz())
 
 
 def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now: datetime | None = None
@@ -43,7 +43,7 @@ def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any],
     """Quote the spec, pick the option (the named one, else the spec's own choice that can start
     now, else the cheapest), and submit the job with that option frozen on it."""
     require_submitter(user, workspace)
-    from billing.report_services import check_budget_allows_submit  # budgets build on quotes' models
+    from billing.reports.services import check_budget_allows_submit  # budgets build on quotes' models
 
     if reason := check_budget_allows_submit(workspace):
         raise BudgetBlocked(reason)

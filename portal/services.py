@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
-from django.utils import timezone
 
 from portal.models import ApiToken, Workspace, hash_token
 from portal.selectors import get_workspace_for_user
+from scheduling import clock
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def create_api_token(user, name: str) -> tuple[ApiToken, str]:
 
 
 def revoke_api_token(user, token_id: int) -> None:
-    ApiToken.objects.filter(user=user, pk=token_id, revoked__isnull=True).update(revoked=timezone.now())
+    ApiToken.objects.filter(user=user, pk=token_id, revoked__isnull=True).update(revoked=clock.now())
 
 
 OPERATORS_GROUP = "operators"

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from portal import views
+from portal.pages import workspaces as views
 
 admin.site.site_header = "GPU Platform console"
 admin.site.site_title = "GPU Platform console"
@@ -17,9 +17,9 @@ urlpatterns = [
     path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("account/tokens/", views.api_tokens, name="api-tokens"),
-    path("", include("scheduling.urls")),
-    path("", include("billing.report_urls")),
-    path("console/", include("console.urls")),
+    path("", include("portal.pages.jobs_urls")),
+    path("", include("portal.pages.reports_urls")),
+    path("console/", include("portal.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

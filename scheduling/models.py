@@ -146,7 +146,7 @@ class Job(models.Model):
     expected_duration_s = models.PositiveIntegerField(default=3600)
     spec_text = models.TextField(help_text="What the tenant submitted")
     spec = models.JSONField(help_text="The validated, normalised spec")
-    roles = models.JSONField(default=list, help_text="Per role: what the scheduler places (scheduling.requests)")
+    roles = models.JSONField(default=list, help_text="Per role: what the scheduler places (scheduling.spec.requests)")
     quote = models.JSONField(null=True, blank=True, help_text="The quote option frozen at submission")
     not_before = models.DateTimeField(null=True, blank=True,
                                       help_text="An off-peak option waits for its window, as it was quoted")

@@ -7,13 +7,11 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.utils import timezone
 
 from portal.selectors import membership_for
 from portal.services import OPERATORS_GROUP, job_group, publish, workspace_group
-from scheduling import selectors
+from scheduling import clock, selectors
 from scheduling.models import ACTIVE_STATES, Job, JobEvent, JobState
-from scheduling.requests import role_requests
 from scheduling.spec import (
     JobSpec,
     SpecError,
@@ -24,6 +22,7 @@ from scheduling.spec import (
     spec_to_dict,
     spec_to_yaml,
 )
+from scheduling.spec.requests import role_requests
 
 
 def _queue_error(message: str) -> SpecError:
@@ -127,14 +126,14 @@ def cancel_job(*, user, job: Job) -> Job:
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.is_final:
         raise ValueError(f"job {job.pk} is already {job.state}")
-    now = timezone.now()
+    now = clock.now()
     job.state = JobState.CANCELLED
     job.pending_reason = ""
     job.finished = now
     job.save(update_fields=["state", "pending_reason", "finished"])
     # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
     job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
-    from billing.metering import finalize_job_cost  # billing builds on scheduling, not the reverse
+    from billing.metering.costs import finalize_job_cost  # billing builds on scheduling, not the reverse
 
     cost = finalize_job_cost(job.pk)  # cancelled jobs pay for the time they held their GPUs
     record_event(job, "cancelled", reason=f"cancelled by {user.username}; final cost {cost.final_cost:.2f} {cost.currency}")

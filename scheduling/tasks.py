@@ -7,7 +7,7 @@ from celery import shared_task
 from django.conf import settings
 
 from scheduling.backends import get_backend
-from scheduling.cycle import run_scheduling_cycle
+from scheduling.cycle.run import run_scheduling_cycle
 
 log = logging.getLogger(__name__)
 LOCK_NAME = "gpu-platform:scheduling-cycle"
@@ -33,7 +33,7 @@ def scheduling_cycle() -> dict | None:
 @shared_task
 def demo_load() -> int | None:
     """One more demo job (make run's trickle; off with DEMO_LOAD=0)."""
-    from scheduling.demo_load import submit_demo_job
+    from portal.demo.load import submit_demo_job
 
     job = submit_demo_job()
     return job.pk if job else None

@@ -99,7 +99,7 @@ class Tenants:
 def tenants(db) -> Tenants:
     from django.contrib.auth import get_user_model
 
-    from portal import demo
+    from portal.demo import tenants as demo
     from portal.models import Membership, Role, Workspace
 
     demo.load_tenants()
@@ -116,8 +116,8 @@ def tenants(db) -> Tenants:
 @pytest.fixture
 def cluster(tenants):
     """The demo pools, nodes, GPUs, queues and prices on top of the demo tenants."""
-    from billing.demo import load_prices
-    from scheduling import demo
+    from portal.demo import cluster as demo
+    from portal.demo.prices import load_prices
 
     demo.load_cluster()
     demo.load_queues()
@@ -126,12 +126,13 @@ def cluster(tenants):
 
 
 class Clock:
-    """A settable clock for the simulated cluster; starts at noon (peak hours, no off-peak surprises)."""
+    """The platform clock, set by the test: starts at noon in the platform's time zone (peak
+    hours, no off-peak surprises) whatever the hour on the machine."""
 
     def __init__(self):
         from django.utils import timezone
 
-        self.now = timezone.now().replace(hour=12, minute=0)
+        self.now = timezone.localtime().replace(hour=12, minute=0, second=0, microsecond=0)
 
     def __call__(self):
         return self.now
@@ -144,14 +145,19 @@ class Clock:
 
 @pytest.fixture
 def clock():
-    return Clock()
+    from scheduling import clock as platform_clock
+
+    fixed = Clock()
+    platform_clock.set_source(fixed)
+    yield fixed
+    platform_clock.set_source(None)
 
 
 @pytest.fixture
 def run(django_capture_on_commit_callbacks):
     """Run a scheduling cycle and its after-commit work (backend calls, live events), as a real
     commit would inside the test's transaction."""
-    from scheduling.cycle import run_scheduling_cycle
+    from scheduling.cycle.run import run_scheduling_cycle
 
     def run_cycle(backend, clock):
         with django_capture_on_commit_callbacks(execute=True):

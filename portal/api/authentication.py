@@ -1,7 +1,7 @@
-from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from portal.models import ApiToken, hash_token
+from scheduling import clock
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -22,7 +22,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         )
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
+        ApiToken.objects.filter(pk=token.pk).update(last_used=clock.now())
         return token.user, token
 
     def authenticate_header(self, request):

@@ -12,7 +12,7 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
 
 
 class NodeTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "billing.agent_api.NodeTokenAuthentication"
+    target_class = "portal.api.agent.NodeTokenAuthentication"
     name = "NodeToken"
 
     def get_security_definition(self, auto_schema):

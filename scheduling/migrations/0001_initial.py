@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
                 ('expected_duration_s', models.PositiveIntegerField(default=3600)),
                 ('spec_text', models.TextField(help_text='What the tenant submitted')),
                 ('spec', models.JSONField(help_text='The validated, normalised spec')),
-                ('roles', models.JSONField(default=list, help_text='Per role: what the scheduler places (scheduling.requests)')),
+                ('roles', models.JSONField(default=list, help_text='Per role: what the scheduler places (scheduling.spec.requests)')),
                 ('quote', models.JSONField(blank=True, help_text='The quote option frozen at submission', null=True)),
                 ('created', models.DateTimeField(auto_now_add=True, db_index=True)),
                 ('started', models.DateTimeField(blank=True, null=True)),

@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from billing.agent_api import create_node_token
 from billing.models import UsageSample
+from portal.api.agent import create_node_token
 from portal.testing import ROOT, child_env, free_port, wait_for_http
 from scheduling.models import Gpu, JobState, Node, Replica
 
@@ -87,7 +87,7 @@ def test_malformed_batches_change_nothing(agent):
 
 def test_samples_are_linked_to_the_replica_they_measure(agent, cluster):
     from billing.services import submit_quoted_job
-    from scheduling.examples import CLEAN_YAML
+    from scheduling.spec.examples import CLEAN_YAML
 
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=CLEAN_YAML)
     replica = Replica.objects.create(job=job, role="worker", index=0, state=JobState.RUNNING,

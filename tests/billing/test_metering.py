@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing.metering import finalize_job_cost
+from billing.metering.costs import finalize_job_cost
 from billing.models import GpuRate, PriceTable, UsageHour, UsageSample
 from billing.rollups import purge_samples, rollup_hours
 from billing.services import submit_quoted_job

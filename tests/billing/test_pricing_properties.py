@@ -6,7 +6,6 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from billing.offpeak import split_hours
 from billing.pricing import (
     Allocation,
     HeldInterval,
@@ -17,6 +16,7 @@ from billing.pricing import (
     demo_rates,
     estimate,
 )
+from billing.pricing.offpeak import split_hours
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Shanghai", "Asia/Kolkata", "Australia/Lord_Howe"]
 

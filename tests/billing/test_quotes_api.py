@@ -8,8 +8,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from billing.models import GpuRate, PriceTable
-from scheduling.examples import CLEAN_YAML, SEED_YAML
 from scheduling.models import Job
+from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
 
 FRACTION_JOB = """\
 name: notebook

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from billing.quotes import PoolOffer
-from scheduling.examples import SEED_YAML  # noqa: F401 - the quote tests import it from here
+from scheduling.spec.examples import SEED_YAML  # noqa: F401 - the quote tests import it from here
 
 UTC_ZONE = ZoneInfo("UTC")
 PEAK = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)  # a Monday, 10:00: peak (off-peak is 00:00-08:00)

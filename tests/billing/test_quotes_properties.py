@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_quotes_helpers import demo_pool_offers
 
-from billing.offpeak import is_offpeak
 from billing.pricing import demo_rates
+from billing.pricing.offpeak import is_offpeak
 from billing.quotes import QuoteError, choose_option, quote
-from scheduling.spec_model import JobSpec, RoleSpec
+from scheduling.spec.model import JobSpec, RoleSpec
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
 MIG = {"1g.10gb": (1, 10240), "2g.20gb": (2, 20480), "3g.40gb": (3, 40960)}

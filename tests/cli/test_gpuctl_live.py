@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduling.cli import main
-from scheduling.examples import CLEAN_YAML, SEED_YAML
+from gpuctl.cli import main
+from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
 
 if not pytest.importorskip("django.conf").settings.configured:  # run with -p no:django
     pytest.skip("needs the Django test plugin (live server, test database)", allow_module_level=True)

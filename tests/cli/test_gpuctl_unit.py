@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scheduling.cli import (
+from gpuctl.cli import (
     CliError,
     config_file_path,
     format_job,

@@ -7,7 +7,7 @@ from tests_job_specs import job_spec
 
 @pytest.fixture
 def backend(clock):
-    from scheduling.backends.simulated import SimulatedBackend
+    from scheduling.backends.simulated.backend import SimulatedBackend
 
     return SimulatedBackend(speedup=1, failure_rate=0, clock=clock)  # jobs run their full hour
 

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from console.advice import memory_needed, spec_for_pool
-from console.fragmentation import FreeGpu, fragmentation
+from portal.console.advice import memory_needed, spec_for_pool
+from portal.console.fragmentation import FreeGpu, fragmentation
 from scheduling.core.model import Pool, Request
 
 GIB = 2**30

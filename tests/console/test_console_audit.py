@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from console.models import AuditEntry
+from portal.console.models import AuditEntry
 
 
 @pytest.mark.django_db
@@ -39,7 +39,7 @@ def test_admin_form_changes_are_audited(admin_client, cluster):
 
 @pytest.mark.django_db
 def test_admin_actions_are_audited(admin_client, cluster):
-    from billing.agent_api import create_node_token
+    from portal.api.agent import create_node_token
     from scheduling.models import Node
 
     token, _ = create_node_token(Node.objects.get(name="h100-01"))
@@ -54,7 +54,7 @@ def test_admin_actions_are_audited(admin_client, cluster):
 
 @pytest.mark.django_db
 def test_audit_page_lists_and_filters(admin_client, cluster, operator):
-    from console import audit
+    from portal.console import audit
 
     audit.record(operator, "cordon", target_type_name="scheduling.node", target_id="1", target_repr="h100-01")
     audit.record(operator, "change", target_type_name="scheduling.queue", target_id="2", target_repr="vision-lab")

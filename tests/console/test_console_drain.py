@@ -30,7 +30,7 @@ def two_jobs_on_h100_01(cluster, submit, backend, clock, run):
 @pytest.mark.django_db(transaction=True)
 def test_drain_preview_shows_what_moves_and_what_stays(two_jobs_on_h100_01, admin_client):
     movable, fixed = two_jobs_on_h100_01
-    from console.services import drain_preview
+    from portal.console.services import drain_preview
 
     preview = drain_preview(Node.objects.get(name="h100-01"))
     assert [i.job_id for i in preview.moves] == [movable.pk]
@@ -69,7 +69,7 @@ def test_drain_moves_preemptible_work_and_leaves_the_rest(two_jobs_on_h100_01, a
     from scheduling.models import SimulatedPod
 
     assert set(SimulatedPod.objects.filter(job_id=movable.pk).values_list("node", flat=True)) == {"h100-02"}
-    from console.models import AuditEntry
+    from portal.console.models import AuditEntry
 
     entry = AuditEntry.objects.get(action="drain")
     assert entry.username == "admin" and entry.target_repr == "h100-01" and str(movable.pk) in entry.message
@@ -77,7 +77,7 @@ def test_drain_moves_preemptible_work_and_leaves_the_rest(two_jobs_on_h100_01, a
 
 @pytest.mark.django_db
 def test_cordon_and_uncordon_are_audited(admin_client, cluster):
-    from console.models import AuditEntry
+    from portal.console.models import AuditEntry
 
     admin_client.post("/console/nodes/rtx4090-01/cordon/", {"cordon": "1"})
     assert Node.objects.get(name="rtx4090-01").cordoned

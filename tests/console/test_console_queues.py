@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from console.queue_tree import QueueRow, validate_queue
+from portal.console.queue_tree import QueueRow, validate_queue
 
 
 def rows(*specs):
@@ -52,7 +52,7 @@ def test_a_queue_with_jobs_cannot_become_a_parent():
 
 @pytest.mark.django_db
 def test_console_refuses_an_overcommitted_child_and_changes_nothing(admin_client, cluster):
-    from console.models import AuditEntry
+    from portal.console.models import AuditEntry
     from scheduling.models import Queue
 
     response = admin_client.post("/console/queues/vision-lab/", {
@@ -75,7 +75,7 @@ def test_console_limit_error_names_the_field(admin_client, cluster):
 @pytest.mark.django_db
 def test_quota_change_moves_the_fair_share(cluster, operator, submit):
     """Both teams ask for 64 GPUs of an 80-GPU cluster: the fair share follows the deserved quota."""
-    from console import selectors, services
+    from portal.console import selectors, services
     from scheduling.models import Queue
 
     submit(cluster, "big-v", gpus=8, min=1, max=8)

@@ -57,8 +57,8 @@ def scheduler_running():
 
     from django.db import connection
 
-    from scheduling.backends.simulated import SimulatedBackend
-    from scheduling.cycle import run_scheduling_cycle
+    from scheduling.backends.simulated.backend import SimulatedBackend
+    from scheduling.cycle.run import run_scheduling_cycle
 
     stop = threading.Event()
     errors = []

@@ -106,7 +106,7 @@ def test_operator_drains_a_node_and_sees_its_preemptible_job_move(live_daphne, c
 
 def _usage_this_month(cluster):
     """A finished job of alice's and one of bob's today, rolled up by hour and by day (K's pipeline)."""
-    from billing.report_services import day_bounds, load_demo_usage, rollup_day
+    from billing.reports.services import day_bounds, load_demo_usage, rollup_day
     from billing.rollups import rollup_hours
     from billing.services import platform_tz
     from scheduling.models import Replica
@@ -150,8 +150,8 @@ def test_alices_dashboard_totals_equal_her_reports_totals(live_daphne, cluster, 
 
 @pytest.mark.django_db(transaction=True)
 def test_screenshot_of_every_console_page(live_daphne, cluster, page):
-    from billing.report_services import load_demo_usage
-    from console.services import create_node_token
+    from billing.reports.services import load_demo_usage
+    from portal.console.services import create_node_token
 
     load_demo_usage(days=2)  # finished jobs yesterday: the allocation vs utilisation charts have data
     admin = cluster.alice.__class__.objects.get(username="admin")

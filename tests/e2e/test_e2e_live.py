@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 from tests_e2e_helpers import SCREENSHOTS, login
 
-from scheduling.examples import SEED_YAML
+from scheduling.spec.examples import SEED_YAML
 
 COMMUNITY = """name: {name}
 queue: community

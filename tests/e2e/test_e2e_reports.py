@@ -9,8 +9,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 from tests_e2e_helpers import SCREENSHOTS, login
 
-from billing.report_services import rollup_day
-from billing.reports import last_week
+from billing.reports.selectors import last_week
+from billing.reports.services import rollup_day
 from billing.rollups import rollup_hours
 from billing.services import submit_quoted_job
 from scheduling.models import JobState, Node, Replica

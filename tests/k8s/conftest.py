@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from scheduling.backends.k8s_retry import RetryPolicy
-from scheduling.backends.kubernetes import KubernetesBackend, KubernetesConfig
+from scheduling.backends.kubernetes.backend import KubernetesBackend, KubernetesConfig
+from scheduling.backends.kubernetes.retry import RetryPolicy
 from tests.k8s.k8s_emulator import KubeEmulator
 from tests.k8s.k8s_launches import H100_UUIDS
 

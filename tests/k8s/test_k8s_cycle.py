@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.backends.k8s_config import KubernetesConfig
+from scheduling.backends.kubernetes.config import KubernetesConfig
 
 try:
     from django.conf import settings
@@ -31,7 +31,7 @@ roles:
 def test_submit_to_succeeded_through_the_kubernetes_backend(cluster, api, make_backend,
                                                            django_capture_on_commit_callbacks):
     from billing.services import submit_quoted_job
-    from scheduling.cycle import run_scheduling_cycle
+    from scheduling.cycle.run import run_scheduling_cycle
     from scheduling.models import JobState, Node
 
     for node in Node.objects.select_related("pool"):  # the emulated cluster has the database's nodes

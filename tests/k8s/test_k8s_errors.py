@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.backends.k8s_retry import KubernetesApiError, RetryPolicy
+from scheduling.backends.kubernetes.retry import KubernetesApiError, RetryPolicy
 from tests.k8s.k8s_launches import launch
 
 NS = "gpu-ws-vision-lab"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.backends.k8s_config import KubernetesConfig
+from scheduling.backends.kubernetes.config import KubernetesConfig
 from tests.k8s.k8s_launches import H100_UUIDS
 
 
@@ -106,7 +106,7 @@ def test_bad_settings_name_the_variable(env, message):
 
 
 def test_from_settings_gives_one_backend_per_process_and_settings(kubeconfig, monkeypatch, gpu_node):
-    from scheduling.backends.kubernetes import KubernetesBackend
+    from scheduling.backends.kubernetes.backend import KubernetesBackend
 
     monkeypatch.setenv("K8S_KUBECONFIG", str(kubeconfig))
     first = KubernetesBackend.from_settings()

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from scheduling.backends import k8s_manifests as m
-from scheduling.backends.k8s_config import KubernetesConfig
+from scheduling.backends.kubernetes import manifests as m
+from scheduling.backends.kubernetes.config import KubernetesConfig
 
 
 def test_names_are_valid_dns_labels_and_stay_distinct():

@@ -181,7 +181,7 @@ def pod(name: str, uid: str, rv: int, phase: str = "Running") -> dict:
 
 
 def test_cache_ignores_late_events_of_a_pod_it_deleted():
-    from scheduling.backends.kubernetes import PodCache
+    from scheduling.backends.kubernetes.backend import PodCache
 
     cache = PodCache()
     cache.replace([pod("a", "uid-1", 10)], "10")

@@ -129,8 +129,8 @@ def _answers(sock) -> bool:
 def test_job_and_operator_sockets_are_authorised(live_daphne, cluster, client):
     from django.contrib.auth import get_user_model
 
-    from scheduling.examples import CLEAN_YAML
     from scheduling.services import cancel_job, submit_job
+    from scheduling.spec.examples import CLEAN_YAML
 
     job = submit_job(user=cluster.alice, workspace=cluster.vision, spec=CLEAN_YAML)
     alice = _session_cookie(client, cluster.alice)

@@ -5,10 +5,10 @@ from decimal import Decimal
 from rest_framework.test import APIClient
 
 from billing.models import UsageHour
-from billing.report_services import set_budget
+from billing.reports.services import set_budget
 from billing.services import submit_quoted_job
-from scheduling.examples import CLEAN_YAML
 from scheduling.models import Job
+from scheduling.spec.examples import CLEAN_YAML
 
 
 def test_submissions_are_blocked_at_the_limit_when_the_owner_chose_so(cluster):

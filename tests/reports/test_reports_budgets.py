@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from billing.models import BudgetAlert, UsageHour
-from billing.report_services import (
+from billing.reports.services import (
     budget_status,
     check_budget_allows_submit,
     check_budgets,

@@ -12,9 +12,10 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient, Client
 from tests_reports_helpers import DAY, make_usage
 
-from billing import exports, reports
 from billing.models import ReportExport, UsageDay
-from billing.report_tasks import build_excel_export
+from billing.reports import exports
+from billing.reports import selectors as reports
+from billing.reports.tasks import build_excel_export
 
 RANGE = {"start": "2026-03-01", "end": "2026-03-08"}
 

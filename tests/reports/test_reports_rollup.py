@@ -6,7 +6,7 @@ from decimal import Decimal
 from tests_reports_helpers import DAY, at, place, submit
 
 from billing.models import UsageDay, UsageHour
-from billing.report_services import rollup_day
+from billing.reports.services import rollup_day
 
 
 def _rows(day):
@@ -66,7 +66,7 @@ def test_a_job_on_two_nodes_gets_a_row_per_node_with_used_hours_split(cluster):
 
 
 def test_demo_usage_fills_the_last_two_weeks_once(cluster):
-    from billing.report_services import load_demo_usage
+    from billing.reports.services import load_demo_usage
 
     made = load_demo_usage(days=3)
     assert made >= 6 and load_demo_usage(days=3) == 0

@@ -10,7 +10,7 @@ from django.test import AsyncClient, Client
 from tests_reports_helpers import DAY
 
 from billing.models import ReportExport
-from billing.report_tasks import build_excel_export
+from billing.reports.tasks import build_excel_export
 from portal.models import Membership, Role
 
 RANGE = {"start": "2026-03-01", "end": "2026-03-08"}

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from billing.report_services import rollup_day
+from billing.reports.services import rollup_day
 from billing.rollups import rollup_hours
 from billing.services import submit_quoted_job
 from scheduling.models import Job, JobState, Node, Replica

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from billing.services import submit_quoted_job
-from scheduling.backends.simulated import SimulatedBackend
+from scheduling.backends.simulated.backend import SimulatedBackend
 from scheduling.models import Job, JobState, Node, Replica, SimulatedPod
 
 ONE_GPU = """name: {name}

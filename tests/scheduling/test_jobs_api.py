@@ -3,8 +3,8 @@
 import pytest
 from rest_framework.test import APIClient
 
-from scheduling.examples import CLEAN_YAML, SEED_YAML
 from scheduling.models import Job, JobEvent
+from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 
 from rest_framework.test import APIClient
 
-from scheduling.examples import CLEAN_YAML
 from scheduling.services import submit_job
+from scheduling.spec.examples import CLEAN_YAML
 
 
 def test_submit_page_offers_examples_and_the_image_form(client, cluster):

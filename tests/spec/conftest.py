@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.examples import CLEAN_YAML, SEED_YAML  # noqa: F401 - re-exported to the spec tests
 from scheduling.spec import ClusterInfo, PoolInfo
+from scheduling.spec.examples import CLEAN_YAML, SEED_YAML  # noqa: F401 - re-exported to the spec tests
 
 MINIMAL_YAML = """\
 name: job

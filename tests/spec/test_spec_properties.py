@@ -22,7 +22,7 @@ from scheduling.spec import (
     spec_to_dict,
     spec_to_yaml,
 )
-from scheduling.spec_read import CLEAN_KEYS, RESOURCE_KEYS, ROLE_KEYS, SEED_KEYS
+from scheduling.spec.read import CLEAN_KEYS, RESOURCE_KEYS, ROLE_KEYS, SEED_KEYS
 
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from scheduling.spec_units import (
+from scheduling.spec.units import (
     format_cpu,
     format_duration,
     format_gpu_milli,

@@ -1,9 +1,9 @@
 from django.core.management.base import BaseCommand
 
-from billing import demo as billing_demo
-from billing.report_services import load_demo_usage
-from portal import demo
-from scheduling import demo as scheduling_demo
+from billing.reports.services import load_demo_usage
+from portal.demo import cluster as scheduling_demo
+from portal.demo import prices as billing_demo
+from portal.demo import tenants as demo
 
 
 class Command(BaseCommand):

@@ -1,0 +1,173 @@
+"""Usage samples from node agents: check each one, store the good ones once, say why for the rest.
+
+Idempotent by sample id: a batch sent twice stores nothing twice and answers the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection
+
+from billing.models import UsageSample
+from scheduling import clock
+from scheduling.models import Node, Replica
+
+MAX_BATCH = 5000
+MAX_CLOCK_SKEW = timedelta(minutes=10)
+MAX_AGE = timedelta(days=35)
+
+
+class BatchError(ValueError):
+    """The whole batch is unusable (not just some samples)."""
+
+
+@dataclass(slots=True)
+class SampleRow:
+    """One checked sample, not yet a model instance: building 500 of those per batch costs more
+    than checking them."""
+
+    id: uuid.UUID
+    ts: datetime
+    gpu_uuid: str
+    gpu_index: int
+    pod_uid: str
+    gpu_util_pct: float | None
+    mem_used_mib: int
+    interval_s: float
+
+
+@dataclass
+class IngestResult:
+    accepted: list[str] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"accepted": self.accepted, "rejected": self.rejected}
+
+
+def _number(sample: dict, key: str, *, low: float, high: float, optional: bool = False) -> float | None:
+    value = sample.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{key} must be a number, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{key} {value} is outside {low}..{high}")
+    return float(value)
+
+
+def check_sample(raw: object, node: Node, now: datetime) -> SampleRow:
+    """One sample as a row to store, or ValueError with a reason that names the field."""
+    if not isinstance(raw, dict):
+        raise ValueError("a sample must be an object")
+    if raw.get("node") not in (None, node.name):
+        raise ValueError(f"node {raw.get('node')!r} is not this token's node {node.name!r}")
+    try:
+        ts = datetime.fromisoformat(str(raw.get("ts")))
+    except ValueError:
+        raise ValueError(f"ts {raw.get('ts')!r} is not an ISO 8601 time") from None
+    if ts.tzinfo is None:
+        raise ValueError("ts must carry a time zone (e.g. +00:00)")
+    if ts > now + MAX_CLOCK_SKEW:
+        raise ValueError(f"ts {ts.isoformat()} is in the future (node clock skew?)")
+    if ts < now - MAX_AGE:
+        raise ValueError(f"ts {ts.isoformat()} is older than the {MAX_AGE.days}-day retention")
+    gpu_uuid = raw.get("gpu_uuid")
+    if not isinstance(gpu_uuid, str) or not gpu_uuid or len(gpu_uuid) > 80:
+        raise ValueError("gpu_uuid must be a non-empty string")
+    gpu_index = _number(raw, "gpu_index", low=0, high=64)
+    if gpu_index != int(gpu_index):
+        raise ValueError(f"gpu_index must be a whole number, got {raw.get('gpu_index')!r}")
+    pod_uid = raw.get("pod_uid") or ""
+    if not isinstance(pod_uid, str) or len(pod_uid) > 64:
+        raise ValueError("pod_uid must be a string of at most 64 characters or null")
+    return SampleRow(
+        id=uuid.UUID(str(raw.get("id"))), ts=ts, gpu_uuid=gpu_uuid, gpu_index=int(gpu_index),
+        pod_uid=pod_uid, gpu_util_pct=_number(raw, "gpu_util_pct", low=0, high=100, optional=True),
+        mem_used_mib=int(_number(raw, "mem_used_mib", low=0, high=10**7)),
+        interval_s=_number(raw, "interval_s", low=0.001, high=3600),
+    )
+
+
+def ingest(node: Node, payload: object, *, now: datetime | None = None) -> IngestResult:
+    now = now or clock.now()
+    if not isinstance(payload, dict) or not isinstance(payload.get("samples"), list):
+        raise BatchError('the body must be an object with a "samples" list')
+    if payload.get("node") not in (None, node.name):
+        raise PermissionError(f"this token reports for node {node.name!r}, not {payload.get('node')!r}")
+    samples = payload["samples"]
+    if len(samples) > MAX_BATCH:
+        raise BatchError(f"a batch holds at most {MAX_BATCH} samples, got {len(samples)}")
+    result = IngestResult()
+    rows: list[SampleRow] = []
+    for raw in samples:
+        sample_id = raw.get("id") if isinstance(raw, dict) else None
+        try:
+            rows.append(check_sample(raw, node, now))
+        except ValueError as error:
+            reason = str(error) if sample_id is None or _is_uuid(sample_id) else f"id {sample_id!r} is not a UUID"
+            result.rejected.append({"id": str(sample_id) if sample_id is not None else None, "reason": reason})
+    pod_uids = {row.pod_uid: _uid(row.pod_uid) for row in rows if row.pod_uid}
+    replicas = dict(Replica.objects.filter(uid__in={u for u in pod_uids.values() if u}).values_list("uid", "pk"))
+    replica_ids = [replicas.get(pod_uids[row.pod_uid]) if row.pod_uid else None for row in rows]
+    if rows:
+        store = _insert_json if connection.vendor == "postgresql" else _insert_models
+        store(node, rows, replica_ids)
+    result.accepted = [str(row.id) for row in rows]
+    return result
+
+
+# Checked samples go to PostgreSQL as one JSON document that the database unpacks into rows: the ORM's
+# bulk_create prepared every field of every row in Python, which cost more than the insert itself.
+_ROW_FIELDS = ("id", "ts", "gpu_uuid", "gpu_index", "pod_uid", "replica", "gpu_util_pct", "mem_used_mib", "interval_s")
+
+
+@functools.cache
+def _json_insert_sql() -> str:
+    meta = UsageSample._meta
+    fields = [meta.get_field(name) for name in _ROW_FIELDS]
+    quote = connection.ops.quote_name
+    record = ", ".join(f"{quote(f.column)} {f.rel_db_type(connection) if f.is_relation else f.db_type(connection)}"
+                       for f in fields)
+    columns = ", ".join(quote(f.column) for f in [*fields, meta.get_field("node"), meta.get_field("received")])
+    return (f"INSERT INTO {quote(meta.db_table)} ({columns}) SELECT r.*, %s, %s FROM json_to_recordset(%s::json) "
+            f"AS r({record}) ON CONFLICT ({quote(meta.pk.column)}) DO NOTHING")
+
+
+def _insert_json(node: Node, rows: list[SampleRow], replica_ids: list[int | None]) -> None:
+    document = json.dumps([
+        {"id": str(r.id), "ts": r.ts.isoformat(), "gpu_uuid": r.gpu_uuid, "gpu_index": r.gpu_index,
+         "pod_uid": r.pod_uid, "replica_id": replica_id, "gpu_util_pct": r.gpu_util_pct,
+         "mem_used_mib": r.mem_used_mib, "interval_s": r.interval_s}
+        for r, replica_id in zip(rows, replica_ids, strict=True)])
+    with connection.cursor() as cursor:
+        cursor.execute(_json_insert_sql(), [node.pk, clock.now(), document])
+
+
+def _insert_models(node: Node, rows: list[SampleRow], replica_ids: list[int | None]) -> None:
+    UsageSample.objects.bulk_create(
+        [UsageSample(id=r.id, node=node, ts=r.ts, gpu_uuid=r.gpu_uuid, gpu_index=r.gpu_index, pod_uid=r.pod_uid,
+                     replica_id=replica_id, gpu_util_pct=r.gpu_util_pct, mem_used_mib=r.mem_used_mib,
+                     interval_s=r.interval_s)
+         for r, replica_id in zip(rows, replica_ids, strict=True)],
+        ignore_conflicts=True, batch_size=1000)
+
+
+def _is_uuid(value: object) -> bool:
+    try:
+        uuid.UUID(str(value))
+        return True
+    except ValueError:
+        return False
+
+
+def _uid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value) if value else None
+    except ValueError:
+        return None

@@ -1,0 +1,401 @@
+"""Reads for the operator console and the tenant dashboard."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, Q, QuerySet
+
+from billing.models import NodeToken, PriceTable, UsageHour
+from billing.quotes import QuoteError, quote
+from billing.reports import selectors as reports
+from billing.reports import services as report_services
+from billing.selectors import pool_offers, price_tables
+from billing.services import platform_tz
+from portal.console import advice as advice_rules
+from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
+from portal.console.models import AuditEntry
+from scheduling import clock
+from scheduling.core import model as cm
+from scheduling.cycle.snapshot import build_snapshot, core_pool
+from scheduling.models import ACTIVE_STATES, Job, JobState, Node, NodePool, Queue, Replica
+from scheduling.selectors import cluster_view
+
+MILLI = 1000
+ZERO = Decimal(0)
+
+
+# --------------------------------------------------------------------------- cluster map
+
+
+def heatmap(pools: list[dict]) -> dict:
+    """Allocation of every GPU (0..1) as a plotly heatmap: one row per node, one column per GPU index."""
+    rows = [(p["pool"].name, n) for p in pools for n in p["nodes"]]
+    width = max((len(n["gpus"]) for _, n in rows), default=0)
+    z, text, y = [], [], []
+    for pool, node in rows:
+        y.append(f"{pool} · {node['name']}{' (cordoned)' if node['cordoned'] else ''}"
+                 f"{' (not ready)' if not node['ready'] else ''}")
+        zr, tr = [], []
+        for i in range(width):
+            gpu = node["gpus"][i] if i < len(node["gpus"]) else None
+            zr.append(None if gpu is None else gpu["used_milli"] / MILLI)
+            tr.append("" if gpu is None else "<br>".join(
+                f"{h['workspace']}/{h['name']} #{h['job']} {h['mig'] or h['kind']} {h['milli']}m" for h in gpu["holders"]
+            ) or "free")
+        z.append(zr)
+        text.append(tr)
+    return {"z": z, "x": [f"GPU {i}" for i in range(width)], "y": y, "text": text}
+
+
+def nodes_view() -> list[dict]:
+    """cluster_view() with, per node, each job that holds GPUs there once (with its GPU indices)."""
+    pools = cluster_view()
+    for p in pools:
+        for node in p["nodes"]:
+            jobs: dict[int, dict] = {}
+            for gpu in node["gpus"]:
+                for h in gpu["holders"]:
+                    entry = jobs.setdefault(h["job"], {**h, "gpus": []})
+                    entry["gpus"].append(gpu["index"])
+            node["jobs"] = sorted(jobs.values(), key=lambda j: j["job"])
+    return pools
+
+
+# --------------------------------------------------------------------------- queues
+
+
+@dataclass(frozen=True)
+class QueueLine:
+    name: str
+    parent: str | None
+    depth: int
+    deserved: Decimal
+    limit: Decimal | None
+    weight: Decimal
+    priority: int
+    fair_share: float          # GPUs
+    allocated: float           # GPUs held by the queue's subtree
+    pending_demand: float      # GPUs the subtree's pending jobs need to start (gang minimum)
+    demand: float              # GPUs the subtree's jobs ask for at most (running + pending, elastic maxima)
+
+    @property
+    def borrowed(self) -> float:
+        """Held above the deserved quota (over-quota, reclaimable)."""
+        return max(0.0, self.allocated - float(self.deserved))
+
+    @property
+    def lent(self) -> float:
+        """Deserved but unused, so others may borrow it."""
+        return max(0.0, float(self.deserved) - self.allocated)
+
+
+def queue_lines(now: datetime | None = None) -> list[QueueLine]:
+    """Every queue in tree order with its fair share (water-filling over the cluster's capacity and
+    the jobs' current demand, exactly as the scheduler computes it), allocation and demand."""
+    from scheduling.core.session import Session, request_milli  # numpy: loaded when the dashboard asks
+
+    session = Session.build(build_snapshot(now or clock.now()))
+    path = session.queue_path
+    pending: dict[str, float] = defaultdict(float)
+    demand: dict[str, float] = defaultdict(float)
+    for state in session.jobs.values():
+        total = 0
+        for role in state.job.roles:
+            pools = session.pools_for(role.request)
+            total += request_milli(role.request, session.pools[pools[0]] if pools else None) * role.max_replicas
+        for name in path[state.job.queue]:
+            demand[name] += total
+            if state.is_pending():
+                pending[name] += state.min_milli
+    queues = {q.name: q for q in Queue.objects.select_related("parent")}
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for q in queues.values():
+        children[q.parent.name if q.parent else None].append(q.name)
+    lines: list[QueueLine] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for name in sorted(children.get(parent, [])):
+            q = queues[name]
+            lines.append(QueueLine(
+                name=name, parent=parent, depth=depth, deserved=q.deserved_gpus, limit=q.limit_gpus,
+                weight=q.over_quota_weight, priority=q.priority,
+                fair_share=session.fair_share.get(name, 0.0) / MILLI, allocated=session.alloc.get(name, 0) / MILLI,
+                pending_demand=pending[name] / MILLI, demand=demand[name] / MILLI,
+            ))
+            walk(name, depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+# --------------------------------------------------------------------------- pending jobs, fragmentation
+
+
+def pending_jobs(limit: int = 100) -> QuerySet[Job]:
+    return Job.objects.filter(state=JobState.PENDING).select_related("workspace", "queue").order_by("created", "id")[:limit]
+
+
+def _pending_requests() -> list[cm.Request]:
+    fields = ("mode", "num_gpus", "gpu_milli", "gpu_mem_mib", "mig_profile", "cpu_milli", "mem_mib", "vendor",
+              "gpu_model", "pool")
+    out = []
+    for roles in Job.objects.filter(state=JobState.PENDING).values_list("roles", flat=True):
+        for role in roles or []:
+            out.append(cm.Request(**{f: role[f] for f in fields if f in role}))
+    return out
+
+
+def free_gpus() -> tuple[list[cm.Pool], list[FreeGpu]]:
+    pools = {p.pk: p for p in NodePool.objects.all()}
+    core = {pk: core_pool(p) for pk, p in pools.items()}
+    held_milli: dict[tuple[int, int], int] = defaultdict(int)
+    held_mem: dict[tuple[int, int], int] = defaultdict(int)
+    held_mig: dict[tuple[int, int], list[str]] = defaultdict(list)
+    held_slots: dict[tuple[int, int], int] = defaultdict(int)
+    for node_id, gpus, slice_ in Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False).values_list(
+            "node_id", "gpu_indices", "slice"):
+        s = slice_ or {}
+        kind = s.get("kind", "whole")
+        for g in gpus:
+            key = (node_id, g)
+            if kind == "mig":
+                held_mig[key].append(s.get("mig_profile", ""))
+            elif kind == "timeslice":
+                held_slots[key] += 1
+            elif kind == "fraction":
+                held_milli[key] += int(s.get("gpu_milli", 0))
+                held_mem[key] += int(s.get("gpu_mem_mib", 0))
+            else:
+                held_milli[key] += MILLI
+                held_mem[key] = 1 << 40
+    nodes = Node.objects.filter(ready=True, cordoned=False).prefetch_related("gpus")
+    out = []
+    for node in nodes:
+        pool = core[node.pool_id]
+        whole_free = sum(1 for g in node.gpus.all() if held_milli[(node.pk, g.index)] == 0
+                         and pool.gpu_mode == "whole")
+        for g in node.gpus.all():
+            key = (node.pk, g.index)
+            free_mig = list(pool.mig_layout) if pool.gpu_mode == "mig" else []
+            for p in held_mig[key]:
+                if p in free_mig:
+                    free_mig.remove(p)
+            out.append(FreeGpu(
+                pool=pool.name, node=node.name, index=g.index,
+                free_milli=max(0, MILLI - held_milli[key]) if pool.gpu_mode == "whole" else 0,
+                free_mem_mib=max(0, (g.memory_mib or pool.gpu_memory_mib) - held_mem[key]),
+                free_mig=tuple(free_mig),
+                free_slots=max(0, pool.timeslice_replicas - held_slots[key]) if pool.gpu_mode == "timeslice" else 0,
+                node_free_whole=whole_free,
+            ))
+    return list(core.values()), out
+
+
+def fragmentation_report() -> list[PoolFragmentation]:
+    pools, gpus = free_gpus()
+    return fragmentation(sorted(pools, key=lambda p: p.name), gpus, _pending_requests())
+
+
+# --------------------------------------------------------------------------- allocation vs utilisation
+
+
+@dataclass
+class PoolUsage:
+    pool: str
+    hours: list[str]
+    allocated: list[float]
+    used: list[float]
+    allocated_total: Decimal
+    used_total: Decimal
+    waste_gpu_hours: Decimal
+    waste_cost: Decimal
+    currency: str
+
+
+def usage_by_pool(*, days: int = 2, now: datetime | None = None) -> list[PoolUsage]:
+    """Allocated vs used GPU-hours per pool and hour (from the hourly rollups); the waste between them
+    in GPU-hours and money (each hour's cost x its idle share)."""
+    now = now or clock.now()
+    start = (now - timedelta(days=days)).replace(minute=0, second=0, microsecond=0)
+    rows = list(UsageHour.objects.filter(hour__gte=start).values_list(
+        "hour", "job_id", "gpu_model", "sharing", "allocated_gpu_hours", "used_gpu_hours", "cost", "currency"))
+    pool_of: dict[tuple, str] = {}
+    for job_id, pool, model, kind in Replica.objects.filter(
+            job_id__in={r[1] for r in rows}, node__isnull=False).values_list(
+            "job_id", "node__pool__name", "node__pool__gpu_model", "slice__kind"):
+        pool_of.setdefault((job_id, model, kind or "whole"), pool)
+    hours = []
+    h = start
+    while h <= now:
+        hours.append(h)
+        h += timedelta(hours=1)
+    index = {h: i for i, h in enumerate(hours)}
+    result: dict[str, PoolUsage] = {}
+    for hour, job_id, model, sharing, alloc, used, cost, currency in rows:
+        pool = pool_of.get((job_id, model, sharing), model)
+        u = result.get(pool)
+        if u is None:
+            u = result[pool] = PoolUsage(pool, [x.isoformat() for x in hours], [0.0] * len(hours), [0.0] * len(hours),
+                                         ZERO, ZERO, ZERO, ZERO, currency)
+        i = index.get(hour)
+        if i is not None:
+            u.allocated[i] += float(alloc)
+            u.used[i] += float(used)
+        u.allocated_total += alloc
+        u.used_total += used
+        idle = max(ZERO, alloc - used)
+        u.waste_gpu_hours += idle
+        if alloc > 0:
+            u.waste_cost += cost * idle / alloc
+    return [result[k] for k in sorted(result)]
+
+
+# --------------------------------------------------------------------------- GPU selection advice
+
+
+@dataclass(frozen=True)
+class AdviceOption:
+    pool: str
+    gpu_model: str
+    sharing: str
+    spot: bool
+    gpus: str                 # what it holds, in words
+    price_per_hour: Decimal
+    price_per_hour_offpeak: Decimal
+    currency: str
+    can_start_now: bool
+    tradeoffs: tuple[str, ...]
+
+
+def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = None
+               ) -> tuple[advice_rules.MemoryNeed, list[AdviceOption], list[str]]:
+    """The memory the model needs and every pool / sharing mode that fits, cheapest first.
+    Raises ValueError naming the bad field."""
+    need = advice_rules.memory_needed(params_b, task, precision)
+    now = now or clock.now()
+    tables = price_tables()
+    if not tables:
+        return need, [], ["no price table: nothing to compare"]
+    from billing.pricing import table_in_force
+
+    rates = table_in_force(tables, now).rates
+    options, refused = [], []
+    for offer in pool_offers():
+        if offer.total_gpus == 0:
+            continue
+        spec = advice_rules.spec_for_pool(need, offer)
+        try:
+            q = quote(spec, [offer], rates, now=now, tz=platform_tz())
+        except (QuoteError, ValueError) as error:
+            refused.append(f"{offer.name}: {error}")
+            continue
+        for o in q.options:
+            if o.when != "now":
+                continue
+            role = o.roles[0]
+            held = (f"{role.num_gpus} × {role.min_replicas}" if role.sharing == "exclusive" and role.min_replicas > 1
+                    else f"{role.gpu_share.normalize():f} GPU" + (f" ({role.mig_profile})" if role.mig_profile else ""))
+            options.append(AdviceOption(o.pool, o.gpu_model, o.sharing, o.spot, held, o.price_per_hour,
+                                        o.price_per_hour_offpeak, o.currency, o.can_start_now, o.tradeoffs))
+    options.sort(key=lambda o: (o.price_per_hour, o.pool, o.sharing))
+    return need, options, refused
+
+
+# --------------------------------------------------------------------------- price tables, tokens, audit
+
+
+def price_table_rows(now: datetime | None = None) -> list[dict]:
+    now = now or clock.now()
+    tables = list(PriceTable.objects.prefetch_related("gpu_rates").order_by("-effective_from"))
+    in_force = next((t for t in tables if t.effective_from <= now), None)
+    return [{"table": t, "status": "scheduled" if t.effective_from > now else
+             ("in force" if t == in_force else "past")} for t in tables]
+
+
+def tokens_by_node() -> list[dict]:
+    tokens = defaultdict(list)
+    for t in NodeToken.objects.select_related("node"):
+        tokens[t.node_id].append(t)
+    return [{"node": n, "tokens": tokens[n.pk]} for n in Node.objects.select_related("pool")]
+
+
+AUDIT_FILTERS = ("user", "action", "target", "source", "q", "start", "end")
+
+
+def audit_entries(params) -> QuerySet[AuditEntry]:
+    entries = AuditEntry.objects.all()
+    if params.get("user"):
+        entries = entries.filter(username=params["user"])
+    if params.get("action"):
+        entries = entries.filter(action=params["action"])
+    if params.get("target"):
+        entries = entries.filter(target_type=params["target"])
+    if params.get("source"):
+        entries = entries.filter(source=params["source"])
+    if params.get("q"):
+        q = params["q"]
+        entries = entries.filter(Q(target_repr__icontains=q) | Q(message__icontains=q) | Q(target_id=q))
+    for name, lookup in (("start", "time__date__gte"), ("end", "time__date__lte")):
+        if params.get(name):
+            try:
+                entries = entries.filter(**{lookup: date.fromisoformat(params[name])})
+            except ValueError:
+                raise ValueError(f"{name}: {params[name]!r} is not a date (YYYY-MM-DD)") from None
+    return entries
+
+
+def audit_choices() -> dict[str, list[str]]:
+    base = AuditEntry.objects.order_by()
+    return {k: sorted(set(base.values_list(f, flat=True).distinct()))
+            for k, f in (("users", "username"), ("actions", "action"), ("targets", "target_type"))}
+
+
+# --------------------------------------------------------------------------- tenant dashboard
+
+
+@dataclass
+class TenantDashboard:
+    month_start: date
+    today: date
+    totals: reports.Totals | None
+    by_day: list[dict]
+    jobs_by_state: list[dict]
+    wasters: list[dict]
+    budget: object  # billing.reports.services.BudgetStatus | None
+
+    @property
+    def efficiency(self) -> Decimal | None:
+        t = self.totals
+        if t is None or not t.allocated_gpu_hours:
+            return None
+        return (t.used_gpu_hours * 100 / t.allocated_gpu_hours).quantize(Decimal("0.1"))
+
+    @property
+    def savings(self) -> Decimal:
+        return (self.totals.on_demand_cost - self.totals.cost) if self.totals else ZERO
+
+    def filters(self, slug: str) -> dict[str, str]:
+        """The finance report's query for the same figures."""
+        return {"start": self.month_start.isoformat(), "end": self.today.isoformat(), "workspace": slug}
+
+
+def tenant_dashboard(user, workspace, *, now: datetime | None = None) -> TenantDashboard:
+    """This month so far for one workspace the user belongs to, read through the finance reports'
+    own selectors (the daily rollups), so the dashboard and the report show the same totals."""
+    now = now or clock.now()
+    today = now.astimezone(platform_tz()).date()
+    month_start = today.replace(day=1)
+    filters = reports.ReportFilters(start=month_start, end=today, workspace=workspace.slug)
+    rows = reports.report_rows(user, filters)  # 404 unless the user is a member
+    totals = reports.totals(rows)
+    states = list(Job.objects.filter(workspace=workspace).order_by().values("state").annotate(n=Count("id"))
+                  .order_by("state"))
+    wasters = sorted(reports.jobs_of(rows), key=lambda r: r["idle_gpu_hours"] or ZERO, reverse=True)[:5]
+    return TenantDashboard(month_start=month_start, today=today, totals=totals[0] if totals else None,
+                           by_day=reports.by_day(rows), jobs_by_state=states,
+                           wasters=[w for w in wasters if (w["idle_gpu_hours"] or ZERO) > 0],
+                           budget=report_services.budget_status(workspace, now=now))

@@ -1,0 +1,324 @@
+"""Operator console pages (staff only): thin views over portal.console.services and portal.console.selectors."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from billing.models import NodeToken, PriceTable
+from portal.console import selectors, services
+from portal.console.advice import BYTES_PER_PARAM, TASKS
+from portal.console.models import AuditEntry
+from portal.console.services import ConsoleError
+from portal.models import Membership, Role, Workspace
+from scheduling import clock
+from scheduling.models import Node, NodePool, Placement, PoolSharing, Queue
+from scheduling.selectors import cluster_view
+
+
+def operator_required(view):
+    """Staff only: anonymous users go to the login page, tenants get 403."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not request.user.is_staff:
+            raise PermissionDenied("the operator console is for operators (staff) only")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _fail(request, error: ConsoleError) -> None:
+    for field, msgs in error.errors.items():
+        for m in msgs:
+            messages.error(request, f"{field}: {m}" if field else m)
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def _live_context() -> dict:
+    pools = cluster_view()
+    try:
+        queues, queue_error = selectors.queue_lines(), ""
+    except ValueError as error:  # a tree the scheduler refuses: say so instead of failing the page
+        queues, queue_error = [], str(error)
+    return {
+        "pools": pools, "heatmap": json.dumps(selectors.heatmap(pools)), "queues": queues,
+        "queue_error": queue_error, "pending": selectors.pending_jobs(), "fragments": selectors.fragmentation_report(),
+        "now": clock.now(),
+    }
+
+
+@operator_required
+def dashboard(request):
+    if request.GET.get("partial"):
+        return render(request, "console/_live.html", _live_context())
+    days = request.GET.get("days", "2")
+    days = int(days) if days.isdigit() and 1 <= int(days) <= 31 else 2
+    usage = selectors.usage_by_pool(days=days)
+    usage_json = json.dumps([{"pool": u.pool, "hours": u.hours, "allocated": u.allocated, "used": u.used}
+                             for u in usage])
+    return render(request, "console/dashboard.html", {**_live_context(), "usage": usage, "usage_json": usage_json,
+                                                      "days": days, "section": "dashboard"})
+
+
+@operator_required
+def advice(request):
+    context = {"section": "advice", "tasks": TASKS, "precisions": list(BYTES_PER_PARAM),
+               "form": {"params_b": request.GET.get("params_b", ""), "task": request.GET.get("task", "inference"),
+                        "precision": request.GET.get("precision", "fp16")}}
+    if context["form"]["params_b"]:
+        try:
+            need, options, refused = selectors.gpu_advice(**context["form"])
+            context.update(need=need, options=options, refused=refused)
+        except ValueError as error:
+            context["error"] = str(error)
+    return render(request, "console/advice.html", context)
+
+
+# --------------------------------------------------------------------------- pools
+
+
+@operator_required
+def pools(request):
+    return render(request, "console/pools.html", {
+        "section": "pools", "pools": cluster_view(), "placements": Placement.choices, "sharings": PoolSharing.choices,
+    })
+
+
+@operator_required
+def pool_edit(request, name):
+    pool = get_object_or_404(NodePool, name=name)
+    errors, data = {}, None
+    if request.method == "POST":
+        data = request.POST
+        try:
+            services.save_pool(request.user, pool, data)
+            messages.success(request, f"Pool {pool.name} saved.")
+            return redirect("console-pools")
+        except ConsoleError as error:
+            errors = error.errors
+    return render(request, "console/pool_form.html", {
+        "section": "pools", "pool": pool, "errors": errors, "placements": Placement.choices,
+        "sharings": PoolSharing.choices,
+        "values": data or {"placement": pool.placement, "sharing": pool.sharing, "spot": pool.spot,
+                           "timeslice_replicas": pool.timeslice_replicas,
+                           "mig_layout": ", ".join(pool.mig_layout or [])},
+        "mig_families": services.MIG_FAMILIES,
+    }, status=400 if errors else 200)
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@operator_required
+def nodes(request):
+    template = "console/_nodes.html" if request.GET.get("partial") else "console/nodes.html"
+    return render(request, template, {"section": "nodes", "pools": selectors.nodes_view()})
+
+
+@require_POST
+@operator_required
+def node_cordon(request, name):
+    node = get_object_or_404(Node, name=name)
+    cordon = request.POST.get("cordon") == "1"
+    services.set_cordoned(request.user, node, cordon)
+    messages.info(request, f"Node {node.name} {'cordoned' if cordon else 'uncordoned'}.")
+    return redirect("console-nodes")
+
+
+@operator_required
+def node_drain(request, name):
+    node = get_object_or_404(Node, name=name)
+    if request.method == "POST":
+        done = services.drain(request.user, node)
+        messages.success(request, f"Node {node.name} drained: {len(done.moves)} preemptible replicas requeued, "
+                                  f"{len(done.stays)} finish in place.")
+        return redirect("console-nodes")
+    return render(request, "console/drain.html", {"section": "nodes", "preview": services.drain_preview(node)})
+
+
+# --------------------------------------------------------------------------- queues
+
+
+@operator_required
+def queues(request):
+    try:
+        lines, error = selectors.queue_lines(), ""
+    except ValueError as e:
+        lines, error = [], str(e)
+    if request.GET.get("partial"):
+        return render(request, "console/_queue_table.html", {"queues": lines})
+    return render(request, "console/queues.html", {"section": "queues", "queues": lines, "queue_error": error})
+
+
+QUEUE_VALUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
+                      "preemptible_only")
+
+
+@operator_required
+def queue_edit(request, name=None):
+    queue = get_object_or_404(Queue, name=name) if name else None
+    errors = {}
+    if request.method == "POST":
+        if "delete" in request.POST and queue is not None:
+            try:
+                services.delete_queue(request.user, queue)
+                messages.success(request, f"Queue {queue.name} deleted.")
+                return redirect("console-queues")
+            except ConsoleError as error:
+                errors = error.errors
+        else:
+            try:
+                saved = services.save_queue(request.user, queue, request.POST)
+                messages.success(request, f"Queue {saved.name} saved.")
+                return redirect("console-queues")
+            except ConsoleError as error:
+                errors = error.errors
+        values = request.POST
+    elif queue is not None:
+        values = {"name": queue.name, "parent": queue.parent.name if queue.parent else "",
+                  "deserved_gpus": queue.deserved_gpus, "over_quota_weight": queue.over_quota_weight,
+                  "limit_gpus": "" if queue.limit_gpus is None else queue.limit_gpus, "priority": queue.priority,
+                  "preemptible_only": queue.preemptible_only}
+    else:
+        values = {"parent": request.GET.get("parent", ""), "deserved_gpus": "0", "over_quota_weight": "1",
+                  "priority": "0"}
+    others = Queue.objects.exclude(pk=getattr(queue, "pk", None)).order_by("name")
+    return render(request, "console/queue_form.html", {
+        "section": "queues", "queue": queue, "values": values, "errors": errors, "parents": others,
+    }, status=400 if errors else 200)
+
+
+# --------------------------------------------------------------------------- workspaces
+
+
+@operator_required
+def workspaces(request):
+    errors, values = {}, {}
+    if request.method == "POST":
+        values = request.POST
+        queue = Queue.objects.filter(name=request.POST.get("queue") or "").first()
+        try:
+            ws = services.create_workspace(request.user, request.POST.get("slug", ""), request.POST.get("name", ""),
+                                           queue=queue)
+            messages.success(request, f"Workspace {ws.slug} created.")
+            return redirect("console-workspace", slug=ws.slug)
+        except ConsoleError as error:
+            errors = error.errors
+    rows = Workspace.objects.prefetch_related("memberships__user", "queue_access__queue")
+    leaf_queues = Queue.objects.filter(children__isnull=True).order_by("name")
+    return render(request, "console/workspaces.html", {"section": "workspaces", "workspaces": rows,
+                                                       "errors": errors, "values": values, "queues": leaf_queues},
+                  status=400 if errors else 200)
+
+
+@operator_required
+def workspace_detail(request, slug):
+    workspace = get_object_or_404(Workspace, slug=slug)
+    if request.method == "POST":
+        try:
+            if "remove" in request.POST:
+                membership = get_object_or_404(Membership, pk=request.POST["remove"], workspace=workspace)
+                services.remove_member(request.user, membership)
+                messages.info(request, f"{membership.user.username} removed.")
+            elif "queue" in request.POST:
+                queue = get_object_or_404(Queue, name=request.POST["queue"])
+                services.grant_queue(request.user, workspace, queue, is_default=bool(request.POST.get("is_default")))
+                messages.info(request, f"Queue {queue.name} granted.")
+            else:
+                m = services.set_member(request.user, workspace, request.POST.get("username", ""),
+                                        request.POST.get("role", ""))
+                messages.info(request, f"{m.user.username} is {m.role}.")
+        except ConsoleError as error:
+            _fail(request, error)
+        return redirect("console-workspace", slug=slug)
+    return render(request, "console/workspace_detail.html", {
+        "section": "workspaces", "workspace": workspace, "roles": Role.choices,
+        "members": workspace.memberships.select_related("user").order_by("user__username"),
+        "access": workspace.queue_access.select_related("queue").order_by("queue__name"),
+        "queues": Queue.objects.filter(children__isnull=True).order_by("name"),
+    })
+
+
+# --------------------------------------------------------------------------- price tables
+
+
+def _rates_text(table: PriceTable | None) -> str:
+    if table is None:
+        return ""
+    return "\n".join(f"{r.vendor} {r.gpu_model} {r.per_gpu_hour.normalize():f}" for r in table.gpu_rates.all())
+
+
+@operator_required
+def prices(request):
+    errors, values = {}, None
+    rows = selectors.price_table_rows()
+    if request.method == "POST":
+        values = request.POST
+        try:
+            table = services.create_price_table(request.user, request.POST)
+            messages.success(request, f"Price table {table.name} takes effect {table.effective_from:%Y-%m-%d %H:%M}.")
+            return redirect("console-prices")
+        except ConsoleError as error:
+            errors = error.errors
+    if values is None:
+        current = next((r["table"] for r in rows if r["status"] == "in force"), None) or (rows[0]["table"] if rows else None)
+        tomorrow = (timezone.localtime() + timezone.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        values = {"name": f"Prices from {tomorrow:%Y-%m-%d}", "currency": current.currency if current else "USD",
+                  "effective_from": tomorrow.strftime("%Y-%m-%d %H:%M"), "gpu_rates": _rates_text(current)}
+        for f in ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_windows",
+                  "offpeak_discount", "spot_discount"):
+            v = getattr(current, f) if current else ""
+            values[f] = f"{v.normalize():f}" if isinstance(v, Decimal) else v
+    return render(request, "console/prices.html", {"section": "prices", "rows": rows, "values": values,
+                                                   "errors": errors}, status=400 if errors else 200)
+
+
+# --------------------------------------------------------------------------- node tokens
+
+
+@operator_required
+def tokens(request):
+    new = None
+    if request.method == "POST":
+        if "revoke" in request.POST:
+            token = get_object_or_404(NodeToken, pk=request.POST["revoke"])
+            services.revoke_node_token(request.user, token)
+            messages.info(request, f"Token {token.hint}… of {token.node.name} revoked.")
+            return redirect("console-tokens")
+        node = get_object_or_404(Node, name=request.POST.get("node", ""))
+        token, raw = services.create_node_token(request.user, node)
+        new = {"node": node.name, "raw": raw}
+    return render(request, "console/tokens.html", {"section": "tokens", "rows": selectors.tokens_by_node(), "new": new})
+
+
+# --------------------------------------------------------------------------- audit
+
+
+@operator_required
+def audit_log(request):
+    try:
+        entries = selectors.audit_entries(request.GET)
+    except ValueError as error:
+        return HttpResponseBadRequest(str(error))
+    page = Paginator(entries.select_related("user"), 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "console/audit.html", {
+        "section": "audit", "page": page, "filters": request.GET, "choices": selectors.audit_choices(),
+        "sources": AuditEntry.Source.choices, "query": query.urlencode(),
+    })

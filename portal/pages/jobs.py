@@ -1,0 +1,74 @@
+"""Tenant pages for jobs: submit (with live quotes), list and detail."""
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from billing.metering.costs import job_cost
+from portal.selectors import current_workspace
+from scheduling import selectors, services
+from scheduling.backends import get_backend
+from scheduling.models import ACTIVE_STATES, JobState
+from scheduling.spec import IMAGE_FORM_FIELDS
+from scheduling.spec.examples import EXAMPLES
+
+
+@login_required
+def submit(request):
+    workspace = current_workspace(request)
+    return render(request, "scheduling/submit.html", {
+        "workspace": workspace, "examples": EXAMPLES, "form_fields": list(IMAGE_FORM_FIELDS),
+        "queues": selectors.queues_for_workspace(workspace) if workspace else [],
+    })
+
+
+@login_required
+def job_list(request):
+    workspace = current_workspace(request)
+    state = request.GET.get("state") or None
+    if state not in JobState.values:
+        state = None
+    jobs = selectors.jobs_for(request.user, workspace=workspace, state=state) if workspace else []
+    return render(request, "scheduling/job_list.html", {
+        "workspace": workspace, "jobs": jobs, "states": JobState.values, "state": state,
+    })
+
+
+@login_required
+def job_detail(request, pk):
+    job = selectors.get_job_for_user(request.user, pk)
+    cost_so_far = None if job.is_final or not job.started else job_cost(job)
+    return render(request, "scheduling/job_detail.html", {"job": job, "events": selectors.events_of(job),
+                                                          "cost_so_far": cost_so_far})
+
+
+@login_required
+def job_log(request, pk):
+    """The job's replica logs from the cluster backend, last lines of each."""
+    job = selectors.get_job_for_user(request.user, pk)
+    backend = get_backend()
+    parts = [f"== {r.role}-{r.index} on {r.node.name if r.node else '?'}\n" + backend.logs((job.pk, r.role, r.index), 50)
+             for r in job.replicas.filter(state__in=ACTIVE_STATES).select_related("node")]
+    return HttpResponse("\n".join(parts) or "waiting for replicas to start", content_type="text/plain; charset=utf-8")
+
+
+@staff_member_required
+def cluster(request):
+    template = "scheduling/_cluster_map.html" if request.GET.get("partial") else "scheduling/cluster.html"
+    return render(request, template, {"pools": selectors.cluster_view()})
+
+
+@require_POST
+@login_required
+def job_cancel(request, pk):
+    job = selectors.get_job_for_user(request.user, pk)
+    try:
+        services.cancel_job(user=request.user, job=job)
+        messages.info(request, f"Job {job.name} cancelled.")
+    except (PermissionDenied, ValueError) as error:
+        messages.error(request, str(error))
+    return redirect("job", pk=job.pk)

@@ -1,0 +1,448 @@
+"""The Kubernetes backend: the scheduling cycle's decisions applied to a real cluster through the official
+`kubernetes` client.
+
+- inventory(): Node objects -> NodeInventory (GPU resources and labels, pool label, spot, Ready, cordon).
+- sync_workspace(): a namespace per workspace with a ResourceQuota mirroring its GPU quota.
+- launch(): a Pod bound to the chosen node with `nodeName` (the scheduler already placed it), asking for
+  the extended resource of its sharing mode; fractions are pinned to their GPU through the environment
+  and each shared GPU is held whole by a reservation pod (as Run:ai does); PyTorch / MPI jobs get a
+  headless Service (rank-<r>.job-<id>.<ns>.svc, rank 0 = MASTER_ADDR) and an MPI hostfile ConfigMap.
+- statuses(): a local cache of the platform's pods fed by a list, then a watch resumed from the last
+  resourceVersion at every call (drained until idle); 410 Gone -> relist.
+- evict() / forget(): delete the pod, and the reservation with the last fraction on its GPU.
+Every call retries 429 / 5xx / timeouts with capped backoff; 409 on create and 404 on delete are success,
+so every method is idempotent and an interrupted cycle can simply run again.
+No Django import: settings come from KubernetesConfig (environment variables K8S_*).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from scheduling.backends.base import NodeInventory, ReplicaKey, ReplicaLaunch, ReplicaStatus
+
+from . import manifests as m
+from .config import KubernetesConfig
+from .retry import KubernetesApiError, call_with_retry, detail_of
+
+__all__ = ["KubernetesBackend", "KubernetesConfig", "KubernetesApiError", "PodCache", "make_api_client"]
+
+PodRef = tuple[str, str]  # (namespace, name)
+
+
+def make_api_client(config: KubernetesConfig) -> client.ApiClient:
+    """An ApiClient from the kubeconfig file, or from the pod's service account in a cluster. The client's own
+    urllib3 retries are off: the backend retries itself, with backoff and Retry-After."""
+    configuration = client.Configuration()
+    in_cluster = config.in_cluster
+    if in_cluster is None:
+        in_cluster = not config.kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if in_cluster:
+        kube_config.load_incluster_config(client_configuration=configuration)
+    else:
+        kube_config.load_kube_config(config_file=config.kubeconfig, context=config.context,
+                                     client_configuration=configuration)
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old: list again."""
+
+
+class PodCache:
+    """The platform's pods as last seen: replaced by a list, then updated by watch events and by what this
+    backend itself created or deleted (so a cycle sees its own launches before the watch reports them).
+    Live replica pods are indexed by replica key and by the shared GPUs they hold."""
+
+    def __init__(self) -> None:
+        self.pods: dict[PodRef, dict] = {}
+        self.resource_version: str | None = None
+        self.deleted_uids: set[str] = set()  # deleted by us, events still in flight: ignore all but DELETED
+        self._by_key: dict[ReplicaKey, PodRef] = {}
+        self._holders: dict[tuple[str, int], set[PodRef]] = {}
+
+    @staticmethod
+    def ref(pod: dict) -> PodRef:
+        return pod["metadata"].get("namespace", ""), pod["metadata"]["name"]
+
+    @staticmethod
+    def is_live(pod: dict) -> bool:
+        return not pod["metadata"].get("deletionTimestamp")
+
+    def _set(self, pod: dict) -> None:
+        ref = self.ref(pod)
+        self._unset(ref)
+        self.pods[ref] = pod
+        if self.is_live(pod) and m.is_replica(pod):
+            self._by_key[m.replica_key(pod)] = ref
+            for held in m.held_gpus(pod):
+                self._holders.setdefault(held, set()).add(ref)
+
+    def _unset(self, ref: PodRef) -> dict | None:
+        pod = self.pods.pop(ref, None)
+        if pod is not None and self.is_live(pod) and m.is_replica(pod):
+            if self._by_key.get(m.replica_key(pod)) == ref:
+                del self._by_key[m.replica_key(pod)]
+            for held in m.held_gpus(pod):
+                self._holders.get(held, set()).discard(ref)
+        return pod
+
+    def replace(self, items: Iterable[dict], resource_version: str) -> None:
+        items = list(items)
+        self.deleted_uids &= {p["metadata"].get("uid") for p in items}
+        self.pods, self._by_key, self._holders = {}, {}, {}
+        for pod in items:
+            if pod["metadata"].get("uid") not in self.deleted_uids:
+                self._set(pod)
+        self.resource_version = resource_version
+
+    def apply(self, event_type: str, obj: dict) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("resourceVersion"):
+            self.resource_version = meta["resourceVersion"]
+        if event_type == "BOOKMARK":
+            return
+        ref, uid = self.ref(obj), meta.get("uid")
+        if event_type == "DELETED":
+            self.deleted_uids.discard(uid)
+            if ref in self.pods and self.pods[ref]["metadata"].get("uid") == uid:
+                self._unset(ref)
+        elif uid not in self.deleted_uids:
+            self._set(obj)
+
+    def put(self, pod: dict) -> None:
+        """A pod this backend created or read; the resume point stays where the watch left off."""
+        self._set(pod)
+
+    def drop(self, ref: PodRef) -> None:
+        pod = self._unset(ref)
+        if pod is not None and pod["metadata"].get("uid"):
+            self.deleted_uids.add(pod["metadata"]["uid"])
+
+    def live(self) -> list[dict]:
+        """Pods not being deleted."""
+        return [p for p in self.pods.values() if self.is_live(p)]
+
+    def replica(self, key: ReplicaKey) -> dict | None:
+        ref = self._by_key.get(key)
+        return self.pods[ref] if ref else None
+
+    def holders(self, node: str, gpu: int) -> list[dict]:
+        """Live fraction pods sharing this GPU (whatever their phase: forget() is what frees a GPU)."""
+        return [self.pods[ref] for ref in sorted(self._holders.get((node, gpu), ()))]
+
+    def shared_gpus(self) -> dict[tuple[str, int], list[dict]]:
+        """(node, GPU) -> the live fraction pods on it, for every GPU that has some."""
+        return {held: [self.pods[r] for r in sorted(refs)] for held, refs in sorted(self._holders.items()) if refs}
+
+    def replicas(self) -> list[dict]:
+        return [self.pods[ref] for ref in self._by_key.values()]
+
+
+_SHARED: dict[tuple[int, KubernetesConfig], KubernetesBackend] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+class KubernetesBackend:
+    name = "kubernetes"
+
+    def __init__(self, config: KubernetesConfig | None = None, *, api_client: client.ApiClient | None = None,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time) -> None:
+        self.config = config or KubernetesConfig.from_env()
+        self.core = client.CoreV1Api(api_client or make_api_client(self.config))
+        self.cache = PodCache()
+        self._sleep, self._clock = sleep, clock
+        self._vendors: dict[str, str] = {}  # node -> nvidia | amd, from the last inventory
+        self._namespaces: set[str] = set()  # namespaces known to exist
+        self._lock = threading.RLock()  # one caller at a time: the cache is not shared-safe otherwise
+
+    @classmethod
+    def from_env(cls) -> KubernetesBackend:
+        """A new backend from the K8S_* environment variables."""
+        return cls(KubernetesConfig.from_env())
+
+    @classmethod
+    def from_settings(cls) -> KubernetesBackend:
+        """The process's backend for the K8S_* environment: one instance per process and settings, so the pod
+        cache and the watch's resourceVersion carry over from cycle to cycle. Call it after a fork (Celery
+        workers do: the first cycle in each child builds its own)."""
+        config = KubernetesConfig.from_env()
+        key = (os.getpid(), config)
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(config)
+            return _SHARED[key]
+
+    def close(self) -> None:
+        """Release the client's connections."""
+        self.core.api_client.close()
+
+    # --- API plumbing ----------------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, text: bool = False, **kwargs: Any) -> Any:
+        """fn(...) with retries; the answer as parsed JSON (as text with text=True)."""
+        timeout = (self.config.request_timeout_s, self.config.request_timeout_s)
+
+        def once() -> Any:
+            data = fn(*args, _preload_content=False, _request_timeout=timeout, **kwargs).data or b""
+            return data.decode("utf-8", "replace") if text else json.loads(data or b"{}")
+
+        return call_with_retry(once, what, self.config.retry, self._sleep)
+
+    def _call_unless(self, status: int, what: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """(True, the answer), or (False, None) when the API answers `status` (409 or 404, which
+        a retry or a rerun expects); other errors are raised."""
+        try:
+            return True, self._call(what, fn, *args)
+        except ApiException as e:
+            if e.status == status:
+                return False, None
+            raise KubernetesApiError(what, e.status, detail_of(e)) from e
+
+    def _create(self, what: str, fn: Callable[..., Any], *args: Any) -> dict | None:
+        """The created object, or None when it already existed (409: a retry or a rerun)."""
+        return self._call_unless(409, f"create {what}", fn, *args)[1]
+
+    def _delete(self, what: str, fn: Callable[..., Any], *args: Any) -> bool:
+        """True when deleted now, False when it was already gone (404)."""
+        return self._call_unless(404, f"delete {what}", fn, *args)[0]
+
+    def _read(self, what: str, fn: Callable[..., Any], *args: Any) -> dict | None:
+        return self._call_unless(404, f"read {what}", fn, *args)[1]
+
+    # --- inventory ---------------------------------------------------------------------------------------
+    def inventory(self) -> list[NodeInventory]:
+        with self._lock:
+            nodes = self._call("list nodes", self.core.list_node).get("items", [])
+            inventory = sorted((m.node_inventory(n, self.config) for n in nodes), key=lambda n: n.name)
+            self._vendors = {n.name: n.vendor for n in inventory}
+            return inventory
+
+    def _vendor(self, replica: ReplicaLaunch) -> str:
+        vendor = (replica.slice or {}).get("vendor") or self._vendors.get(replica.node)
+        if not vendor:
+            node = self._read(f"node {replica.node}", self.core.read_node, replica.node)
+            vendor = m.node_inventory(node, self.config).vendor if node else "nvidia"
+            self._vendors[replica.node] = vendor
+        return vendor
+
+    # --- workspaces --------------------------------------------------------------------------------------
+    def _ensure_namespace(self, namespace: str, workspace: str | None) -> None:
+        if namespace in self._namespaces:
+            return
+        self._create(f"namespace {namespace}", self.core.create_namespace, m.namespace_manifest(namespace, workspace))
+        self._namespaces.add(namespace)
+
+    def sync_workspace(self, workspace: str, gpu_quota_milli: int | None) -> None:
+        with self._lock:
+            namespace = m.namespace_name(self.config, workspace)
+            self._namespaces.discard(namespace)  # check it really exists: sync is the place to repair
+            self._ensure_namespace(namespace, workspace)
+            what = f"resourcequota {namespace}/{m.QUOTA_NAME}"
+            if gpu_quota_milli is None:
+                self._delete(what, self.core.delete_namespaced_resource_quota, m.QUOTA_NAME, namespace)
+                return
+            quota = m.quota_manifest(workspace, gpu_quota_milli)
+            if self._create(what, self.core.create_namespaced_resource_quota, namespace, quota) is None:
+                patch = {"metadata": {"annotations": quota["metadata"]["annotations"]}, "spec": quota["spec"]}
+                self._call(f"patch {what}", self.core.patch_namespaced_resource_quota, m.QUOTA_NAME, namespace,
+                           patch)
+
+    # --- launching ---------------------------------------------------------------------------------------
+    def launch(self, replica: ReplicaLaunch) -> None:
+        with self._lock:
+            if self.cache.replica(replica.key) is not None:
+                return
+            namespace = m.namespace_name(self.config, replica.workspace)
+            vendor = self._vendor(replica)
+            pod = m.replica_pod(replica, namespace, vendor, self.config)  # bad input fails before any change
+            self._ensure_namespace(namespace, replica.workspace)
+            if replica.job_type in m.DISTRIBUTED:
+                self._ensure_job_objects(replica, namespace)
+            if m.slice_kind(replica) == "fraction":
+                uuids = list(replica.gpu_uuids) + [""] * len(replica.gpus)
+                for gpu, uuid in zip(replica.gpus, uuids, strict=False):
+                    self._ensure_reservation(replica.node, gpu, uuid, vendor)
+            self.cache.put(self._create_pod(pod, replica.workspace))
+
+    def _create_pod(self, pod: dict, workspace: str | None) -> dict:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        what = f"pod {namespace}/{name}"
+        try:
+            created = self._create(what, self.core.create_namespaced_pod, namespace, pod)
+        except KubernetesApiError as e:
+            if e.status != 404:  # 404: the namespace vanished under us; make it again, once
+                raise
+            self._namespaces.discard(namespace)
+            self._ensure_namespace(namespace, workspace)
+            created = self._create(what, self.core.create_namespaced_pod, namespace, pod)
+        if created is None:  # already there: take the server's copy
+            created = self._read(what, self.core.read_namespaced_pod, name, namespace)
+            if created is None:
+                raise KubernetesApiError(f"create {what}", 409, "exists, then vanished while read back")
+        return created
+
+    def _ensure_job_objects(self, replica: ReplicaLaunch, namespace: str) -> None:
+        svc = m.headless_service(replica, namespace, self.config)
+        self._create(f"service {namespace}/{svc['metadata']['name']}", self.core.create_namespaced_service,
+                     namespace, svc)
+        if replica.job_type == "mpi":
+            hostfile = m.mpi_hostfile(replica, namespace)
+            name = hostfile["metadata"]["name"]
+            if self._create(f"configmap {namespace}/{name}", self.core.create_namespaced_config_map, namespace,
+                            hostfile) is None:  # the job grew or shrank since: the hostfile follows
+                self._call(f"patch configmap {namespace}/{name}", self.core.patch_namespaced_config_map, name,
+                           namespace, {"data": hostfile["data"]})
+
+    def _ensure_reservation(self, node: str, gpu: int, uuid: str, vendor: str) -> None:
+        ns = self.config.reservation_namespace
+        ref = (ns, m.reservation_name(node, gpu))
+        if ref in self.cache.pods and self.cache.is_live(self.cache.pods[ref]):
+            return
+        self._ensure_namespace(ns, None)
+        self.cache.put(self._create_pod(m.reservation_pod(node, gpu, uuid, vendor, self.config), None))
+
+    # --- stopping ----------------------------------------------------------------------------------------
+    def evict(self, key: ReplicaKey, reason: str) -> None:
+        with self._lock:
+            self._remove(key)
+
+    def forget(self, key: ReplicaKey) -> None:
+        with self._lock:
+            self._remove(key)
+
+    def _remove(self, key: ReplicaKey) -> None:
+        pod = self.cache.replica(key)
+        if pod is None:
+            self._sync()  # a fresh process knows nothing yet
+            pod = self.cache.replica(key)
+        if pod is None:
+            return
+        ref = self.cache.ref(pod)
+        self._delete(f"pod {ref[0]}/{ref[1]}", self.core.delete_namespaced_pod, ref[1], ref[0])
+        self.cache.drop(ref)
+        for node, gpu in m.held_gpus(pod):
+            if not self.cache.holders(node, gpu):
+                self._delete_reservation(node, gpu)
+        self._remove_job_objects_if_done(pod)
+
+    def _delete_reservation(self, node: str, gpu: int) -> None:
+        ref = (self.config.reservation_namespace, m.reservation_name(node, gpu))
+        self._delete(f"pod {ref[0]}/{ref[1]}", self.core.delete_namespaced_pod, ref[1], ref[0])
+        self.cache.drop(ref)
+
+    def _remove_job_objects_if_done(self, pod: dict) -> None:
+        namespace, job_id = pod["metadata"]["namespace"], m.replica_key(pod)[0]
+        if any(m.replica_key(p)[0] == job_id and p["metadata"]["namespace"] == namespace
+               for p in self.cache.replicas()):
+            return
+        self._delete(f"service {namespace}/{m.service_name(job_id)}", self.core.delete_namespaced_service,
+                     m.service_name(job_id), namespace)
+        self._delete(f"configmap {namespace}/{m.hostfile_name(job_id)}", self.core.delete_namespaced_config_map,
+                     m.hostfile_name(job_id), namespace)
+
+    # --- watching ----------------------------------------------------------------------------------------
+    def statuses(self) -> list[ReplicaStatus]:
+        with self._lock:
+            self._sync()
+            self._reconcile_reservations()
+            found = [m.replica_status(p) for p in self.cache.replicas()]
+            return sorted(found, key=lambda s: s.key)
+
+    def _sync(self) -> None:
+        if self.cache.resource_version is None:
+            self._relist()
+            return
+        try:
+            self._drain_watch()
+        except _Gone:
+            self._relist()
+
+    def _relist(self) -> None:
+        data = self._call("list pods", self.core.list_pod_for_all_namespaces, label_selector=m.MANAGED_SELECTOR)
+        self.cache.replace(data.get("items", []), data.get("metadata", {}).get("resourceVersion", ""))
+
+    def _drain_watch(self) -> None:
+        """Apply every event since the last resourceVersion, until the stream stays idle for watch_idle_s."""
+        cfg = self.config
+
+        def open_stream() -> Any:
+            return self.core.list_pod_for_all_namespaces(
+                watch=True, label_selector=m.MANAGED_SELECTOR, resource_version=self.cache.resource_version,
+                allow_watch_bookmarks=True, timeout_seconds=cfg.watch_timeout_s, _preload_content=False,
+                _request_timeout=(cfg.request_timeout_s, cfg.request_timeout_s))
+
+        try:
+            resp = call_with_retry(open_stream, "watch pods", cfg.retry, self._sleep)
+        except ApiException as e:
+            if e.status == 410:
+                raise _Gone from e
+            raise KubernetesApiError("watch pods", e.status, detail_of(e)) from e
+        # the headers came within the request timeout; from here on a short silence means "drained"
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if sock is not None:
+            sock.settimeout(cfg.watch_idle_s)
+        # a busy cluster never goes idle: stop after a while and resume from here next time
+        deadline = time.monotonic() + max(2.0, 10 * cfg.watch_idle_s)
+        try:
+            for line in iter_resp_lines(resp):
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    if (event.get("object") or {}).get("code") == 410:
+                        raise _Gone
+                    return  # the server ended this watch; the next call resumes from the same place
+                self.cache.apply(event["type"], event["object"])
+                if time.monotonic() > deadline:
+                    return
+        except (urllib3.exceptions.ReadTimeoutError, urllib3.exceptions.ProtocolError, OSError):
+            pass  # idle for watch_idle_s (or the connection dropped): everything so far is applied
+        finally:
+            resp.close()
+            resp.release_conn()
+
+    def _reconcile_reservations(self) -> None:
+        """Each shared GPU in use has exactly one reservation: make missing ones, drop orphans (older than a
+        grace period, so a launch in another process between its reservation and its pod is left alone)."""
+        have = {m.reservation_of(p): p for p in self.cache.live() if m.is_reservation(p)}
+        for (node, gpu), holders in self.cache.shared_gpus().items():
+            running = [p for p in holders if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+            if running and (node, gpu) not in have:
+                annotations = running[0]["metadata"].get("annotations") or {}
+                self._ensure_reservation(node, gpu, m.gpu_uuid_of(running[0], gpu),
+                                         annotations.get(m.P + "vendor", "nvidia"))
+        now = self._clock()
+        for (node, gpu), res in sorted(have.items()):
+            age = now - (m.epoch(res["metadata"].get("creationTimestamp")) or now)
+            if not self.cache.holders(node, gpu) and age >= self.config.orphan_grace_s:
+                self._delete_reservation(node, gpu)
+
+    # --- logs --------------------------------------------------------------------------------------------
+    def logs(self, key: ReplicaKey, tail_lines: int = 200) -> str:
+        with self._lock:
+            pod = self.cache.replica(key)
+            if pod is None:
+                self._sync()
+                pod = self.cache.replica(key)
+            if pod is None:
+                return ""
+            namespace, name = self.cache.ref(pod)
+            try:
+                return self._call(f"logs of pod {namespace}/{name}", self.core.read_namespaced_pod_log, name,
+                                  namespace, text=True, tail_lines=max(0, int(tail_lines)))
+            except ApiException as e:
+                if e.status in (400, 404):  # not started yet, or gone
+                    return ""
+                raise KubernetesApiError(f"logs of pod {namespace}/{name}", e.status, detail_of(e)) from e

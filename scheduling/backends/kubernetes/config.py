@@ -1,0 +1,98 @@
+"""Settings of the Kubernetes backend, from the environment with working defaults."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .retry import RetryPolicy
+
+DEFAULT_SPOT_MARKERS = (
+    "cloud.google.com/gke-spot=true",
+    "cloud.google.com/gke-preemptible=true",
+    "eks.amazonaws.com/capacityType=SPOT",
+    "karpenter.sh/capacity-type=spot",
+    "kubernetes.azure.com/scalesetpriority=spot",
+    "gpu-platform/spot",
+)
+
+
+@dataclass(frozen=True)
+class KubernetesConfig:
+    kubeconfig: str | None = None  # a kubeconfig file; None: in-cluster when run in a pod, else ~/.kube/config
+    context: str | None = None  # kubeconfig context; None: its current-context
+    in_cluster: bool | None = None  # True: the pod's service account; None: decide as above
+    namespace_prefix: str = "gpu-ws-"  # workspace "vision-lab" -> namespace "gpu-ws-vision-lab"
+    pool_label: str = "gpu-platform/pool"  # node label naming the node pool
+    default_pool: str = "default"  # pool of nodes without that label
+    gpu_uuids_annotation: str = "gpu-platform/gpu-uuids"  # node annotation "GPU-aaa,GPU-bbb" (index order)
+    # labels or taints ("key" or "key=value") that mark a spot / preemptible node
+    spot_markers: tuple[str, ...] = DEFAULT_SPOT_MARKERS
+    reservation_namespace: str = "gpu-platform-reservation"
+    reservation_image: str = "registry.k8s.io/pause:3.9"
+    master_port: int = 29500  # PyTorch MASTER_PORT, also the headless Service's port
+    request_timeout_s: float = 10.0  # connect and read timeout of one API call
+    watch_timeout_s: int = 60  # server-side end of one watch request
+    watch_idle_s: float = 0.2  # statuses() stops draining the watch after this long without an event
+    orphan_grace_s: float = 60.0  # a reservation without fractions is deleted once older than this
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*)?", self.namespace_prefix) or len(self.namespace_prefix) > 40:
+            raise ValueError(f"K8S_NAMESPACE_PREFIX {self.namespace_prefix!r}: lowercase letters, digits and '-', "
+                             "at most 40 characters")
+        if not self.pool_label:
+            raise ValueError("K8S_POOL_LABEL is empty")
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", self.reservation_namespace):
+            raise ValueError(f"K8S_RESERVATION_NAMESPACE {self.reservation_namespace!r} is not a DNS label")
+        if not 0 < self.master_port < 65536:
+            raise ValueError(f"K8S_MASTER_PORT {self.master_port} is not a port")
+        if self.request_timeout_s <= 0 or self.watch_timeout_s <= 0 or self.watch_idle_s <= 0:
+            raise ValueError("K8S timeouts must be > 0")
+        if self.orphan_grace_s < 0:
+            raise ValueError("K8S_ORPHAN_GRACE_S must be >= 0")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> KubernetesConfig:
+        """K8S_KUBECONFIG (or KUBECONFIG), K8S_CONTEXT, K8S_IN_CLUSTER, K8S_NAMESPACE_PREFIX, K8S_POOL_LABEL,
+        K8S_DEFAULT_POOL, K8S_GPU_UUIDS_ANNOTATION, K8S_SPOT_MARKERS (comma list), K8S_RESERVATION_NAMESPACE,
+        K8S_RESERVATION_IMAGE, K8S_MASTER_PORT, K8S_REQUEST_TIMEOUT_S, K8S_WATCH_TIMEOUT_S, K8S_WATCH_IDLE_S,
+        K8S_ORPHAN_GRACE_S, K8S_RETRY_ATTEMPTS, K8S_RETRY_BASE_S, K8S_RETRY_CAP_S."""
+        env = os.environ if env is None else env
+        d = cls()
+
+        def get(name: str, default: object) -> str:
+            return env.get(name, "").strip() or str(default)
+
+        def number(name: str, default: float, kind: type) -> float:
+            text = get(name, default)
+            try:
+                return kind(text)
+            except ValueError:
+                raise ValueError(f"{name}={text!r} is not a {kind.__name__}") from None
+
+        in_cluster = env.get("K8S_IN_CLUSTER", "").strip().lower()
+        markers = env.get("K8S_SPOT_MARKERS")
+        return cls(
+            kubeconfig=env.get("K8S_KUBECONFIG") or env.get("KUBECONFIG") or None,
+            context=env.get("K8S_CONTEXT") or None,
+            in_cluster={"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}.get(in_cluster),
+            namespace_prefix=get("K8S_NAMESPACE_PREFIX", d.namespace_prefix),
+            pool_label=get("K8S_POOL_LABEL", d.pool_label),
+            default_pool=get("K8S_DEFAULT_POOL", d.default_pool),
+            gpu_uuids_annotation=get("K8S_GPU_UUIDS_ANNOTATION", d.gpu_uuids_annotation),
+            spot_markers=tuple(m.strip() for m in markers.split(",") if m.strip()) if markers is not None
+            else d.spot_markers,
+            reservation_namespace=get("K8S_RESERVATION_NAMESPACE", d.reservation_namespace),
+            reservation_image=get("K8S_RESERVATION_IMAGE", d.reservation_image),
+            master_port=int(number("K8S_MASTER_PORT", d.master_port, int)),
+            request_timeout_s=number("K8S_REQUEST_TIMEOUT_S", d.request_timeout_s, float),
+            watch_timeout_s=int(number("K8S_WATCH_TIMEOUT_S", d.watch_timeout_s, int)),
+            watch_idle_s=number("K8S_WATCH_IDLE_S", d.watch_idle_s, float),
+            orphan_grace_s=number("K8S_ORPHAN_GRACE_S", d.orphan_grace_s, float),
+            retry=RetryPolicy(attempts=int(number("K8S_RETRY_ATTEMPTS", d.retry.attempts, int)),
+                              base_s=number("K8S_RETRY_BASE_S", d.retry.base_s, float),
+                              cap_s=number("K8S_RETRY_CAP_S", d.retry.cap_s, float)),
+        )

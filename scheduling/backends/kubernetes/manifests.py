@@ -1,0 +1,413 @@
+"""Pure translation between the backend contract and Kubernetes objects (plain JSON dicts).
+
+Nodes -> NodeInventory, Pods -> ReplicaStatus, ReplicaLaunch -> Pod (+ reservation pods, headless
+Service, MPI hostfile ConfigMap), workspace -> Namespace + ResourceQuota. No API calls here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from datetime import datetime
+from decimal import Decimal
+
+from kubernetes.utils import parse_quantity
+
+from scheduling.backends.base import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    GpuInventory,
+    NodeInventory,
+    ReplicaKey,
+    ReplicaLaunch,
+    ReplicaStatus,
+)
+
+from .config import KubernetesConfig
+
+P = "gpu-platform/"
+MANAGED, KIND, WORKSPACE = P + "managed", P + "kind", P + "workspace"
+JOB_ID, JOB, ROLE, REPLICA, RANK = P + "job-id", P + "job", P + "role", P + "replica", P + "rank"
+NODE, GPU = P + "node", P + "gpu"
+ROLE_NAME, SLICE, GPUS, GPU_UUIDS = P + "role-name", P + "slice", P + "gpus", P + "gpu-uuids"
+REPLICA_KIND, RESERVATION_KIND = "replica", "reservation"
+# every object the backend makes carries this label: the watch and lists select on it
+MANAGED_SELECTOR = f"{MANAGED}=true"
+
+NVIDIA_GPU, AMD_GPU, SHARED_GPU, MIG_PREFIX = "nvidia.com/gpu", "amd.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
+DISTRIBUTED = ("pytorch", "mpi")
+MPI_HOSTFILE_DIR = "/etc/mpi"
+
+
+# --- names -------------------------------------------------------------------------------------------
+def _short_hash(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:6]
+
+
+def dns_label(text: str, limit: int = 63) -> str:
+    """A DNS-1123 label from any text; a hash suffix keeps names that had to change distinct."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "x"
+    if clean == text and len(clean) <= limit:
+        return clean
+    return f"{clean[: limit - 7].rstrip('-')}-{_short_hash(text)}"
+
+
+def label_value(text: str) -> str:
+    """A valid label value (63 chars of [A-Za-z0-9._-], alphanumeric at both ends)."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
+    if clean == text and len(clean) <= 63:
+        return clean
+    return f"{clean[:56].rstrip('-._')}-{_short_hash(text)}".lstrip("-")
+
+
+def namespace_name(config: KubernetesConfig, workspace: str) -> str:
+    if not workspace:
+        raise ValueError("workspace slug is empty")
+    return dns_label(config.namespace_prefix + workspace)
+
+
+def pod_name(key: ReplicaKey) -> str:
+    job_id, role, index = key
+    return dns_label(f"job-{job_id}-{role}-{index}")
+
+
+def service_name(job_id: object) -> str:
+    return dns_label(f"job-{job_id}")
+
+
+def hostfile_name(job_id: object) -> str:
+    return dns_label(f"job-{job_id}-mpi-hostfile")
+
+
+def rank_hostname(rank: int) -> str:
+    return f"rank-{rank}"
+
+
+def reservation_name(node: str, gpu: int) -> str:
+    return dns_label(f"gpu-reservation-{node}-{gpu}", limit=253)
+
+
+# --- quantities and times ------------------------------------------------------------------------------
+def quantity(value: object) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except ValueError:
+        raise ValueError(f"bad Kubernetes quantity {value!r}") from None
+
+
+def epoch(timestamp: str | None) -> float | None:
+    if not timestamp:
+        return None
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+# --- nodes -> inventory ----------------------------------------------------------------------------------
+def _count(resources: dict, name: str) -> int:
+    return int(quantity(resources.get(name, "0")))
+
+
+def _mib(text: str | None) -> int:
+    """GPU memory label: MiB as a number (nvidia.com/gpu.memory), or a quantity such as 64G / 64Gi."""
+    if not text:
+        return 0
+    if text.isdigit():
+        return int(text)
+    unit = text[-1:] if text[-1:] in "GMT" else ""
+    if unit:  # node labellers write G for GiB
+        return int(Decimal(text[:-1]) * {"M": 1, "G": 1024, "T": 1024 * 1024}[unit])
+    return int(quantity(text) / (1024 * 1024))
+
+
+def _model(labels: dict) -> str:
+    product = labels.get("nvidia.com/gpu.product") or labels.get("amd.com/gpu.product-name") or ""
+    return re.sub(r"^(NVIDIA|AMD)[-_ ]", "", product)
+
+
+def _marked(marker: str, labels: dict, taints: list[dict]) -> bool:
+    key, _, value = marker.partition("=")
+    for taint in taints:
+        if taint.get("key") == key and (not value or taint.get("value", "") == value):
+            return True
+    have = labels.get(key)
+    return have is not None and (have == value if value else have.lower() != "false")
+
+
+def _mig_order(profile: str) -> tuple[int, str]:
+    return (-int(profile.split("g.", 1)[0]) if profile[0].isdigit() else 0, profile)
+
+
+def node_inventory(node: dict, config: KubernetesConfig) -> NodeInventory:
+    meta, spec, status = node.get("metadata", {}), node.get("spec", {}) or {}, node.get("status", {}) or {}
+    name = meta["name"]
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    resources = status.get("allocatable") or status.get("capacity") or {}
+    nvidia, amd, shared = _count(resources, NVIDIA_GPU), _count(resources, AMD_GPU), _count(resources, SHARED_GPU)
+    mig = {k[len(MIG_PREFIX):]: _count(resources, k) for k in resources if k.startswith(MIG_PREFIX)}
+    mig = {profile: n for profile, n in mig.items() if n > 0}
+    vendor = "amd" if amd and not nvidia else "nvidia"
+    replicas = int(labels.get("nvidia.com/gpu.replicas", "0") or 0)
+    # physical GPUs: GPU feature discovery labels them; else what the device plugins advertise
+    count = int(labels.get("nvidia.com/gpu.count", "0") or 0) if vendor == "nvidia" else 0
+    if not count:
+        count = amd if vendor == "amd" else max(nvidia, math.ceil(shared / replicas) if replicas > 1 else shared)
+        count = count or (1 if mig else 0)
+    timeslice = (replicas if replicas > 1 else (shared // count if count else 0)) if shared else 0
+    uuids = [u.strip() for u in annotations.get(config.gpu_uuids_annotation, "").split(",") if u.strip()]
+    memory = _mib(labels.get("nvidia.com/gpu.memory") or labels.get("amd.com/gpu.vram"))
+    # MIG instances are spread over the GPUs evenly (the device plugin reports only totals per profile)
+    per_gpu: list[list[str]] = [[] for _ in range(count)]
+    for profile in sorted(mig, key=_mig_order):
+        for i in range(mig[profile]):
+            per_gpu[i % count].append(profile)
+    gpus = tuple(
+        GpuInventory(index=i, uuid=uuids[i] if i < len(uuids) else f"{name}-gpu-{i}", memory_mib=memory,
+                     mig_profiles=tuple(sorted(per_gpu[i], key=_mig_order)))
+        for i in range(count)
+    )
+    taints = spec.get("taints") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return NodeInventory(
+        name=name, pool=labels.get(config.pool_label) or config.default_pool, vendor=vendor,
+        gpu_model=_model(labels), gpus=gpus,
+        cpu_milli=int(quantity(resources.get("cpu", "0")) * 1000),
+        memory_mib=int(quantity(resources.get("memory", "0")) / (1024 * 1024)),
+        ready=ready, cordoned=bool(spec.get("unschedulable")),
+        spot=any(_marked(m, labels, taints) for m in config.spot_markers),
+        timeslice_replicas=timeslice,
+    )
+
+
+# --- workspace -> namespace + quota -----------------------------------------------------------------------
+QUOTA_NAME = "gpu-quota"
+
+
+def namespace_manifest(name: str, workspace: str | None) -> dict:
+    labels = {MANAGED: "true"}
+    if workspace:
+        labels[WORKSPACE] = label_value(workspace)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def quota_manifest(workspace: str, gpu_quota_milli: int) -> dict:
+    """Whole GPUs only (extended resources count in units): the quota rounded up, so the mirror never
+    refuses what the scheduler allowed; the exact value rides along as an annotation."""
+    if gpu_quota_milli < 0:
+        raise ValueError(f"workspace {workspace!r}: gpu_quota_milli must be >= 0, got {gpu_quota_milli}")
+    gpus = str(math.ceil(gpu_quota_milli / 1000))
+    return {
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": QUOTA_NAME, "labels": {MANAGED: "true", WORKSPACE: label_value(workspace)},
+                     "annotations": {P + "gpu-quota-milli": str(gpu_quota_milli)}},
+        "spec": {"hard": {f"requests.{NVIDIA_GPU}": gpus, f"requests.{AMD_GPU}": gpus}},
+    }
+
+
+# --- replica -> pods ------------------------------------------------------------------------------------
+def slice_kind(replica: ReplicaLaunch) -> str:
+    kind = (replica.slice or {}).get("kind", "whole")
+    kind = "whole" if kind == "exclusive" else kind
+    if kind not in ("whole", "fraction", "mig", "timeslice"):
+        raise ValueError(f"replica {replica.key}: slice kind {kind!r} is not whole, fraction, mig or timeslice")
+    return kind
+
+
+def gpu_resources(replica: ReplicaLaunch, vendor: str) -> dict[str, str]:
+    """The extended resource the device plugin hands out for this sharing mode (fractions: none, their
+    GPU is held by reservation pods and reached through NVIDIA_VISIBLE_DEVICES)."""
+    kind, n = slice_kind(replica), len(replica.gpus)
+    if kind == "whole":
+        return {AMD_GPU if vendor == "amd" else NVIDIA_GPU: str(n)} if n else {}
+    if kind == "mig":
+        profile = (replica.slice or {}).get("mig_profile") or ""
+        if not re.fullmatch(r"\d+g\.\d+gb", profile):
+            raise ValueError(f"replica {replica.key}: MIG slice needs a profile such as 3g.40gb, got {profile!r}")
+        return {MIG_PREFIX + profile: "1"}
+    if kind == "timeslice":
+        return {SHARED_GPU: str(max(n, 1))}
+    return {}
+
+
+def _device(uuid: str, index: int) -> str:
+    """What NVIDIA_VISIBLE_DEVICES gets: the GPU's uuid when the node told us one, else its index."""
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else str(index)
+
+
+def fraction_env(replica: ReplicaLaunch, vendor: str) -> list[tuple[str, str]]:
+    s = replica.slice or {}
+    uuids = list(replica.gpu_uuids) + [""] * (len(replica.gpus) - len(replica.gpu_uuids))
+    devices = ",".join(_device(u, i) for u, i in zip(uuids, replica.gpus, strict=False))
+    if vendor == "amd":
+        return [("ROCR_VISIBLE_DEVICES", devices)]
+    env = [("NVIDIA_VISIBLE_DEVICES", devices), ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+           ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", str(max(1, int(s.get("gpu_milli", 1000)) // 10)))]
+    if int(s.get("gpu_mem_mib") or 0) > 0:
+        env.append(("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                    ",".join(f"{i}={int(s['gpu_mem_mib'])}M" for i in range(len(replica.gpus)))))
+    return env
+
+
+def distributed_env(replica: ReplicaLaunch, namespace: str, config: KubernetesConfig) -> list[tuple[str, str]]:
+    svc = service_name(replica.job_id)
+    env = [("MASTER_ADDR", f"{rank_hostname(0)}.{svc}.{namespace}.svc"), ("MASTER_PORT", str(config.master_port)),
+           ("WORLD_SIZE", str(replica.world_size)), ("RANK", str(replica.rank))]
+    if replica.job_type == "mpi":
+        env += [("OMPI_MCA_orte_default_hostfile", f"{MPI_HOSTFILE_DIR}/hostfile"),
+                ("MPI_HOSTFILE", f"{MPI_HOSTFILE_DIR}/hostfile")]
+    return env
+
+
+def _tolerations(config: KubernetesConfig) -> list[dict]:
+    """Bound pods skip the scheduler, but NoExecute taints still evict: tolerate what marks GPU and spot nodes."""
+    keys = sorted({m.partition("=")[0] for m in config.spot_markers} | {NVIDIA_GPU, AMD_GPU})
+    return [{"key": k, "operator": "Exists"} for k in keys]
+
+
+def _resources(cpu_milli: int, mem_mib: int, extended: dict[str, str]) -> dict:
+    requests = {**({"cpu": f"{cpu_milli}m"} if cpu_milli else {}), **({"memory": f"{mem_mib}Mi"} if mem_mib else {})}
+    limits = {**({"memory": f"{mem_mib}Mi"} if mem_mib else {}), **extended}
+    return {"requests": {**requests, **extended}, "limits": limits}
+
+
+def replica_labels(replica: ReplicaLaunch) -> dict[str, str]:
+    own = {MANAGED: "true", KIND: REPLICA_KIND, WORKSPACE: label_value(replica.workspace),
+           JOB_ID: label_value(str(replica.job_id)), JOB: label_value(replica.job_name or str(replica.job_id)),
+           ROLE: label_value(replica.role), REPLICA: str(replica.index), RANK: str(replica.rank)}
+    extra = {k: label_value(str(v)) for k, v in (replica.labels or {}).items() if not k.startswith(P)}
+    return {**extra, **own}
+
+
+def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: KubernetesConfig) -> dict:
+    kind = slice_kind(replica)
+    env: list[tuple[str, str]] = list(replica.env)
+    if kind == "fraction":
+        env += fraction_env(replica, vendor)
+    distributed = replica.job_type in DISTRIBUTED
+    if distributed:
+        env += distributed_env(replica, namespace, config)
+    merged = dict(env)  # ours win over the job's own variables of the same name
+    container: dict = {
+        "name": "main", "image": replica.image,
+        "env": [{"name": k, "value": v} for k, v in merged.items()],
+        "resources": _resources(replica.cpu_milli, replica.mem_mib, gpu_resources(replica, vendor)),
+    }
+    if replica.command:
+        container["command"] = list(replica.command)
+    spec: dict = {"nodeName": replica.node, "restartPolicy": "Never", "containers": [container],
+                  "tolerations": _tolerations(config)}
+    if distributed:
+        spec.update(hostname=rank_hostname(replica.rank), subdomain=service_name(replica.job_id))
+        if replica.job_type == "mpi":
+            container["volumeMounts"] = [{"name": "mpi-hostfile", "mountPath": MPI_HOSTFILE_DIR, "readOnly": True}]
+            spec["volumes"] = [{"name": "mpi-hostfile", "configMap": {"name": hostfile_name(replica.job_id)}}]
+    annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
+                   GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
+                   P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name(replica.key), "namespace": namespace, "labels": replica_labels(replica),
+                         "annotations": annotations},
+            "spec": spec}
+
+
+def reservation_pod(node: str, gpu: int, uuid: str, vendor: str, config: KubernetesConfig) -> dict:
+    """Holds one shared GPU as a whole so that other schedulers and quotas see it used (as Run:ai does)."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": reservation_name(node, gpu), "namespace": config.reservation_namespace,
+                     "labels": {MANAGED: "true", KIND: RESERVATION_KIND, NODE: label_value(node), GPU: str(gpu)},
+                     "annotations": {P + "node-name": node, P + "gpu-uuid": uuid}},
+        "spec": {"nodeName": node, "restartPolicy": "Always", "terminationGracePeriodSeconds": 0,
+                 "tolerations": _tolerations(config),
+                 "containers": [{"name": "reserve", "image": config.reservation_image,
+                                 "resources": _resources(1, 8, {AMD_GPU if vendor == "amd" else NVIDIA_GPU: "1"})}]},
+    }
+
+
+def headless_service(replica: ReplicaLaunch, namespace: str, config: KubernetesConfig) -> dict:
+    """Gives every rank a DNS name rank-<r>.job-<id>.<namespace>.svc, rank 0 being MASTER_ADDR."""
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": service_name(replica.job_id), "namespace": namespace,
+                     "labels": {MANAGED: "true", JOB_ID: label_value(str(replica.job_id))}},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                 "selector": {MANAGED: "true", KIND: REPLICA_KIND, JOB_ID: label_value(str(replica.job_id))},
+                 "ports": [{"name": "master", "port": config.master_port, "targetPort": config.master_port}]},
+    }
+
+
+def mpi_hostfile(replica: ReplicaLaunch, namespace: str) -> dict:
+    svc, slots = service_name(replica.job_id), max(1, len(replica.gpus))
+    lines = "".join(f"{rank_hostname(r)}.{svc}.{namespace}.svc slots={slots}\n" for r in range(replica.world_size))
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": hostfile_name(replica.job_id), "namespace": namespace,
+                         "labels": {MANAGED: "true", JOB_ID: label_value(str(replica.job_id))}},
+            "data": {"hostfile": lines}}
+
+
+# --- pods -> statuses -------------------------------------------------------------------------------------
+def is_replica(pod: dict) -> bool:
+    """One of our replica pods, with the labels its key is read from (a hand-made look-alike is ignored)."""
+    labels = pod.get("metadata", {}).get("labels") or {}
+    return labels.get(KIND) == REPLICA_KIND and labels.get(JOB_ID, "").isdigit() and labels.get(REPLICA, "").isdigit()
+
+
+def is_reservation(pod: dict) -> bool:
+    labels = pod.get("metadata", {}).get("labels") or {}
+    return labels.get(KIND) == RESERVATION_KIND and labels.get(GPU, "").isdigit()
+
+
+def replica_key(pod: dict) -> ReplicaKey:
+    meta = pod["metadata"]
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    return int(labels[JOB_ID]), annotations.get(ROLE_NAME, labels.get(ROLE, "")), int(labels[REPLICA])
+
+
+def held_gpus(pod: dict) -> list[tuple[str, int]]:
+    """(node, GPU index) a fraction pod shares, whose reservation it needs."""
+    annotations = pod["metadata"].get("annotations") or {}
+    if json.loads(annotations.get(SLICE) or "{}").get("kind") != "fraction":
+        return []
+    node = (pod.get("spec") or {}).get("nodeName", "")
+    return [(node, int(g)) for g in annotations.get(GPUS, "").split(",") if g]
+
+
+def gpu_uuid_of(pod: dict, gpu: int) -> str:
+    """The uuid a replica pod was given for one of its GPUs ("" when unknown)."""
+    annotations = pod["metadata"].get("annotations") or {}
+    pairs = zip(annotations.get(GPUS, "").split(","), annotations.get(GPU_UUIDS, "").split(","), strict=False)
+    return next((uuid for index, uuid in pairs if index == str(gpu)), "")
+
+
+def reservation_of(pod: dict) -> tuple[str, int]:
+    meta = pod["metadata"]
+    return ((meta.get("annotations") or {}).get(P + "node-name") or (pod.get("spec") or {}).get("nodeName", ""),
+            int((meta.get("labels") or {})[GPU]))
+
+
+_PHASES = {"Pending": PENDING, "Running": RUNNING, "Succeeded": SUCCEEDED, "Failed": FAILED}
+
+
+def replica_status(pod: dict) -> ReplicaStatus:
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    containers = status.get("containerStatuses") or []
+    state = (containers[0].get("state") or {}) if containers else {}
+    running, terminated, waiting = state.get("running"), state.get("terminated"), state.get("waiting")
+    notes = [status.get("reason", ""), status.get("message", "")]
+    if waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
+        notes.append(f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": "))
+    if terminated and phase == "Failed":
+        notes.append(f"exit code {terminated.get('exitCode')} ({terminated.get('reason', '')})")
+    if phase == "Unknown":
+        notes.append("the node stopped reporting this pod")
+    started = (running or terminated or {}).get("startedAt") or status.get("startTime")
+    finished = terminated.get("finishedAt") if terminated and phase in ("Succeeded", "Failed") else None
+    job_id, role, index = replica_key(pod)
+    return ReplicaStatus(
+        job_id=job_id, role=role, index=index, phase=_PHASES.get(phase, RUNNING),
+        node=(pod.get("spec") or {}).get("nodeName", ""), message="; ".join(n for n in notes if n),
+        started_at=epoch(started), finished_at=epoch(finished),
+    )

@@ -1,0 +1,129 @@
+"""The simulated cluster: the database's nodes, replicas that really run for their duration.
+
+A launched replica is Pending for a moment (image pull), then Running until its job's expected
+duration (divided by SIM_SPEEDUP) has passed since the job's first replica started, then
+Succeeded, or Failed for a share SIM_FAILURE_RATE of jobs (decided by a hash, so reruns agree).
+A node that is not ready has lost its pods: they are no longer reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Min
+
+from scheduling import clock
+from scheduling.backends.base import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    GpuInventory,
+    NodeInventory,
+    ReplicaKey,
+    ReplicaLaunch,
+    ReplicaStatus,
+)
+from scheduling.models import Node, SimulatedPod
+
+PULL_SECONDS = 1.0
+
+
+def _fails(job_id: int, rate: float) -> bool:
+    digest = hashlib.sha256(f"sim-failure:{job_id}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 2**32 < rate
+
+
+class SimulatedBackend:
+    name = "simulated"
+
+    def __init__(self, *, speedup: float | None = None, failure_rate: float | None = None, clock=clock.now):
+        self.speedup = speedup if speedup is not None else settings.SIM_SPEEDUP
+        self.failure_rate = failure_rate if failure_rate is not None else settings.SIM_FAILURE_RATE
+        self.clock = clock
+        self.clock_scale = self.speedup  # billing charges simulated time, as the tenant was quoted
+
+    def inventory(self) -> list[NodeInventory]:
+        nodes = Node.objects.select_related("pool").prefetch_related("gpus")
+        return [
+            NodeInventory(
+                name=n.name, pool=n.pool.name, vendor=n.pool.vendor, gpu_model=n.pool.gpu_model,
+                gpus=tuple(GpuInventory(g.index, g.uuid, g.memory_mib, tuple(n.pool.mig_layout or ()))
+                           for g in n.gpus.all()),
+                cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, ready=n.ready, cordoned=n.cordoned,
+                spot=n.pool.spot, timeslice_replicas=n.pool.timeslice_replicas if n.pool.sharing == "timeslice" else 0,
+            )
+            for n in nodes
+        ]
+
+    def sync_workspace(self, workspace: str, gpu_quota_milli: int | None) -> None:
+        return None  # nothing to create: the simulated cluster has no namespaces
+
+    def launch(self, replica: ReplicaLaunch) -> None:
+        self.launch_many([replica])
+
+    @transaction.atomic
+    def launch_many(self, replicas: list[ReplicaLaunch]) -> None:
+        """Start replicas; one that already runs is left as it is (launch is idempotent)."""
+        now = self.clock()
+        job_ids = {r.job_id for r in replicas}
+        first = dict(SimulatedPod.objects.filter(job_id__in=job_ids).values("job_id")
+                     .annotate(first=Min("job_started")).values_list("job_id", "first"))
+        SimulatedPod.objects.bulk_create([
+            SimulatedPod(job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image, gpus=list(r.gpus),
+                         launched=now, job_started=first.get(r.job_id) or now,
+                         run_seconds=r.expected_duration_s / self.speedup, fails=_fails(r.job_id, self.failure_rate))
+            for r in replicas
+        ], ignore_conflicts=True)
+
+    def evict(self, key: ReplicaKey, reason: str) -> None:
+        job_id, role, index = key
+        SimulatedPod.objects.filter(job_id=job_id, role=role, index=index).delete()
+
+    def forget(self, key: ReplicaKey) -> None:
+        self.evict(key, "finished")
+
+    def _phase(self, pod: SimulatedPod, now: datetime) -> tuple[str, float | None, float | None]:
+        started = pod.launched + timedelta(seconds=PULL_SECONDS)
+        ends = max(pod.job_started + timedelta(seconds=pod.run_seconds + PULL_SECONDS), started)
+        if now < started:
+            return PENDING, None, None
+        if now < ends:
+            return RUNNING, started.timestamp(), None
+        return (FAILED if pod.fails else SUCCEEDED), started.timestamp(), ends.timestamp()
+
+    def statuses(self) -> list[ReplicaStatus]:
+        now = self.clock()
+        ready = set(Node.objects.filter(ready=True).values_list("name", flat=True))
+        result = []
+        for pod in SimulatedPod.objects.order_by("job_id", "role", "index"):
+            if pod.node not in ready:
+                continue  # the node is gone and its pods with it
+            phase, started, finished = self._phase(pod, now)
+            message = "simulated failure: CUDA error: an illegal memory access" if phase == FAILED else ""
+            result.append(ReplicaStatus(pod.job_id, pod.role, pod.index, phase, pod.node, message, started, finished))
+        return result
+
+    def logs(self, key: ReplicaKey, tail_lines: int = 200) -> str:
+        job_id, role, index = key
+        pod = SimulatedPod.objects.filter(job_id=job_id, role=role, index=index).first()
+        if pod is None:
+            return ""
+        now = self.clock()
+        phase, _, _ = self._phase(pod, now)
+        lines = [f"{pod.launched:%H:%M:%S} pulling image {pod.image}",
+                 f"{pod.launched:%H:%M:%S} scheduled on {pod.node}, GPUs {pod.gpus}"]
+        total = max(pod.run_seconds, 1e-6)
+        elapsed = min(max((now - pod.job_started).total_seconds(), 0.0), total)
+        steps = int(10 * elapsed / total)
+        for step in range(1, steps + 1):
+            at = pod.job_started + timedelta(seconds=total * step / 10)
+            lines.append(f"{at:%H:%M:%S} {role}-{index}: step {step * 100}/1000 loss {2.0 / (1 + step):.4f}")
+        if phase == SUCCEEDED:
+            lines.append("training finished, checkpoint saved")
+        elif phase == FAILED:
+            lines.append("RuntimeError: CUDA error: an illegal memory access was encountered (simulated)")
+        return "\n".join(lines[-tail_lines:])

@@ -1,0 +1,273 @@
+"""The scheduling cycle against a backend: reconcile, snapshot, decide, apply.
+
+Database first, backend after commit: a worker killed in between leaves the database ahead of
+the backend, and the next cycle's reconcile closes the gap (launches replicas recorded as
+Scheduled that the backend lacks, evicts pods the database no longer holds). So no replica is
+bound twice or lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import Max
+
+from portal.services import batched_publishing
+from scheduling import clock, core
+from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
+from scheduling.cycle.inventory import sync_inventory, sync_workspaces
+from scheduling.cycle.snapshot import build_snapshot
+from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
+from scheduling.services import record_event, record_events, requeue_job
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleReport:
+    binds: int = 0
+    evicts: int = 0
+    started: int = 0
+    finished: int = 0
+    requeued: int = 0
+    relaunched: int = 0
+    orphans_removed: int = 0
+    pending: int = 0
+    inventory_changes: int = 0
+    seconds: float = 0.0
+
+
+def _at(epoch: float | None, default: datetime) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=default.tzinfo) if epoch else default
+
+
+def gpu_uuids(node_ids) -> dict[int, dict[int, str]]:
+    by_node: dict[int, dict[int, str]] = defaultdict(dict)
+    for node_id, index, uuid in Gpu.objects.filter(node_id__in=node_ids).values_list("node_id", "index", "uuid"):
+        by_node[node_id][index] = uuid
+    return by_node
+
+
+def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None = None) -> ReplicaLaunch:
+    job = replica.job
+    role = next(r for r in job.roles if r["name"] == replica.role)
+    uuids = (uuids_by_node or gpu_uuids([replica.node_id]))[replica.node_id]
+    world = sum(r["max_replicas"] for r in job.roles)
+    rank = sum(r["max_replicas"] for r in job.roles[: job.roles.index(role)]) + replica.index
+    return ReplicaLaunch(
+        job_id=job.pk, role=replica.role, index=replica.index, workspace=job.workspace.slug, job_name=job.name,
+        job_type=job.job_type, image=role["image"], command=tuple(role["command"]),
+        env=tuple(sorted(role["env"].items())), node=replica.node.name, gpus=tuple(replica.gpu_indices),
+        gpu_uuids=tuple(uuids.get(i, "") for i in replica.gpu_indices), slice=replica.slice,
+        cpu_milli=role["cpu_milli"], mem_mib=role["mem_mib"], expected_duration_s=job.expected_duration_s,
+        world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)},
+    )
+
+
+# --------------------------------------------------------------------------- reconcile
+
+
+def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: ClusterBackend, report: CycleReport):
+    for other in job.replicas.filter(state__in=ACTIVE_STATES):
+        other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
+        other.save(update_fields=["state", "ended", "end_reason"])
+        transaction.on_commit(lambda k=(job.pk, other.role, other.index): backend.evict(k, "job finished"))
+    job.state, job.finished, job.pending_reason = state, now, ""
+    job.save(update_fields=["state", "finished", "pending_reason"])
+    from billing.metering.costs import finalize_job_cost  # billing builds on scheduling, not the reverse
+
+    cost = finalize_job_cost(job.pk)  # in this transaction: the event below already carries it
+    record_event(job, state.lower(), reason=f"{reason}; final cost {cost.final_cost:.2f} {cost.currency}")
+    report.finished += 1
+
+
+def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend, report: CycleReport,
+                       failures: dict[int, str]) -> None:
+    states: dict[int, list[str]] = defaultdict(list)
+    for job_id, state in Replica.objects.filter(job_id__in=job_ids).values_list("job_id", "state"):
+        states[job_id].append(state)
+    started = []
+    for job in Job.objects.filter(pk__in=job_ids).select_related("workspace"):
+        if job.is_final:
+            continue
+        if job.pk in failures:
+            _finish_job(job, JobState.FAILED, now, failures[job.pk], backend, report)
+            continue
+        active = [s for s in states[job.pk] if s in ACTIVE_STATES]
+        if not active and JobState.SUCCEEDED in states[job.pk] and job.state in (JobState.RUNNING, JobState.SCHEDULED):
+            _finish_job(job, JobState.SUCCEEDED, now, "every replica finished", backend, report)
+        elif active and all(s == JobState.RUNNING for s in active) and job.state == JobState.SCHEDULED:
+            job.state, job.started = JobState.RUNNING, job.started or now
+            started.append((job, len(active)))
+        elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
+            requeue_job(job, "its replicas were lost with their node", "node-lost")
+            report.requeued += 1
+    Job.objects.bulk_update([job for job, _ in started], ["state", "started"])
+    record_events([(job, "running", f"{count} replicas running", None) for job, count in started])
+    report.started += len(started)
+
+
+@transaction.atomic
+def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> None:
+    statuses: dict[tuple, ReplicaStatus] = {s.key: s for s in backend.statuses()}
+    touched: set[int] = set()
+    failures: dict[int, str] = {}
+    relaunch, changed = [], []
+    for replica in Replica.objects.filter(state__in=ACTIVE_STATES).select_related("job__workspace", "node"):
+        key = (replica.job_id, replica.role, replica.index)
+        status = statuses.pop(key, None)
+        if status is None:
+            if replica.state == JobState.SCHEDULED:
+                relaunch.append(replica)  # decided, never applied: apply now
+                continue
+            replica.state, replica.ended, replica.end_reason = JobState.PREEMPTED, now, "node-lost"
+        elif status.phase == RUNNING and replica.state == JobState.SCHEDULED:
+            replica.state, replica.started = JobState.RUNNING, _at(status.started_at, now)
+        elif status.phase in (SUCCEEDED, FAILED):
+            replica.state = JobState.SUCCEEDED if status.phase == SUCCEEDED else JobState.FAILED
+            replica.started = replica.started or _at(status.started_at, now)
+            replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
+            transaction.on_commit(lambda key=key: backend.forget(key))
+            if status.phase == FAILED:
+                failures[replica.job_id] = f"replica {replica.role}-{replica.index} failed: {status.message}"
+        else:
+            continue
+        changed.append(replica)
+        touched.add(replica.job_id)
+    Replica.objects.bulk_update(changed, ["state", "started", "ended", "end_reason"], batch_size=1000)
+    if relaunch:
+        uuids = gpu_uuids({r.node_id for r in relaunch})
+        launches = [launch_for(r, uuids) for r in relaunch]
+        transaction.on_commit(lambda: launch_all(backend, launches))
+        report.relaunched += len(relaunch)
+    for key in statuses:  # the backend runs something the database does not hold
+        transaction.on_commit(lambda key=key: backend.evict(key, "not held by the scheduler"))
+        report.orphans_removed += 1
+    _update_job_states(touched, now, backend, report, failures)
+
+
+def launch_all(backend: ClusterBackend, launches: list[ReplicaLaunch]) -> None:
+    """One call when the backend can take a batch (the simulated cluster), else one per replica."""
+    if hasattr(backend, "launch_many"):
+        backend.launch_many(launches)
+    else:
+        for launch in launches:
+            backend.launch(launch)
+
+
+# --------------------------------------------------------------------------- apply
+
+
+@transaction.atomic
+def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, report: CycleReport) -> None:
+    evicted_jobs: dict[int, list[str]] = defaultdict(list)
+    for e in decisions.evicts:
+        job_id = int(e.job_id)
+        updated = Replica.objects.filter(job_id=job_id, role=e.role, index=e.replica, state__in=ACTIVE_STATES
+                                         ).update(state=JobState.PREEMPTED, ended=now, end_reason=e.reason)
+        if updated:
+            evicted_jobs[job_id].append(e.reason)
+            transaction.on_commit(lambda k=(job_id, e.role, e.replica), r=e.reason: backend.evict(k, r))
+            report.evicts += 1
+    for job in Job.objects.filter(pk__in=evicted_jobs).select_related("workspace"):
+        reasons = ", ".join(sorted(set(evicted_jobs[job.pk])))
+        if job.replicas.filter(state__in=ACTIVE_STATES).exists():
+            record_event(job, "shrunk", reason=f"{len(evicted_jobs[job.pk])} replicas evicted ({reasons})")
+        else:
+            requeue_job(job, f"evicted: {reasons}", reasons)
+            report.requeued += 1
+
+    nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}
+    bound: dict[int, list[core.Bind]] = defaultdict(list)
+    for b in decisions.binds:
+        bound[int(b.job_id)].append(b)
+    jobs = {job.pk: job for job in Job.objects.filter(pk__in=bound).select_related("workspace")}
+    attempts = {
+        (row["job_id"], row["role"], row["index"]): row["last"]
+        for row in Replica.objects.filter(job_id__in=bound).values("job_id", "role", "index").annotate(last=Max("attempt"))
+    }
+    new = [
+        Replica(job=jobs[job_id], role=b.role, index=b.replica, state=JobState.SCHEDULED, node=nodes[b.node],
+                gpu_indices=list(b.gpus), slice=asdict(b.slice), clock_scale=getattr(backend, "clock_scale", 1.0),
+                attempt=attempts.get((job_id, b.role, b.replica), -1) + 1)
+        for job_id, binds in bound.items() for b in binds
+    ]
+    Replica.objects.bulk_create(new)
+    report.binds += len(new)
+    events, scheduled = [], []
+    for job_id, job in jobs.items():
+        where = ", ".join(sorted({b.node for b in bound[job_id]}))
+        if job.state == JobState.PENDING:
+            job.state, job.pending_reason = JobState.SCHEDULED, ""
+            scheduled.append(job)
+            events.append((job, "scheduled", f"{len(bound[job_id])} replicas on {where}", None))
+        else:
+            events.append((job, "grown", f"{len(bound[job_id])} more replicas on {where}", None))
+    Job.objects.bulk_update(scheduled, ["state", "pending_reason"], batch_size=1000)
+    record_events(events)
+    uuids = gpu_uuids({n.pk for n in nodes.values()})
+    launches = [launch_for(r, uuids) for r in new]
+    transaction.on_commit(lambda: launch_all(backend, launches))
+
+    _set_pending_reasons(decisions.pending)
+    report.pending = len(decisions.pending)
+
+
+def _reason_kind(reason: str) -> str:
+    """What blocks the job, without figures or the details after it: "only 2 free in pool h100"
+    and "only 3 free in pool h100; queue a holds 146.5 GPUs..." are the same news."""
+    return re.sub(r"\d+(?:[.:]\d+)*", "#", reason.split(";")[0])
+
+
+def _write_pending_reasons(jobs: list[Job]) -> None:
+    if connection.vendor != "postgresql":
+        Job.objects.bulk_update(jobs, ["pending_reason"], batch_size=1000)
+        return
+    # Thousands of reasons change per cycle on a busy cluster: one statement, not a CASE per row.
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS j SET pending_reason = v.reason FROM json_to_recordset(%s::json) "
+            "AS v(id bigint, reason text) WHERE j.id = v.id",
+            [json.dumps([{"id": job.pk, "reason": job.pending_reason} for job in jobs])])
+
+
+def _set_pending_reasons(reasons: dict[str, str]) -> None:
+    """Keep every pending job's reason current; an event (and a live update) only when the reason
+    itself changes, not its figures, so a waiting cluster does not flood the pages every cycle."""
+    jobs = Job.objects.filter(pk__in=[int(j) for j in reasons], state=JobState.PENDING).select_related("workspace")
+    changed, news = [], []
+    for job in jobs:
+        reason = reasons[str(job.pk)]
+        if reason == job.pending_reason:
+            continue
+        if _reason_kind(reason) != _reason_kind(job.pending_reason):
+            news.append(job)
+        job.pending_reason = reason
+        changed.append(job)
+    if changed:
+        _write_pending_reasons(changed)
+    record_events([(job, "pending", job.pending_reason, None) for job in news])
+
+
+def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleReport:
+    started = time.perf_counter()
+    now = now or clock.now()
+    report = CycleReport()
+    with batched_publishing():
+        report.inventory_changes = sync_inventory(backend)
+        sync_workspaces(backend)
+        reconcile(backend, now, report)
+        decisions = core.run_cycle(build_snapshot(now))
+        apply(decisions, backend, now, report)
+    report.seconds = time.perf_counter() - started
+    if report.binds or report.evicts or report.finished:
+        log.info("cycle: %s", report)
+    return report

@@ -1,0 +1,265 @@
+"""Job specs: parse YAML, a JSON object or the image form into one validated JobSpec.
+
+Two document forms are accepted and told apart by their keys:
+  - the clean form (name, type, queue, priority, ..., roles[]) documented in the README;
+  - the seed's task form (TaskName, TaskType, MinReplicas, ..., WorkerMaxReplicas).
+Every problem comes back at once in a SpecError, each naming its field, line and column.
+Pure module: no Django import.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Collection, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import yaml
+
+from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
+from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
+from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
+from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, clean_locate, dotted, read_clean, read_seed
+from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
+
+__all__ = [
+    "MAX_BYTES",
+    "ClusterInfo",
+    "IMAGE_FORM_FIELDS",
+    "JobSpec",
+    "PoolInfo",
+    "RoleSpec",
+    "SpecError",
+    "SpecIssue",
+    "parse_job_spec",
+    "parse_job_spec_obj",
+    "spec_from_image_form",
+    "spec_to_dict",
+    "spec_to_yaml",
+    "validate_spec",
+]
+
+Queues = Collection[str]
+
+
+def parse_job_spec(
+    text: str | bytes, *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None
+) -> JobSpec:
+    """YAML text (either form) -> JobSpec, or SpecError with every problem and its line/column.
+
+    With `cluster`, also rejects what no pool can run; with `workspace_queues`, a queue the
+    workspace may not use.
+    """
+    return _read(load_yaml(text), dotted, cluster, workspace_queues)
+
+
+def parse_job_spec_obj(
+    obj: Mapping[str, Any], *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None
+) -> JobSpec:
+    """A JSON object body with the same fields (either form); errors carry no line/column."""
+    return _read(load_object(obj), dotted, cluster, workspace_queues)
+
+
+def validate_spec(
+    spec: JobSpec, *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None
+) -> list[SpecIssue]:
+    """Re-check an already parsed spec against the cluster (e.g. at submit time)."""
+    reader = Reader(Loaded({}))
+    for problem in check_cluster(spec, cluster, workspace_queues):
+        reader.error_at_first(clean_locate(problem), problem.message)
+    return reader.issues
+
+
+def _read(
+    loaded: Loaded, namer: Callable[[Path], str], cluster: ClusterInfo | None, workspace_queues: Queues | None
+) -> JobSpec:
+    reader = Reader(loaded, namer)
+    keys = list(loaded.value)
+    seed = [k for k in keys if k in SEED_KEYS]
+    clean = [k for k in keys if k in CLEAN_KEYS]
+    if seed and clean:
+        reader.error(
+            (clean[0],),
+            f"the spec mixes task-form fields ({', '.join(seed)}) with clean-form fields "
+            f"({', '.join(clean)}); use one form",
+            key=True,
+        )
+        raise SpecError(reader.issues)
+    # Neither form's keys: guess from the spelling so the "did you mean" hints fit.
+    seed_folded = {k.casefold() for k in SEED_KEYS}
+    use_seed = bool(seed) or (not clean and any(k[:1].isupper() or k.casefold() in seed_folded for k in keys))
+    result = read_seed(reader) if use_seed else read_clean(reader)
+    if result.spec is None:
+        raise SpecError(reader.issues or [SpecIssue(None, None, None, "the spec is not valid")])
+    for problem in check_cluster(result.spec, cluster, workspace_queues):
+        reader.error_at_first(result.locate(problem), problem.message)
+    if reader.issues:
+        raise SpecError(reader.issues)
+    return result.spec
+
+
+# -- the image form --------------------------------------------------------------------------
+
+# Image form field -> where it goes in the clean form (errors are named by form field).
+IMAGE_FORM_FIELDS: dict[str, Path] = {
+    "name": ("name",),
+    "image": ("roles", 0, "image"),
+    "command": ("roles", 0, "command"),
+    "gpus": ("roles", 0, "resources", "gpu"),
+    "sharing": ("roles", 0, "sharing"),
+    "gpuMemory": ("roles", 0, "resources", "gpuMemory"),
+    "mig": ("roles", 0, "resources", "mig"),
+    "cpu": ("roles", 0, "resources", "cpu"),
+    "memory": ("roles", 0, "resources", "memory"),
+    "minReplicas": ("roles", 0, "replicas", "min"),
+    "maxReplicas": ("roles", 0, "replicas", "max"),
+    "vendor": ("roles", 0, "vendor"),
+    "gpuModel": ("roles", 0, "gpuModel"),
+    "nodePool": ("roles", 0, "nodePool"),
+    "priority": ("priority",),
+    "reduceCost": ("reduceCost",),
+    "queue": ("queue",),
+    "expectedDuration": ("expectedDuration",),
+}
+_FORM_NAME_OF = {path: name for name, path in IMAGE_FORM_FIELDS.items()}
+_TRUE = {"true", "on", "yes", "1"}
+_FALSE = {"false", "off", "no", "0"}
+
+
+def _form_namer(path: Path) -> str:
+    return _FORM_NAME_OF.get(path) or dotted(path)
+
+
+def _name_from_image(image: str) -> str:
+    """pytorch/pytorch:2.4.0-cuda12.1 -> pytorch; registry.io/team/Train_Job:1 -> train-job."""
+    base = re.split(r"[:@]", image.rsplit("/", 1)[-1])[0].lower()
+    base = re.sub(r"[^a-z0-9-]+", "-", base).strip("-")[:63].strip("-")
+    return base or "job"
+
+
+def spec_from_image_form(
+    form: Mapping[str, Any], *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None
+) -> JobSpec:
+    """The portal's image form (values may be strings, as posted) -> JobSpec.
+
+    Keys are those of IMAGE_FORM_FIELDS; blank values mean "default". Errors name the form
+    field (e.g. "gpus"), not a YAML path.
+    """
+    issues: list[SpecIssue] = []
+
+    def bad(key: str, message: str) -> None:
+        issues.append(SpecIssue(None, None, key, f"{key}: {message}"))
+
+    values: dict[str, Any] = {}
+    for key, value in form.items():
+        if key not in IMAGE_FORM_FIELDS:
+            bad(key, f"unknown form field '{key}'")
+            continue
+        if isinstance(value, str):
+            value = value.strip()
+            if value == "":
+                continue
+        if value is None:
+            continue
+        values[key] = _coerce_form_value(key, value, bad)
+
+    if issues:
+        raise SpecError(issues)
+    image = values.get("image")
+    doc: dict[str, Any] = {
+        "name": values.get("name") or (_name_from_image(image) if isinstance(image, str) else "job"),
+        "type": "single",
+    }
+    role: dict[str, Any] = {"name": "main"}
+    for key, path in IMAGE_FORM_FIELDS.items():
+        if key in values and key != "name":
+            target = doc if len(path) == 1 else role
+            for part in path[2:-1] if len(path) > 1 else ():
+                target = target.setdefault(part, {})
+            target[path[-1]] = values[key]
+    doc["roles"] = [role]
+    return _read(load_object(doc), _form_namer, cluster, workspace_queues)
+
+
+def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
+    """HTML forms post text; turn numbers, booleans and commands into what the spec expects."""
+    if not isinstance(value, str):
+        return value
+    if key == "gpus":
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            bad(key, f"'{value}' is not a number of GPUs (e.g. 1, 2 or 0.5)")
+            return None
+        return int(number) if number == number.to_integral_value() else float(number)
+    if key in ("minReplicas", "maxReplicas", "priority"):
+        if not re.fullmatch(r"[0-9]{1,6}", value):
+            bad(key, f"'{value}' is not a whole number")
+            return None
+        return int(value)
+    if key == "reduceCost":
+        if value.lower() in _TRUE | _FALSE:
+            return value.lower() in _TRUE
+        bad(key, f"'{value}' is not true or false")
+        return None
+    if key == "command":
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            bad(key, f"cannot split the command: {exc}")
+            return None
+    return value
+
+
+# -- back to YAML ------------------------------------------------------------------------------
+
+
+def _role_to_dict(role: RoleSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": role.name, "image": role.image}
+    if role.command:
+        out["command"] = list(role.command)
+    if role.env:
+        out["env"] = dict(role.env)
+    out["replicas"] = {"min": role.min_replicas, "max": role.max_replicas}
+    out["sharing"] = role.sharing
+    resources: dict[str, Any] = {}
+    if role.sharing == "mig":
+        resources["mig"] = role.mig_profile
+    elif role.sharing == "fraction":
+        resources["gpu"] = format_gpu_milli(role.gpu_milli)
+        if role.gpu_mem_mib is not None:
+            resources["gpuMemory"] = format_memory(role.gpu_mem_mib)
+    else:
+        resources["gpu"] = role.num_gpus
+    resources["cpu"] = format_cpu(role.cpu_milli)
+    resources["memory"] = format_memory(role.mem_mib)
+    out["resources"] = resources
+    out["vendor"] = role.vendor
+    if role.gpu_model is not None:
+        out["gpuModel"] = role.gpu_model
+    if role.node_pool is not None:
+        out["nodePool"] = role.node_pool
+    return out
+
+
+def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
+    """The clean-form object of a spec; parse_job_spec_obj(spec_to_dict(s)) == s."""
+    out: dict[str, Any] = {"name": spec.name, "type": spec.type}
+    if spec.queue is not None:
+        out["queue"] = spec.queue
+    out["priority"] = spec.priority
+    out["preemptible"] = spec.preemptible
+    out["reduceCost"] = spec.reduce_cost
+    out["expectedDuration"] = format_duration(spec.expected_duration_s)
+    out["roles"] = [_role_to_dict(r) for r in spec.roles]
+    if spec.checkpoint_path is not None:
+        out["checkpointPath"] = spec.checkpoint_path
+    return out
+
+
+def spec_to_yaml(spec: JobSpec) -> str:
+    """The clean-form YAML of a spec (what the image form and the task form correspond to)."""
+    return yaml.safe_dump(
+        spec_to_dict(spec), sort_keys=False, default_flow_style=None, allow_unicode=True, width=4096
+    )

@@ -1,0 +1,678 @@
+"""Readers that turn a loaded document (clean form or the seed's task form) into a JobSpec.
+
+Every problem is recorded with the field's path and position and reading goes on, so one
+pass reports all errors.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from scheduling.spec.cluster import ClusterProblem, did_you_mean
+from scheduling.spec.load import Loaded, Path, Pos
+from scheduling.spec.model import (
+    DEFAULT_CPU_MILLI,
+    DEFAULT_DURATION_S,
+    DEFAULT_MEM_MIB,
+    JOB_TYPES,
+    SHARING_MODES,
+    VENDORS,
+    JobSpec,
+    RoleSpec,
+    SpecIssue,
+)
+from scheduling.spec.units import (
+    MIG_PROFILE_RE,
+    mig_compute_milli,
+    mig_memory_mib,
+    parse_cpu,
+    parse_duration,
+    parse_gpu_amount,
+    parse_memory,
+)
+
+MISSING: Any = object()
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_HINT = "lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit"
+IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:@+]{0,511}$")
+MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,62}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_REPLICAS = 1024
+MAX_GPUS_PER_REPLICA = 64
+MAX_ROLES = 8
+MAX_TEXT = 1024
+
+CLEAN_KEYS = (
+    "name",
+    "type",
+    "queue",
+    "priority",
+    "preemptible",
+    "reduceCost",
+    "expectedDuration",
+    "roles",
+    "checkpointPath",
+)
+ROLE_KEYS = (
+    "name",
+    "image",
+    "command",
+    "env",
+    "replicas",
+    "sharing",
+    "resources",
+    "vendor",
+    "gpuModel",
+    "nodePool",
+)
+REPLICA_KEYS = ("min", "max")
+RESOURCE_KEYS = ("gpu", "gpuMemory", "cpu", "memory", "mig")
+SEED_KEYS = (
+    "TaskName",
+    "Priority",
+    "TaskType",
+    "MinReplicas",
+    "MaxReplicas",
+    "AMDSupport",
+    "ReduceCost",
+    "TaskImage",
+    "MasterImage",
+    "WorkerImage",
+    "MasterMaxReplicas",
+    "WorkerMaxReplicas",
+)
+SEED_TASK_TYPES = {"MPI": "mpi", "PyTorch": "pytorch", "other": "single"}  # matched ignoring case
+
+# Where a problem with a RoleSpec attribute points in the clean form, relative to the role:
+# the first of these fields the document has (else the first).
+CLEAN_ROLE_SOURCES: dict[str, tuple[Path, ...]] = {
+    "vendor": (("vendor",), ("nodePool",), ("gpuModel",)),
+    "gpu_model": (("gpuModel",),),
+    "node_pool": (("nodePool",),),
+    "sharing": (("sharing",), ("resources", "mig"), ("resources", "gpu"), ("nodePool",)),
+    "num_gpus": (("resources", "gpu"), ("resources",)),
+    "gpu_mem_mib": (("resources", "gpuMemory"),),
+    "mig_profile": (("resources", "mig"),),
+}
+
+
+def dotted(path: Path) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def show(value: Any) -> str:
+    """A value as the user wrote it, short."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:37] + "...")
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return repr(value)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass
+class Reader:
+    """Typed access to a loaded document; records problems instead of raising."""
+
+    doc: Loaded
+    namer: Callable[[Path], str] = dotted
+    issues: list[SpecIssue] = field(default_factory=list)
+
+    def pos(self, path: Path, *, key: bool = False) -> Pos | None:
+        if key and path in self.doc.key_pos:
+            return self.doc.key_pos[path]
+        while True:
+            if path in self.doc.value_pos:
+                return self.doc.value_pos[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+    def has(self, path: Path) -> bool:
+        value = self.doc.value
+        for part in path:
+            if isinstance(value, dict) and isinstance(part, str) and part in value:
+                value = value[part]
+            elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+                value = value[part]
+            else:
+                return False
+        return True
+
+    def error_at_first(self, paths: tuple[Path, ...], message: str) -> None:
+        """Report at the first of `paths` the document has (else the first)."""
+        self.error(next((p for p in paths if self.has(p)), paths[0]), message)
+
+    def error(self, path: Path, message: str, *, key: bool = False) -> None:
+        pos = self.pos(path, key=key)
+        line, col = pos if pos else (None, None)
+        name = self.namer(path) if path else None
+        if line is None and name and not message.startswith(name):
+            message = f"{name}: {message}"  # no position: the field name locates the problem
+        self.issues.append(SpecIssue(line, col, name, message))
+
+    # -- structure -------------------------------------------------------------------------
+
+    def check_keys(self, mapping: dict[str, Any], path: Path, allowed: Iterable[str], *, where: str) -> None:
+        allowed = tuple(allowed)
+        for key in mapping:
+            if key not in allowed:
+                hint = did_you_mean(key, allowed)
+                if not hint:
+                    hint = f" (allowed: {', '.join(allowed)})"
+                self.error((*path, key), f"unknown field '{key}' in {where}{hint}", key=True)
+
+    def mapping(self, value: Any, path: Path, what: str) -> dict[str, Any] | None:
+        if isinstance(value, dict):
+            return value
+        self.error(path, f"{self.namer(path)} must be a mapping of {what}, not {show(value)}")
+        return None
+
+    def required(self, mapping: dict[str, Any], path: Path, key: str, hint: str = "") -> Any:
+        if key not in mapping or mapping[key] is None:
+            self.error((*path, key), f"{self.namer((*path, key))} is required{hint}")
+            return MISSING
+        return mapping[key]
+
+    # -- scalars: each returns the value, `default` when absent, None when invalid ----------
+
+    def text(
+        self,
+        mapping: dict[str, Any],
+        path: Path,
+        key: str,
+        *,
+        required: bool = False,
+        pattern: re.Pattern[str] | None = None,
+        hint: str = "",
+        default: Any = None,
+    ) -> Any:
+        value = self.required(mapping, path, key) if required else mapping.get(key, MISSING)
+        if value is MISSING or (value is None and not required):
+            return default
+        field_path = (*path, key)
+        name = self.namer(field_path)
+        if not isinstance(value, str):
+            self.error(field_path, f"{name} must be text, not {show(value)}")
+            return None
+        if not value.strip():
+            self.error(field_path, f"{name} is empty")
+            return None
+        if len(value) > MAX_TEXT:
+            self.error(field_path, f"{name} is longer than {MAX_TEXT} characters")
+            return None
+        if pattern is not None and not pattern.fullmatch(value):
+            self.error(field_path, f"{name} {show(value)} is not valid: {hint}")
+            return None
+        return value
+
+    def integer(
+        self, mapping: dict[str, Any], path: Path, key: str, *, lo: int, hi: int, default: Any
+    ) -> Any:
+        value = mapping.get(key, MISSING)
+        if value is MISSING or value is None:
+            return default
+        field_path = (*path, key)
+        name = self.namer(field_path)
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.error(field_path, f"{name} must be a whole number from {lo} to {hi}, not {show(value)}")
+            return None
+        if not lo <= value <= hi:
+            self.error(field_path, f"{name} ({value}) must be from {lo} to {hi}")
+            return None
+        return value
+
+    def boolean(self, mapping: dict[str, Any], path: Path, key: str, *, default: Any) -> Any:
+        value = mapping.get(key, MISSING)
+        if value is MISSING or value is None:
+            return default
+        if not isinstance(value, bool):
+            field_path = (*path, key)
+            self.error(field_path, f"{self.namer(field_path)} must be true or false, not {show(value)}")
+            return None
+        return value
+
+    def choice(
+        self,
+        mapping: dict[str, Any],
+        path: Path,
+        key: str,
+        choices: dict[str, str] | Iterable[str],
+        *,
+        default: Any,
+        fold_case: bool = False,
+    ) -> Any:
+        value = mapping.get(key, MISSING)
+        if value is MISSING or value is None:
+            return default
+        table = choices if isinstance(choices, dict) else {c: c for c in choices}
+        lookup = {k.casefold(): v for k, v in table.items()} if fold_case else table
+        probe = value.casefold() if fold_case and isinstance(value, str) else value
+        if isinstance(probe, str) and probe in lookup:
+            return lookup[probe]
+        field_path = (*path, key)
+        hint = did_you_mean(value, table) if isinstance(value, str) else ""
+        self.error(
+            field_path, f"{self.namer(field_path)} {show(value)} is not one of {' | '.join(table)}{hint}"
+        )
+        return None
+
+    def quantity(
+        self, mapping: dict[str, Any], path: Path, key: str, parse: Callable[[Any], int], default: Any
+    ) -> Any:
+        value = mapping.get(key, MISSING)
+        if value is MISSING or value is None:
+            return default
+        field_path = (*path, key)
+        try:
+            return parse(value)
+        except ValueError as exc:
+            self.error(field_path, f"{self.namer(field_path)} {show(value)} {exc}")
+            return None
+
+
+# -- the clean form ------------------------------------------------------------------------------
+
+
+@dataclass
+class ReadResult:
+    spec: JobSpec | None
+    locate: Callable[[ClusterProblem], tuple[Path, ...]]  # where a cluster problem may point
+
+
+def read_clean(r: Reader) -> ReadResult:
+    doc: dict[str, Any] = r.doc.value
+    r.check_keys(doc, (), CLEAN_KEYS, where="the job")
+    name = r.text(doc, (), "name", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
+    job_type = r.choice(doc, (), "type", JOB_TYPES, default="single")
+    queue = r.text(doc, (), "queue", pattern=DNS_LABEL, hint=DNS_HINT)
+    priority = r.integer(doc, (), "priority", lo=0, hi=100, default=0)
+    reduce_cost = r.boolean(doc, (), "reduceCost", default=False)
+    preemptible = r.boolean(doc, (), "preemptible", default=bool(reduce_cost))
+    if reduce_cost and preemptible is False:
+        r.error(
+            ("preemptible",),
+            "preemptible: false conflicts with reduceCost: true (reduced-cost work can always be preempted)",
+        )
+    duration = r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S)
+    checkpoint = r.text(doc, (), "checkpointPath")
+
+    roles: list[RoleSpec | None] = []
+    raw_roles = r.required(doc, (), "roles", ": a list of roles (name, image, replicas, resources)")
+    if raw_roles is not MISSING:
+        if not isinstance(raw_roles, list):
+            r.error(("roles",), f"roles must be a list of roles, not {show(raw_roles)}")
+        elif not raw_roles:
+            r.error(("roles",), "roles is empty; give at least one role")
+        elif len(raw_roles) > MAX_ROLES:
+            r.error(("roles",), f"roles has {len(raw_roles)} entries; at most {MAX_ROLES}")
+        else:
+            roles = [read_role(r, raw, ("roles", i)) for i, raw in enumerate(raw_roles)]
+            check_role_set(r, job_type, raw_roles, roles)
+
+    if r.issues or None in (name, job_type, priority, preemptible, duration) or None in roles:
+        return ReadResult(None, clean_locate)
+    spec = JobSpec(
+        name=name,
+        type=job_type,
+        roles=tuple(roles),
+        queue=queue,
+        priority=priority,
+        preemptible=preemptible,
+        reduce_cost=bool(reduce_cost),
+        expected_duration_s=duration,
+        checkpoint_path=checkpoint,
+    )
+    return ReadResult(spec, clean_locate)
+
+
+def clean_locate(problem: ClusterProblem) -> tuple[Path, ...]:
+    if problem.role is None:
+        return ((problem.attr,),)
+    role: Path = ("roles", problem.role)
+    return tuple((*role, *source) for source in CLEAN_ROLE_SOURCES.get(problem.attr, ((),)))
+
+
+def check_role_set(
+    r: Reader, job_type: str | None, raw_roles: list[Any], roles: list[RoleSpec | None]
+) -> None:
+    seen: dict[str, int] = {}
+    for i, role in enumerate(roles):
+        if role is None:
+            continue
+        if role.name in seen:
+            r.error(
+                ("roles", i, "name"), f"role name '{role.name}' is used twice (also roles[{seen[role.name]}])"
+            )
+        seen.setdefault(role.name, i)
+        if job_type in ("pytorch", "mpi") and role.name not in ("master", "worker"):
+            r.error(
+                ("roles", i, "name"),
+                f"a {job_type} job has roles named 'master' and 'worker', not '{role.name}'",
+            )
+    if job_type == "single" and len(raw_roles) > 1:
+        r.error(
+            ("roles",), f"a single job has exactly one role, not {len(raw_roles)}; use type pytorch or mpi"
+        )
+    complete = [role for role in roles if role is not None]
+    if complete and len(complete) == len(roles) and sum(role.min_replicas for role in complete) == 0:
+        r.error(("roles",), "every role has replicas.min 0; at least one replica must start")
+
+
+def read_role(r: Reader, raw: Any, path: Path) -> RoleSpec | None:
+    role = r.mapping(raw, path, "role fields (name, image, replicas, resources)")
+    if role is None:
+        return None
+    r.check_keys(role, path, ROLE_KEYS, where="a role")
+    name = r.text(role, path, "name", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
+    image = r.text(
+        role,
+        path,
+        "image",
+        required=True,
+        pattern=IMAGE_RE,
+        hint="an image reference such as registry.io/team/train:1.0",
+    )
+    command = read_command(r, role, path)
+    env = read_env(r, role, path)
+    replicas = read_replicas(r, role, path)
+    vendor = r.choice(role, path, "vendor", VENDORS, default="nvidia")
+    gpu_model = r.text(role, path, "gpuModel", pattern=MODEL_RE, hint="a GPU model such as A100-80GB")
+    node_pool = r.text(role, path, "nodePool", pattern=DNS_LABEL, hint=DNS_HINT)
+    resources = read_resources(r, role, path, vendor)
+    if None in (name, image, command, env, replicas, vendor, resources) or MISSING in (name, image):
+        return None
+    return RoleSpec(
+        name=name,
+        image=image,
+        command=command,
+        env=env,
+        min_replicas=replicas[0],
+        max_replicas=replicas[1],
+        vendor=vendor,
+        gpu_model=gpu_model,
+        node_pool=node_pool,
+        **resources,
+    )
+
+
+def read_command(r: Reader, role: dict[str, Any], path: Path) -> tuple[str, ...] | None:
+    value = role.get("command")
+    if value is None:
+        return ()
+    field_path = (*path, "command")
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        r.error(field_path, f'{r.namer(field_path)} must be a list of text, e.g. ["python", "train.py"]')
+        return None
+    return tuple(value)
+
+
+def read_env(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, str], ...] | None:
+    value = role.get("env")
+    if value is None:
+        return ()
+    env = r.mapping(value, (*path, "env"), "variable names to values")
+    if env is None:
+        return None
+    pairs = []
+    ok = True
+    for key, item in env.items():
+        item_path = (*path, "env", key)
+        if not ENV_NAME_RE.fullmatch(key):
+            r.error(
+                item_path,
+                f"env name '{key}' must be letters, digits and '_', not starting with a digit",
+                key=True,
+            )
+            ok = False
+        elif is_number(item) and not (isinstance(item, float) and not math.isfinite(item)):
+            pairs.append((key, str(item)))
+        elif isinstance(item, str):
+            pairs.append((key, item))
+        else:
+            r.error(item_path, f"{r.namer(item_path)} must be text, not {show(item)} (quote it)")
+            ok = False
+    return tuple(pairs) if ok else None
+
+
+def read_replicas(r: Reader, role: dict[str, Any], path: Path) -> tuple[int, int] | None:
+    value = role.get("replicas")
+    field_path = (*path, "replicas")
+    if value is None:
+        return (1, 1)
+    if is_number(value):  # `replicas: 3` = exactly 3
+        count = r.integer(role, path, "replicas", lo=1, hi=MAX_REPLICAS, default=1)
+        return None if count is None else (count, count)
+    replicas = r.mapping(value, field_path, "min and max, e.g. {min: 1, max: 4}")
+    if replicas is None:
+        return None
+    r.check_keys(replicas, field_path, REPLICA_KEYS, where=r.namer(field_path))
+    low = r.integer(replicas, field_path, "min", lo=0, hi=MAX_REPLICAS, default=MISSING)
+    high = r.integer(replicas, field_path, "max", lo=1, hi=MAX_REPLICAS, default=MISSING)
+    if low is None or high is None:
+        return None
+    if low is MISSING:
+        low = 1 if high is MISSING else min(1, high)
+    if high is MISSING:
+        high = max(low, 1)
+    if high < low:
+        min_name, max_name = r.namer((*field_path, "min")), r.namer((*field_path, "max"))
+        r.error((*field_path, "max"), f"{max_name} ({high}) is less than {min_name} ({low})")
+        return None
+    return (low, high)
+
+
+def read_resources(r: Reader, role: dict[str, Any], path: Path, vendor: str | None) -> dict[str, Any] | None:
+    """The sharing mode and the per-replica amounts, as RoleSpec keyword arguments."""
+    raw = role.get("resources")
+    res_path = (*path, "resources")
+    res = {} if raw is None else r.mapping(raw, res_path, "gpu, gpuMemory, cpu, memory, mig")
+    if res is None:
+        return None
+    r.check_keys(res, res_path, RESOURCE_KEYS, where=r.namer(res_path))
+    gpu_path, mem_path, mig_path = (*res_path, "gpu"), (*res_path, "gpuMemory"), (*res_path, "mig")
+    gpu_name, mem_name, mig_name = r.namer(gpu_path), r.namer(mem_path), r.namer(mig_path)
+
+    problems_before = len(r.issues)
+    gpu = None
+    if res.get("gpu") is not None:
+        try:
+            gpu = parse_gpu_amount(res["gpu"])
+        except ValueError as exc:
+            r.error(gpu_path, f"{gpu_name} {show(res['gpu'])} {exc}")
+    gpu_mem = r.quantity(res, res_path, "gpuMemory", parse_memory, None)
+    mig = r.text(
+        res, res_path, "mig", pattern=MIG_PROFILE_RE, hint="a MIG profile such as 3g.40gb or 1g.10gb"
+    )
+    cpu = r.quantity(res, res_path, "cpu", parse_cpu, DEFAULT_CPU_MILLI)
+    mem = r.quantity(res, res_path, "memory", parse_memory, DEFAULT_MEM_MIB)
+    sharing = r.choice(role, path, "sharing", SHARING_MODES, default=None)
+    if sharing is None:
+        if role.get("sharing") is not None or (gpu is None and res.get("gpu") is not None):
+            return None  # an invalid sharing or gpu value, already reported; the mode is unknown
+        sharing = (
+            "mig"
+            if res.get("mig") is not None
+            else ("fraction" if gpu is not None and 0 < gpu < 1 else "exclusive")
+        )
+
+    sharing_name = r.namer((*path, "sharing"))
+    out: dict[str, Any] = {"sharing": sharing, "cpu_milli": cpu, "mem_mib": mem}
+    if sharing != "mig" and res.get("mig") is not None:
+        r.error(mig_path, f"{mig_name} needs {sharing_name} mig, not {sharing}")
+    if sharing != "fraction" and res.get("gpuMemory") is not None:
+        why = {
+            "exclusive": "whole GPUs come with all their memory",
+            "mig": "the MIG profile fixes the memory",
+            "timeslice": "time-slicing has no memory isolation",
+        }[sharing]
+        r.error(mem_path, f"{mem_name} applies only to {sharing_name} fraction ({why})")
+
+    if sharing == "exclusive":
+        count = Decimal(1) if gpu is None else gpu
+        if count != count.to_integral_value():
+            r.error(
+                gpu_path,
+                f"{gpu_name} ({gpu}) must be a whole number of GPUs with {sharing_name} exclusive; "
+                "use sharing: fraction for part of a GPU",
+            )
+        elif count > MAX_GPUS_PER_REPLICA:
+            r.error(gpu_path, f"{gpu_name} ({gpu}) is more than {MAX_GPUS_PER_REPLICA} GPUs per replica")
+        else:
+            out.update(num_gpus=int(count), gpu_milli=1000 if count else 0)
+    elif sharing == "fraction":
+        if gpu is None:
+            r.error(gpu_path, f"{gpu_name} is required with {sharing_name} fraction (e.g. 0.5)")
+        elif not 0 < gpu < 1:
+            r.error(
+                gpu_path,
+                f"{gpu_name} ({gpu}) must be between 0.01 and 0.99 with {sharing_name} fraction; "
+                "use sharing: exclusive for whole GPUs",
+            )
+        elif (gpu * 100) != (gpu * 100).to_integral_value():
+            r.error(gpu_path, f"{gpu_name} ({gpu}) must be in steps of 0.01")
+        else:
+            out.update(num_gpus=1, gpu_milli=int(gpu * 1000), gpu_mem_mib=gpu_mem)
+    elif sharing == "mig":
+        if res.get("mig") is None:
+            r.error(mig_path, f"{mig_name} is required with {sharing_name} mig (e.g. 3g.40gb)")
+        if gpu is not None and gpu != 1:
+            r.error(
+                gpu_path,
+                f"{gpu_name} ({gpu}) must be 1 or left out with {sharing_name} mig "
+                "(one MIG instance per replica)",
+            )
+        if vendor == "amd":
+            r.error(mig_path, f"{mig_name}: MIG is an NVIDIA feature; vendor amd cannot use it")
+        if mig is not None:
+            out.update(
+                num_gpus=1, gpu_milli=mig_compute_milli(mig), gpu_mem_mib=mig_memory_mib(mig), mig_profile=mig
+            )
+    else:  # timeslice
+        if gpu is not None and gpu != 1:
+            r.error(
+                gpu_path,
+                f"{gpu_name} ({gpu}) must be 1 or left out with {sharing_name} timeslice "
+                "(one time-sliced GPU per replica)",
+            )
+        out.update(num_gpus=1, gpu_milli=1000)
+    return out if len(r.issues) == problems_before else None
+
+
+# -- the seed's task form ------------------------------------------------------------------------
+
+
+def read_seed(r: Reader) -> ReadResult:
+    doc: dict[str, Any] = r.doc.value
+    r.check_keys(doc, (), SEED_KEYS, where="the task")
+    name = r.text(doc, (), "TaskName", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
+    priority = r.integer(doc, (), "Priority", lo=0, hi=100, default=0)
+    job_type = r.choice(doc, (), "TaskType", SEED_TASK_TYPES, default="single", fold_case=True)
+    low = r.integer(doc, (), "MinReplicas", lo=1, hi=MAX_REPLICAS, default=1)
+    high = r.integer(doc, (), "MaxReplicas", lo=1, hi=MAX_REPLICAS, default=low or 1)
+    if low is not None and high is not None and high < low:
+        r.error(("MaxReplicas",), f"MaxReplicas ({high}) is less than MinReplicas ({low})")
+    amd = r.boolean(doc, (), "AMDSupport", default=False)
+    reduce_cost = r.boolean(doc, (), "ReduceCost", default=False)
+    image_hint = "an image reference such as registry.io/team/train:1.0"
+    images = {
+        k: r.text(doc, (), k, pattern=IMAGE_RE, hint=image_hint)
+        for k in ("TaskImage", "MasterImage", "WorkerImage")
+    }
+    master_max = r.integer(doc, (), "MasterMaxReplicas", lo=1, hi=MAX_REPLICAS, default=MAX_REPLICAS)
+    worker_max = r.integer(doc, (), "WorkerMaxReplicas", lo=0, hi=MAX_REPLICAS, default=MAX_REPLICAS)
+    vendor = "any" if amd else "nvidia"
+    sources: list[dict[str, Path]] = []
+    roles: list[RoleSpec] = []
+
+    if job_type == "single":
+        for key in ("MasterImage", "WorkerImage", "MasterMaxReplicas", "WorkerMaxReplicas"):
+            if key in doc:
+                r.error((key,), f"{key} applies only to TaskType MPI or PyTorch", key=True)
+        image = images["TaskImage"]
+        if doc.get("TaskImage") is None:
+            r.required(doc, (), "TaskImage")
+        elif image is not None and low is not None and high is not None:
+            roles.append(
+                RoleSpec(name="main", image=image, min_replicas=low, max_replicas=high, vendor=vendor)
+            )
+            sources.append({"image": ("TaskImage",), "vendor": ("AMDSupport",)})
+    elif job_type is not None:
+        # One master replica; the rest are workers, capped by WorkerMaxReplicas.
+        for key in ("MasterImage", "WorkerImage"):
+            if doc.get(key) is None and doc.get("TaskImage") is None:
+                r.error(
+                    (key,), f"{key} (or TaskImage for both roles) is required for TaskType {doc['TaskType']}"
+                )
+        master_image = images["MasterImage"] or images["TaskImage"]
+        worker_image = images["WorkerImage"] or images["TaskImage"]
+        if master_image and worker_image and None not in (low, high, master_max, worker_max):
+            workers_min, workers_max = low - 1, min(high - 1, worker_max)
+            if workers_min > worker_max:
+                r.error(
+                    ("WorkerMaxReplicas",),
+                    f"WorkerMaxReplicas ({worker_max}) is less than the "
+                    f"{workers_min} workers that MinReplicas ({low}) needs besides the master",
+                )
+            roles.append(RoleSpec(name="master", image=master_image, vendor=vendor))
+            sources.append(
+                {
+                    "image": ("MasterImage" if images["MasterImage"] else "TaskImage",),
+                    "vendor": ("AMDSupport",),
+                }
+            )
+            if workers_max > 0:
+                roles.append(
+                    RoleSpec(
+                        name="worker",
+                        image=worker_image,
+                        min_replicas=workers_min,
+                        max_replicas=workers_max,
+                        vendor=vendor,
+                    )
+                )
+                sources.append(
+                    {
+                        "image": ("WorkerImage" if images["WorkerImage"] else "TaskImage",),
+                        "vendor": ("AMDSupport",),
+                    }
+                )
+
+    def locate(problem: ClusterProblem) -> tuple[Path, ...]:
+        if problem.role is None:
+            return ((),)
+        return (sources[problem.role].get(problem.attr, ("TaskType",)),)
+
+    if r.issues or None in (name, priority, job_type, amd, reduce_cost) or not roles:
+        return ReadResult(None, locate)
+    spec = JobSpec(
+        name=name,
+        type=job_type,
+        roles=tuple(roles),
+        priority=priority,
+        preemptible=bool(reduce_cost),
+        reduce_cost=bool(reduce_cost),
+    )
+    return ReadResult(spec, locate)
