@@ -30,6 +30,7 @@ e2e: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf var staticfiles

@@ -24,7 +24,7 @@ def setup(nodes: int, gpus: int) -> dict[str, str]:
 
     call_command("migrate", interactive=False, verbosity=0)
 
-    from portal.api.agent import create_node_token
+    from billing.metering.tokens import create_node_token
     from scheduling.models import Gpu, Node, NodePool
 
     pool = NodePool.objects.create(name="bench-h100", gpu_model="H100-80GB", gpu_memory_mib=81920)

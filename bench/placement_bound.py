@@ -27,8 +27,8 @@ import numpy as np
 
 from bench.placement import MOVABLE_QOS, parse_seeds
 from bench.traces import build_workload, gpu_capacity, load_nodes, load_pods, typical_shapes
-from scheduling.core.fragmentation import MILLI
 from scheduling.core.placement import ClusterArrays, PlacementContext, allocate, place
+from scheduling.core.units import MILLI_PER_GPU
 
 
 def state_at_first_failure(nodes, pods, seed: int, policy: str = "default") -> dict:
@@ -54,17 +54,17 @@ def state_at_first_failure(nodes, pods, seed: int, policy: str = "default") -> d
                 for g in placement.gpus:
                     on_gpu.setdefault((placement.node, g), []).append((placement.gpu_milli, pod.qos == MOVABLE_QOS))
         if failing and pod.request.num_gpus:
-            window[pod.request.gpu_milli] += pod.request.num_gpus if pod.request.gpu_milli == MILLI else 1
+            window[pod.request.gpu_milli] += pod.request.num_gpus if pod.request.gpu_milli == MILLI_PER_GPU else 1
         if arrived >= capacity:
             break
     rooms: Counter = Counter()  # room for movable fractions -> GPUs
     movable: Counter = Counter()  # milli -> movable fractional pods
     for pods_here in on_gpu.values():
-        if any(milli == MILLI for milli, _ in pods_here):
+        if any(milli == MILLI_PER_GPU for milli, _ in pods_here):
             continue
-        rooms[MILLI - sum(m for m, moves in pods_here if not moves)] += 1
+        rooms[MILLI_PER_GPU - sum(m for m, moves in pods_here if not moves)] += 1
         movable.update(m for m, moves in pods_here if moves)
-    rooms[MILLI] += int(arrays.fully_free().sum())
+    rooms[MILLI_PER_GPU] += int(arrays.fully_free().sum())
     return {"capacity": capacity, "allocated": allocated, "rooms": rooms, "movable": movable, "window": window}
 
 

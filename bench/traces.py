@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduling.core.fragmentation import MILLI, ShapeTable
+from scheduling.core.fragmentation import ShapeTable
 from scheduling.core.placement import NodeCapacity, PlacementRequest
+from scheduling.core.units import MILLI_PER_GPU
 
 INFLATION = 1.3  # the paper inflates arrivals to 130 % of GPU capacity
 COVERAGE = 0.95  # typical shapes cover 95 % of pods
@@ -77,10 +78,10 @@ def load_pods(path: str | Path) -> list[TracePod]:
     for row in rows:
         num_gpu = _int(row, "num_gpu", path)
         # > 1000 counts as 1000; no gpu_milli column means whole GPUs; CPU-only pods ask 0
-        gpu_milli = min(_int(row, "gpu_milli", path, default=MILLI), MILLI) if num_gpu > 0 else 0
+        gpu_milli = min(_int(row, "gpu_milli", path, default=MILLI_PER_GPU), MILLI_PER_GPU) if num_gpu > 0 else 0
         if num_gpu > 0 and gpu_milli <= 0:
             raise ValueError(f"{path}: pod {row['name']}: num_gpu {num_gpu} with gpu_milli {gpu_milli}")
-        if num_gpu > 1 and gpu_milli < MILLI:
+        if num_gpu > 1 and gpu_milli < MILLI_PER_GPU:
             raise ValueError(f"{path}: pod {row['name']}: a fraction of {num_gpu} GPUs is not supported")
         spec = (row.get("gpu_spec") or "").strip()
         models = tuple(sorted({m.strip() for m in spec.split("|") if m.strip()}))
@@ -94,7 +95,7 @@ def load_pods(path: str | Path) -> list[TracePod]:
 
 
 def gpu_capacity(nodes: list[NodeCapacity]) -> int:
-    return MILLI * sum(n.num_gpus for n in nodes)
+    return MILLI_PER_GPU * sum(n.num_gpus for n in nodes)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from billing.forms import PriceTableForm
 from billing.models import GpuRate, NodeToken, PriceTable
 from scheduling import clock
 
@@ -13,6 +14,7 @@ class GpuRateInline(admin.TabularInline):
 class PriceTableAdmin(admin.ModelAdmin):
     """Tables in force or past are read-only: prices change only through a new version."""
 
+    form = PriceTableForm
     list_display = ["name", "currency", "effective_from", "cpu_core_hour", "memory_gib_hour", "offpeak_windows"]
     inlines = [GpuRateInline]
 
@@ -39,7 +41,7 @@ class NodeTokenAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
-        from portal.api.agent import create_node_token
+        from billing.metering.tokens import create_node_token
 
         token, raw = create_node_token(obj.node)
         obj.pk, obj.digest, obj.hint = token.pk, token.digest, token.hint

@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class BillingConfig(AppConfig):
     name = "billing"
     verbose_name = "Prices and billing"
+
+    def ready(self):
+        from billing.metering.costs import price_finished_job
+        from billing.selectors import off_peak_at
+        from scheduling.signals import job_finished, off_peak_asked
+
+        job_finished.connect(price_finished_job, dispatch_uid="billing-final-cost")
+        off_peak_asked.connect(off_peak_at, dispatch_uid="billing-off-peak-windows")

@@ -1,5 +1,6 @@
 """Price tables: versions with an effective time; a new version never changes past charges."""
 
+import hashlib
 import uuid
 from decimal import Decimal
 
@@ -9,7 +10,15 @@ from django.db import models
 
 from billing import pricing
 from billing.pricing import offpeak
-from portal.models import hash_token
+from scheduling import clock
+
+AMOUNT_FIELDS = ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_discount",
+                 "spot_discount")
+
+
+def hash_token(raw: str) -> str:
+    """The stored digest of a token (API or node): the raw value is never kept."""
+    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 class PriceTable(models.Model):
@@ -34,11 +43,40 @@ class PriceTable(models.Model):
         return f"{self.name} (from {self.effective_from:%Y-%m-%d %H:%M})"
 
     def clean(self):
+        errors: dict[str, list[str]] = {}
+        for name in AMOUNT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                errors.setdefault(name, []).append("must be 0 or more")
+            if name.endswith("discount") and value is not None and value > 1:
+                errors.setdefault(name, []).append("is a fraction from 0 to 1 (0.40 = 40 % off)")
         try:
             offpeak.parse_windows(self.offpeak_windows)
+        except ValueError as error:
+            errors["offpeak_windows"] = [str(error)]
+        try:
             pricing.minor_unit(self.currency)
         except ValueError as error:
-            raise ValidationError(str(error)) from error
+            errors["currency"] = [str(error)]
+        if self.effective_from is not None:
+            errors.update(self._period_errors())
+        if errors:
+            raise ValidationError(errors)
+
+    def _period_errors(self) -> dict[str, list[str]]:
+        """A version is in force from its effective_from until the next one's: only future starts, one each."""
+        stored = PriceTable.objects.filter(pk=self.pk).values_list("effective_from", flat=True).first()
+        now = clock.now()
+        if stored != self.effective_from and self.effective_from <= now:
+            return {"effective_from": [f"must be in the future (after {now:%Y-%m-%d %H:%M}): "
+                                       "prices of the past never change"]}
+        if PriceTable.objects.filter(effective_from=self.effective_from).exclude(pk=self.pk).exists():
+            return {"effective_from": ["another version takes effect at that moment: their periods would overlap"]}
+        return {}
+
+    def validate_unique(self, exclude=None):
+        # clean() says it in terms of periods
+        super().validate_unique(exclude={*(exclude or ()), "effective_from"})
 
     def to_pricing(self) -> pricing.PriceTable:
         rates = pricing.Rates(
@@ -64,6 +102,10 @@ class GpuRate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.vendor} {self.gpu_model}: {self.per_gpu_hour}/h"
+
+    def clean(self):
+        if self.per_gpu_hour is not None and self.per_gpu_hour < 0:
+            raise ValidationError({"per_gpu_hour": "must be 0 or more"})
 
 
 class NodeToken(models.Model):
@@ -131,7 +173,7 @@ class UsageHour(models.Model):
         ordering = ["hour", "job_id"]
 
 
-# --------------------------------------------------------------------------- reports (issue 10)
+# --------------------------------------------------------------------------- reports
 
 
 class UsageDay(models.Model):

@@ -1,4 +1,4 @@
-"""Quotes: every way a job spec can run on the node pools, priced before the tenant submits (issue 6).
+"""Quotes: every way a job spec can run on the node pools, priced before the tenant submits.
 
 Pure module (no Django). Prices come from :mod:`billing.pricing` (never re-derived here); this
 module decides *which* options exist and describes what each one gives up.
@@ -73,6 +73,10 @@ from billing.pricing import (
     table_in_force,
 )
 from billing.pricing.offpeak import is_offpeak, next_offpeak_start, require_aware
+from scheduling.core.fit import PoolTraits, check_pool_identity, check_pools
+from scheduling.core.units import MILLI_PER_GPU, mig_slices_milli
+from scheduling.errors import DomainError
+from scheduling.spec.cluster import role_request
 from scheduling.spec.model import JobSpec, RoleSpec
 
 MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
@@ -132,6 +136,11 @@ class PoolOffer:
             _require_int(self.total_gpus, f"{where}: total_gpus", minimum=0)
         object.__setattr__(self, "sharing_modes", modes)
         object.__setattr__(self, "mig_profiles", profiles)
+
+    @property
+    def traits(self) -> PoolTraits:
+        return PoolTraits(self.name, self.vendor, self.gpu_model, self.gpu_memory_mib, self.sharing_modes,
+                          self.mig_profiles, self.gpus_per_node)
 
 
 def _require_int(value: Any, what: str, *, minimum: int) -> None:
@@ -239,7 +248,7 @@ class Quote:
             if option.id == option_id:
                 return option
         valid = ", ".join(option.id for option in self.options) or "none"
-        raise ValueError(f"unknown quote option {option_id!r}; valid options: {valid}")
+        raise DomainError(f"unknown quote option {option_id!r}; valid options: {valid}", field="option")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -251,8 +260,12 @@ class Quote:
         }
 
 
-class QuoteError(ValueError):
+class QuoteError(DomainError):
     """No pool can run the spec; the message lists why for each pool."""
+
+    status = 422
+    title = "No pool can run the spec"
+    field = "spec"
 
 
 def _fmt(amount: Decimal) -> str:
@@ -283,7 +296,7 @@ def _mig_memory_mib(profile: str) -> int:
 def _ask(role: RoleSpec) -> tuple[Fraction, int | None]:
     """Guaranteed compute (GPUs per device) and GPU memory (MiB, None: no minimum) the role asks."""
     if role.sharing == "fraction":
-        return Fraction(role.gpu_milli, 1000), role.gpu_mem_mib
+        return Fraction(role.gpu_milli, MILLI_PER_GPU), role.gpu_mem_mib
     if role.sharing == "mig" and role.mig_profile:
         return Fraction(mig_compute_slices(role.mig_profile), MIG_SLICES_PER_GPU), _mig_memory_mib(
             role.mig_profile
@@ -304,7 +317,7 @@ def _hold(role: RoleSpec, pool: PoolOffer, mode: str) -> _Holding | None:
         if count > pool.gpus_per_node:
             return None
         share = charged_gpu_share("exclusive", num_gpus=count)
-        return _Holding("exclusive", count, 1000, None, None, share, own)
+        return _Holding("exclusive", count, MILLI_PER_GPU, None, None, share, own)
     if role.num_gpus != 1:
         return None  # the shared modes hold one device per replica
     if mode == "fraction":
@@ -329,7 +342,7 @@ def _hold(role: RoleSpec, pool: PoolOffer, mode: str) -> _Holding | None:
         if profile is None:
             return None
         share = charged_gpu_share("mig", mig_profile=profile)
-        milli = mig_compute_slices(profile) * 1000 // MIG_SLICES_PER_GPU
+        milli = mig_slices_milli(mig_compute_slices(profile))
         return _Holding(
             "mig", 1, milli, _mig_memory_mib(profile), profile, share, own and profile == role.mig_profile
         )
@@ -337,7 +350,7 @@ def _hold(role: RoleSpec, pool: PoolOffer, mode: str) -> _Holding | None:
     if not own and Fraction(1, pool.timeslice_replicas) < compute:
         return None
     share = charged_gpu_share("timeslice", timeslice_replicas=pool.timeslice_replicas)
-    return _Holding("timeslice", 1, 1000, None, None, share, own)
+    return _Holding("timeslice", 1, MILLI_PER_GPU, None, None, share, own)
 
 
 def _cpu_only(role: RoleSpec) -> bool:
@@ -345,17 +358,24 @@ def _cpu_only(role: RoleSpec) -> bool:
 
 
 def _pool_refusal(spec: JobSpec, pool: PoolOffer) -> str | None:
-    """Why a role's pins rule the pool out, if they do."""
+    """Why a role's pins (nodePool, vendor, gpuModel) rule the pool out, if they do."""
     for role in spec.roles:
-        if role.node_pool is not None and role.node_pool != pool.name:
-            return f"role '{role.name}' is pinned to nodePool '{role.node_pool}'"
-        if _cpu_only(role):
-            continue
-        if role.gpu_model is not None and role.gpu_model.casefold() != pool.gpu_model.casefold():
-            return f"role '{role.name}' asks gpuModel '{role.gpu_model}', the pool has {pool.gpu_model}"
-        if role.vendor != "any" and role.vendor != pool.vendor:
-            hint = " (allow AMD with vendor: any, or AMDSupport: true)" if pool.vendor == "amd" else ""
-            return f"role '{role.name}' needs {role.vendor.upper()} GPUs, the pool has {pool.vendor.upper()}{hint}"
+        request = role_request(role)
+        if _cpu_only(role):  # CPU-only roles run on any vendor's nodes
+            request = replace(request, vendor="any", gpu_model="")
+        unfit = check_pool_identity(pool.traits, request)
+        if unfit is not None:
+            return f"role '{role.name}' {unfit.text}"
+    return None
+
+
+def _cluster_refusal(spec: JobSpec, pools: Sequence[PoolOffer]) -> str | None:
+    """The first role constraint no pool at all can meet (naming what is on offer), if any."""
+    traits = [pool.traits for pool in pools]
+    for role in spec.roles:
+        unfit = check_pools(traits, role_request(role))
+        if unfit is not None:
+            return f"role '{role.name}': {unfit.text}"
     return None
 
 
@@ -381,7 +401,7 @@ def _placements(spec: JobSpec, pool: PoolOffer) -> list[tuple[str, list[_Holding
 def _ask_text(role: RoleSpec) -> str:
     if role.sharing == "fraction":
         memory = f" with {_mib_text(role.gpu_mem_mib)}" if role.gpu_mem_mib is not None else ""
-        return f"{_share_text(Decimal(role.gpu_milli) / 1000)}{memory}"
+        return f"{_share_text(Decimal(role.gpu_milli) / MILLI_PER_GPU)}{memory}"
     if role.sharing == "mig":
         return f"a MIG {role.mig_profile} instance"
     if role.sharing == "timeslice":
@@ -409,14 +429,14 @@ def _share_text(share: Decimal) -> str:
 
 def _needed_milli(spec: JobSpec, holdings: Sequence[_Holding | None]) -> int:
     return sum(
-        role.min_replicas * int((h.share * 1000).to_integral_value(rounding=ROUND_CEILING))
+        role.min_replicas * int((h.share * MILLI_PER_GPU).to_integral_value(rounding=ROUND_CEILING))
         for role, h in zip(spec.roles, holdings, strict=True)
         if h is not None
     )
 
 
 def _gpus_text(milli: int) -> str:
-    return _share_text(Decimal(milli) / 1000) + ("" if milli == 1000 else "s")
+    return _share_text(Decimal(milli) / MILLI_PER_GPU) + ("" if milli == MILLI_PER_GPU else "s")
 
 
 def _isolation_tradeoffs(spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None]) -> list[str]:
@@ -605,7 +625,7 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
             refusal = _no_fit_reason(spec, pool)
         if not refusal and pool.total_gpus is not None:
             fitting = [
-                (label, hs) for label, hs in placements if _needed_milli(spec, hs) <= pool.total_gpus * 1000
+                (label, hs) for label, hs in placements if _needed_milli(spec, hs) <= pool.total_gpus * MILLI_PER_GPU
             ]
             if not fitting:
                 needed = min(_needed_milli(spec, hs) for _, hs in placements)
@@ -631,7 +651,8 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
                     )
                 )
     if not options:
-        raise QuoteError("no pool can run this job: " + "; ".join(unavailable))
+        why = _cluster_refusal(spec, pools)
+        raise QuoteError("no pool can run this job: " + "; ".join(([why] if why else []) + unavailable))
 
     options.sort(key=_cheapness)
     options[0] = replace(options[0], cheapest=True)
@@ -662,7 +683,7 @@ def choose_option(quote: Quote, option_id: str | None, spec: JobSpec) -> QuoteOp
     if option_id is not None:
         return quote.option(option_id)
     if not quote.options:
-        raise ValueError(f"the quote for job '{spec.name}' has no options")
+        raise DomainError(f"the quote for job '{spec.name}' has no options", field="option")
     ranked = sorted(quote.options, key=_cheapness)
     for wanted in (
         lambda o: o.matches_spec and o.can_start_now,

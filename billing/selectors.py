@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Prefetch
 
 from billing import pricing
 from billing.models import GpuRate, PriceTable
+from billing.pricing import offpeak
 from billing.quotes import PoolOffer
+from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.models import JobState, NodePool, Replica
 from scheduling.selectors import PoolGpus, pool_gpu_counts
+from scheduling.signals import OffPeak
 
 
 def price_tables() -> list[pricing.PriceTable]:
@@ -23,7 +28,7 @@ def _held_milli_by_pool() -> dict[int, int]:
     held: dict[int, int] = defaultdict(int)
     replicas = Replica.objects.filter(state__in=[JobState.SCHEDULED, JobState.RUNNING], node__isnull=False)
     for pool_id, slice_, gpus in replicas.values_list("node__pool_id", "slice", "gpu_indices"):
-        held[pool_id] += int((slice_ or {}).get("gpu_milli", 1000)) * len(gpus or ())  # per GPU held
+        held[pool_id] += int((slice_ or {}).get("gpu_milli", MILLI_PER_GPU)) * len(gpus or ())  # per GPU held
     return held
 
 
@@ -34,9 +39,20 @@ def pool_offers() -> list[PoolOffer]:
     for pool in NodePool.objects.order_by("name"):
         gpus = counts.get(pool.pk, PoolGpus(0, 0))
         offers.append(PoolOffer(
-            name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model, gpu_memory_mib=pool.gpu_memory_mib,
+            name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
+            gpu_memory_mib=pool.gpu_memory_mib,
             gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
             mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
-            spot=pool.spot, free_milli_now=max(0, gpus.total * 1000 - held[pool.pk]), total_gpus=gpus.total,
+            spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]), total_gpus=gpus.total,
         ))
     return offers
+
+
+def off_peak_at(sender=None, *, now: datetime, **kwargs) -> OffPeak:
+    """Connected to scheduling's off_peak_asked: the windows of the price table in force (the
+    platform default otherwise)."""
+    table = PriceTable.objects.filter(effective_from__lte=now).order_by("-effective_from").first()
+    windows = offpeak.parse_windows(table.offpeak_windows) if table else offpeak.DEFAULT_OFFPEAK_WINDOWS
+    tz = offpeak.as_zone(settings.TIME_ZONE)
+    start = offpeak.next_offpeak_start(now, windows, tz)
+    return OffPeak(now=offpeak.is_offpeak(now, windows, tz), next_start=start.astimezone(tz).strftime("%H:%M"))

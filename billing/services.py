@@ -13,13 +13,16 @@ from django.core.exceptions import PermissionDenied
 from billing import selectors
 from billing.quotes import Quote, choose_option, quote_at
 from scheduling import clock
+from scheduling.errors import Forbidden
 from scheduling.models import Job
 from scheduling.services import read_spec, require_submitter, submit_job
 from scheduling.spec import JobSpec
 
 
-class BudgetBlocked(PermissionDenied):
+class BudgetBlocked(Forbidden, PermissionDenied):
     """The workspace spent its budget and its owner blocks new submissions at the limit."""
+
+    field = "budget"
 
 
 def platform_tz() -> ZoneInfo:

@@ -268,7 +268,7 @@ def format_jobs(jobs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def format_quote_options(answer: Mapping[str, Any]) -> str:
-    """The options of a `POST /api/v1/quotes/` answer (issue 6), cheapest marked with `*`."""
+    """The options of a `POST /api/v1/quotes/` answer, cheapest marked with `*`."""
     currency = answer.get("currency", "")
     rows = []
     for option in answer.get("options", []):

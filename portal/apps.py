@@ -7,3 +7,7 @@ class PortalConfig(AppConfig):
 
     def ready(self):
         from portal.api import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from portal.services import publish_job_events
+        from scheduling.signals import job_events_committed
+
+        job_events_committed.connect(publish_job_events, dispatch_uid="portal-live-job-events")

@@ -1,4 +1,3 @@
-import hashlib
 import secrets
 
 from django.conf import settings
@@ -44,9 +43,13 @@ class Membership(models.Model):
     def can_submit(self) -> bool:
         return self.role in (Role.OWNER, Role.MEMBER)
 
+    @property
+    def can_manage_budget(self) -> bool:
+        return self.role in (Role.OWNER, Role.FINANCE)
 
-def hash_token(raw: str) -> str:
-    return hashlib.sha256(raw.encode()).hexdigest()
+    @property
+    def can_block_submissions(self) -> bool:
+        return self.role == Role.OWNER
 
 
 class ApiToken(models.Model):

@@ -27,7 +27,7 @@ def processes(port: int, var_dir: Path) -> dict[str, str]:
         "worker": f"{py} -m celery -A portal worker -l INFO --concurrency 2 -n worker@%h",
         "beat": f"{py} -m celery -A portal beat -l INFO -s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",
         # One simulated node agent per node of the demo cluster, with its own token and spool.
-        "agents": f"{py} manage.py demo_agent_tokens --output {tokens} && exec {py} -m nodeagent.fleet "
+        "agents": f"{py} manage.py load_demo --agent-tokens {tokens} && exec {py} -m nodeagent.fleet "
                   f"--portal http://127.0.0.1:{port} --tokens {tokens} --interval 10 "
                   f"--spool-dir {shlex.quote(str(var_dir / 'agents'))}",
     }

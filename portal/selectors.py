@@ -1,9 +1,11 @@
 """Reads, always scoped to what the user may see."""
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet
 from django.http import Http404
 
 from portal.models import Membership, Workspace
+from scheduling import selectors as scheduling_selectors
 
 
 def workspaces_for(user) -> QuerySet[Workspace]:
@@ -31,3 +33,15 @@ def current_workspace(request) -> Workspace | None:
     mine = workspaces_for(request.user)
     slug = request.session.get("workspace") if hasattr(request, "session") else None
     return (slug and mine.filter(slug=slug).first()) or mine.first()
+
+
+def jobs_for(user, *, workspace=None, state: str | None = None) -> QuerySet:
+    return scheduling_selectors.jobs_in(workspaces_for(user), workspace=workspace, state=state)
+
+
+def get_job_for_user(user, job_id):
+    """The one way to fetch a job by id: 404 unless it belongs to one of the user's workspaces."""
+    try:
+        return jobs_for(user).get(pk=int(job_id))
+    except (ObjectDoesNotExist, ValueError, TypeError):
+        raise Http404("No such job") from None

@@ -2,14 +2,13 @@
 
 import json
 import logging
-import threading
-from contextlib import contextmanager
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 
-from portal.models import ApiToken, Workspace, hash_token
+from billing.models import hash_token
+from portal.models import ApiToken, Workspace
 from portal.selectors import get_workspace_for_user
 from scheduling import clock
 
@@ -47,34 +46,20 @@ def job_group(job_id: int) -> str:
     return f"job.{job_id}"
 
 
-_batch = threading.local()
-
-
-@contextmanager
-def batched_publishing():
-    """Publish every event raised inside the block in one go at its end: a scheduling cycle
-    raises thousands, and one event loop for all of them costs what one costs alone."""
-    if getattr(_batch, "events", None) is not None:  # already batching: the outer block publishes
-        yield
-        return
-    _batch.events = []
-    try:
-        yield
-    finally:
-        events, _batch.events = _batch.events, None
-        _send(events)
-
-
 def publish(groups: list[str], event: dict) -> None:
     """Send an event to every open page following one of the groups.
 
     Best effort: the database is the record, pages catch up on reload, so a Redis outage
     must never undo or fail the write that produced the event.
     """
-    if getattr(_batch, "events", None) is not None:
-        _batch.events.append((groups, event))
-    else:
-        _send([(groups, event)])
+    _send([(groups, event)])
+
+
+def publish_job_events(sender, events, **kwargs) -> None:
+    """Connected to scheduling's job_events_committed: each event goes to its job's page, its
+    workspace's pages and the operators, all in one go."""
+    _send([([workspace_group(job.workspace_id), job_group(job.pk), OPERATORS_GROUP], message)
+           for job, message in events])
 
 
 def _send(events: list[tuple[list[str], dict]]) -> None:

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from scheduling.forms import NodePoolForm, QueueForm
 from scheduling.models import Gpu, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 
 
@@ -10,6 +11,7 @@ class GpuInline(admin.TabularInline):
 
 @admin.register(NodePool)
 class NodePoolAdmin(admin.ModelAdmin):
+    form = NodePoolForm
     list_display = ["name", "vendor", "gpu_model", "gpu_memory_mib", "sharing", "placement", "spot"]
     list_filter = ["vendor", "sharing", "spot"]
 
@@ -38,6 +40,7 @@ class QueueAccessInline(admin.TabularInline):
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin):
+    form = QueueForm
     list_display = ["name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
                     "preemptible_only"]
     inlines = [QueueAccessInline]

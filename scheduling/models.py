@@ -3,10 +3,17 @@
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from portal.models import Workspace
+from scheduling.core import MIG_PROFILES
+from scheduling.queue_tree import QueueRow, validate_queue
+
+# MIG profiles by card size: 40 GB cards (A100-40GB) and 80 GB cards (A100/H100-80GB).
+MIG_FAMILIES = {40 * 1024: ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+                80 * 1024: ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")}
+MAX_TIMESLICE_REPLICAS = 64
 
 
 class Vendor(models.TextChoices):
@@ -43,6 +50,45 @@ class NodePool(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        """What the scheduler core would refuse in this pool, by field."""
+        errors: dict[str, list[str]] = {}
+        if not 1 <= (self.timeslice_replicas or 0) <= MAX_TIMESLICE_REPLICAS:
+            errors["timeslice_replicas"] = [f"must be a whole number from 1 to {MAX_TIMESLICE_REPLICAS}"]
+        if not isinstance(self.mig_layout, list):
+            errors["mig_layout"] = ["must be a list of MIG profiles"]
+        elif self.sharing == PoolSharing.MIG:
+            errors.update(self._mig_errors())
+        if not errors:
+            from scheduling.cycle.snapshot import core_pool  # the cycle imports models
+
+            try:
+                core_pool(self)
+            except ValueError as error:
+                text = str(error).split(": ", 1)[-1]
+                where = ("mig_layout" if "mig" in text.lower() else "timeslice_replicas" if "timeslice" in text
+                         else "sharing")
+                errors[where] = [text]
+        if errors:
+            raise ValidationError(errors)
+
+    def _mig_errors(self) -> dict[str, list[str]]:
+        errors = {}
+        if self.vendor != Vendor.NVIDIA:
+            errors["sharing"] = ["MIG is an NVIDIA feature"]
+        family = MIG_FAMILIES.get(self.gpu_memory_mib)
+        unknown = [p for p in self.mig_layout if p not in MIG_PROFILES]
+        if unknown:
+            errors["mig_layout"] = [f"unknown MIG profiles {', '.join(unknown)}; known: {', '.join(MIG_PROFILES)}"]
+        elif family is None:
+            errors["mig_layout"] = [f"{self.gpu_model} ({self.gpu_memory_mib // 1024} GiB) has no MIG profiles; "
+                                    "MIG needs a 40 GB or 80 GB card"]
+        elif any(p not in family for p in self.mig_layout):
+            wrong = [p for p in self.mig_layout if p not in family]
+            errors["mig_layout"] = [f"{', '.join(wrong)} are not profiles of a {self.gpu_memory_mib // 1024} GB card "
+                                    f"(those are {', '.join(family)})"]
+        return errors
 
     @property
     def sharing_modes(self) -> frozenset[str]:
@@ -94,7 +140,7 @@ class Queue(models.Model):
                                      help_text="Empty: no limit")
     priority = models.IntegerField(default=0)
     preemptible_only = models.BooleanField(default=False, help_text="Accepts preemptible work only")
-    workspaces = models.ManyToManyField(Workspace, through="QueueAccess", related_name="queues", blank=True)
+    workspaces = models.ManyToManyField("portal.Workspace", through="QueueAccess", related_name="queues", blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -102,12 +148,35 @@ class Queue(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self):
+        """The whole tree must stay valid with this queue as edited (rules in scheduling.queue_tree)."""
+        if not self.name:
+            return  # the name field reports it
+        errors = validate_queue(self.tree_rows(), self.name)
+        if errors:
+            raise ValidationError(errors)
+
+    def tree_rows(self) -> list[QueueRow]:
+        """Every queue as a QueueRow, this one as edited (not saved yet)."""
+        names = dict(Queue.objects.values_list("pk", "name"))
+        if self.pk is not None:
+            names[self.pk] = self.name  # sub-queues follow a rename
+        jobs = Job.objects.exclude(state__in=FINAL_STATES).values_list("queue_id", flat=True)
+        busy = set(jobs) | set(QueueAccess.objects.values_list("queue_id", flat=True))
+        fields = ("pk", "parent_id", "deserved_gpus", "over_quota_weight", "limit_gpus")
+        rows = [QueueRow(names[pk], names.get(parent), deserved, weight, limit, pk in busy)
+                for pk, parent, deserved, weight, limit in Queue.objects.exclude(pk=self.pk).values_list(*fields)]
+        parent = names.get(self.parent_id) if self.parent_id is not None else None
+        rows.append(QueueRow(self.name, parent, self.deserved_gpus, self.over_quota_weight, self.limit_gpus,
+                             self.pk in busy))
+        return rows
+
 
 class QueueAccess(models.Model):
     """A workspace may submit to a queue; one of its queues is its default."""
 
     queue = models.ForeignKey(Queue, on_delete=models.CASCADE)
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="queue_access")
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="queue_access")
     is_default = models.BooleanField(default=False)
 
     class Meta:
@@ -132,7 +201,7 @@ FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 class Job(models.Model):
-    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="jobs")
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="jobs")
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
                                      related_name="jobs")

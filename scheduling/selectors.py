@@ -6,9 +6,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.db.models import Count, Prefetch, QuerySet
-from django.http import Http404
 
-from portal.selectors import workspaces_for
+from scheduling.core.units import gpu_model_name, vendor_name
 from scheduling.models import Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 from scheduling.spec import ClusterInfo, PoolInfo
 
@@ -31,7 +30,8 @@ def cluster_info() -> ClusterInfo:
     """What the spec checks need: each pool with its largest node's GPU count."""
     counts = pool_gpu_counts()
     return ClusterInfo(pools=tuple(
-        PoolInfo(name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model, gpu_memory_mib=pool.gpu_memory_mib,
+        PoolInfo(name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
+                 gpu_memory_mib=pool.gpu_memory_mib,
                  gpus_per_node=counts.get(pool.pk, PoolGpus(0, 0)).most_per_node,
                  sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()))
         for pool in NodePool.objects.order_by("name")
@@ -47,8 +47,9 @@ def default_queue(workspace) -> Queue | None:
     return access.queue if access else None
 
 
-def jobs_for(user, *, workspace=None, state: str | None = None) -> QuerySet[Job]:
-    jobs = Job.objects.filter(workspace__in=workspaces_for(user))
+def jobs_in(workspaces, *, workspace=None, state: str | None = None) -> QuerySet[Job]:
+    """Jobs of the given workspaces (the caller's, as the portal scopes them)."""
+    jobs = Job.objects.filter(workspace__in=workspaces)
     if workspace is not None:
         jobs = jobs.filter(workspace=workspace)
     if state:
@@ -56,14 +57,6 @@ def jobs_for(user, *, workspace=None, state: str | None = None) -> QuerySet[Job]
     return jobs.select_related("workspace", "queue").prefetch_related(
         Prefetch("replicas", queryset=Replica.objects.select_related("node"))
     )
-
-
-def get_job_for_user(user, job_id) -> Job:
-    """The one way to fetch a job by id: 404 unless it belongs to one of the user's workspaces."""
-    try:
-        return jobs_for(user).get(pk=int(job_id))
-    except (Job.DoesNotExist, ValueError, TypeError):
-        raise Http404("No such job") from None
 
 
 def events_of(job: Job) -> QuerySet[JobEvent]:

@@ -8,9 +8,8 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from portal.selectors import membership_for
-from portal.services import OPERATORS_GROUP, job_group, publish, workspace_group
-from scheduling import clock, selectors
+from scheduling import clock, selectors, signals
+from scheduling.errors import Conflict, Forbidden
 from scheduling.models import ACTIVE_STATES, Job, JobEvent, JobState
 from scheduling.spec import (
     JobSpec,
@@ -65,14 +64,8 @@ def record_events(items: list[tuple[Job, str, str, dict | None]]) -> list[JobEve
     events = JobEvent.objects.bulk_create(
         [JobEvent(job=job, kind=kind, state=job.state, reason=reason, data=data or {})
          for job, kind, reason, data in items])
-    messages = [([workspace_group(job.workspace_id), job_group(job.pk), OPERATORS_GROUP], job_event_message(job, event))
-                for (job, *_), event in zip(items, events, strict=True)]
-
-    def send():
-        for groups, message in messages:
-            publish(groups, message)
-
-    transaction.on_commit(send)
+    committed = [(job, job_event_message(job, event)) for (job, *_), event in zip(items, events, strict=True)]
+    transaction.on_commit(lambda: signals.send_committed(committed))
     return events
 
 
@@ -91,10 +84,16 @@ def job_event_message(job: Job, event: JobEvent) -> dict:
             "reason": event.reason, "pending_reason": job.pending_reason, "time": event.time.isoformat()}
 
 
+class NotSubmitter(Forbidden, PermissionDenied):
+    """The user's role in the workspace may not submit or cancel jobs."""
+
+    field = "workspace"
+
+
 def require_submitter(user, workspace) -> None:
-    membership = membership_for(user, workspace)
+    membership = workspace.memberships.filter(user=user).first() if user.is_authenticated else None
     if membership is None or not membership.can_submit:
-        raise PermissionDenied(f"your role in '{workspace.slug}' may not submit or cancel jobs")
+        raise NotSubmitter(f"your role in '{workspace.slug}' may not submit or cancel jobs")
 
 
 @transaction.atomic
@@ -125,7 +124,7 @@ def cancel_job(*, user, job: Job) -> Job:
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.is_final:
-        raise ValueError(f"job {job.pk} is already {job.state}")
+        raise Conflict(f"job {job.pk} is already {job.state}", field="state")
     now = clock.now()
     job.state = JobState.CANCELLED
     job.pending_reason = ""
@@ -133,8 +132,6 @@ def cancel_job(*, user, job: Job) -> Job:
     job.save(update_fields=["state", "pending_reason", "finished"])
     # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
     job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
-    from billing.metering.costs import finalize_job_cost  # billing builds on scheduling, not the reverse
-
-    cost = finalize_job_cost(job.pk)  # cancelled jobs pay for the time they held their GPUs
-    record_event(job, "cancelled", reason=f"cancelled by {user.username}; final cost {cost.final_cost:.2f} {cost.currency}")
+    notes = signals.finish_notes(job)  # cancelled jobs pay for the time they held their GPUs
+    record_event(job, "cancelled", reason="; ".join([f"cancelled by {user.username}", *notes]))
     return job

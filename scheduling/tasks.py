@@ -29,11 +29,3 @@ def scheduling_cycle() -> dict | None:
         except redis.exceptions.LockError:
             log.warning("scheduling cycle outlived its lock")
 
-
-@shared_task
-def demo_load() -> int | None:
-    """One more demo job (make run's trickle; off with DEMO_LOAD=0)."""
-    from portal.demo.load import submit_demo_job
-
-    job = submit_demo_job()
-    return job.pk if job else None

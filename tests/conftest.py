@@ -1,4 +1,5 @@
-"""Shared fixtures: the project's Redis, the demo tenants, and real server processes.
+"""Shared fixtures: the project's Redis, the test world (tests/world.py), the platform clock, and real
+server processes.
 
 Imports of Django stay inside fixtures so pure tests (scheduler core, node agent) also run
 with `-p no:django`.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from portal.testing import ROOT, child_env, free_port, wait_for_http
+from tests.world import Tenants
 
 
 def _django_configured() -> bool:
@@ -85,44 +87,20 @@ def celery_worker_queue(django_db_setup, redis_server, tmp_path_factory):
         proc.wait(timeout=15)
 
 
-@dataclass
-class Tenants:
-    alice: object  # owner of vision-lab
-    carol: object  # member of vision-lab
-    bob: object  # owner of nlp-group: the outsider to vision-lab
-    finance: object  # finance role on both
-    vision: object
-    nlp: object
-
-
 @pytest.fixture
 def tenants(db) -> Tenants:
-    from django.contrib.auth import get_user_model
+    """The test world's people and workspaces (tests/world.py), never the demo data."""
+    from tests.world import make_tenants
 
-    from portal.demo import tenants as demo
-    from portal.models import Membership, Role, Workspace
-
-    demo.load_tenants()
-    users = get_user_model().objects
-    vision = Workspace.objects.get(slug="vision-lab")
-    carol = users.create_user("carol", password="carol-test")
-    Membership.objects.create(user=carol, workspace=vision, role=Role.MEMBER)
-    return Tenants(
-        alice=users.get(username="alice"), carol=carol, bob=users.get(username="bob"),
-        finance=users.get(username="finance"), vision=vision, nlp=Workspace.objects.get(slug="nlp-group"),
-    )
+    return make_tenants()
 
 
 @pytest.fixture
-def cluster(tenants):
-    """The demo pools, nodes, GPUs, queues and prices on top of the demo tenants."""
-    from portal.demo import cluster as demo
-    from portal.demo.prices import load_prices
+def cluster(tenants) -> Tenants:
+    """The test world's pools, nodes, GPUs, queues and prices on top of `tenants`."""
+    from tests.world import make_cluster
 
-    demo.load_cluster()
-    demo.load_queues()
-    load_prices()
-    return tenants
+    return make_cluster(tenants)
 
 
 class Clock:

@@ -75,3 +75,9 @@ def finalize_job_cost(job_id: int) -> Job:
     job.final_cost, job.currency = cost.total, cost.currency
     job.save(update_fields=["final_cost", "currency"])
     return job
+
+
+def price_finished_job(sender, job, **kwargs) -> str:
+    """Connected to scheduling's job_finished: the final cost, as a note for the job's last event."""
+    priced = finalize_job_cost(job.pk)
+    return f"final cost {priced.final_cost:.2f} {priced.currency}"

@@ -15,6 +15,7 @@ from django.db import connection
 
 from billing.models import UsageSample
 from scheduling import clock
+from scheduling.errors import DomainError
 from scheduling.models import Node, Replica
 
 MAX_BATCH = 5000
@@ -22,7 +23,7 @@ MAX_CLOCK_SKEW = timedelta(minutes=10)
 MAX_AGE = timedelta(days=35)
 
 
-class BatchError(ValueError):
+class BatchError(DomainError):
     """The whole batch is unusable (not just some samples)."""
 
 

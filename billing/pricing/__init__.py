@@ -1,4 +1,4 @@
-"""Prices, quotes and metered costs for GPU work (seed 000, issues 6 and 9).
+"""Prices, quotes and metered costs for GPU work.
 
 Pure module (no Django). Money is ``Decimal`` with a currency, never float. Hourly rates are
 kept to 4 decimal places; a total is rounded to the currency's minor unit once, at the end.
@@ -28,6 +28,7 @@ from billing.pricing.offpeak import (
     split_hours,
     validate_windows,
 )
+from scheduling.core.units import MIG_SLICES_PER_GPU
 
 RATE_PLACES = 4
 _RATE_QUANTUM = Decimal(1).scaleb(-RATE_PLACES)
@@ -45,7 +46,6 @@ MINOR_UNITS: dict[str, int] = {
     "KRW": 0,
 }
 
-MIG_SLICES_PER_GPU = 7
 _MIG_PROFILE = re.compile(r"^(?:nvidia\.com/)?(?:mig-)?(?P<slices>\d+)g\.(?P<mem>\d+)gb(?:\+me)?$")
 _MIG_COMPUTE_SLICES = {1, 2, 3, 4, 7}
 
@@ -249,7 +249,7 @@ def table_in_force(tables: Iterable[PriceTable], at: datetime) -> PriceTable:
 
 
 def demo_rates() -> Rates:
-    """The demo price list from issue 6 (USD)."""
+    """The demo price list (USD)."""
     return Rates(
         currency="USD",
         gpu={

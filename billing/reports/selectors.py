@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
 from billing.models import UsageDay
-from portal.models import Workspace
-from portal.selectors import workspaces_for
+from scheduling.errors import DomainError
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 MAX_RANGE_DAYS = 3660
@@ -24,7 +24,7 @@ SUMMED = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cpu_core_h
           "estimated_cost", "cost", "on_demand_cost", "exclusive_gpu_hours")
 
 
-class FilterError(ValueError):
+class FilterError(DomainError):
     """A report filter that cannot be read; the message names the field."""
 
 
@@ -83,8 +83,11 @@ def parse_filters(params: Mapping[str, str], *, today: date) -> ReportFilters:
                          sharing=sharing, job=job)
 
 
-def report_workspaces(user) -> QuerySet[Workspace]:
-    return workspaces_for(user)
+def report_workspaces(user) -> QuerySet:
+    """The workspaces the user is a member of (any role); none for an anonymous user."""
+    if not user.is_authenticated:
+        return UsageDay.workspace.field.related_model.objects.none()
+    return user.workspaces.distinct()
 
 
 def report_rows(user, filters: ReportFilters) -> QuerySet[UsageDay]:
@@ -191,7 +194,7 @@ def choices(user) -> dict[str, list[str]]:
     }
 
 
-def get_report_workspace(user, slug: str) -> Workspace:
+def get_report_workspace(user, slug: str):
     workspace = report_workspaces(user).filter(slug=slug).first()
     if workspace is None:
         raise Http404("No such workspace")
@@ -200,7 +203,7 @@ def get_report_workspace(user, slug: str) -> Workspace:
 
 @dataclass(frozen=True)
 class Statement:
-    workspace: Workspace
+    workspace: Any  # the portal's Workspace
     month: date
     lines: list[dict]  # per GPU model and sharing mode
     totals: list[Totals]

@@ -19,7 +19,6 @@ from billing.metering.costs import replica_allocation
 from billing.models import Budget, BudgetAlert, ReportExport, UsageDay, UsageHour
 from billing.selectors import price_tables
 from billing.services import platform_tz
-from portal.models import Membership, Role, Workspace
 from scheduling import clock
 from scheduling.models import Replica
 
@@ -174,7 +173,7 @@ def period_start(at: datetime) -> date:
     return at.astimezone(platform_tz()).date().replace(day=1)
 
 
-def spent_in_period(workspace: Workspace, *, now: datetime | None = None) -> Decimal:
+def spent_in_period(workspace, *, now: datetime | None = None) -> Decimal:
     """What the workspace's jobs cost this month so far (from the hourly rollups)."""
     now = now or clock.now()
     start, _ = day_bounds(period_start(now))
@@ -182,14 +181,14 @@ def spent_in_period(workspace: Workspace, *, now: datetime | None = None) -> Dec
     return total or ZERO
 
 
-def _can_manage(user, workspace: Workspace) -> Membership:
-    membership = Membership.objects.filter(user=user, workspace=workspace).first()
-    if membership is None or membership.role not in (Role.OWNER, Role.FINANCE):
+def _can_manage(user, workspace):
+    membership = workspace.memberships.filter(user=user).first() if user.is_authenticated else None
+    if membership is None or not membership.can_manage_budget:
         raise PermissionDenied("Only the workspace's owners and finance may set its budget.")
     return membership
 
 
-def set_budget(*, user, workspace: Workspace, amount: Decimal | str, currency: str = "USD",
+def set_budget(*, user, workspace, amount: Decimal | str, currency: str = "USD",
                block_at_limit: bool = False) -> Budget:
     """Create or change a workspace's monthly budget. Only an owner may block submissions."""
     membership = _can_manage(user, workspace)
@@ -201,7 +200,7 @@ def set_budget(*, user, workspace: Workspace, amount: Decimal | str, currency: s
         raise ValueError("budget amount must be a positive number")
     pricing.minor_unit(currency)  # raises ValueError on an unknown currency
     current = Budget.objects.filter(workspace=workspace).first()
-    if membership.role != Role.OWNER and block_at_limit != bool(current and current.block_at_limit):
+    if not membership.can_block_submissions and block_at_limit != bool(current and current.block_at_limit):
         raise PermissionDenied("Only an owner may choose to block submissions at the limit.")
     budget, _ = Budget.objects.update_or_create(
         workspace=workspace, defaults={"amount": amount, "currency": currency.upper(),
@@ -222,7 +221,7 @@ class BudgetStatus:
         return self.spent >= self.budget.amount
 
 
-def budget_status(workspace: Workspace, *, now: datetime | None = None) -> BudgetStatus | None:
+def budget_status(workspace, *, now: datetime | None = None) -> BudgetStatus | None:
     budget = Budget.objects.filter(workspace=workspace).first()
     if budget is None:
         return None
@@ -233,7 +232,7 @@ def budget_status(workspace: Workspace, *, now: datetime | None = None) -> Budge
                         period_start=start, alerts=list(budget.alerts.filter(period_start=start)))
 
 
-def check_budget_allows_submit(workspace: Workspace) -> str | None:
+def check_budget_allows_submit(workspace) -> str | None:
     """Why a new submission must be refused (the workspace spent its budget and its owner chose
     to block), or None when it may go ahead."""
     status = budget_status(workspace)
@@ -245,9 +244,9 @@ def check_budget_allows_submit(workspace: Workspace) -> str | None:
             "new submissions at the limit.")
 
 
-def _recipients(workspace: Workspace) -> list[str]:
-    members = Membership.objects.filter(workspace=workspace, role__in=(Role.OWNER, Role.FINANCE))
-    return sorted({m.user.email for m in members.select_related("user") if m.user.email})
+def _recipients(workspace) -> list[str]:
+    members = [m for m in workspace.memberships.select_related("user") if m.can_manage_budget]
+    return sorted({m.user.email for m in members if m.user.email})
 
 
 def check_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
@@ -293,58 +292,3 @@ def start_excel_export(user, filters: dict) -> ReportExport:
     export = ReportExport.objects.create(user=user, filters=filters)
     transaction.on_commit(lambda: build_excel_export.delay(str(export.pk)))
     return export
-
-
-# --------------------------------------------------------------------------- demo data
-
-DEMO_PREFIX = "report-demo-"
-_DEMO_SPECS = {  # pool: (resources, slice the placement holds)
-    "h100": ("{gpu: 1, cpu: 4, memory: 16Gi}", {"kind": "whole", "gpu_milli": 1000}),
-    "a100-spot": ("{gpu: 0.5, gpuMemory: 10Gi, cpu: 4, memory: 16Gi}",
-                  {"kind": "fraction", "gpu_milli": 500, "gpu_mem_mib": 10240}),
-    "rtx4090": ("{gpu: 1, cpu: 2, memory: 8Gi}", {"kind": "whole", "gpu_milli": 1000}),
-}
-
-
-def load_demo_usage(*, days: int = 14, now: datetime | None = None) -> int:
-    """Finished demo jobs over the last `days` days in the demo workspaces, rolled up by hour and
-    day, so the reports have something to show right after `make run`. Idempotent: does nothing
-    when demo jobs exist. Needs the demo tenants, cluster, queues and prices. Returns jobs made."""
-    import random
-
-    from billing.metering.costs import finalize_job_cost
-    from billing.rollups import rollup_hours
-    from billing.services import submit_quoted_job
-    from scheduling.models import Job, JobState, Node
-
-    if Job.objects.filter(name__startswith=DEMO_PREFIX).exists():
-        return 0
-    now = now or clock.now()
-    rng = random.Random(10)
-    owners = [(m.user, m.workspace) for m in Membership.objects.filter(role=Role.OWNER).select_related(
-        "user", "workspace").filter(workspace__slug__in=("vision-lab", "nlp-group"))]
-    today = now.astimezone(platform_tz()).date()
-    made = 0
-    for back in range(days, 0, -1):
-        day_start, _ = day_bounds(today - timedelta(days=back))
-        for user, workspace in owners:
-            for n in range(rng.randint(1, 3)):
-                pool = rng.choice(sorted(_DEMO_SPECS))
-                resources, slice_ = _DEMO_SPECS[pool]
-                spec = (f"name: {DEMO_PREFIX}{workspace.slug}-{back}-{n}\nroles:\n  - name: main\n"
-                        f"    image: busybox\n    resources: {resources}\n    nodePool: {pool}\n")
-                job = submit_quoted_job(user=user, workspace=workspace, spec=spec)
-                start = day_start + timedelta(hours=rng.randint(0, 20), minutes=rng.choice((0, 15, 30)))
-                end = start + timedelta(minutes=rng.randint(30, 300))
-                node = rng.choice(list(Node.objects.filter(pool__name=pool)))
-                Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED, node=node,
-                                       gpu_indices=[rng.randrange(node.gpus.count() or 1)], slice=slice_,
-                                       started=start, ended=end)
-                job.state, job.started, job.finished = JobState.SUCCEEDED, start, end
-                job.save(update_fields=["state", "started", "finished"])
-                finalize_job_cost(job.pk)
-                made += 1
-    first_day = today - timedelta(days=days)
-    rollup_hours(day_bounds(first_day)[0], day_bounds(today)[0])
-    rollup_days(first_day, today - timedelta(days=1))
-    return made

@@ -1,28 +1,20 @@
 """The node agents' API: usage samples, heartbeats (inventory) and what runs on the node."""
 
-import secrets
 from datetime import timedelta
 
-from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework import authentication, exceptions, permissions, status
+from rest_framework import authentication, exceptions, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.metering.ingest import BatchError, ingest
+from billing.metering.ingest import ingest
 from billing.models import NodeToken
 from scheduling import clock
-from scheduling.models import ACTIVE_STATES, Gpu, Replica
+from scheduling.cycle.inventory import node_assignments, record_heartbeat
 
 # An agent posts every few seconds: "last used" to the minute is enough, and saves a write per batch.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-
-
-def create_node_token(node) -> tuple[NodeToken, str]:
-    """A new token for one node; the raw value is returned once and never stored."""
-    raw = NodeToken.PREFIX + secrets.token_urlsafe(32)
-    return NodeToken.objects.create(node=node, digest=NodeToken.digest_of(raw), hint=raw[:10]), raw
 
 
 class NodeTokenAuthentication(authentication.BaseAuthentication):
@@ -64,46 +56,20 @@ class UsageApi(AgentView):
                    description='{"node", "samples": [...]} -> {"accepted": [ids], "rejected": [{"id", "reason"}]}')
     def post(self, request):
         node = self.own_node(request, request.data.get("node") if isinstance(request.data, dict) else None)
-        try:
-            result = ingest(node, request.data)
-        except BatchError as error:
-            return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(result.to_json())
+        return Response(ingest(node, request.data).to_json())
 
 
 class HeartbeatApi(AgentView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
-    @transaction.atomic
     def post(self, request):
         data = request.data if isinstance(request.data, dict) else {}
         node = self.own_node(request, data.get("node"))
-        gpus = data.get("gpus", [])
-        if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
-            return Response({"detail": "gpus must be a list of objects"}, status=status.HTTP_400_BAD_REQUEST)
-        known = {g.index: g for g in node.gpus.all()}
-        for gpu in gpus:
-            index, uuid, memory = gpu.get("index"), gpu.get("uuid"), gpu.get("memory_mib")
-            if not isinstance(index, int) or not isinstance(uuid, str) or not isinstance(memory, int):
-                return Response({"detail": f"gpu entry needs index, uuid and memory_mib: {gpu!r}"},
-                                status=status.HTTP_400_BAD_REQUEST)
-            if index not in known:
-                Gpu.objects.create(node=node, index=index, uuid=uuid, memory_mib=memory)
-            elif (known[index].uuid, known[index].memory_mib) != (uuid, memory):
-                Gpu.objects.filter(pk=known[index].pk).update(uuid=uuid, memory_mib=memory)
-        node.last_heartbeat = clock.now()
-        node.save(update_fields=["last_heartbeat"])
-        return Response({"node": node.name, "gpus": len(gpus)})
+        count = record_heartbeat(node, data.get("gpus", []))
+        return Response({"node": node.name, "gpus": count})
 
 
 class AssignmentsApi(AgentView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request):
         node = self.own_node(request, request.query_params.get("node"))
-        assignments = [
-            {"pod_uid": str(uid), "gpu_index": index, "milli": (slice_ or {}).get("gpu_milli", 1000),
-             "memory_mib": (slice_ or {}).get("gpu_mem_mib", 0)}
-            for uid, gpus, slice_ in Replica.objects.filter(node=node, state__in=ACTIVE_STATES)
-            .values_list("uid", "gpu_indices", "slice")
-            for index in gpus
-        ]
-        return Response({"node": node.name, "assignments": assignments})
+        return Response({"node": node.name, "assignments": node_assignments(node)})

@@ -1,6 +1,7 @@
 from rest_framework import authentication, exceptions
 
-from portal.models import ApiToken, hash_token
+from billing.models import hash_token
+from portal.models import ApiToken
 from scheduling import clock
 
 

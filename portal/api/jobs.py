@@ -1,6 +1,5 @@
 """Jobs API: thin views over scheduling.services and scheduling.selectors."""
 
-from django.core.exceptions import PermissionDenied
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -9,28 +8,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing.metering.costs import job_cost
-from billing.services import BudgetBlocked, submit_quoted_job
+from billing.services import submit_quoted_job
+from portal import selectors as portal_selectors
 from portal.selectors import get_workspace_for_user
 from scheduling import selectors, services
 from scheduling.models import JobState
-from scheduling.spec import SpecError, spec_to_yaml
-
-
-def spec_errors_response(error: SpecError) -> Response:
-    return Response({"errors": error.to_dicts()}, status=status.HTTP_400_BAD_REQUEST)
-
-
-def message_error(field: str, message: str, code=status.HTTP_400_BAD_REQUEST) -> Response:
-    return Response({"errors": [{"line": None, "column": None, "field": field, "message": message}]},
-                    status=code)
-
-
-def input_errors_response(body: serializers.Serializer) -> Response:
-    """A body that does not have the right shape, in the same error format as spec errors."""
-    return Response({"errors": [
-        {"line": None, "column": None, "field": field, "message": " ".join(str(m) for m in messages)}
-        for field, messages in body.errors.items()
-    ]}, status=status.HTTP_400_BAD_REQUEST)
+from scheduling.spec import spec_to_yaml
 
 
 class ReplicaOutput(serializers.Serializer):
@@ -102,26 +85,15 @@ class JobListCreateApi(ListAPIView):
         state = params.get("state")
         if state and state not in JobState.values:
             raise ValidationError({"state": f"unknown state {state!r}; one of {', '.join(JobState.values)}"})
-        return selectors.jobs_for(self.request.user, workspace=workspace, state=state)
+        return portal_selectors.jobs_for(self.request.user, workspace=workspace, state=state)
 
     @extend_schema(request=JobSubmitInput, responses={201: JobOutput})
     def post(self, request):
         body = JobSubmitInput(data=request.data)
-        if not body.is_valid():
-            return input_errors_response(body)
+        body.is_valid(raise_exception=True)
         data = body.validated_data
         workspace = get_workspace_for_user(request.user, data["workspace"])
-        try:
-            job = submit_quoted_job(user=request.user, workspace=workspace, spec=data["spec"],
-                                    option=data.get("option"))
-        except SpecError as error:
-            return spec_errors_response(error)
-        except BudgetBlocked as blocked:
-            return message_error("budget", str(blocked), status.HTTP_403_FORBIDDEN)
-        except PermissionDenied as denied:
-            return message_error("workspace", str(denied), status.HTTP_403_FORBIDDEN)
-        except ValueError as error:  # QuoteError (nothing fits) or an unknown option id
-            return message_error("option", str(error))
+        job = submit_quoted_job(user=request.user, workspace=workspace, spec=data["spec"], option=data.get("option"))
         return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
 
 
@@ -139,7 +111,7 @@ class JobDetailApi(RetrieveAPIView):
     serializer_class = JobDetailOutput
 
     def get_object(self):
-        return selectors.get_job_for_user(self.request.user, self.kwargs["pk"])
+        return portal_selectors.get_job_for_user(self.request.user, self.kwargs["pk"])
 
 
 class JobEventsApi(ListAPIView):
@@ -147,20 +119,14 @@ class JobEventsApi(ListAPIView):
     pagination_class = None
 
     def get_queryset(self):
-        return selectors.events_of(selectors.get_job_for_user(self.request.user, self.kwargs["pk"]))
+        return selectors.events_of(portal_selectors.get_job_for_user(self.request.user, self.kwargs["pk"]))
 
 
 class JobCancelApi(APIView):
     @extend_schema(request=None, responses={200: JobOutput})
     def post(self, request, pk):
-        job = selectors.get_job_for_user(request.user, pk)
-        try:
-            job = services.cancel_job(user=request.user, job=job)
-        except PermissionDenied as denied:
-            return message_error("job", str(denied), status.HTTP_403_FORBIDDEN)
-        except ValueError as error:
-            return message_error("state", str(error), status.HTTP_409_CONFLICT)
-        return Response(JobOutput(selectors.get_job_for_user(request.user, job.pk)).data)
+        job = services.cancel_job(user=request.user, job=portal_selectors.get_job_for_user(request.user, pk))
+        return Response(JobOutput(portal_selectors.get_job_for_user(request.user, job.pk)).data)
 
 
 class ImageFormInput(serializers.Serializer):
@@ -174,11 +140,7 @@ class ImageFormApi(APIView):
     @extend_schema(request=ImageFormInput, responses={200: dict})
     def post(self, request):
         body = ImageFormInput(data=request.data)
-        if not body.is_valid():
-            return input_errors_response(body)
+        body.is_valid(raise_exception=True)
         workspace = get_workspace_for_user(request.user, body.validated_data["workspace"])
-        try:
-            spec = services.spec_from_form(workspace, body.validated_data["form"])
-        except SpecError as error:
-            return spec_errors_response(error)
+        spec = services.spec_from_form(workspace, body.validated_data["form"])
         return Response({"yaml": spec_to_yaml(spec)})

@@ -1,10 +1,17 @@
-from django.urls import include, path
+from django.urls import path
 
-from portal.api import workspaces as views
+from portal.api import agent, jobs, quotes, workspaces
 
 urlpatterns = [
-    path("workspaces/", views.WorkspaceListApi.as_view(), name="api-workspaces"),
-    path("workspaces/<slug:slug>/", views.WorkspaceDetailApi.as_view(), name="api-workspace"),
-    path("", include("portal.api.jobs_urls")),
-    path("", include("portal.api.quotes_urls")),
+    path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
+    path("workspaces/<slug:slug>/", workspaces.WorkspaceDetailApi.as_view(), name="api-workspace"),
+    path("jobs/", jobs.JobListCreateApi.as_view(), name="api-jobs"),
+    path("jobs/<int:pk>/", jobs.JobDetailApi.as_view(), name="api-job"),
+    path("jobs/<int:pk>/events/", jobs.JobEventsApi.as_view(), name="api-job-events"),
+    path("jobs/<int:pk>/cancel/", jobs.JobCancelApi.as_view(), name="api-job-cancel"),
+    path("specs/image-form/", jobs.ImageFormApi.as_view(), name="api-image-form"),
+    path("quotes/", quotes.QuoteApi.as_view(), name="api-quotes"),
+    path("agent/usage", agent.UsageApi.as_view(), name="api-agent-usage"),
+    path("agent/heartbeat", agent.HeartbeatApi.as_view(), name="api-agent-heartbeat"),
+    path("agent/assignments", agent.AssignmentsApi.as_view(), name="api-agent-assignments"),
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 from billing.quotes import PoolOffer
+from scheduling.core.units import MILLI_PER_GPU
 from scheduling.spec.model import JobSpec, RoleSpec
 
 BYTES_PER_PARAM = {"fp32": Decimal(4), "fp16": Decimal(2), "bf16": Decimal(2), "int8": Decimal(1),
@@ -83,8 +84,8 @@ def spec_for_pool(need: MemoryNeed, pool: PoolOffer) -> JobSpec:
     common = {"name": "main", "image": "advice", "vendor": "any", "node_pool": pool.name, "cpu_milli": 1000,
               "mem_mib": 4096}
     if need.mib <= pool.gpu_memory_mib:
-        milli = max(10, math.ceil(1000 * need.mib / pool.gpu_memory_mib / 10) * 10)
-        if milli >= 1000:
+        milli = max(10, math.ceil(MILLI_PER_GPU * need.mib / pool.gpu_memory_mib / 10) * 10)
+        if milli >= MILLI_PER_GPU:
             role = RoleSpec(sharing="exclusive", num_gpus=1, **common)
         else:
             role = RoleSpec(sharing="fraction", num_gpus=1, gpu_milli=milli, gpu_mem_mib=need.mib, **common)

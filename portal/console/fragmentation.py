@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from scheduling.core.fit import PoolTraits, check_gpu, check_pool
 from scheduling.core.model import Pool, Request, mig_milli
-
-MILLI = 1000
+from scheduling.core.units import MILLI_PER_GPU
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,14 @@ class FreeGpu:
             return 0 < len(self.free_mig) < len(pool.mig_layout)
         if pool.gpu_mode == "timeslice":
             return 0 < self.free_slots < pool.timeslice_replicas
-        return 0 < self.free_milli < MILLI
+        return 0 < self.free_milli < MILLI_PER_GPU
 
     def free_share(self, pool: Pool) -> int:
         """Free capacity in milli-GPU, whatever the pool's mode."""
         if pool.gpu_mode == "mig":
             return sum(mig_milli(p) for p in self.free_mig)
         if pool.gpu_mode == "timeslice":
-            return self.free_slots * MILLI // max(pool.timeslice_replicas, 1)
+            return self.free_slots * MILLI_PER_GPU // max(pool.timeslice_replicas, 1)
         return self.free_milli
 
 
@@ -53,30 +53,11 @@ class PoolFragmentation:
     stranded_gpus: tuple[str, ...]  # "node/gpuN" with free capacity no pending job can use
 
 
-def serves(pool: Pool, r: Request) -> bool:
-    if r.mode not in pool.sharing or (r.pool and r.pool != pool.name):
-        return False
-    if r.vendor != "any" and r.vendor != pool.vendor:
-        return False
-    if r.gpu_model and r.gpu_model != pool.gpu_model:
-        return False
-    if r.mode == "mig":
-        return r.mig_profile in pool.mig_layout
-    if r.mode in ("exclusive", "fraction"):
-        return r.gpu_mem_mib <= pool.gpu_memory_mib
-    return True
-
-
 def usable_by(gpu: FreeGpu, pool: Pool, r: Request) -> bool:
-    if not serves(pool, r):
+    if check_pool(PoolTraits.of(pool), r) is not None:
         return False
-    if r.mode == "exclusive":
-        return r.num_gpus > 0 and gpu.free_milli == MILLI and gpu.node_free_whole >= r.num_gpus
-    if r.mode == "fraction":
-        return gpu.free_milli >= r.gpu_milli and gpu.free_mem_mib >= r.gpu_mem_mib
-    if r.mode == "mig":
-        return r.mig_profile in gpu.free_mig
-    return gpu.free_slots >= 1
+    return check_gpu(r, free_milli=gpu.free_milli, free_mem_mib=gpu.free_mem_mib, free_mig=gpu.free_mig,
+                     free_slots=gpu.free_slots, node_free_whole=gpu.node_free_whole) is None
 
 
 def fragmentation(pools: Sequence[Pool], gpus: Iterable[FreeGpu], pending: Sequence[Request]

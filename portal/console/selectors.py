@@ -1,4 +1,4 @@
-"""Reads for the operator console and the tenant dashboard."""
+"""Reads for the operator console."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from billing.models import NodeToken, PriceTable, UsageHour
 from billing.quotes import QuoteError, quote
-from billing.reports import selectors as reports
-from billing.reports import services as report_services
 from billing.selectors import pool_offers, price_tables
 from billing.services import platform_tz
 from portal.console import advice as advice_rules
@@ -20,11 +18,11 @@ from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentati
 from portal.console.models import AuditEntry
 from scheduling import clock
 from scheduling.core import model as cm
+from scheduling.core.units import MILLI_PER_GPU
 from scheduling.cycle.snapshot import build_snapshot, core_pool
 from scheduling.models import ACTIVE_STATES, Job, JobState, Node, NodePool, Queue, Replica
 from scheduling.selectors import cluster_view
 
-MILLI = 1000
 ZERO = Decimal(0)
 
 
@@ -42,7 +40,7 @@ def heatmap(pools: list[dict]) -> dict:
         zr, tr = [], []
         for i in range(width):
             gpu = node["gpus"][i] if i < len(node["gpus"]) else None
-            zr.append(None if gpu is None else gpu["used_milli"] / MILLI)
+            zr.append(None if gpu is None else gpu["used_milli"] / MILLI_PER_GPU)
             tr.append("" if gpu is None else "<br>".join(
                 f"{h['workspace']}/{h['name']} #{h['job']} {h['mig'] or h['kind']} {h['milli']}m" for h in gpu["holders"]
             ) or "free")
@@ -123,8 +121,8 @@ def queue_lines(now: datetime | None = None) -> list[QueueLine]:
             lines.append(QueueLine(
                 name=name, parent=parent, depth=depth, deserved=q.deserved_gpus, limit=q.limit_gpus,
                 weight=q.over_quota_weight, priority=q.priority,
-                fair_share=session.fair_share.get(name, 0.0) / MILLI, allocated=session.alloc.get(name, 0) / MILLI,
-                pending_demand=pending[name] / MILLI, demand=demand[name] / MILLI,
+                fair_share=session.fair_share.get(name, 0.0) / MILLI_PER_GPU, allocated=session.alloc.get(name, 0) / MILLI_PER_GPU,
+                pending_demand=pending[name] / MILLI_PER_GPU, demand=demand[name] / MILLI_PER_GPU,
             ))
             walk(name, depth + 1)
 
@@ -170,7 +168,7 @@ def free_gpus() -> tuple[list[cm.Pool], list[FreeGpu]]:
                 held_milli[key] += int(s.get("gpu_milli", 0))
                 held_mem[key] += int(s.get("gpu_mem_mib", 0))
             else:
-                held_milli[key] += MILLI
+                held_milli[key] += MILLI_PER_GPU
                 held_mem[key] = 1 << 40
     nodes = Node.objects.filter(ready=True, cordoned=False).prefetch_related("gpus")
     out = []
@@ -186,7 +184,7 @@ def free_gpus() -> tuple[list[cm.Pool], list[FreeGpu]]:
                     free_mig.remove(p)
             out.append(FreeGpu(
                 pool=pool.name, node=node.name, index=g.index,
-                free_milli=max(0, MILLI - held_milli[key]) if pool.gpu_mode == "whole" else 0,
+                free_milli=max(0, MILLI_PER_GPU - held_milli[key]) if pool.gpu_mode == "whole" else 0,
                 free_mem_mib=max(0, (g.memory_mib or pool.gpu_memory_mib) - held_mem[key]),
                 free_mig=tuple(free_mig),
                 free_slots=max(0, pool.timeslice_replicas - held_slots[key]) if pool.gpu_mode == "timeslice" else 0,
@@ -352,50 +350,3 @@ def audit_choices() -> dict[str, list[str]]:
     base = AuditEntry.objects.order_by()
     return {k: sorted(set(base.values_list(f, flat=True).distinct()))
             for k, f in (("users", "username"), ("actions", "action"), ("targets", "target_type"))}
-
-
-# --------------------------------------------------------------------------- tenant dashboard
-
-
-@dataclass
-class TenantDashboard:
-    month_start: date
-    today: date
-    totals: reports.Totals | None
-    by_day: list[dict]
-    jobs_by_state: list[dict]
-    wasters: list[dict]
-    budget: object  # billing.reports.services.BudgetStatus | None
-
-    @property
-    def efficiency(self) -> Decimal | None:
-        t = self.totals
-        if t is None or not t.allocated_gpu_hours:
-            return None
-        return (t.used_gpu_hours * 100 / t.allocated_gpu_hours).quantize(Decimal("0.1"))
-
-    @property
-    def savings(self) -> Decimal:
-        return (self.totals.on_demand_cost - self.totals.cost) if self.totals else ZERO
-
-    def filters(self, slug: str) -> dict[str, str]:
-        """The finance report's query for the same figures."""
-        return {"start": self.month_start.isoformat(), "end": self.today.isoformat(), "workspace": slug}
-
-
-def tenant_dashboard(user, workspace, *, now: datetime | None = None) -> TenantDashboard:
-    """This month so far for one workspace the user belongs to, read through the finance reports'
-    own selectors (the daily rollups), so the dashboard and the report show the same totals."""
-    now = now or clock.now()
-    today = now.astimezone(platform_tz()).date()
-    month_start = today.replace(day=1)
-    filters = reports.ReportFilters(start=month_start, end=today, workspace=workspace.slug)
-    rows = reports.report_rows(user, filters)  # 404 unless the user is a member
-    totals = reports.totals(rows)
-    states = list(Job.objects.filter(workspace=workspace).order_by().values("state").annotate(n=Count("id"))
-                  .order_by("state"))
-    wasters = sorted(reports.jobs_of(rows), key=lambda r: r["idle_gpu_hours"] or ZERO, reverse=True)[:5]
-    return TenantDashboard(month_start=month_start, today=today, totals=totals[0] if totals else None,
-                           by_day=reports.by_day(rows), jobs_by_state=states,
-                           wasters=[w for w in wasters if (w["idle_gpu_hours"] or ZERO) > 0],
-                           budget=report_services.budget_status(workspace, now=now))

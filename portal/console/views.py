@@ -22,7 +22,7 @@ from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
 from scheduling import clock
-from scheduling.models import Node, NodePool, Placement, PoolSharing, Queue
+from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 from scheduling.selectors import cluster_view
 
 
@@ -117,7 +117,7 @@ def pool_edit(request, name):
         "values": data or {"placement": pool.placement, "sharing": pool.sharing, "spot": pool.spot,
                            "timeslice_replicas": pool.timeslice_replicas,
                            "mig_layout": ", ".join(pool.mig_layout or [])},
-        "mig_families": services.MIG_FAMILIES,
+        "mig_families": MIG_FAMILIES,
     }, status=400 if errors else 200)
 
 

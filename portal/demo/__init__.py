@@ -1,0 +1,18 @@
+"""The demo data of `make run`, all in this package; tests never use it (they build their own
+world from factories)."""
+
+from portal.demo.agents import write_agent_tokens
+
+
+def load_all() -> None:
+    from portal.demo import cluster, prices, tenants
+    from portal.demo.usage import load_demo_usage
+
+    tenants.load_tenants()
+    cluster.load_cluster()
+    cluster.load_queues()
+    prices.load_prices()
+    load_demo_usage()  # two weeks of finished demo jobs, so the reports have a last week
+
+
+__all__ = ["load_all", "write_agent_tokens"]

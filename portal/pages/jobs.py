@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from billing.metering.costs import job_cost
+from portal import selectors as portal_selectors
 from portal.selectors import current_workspace
 from scheduling import selectors, services
 from scheduling.backends import get_backend
@@ -32,7 +33,7 @@ def job_list(request):
     state = request.GET.get("state") or None
     if state not in JobState.values:
         state = None
-    jobs = selectors.jobs_for(request.user, workspace=workspace, state=state) if workspace else []
+    jobs = portal_selectors.jobs_for(request.user, workspace=workspace, state=state) if workspace else []
     return render(request, "scheduling/job_list.html", {
         "workspace": workspace, "jobs": jobs, "states": JobState.values, "state": state,
     })
@@ -40,7 +41,7 @@ def job_list(request):
 
 @login_required
 def job_detail(request, pk):
-    job = selectors.get_job_for_user(request.user, pk)
+    job = portal_selectors.get_job_for_user(request.user, pk)
     cost_so_far = None if job.is_final or not job.started else job_cost(job)
     return render(request, "scheduling/job_detail.html", {"job": job, "events": selectors.events_of(job),
                                                           "cost_so_far": cost_so_far})
@@ -49,7 +50,7 @@ def job_detail(request, pk):
 @login_required
 def job_log(request, pk):
     """The job's replica logs from the cluster backend, last lines of each."""
-    job = selectors.get_job_for_user(request.user, pk)
+    job = portal_selectors.get_job_for_user(request.user, pk)
     backend = get_backend()
     parts = [f"== {r.role}-{r.index} on {r.node.name if r.node else '?'}\n" + backend.logs((job.pk, r.role, r.index), 50)
              for r in job.replicas.filter(state__in=ACTIVE_STATES).select_related("node")]
@@ -65,7 +66,7 @@ def cluster(request):
 @require_POST
 @login_required
 def job_cancel(request, pk):
-    job = selectors.get_job_for_user(request.user, pk)
+    job = portal_selectors.get_job_for_user(request.user, pk)
     try:
         services.cancel_job(user=request.user, job=job)
         messages.info(request, f"Job {job.name} cancelled.")

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, Http404, HttpResponseBadRequest, JsonResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -64,10 +64,7 @@ def _csv_rows(user, filters):
 async def report_csv(request):
     """Streamed under ASGI: rows are read in chunks by an async iterator, memory stays flat."""
     user = await request.auser()
-    try:
-        filters = reports.parse_filters(request.GET, today=_today())
-    except reports.FilterError as error:
-        return HttpResponseBadRequest(str(error))
+    filters = reports.parse_filters(request.GET, today=_today())
     rows = await sync_to_async(lambda: _csv_rows(user, filters))()  # 404 for another tenant's workspace
     response = StreamingHttpResponse(
         exports.csv_chunks(exports.aiter_rows(exports.raw_rows(rows))), content_type="text/csv")
@@ -78,11 +75,8 @@ async def report_csv(request):
 @require_POST
 @login_required
 def excel_start(request):
-    try:
-        filters = reports.parse_filters(request.POST, today=_today())
-        reports.report_rows(request.user, filters)  # scope check now: 404 for a workspace not the user's
-    except reports.FilterError as error:
-        return HttpResponseBadRequest(str(error))
+    filters = reports.parse_filters(request.POST, today=_today())
+    reports.report_rows(request.user, filters)  # scope check now: 404 for a workspace not the user's
     export = report_services.start_excel_export(request.user, filters.to_json())
     status_url = reverse("reports-export", args=[export.pk])
     if request.headers.get("Accept", "").startswith("application/json"):
@@ -125,10 +119,7 @@ def excel_download(request, pk):
 
 @login_required
 def statement(request, slug, month):
-    try:
-        first = reports.parse_month(month)
-    except reports.FilterError as error:
-        return HttpResponseBadRequest(str(error))
+    first = reports.parse_month(month)
     stmt = reports.monthly_statement(request.user, slug, first)
     template = "billing/statement_print.html" if request.GET.get("print") else "billing/statement.html"
     return render(request, template, {"stmt": stmt, "month_end": reports.month_end(first),

@@ -9,8 +9,8 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from billing.reports.dashboard import tenant_dashboard
 from portal import health, services
-from portal.console.selectors import tenant_dashboard
 from portal.models import ApiToken
 from portal.selectors import current_workspace, get_workspace_for_user, membership_for
 

@@ -78,6 +78,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",
+    "portal.middleware.DomainErrorMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -215,6 +216,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Platform API",
@@ -233,7 +235,7 @@ CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
     "usage-rollup": {"task": "billing.tasks.rollup_recent_hours", "schedule": 60.0},
     "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
-    **({"demo-load": {"task": "scheduling.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
+    **({"demo-load": {"task": "portal.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
        if env_bool("DEMO_LOAD", False) else {}),
     "report-daily-rollup": {"task": "billing.reports.tasks.rollup_recent_days", "schedule": 300.0},
     "report-budget-alerts": {"task": "billing.reports.tasks.check_budgets", "schedule": 300.0},

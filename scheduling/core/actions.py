@@ -19,6 +19,7 @@ from .model import Job, ReplicaKey, Request, Role, Slice
 from .repack import Steps
 from .room import MovableSet, Resident, plan_room
 from .session import Assignment, JobState, Session, request_milli
+from .units import MILLI_PER_GPU
 
 # Scenarios that evict are costly; a cycle tries at most this many per action, and gives up on the
 # action after MAX_FAILED_SCENARIOS of them failed (the rest wait for the next cycle).
@@ -34,12 +35,12 @@ STOP = object()          # returned by a fair_walk visitor that wants no more jo
 
 def fmt_gpus(milli: float) -> str:
     """1000 -> '1', 500 -> '0.5', 2500 -> '2.5'."""
-    return f"{milli / 1000:.3f}".rstrip("0").rstrip(".")
+    return f"{milli / MILLI_PER_GPU:.3f}".rstrip("0").rstrip(".")
 
 
 def gpus_text(milli: float) -> str:
     """1000 -> '1 GPU', 500 -> '0.5 GPU', 2500 -> '2.5 GPUs'."""
-    return f"{fmt_gpus(milli)} GPU{'s' if milli > 1000 else ''}"
+    return f"{fmt_gpus(milli)} GPU{'s' if milli > MILLI_PER_GPU else ''}"
 
 
 # ---------------------------------------------------------------------- shared helpers
@@ -206,10 +207,7 @@ def try_allocate(s: Session, state: JobState, cache: NoFitCache) -> bool:
     p = plan(s, state)
     for role in p.roles:
         if not s.pools_for(role.request):
-            r = role.request
-            want = f"{r.mode} {r.vendor} GPUs" + (f" of model {r.gpu_model}" if r.gpu_model else "")
-            want += f" in pool {r.pool}" if r.pool else ""
-            state.fail = ("no-pool", f"no node pool offers {want} for role {role.name}")
+            state.fail = ("no-pool", f"role {role.name}: {s.no_pool_reason(role.request).text}")
             return False
     block = quota_block(s, job, p.need)
     if block:
@@ -581,7 +579,7 @@ def candidate_rows(s: Session, state: JobState, pools: set[str], movable: Movabl
     if req.mode == "fraction":
         mask &= ((milli >= req.gpu_milli) & (mem >= req.gpu_mem_mib) & arr.gpu_present).any(axis=1)
     else:
-        whole = (milli >= 1000) & (mem >= arr.gpu_total_mem[:, None]) & arr.gpu_present
+        whole = (milli >= MILLI_PER_GPU) & (mem >= arr.gpu_total_mem[:, None]) & arr.gpu_present
         mask &= whole.sum(axis=1) >= req.num_gpus
     rows = np.flatnonzero(mask)
     free = arr.gpu_free_milli[rows].sum(axis=1)

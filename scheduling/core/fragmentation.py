@@ -21,7 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
-MILLI = 1000
+from .units import MILLI_PER_GPU
 
 
 @dataclass(frozen=True, order=True)
@@ -38,8 +38,8 @@ class Shape:
             raise ValueError(f"shape {self}: num_gpus and cpu_milli must be >= 0")
         if self.num_gpus == 0 and self.gpu_milli != 0:
             raise ValueError(f"shape {self}: a CPU-only shape has gpu_milli 0")
-        if self.num_gpus > 0 and not 0 < self.gpu_milli <= MILLI:
-            raise ValueError(f"shape {self}: gpu_milli must be in 1..{MILLI}")
+        if self.num_gpus > 0 and not 0 < self.gpu_milli <= MILLI_PER_GPU:
+            raise ValueError(f"shape {self}: gpu_milli must be in 1..{MILLI_PER_GPU}")
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class ShapeTable:
         gpu = float((self.probs[g] * self.gpu_milli[g] * self.num_gpus[g]).sum())
         if gpu == 0:
             return float("inf")
-        return float((self.probs[g] * self.cpu_milli[g]).sum()) / gpu * MILLI
+        return float((self.probs[g] * self.cpu_milli[g]).sum()) / gpu * MILLI_PER_GPU
 
     def access(self, model_id: np.ndarray, model_names: Sequence[str]) -> np.ndarray:
         """bool [N, K]: may shape k run on node n's GPU model."""
@@ -203,7 +203,7 @@ def frag_after_whole(
     cpu_free: np.ndarray, access: np.ndarray, table: ShapeTable, terms: FragTerms, num_gpus: int, cpu: int
 ) -> np.ndarray:
     """float64 [n]: F after `num_gpus` fully free GPUs (and `cpu`) are taken (num_gpus may be 0)."""
-    taken = MILLI * num_gpus
+    taken = MILLI_PER_GPU * num_gpus
     big = terms.big - taken * table.uses_gpu
     count = terms.count - num_gpus * table.uses_gpu
     return frag_value(terms.free_total - taken, big, count, cpu_free - cpu, access, table)
@@ -218,4 +218,4 @@ def cpu_stranded(free_total: np.ndarray, cpu_free: np.ndarray, cpu_per_gpu: floa
     """
     if not np.isfinite(cpu_per_gpu) or cpu_per_gpu <= 0:
         return np.zeros(np.shape(free_total))
-    return np.maximum(0.0, free_total - cpu_free * (MILLI / cpu_per_gpu))
+    return np.maximum(0.0, free_total - cpu_free * (MILLI_PER_GPU / cpu_per_gpu))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .units import MIG_SLICES_PER_GPU, MILLI_PER_GPU, mig_slices_milli
+
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 VENDORS = ("nvidia", "amd")
 EVICT_REASONS = ("reclaim", "preempt", "consolidate", "shrink", "node-lost")
@@ -20,13 +22,11 @@ MIG_PROFILES: dict[str, tuple[int, int]] = {
     "1g.10gb": (1, 10 * 1024), "1g.20gb": (1, 20 * 1024), "2g.20gb": (2, 20 * 1024),
     "3g.40gb": (3, 40 * 1024), "4g.40gb": (4, 40 * 1024), "7g.80gb": (7, 80 * 1024),
 }
-# The most slices one GPU offers; a layout may not use more.
-MIG_SLICES_PER_GPU = 7
 
 
 def mig_milli(profile: str) -> int:
     """GPU share a MIG instance holds, for quota and fair-share accounting."""
-    return MIG_PROFILES[profile][0] * 1000 // MIG_SLICES_PER_GPU
+    return mig_slices_milli(MIG_PROFILES[profile][0])
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class Request:
 
     mode: str = "exclusive"
     num_gpus: int = 1
-    gpu_milli: int = 1000
+    gpu_milli: int = MILLI_PER_GPU
     gpu_mem_mib: int = 0
     mig_profile: str = ""
     cpu_milli: int = 0
@@ -229,7 +229,7 @@ class Slice:
     """
 
     kind: str
-    gpu_milli: int = 1000
+    gpu_milli: int = MILLI_PER_GPU
     gpu_mem_mib: int = 0
     mig_profile: str = ""
     mig_instance: int = -1

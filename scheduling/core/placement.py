@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduling.core.fragmentation import (
-    MILLI,
     Shape,
     ShapeTable,
     ShapeTracker,
@@ -38,6 +37,7 @@ from scheduling.core.fragmentation import (
     frag_terms,
     frag_value,
 )
+from scheduling.core.units import MILLI_PER_GPU
 
 POLICIES = ("binpack", "spread", "frag", "default", "random", "bestfit", "fgd")
 DEFAULT_POLICY = "frag"  # what "default" resolves to
@@ -65,8 +65,8 @@ class NodeCapacity:
             raise ValueError(f"node {self.name}: num_gpus must be >= 0")
         if len(self.gpu_free_milli) != self.num_gpus or len(self.gpu_free_mem_mib) != self.num_gpus:
             raise ValueError(f"node {self.name}: gpu_free_milli and gpu_free_mem_mib need {self.num_gpus} entries")
-        if any(not 0 <= m <= MILLI for m in self.gpu_free_milli):
-            raise ValueError(f"node {self.name}: gpu_free_milli entries must be in 0..{MILLI}")
+        if any(not 0 <= m <= MILLI_PER_GPU for m in self.gpu_free_milli):
+            raise ValueError(f"node {self.name}: gpu_free_milli entries must be in 0..{MILLI_PER_GPU}")
         if any(not 0 <= m <= self.gpu_total_mem_mib for m in self.gpu_free_mem_mib):
             raise ValueError(f"node {self.name}: gpu_free_mem_mib entries must be in 0..gpu_total_mem_mib")
         if not 0 <= self.cpu_free <= self.cpu_milli or not 0 <= self.mem_free <= self.mem_mib:
@@ -79,7 +79,7 @@ class NodeCapacity:
         """A node with everything free."""
         return cls(
             name, gpu_model, gpu_total_mem_mib, num_gpus, cpu_milli, mem_mib,
-            (MILLI,) * num_gpus, (gpu_total_mem_mib,) * num_gpus, cpu_milli, mem_mib,
+            (MILLI_PER_GPU,) * num_gpus, (gpu_total_mem_mib,) * num_gpus, cpu_milli, mem_mib,
         )
 
 
@@ -157,7 +157,7 @@ class ClusterArrays:
 
     def fully_free(self) -> np.ndarray:
         """bool [N, G]: GPUs with all their milli and memory free."""
-        return self.gpu_present & (self.gpu_free_milli == MILLI) & (self.gpu_free_mem == self.gpu_total_mem[:, None])
+        return self.gpu_present & (self.gpu_free_milli == MILLI_PER_GPU) & (self.gpu_free_mem == self.gpu_total_mem[:, None])
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,9 @@ class PlacementRequest:
             raise ValueError(f"num_gpus must be >= 0, got {self.num_gpus}")
         if self.num_gpus == 0 and self.gpu_milli != 0:
             raise ValueError(f"a CPU-only request (num_gpus 0) must have gpu_milli 0, got {self.gpu_milli}")
-        if self.num_gpus > 0 and not 0 < self.gpu_milli <= MILLI:
-            raise ValueError(f"gpu_milli must be in 1..{MILLI}, got {self.gpu_milli}")
-        if self.num_gpus > 1 and self.gpu_milli != MILLI:
+        if self.num_gpus > 0 and not 0 < self.gpu_milli <= MILLI_PER_GPU:
+            raise ValueError(f"gpu_milli must be in 1..{MILLI_PER_GPU}, got {self.gpu_milli}")
+        if self.num_gpus > 1 and self.gpu_milli != MILLI_PER_GPU:
             raise ValueError(f"a fraction ({self.gpu_milli} milli) can only be asked of one GPU, not {self.num_gpus}")
         for name in ("gpu_mem_mib", "cpu_milli", "mem_mib"):
             if getattr(self, name) < 0:
@@ -183,7 +183,7 @@ class PlacementRequest:
 
     @property
     def is_fraction(self) -> bool:
-        return self.num_gpus == 1 and self.gpu_milli < MILLI
+        return self.num_gpus == 1 and self.gpu_milli < MILLI_PER_GPU
 
     @property
     def total_gpu_milli(self) -> int:
@@ -250,7 +250,7 @@ def _gpu_fit(arrays: ClusterArrays, request: PlacementRequest, rows: np.ndarray 
     present, free_milli, free_mem = arrays.gpu_present[rows], arrays.gpu_free_milli[rows], arrays.gpu_free_mem[rows]
     if request.is_fraction:
         return present & (free_milli >= request.gpu_milli) & (free_mem >= request.gpu_mem_mib)
-    return present & (free_milli == MILLI) & (free_mem == arrays.gpu_total_mem[rows][:, None])
+    return present & (free_milli == MILLI_PER_GPU) & (free_mem == arrays.gpu_total_mem[rows][:, None])
 
 
 def feasible_nodes(
@@ -278,7 +278,7 @@ def _first_free(arrays: ClusterArrays, node: int, request: PlacementRequest) -> 
 def _fraction_gpu(arrays: ClusterArrays, node: int, request: PlacementRequest, most_free: bool) -> int:
     """The fitting GPU with the least (or most) free milli; ties to the lowest index."""
     fit = _gpu_fit(arrays, request)[node]
-    free = np.where(fit, arrays.gpu_free_milli[node], -1 if most_free else MILLI + 1)
+    free = np.where(fit, arrays.gpu_free_milli[node], -1 if most_free else MILLI_PER_GPU + 1)
     return int(np.argmax(free) if most_free else np.argmin(free))
 
 
@@ -484,7 +484,7 @@ def place(
     gpus = choose_gpus(node)
     if request.is_fraction:
         return Placement(node, gpus, request.gpu_milli, request.gpu_mem_mib)
-    return Placement(node, gpus, MILLI if gpus else 0, int(arrays.gpu_total_mem[node]) if gpus else 0)
+    return Placement(node, gpus, MILLI_PER_GPU if gpus else 0, int(arrays.gpu_total_mem[node]) if gpus else 0)
 
 
 def allocate(arrays: ClusterArrays, request: PlacementRequest, placement: Placement) -> None:
@@ -514,7 +514,7 @@ def release(arrays: ClusterArrays, request: PlacementRequest, placement: Placeme
     if (
         arrays.cpu_free[n] + request.cpu_milli > arrays.cpu_total[n]
         or arrays.mem_free[n] + request.mem_mib > arrays.mem_total[n]
-        or (arrays.gpu_free_milli[n, gpus] + placement.gpu_milli > MILLI).any()
+        or (arrays.gpu_free_milli[n, gpus] + placement.gpu_milli > MILLI_PER_GPU).any()
         or (arrays.gpu_free_mem[n, gpus] + placement.gpu_mem_mib > arrays.gpu_total_mem[n]).any()
     ):
         raise ValueError(f"node {arrays.names[n]}: releasing {placement} would exceed the node's capacity")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduling.core.fragmentation import MILLI
+from scheduling.core.units import MILLI_PER_GPU
 
 REPACK_TARGETS = 24  # target GPU sets tried per request
 REPACK_BINS = 24  # most GPUs opened around one target
@@ -230,9 +230,9 @@ def whole_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int,
     """(node, GPUs) for whole-GPU requests: nodes with enough GPUs whose every holder is a
     movable fraction, and CPU and memory once the movable residents left; on each node the GPUs
     holding the least."""
-    fixed = MILLI - arrays.gpu_free_milli.astype(np.int64) - movable.milli
+    fixed = MILLI_PER_GPU - arrays.gpu_free_milli.astype(np.int64) - movable.milli
     whole_res = movable.milli - movable.slot_milli.sum(axis=2)  # milli held by whole-GPU residents
-    clearable = arrays.gpu_present & (fixed == 0) & (whole_res == 0) & (arrays.gpu_free_milli < MILLI)
+    clearable = arrays.gpu_present & (fixed == 0) & (whole_res == 0) & (arrays.gpu_free_milli < MILLI_PER_GPU)
     clearable &= mask[:, None]
     nodes = np.flatnonzero(clearable.sum(axis=1) >= request.num_gpus)
     # CPU and memory: the node must hold the request once its movable residents left
@@ -241,7 +241,7 @@ def whole_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int,
     out = []
     for node in nodes.tolist():
         gpus = np.flatnonzero(clearable[node])
-        held = (MILLI - arrays.gpu_free_milli[node, gpus]).astype(np.int64)
+        held = (MILLI_PER_GPU - arrays.gpu_free_milli[node, gpus]).astype(np.int64)
         pick = gpus[np.argsort(held, kind="stable")[: request.num_gpus]]
         out.append((node, tuple(sorted(int(x) for x in pick))))
     return out
@@ -249,8 +249,8 @@ def whole_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int,
 
 def fraction_targets(arrays, movable, request, mask: np.ndarray) -> list[tuple[int, tuple[int, ...]]]:
     """(node, (GPU,)) for a fraction: GPUs where the movable fractions could make room."""
-    fixed = MILLI - arrays.gpu_free_milli.astype(np.int64) - movable.slot_milli.sum(axis=2)
-    ok = arrays.gpu_present & (MILLI - fixed >= request.gpu_milli) & mask[:, None]
+    fixed = MILLI_PER_GPU - arrays.gpu_free_milli.astype(np.int64) - movable.slot_milli.sum(axis=2)
+    ok = arrays.gpu_present & (MILLI_PER_GPU - fixed >= request.gpu_milli) & mask[:, None]
     ok &= ((arrays.cpu_free + movable.cpu >= request.cpu_milli) & (arrays.mem_free + movable.mem >= request.mem_mib))[:, None]
     n, g = np.nonzero(ok)
     return [(int(a), (int(b),)) for a, b in zip(n.tolist(), g.tolist(), strict=True)]

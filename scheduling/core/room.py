@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduling.core import repack
-from scheduling.core.fragmentation import MILLI
 from scheduling.core.placement import (
     ClusterArrays,
     Placement,
@@ -32,6 +31,7 @@ from scheduling.core.placement import (
     place,
     release,
 )
+from scheduling.core.units import MILLI_PER_GPU
 
 ROOM_NODES = 20  # nodes tried for the waiting request
 ROOM_NODES_NESTED = 4  # nodes tried for each pod a move displaces (chain moves)
@@ -438,15 +438,15 @@ class _RoomPlanner:
         a = self.arrays
         ok = mask & (a.cpu_free + cpu >= request.cpu_milli) & (a.mem_free + mem >= request.mem_mib)
         ok &= milli.any(axis=1) | (a.cpu_free < request.cpu_milli) | (a.mem_free < request.mem_mib)
-        fixed = MILLI - a.gpu_free_milli - milli  # milli held by pods that cannot move now
+        fixed = MILLI_PER_GPU - a.gpu_free_milli - milli  # milli held by pods that cannot move now
         if request.is_fraction:
-            reachable = a.gpu_present & (MILLI - fixed >= request.gpu_milli)
+            reachable = a.gpu_present & (MILLI_PER_GPU - fixed >= request.gpu_milli)
             ok &= reachable.any(axis=1)
-            need = np.where(reachable, np.maximum(0, request.gpu_milli - a.gpu_free_milli), 2 * MILLI).min(axis=1)
+            need = np.where(reachable, np.maximum(0, request.gpu_milli - a.gpu_free_milli), 2 * MILLI_PER_GPU).min(axis=1)
         elif request.num_gpus > 0:
             clearable = a.gpu_present & (fixed == 0)
             ok &= clearable.sum(axis=1) >= request.num_gpus
-            taken = np.sort(np.where(clearable, MILLI - a.gpu_free_milli, 2 * MILLI), axis=1)
+            taken = np.sort(np.where(clearable, MILLI_PER_GPU - a.gpu_free_milli, 2 * MILLI_PER_GPU), axis=1)
             need = taken[:, : request.num_gpus].sum(axis=1)
         else:
             need = np.maximum(0, request.cpu_milli - a.cpu_free)
@@ -473,10 +473,10 @@ class _RoomPlanner:
         elif request.num_gpus > 0:
             load = {g: [r for r in here if g in r.placement.gpus] for g in np.flatnonzero(a.gpu_present[node]).tolist()}
             held = {g: sum(r.placement.gpu_milli for r in load[g]) for g in load}
-            clearable = [g for g in load if int(a.gpu_free_milli[node, g]) + held[g] == MILLI]
+            clearable = [g for g in load if int(a.gpu_free_milli[node, g]) + held[g] == MILLI_PER_GPU]
             if len(clearable) < request.num_gpus:
                 return []
-            for g in sorted(clearable, key=lambda g: (MILLI - int(a.gpu_free_milli[node, g]), g))[: request.num_gpus]:
+            for g in sorted(clearable, key=lambda g: (MILLI_PER_GPU - int(a.gpu_free_milli[node, g]), g))[: request.num_gpus]:
                 chosen += [r for r in load[g] if r not in chosen]
         # then CPU and memory: the biggest CPU users first
         cpu = a.cpu_free[node] + sum(r.request.cpu_milli for r in chosen)

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import placement as pl
 from .fairshare import fair_shares, queue_children
+from .fit import PoolTraits, Unfit, check_pool, check_pools
 from .fragmentation import Shape, ShapeTable
 from .model import (
     MIG_PROFILES,
@@ -34,8 +35,7 @@ from .model import (
     Snapshot,
     mig_milli,
 )
-
-MILLI = 1000
+from .units import MILLI_PER_GPU
 
 
 @dataclass(frozen=True)
@@ -98,29 +98,13 @@ class JobState:
 def request_milli(request: Request, pool: Pool | None) -> int:
     """GPU share one replica of `request` holds (per replica, all its GPUs)."""
     if request.mode == "exclusive":
-        return MILLI * request.num_gpus
+        return MILLI_PER_GPU * request.num_gpus
     if request.mode == "fraction":
         return request.gpu_milli
     if request.mode == "mig":
         return mig_milli(request.mig_profile)
     replicas = pool.timeslice_replicas if pool is not None else 1
-    return request.num_gpus * (MILLI // replicas)
-
-
-def _pool_serves(pool: Pool, request: Request) -> bool:
-    if request.mode not in pool.sharing:
-        return False
-    if request.pool and request.pool != pool.name:
-        return False
-    if request.vendor != "any" and request.vendor != pool.vendor:
-        return False
-    if request.gpu_model and request.gpu_model != pool.gpu_model:
-        return False
-    if request.mode == "mig" and request.mig_profile not in pool.mig_layout:
-        return False
-    if request.mode in ("exclusive", "fraction") and request.gpu_mem_mib > pool.gpu_memory_mib:
-        return False
-    return True
+    return request.num_gpus * (MILLI_PER_GPU // replicas)
 
 
 @dataclass
@@ -189,7 +173,7 @@ class Session:
             jobs[job.id] = JobState(job, {r.name: set() for r in job.roles}, 0)
 
         n, g = len(nodes), max((len(x.gpus) for x in nodes), default=0)
-        free_milli = [[MILLI] * len(x.gpus) for x in nodes]
+        free_milli = [[MILLI_PER_GPU] * len(x.gpus) for x in nodes]
         free_mem = [[gpu.memory_mib or pools[x.pool].gpu_memory_mib for gpu in x.gpus] for x in nodes]
         total_mem = [free_mem[i][0] if free_mem[i] else pools[x.pool].gpu_memory_mib for i, x in enumerate(nodes)]
         cpu_free = [x.cpu_milli for x in nodes]
@@ -251,9 +235,9 @@ class Session:
                     used.add(s.timeslice_slot)
                     ts_free[row, gi] -= 1
                 else:
-                    milli = MILLI if s.kind == "whole" else s.gpu_milli
+                    milli = MILLI_PER_GPU if s.kind == "whole" else s.gpu_milli
                     mem = free_mem[row][gi] if s.kind == "whole" else s.gpu_mem_mib
-                    if s.kind == "whole" and (free_milli[row][gi] != MILLI or mem != total_mem[row]):
+                    if s.kind == "whole" and (free_milli[row][gi] != MILLI_PER_GPU or mem != total_mem[row]):
                         raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is not wholly free")
                     if free_milli[row][gi] < milli or free_mem[row][gi] < mem:
                         raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is over-committed")
@@ -324,7 +308,7 @@ class Session:
                     shape_counts[key] = shape_counts.get(key, 0) + role.max_replicas
                     representative.setdefault(key, request)
             demand[state.job.queue] = demand.get(state.job.queue, 0) + total
-        capacity = sum(len(x.gpus) for x in self.nodes) * MILLI
+        capacity = sum(len(x.gpus) for x in self.nodes) * MILLI_PER_GPU
         self.fair_share = fair_shares(self.snapshot.queues, capacity, demand)
         queues = self.queues
         subtree = {name: 0.0 for name in queues}
@@ -347,8 +331,16 @@ class Session:
         key = request.shape()
         found = self._pools_for.get(key)
         if found is None:
-            found = [p.name for p in self.snapshot.pools if _pool_serves(p, request)]
+            found = [p.name for p in self.snapshot.pools if check_pool(PoolTraits.of(p), request) is None]
             self._pools_for[key] = found
+        return found
+
+    def no_pool_reason(self, request: Request) -> Unfit:
+        """Why no pool serves `request`: the constraint no pool meets, naming what is on offer."""
+        pools = [PoolTraits.of(p) for p in self.snapshot.pools]
+        found = check_pools(pools, request)
+        if found is None:   # every constraint is met by some pool, but never all by one
+            found = next(u for u in (check_pool(p, request) for p in pools) if u is not None)
         return found
 
     def placement_request(self, request: Request) -> pl.PlacementRequest:
@@ -359,7 +351,7 @@ class Session:
                 preq = pl.PlacementRequest(request.gpu_milli, 1, request.gpu_mem_mib, request.cpu_milli, request.mem_mib)
             else:
                 n = request.num_gpus
-                preq = pl.PlacementRequest(MILLI if n else 0, n, 0, request.cpu_milli, request.mem_mib)
+                preq = pl.PlacementRequest(MILLI_PER_GPU if n else 0, n, 0, request.cpu_milli, request.mem_mib)
             self._preq[key] = preq
         return preq
 
@@ -389,7 +381,7 @@ class Session:
         if arr.cpu_free[row] < request.cpu_milli or arr.mem_free[row] < request.mem_mib:
             return False
         if request.mode == "exclusive":
-            whole = (arr.gpu_free_milli[row] == MILLI) & (arr.gpu_free_mem[row] == arr.gpu_total_mem[row])
+            whole = (arr.gpu_free_milli[row] == MILLI_PER_GPU) & (arr.gpu_free_mem[row] == arr.gpu_total_mem[row])
             return int((whole & arr.gpu_present[row]).sum()) >= request.num_gpus
         if request.mode == "fraction":
             return bool(((arr.gpu_free_milli[row] >= request.gpu_milli)
@@ -468,7 +460,7 @@ class Session:
         slot = next((s for s in range(pool.timeslice_replicas) if all(s not in used.get(gi, ()) for gi in gpus)), None)
         if slot is None:
             return None
-        sl = Slice("timeslice", MILLI // pool.timeslice_replicas, 0, timeslice_slot=slot)
+        sl = Slice("timeslice", MILLI_PER_GPU // pool.timeslice_replicas, 0, timeslice_slot=slot)
         return Assignment(row, gpus, sl, request.cpu_milli, request.mem_mib)
 
     def fits(self, a: Assignment) -> bool:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from django.core.cache import cache
 from django.db import transaction
 
-from portal.models import Workspace
+from scheduling import clock
 from scheduling.backends.base import ClusterBackend, NodeInventory
-from scheduling.models import Gpu, Node, NodePool, PoolSharing, QueueAccess
+from scheduling.errors import DomainError
+from scheduling.models import ACTIVE_STATES, Gpu, Node, NodePool, PoolSharing, QueueAccess, Replica
 
 WORKSPACE_SYNC_EVERY_S = 60
 
@@ -70,6 +71,40 @@ def sync_workspaces(backend: ClusterBackend, *, force: bool = False) -> bool:
         return False
     quotas = {a.workspace_id: int(a.queue.deserved_gpus * 1000)
               for a in QueueAccess.objects.filter(is_default=True).select_related("queue")}
-    for workspace in Workspace.objects.all():
+    workspaces = QueueAccess.workspace.field.related_model.objects.all()  # the tenants live in the portal
+    for workspace in workspaces:
         backend.sync_workspace(workspace.slug, quotas.get(workspace.pk))
     return True
+
+
+@transaction.atomic
+def record_heartbeat(node: Node, gpus) -> int:
+    """A node agent's report of its GPUs: new or changed GPUs are stored, the node is alive now.
+    Returns how many GPUs it reported. A malformed report changes nothing."""
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+        raise DomainError("gpus must be a list of objects", field="gpus")
+    for gpu in gpus:
+        if not (isinstance(gpu.get("index"), int) and isinstance(gpu.get("uuid"), str)
+                and isinstance(gpu.get("memory_mib"), int)):
+            raise DomainError(f"gpu entry needs index, uuid and memory_mib: {gpu!r}", field="gpus")
+    known = {g.index: g for g in node.gpus.all()}
+    for gpu in gpus:
+        index, uuid, memory = gpu["index"], gpu["uuid"], gpu["memory_mib"]
+        if index not in known:
+            Gpu.objects.create(node=node, index=index, uuid=uuid, memory_mib=memory)
+        elif (known[index].uuid, known[index].memory_mib) != (uuid, memory):
+            Gpu.objects.filter(pk=known[index].pk).update(uuid=uuid, memory_mib=memory)
+    node.last_heartbeat = clock.now()
+    node.save(update_fields=["last_heartbeat"])
+    return len(gpus)
+
+
+def node_assignments(node: Node) -> list[dict]:
+    """What runs on the node's GPUs now, for its agent to attribute usage: one entry per GPU held."""
+    return [
+        {"pod_uid": str(uid), "gpu_index": index, "milli": (slice_ or {}).get("gpu_milli", 1000),
+         "memory_mib": (slice_ or {}).get("gpu_mem_mib", 0)}
+        for uid, gpus, slice_ in Replica.objects.filter(node=node, state__in=ACTIVE_STATES)
+        .values_list("uid", "gpu_indices", "slice")
+        for index in gpus
+    ]

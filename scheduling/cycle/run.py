@@ -19,8 +19,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.db.models import Max
 
-from portal.services import batched_publishing
-from scheduling import clock, core
+from scheduling import clock, core, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.snapshot import build_snapshot
@@ -81,10 +80,8 @@ def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: Clust
         transaction.on_commit(lambda k=(job.pk, other.role, other.index): backend.evict(k, "job finished"))
     job.state, job.finished, job.pending_reason = state, now, ""
     job.save(update_fields=["state", "finished", "pending_reason"])
-    from billing.metering.costs import finalize_job_cost  # billing builds on scheduling, not the reverse
-
-    cost = finalize_job_cost(job.pk)  # in this transaction: the event below already carries it
-    record_event(job, state.lower(), reason=f"{reason}; final cost {cost.final_cost:.2f} {cost.currency}")
+    notes = signals.finish_notes(job)  # in this transaction: the event below already carries them
+    record_event(job, state.lower(), reason="; ".join([reason, *notes]))
     report.finished += 1
 
 
@@ -261,7 +258,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None) -
     started = time.perf_counter()
     now = now or clock.now()
     report = CycleReport()
-    with batched_publishing():
+    with signals.batched():
         report.inventory_changes = sync_inventory(backend)
         sync_workspaces(backend)
         reconcile(backend, now, report)

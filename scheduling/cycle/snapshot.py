@@ -4,38 +4,19 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
-from billing.models import PriceTable
-from billing.pricing import offpeak
+from scheduling import signals
 from scheduling.core import model as cm
+from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.models import ACTIVE_STATES, FINAL_STATES, Gpu, Job, Node, NodePool, Queue, Replica
-
-MILLI = 1000
-
-
-@dataclass(frozen=True)
-class OffPeak:
-    now: bool
-    next_start: str  # "HH:MM" in the platform's time zone
-
-
-def off_peak_at(now: datetime) -> OffPeak:
-    """Off-peak windows come from the price table in force (the platform default otherwise)."""
-    table = PriceTable.objects.filter(effective_from__lte=now).order_by("-effective_from").first()
-    windows = offpeak.parse_windows(table.offpeak_windows) if table else offpeak.DEFAULT_OFFPEAK_WINDOWS
-    tz = offpeak.as_zone(settings.TIME_ZONE)
-    start = offpeak.next_offpeak_start(now, windows, tz)
-    return OffPeak(now=offpeak.is_offpeak(now, windows, tz), next_start=start.astimezone(tz).strftime("%H:%M"))
 
 
 def core_pool(pool: NodePool) -> cm.Pool:
-    return cm.Pool(name=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model,
+    return cm.Pool(name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
                    gpu_memory_mib=pool.gpu_memory_mib, placement=pool.placement,
                    sharing=pool.sharing_modes, timeslice_replicas=pool.timeslice_replicas,
                    mig_layout=tuple(pool.mig_layout or ()), spot=pool.spot)
@@ -43,9 +24,9 @@ def core_pool(pool: NodePool) -> cm.Pool:
 
 def core_queue(queue: Queue, parent: str | None) -> cm.Queue:
     return cm.Queue(
-        name=queue.name, parent=parent, deserved_milli=int(queue.deserved_gpus * MILLI),
+        name=queue.name, parent=parent, deserved_milli=int(queue.deserved_gpus * MILLI_PER_GPU),
         over_quota_weight=float(queue.over_quota_weight),
-        limit_milli=None if queue.limit_gpus is None else int(queue.limit_gpus * MILLI), priority=queue.priority,
+        limit_milli=None if queue.limit_gpus is None else int(queue.limit_gpus * MILLI_PER_GPU), priority=queue.priority,
     )
 
 
@@ -53,9 +34,15 @@ REQUEST_FIELDS = ("mode", "num_gpus", "gpu_milli", "gpu_mem_mib", "mig_profile",
                   "gpu_model", "pool")
 
 
+def core_request(role: dict) -> cm.Request:
+    fields = {f: role[f] for f in REQUEST_FIELDS}
+    # jobs stored before names were normalised at submit may spell them differently
+    fields["gpu_model"], fields["vendor"] = gpu_model_name(fields["gpu_model"]), vendor_name(fields["vendor"])
+    return cm.Request(**fields)
+
+
 def core_roles(roles: list[dict]) -> tuple[cm.Role, ...]:
-    return tuple(cm.Role(r["name"], cm.Request(**{f: r[f] for f in REQUEST_FIELDS}), r["min_replicas"],
-                         r["max_replicas"]) for r in roles)
+    return tuple(cm.Role(r["name"], core_request(r), r["min_replicas"], r["max_replicas"]) for r in roles)
 
 
 def core_job(job_id: int, queue: str, roles: tuple[cm.Role, ...], priority: int, preemptible: bool,
@@ -98,7 +85,7 @@ def build_snapshot(now: datetime) -> cm.Snapshot:
             state__in=ACTIVE_STATES, node__isnull=False).exclude(job__state__in=FINAL_STATES).values_list(
             "job_id", "role", "index", "node__name", "gpu_indices", "slice")
     ]
-    when = off_peak_at(now)
+    when = signals.off_peak_at(now)
     return cm.Snapshot(pools=tuple(pools), nodes=tuple(nodes), queues=tuple(queues), jobs=tuple(jobs),
                        running=tuple(sorted(running, key=lambda r: (r.job_id, r.role, r.index))),
                        now=now.timestamp(), off_peak=when.now, next_off_peak=when.next_start)

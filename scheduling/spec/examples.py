@@ -29,7 +29,7 @@ WorkerMaxReplicas: 40
 # and more ai training task configurations.
 """
 
-# Issue 5's clean-form example, as documented in the README.
+# The clean-form example documented in the README.
 CLEAN_YAML = """\
 name: bert-finetune
 type: pytorch                # single | pytorch | mpi

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 
+from scheduling.errors import DomainError
+
 JOB_TYPES = ("single", "pytorch", "mpi")
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 VENDORS = ("nvidia", "amd", "any")
@@ -35,12 +37,14 @@ class SpecIssue:
         return asdict(self)
 
 
-class SpecError(ValueError):
-    """Every problem found in a spec, in document order."""
+class SpecError(DomainError):
+    """Every problem found in a spec, in document order (with lines and columns, unlike other DomainErrors)."""
+
+    title = "The spec is not valid"
 
     def __init__(self, errors: list[SpecIssue]):
         self.errors = sorted(errors, key=_issue_order)
-        super().__init__("\n".join(str(e) for e in self.errors))
+        ValueError.__init__(self, "\n".join(str(e) for e in self.errors))
 
     def to_dicts(self) -> list[dict[str, int | str | None]]:
         return [e.to_dict() for e in self.errors]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from scheduling.core.units import gpu_model_name
 from scheduling.spec.cluster import ClusterProblem, did_you_mean
 from scheduling.spec.load import Loaded, Path, Pos
 from scheduling.spec.model import (
@@ -396,8 +397,10 @@ def read_role(r: Reader, raw: Any, path: Path) -> RoleSpec | None:
     command = read_command(r, role, path)
     env = read_env(r, role, path)
     replicas = read_replicas(r, role, path)
-    vendor = r.choice(role, path, "vendor", VENDORS, default="nvidia")
+    vendor = r.choice(role, path, "vendor", VENDORS, default="nvidia", fold_case=True)
     gpu_model = r.text(role, path, "gpuModel", pattern=MODEL_RE, hint="a GPU model such as A100-80GB")
+    if gpu_model is not None:
+        gpu_model = gpu_model_name(gpu_model)
     node_pool = r.text(role, path, "nodePool", pattern=DNS_LABEL, hint=DNS_HINT)
     resources = read_resources(r, role, path, vendor)
     if None in (name, image, command, env, replicas, vendor, resources) or MISSING in (name, image):

@@ -14,6 +14,7 @@ from tests_job_specs import job_spec
 
 from billing.services import submit_quoted_job
 from scheduling.models import Job, JobState, Node
+from tests.world import PASSWORDS
 
 
 def shot(page, name):
@@ -35,7 +36,7 @@ def test_operator_changes_a_quota_and_sees_the_fair_share_change(live_daphne, cl
     # both teams ask for 64 of the 80 GPUs: the spare capacity is split by over-quota weight
     submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=job_spec("big-v", gpus=8, max=8))
     submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=job_spec("big-n", queue="nlp-group", gpus=8, max=8))
-    login(page, live_daphne, "admin", "admin-demo")
+    login(page, live_daphne, "admin", PASSWORDS["admin"])
     page.click("#nav-console")
     page.click(".subnav >> text=Queues")
     vision = page.locator('tr[data-queue="vision-lab"]')
@@ -76,7 +77,7 @@ def test_operator_drains_a_node_and_sees_its_preemptible_job_move(live_daphne, c
     wait_for(lambda: Job.objects.filter(pk__in=(movable.pk, fixed.pk), state=JobState.RUNNING).count() == 2)
     Node.objects.filter(name="h100-02").update(cordoned=False)
 
-    login(page, live_daphne, "admin", "admin-demo")
+    login(page, live_daphne, "admin", PASSWORDS["admin"])
     page.goto(f"{live_daphne.url}/console/nodes/")
     node1, node2 = page.locator('tr[data-node="h100-01"]'), page.locator('tr[data-node="h100-02"]')
     expect(node1.locator(f'[data-job="{movable.pk}"]')).to_have_count(1)
@@ -106,9 +107,10 @@ def test_operator_drains_a_node_and_sees_its_preemptible_job_move(live_daphne, c
 
 def _usage_this_month(cluster):
     """A finished job of alice's and one of bob's today, rolled up by hour and by day (K's pipeline)."""
-    from billing.reports.services import day_bounds, load_demo_usage, rollup_day
+    from billing.reports.services import day_bounds, rollup_day
     from billing.rollups import rollup_hours
     from billing.services import platform_tz
+    from portal.demo.usage import load_demo_usage
     from scheduling.models import Replica
 
     load_demo_usage(days=5)
@@ -131,7 +133,7 @@ def _number(text):
 @pytest.mark.django_db(transaction=True)
 def test_alices_dashboard_totals_equal_her_reports_totals(live_daphne, cluster, page):
     _usage_this_month(cluster)
-    login(page, live_daphne, "alice", "alice-demo")
+    login(page, live_daphne, "alice", PASSWORDS["alice"])
     page.goto(f"{live_daphne.url}/")
     expect(page.locator("#chart-days .main-svg").first).to_be_visible()
     totals = page.locator("#tenant-totals")
@@ -150,14 +152,14 @@ def test_alices_dashboard_totals_equal_her_reports_totals(live_daphne, cluster, 
 
 @pytest.mark.django_db(transaction=True)
 def test_screenshot_of_every_console_page(live_daphne, cluster, page):
-    from billing.reports.services import load_demo_usage
     from portal.console.services import create_node_token
+    from portal.demo.usage import load_demo_usage
 
     load_demo_usage(days=2)  # finished jobs yesterday: the allocation vs utilisation charts have data
     admin = cluster.alice.__class__.objects.get(username="admin")
     create_node_token(admin, Node.objects.get(name="h100-01"))
     submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=job_spec("waiting", gpus=8, min=2, max=2))
-    login(page, live_daphne, "admin", "admin-demo")
+    login(page, live_daphne, "admin", PASSWORDS["admin"])
     for name, path, ready in [
         ("console-pools", "/console/pools/", "#pools-table"),
         ("console-pool-edit", "/console/pools/h100-mig/", "#pool-form"),

@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 from tests_e2e_helpers import SCREENSHOTS, login
 
 from scheduling.spec.examples import SEED_YAML
+from tests.world import PASSWORDS
 
 COMMUNITY = """name: {name}
 queue: community
@@ -32,7 +33,7 @@ def assert_not_reloaded(page):
 
 @pytest.mark.django_db(transaction=True)
 def test_alice_watches_the_seed_job_run_to_the_end(live_daphne, cluster, page, scheduler_running):
-    login(page, live_daphne, "alice", "alice-demo")
+    login(page, live_daphne, "alice", PASSWORDS["alice"])
     page.goto(f"{live_daphne.url}/submit/")
     page.fill("#spec-yaml", SEED_YAML)
     page.locator("#quote-table tr[data-option='a100-spot.exclusive.now'] button.submit-option").click()
@@ -56,13 +57,13 @@ def test_bobs_higher_priority_job_preempts_alices_in_community(live_daphne, clus
                               spec=COMMUNITY.format(name="alice-a", priority=0))
     submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=COMMUNITY.format(name="alice-b", priority=0))
     alice = browser.new_context().new_page()
-    login(alice, live_daphne, "alice", "alice-demo")
+    login(alice, live_daphne, "alice", PASSWORDS["alice"])
     alice.goto(f"{live_daphne.url}/jobs/")
     expect(alice.locator(f'tr[data-job="{first.pk}"] [data-field="state"]')).to_have_text("Running", timeout=20000)
     mark_page(alice)
 
     bob = browser.new_context().new_page()
-    login(bob, live_daphne, "bob", "bob-demo")
+    login(bob, live_daphne, "bob", PASSWORDS["bob"])
     bob_job = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=COMMUNITY.format(name="bob-urgent",
                                                                                                priority=80))
     bob.goto(f"{live_daphne.url}/jobs/{bob_job.pk}/")
@@ -85,7 +86,7 @@ def test_a_page_that_missed_events_catches_up_once_its_socket_joins(live_daphne,
 
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=COMMUNITY.format(name="quiet", priority=0))
     page = browser.new_context().new_page()
-    login(page, live_daphne, "alice", "alice-demo")
+    login(page, live_daphne, "alice", PASSWORDS["alice"])
     online = []
 
     def socket(ws):  # offline until the test says so: the page keeps retrying

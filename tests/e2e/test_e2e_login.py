@@ -4,6 +4,8 @@ import pytest
 from playwright.sync_api import expect
 from tests_e2e_helpers import SCREENSHOTS, login
 
+from tests.world import PASSWORDS
+
 
 @pytest.mark.django_db(transaction=True)
 def test_alice_logs_in_sees_dashboard_switches_workspace_and_logs_out(live_daphne, tenants, page):
@@ -11,7 +13,7 @@ def test_alice_logs_in_sees_dashboard_switches_workspace_and_logs_out(live_daphn
 
     # A second workspace for alice, so the switcher has somewhere to go (bob's stays hidden).
     Membership.objects.create(user=tenants.alice, workspace=tenants.nlp, role=Role.VIEWER)
-    login(page, live_daphne, "alice", "alice-demo")
+    login(page, live_daphne, "alice", PASSWORDS["alice"])
     expect(page.locator("h1")).to_have_text("Dashboard")
     expect(page.locator("#current-workspace h2")).to_have_text("NLP Group")
     options = page.locator("#workspace-switcher option")
@@ -31,7 +33,7 @@ def test_alice_logs_in_sees_dashboard_switches_workspace_and_logs_out(live_daphn
 
 @pytest.mark.django_db(transaction=True)
 def test_bob_cannot_open_alices_workspace_in_the_browser(live_daphne, tenants, page):
-    login(page, live_daphne, "bob", "bob-demo")
+    login(page, live_daphne, "bob", PASSWORDS["bob"])
     expect(page.locator("h1")).to_have_text("Dashboard")
     response = page.goto(f"{live_daphne.url}/w/vision-lab/")
     assert response.status == 404

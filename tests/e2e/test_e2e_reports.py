@@ -14,6 +14,7 @@ from billing.reports.services import rollup_day
 from billing.rollups import rollup_hours
 from billing.services import submit_quoted_job
 from scheduling.models import JobState, Node, Replica
+from tests.world import PASSWORDS
 
 SPEC = "name: {name}\nroles:\n  - name: main\n    image: busybox\n    resources: {{gpu: 1}}\n    nodePool: h100\n"
 
@@ -34,7 +35,7 @@ def _usage(cluster):
 @pytest.mark.django_db(transaction=True)
 def test_finance_reports_last_week_and_exports_csv(live_daphne, cluster, page):
     _usage(cluster)
-    login(page, live_daphne, "finance", "finance-demo")
+    login(page, live_daphne, "finance", PASSWORDS["finance"])
     page.click("nav >> text=Reports")
     page.click("#last-week")
     expect(page.locator("#by-workspace tr[data-workspace]")).to_have_count(2)

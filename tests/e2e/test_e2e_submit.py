@@ -4,6 +4,8 @@ import pytest
 from playwright.sync_api import expect
 from tests_e2e_helpers import SCREENSHOTS, login
 
+from tests.world import PASSWORDS
+
 SPEC = """name: notebook
 roles:
   - name: main
@@ -16,7 +18,7 @@ roles:
 
 @pytest.mark.django_db(transaction=True)
 def test_live_quote_and_submit_cheapest(live_daphne, cluster, page):
-    login(page, live_daphne, "alice", "alice-demo")
+    login(page, live_daphne, "alice", PASSWORDS["alice"])
     page.goto(f"{live_daphne.url}/submit/")
     page.fill("#spec-yaml", SPEC.format(gpu=0.5))
     row = page.locator("#quote-table tr[data-option='a100-spot.fraction.now']")
@@ -39,7 +41,7 @@ def test_live_quote_and_submit_cheapest(live_daphne, cluster, page):
 
 @pytest.mark.django_db(transaction=True)
 def test_spec_errors_show_line_and_column(live_daphne, cluster, page):
-    login(page, live_daphne, "alice", "alice-demo")
+    login(page, live_daphne, "alice", PASSWORDS["alice"])
     page.goto(f"{live_daphne.url}/submit/")
     page.fill("#spec-yaml", "name: x\npriority: 500\nroles:\n  - name: main\n    image: busybox\n")
     expect(page.locator("#spec-errors")).to_contain_text("line 2, col 11")

@@ -1,16 +1,14 @@
-"""Security baseline: deploy checks, login throttling, CSRF, demo data."""
+"""Security baseline: deploy checks, login throttling, CSRF (the demo data: tests/portal/demo)."""
 
 import os
 import secrets
 import subprocess
 import sys
 
-from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from portal.demo import tenants as demo
-from portal.models import Membership, Workspace
+from tests.world import PASSWORDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,14 +40,14 @@ def test_repeated_failed_logins_are_locked_out(tenants):
         response = client.post(reverse("login"), {"username": "alice", "password": "wrong"})
         assert response.status_code == 200  # the form again, with an error
     assert client.post(reverse("login"), {"username": "alice", "password": "wrong"}).status_code == 429
-    locked = client.post(reverse("login"), {"username": "alice", "password": "alice-demo"})
+    locked = client.post(reverse("login"), {"username": "alice", "password": PASSWORDS["alice"]})
     assert locked.status_code == 429
     assert b"Too many failed logins" in locked.content
 
 
-def test_demo_password_logs_in(tenants):
+def test_password_logs_in(tenants):
     client = Client()
-    response = client.post(reverse("login"), {"username": "alice", "password": "alice-demo"})
+    response = client.post(reverse("login"), {"username": "alice", "password": PASSWORDS["alice"]})
     assert response.status_code == 302
     assert client.get(reverse("dashboard")).status_code == 200
 
@@ -59,15 +57,3 @@ def test_forms_require_csrf(tenants):
     client.force_login(tenants.alice)
     assert client.post(reverse("switch-workspace"), {"workspace": "vision-lab"}).status_code == 403
     assert client.post(reverse("logout")).status_code == 403
-
-
-def test_demo_data_is_idempotent(db):
-    demo.load_tenants()
-    counts = (get_user_model().objects.count(), Workspace.objects.count(), Membership.objects.count())
-    demo.load_tenants()
-    assert (get_user_model().objects.count(), Workspace.objects.count(), Membership.objects.count()) == counts
-    assert counts == (4, 2, 4)
-    admin = get_user_model().objects.get(username="admin")
-    assert admin.is_staff and admin.check_password("admin-demo")
-    finance_roles = set(Membership.objects.filter(user__username="finance").values_list("role", flat=True))
-    assert finance_roles == {"finance"}

@@ -1,18 +1,18 @@
 from django.core.management.base import BaseCommand
 
-from billing.reports.services import load_demo_usage
-from portal.demo import cluster as scheduling_demo
-from portal.demo import prices as billing_demo
-from portal.demo import tenants as demo
+from portal import demo
 
 
 class Command(BaseCommand):
-    help = "Load the demo tenants (and, as they land, the cluster, queues and prices). Idempotent."
+    help = "Load the demo data (tenants, cluster, queues, prices, two weeks of usage). Idempotent."
 
-    def handle(self, *args, **options):
-        demo.load_tenants()
-        scheduling_demo.load_cluster()
-        scheduling_demo.load_queues()
-        billing_demo.load_prices()
-        load_demo_usage()  # two weeks of finished demo jobs, so the reports have a last week
-        self.stdout.write(self.style.SUCCESS("Demo data loaded: tenants, cluster (6 pools), queues, prices."))
+    def add_arguments(self, parser):
+        parser.add_argument("--agent-tokens", metavar="FILE",
+                            help="also write a fresh token per demo node for the simulated agents (JSON, mode 600)")
+
+    def handle(self, *args, agent_tokens=None, **options):
+        demo.load_all()
+        self.stdout.write(self.style.SUCCESS("Demo data loaded: tenants, cluster, queues, prices, usage history."))
+        if agent_tokens:
+            count = demo.write_agent_tokens(agent_tokens)
+            self.stdout.write(f"{count} node tokens written to {agent_tokens}")

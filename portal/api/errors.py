@@ -1,0 +1,65 @@
+"""The API's one mapping from errors to HTTP: RFC 9457 problem details (application/problem+json).
+
+Every error body has type, title, status and detail, plus `errors`: one entry per message with the
+field it belongs to (and a line and column for spec errors), the shape gpuctl reads."""
+
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from scheduling.errors import DomainError
+
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem_type(name: str) -> str:
+    """A stable identifier per kind of problem, e.g. urn:gpu-platform:problem:spec-error."""
+    return "urn:gpu-platform:problem:" + re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+def problem(status: int, title: str, detail: str, errors: list[dict], kind: str) -> Response:
+    body = {"type": problem_type(kind), "title": title, "status": status, "detail": detail, "errors": errors}
+    return Response(body, status=status, content_type=PROBLEM_JSON)
+
+
+def _drf_errors(data, field: str = "") -> list[dict]:
+    """DRF's error data (a dict by field, a list, or {"detail": ...}) as one entry per field."""
+    if isinstance(data, dict):
+        if set(data) == {"detail"}:
+            return []
+        return [entry for key, value in data.items()
+                for entry in _drf_errors(value, "" if key == "non_field_errors" else key)]
+    if isinstance(data, list) and all(not isinstance(v, dict | list) for v in data):
+        return [{"line": None, "column": None, "field": field, "message": " ".join(str(m) for m in data)}]
+    if isinstance(data, list):
+        return [entry for value in data for entry in _drf_errors(value, field)]
+    return [{"line": None, "column": None, "field": field, "message": str(data)}]
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DomainError):
+        return problem(exc.status, exc.title, str(exc) or exc.title, exc.to_dicts(), type(exc).__name__)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or None)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None  # not an API error: a server error, left to Django
+    errors = _drf_errors(response.data)
+    if isinstance(response.data, dict) and "detail" in response.data:
+        detail = str(response.data["detail"])
+    else:
+        detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
+    title = "Invalid request" if isinstance(exc, exceptions.ValidationError) else str(exc.default_detail)
+    body = problem(response.status_code, title, detail, errors, type(exc).__name__)
+    for header in ("WWW-Authenticate", "Retry-After", "Allow"):
+        if header in response:
+            body[header] = response[header]
+    return body

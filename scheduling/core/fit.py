@@ -1,0 +1,291 @@
+"""Can this pool, node or GPU serve a request, and if not, why: the one place that answers it.
+
+Checks return None when the request fits, else an Unfit: a reason code, its parameters, and the
+Request field it is about. `reason_text(code, params)` renders the English text, so callers
+store or translate the code and render late. Names of GPU models and vendors are compared as
+given: callers normalise them once, where they read specs and pools (see `units`).
+
+Pool-level checks (`check_pool`) say whether one pool serves a request at all; cluster-level
+checks (`check_pools`) say which constraint no pool of a cluster can meet, naming what is on
+offer. Neither looks at free capacity; `check_node` and `check_gpu` do, for one node or GPU now.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model import Pool, Request
+from .units import MIB_PER_GIB, MILLI_PER_GPU
+
+WHOLE_GPU_MODES = ("exclusive", "fraction")   # modes whose GPU memory the pool must hold
+
+
+@dataclass(frozen=True)
+class PoolTraits:
+    """What a pool offers, whatever layer describes it (core Pool, spec PoolInfo, quote PoolOffer)."""
+
+    name: str
+    vendor: str
+    gpu_model: str
+    gpu_memory_mib: int
+    sharing: frozenset[str]
+    mig_profiles: frozenset[str] = frozenset()
+    gpus_per_node: int | None = None          # None: unknown, not checked
+
+    @classmethod
+    def of(cls, pool: Pool) -> PoolTraits:
+        return cls(pool.name, pool.vendor, pool.gpu_model, pool.gpu_memory_mib, frozenset(pool.sharing),
+                   frozenset(pool.mig_layout))
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """Why a request cannot be served: a reason code, its parameters, and the Request field."""
+
+    code: str
+    params: dict[str, Any] = field(default_factory=dict)
+    field: str = ""
+
+    @property
+    def text(self) -> str:
+        return reason_text(self.code, self.params)
+
+
+def has_gpus(request: Request) -> bool:
+    return not (request.mode == "exclusive" and request.num_gpus == 0)
+
+
+# ---------------------------------------------------------------------- one pool
+
+
+def check_pool(pool: PoolTraits, request: Request) -> Unfit | None:
+    """Whether `pool` serves `request` at all (capacity aside)."""
+    return check_pool_identity(pool, request) or check_pool_shape(pool, request)
+
+
+def check_pool_identity(pool: PoolTraits, request: Request) -> Unfit | None:
+    """The hard pins: the pool asked for by name, the vendor and the GPU model."""
+    if request.pool and request.pool != pool.name:
+        return Unfit("pool_pinned_elsewhere", {"pool": pool.name, "requested": request.pool}, "pool")
+    if request.vendor != "any" and request.vendor != pool.vendor:
+        return Unfit("pool_vendor_differs", {"vendor": request.vendor, "pool_vendor": pool.vendor}, "vendor")
+    if request.gpu_model and request.gpu_model != pool.gpu_model:
+        return Unfit("pool_model_differs", {"model": request.gpu_model, "pool_model": pool.gpu_model}, "gpu_model")
+    return None
+
+
+def check_pool_shape(pool: PoolTraits, request: Request) -> Unfit | None:
+    """How the request shares a GPU: the mode, the MIG profile and the GPU memory."""
+    if request.mode not in pool.sharing:
+        return Unfit("pool_sharing_not_offered", {"sharing": request.mode, "offered": sorted(pool.sharing)}, "mode")
+    if request.mode == "mig" and request.mig_profile not in pool.mig_profiles:
+        return Unfit("pool_mig_profile_not_offered",
+                     {"profile": request.mig_profile, "offered": sorted(pool.mig_profiles)}, "mig_profile")
+    if request.mode in WHOLE_GPU_MODES and request.gpu_mem_mib > pool.gpu_memory_mib:
+        return Unfit("pool_gpu_memory_too_small",
+                     {"asked_mib": request.gpu_mem_mib, "pool_mib": pool.gpu_memory_mib}, "gpu_mem_mib")
+    return None
+
+
+def serving_pools(pools: Iterable[PoolTraits], request: Request) -> list[str]:
+    return [p.name for p in pools if check_pool(p, request) is None]
+
+
+# ---------------------------------------------------------------------- a whole cluster
+
+
+def check_pools(pools: Sequence[PoolTraits], request: Request) -> Unfit | None:
+    """The first constraint of `request` that no pool of the cluster can meet, naming what is on
+    offer; None when some pool serves it. Narrows pool by pool: name, model, vendor, sharing,
+    MIG profile, GPUs per node, GPU memory."""
+    candidates = list(pools)
+    if request.pool:
+        candidates = [p for p in pools if p.name == request.pool]
+        if not candidates:
+            names = sorted({p.name for p in pools})
+            return Unfit("pool_unknown", {"pool": request.pool, "pools": names,
+                                          "suggestion": closest(request.pool, names)}, "pool")
+    if not has_gpus(request):
+        return None                          # CPU-only: any pool's nodes will do
+    if not pools:
+        return Unfit("no_gpu_pools", {}, "num_gpus")
+
+    if request.gpu_model:
+        models = sorted({p.gpu_model for p in pools})
+        if request.gpu_model not in models:
+            return Unfit("gpu_model_not_offered", {"model": request.gpu_model, "offered": models,
+                                                   "suggestion": closest(request.gpu_model, models)}, "gpu_model")
+        matching = [p for p in candidates if p.gpu_model == request.gpu_model]
+        if not matching:
+            return Unfit("pool_has_other_model", {"pool": request.pool, "pool_model": candidates[0].gpu_model,
+                                                  "model": request.gpu_model}, "gpu_model")
+        candidates = matching
+
+    matching = [p for p in candidates if request.vendor in ("any", p.vendor)]
+    if not matching:
+        found = sorted({p.vendor for p in candidates})
+        if request.vendor == "nvidia":
+            return Unfit("amd_not_allowed", {"pool": request.pool, "model": request.gpu_model, "found": found},
+                         "vendor")
+        return Unfit("vendor_not_offered", {"vendor": request.vendor, "found": found}, "vendor")
+    candidates = matching
+
+    matching = [p for p in candidates if request.mode in p.sharing]
+    if not matching:
+        return Unfit("sharing_not_offered", {
+            "sharing": request.mode, "offered": sorted({m for p in candidates for m in p.sharing}),
+            "pool": request.pool, "model": request.gpu_model, "vendor": request.vendor}, "mode")
+    candidates = matching
+
+    if request.mode == "mig":
+        matching = [p for p in candidates if request.mig_profile in p.mig_profiles]
+        if not matching:
+            return Unfit("mig_profile_not_offered", {
+                "profile": request.mig_profile, "offered": sorted({m for p in pools for m in p.mig_profiles}),
+                "narrowed": bool(request.pool or request.gpu_model)}, "mig_profile")
+        candidates = matching
+
+    known = [p.gpus_per_node for p in candidates if p.gpus_per_node is not None]
+    if known and len(known) == len(candidates) and request.num_gpus > max(known):
+        return Unfit("too_many_gpus", {"gpus": request.num_gpus, "most": max(known)}, "num_gpus")
+
+    if request.mode in WHOLE_GPU_MODES and request.gpu_mem_mib:
+        largest = max(p.gpu_memory_mib for p in candidates)
+        if request.gpu_mem_mib > largest:
+            return Unfit("gpu_memory_too_large", {"asked_mib": request.gpu_mem_mib, "largest_mib": largest},
+                         "gpu_mem_mib")
+    return None
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice `word` probably meant (same letters in another case, or a near spelling)."""
+    options = list(choices)
+    folded = {c.casefold(): c for c in options}
+    if word.casefold() in folded:
+        return folded[word.casefold()]
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+# ---------------------------------------------------------------------- one node, one GPU, now
+
+
+def check_node(request: Request, cpu_free: int, mem_free: int) -> Unfit | None:
+    if cpu_free < request.cpu_milli:
+        return Unfit("node_cpu_short", {"asked": request.cpu_milli, "free": cpu_free}, "cpu_milli")
+    if mem_free < request.mem_mib:
+        return Unfit("node_memory_short", {"asked_mib": request.mem_mib, "free_mib": mem_free}, "mem_mib")
+    return None
+
+
+def check_gpu(request: Request, *, free_milli: int = 0, free_mem_mib: int = 0, free_mig: Sequence[str] = (),
+              free_slots: int = 0, node_free_whole: int = 0) -> Unfit | None:
+    """Whether one replica of `request` could use this GPU's free room now (pool rules aside).
+    An exclusive ask needs this GPU wholly free and enough wholly free GPUs on its node."""
+    if request.mode == "exclusive":
+        if not has_gpus(request):
+            return Unfit("no_gpu_asked", {}, "num_gpus")
+        if free_milli != MILLI_PER_GPU or node_free_whole < request.num_gpus:
+            return Unfit("whole_gpus_busy", {"asked": request.num_gpus, "free": node_free_whole}, "num_gpus")
+        return None
+    if request.mode == "fraction":
+        if free_milli < request.gpu_milli:
+            return Unfit("gpu_share_busy", {"asked": request.gpu_milli, "free": free_milli}, "gpu_milli")
+        if free_mem_mib < request.gpu_mem_mib:
+            return Unfit("gpu_memory_busy", {"asked_mib": request.gpu_mem_mib, "free_mib": free_mem_mib},
+                         "gpu_mem_mib")
+        return None
+    if request.mode == "mig":
+        if request.mig_profile not in free_mig:
+            return Unfit("mig_instance_busy", {"profile": request.mig_profile}, "mig_profile")
+        return None
+    if free_slots < 1:
+        return Unfit("timeslice_slots_busy", {}, "num_gpus")
+    return None
+
+
+# ---------------------------------------------------------------------- readable text
+
+
+def _names(items: Iterable[str]) -> str:
+    return ", ".join(sorted(set(items))) or "none"
+
+
+def _hint(params: dict[str, Any]) -> str:
+    return f"; did you mean '{params['suggestion']}'?" if params.get("suggestion") else ""
+
+
+def _memory(mib: int) -> str:
+    if mib % (MIB_PER_GIB * MIB_PER_GIB) == 0:
+        return f"{mib // (MIB_PER_GIB * MIB_PER_GIB)}Ti"
+    return f"{mib // MIB_PER_GIB}Gi" if mib % MIB_PER_GIB == 0 else f"{mib}Mi"
+
+
+def _amd_not_allowed(p: dict[str, Any]) -> str:
+    where = (f"nodePool '{p['pool']}'" if p.get("pool")
+             else f"gpuModel '{p['model']}'" if p.get("model") else "the cluster")
+    return (f"{where} has only {_names(v.upper() for v in p['found'])} GPUs and this job does not allow AMD "
+            "(set vendor: any or amd; AMDSupport: true in the task form)")
+
+
+def _sharing_not_offered(p: dict[str, Any]) -> str:
+    if p.get("pool"):
+        scope = f"nodePool '{p['pool']}' does not offer"
+    elif p.get("model"):
+        scope = f"no pool with gpuModel '{p['model']}' offers"
+    else:
+        scope = f"no {p['vendor'].upper() if p['vendor'] != 'any' else 'GPU'} pool offers"
+    return f"{scope} sharing '{p['sharing']}' (offered: {_names(p['offered'])})"
+
+
+def _pool_vendor_differs(p: dict[str, Any]) -> str:
+    hint = " (allow AMD with vendor: any, or AMDSupport: true)" if p["pool_vendor"] == "amd" else ""
+    return f"needs {p['vendor'].upper()} GPUs, the pool has {p['pool_vendor'].upper()}{hint}"
+
+
+# Code -> text. Pool-level texts read after a subject ("role 'main' ..."), the others stand alone.
+REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "pool_pinned_elsewhere": lambda p: f"is pinned to nodePool '{p['requested']}'",
+    "pool_vendor_differs": _pool_vendor_differs,
+    "pool_model_differs": lambda p: f"asks gpuModel '{p['model']}', the pool has {p['pool_model']}",
+    "pool_sharing_not_offered": lambda p: f"asks sharing '{p['sharing']}', the pool offers {_names(p['offered'])}",
+    "pool_mig_profile_not_offered": lambda p: (f"asks MIG profile {p['profile']}, the pool offers "
+                                               f"{_names(p['offered'])}"),
+    "pool_gpu_memory_too_small": lambda p: (f"asks {_memory(p['asked_mib'])} of GPU memory, the pool's GPUs "
+                                            f"have {_memory(p['pool_mib'])}"),
+    "pool_unknown": lambda p: f"nodePool '{p['pool']}' does not exist{_hint(p)} (pools: {_names(p['pools'])})",
+    "no_gpu_pools": lambda p: "the cluster has no GPU pools",
+    "gpu_model_not_offered": lambda p: (f"gpuModel '{p['model']}' is in no pool{_hint(p)} "
+                                        f"(models: {_names(p['offered'])})"),
+    "pool_has_other_model": lambda p: f"nodePool '{p['pool']}' has {p['pool_model']} GPUs, not {p['model']}",
+    "amd_not_allowed": _amd_not_allowed,
+    "vendor_not_offered": lambda p: (f"no pool that matches has {p['vendor'].upper()} GPUs "
+                                     f"(found {_names(v.upper() for v in p['found'])})"),
+    "sharing_not_offered": _sharing_not_offered,
+    "mig_profile_not_offered": lambda p: (f"MIG profile {p['profile']} is offered by no "
+                                          f"{'matching pool' if p['narrowed'] else 'pool'} "
+                                          f"(offered: {_names(p['offered'])})"),
+    "too_many_gpus": lambda p: (f"{p['gpus']} GPUs per replica is more than any node has "
+                                f"(at most {p['most']} per node)"),
+    "gpu_memory_too_large": lambda p: (f"gpuMemory {_memory(p['asked_mib'])} is larger than any GPU "
+                                       f"(the largest has {_memory(p['largest_mib'])})"),
+    "node_cpu_short": lambda p: f"the node has {p['free']}m CPU free, the replica asks {p['asked']}m",
+    "node_memory_short": lambda p: (f"the node has {_memory(p['free_mib'])} memory free, "
+                                    f"the replica asks {_memory(p['asked_mib'])}"),
+    "no_gpu_asked": lambda p: "the replica asks no GPU",
+    "whole_gpus_busy": lambda p: f"the node has {p['free']} wholly free GPUs, the replica asks {p['asked']}",
+    "gpu_share_busy": lambda p: (f"the GPU has {p['free'] / MILLI_PER_GPU:g} GPU free, "
+                                 f"the replica asks {p['asked'] / MILLI_PER_GPU:g}"),
+    "gpu_memory_busy": lambda p: (f"the GPU has {_memory(p['free_mib'])} memory free, "
+                                  f"the replica asks {_memory(p['asked_mib'])}"),
+    "mig_instance_busy": lambda p: f"no free MIG {p['profile']} instance on the GPU",
+    "timeslice_slots_busy": lambda p: "no free time-slice slot on the GPU",
+}
+
+
+def reason_text(code: str, params: dict[str, Any]) -> str:
+    """The readable English text of a reason code and its parameters."""
+    return REASONS[code](params)

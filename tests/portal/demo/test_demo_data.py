@@ -1,0 +1,84 @@
+"""The demo data loaders (portal/demo) still load, and are idempotent. The only tests that use the
+demo data: every other test builds its world from tests/factories.py and tests/world.py."""
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from billing.models import GpuRate, PriceTable, UsageDay
+from portal.demo import cluster, prices, tenants
+from portal.demo.tenants import DEMO_PASSWORDS
+from portal.demo.usage import load_demo_usage
+from portal.models import Membership, Workspace
+from scheduling.models import Gpu, Node, NodePool, Queue, QueueAccess
+
+
+def _tenant_counts():
+    return get_user_model().objects.count(), Workspace.objects.count(), Membership.objects.count()
+
+
+def _cluster_counts():
+    return (NodePool.objects.count(), Node.objects.count(), Gpu.objects.count(), Queue.objects.count(),
+            QueueAccess.objects.count(), PriceTable.objects.count(), GpuRate.objects.count())
+
+
+def _load_all():
+    tenants.load_tenants()
+    cluster.load_cluster()
+    cluster.load_queues()
+    prices.load_prices()
+
+
+def test_demo_data_is_idempotent(db):
+    tenants.load_tenants()
+    counts = _tenant_counts()
+    tenants.load_tenants()
+    assert _tenant_counts() == counts
+    assert counts == (4, 2, 4)
+    admin = get_user_model().objects.get(username="admin")
+    assert admin.is_staff and admin.check_password("admin-demo")
+    finance_roles = set(Membership.objects.filter(user__username="finance").values_list("role", flat=True))
+    assert finance_roles == {"finance"}
+
+
+def test_demo_cluster_queues_and_prices_load_and_are_idempotent(db):
+    _load_all()
+    counts = _cluster_counts()
+    _load_all()
+    assert _cluster_counts() == counts
+    assert set(NodePool.objects.values_list("name", flat=True)) == set(cluster.DEMO_POOLS)
+    assert Node.objects.count() == sum(count for count, *_ in cluster.DEMO_POOLS.values())
+    assert Gpu.objects.count() == sum(count * gpus for count, gpus, *_ in cluster.DEMO_POOLS.values())
+    assert set(Queue.objects.values_list("name", flat=True)) == {"root", "vision-lab", "nlp-group", "community"}
+    for slug in ("vision-lab", "nlp-group"):
+        assert QueueAccess.objects.get(workspace__slug=slug, is_default=True).queue.name == slug
+    table = PriceTable.objects.get()
+    assert table.to_pricing().rates.gpu  # every demo GPU model has a price
+    priced = set(GpuRate.objects.values_list("vendor", "gpu_model"))
+    assert set(NodePool.objects.values_list("vendor", "gpu_model")) <= priced
+
+
+def test_demo_password_logs_in(db):
+    tenants.load_tenants()
+    client = Client()
+    response = client.post(reverse("login"), {"username": "alice", "password": DEMO_PASSWORDS["alice"]})
+    assert response.status_code == 302
+    assert client.get(reverse("dashboard")).status_code == 200
+
+
+def test_load_demo_command_is_idempotent(db):
+    call_command("load_demo")
+    counts = _tenant_counts() + _cluster_counts()
+    call_command("load_demo")
+    assert _tenant_counts() + _cluster_counts() == counts
+
+
+def test_demo_usage_fills_the_last_two_weeks_once(db):
+    _load_all()
+    made = load_demo_usage(days=3)
+    assert made >= 6 and load_demo_usage(days=3) == 0
+    days = set(UsageDay.objects.values_list("day", flat=True))
+    assert len(days) >= 3
+    assert set(UsageDay.objects.values_list("workspace__slug", flat=True)) == {"vision-lab", "nlp-group"}
+    assert all(r.cost > 0 for r in UsageDay.objects.all())
