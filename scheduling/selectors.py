@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Prefetch, QuerySet
 
-from scheduling.core.units import gpu_model_name, vendor_name
+from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.models import Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 from scheduling.spec import ClusterInfo, PoolInfo
 
@@ -73,7 +73,7 @@ def cluster_view() -> list[dict]:
         for index in r.gpu_indices:
             held.setdefault((r.node_id, index), []).append({
                 "job": r.job_id, "name": r.job.name, "workspace": r.job.workspace.slug, "state": r.state,
-                "kind": slice_.get("kind", "whole"), "milli": slice_.get("gpu_milli", 1000),
+                "kind": slice_.get("kind", "whole"), "milli": slice_.get("gpu_milli", MILLI_PER_GPU),
                 "mig": slice_.get("mig_profile", ""),
             })
     pools = []
@@ -85,11 +85,11 @@ def cluster_view() -> list[dict]:
                 holders = held.get((node.pk, gpu.index), [])
                 used = sum(h["milli"] for h in holders if h["kind"] in ("whole", "fraction", "mig"))
                 if pool.sharing == "timeslice":
-                    used = 1000 * len(holders) // max(pool.timeslice_replicas, 1)
-                gpus.append({"index": gpu.index, "uuid": gpu.uuid, "holders": holders, "used_milli": min(used, 1000)})
+                    used = MILLI_PER_GPU * len(holders) // max(pool.timeslice_replicas, 1)
+                gpus.append({"index": gpu.index, "uuid": gpu.uuid, "holders": holders, "used_milli": min(used, MILLI_PER_GPU)})
             nodes.append({"name": node.name, "ready": node.ready, "cordoned": node.cordoned,
                           "last_heartbeat": node.last_heartbeat, "gpus": gpus,
-                          "allocated": sum(g["used_milli"] for g in gpus) / 1000, "total": len(gpus)})
+                          "allocated": sum(g["used_milli"] for g in gpus) / MILLI_PER_GPU, "total": len(gpus)})
         pools.append({"pool": pool, "nodes": nodes, "allocated": sum(n["allocated"] for n in nodes),
                       "total": sum(n["total"] for n in nodes)})
     return pools

@@ -15,8 +15,7 @@ from billing.selectors import price_tables
 from billing.services import platform_tz
 from scheduling import clock
 from scheduling.models import Job, NodePool, Replica
-
-DEFAULT_CPU_MILLI, DEFAULT_MEM_MIB = 1000, 4096
+from scheduling.spec.model import DEFAULT_CPU_MILLI, DEFAULT_MEM_MIB
 
 
 def replica_allocation(replica: Replica, pool: NodePool, role: dict) -> pricing.Allocation:

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from scheduling import clock
 from scheduling.backends.base import ClusterBackend, NodeInventory
+from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import DomainError
 from scheduling.models import ACTIVE_STATES, Gpu, Node, NodePool, PoolSharing, QueueAccess, Replica
 
@@ -69,7 +70,7 @@ def sync_workspaces(backend: ClusterBackend, *, force: bool = False) -> bool:
     share. At most once a minute: namespaces and quotas change rarely."""
     if not force and not cache.add("scheduling:workspaces-synced", True, WORKSPACE_SYNC_EVERY_S):
         return False
-    quotas = {a.workspace_id: int(a.queue.deserved_gpus * 1000)
+    quotas = {a.workspace_id: int(a.queue.deserved_gpus * MILLI_PER_GPU)
               for a in QueueAccess.objects.filter(is_default=True).select_related("queue")}
     workspaces = QueueAccess.workspace.field.related_model.objects.all()  # the tenants live in the portal
     for workspace in workspaces:

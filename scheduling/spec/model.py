@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 
+from scheduling.core.units import MILLI_PER_CPU, MILLI_PER_GPU
 from scheduling.errors import DomainError
 
 JOB_TYPES = ("single", "pytorch", "mpi")
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 VENDORS = ("nvidia", "amd", "any")
-DEFAULT_CPU_MILLI = 1000
+DEFAULT_CPU_MILLI = MILLI_PER_CPU
 DEFAULT_MEM_MIB = 4096
 DEFAULT_DURATION_S = 3600
 
@@ -76,7 +77,7 @@ class RoleSpec:
     max_replicas: int = 1
     sharing: str = "exclusive"
     num_gpus: int = 1
-    gpu_milli: int = 1000
+    gpu_milli: int = MILLI_PER_GPU
     gpu_mem_mib: int | None = None
     mig_profile: str | None = None
     cpu_milli: int = DEFAULT_CPU_MILLI
@@ -125,11 +126,11 @@ class JobSpec:
 
     @property
     def min_gpus(self) -> Decimal:
-        return Decimal(self.min_gpu_milli) / 1000
+        return Decimal(self.min_gpu_milli) / MILLI_PER_GPU
 
     @property
     def max_gpus(self) -> Decimal:
-        return Decimal(self.max_gpu_milli) / 1000
+        return Decimal(self.max_gpu_milli) / MILLI_PER_GPU
 
     def role(self, name: str) -> RoleSpec:
         for r in self.roles:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from scheduling.core.units import gpu_model_name
+from scheduling.core.units import MILLI_PER_GPU, gpu_model_name
 from scheduling.spec.cluster import ClusterProblem, did_you_mean
 from scheduling.spec.load import Loaded, Path, Pos
 from scheduling.spec.model import (
@@ -544,7 +544,7 @@ def read_resources(r: Reader, role: dict[str, Any], path: Path, vendor: str | No
         elif count > MAX_GPUS_PER_REPLICA:
             r.error(gpu_path, f"{gpu_name} ({gpu}) is more than {MAX_GPUS_PER_REPLICA} GPUs per replica")
         else:
-            out.update(num_gpus=int(count), gpu_milli=1000 if count else 0)
+            out.update(num_gpus=int(count), gpu_milli=MILLI_PER_GPU if count else 0)
     elif sharing == "fraction":
         if gpu is None:
             r.error(gpu_path, f"{gpu_name} is required with {sharing_name} fraction (e.g. 0.5)")
@@ -557,7 +557,7 @@ def read_resources(r: Reader, role: dict[str, Any], path: Path, vendor: str | No
         elif (gpu * 100) != (gpu * 100).to_integral_value():
             r.error(gpu_path, f"{gpu_name} ({gpu}) must be in steps of 0.01")
         else:
-            out.update(num_gpus=1, gpu_milli=int(gpu * 1000), gpu_mem_mib=gpu_mem)
+            out.update(num_gpus=1, gpu_milli=int(gpu * MILLI_PER_GPU), gpu_mem_mib=gpu_mem)
     elif sharing == "mig":
         if res.get("mig") is None:
             r.error(mig_path, f"{mig_name} is required with {sharing_name} mig (e.g. 3g.40gb)")
@@ -580,7 +580,7 @@ def read_resources(r: Reader, role: dict[str, Any], path: Path, vendor: str | No
                 f"{gpu_name} ({gpu}) must be 1 or left out with {sharing_name} timeslice "
                 "(one time-sliced GPU per replica)",
             )
-        out.update(num_gpus=1, gpu_milli=1000)
+        out.update(num_gpus=1, gpu_milli=MILLI_PER_GPU)
     return out if len(r.issues) == problems_before else None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduling.core.units import MILLI_PER_GPU
 from scheduling.spec import JobSpec, RoleSpec
 
 
@@ -31,7 +32,7 @@ def _request(role: RoleSpec, quoted: dict[str, Any] | None, pool: str) -> dict[s
         gpu_mem_mib = quoted.get("gpu_mem_mib") or 0
         mig_profile = quoted.get("mig_profile") or ""
     if mode in ("exclusive", "timeslice"):
-        gpu_milli = 1000
+        gpu_milli = MILLI_PER_GPU
     return {
         "name": role.name, "min_replicas": role.min_replicas, "max_replicas": role.max_replicas,
         "mode": mode if num_gpus else "exclusive", "num_gpus": num_gpus, "gpu_milli": gpu_milli,

@@ -10,6 +10,8 @@ import math
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
+from scheduling.core.units import mig_slices_milli
+
 _CPU_RE = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(m?)$")
 _MEM_RE = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?$")
 _MEM_UNITS = {
@@ -122,10 +124,10 @@ def parse_gpu_amount(value: object) -> Decimal:
 
 
 def mig_compute_milli(profile: str) -> int:
-    """Compute share of a MIG instance: g of the GPU's 7 slices, in milli-GPU."""
+    """Compute share of a MIG instance: g of the GPU's slices, in milli-GPU."""
     match = MIG_PROFILE_RE.fullmatch(profile)
     assert match is not None
-    return int(match.group(1)) * 1000 // 7
+    return mig_slices_milli(int(match.group(1)))
 
 
 def mig_memory_mib(profile: str) -> int:

@@ -23,7 +23,7 @@ from gpuctl.cli import (
     spec_error_line,
 )
 
-# A quote answer as issue 6 documents it (the fields gpuctl reads), not computed by the server.
+# A quote answer as the API documents it (the fields gpuctl reads), not computed by the server.
 CANNED_QUOTE = {
     "currency": "USD",
     "expected_duration_hours": "2.00",

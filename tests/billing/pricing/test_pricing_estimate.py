@@ -1,4 +1,4 @@
-"""Estimates (quotes) worked out by hand (issue 6)."""
+"""Estimates (quotes) worked out by hand."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal

@@ -1,4 +1,4 @@
-"""Final cost of held intervals, worked out by hand (issue 9)."""
+"""Final cost of held intervals, worked out by hand."""
 
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal

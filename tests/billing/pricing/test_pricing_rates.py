@@ -1,4 +1,4 @@
-"""Rates, hourly prices and price tables, worked out by hand (issue 6)."""
+"""Rates, hourly prices and price tables, worked out by hand."""
 
 from datetime import UTC, datetime, time
 from decimal import Decimal

@@ -1,4 +1,4 @@
-"""Charged GPU share for each sharing mode (issue 6)."""
+"""Charged GPU share for each sharing mode."""
 
 from decimal import Decimal
 

@@ -1,4 +1,4 @@
-"""Shared inputs for the quote tests: the seed's task YAML and issue 6's demo pools as PoolOffers.
+"""Shared inputs for the quote tests: the seed's task YAML and the demo pools as PoolOffers.
 
 Imported by the other test_quotes_* modules (no tests here).
 """
@@ -20,7 +20,7 @@ WHOLE = frozenset({"exclusive", "fraction"})
 
 
 def demo_pool_offers(*, with_totals: bool = True, **free_milli: int) -> list[PoolOffer]:
-    """Issue 6's demo pools (nodes x GPUs). ``with_totals`` gives each pool its GPU count;
+    """The demo pools (nodes x GPUs). ``with_totals`` gives each pool its GPU count;
     ``free_milli`` sets free capacity now per pool name (``a100_spot=2000``), default unknown."""
 
     def pool(name: str, nodes: int, gpus: int, vendor: str, model: str, mem_gib: int, **extra) -> PoolOffer:

@@ -1,4 +1,4 @@
-"""Quote prices worked out by hand with demo_rates() (issue 6)."""
+"""Quote prices worked out by hand with demo_rates()."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GPU selection advice: seed 004's memory rule and the cheapest pool and sharing mode that fits;
+"""GPU selection advice: the training-memory rule (bytes per parameter for weights, gradients and optimiser states) and the cheapest pool and sharing mode that fits;
 and the fragmentation figure."""
 
 from decimal import Decimal

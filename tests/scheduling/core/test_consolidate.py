@@ -1,4 +1,4 @@
-"""Issue 3 scenario 3: consolidation moves a preemptible replica to make room."""
+"""Consolidation moves a preemptible replica to make room."""
 
 from scheduling.core import Pool, Queue, RunningReplica, Slice, Snapshot, run_cycle
 from scheduling.core.builders import cycles, job, nodes, placed

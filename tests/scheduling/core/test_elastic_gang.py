@@ -1,4 +1,4 @@
-"""Issue 3 scenarios 2 (elastic) and 5 (gang), plus shrinking elastic extras first."""
+"""Elastic and gang jobs, and shrinking elastic extras first."""
 
 from scheduling.core import Pool, Queue, Snapshot, run_cycle
 from scheduling.core.builders import cycles, job, nodes, placed, with_jobs

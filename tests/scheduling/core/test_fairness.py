@@ -1,4 +1,4 @@
-"""Issue 3 scenario 1 (queue fairness and reclaim) and the water-filling fair share."""
+"""Queue fairness and reclaim, and the water-filling fair share."""
 
 import pytest
 

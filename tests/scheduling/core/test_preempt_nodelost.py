@@ -1,4 +1,4 @@
-"""Issue 3 scenarios 8 (priority preemption, non-preemptible work) and 9 (node lost)."""
+"""Priority preemption (never of non-preemptible work) and a lost node."""
 
 from dataclasses import replace
 

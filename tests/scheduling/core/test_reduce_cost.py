@@ -1,4 +1,4 @@
-"""Issue 3 scenario 7: ReduceCost runs off-peak, on spot pools, or on idle capacity nobody wants."""
+"""ReduceCost runs off-peak, on spot pools, or on idle capacity nobody wants."""
 
 from dataclasses import replace
 

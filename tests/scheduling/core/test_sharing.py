@@ -1,4 +1,4 @@
-"""Issue 3 scenarios 4 (fractions) and 6 (MIG), plus time-slicing and vendor/model constraints."""
+"""Fractions and MIG, plus time-slicing and vendor/model constraints."""
 
 import pytest
 
