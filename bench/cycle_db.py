@@ -246,15 +246,15 @@ def phase_timer():
     """Seconds and calls per phase of run_scheduling_cycle, by wrapping the functions it looks up at
     call time. `apply` includes what runs at its commit (launches, live-event publishes); the
     pending reasons, launches and publishes are also shown on their own."""
+    import portal.services
     import scheduling.core
     import scheduling.cycle.run
-    import scheduling.services
     from scheduling.backends.simulated.backend import SimulatedBackend
 
     spots = {"sync_inventory": (scheduling.cycle.run, "sync_inventory"), "reconcile": (scheduling.cycle.run, "reconcile"),
              "build_snapshot": (scheduling.cycle.run, "build_snapshot"), "core_run_cycle": (scheduling.core, "run_cycle"),
              "apply": (scheduling.cycle.run, "apply"), "set_pending_reasons": (scheduling.cycle.run, "_set_pending_reasons"),
-             "backend_launch": (SimulatedBackend, "launch"), "publish_live_event": (scheduling.services, "publish")}
+             "backend_launch": (SimulatedBackend, "launch"), "publish_live_event": (portal.services, "_send")}
     seconds: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
 

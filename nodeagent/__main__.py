@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from nodeagent import __version__
+from nodeagent import metrics as agent_metrics
 from nodeagent.agent import Agent, AgentConfig, Collector
 from nodeagent.nvml import NvmlCollector, NvmlUnavailable, load_nvml
 from nodeagent.portal import PortalClient, check_portal_url
@@ -57,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--sim-gpus", type=int, default=8)
     sim.add_argument("--sim-model", default="NVIDIA A100-SXM4-80GB")
     sim.add_argument("--sim-memory-mib", type=int, default=81920)
+    p.add_argument("--metrics-port", type=int, default=int(env("GPU_AGENT_METRICS_PORT", "0")),
+                   help="serve Prometheus /metrics on this port (default 0: off) [GPU_AGENT_METRICS_PORT]")
+    p.add_argument("--metrics-address", default=env("GPU_AGENT_METRICS_ADDRESS", "0.0.0.0"),
+                   help="address for --metrics-port (default 0.0.0.0) [GPU_AGENT_METRICS_ADDRESS]")
     p.add_argument("--probe", action="store_true",
                    help="print the inventory and one set of readings as JSON, then exit (no portal needed)")
     p.add_argument("--log-level", type=str.upper, default=env("GPU_AGENT_LOG_LEVEL", "INFO"),
@@ -81,6 +86,17 @@ def probe(collector: Collector) -> None:
         "inventory": [g.to_json() for g in collector.inventory()],
         "readings": [r.__dict__ for r in readings],
     }, indent=2))
+
+
+def start_metrics(args: argparse.Namespace, collector: Collector, spool: Spool, client: PortalClient):
+    """Serve /metrics; returns the collector and client wrapped so the figures follow the agent's work."""
+    recording, uploads = agent_metrics.RecordingCollector(collector), agent_metrics.UploadWatch(client)
+    stats = (agent_metrics.NvmlDeviceStats(collector._nvml) if isinstance(collector, NvmlCollector)
+             else agent_metrics.SimulatedDeviceStats())
+    server = agent_metrics.serve(agent_metrics.AgentMetrics(args.node, recording, spool, uploads, stats),
+                                 args.metrics_port, args.metrics_address)
+    log.info("metrics on http://%s:%d/metrics", args.metrics_address, server.server_port)
+    return recording, uploads
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
 
     spool = Spool(args.spool or default_spool(args.node))
+    if args.metrics_port:
+        collector, client = start_metrics(args, collector, spool, client)
     agent = Agent(config, collector, spool, client)
 
     def on_signal(signum: int, _frame: object) -> None:

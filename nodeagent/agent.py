@@ -89,6 +89,7 @@ class Agent:
         self._failures = 0
         self._retry_at = 0.0  # monotonic time before which no upload is tried
         self._ticks = 0
+        self.rejected_total = 0  # samples the portal refused as invalid since start (dead-lettered)
 
     @property
     def retry_at(self) -> float:
@@ -142,6 +143,7 @@ class Agent:
                                 sid, reason, self.spool.dead_letter_path)
             report.accepted += len(accepted)
             report.rejected += len(rejected)
+            self.rejected_total += len(rejected)
             if not accepted and not rejected:
                 # The portal answered but took nothing from this batch: do not spin on it.
                 report.error = "portal answered without accepting or rejecting any sample of the batch"

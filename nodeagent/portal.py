@@ -1,7 +1,7 @@
 """HTTP client for the portal's agent API.
 
 POST {portal}/api/v1/agent/usage       {"node": NAME, "samples": [...]}
-    -> 200 {"accepted": [id, ...], "rejected": [{"id": id, "reason": text}, ...]}
+    -> 200 {"accepted": [id, ...], "rejected": [{"index": i, "id": id, "reason": text}, ...]}
 POST {portal}/api/v1/agent/heartbeat   {"node": NAME, "ts": ISO, "agent_version": V, "collector": C, "gpus": [...]}
 GET  {portal}/api/v1/agent/assignments?node=NAME   (simulated collector only)
     -> 200 {"assignments": [{"pod_uid", "gpu_index", "milli", "memory_mib"}, ...]}
@@ -90,7 +90,7 @@ class PortalClient:
 
     def send_usage(self, node: str, samples: list[dict]) -> UploadResult:
         response = self._request("POST", USAGE_PATH, json={"node": node, "samples": samples})
-        return parse_usage_answer(response)
+        return parse_usage_answer(response, [s.get("id") for s in samples])
 
     def send_heartbeat(self, node: str, payload: dict) -> None:
         self._request("POST", HEARTBEAT_PATH, json={"node": node, "agent_version": __version__, **payload})
@@ -99,11 +99,20 @@ class PortalClient:
         return self._request("GET", ASSIGNMENTS_PATH, params={"node": node}).json()
 
 
-def parse_usage_answer(response: httpx.Response) -> UploadResult:
+def _rejected_id(entry: dict, ids: list | None) -> str:
+    """The refused sample: by its index in the batch when the portal gives one (an id it could not
+    read may come back altered), else by id."""
+    index = entry.get("index")
+    if ids is not None and isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(ids):
+        return str(ids[index])
+    return str(entry["id"])
+
+
+def parse_usage_answer(response: httpx.Response, ids: list | None = None) -> UploadResult:
     try:
         body = response.json()
         accepted = [str(i) for i in body.get("accepted", [])]
-        rejected = {str(r["id"]): str(r.get("reason", "")) for r in body.get("rejected", [])}
+        rejected = {_rejected_id(r, ids): str(r.get("reason", "")) for r in body.get("rejected", [])}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         # Unreadable answer: we cannot know what was stored, so keep everything and resend later
         # (the portal dedups by id).

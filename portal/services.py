@@ -11,6 +11,7 @@ from billing.models import hash_token
 from portal.models import ApiToken, Workspace
 from portal.selectors import get_workspace_for_user
 from scheduling import clock
+from scheduling.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +26,21 @@ def create_api_token(user, name: str) -> tuple[ApiToken, str]:
     """Returns the token and its raw value, which is never stored and shown only once."""
     name = name.strip()
     if not name:
-        raise ValueError("a token needs a name")
+        raise DomainError("a token needs a name", field="name")
+    if "\x00" in name or len(name) > 100:
+        raise DomainError("at most 100 characters, no NUL", field="name")
     raw = ApiToken.new_raw_value()
-    token = ApiToken.objects.create(user=user, name=name[:100], digest=hash_token(raw), hint=raw[:10])
+    token = ApiToken.objects.create(user=user, name=name, digest=hash_token(raw), hint=raw[:10])
     return token, raw
 
 
-def revoke_api_token(user, token_id: int) -> None:
+def revoke_api_token(user, token_id: int | str) -> None:
+    try:
+        token_id = int(token_id)
+    except (TypeError, ValueError):
+        raise DomainError(f"{token_id!r} is not a token number", field="revoke") from None
+    if not 0 < token_id < 2**63:
+        raise DomainError(f"{token_id} is not a token number", field="revoke")
     ApiToken.objects.filter(user=user, pk=token_id, revoked__isnull=True).update(revoked=clock.now())
 
 

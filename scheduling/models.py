@@ -208,7 +208,9 @@ class Job(models.Model):
     name = models.CharField(max_length=200)
     job_type = models.CharField(max_length=16)
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING, db_index=True)
-    pending_reason = models.TextField(blank=True)
+    pending_reason = models.TextField(blank=True)   # rendered from pending_code and pending_params
+    pending_code = models.CharField(max_length=64, blank=True, help_text="Why it waits: a code of core.fit.REASONS")
+    pending_params = models.JSONField(default=dict, blank=True, help_text="The figures and names of pending_code")
     priority = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(100)])
     preemptible = models.BooleanField(default=False)
     reduce_cost = models.BooleanField(default=False)

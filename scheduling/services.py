@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from scheduling import clock, selectors, signals
+from scheduling.core.fit import reason_text
 from scheduling.errors import Conflict, Forbidden
 from scheduling.models import ACTIVE_STATES, Job, JobEvent, JobState
 from scheduling.spec import (
@@ -69,13 +70,16 @@ def record_events(items: list[tuple[Job, str, str, dict | None]]) -> list[JobEve
     return events
 
 
-def requeue_job(job: Job, reason: str, kind: str, *, pending_reason: str = "requeued: waiting for the next cycle",
+def requeue_job(job: Job, reason: str, kind: str, *, pending: tuple[str, dict] = ("requeued", {}),
                 details: dict | None = None) -> None:
-    """A job whose last replica was evicted: Preempted, then back in its queue as Pending."""
+    """A job whose last replica was evicted: Preempted, then back in its queue as Pending, with
+    `pending` as its reason code and params."""
     job.state = JobState.PREEMPTED
     record_event(job, "preempted", reason=reason, data={"reason": kind, **(details or {})})
-    job.state, job.pending_reason = JobState.PENDING, pending_reason
-    job.save(update_fields=["state", "pending_reason"])
+    code, params = pending
+    job.state, job.pending_code, job.pending_params = JobState.PENDING, code, params
+    job.pending_reason = reason_text(code, params)
+    job.save(update_fields=["state", "pending_reason", "pending_code", "pending_params"])
     record_event(job, "requeued", reason="back in its queue")
 
 
@@ -96,6 +100,10 @@ def require_submitter(user, workspace) -> None:
         raise NotSubmitter(f"your role in '{workspace.slug}' may not submit or cancel jobs")
 
 
+def _pending_fields(code: str, params: dict) -> dict:
+    return {"pending_code": code, "pending_params": params, "pending_reason": reason_text(code, params)}
+
+
 @transaction.atomic
 def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote: dict | None = None,
                parsed: JobSpec | None = None, not_before=None) -> Job:
@@ -107,13 +115,14 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     parsed = parsed or read_spec(workspace, spec)
     queue = _resolve_queue(workspace, parsed)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
+    pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M}"}) if not_before
+               else ("waiting_for_cycle", {}))
     job = Job.objects.create(
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
         quote=quote, roles=role_requests(parsed, quote), not_before=not_before,
-        pending_reason=(f"waits for the off-peak window it was quoted for ({not_before:%Y-%m-%d %H:%M})"
-                        if not_before else "waiting for the next scheduling cycle"),
+        **_pending_fields(*pending),
     )
     record_event(job, "submitted", reason=f"submitted to queue {queue.name} by {user.username}")
     return job
@@ -127,9 +136,9 @@ def cancel_job(*, user, job: Job) -> Job:
         raise Conflict(f"job {job.pk} is already {job.state}", field="state")
     now = clock.now()
     job.state = JobState.CANCELLED
-    job.pending_reason = ""
+    job.pending_reason, job.pending_code, job.pending_params = "", "", {}
     job.finished = now
-    job.save(update_fields=["state", "pending_reason", "finished"])
+    job.save(update_fields=["state", "pending_reason", "pending_code", "pending_params", "finished"])
     # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
     job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
     notes = signals.finish_notes(job)  # cancelled jobs pay for the time they held their GPUs

@@ -1,31 +1,67 @@
 """Celery tasks: the scheduling cycle, one at a time across all workers (a lock in Redis)."""
 
+import contextlib
 import logging
+import threading
 
 import redis
 from celery import shared_task
 from django.conf import settings
 
+from scheduling import metrics
 from scheduling.backends import get_backend
 from scheduling.cycle.run import run_scheduling_cycle
 
 log = logging.getLogger(__name__)
 LOCK_NAME = "gpu-platform:scheduling-cycle"
+# Short, so a dead worker's lock frees within seconds; the live holder renews it while it runs.
+LOCK_TTL_S = 10.0
+
+
+def cycle_lock(client: redis.Redis, name: str = LOCK_NAME, ttl: float = LOCK_TTL_S):
+    # thread_local=False: the renewal thread must see the token the acquiring thread got.
+    return client.lock(name, timeout=ttl, blocking=False, thread_local=False)
+
+
+@contextlib.contextmanager
+def renewed(lock, every: float | None = None):
+    """Keep resetting `lock`'s TTL from a background thread while the block runs."""
+    stop = threading.Event()
+    every = every if every is not None else lock.timeout / 3
+
+    def renew():
+        while not stop.wait(every):
+            try:
+                lock.reacquire()
+            except redis.exceptions.LockError:
+                log.warning("scheduling cycle lost its lock")
+                return
+            except redis.exceptions.RedisError as exc:
+                log.warning("scheduling cycle lock renewal failed: %s", exc)  # try again next tick
+
+    thread = threading.Thread(target=renew, name="cycle-lock-renewal", daemon=True)
+    thread.start()
+    try:
+        yield lock
+    finally:
+        stop.set()
+        thread.join()
 
 
 @shared_task
 def scheduling_cycle() -> dict | None:
     client = redis.Redis.from_url(settings.REDIS_URL)
-    # The lock expires on its own if the worker holding it dies mid-cycle.
-    lock = client.lock(LOCK_NAME, timeout=max(60, settings.SCHEDULER_INTERVAL_S * 10), blocking=False)
+    lock = cycle_lock(client)
     if not lock.acquire():
         log.info("scheduling cycle skipped: another one is running")
         return None
     try:
-        return run_scheduling_cycle(get_backend()).__dict__
+        with renewed(lock):
+            report = run_scheduling_cycle(get_backend())
+            metrics.record_cycle(report)
+            return report.__dict__
     finally:
         try:
             lock.release()
         except redis.exceptions.LockError:
             log.warning("scheduling cycle outlived its lock")
-

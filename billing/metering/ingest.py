@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
+from billing import metrics
 from billing.models import UsageSample
 from scheduling import clock
 from scheduling.errors import DomainError
@@ -47,6 +48,12 @@ class IngestResult:
     accepted: list[str] = field(default_factory=list)
     rejected: list[dict] = field(default_factory=list)
 
+    def refuse(self, index: int, raw: object, reason: str) -> None:
+        sample_id = raw.get("id") if isinstance(raw, dict) else None
+        if sample_id is not None:  # echoed for the agent to match; NUL would break the answer's logs
+            sample_id = str(sample_id)[:64].replace("\x00", "\\x00")
+        self.rejected.append({"index": index, "id": sample_id, "reason": reason})
+
     def to_json(self) -> dict:
         return {"accepted": self.accepted, "rejected": self.rejected}
 
@@ -62,64 +69,88 @@ def _number(sample: dict, key: str, *, low: float, high: float, optional: bool =
     return float(value)
 
 
+def _text(raw: dict, key: str, *, max_length: int, optional: bool = False) -> str:
+    value = raw.get(key)
+    if optional and value in (None, ""):
+        return ""
+    if not isinstance(value, str) or not value or len(value) > max_length or "\x00" in value:
+        raise ValueError(f"{key} must be a string of 1..{max_length} characters without NUL"
+                         + (" or null" if optional else ""))
+    return value
+
+
 def check_sample(raw: object, node: Node, now: datetime) -> SampleRow:
     """One sample as a row to store, or ValueError with a reason that names the field."""
     if not isinstance(raw, dict):
         raise ValueError("a sample must be an object")
     if raw.get("node") not in (None, node.name):
-        raise ValueError(f"node {raw.get('node')!r} is not this token's node {node.name!r}")
+        raise ValueError(f"node {_shown(raw.get('node'))} is not this token's node {node.name!r}")
+    sample_id = _uid(_text(raw, "id", max_length=36))
+    if sample_id is None:
+        raise ValueError(f"id {_shown(raw.get('id'))} is not a UUID")
     try:
-        ts = datetime.fromisoformat(str(raw.get("ts")))
+        ts = datetime.fromisoformat(_text(raw, "ts", max_length=40))
     except ValueError:
-        raise ValueError(f"ts {raw.get('ts')!r} is not an ISO 8601 time") from None
+        raise ValueError(f"ts {_shown(raw.get('ts'))} is not an ISO 8601 time") from None
     if ts.tzinfo is None:
         raise ValueError("ts must carry a time zone (e.g. +00:00)")
     if ts > now + MAX_CLOCK_SKEW:
         raise ValueError(f"ts {ts.isoformat()} is in the future (node clock skew?)")
     if ts < now - MAX_AGE:
         raise ValueError(f"ts {ts.isoformat()} is older than the {MAX_AGE.days}-day retention")
-    gpu_uuid = raw.get("gpu_uuid")
-    if not isinstance(gpu_uuid, str) or not gpu_uuid or len(gpu_uuid) > 80:
-        raise ValueError("gpu_uuid must be a non-empty string")
+    gpu_uuid = _text(raw, "gpu_uuid", max_length=80)
     gpu_index = _number(raw, "gpu_index", low=0, high=64)
     if gpu_index != int(gpu_index):
-        raise ValueError(f"gpu_index must be a whole number, got {raw.get('gpu_index')!r}")
-    pod_uid = raw.get("pod_uid") or ""
-    if not isinstance(pod_uid, str) or len(pod_uid) > 64:
-        raise ValueError("pod_uid must be a string of at most 64 characters or null")
+        raise ValueError(f"gpu_index must be a whole number, got {_shown(raw.get('gpu_index'))}")
+    pod_uid = _text(raw, "pod_uid", max_length=64, optional=True)
     return SampleRow(
-        id=uuid.UUID(str(raw.get("id"))), ts=ts, gpu_uuid=gpu_uuid, gpu_index=int(gpu_index),
+        id=sample_id, ts=ts, gpu_uuid=gpu_uuid, gpu_index=int(gpu_index),
         pod_uid=pod_uid, gpu_util_pct=_number(raw, "gpu_util_pct", low=0, high=100, optional=True),
         mem_used_mib=int(_number(raw, "mem_used_mib", low=0, high=10**7)),
         interval_s=_number(raw, "interval_s", low=0.001, high=3600),
     )
 
 
+def _shown(value: object) -> str:
+    """A client's value inside a reason: short, and without NUL (PostgreSQL and logs refuse it)."""
+    return repr(value)[:60].replace("\x00", "\\x00")
+
+
 def ingest(node: Node, payload: object, *, now: datetime | None = None) -> IngestResult:
+    """Per sample: good ones are stored, bad ones refused with their index and why; only a body
+    that is not a batch at all is refused whole."""
     now = now or clock.now()
     if not isinstance(payload, dict) or not isinstance(payload.get("samples"), list):
         raise BatchError('the body must be an object with a "samples" list')
     if payload.get("node") not in (None, node.name):
-        raise PermissionError(f"this token reports for node {node.name!r}, not {payload.get('node')!r}")
+        raise PermissionError(f"this token reports for node {node.name!r}, not {_shown(payload.get('node'))}")
     samples = payload["samples"]
     if len(samples) > MAX_BATCH:
         raise BatchError(f"a batch holds at most {MAX_BATCH} samples, got {len(samples)}")
     result = IngestResult()
-    rows: list[SampleRow] = []
-    for raw in samples:
-        sample_id = raw.get("id") if isinstance(raw, dict) else None
+    checked: list[tuple[int, SampleRow]] = []
+    for index, raw in enumerate(samples):
         try:
-            rows.append(check_sample(raw, node, now))
-        except ValueError as error:
-            reason = str(error) if sample_id is None or _is_uuid(sample_id) else f"id {sample_id!r} is not a UUID"
-            result.rejected.append({"id": str(sample_id) if sample_id is not None else None, "reason": reason})
-    pod_uids = {row.pod_uid: _uid(row.pod_uid) for row in rows if row.pod_uid}
-    replicas = dict(Replica.objects.filter(uid__in={u for u in pod_uids.values() if u}).values_list("uid", "pk"))
-    replica_ids = [replicas.get(pod_uids[row.pod_uid]) if row.pod_uid else None for row in rows]
+            checked.append((index, check_sample(raw, node, now)))
+        except (ValueError, TypeError, OverflowError) as error:
+            result.refuse(index, raw, str(error))
+    pod_uids = {row.pod_uid: _uid(row.pod_uid) for _, row in checked if row.pod_uid}
+    replicas = {uid: (pk, node_id) for uid, pk, node_id in Replica.objects.filter(
+        uid__in={u for u in pod_uids.values() if u}).values_list("uid", "pk", "node_id")}
+    rows: list[SampleRow] = []
+    replica_ids: list[int | None] = []
+    for index, row in checked:
+        replica_id, replica_node = replicas.get(pod_uids.get(row.pod_uid), (None, None))
+        if replica_id is not None and replica_node != node.pk:
+            result.refuse(index, samples[index], f"pod {row.pod_uid} is not bound to node {node.name!r}")
+            continue
+        rows.append(row)
+        replica_ids.append(replica_id)
     if rows:
         store = _insert_json if connection.vendor == "postgresql" else _insert_models
         store(node, rows, replica_ids)
     result.accepted = [str(row.id) for row in rows]
+    metrics.count_ingest(result)
     return result
 
 
@@ -157,14 +188,6 @@ def _insert_models(node: Node, rows: list[SampleRow], replica_ids: list[int | No
                      interval_s=r.interval_s)
          for r, replica_id in zip(rows, replica_ids, strict=True)],
         ignore_conflicts=True, batch_size=1000)
-
-
-def _is_uuid(value: object) -> bool:
-    try:
-        uuid.UUID(str(value))
-        return True
-    except ValueError:
-        return False
 
 
 def _uid(value: str) -> uuid.UUID | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 import xlsxwriter
 from asgiref.sync import sync_to_async
 from django.db import connections
+
+log = logging.getLogger(__name__)
 
 # (header, UsageDay field read by values_list)
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -60,7 +63,17 @@ async def aiter_rows(rows: Iterable[Sequence], *, chunk_size: int | None = None)
     query eagerly in the event loop, which Django forbids.)"""
     chunk_size = chunk_size or CSV_CHUNK_ROWS
     source = iter(rows)  # a generator: nothing runs until the first pull
-    take = sync_to_async(lambda: list(islice(source, chunk_size)))
+
+    def pull() -> list:
+        try:
+            return list(islice(source, chunk_size))
+        except Exception:
+            # In the database thread: hand the connection back now, the stream will not finish.
+            for conn in connections.all(initialized_only=True):
+                conn.close()
+            raise
+
+    take = sync_to_async(pull)
     while True:
         chunk = await take()
         for row in chunk:
@@ -79,14 +92,21 @@ async def csv_chunks(rows: AsyncIterator[Sequence], *, chunk_rows: int | None = 
     buffer.seek(0)
     buffer.truncate()
     pending = 0
-    async for row in rows:
-        writer.writerow(row)  # csv formats date, Decimal, float and int as themselves
-        pending += 1
-        if pending >= chunk_rows:
-            yield buffer.getvalue().encode()
-            buffer.seek(0)
-            buffer.truncate()
-            pending = 0
+    try:
+        async for row in rows:
+            writer.writerow(row)  # csv formats date, Decimal, float and int as themselves
+            pending += 1
+            if pending >= chunk_rows:
+                yield buffer.getvalue().encode()
+                buffer.seek(0)
+                buffer.truncate()
+                pending = 0
+    except Exception:
+        # The status line is sent: end the response (a hanging one holds its connection) and
+        # say in the file that it is incomplete.
+        log.exception("CSV export failed mid-stream")
+        writer.writerow(["# export failed: this file is incomplete, try again"])
+        pending = 1
     if pending:
         yield buffer.getvalue().encode()
 

@@ -20,6 +20,9 @@ from scheduling.errors import DomainError
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 MAX_RANGE_DAYS = 3660
+FIRST_YEAR, LAST_YEAR = 1970, 2100  # dates outside are a client's mistake (and overflow date arithmetic)
+MAX_FILTER_LENGTH = 200
+MAX_JOB_ID = 2**63 - 1
 SUMMED = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cpu_core_hours", "memory_gib_hours",
           "estimated_cost", "cost", "on_demand_cost", "exclusive_gpu_hours")
 
@@ -56,13 +59,30 @@ def last_week(today: date) -> tuple[date, date]:
 
 def _date(raw: str, name: str) -> date:
     try:
-        return date.fromisoformat(raw)
+        value = date.fromisoformat(raw)
     except ValueError as error:
         raise FilterError(f"{name}: {raw!r} is not a date (YYYY-MM-DD)") from error
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise FilterError(f"{name}: {raw!r} is not between {FIRST_YEAR} and {LAST_YEAR}")
+    return value
+
+
+def _check_text(params: Mapping[str, str]) -> None:
+    """Every parameter, used or not: no NUL (PostgreSQL refuses it mid-query), a bounded length."""
+    items = params.lists() if hasattr(params, "lists") else ((k, [v]) for k, v in params.items())
+    for key, values in items:
+        for value in values:
+            if not isinstance(value, str):
+                continue
+            if "\x00" in key or "\x00" in value:
+                raise FilterError(f"{key.replace(chr(0), '')}: must not contain a NUL character")
+            if len(value) > MAX_FILTER_LENGTH:
+                raise FilterError(f"{key}: at most {MAX_FILTER_LENGTH} characters")
 
 
 def parse_filters(params: Mapping[str, str], *, today: date) -> ReportFilters:
     """Filters from GET parameters (or a stored export's JSON). Default range: the last 7 days."""
+    _check_text(params)
     end = _date(params["end"], "end") if params.get("end") else today
     start = _date(params["start"], "start") if params.get("start") else end - timedelta(days=6)
     if end < start:
@@ -78,6 +98,8 @@ def parse_filters(params: Mapping[str, str], *, today: date) -> ReportFilters:
             job = int(job)
         except (TypeError, ValueError) as error:
             raise FilterError(f"job: {job!r} is not a job number") from error
+        if not 0 < job <= MAX_JOB_ID:
+            raise FilterError(f"job: {job} is not a job number")
     return ReportFilters(start=start, end=end, workspace=(params.get("workspace") or "").strip(),
                          queue=(params.get("queue") or "").strip(), gpu_model=(params.get("gpu_model") or "").strip(),
                          sharing=sharing, job=job)
@@ -217,9 +239,12 @@ class Statement:
 def parse_month(raw: str) -> date:
     try:
         year, month = (int(p) for p in raw.split("-"))
-        return date(year, month, 1)
+        first = date(year, month, 1)
     except ValueError as error:
         raise FilterError(f"month: {raw!r} is not a month (YYYY-MM)") from error
+    if not FIRST_YEAR <= year <= LAST_YEAR:
+        raise FilterError(f"month: {raw!r} is not between {FIRST_YEAR} and {LAST_YEAR}")
+    return first
 
 
 def month_end(month: date) -> date:

@@ -20,6 +20,7 @@ from billing.models import Budget, BudgetAlert, ReportExport, UsageDay, UsageHou
 from billing.selectors import price_tables
 from billing.services import platform_tz
 from scheduling import clock
+from scheduling.errors import DomainError
 from scheduling.models import Replica
 
 log = logging.getLogger(__name__)
@@ -188,23 +189,36 @@ def _can_manage(user, workspace):
     return membership
 
 
+class BudgetError(DomainError):
+    field = "amount"
+
+
+MAX_BUDGET = Decimal("1e12")  # Budget.amount holds 14 digits, 2 after the point
+
+
 def set_budget(*, user, workspace, amount: Decimal | str, currency: str = "USD",
                block_at_limit: bool = False) -> Budget:
     """Create or change a workspace's monthly budget. Only an owner may block submissions."""
     membership = _can_manage(user, workspace)
+    currency = str(currency).upper()
     try:
-        amount = Decimal(str(amount))
-    except ArithmeticError as error:
-        raise ValueError(f"budget amount {amount!r} is not a number") from error
-    if not amount.is_finite() or amount <= 0:
-        raise ValueError("budget amount must be a positive number")
-    pricing.minor_unit(currency)  # raises ValueError on an unknown currency
+        places = pricing.minor_unit(currency)
+    except ValueError as error:
+        raise BudgetError(str(error), field="currency") from None
+    try:
+        amount = Decimal(str(amount).strip())
+    except ArithmeticError:
+        raise BudgetError(f"budget amount {str(amount)[:40]!r} is not a number") from None
+    if not amount.is_finite() or amount <= 0 or amount >= MAX_BUDGET:
+        raise BudgetError(f"budget amount must be a positive number below {MAX_BUDGET:,.0f}")
+    amount = pricing.quantize_money(amount, currency)
+    if amount <= 0:  # e.g. 0.001 USD: stored as 0, then every percentage divides by zero
+        raise BudgetError(f"budget amount must be at least {Decimal(1).scaleb(-places)} {currency}")
     current = Budget.objects.filter(workspace=workspace).first()
     if not membership.can_block_submissions and block_at_limit != bool(current and current.block_at_limit):
         raise PermissionDenied("Only an owner may choose to block submissions at the limit.")
     budget, _ = Budget.objects.update_or_create(
-        workspace=workspace, defaults={"amount": amount, "currency": currency.upper(),
-                                       "block_at_limit": block_at_limit})
+        workspace=workspace, defaults={"amount": amount, "currency": currency, "block_at_limit": block_at_limit})
     return budget
 
 
@@ -221,8 +235,22 @@ class BudgetStatus:
         return self.spent >= self.budget.amount
 
 
+def _usable_budget(workspace) -> Budget | None:
+    """The workspace's budget, or None when there is none or its stored amount is unusable (0, or
+    an overflow SQLite keeps as Infinity): such a row must not break the workspace's pages."""
+    try:
+        budget = Budget.objects.filter(workspace=workspace).first()
+    except ArithmeticError:  # the database value cannot be read back as a Decimal
+        log.warning("budget of workspace %s is unreadable; ignored", getattr(workspace, "slug", workspace))
+        return None
+    if budget is not None and not (budget.amount.is_finite() and budget.amount > 0):
+        log.warning("budget of workspace %s has amount %s; ignored", workspace.slug, budget.amount)
+        return None
+    return budget
+
+
 def budget_status(workspace, *, now: datetime | None = None) -> BudgetStatus | None:
-    budget = Budget.objects.filter(workspace=workspace).first()
+    budget = _usable_budget(workspace)
     if budget is None:
         return None
     now = now or clock.now()
@@ -253,8 +281,21 @@ def check_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
     """Fire every threshold crossed this period that has not fired yet; email owners and finance."""
     now = now or clock.now()
     fired = []
-    for budget in Budget.objects.select_related("workspace"):
-        status = budget_status(budget.workspace, now=now)
+    # Workspace by workspace: one bad row must not stop the alerts of the others.
+    workspace_ids = list(Budget.objects.order_by("workspace_id").values_list("workspace_id", flat=True))
+    for workspace in Budget.workspace.field.related_model.objects.filter(pk__in=workspace_ids).order_by("pk"):
+        try:
+            fired += _check_budget(workspace, now)
+        except Exception:
+            log.exception("budget check of workspace %s failed", workspace.slug)
+    return fired
+
+
+def _check_budget(workspace, now: datetime) -> list[BudgetAlert]:
+    fired = []
+    status = budget_status(workspace, now=now)
+    if status is not None:
+        budget = status.budget
         for threshold in THRESHOLDS:
             if status.spent * 100 < budget.amount * threshold:
                 continue

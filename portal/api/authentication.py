@@ -1,8 +1,13 @@
+from datetime import timedelta
+
 from rest_framework import authentication, exceptions
 
 from billing.models import hash_token
 from portal.models import ApiToken
 from scheduling import clock
+
+# "Last used" to the minute is enough, and saves a write on every request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -23,7 +28,9 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         )
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        ApiToken.objects.filter(pk=token.pk).update(last_used=clock.now())
+        now = clock.now()
+        if token.last_used is None or now - token.last_used >= LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=token.pk).update(last_used=now)
         return token.user, token
 
     def authenticate_header(self, request):

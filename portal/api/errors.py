@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -28,6 +30,18 @@ def problem(status: int, title: str, detail: str, errors: list[dict], kind: str)
     return Response(body, status=status, content_type=PROBLEM_JSON)
 
 
+def problem_response(exc: DomainError) -> JsonResponse:
+    """The same body for a request refused before it reaches a DRF view (portal.middleware)."""
+    body = {"type": problem_type(type(exc).__name__), "title": exc.title, "status": exc.status,
+            "detail": str(exc) or exc.title, "errors": exc.to_dicts()}
+    return JsonResponse(body, status=exc.status, content_type=PROBLEM_JSON)
+
+
+class BodyTooLarge(DomainError):
+    status = 413
+    title = "Request body too large"
+
+
 def _drf_errors(data, field: str = "") -> list[dict]:
     """DRF's error data (a dict by field, a list, or {"detail": ...}) as one entry per field."""
     if isinstance(data, dict):
@@ -43,6 +57,8 @@ def _drf_errors(data, field: str = "") -> list[dict]:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, RequestDataTooBig):  # DATA_UPLOAD_MAX_MEMORY_SIZE, raised on reading request.data
+        exc = BodyTooLarge(f"the body may hold at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
     if isinstance(exc, DomainError):
         return problem(exc.status, exc.title, str(exc) or exc.title, exc.to_dicts(), type(exc).__name__)
     if isinstance(exc, Http404):

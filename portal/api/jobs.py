@@ -35,6 +35,8 @@ class JobOutput(serializers.Serializer):
     queue = serializers.CharField(source="queue.name")
     state = serializers.CharField()
     pending_reason = serializers.CharField()
+    pending_code = serializers.CharField(read_only=True)
+    pending_params = serializers.JSONField(read_only=True)
     type = serializers.CharField(source="job_type")
     priority = serializers.IntegerField()
     preemptible = serializers.BooleanField()

@@ -159,7 +159,7 @@ def drain(user, node: Node, now: datetime | None = None) -> DrainPreview:
                          data={"reason": "drain", "node": node.name})
             continue
         requeue_job(job, f"evicted: node {node.name} is drained", "drain",
-                    pending_reason=f"requeued: node {node.name} was drained", details={"node": node.name})
+                    pending=("node_drained", {"node": node.name}), details={"node": node.name})
     audit.record(user, "drain", node, changes={"cordoned": [False, True]},
                  message=(f"evicted {len(preview.moves)} preemptible replicas of jobs "
                           f"{', '.join(map(str, preview.jobs_moving)) or 'none'}; "

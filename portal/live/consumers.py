@@ -1,15 +1,26 @@
 """Websocket consumers: who may join is decided on connect, then the socket joins one group.
 
 Every consumer forwards the group's events as `{"type": "event", "event": {...}}` frames.
+With Redis unreachable a socket is accepted, told `{"type": "paused"}` and closed with 4013
+("try again later"): the page keeps working, shows that live updates are paused and reconnects.
 """
+
+import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
 
+from portal import metrics
 from portal.models import Workspace
 from portal.services import OPERATORS_GROUP, job_group, workspace_group
 
 FORBIDDEN = 4403
+TRY_AGAIN_LATER = 4013  # 1013 "try again later" in the application range (Daphne allows 1000, 3000-4999)
+# What the Redis channel layer raises when Redis is down (redis-py's errors and socket errors).
+LAYER_DOWN = (RedisError, OSError)
+
+log = logging.getLogger(__name__)
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
@@ -19,19 +30,46 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         """(group, hello fields) if the connecting user may follow it, else None."""
         raise NotImplementedError
 
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_DOWN as exc:
+            # Channels subscribes the socket's own channel before anything is received, so the
+            # handshake is still ours to answer.
+            log.warning("live updates paused: channel layer unreachable (%s)", exc)
+            if (await receive())["type"] == "websocket.connect":
+                await self._paused(send)
+
+    @staticmethod
+    async def _paused(send):
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.send", "text": '{"type": "paused"}'})
+        await send({"type": "websocket.close", "code": TRY_AGAIN_LATER})
+
     async def connect(self):
         granted = await self.authorise() if self.scope["user"].is_authenticated else None
         if granted is None:
             await self.close(code=FORBIDDEN)
             return
         self.group, hello = granted
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except LAYER_DOWN as exc:
+            log.warning("live updates paused: channel layer unreachable (%s)", exc)
+            del self.group
+            await self._paused(self.base_send)
+            return
         await self.accept()
+        metrics.websocket_opened(self)
         await self.send_json({"type": "hello", **hello})
 
     async def disconnect(self, code):
+        metrics.websocket_closed(self)
         if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except LAYER_DOWN:
+                pass  # nothing to leave: Redis forgets its subscriptions when it goes
 
     async def dispatch(self, message):
         # Channels runs close_old_connections() in a worker thread before every handler. Live

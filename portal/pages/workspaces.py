@@ -65,7 +65,7 @@ def api_tokens(request):
     new_raw = None
     if request.method == "POST":
         if "revoke" in request.POST:
-            services.revoke_api_token(request.user, int(request.POST["revoke"]))
+            services.revoke_api_token(request.user, request.POST["revoke"])
             messages.info(request, "Token revoked.")
             return redirect("api-tokens")
         try:

@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "axes",
+    "csp",
     "portal",
     "scheduling",
     "billing",
@@ -69,8 +70,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.metrics.MetricsMiddleware",  # outermost: counts every response, answers /metrics
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "portal.middleware.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -114,7 +118,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, for the test database: the Celery worker and Daphne processes
     # that tests start must see the same data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    # WAL: readers (pages) never wait for the writer (the scheduling cycle); writers wait up to
+    # `timeout` seconds for each other instead of failing with "database is locked".
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE",
+                                       "init_command": "PRAGMA journal_mode=WAL;"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: Celery broker and results, Channels layer, cache ------------------------------
@@ -193,6 +200,31 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
+# Content-Security-Policy (django-csp): scripts only from our own static files, never inline.
+# Inline styles stay allowed: plotly injects <style> elements for its charts.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/api/docs/"],  # Swagger UI loads its scripts from a CDN
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# Rate limits, "requests/seconds": login posts per client IP, API-token requests per token,
+# node-agent requests per node token. Over the limit: 429 with Retry-After. Counted in CACHES.
+RATE_LIMITS = {
+    "login": os.environ.get("RATE_LIMIT_LOGIN", "30/60"),
+    "api_token": os.environ.get("RATE_LIMIT_API_TOKEN", "600/60"),
+    "agent": os.environ.get("RATE_LIMIT_AGENT", "120/60"),
+}
+
 # --- i18n / time --------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
@@ -218,6 +250,11 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
 }
+# Request limits: pages of at most 500 rows, JSON nested at most 64 deep, bodies of at most 2.5 MB.
+REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "portal.api.pagination.Pagination"
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["portal.api.parsers.JSONParser", "rest_framework.parsers.FormParser",
+                                            "rest_framework.parsers.MultiPartParser"]
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Platform API",
     "DESCRIPTION": "Workspaces, jobs, quotes and usage of the GPU platform.",
@@ -227,6 +264,8 @@ SPECTACULAR_SETTINGS = {
 
 # --- scheduling ------------------------------------------------------------------------------
 SCHEDULER_BACKEND = os.environ.get("SCHEDULER_BACKEND", "simulated")  # simulated | kubernetes
+# /metrics asks for this bearer token when set; unset (make run), it is open and shows no workspace series
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
 SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
 SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))

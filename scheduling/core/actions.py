@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import placement as pl
+from .fit import Reason
 from .model import Job, ReplicaKey, Request, Role, Slice
 from .repack import Steps
 from .room import MovableSet, Resident, plan_room
@@ -31,16 +32,6 @@ MAX_CONSOLIDATION_NODES = 4
 MAX_CONSOLIDATION_SCENARIOS = 8
 EPS = 1e-6
 STOP = object()          # returned by a fair_walk visitor that wants no more jobs
-
-
-def fmt_gpus(milli: float) -> str:
-    """1000 -> '1', 500 -> '0.5', 2500 -> '2.5'."""
-    return f"{milli / MILLI_PER_GPU:.3f}".rstrip("0").rstrip(".")
-
-
-def gpus_text(milli: float) -> str:
-    """1000 -> '1 GPU', 500 -> '0.5 GPU', 2500 -> '2.5 GPUs'."""
-    return f"{fmt_gpus(milli)} GPU{'s' if milli > MILLI_PER_GPU else ''}"
 
 
 # ---------------------------------------------------------------------- shared helpers
@@ -117,17 +108,16 @@ def missing_milli(s: Session, state: JobState) -> int:
     return plan(s, state).need
 
 
-def quota_block(s: Session, job: Job, add: int) -> str | None:
+def quota_block(s: Session, job: Job, add: int) -> Reason | None:
     """Why `job` may not take `add` more milli-GPU now (limit, non-preemptible quota), or None."""
     for name in s.queue_path[job.queue]:
         queue = s.queues[name]
         if queue.limit_milli is not None and s.alloc[name] + add > queue.limit_milli:
-            return (f"queue {name} is over its limit of {gpus_text(queue.limit_milli)} "
-                    f"({gpus_text(s.alloc[name])} in use, the job needs {gpus_text(add)})")
+            return Reason("queue_over_limit", {"queue": name, "limit_milli": queue.limit_milli,
+                                               "used_milli": int(s.alloc[name]), "need_milli": int(add)})
         if not job.preemptible and s.np_alloc[name] + add > queue.deserved_milli:
-            return (f"non-preemptible work must fit in queue {name}'s deserved quota of "
-                    f"{gpus_text(queue.deserved_milli)} ({gpus_text(s.np_alloc[name])} non-preemptible "
-                    f"in use, the job needs {gpus_text(add)})")
+            return Reason("queue_non_preemptible_quota", {"queue": name, "deserved_milli": queue.deserved_milli,
+                                                          "used_milli": int(s.np_alloc[name]), "need_milli": int(add)})
     return None
 
 
@@ -207,21 +197,22 @@ def try_allocate(s: Session, state: JobState, cache: NoFitCache) -> bool:
     p = plan(s, state)
     for role in p.roles:
         if not s.pools_for(role.request):
-            state.fail = ("no-pool", f"role {role.name}: {s.no_pool_reason(role.request).text}")
+            state.fail = ("no-pool", Reason("role_no_pool", {"role": role.name,
+                                                             "reason": s.no_pool_reason(role.request).as_part()}))
             return False
     block = quota_block(s, job, p.need)
     if block:
         state.fail = ("quota", block)
         return False
     if not all(p.pools.values()):
-        state.fail = ("reduce-cost", "")
+        state.fail = ("reduce-cost", None)
         return False
     if not cache.known(s, p.sig):
         if place_gang(s, state):
             state.fail = None
             return True
         cache.add(s, p.sig)
-    state.fail = ("capacity", "")
+    state.fail = ("capacity", None)
     return False
 
 
@@ -710,109 +701,139 @@ def grow_one(s: Session, state: JobState, idle: set[str], cache: NoFitCache) -> 
 
 
 # ---------------------------------------------------------------------- reasons
+# Every reason is a code and JSON parameters (see `fit.REASONS` for the texts), so it can be
+# stored, compared by code and rendered in another language later.
 
 
-def capacity_reason(s: Session, state: JobState) -> str:
+def capacity_reason(s: Session, state: JobState) -> Reason:
     """Why the gang does not fit, in numbers a person can check."""
     p = plan(s, state)
-    parts: list[str] = []
+    parts: dict[str, Reason] = {}          # by text: the same shortage named once
     for role in p.roles:
         count = len(p.missing[role.name])
         for pool in p.pools[role.name]:
-            text = _role_pool_reason(s, role.request, count, pool)
-            if text:
-                parts.append(f"role {role.name} {text}" if len(p.roles) > 1 else text)
+            reason = _role_pool_reason(s, role.request, count, pool)
+            if reason is not None:
+                if len(p.roles) > 1:
+                    reason = Reason("role_short", {"role": role.name, "reason": reason.as_part()})
+                parts.setdefault(reason.text, reason)
     if parts:
-        return "; ".join(dict.fromkeys(parts))
-    pools = ", ".join(sorted({pool for pools in p.pools.values() for pool in pools}))
+        return joined(*parts.values())
+    pools = sorted({pool for pools in p.pools.values() for pool in pools})
     total = sum(len(v) for v in p.missing.values())
-    return f"the gang's {total} replicas do not fit together in pool {pools}"
+    return Reason("gang_does_not_fit", {"replicas": total, "pools": pools})
 
 
-def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> str | None:
+def joined(*reasons: Reason) -> Reason:
+    """Several reasons as one ("A; B"); a single one as itself."""
+    if len(reasons) == 1:
+        return reasons[0]
+    parts: list[dict] = []
+    for r in reasons:
+        if r.code == "several":
+            parts.extend(r.params["parts"])
+        else:
+            parts.append(r.as_part())
+    # the text of "several" is its parts' texts joined: reuse theirs, already rendered
+    return Reason("several", {"parts": parts}, rendered="; ".join([r.text for r in reasons]))
+
+
+def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> Reason | None:
     """What is short in `pool` for `count` replicas of `r`; None when the numbers alone allow it."""
     mask = s.pool_mask[pool]
     if not mask.any():
-        return f"pool {pool} has no schedulable node"
+        return Reason("pool_no_node", {"pool": pool})
     arr = s.arrays
     host = mask & (arr.cpu_free >= r.cpu_milli) & (arr.mem_free >= r.mem_mib)
     if r.mode == "exclusive":
         if r.num_gpus == 0:
-            return None if host.any() else f"needs {r.cpu_milli} mCPU and {r.mem_mib} MiB, no node of pool {pool} has that free"
+            return None if host.any() else Reason("cpu_memory_short", {"cpu_milli": r.cpu_milli, "mem_mib": r.mem_mib,
+                                                                       "pool": pool})
         whole = arr.fully_free()
         free = int(whole[mask].sum())
         per_node = whole.sum(axis=1)
         need = count * r.num_gpus
-        each = f"{r.num_gpus} GPU{'s' if r.num_gpus > 1 else ''}"
         if free < need:
-            head = f"gang needs {need} GPUs ({each} each)" if count > 1 else f"needs {each}"
-            return f"{head}, only {free} free in pool {pool}"
+            if count > 1:
+                return Reason("gang_gpus_short", {"count": count, "gpus": r.num_gpus, "free": free, "pool": pool})
+            return Reason("gpus_short", {"gpus": r.num_gpus, "free": free, "pool": pool})
         most = int(per_node[mask].max())
         if r.num_gpus > most:
-            return f"needs {each} on one node, pool {pool} has {free} free GPUs but at most {most} on any node"
+            return Reason("gpus_not_on_one_node", {"gpus": r.num_gpus, "free": free, "most": most, "pool": pool})
         room = per_node >= r.num_gpus
     elif r.mode == "fraction":
         fit = (arr.gpu_free_milli >= r.gpu_milli) & (arr.gpu_free_mem >= r.gpu_mem_mib)
         n = int(fit[mask].sum())
-        ask = f"{fmt_gpus(r.gpu_milli)} GPU" + (f" with {r.gpu_mem_mib} MiB" if r.gpu_mem_mib else "")
         if n < count:
-            return f"needs {count} x {ask}, only {n} GPUs in pool {pool} have that free"
+            return Reason("gpu_shares_short", {"count": count, "gpu_milli": r.gpu_milli, "gpu_mem_mib": r.gpu_mem_mib,
+                                               "free": n, "pool": pool})
         room = fit.any(axis=1)
     elif r.mode == "mig":
         free_inst = s.mig_free & (s.mig_profile == s.profile_ids[r.mig_profile])[:, None, :]
         n = int(free_inst[mask].sum())
         if n == 0:
-            return f"no free MIG instance {r.mig_profile} in pool {pool}"
+            return Reason("mig_none_free", {"profile": r.mig_profile, "pool": pool})
         if n < count:
-            return f"gang needs {count} MIG instances {r.mig_profile}, only {n} free in pool {pool}"
+            return Reason("gang_mig_short", {"count": count, "profile": r.mig_profile, "free": n, "pool": pool})
         room = free_inst.any(axis=(1, 2))
     else:
         n = int(s.ts_free[mask].sum())
         slots = count * r.num_gpus
         if n < slots:
-            return f"needs {slots} time-slice slot{'s' if slots > 1 else ''}, only {n} free in pool {pool}"
+            return Reason("timeslice_slots_short", {"slots": slots, "free": n, "pool": pool})
         room = (s.ts_free > 0).sum(axis=1) >= r.num_gpus
         if not (room & mask).any():
-            return f"needs time-slice slots on {r.num_gpus} GPUs of one node in pool {pool}"
+            return Reason("timeslice_not_on_one_node", {"gpus": r.num_gpus, "pool": pool})
     if not (room & host).any():
-        return f"not enough CPU or memory on the nodes of pool {pool} that have GPU room"
+        return Reason("host_short", {"pool": pool})
     return None
 
 
-def reduce_cost_reason(s: Session) -> str:
-    when = f"waits until {s.snapshot.next_off_peak}" if s.snapshot.next_off_peak else "waits for the window"
-    return (f"ReduceCost job: runs only off-peak ({when}), on a spot pool, "
-            f"or on idle capacity nobody else asks for")
+def reduce_cost_reason(s: Session) -> Reason:
+    return Reason("reduce_cost_off_peak", {"next_off_peak": s.snapshot.next_off_peak})
 
 
-def pending_reasons(s: Session) -> dict[str, str]:
-    out: dict[str, str] = {}
-    capacity_cache: dict[tuple, str] = {}
+NEXT_CYCLE = Reason("next_cycle")
+
+
+def pending_reasons(s: Session) -> dict[str, Reason]:
+    out: dict[str, Reason] = {}
+    capacity_cache: dict[tuple, Reason] = {}
+    # thousands of pending jobs share a few reasons: build (and render) each combination once
+    combined: dict[tuple, Reason] = {}
+    held: dict[str, Reason] = {}
+    reduce_cost = reduce_cost_reason(s)
     over_share = {q for q in s.queues if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
     for job_id, state in s.jobs.items():
         if not state.is_pending():
             continue
         if state.fail is None:
             evicted = sorted({s.evict_reason[k] for k in s.evict_reason if k[0] == job_id})
-            out[job_id] = (f"evicted this cycle ({', '.join(evicted)}); requeued" if evicted
-                           else "waiting for the next cycle")
+            out[job_id] = Reason("evicted_requeued", {"reasons": evicted}) if evicted else NEXT_CYCLE
             continue
-        kind, text = state.fail
+        kind, reason = state.fail
         if kind == "capacity":
             sig = gang_signature(s, state)
-            if sig not in capacity_cache:
-                capacity_cache[sig] = capacity_reason(s, state)
-            text = capacity_cache[sig]
             queue = state.job.queue
             share = s.fair_share.get(queue, 0.0)
             lenders = over_share - {queue}
-            if lenders and s.alloc[queue] + missing_milli(s, state) > share + EPS:
-                text += (f"; queue {queue} already holds {gpus_text(s.alloc[queue])} of its fair share of "
-                         f"{gpus_text(share)}, so it cannot reclaim from {', '.join(sorted(lenders))}")
-            if state.job.reduce_cost and reduce_cost_waits(s, state.job):
-                text = f"{reduce_cost_reason(s)}; {text}"
+            holds = bool(lenders) and s.alloc[queue] + missing_milli(s, state) > share + EPS
+            waits = state.job.reduce_cost and reduce_cost_waits(s, state.job)
+            key = (sig, queue if holds else None, waits)
+            reason = combined.get(key)
+            if reason is None:
+                if sig not in capacity_cache:
+                    capacity_cache[sig] = capacity_reason(s, state)
+                reason = capacity_cache[sig]
+                if holds:
+                    if queue not in held:
+                        held[queue] = Reason("fair_share_held", {"queue": queue, "held_milli": int(s.alloc[queue]),
+                                                                 "share_milli": float(share), "lenders": sorted(lenders)})
+                    reason = joined(reason, held[queue])
+                if waits:
+                    reason = joined(reduce_cost, reason)
+                combined[key] = reason
         elif kind == "reduce-cost":
-            text = reduce_cost_reason(s)
-        out[job_id] = text
+            reason = reduce_cost
+        out[job_id] = reason
     return out
-

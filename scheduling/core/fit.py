@@ -2,7 +2,8 @@
 
 Checks return None when the request fits, else an Unfit: a reason code, its parameters, and the
 Request field it is about. `reason_text(code, params)` renders the English text, so callers
-store or translate the code and render late. Names of GPU models and vendors are compared as
+store or translate the code and render late. The same table renders why a job is pending
+(`Reason`, built by `actions`, and the few the scheduling layer sets outside a cycle). Names of GPU models and vendors are compared as
 given: callers normalise them once, where they read specs and pools (see `units`).
 
 Pool-level checks (`check_pool`) say whether one pool serves a request at all; cluster-level
@@ -42,16 +43,30 @@ class PoolTraits:
 
 
 @dataclass(frozen=True)
-class Unfit:
-    """Why a request cannot be served: a reason code, its parameters, and the Request field."""
+class Reason:
+    """A reason code and its parameters (JSON values; a nested reason is {"code", "params"})."""
 
     code: str
     params: dict[str, Any] = field(default_factory=dict)
-    field: str = ""
+    # the rendered text, kept once known: a cycle shares reasons between thousands of jobs
+    rendered: str | None = field(default=None, compare=False, repr=False, kw_only=True)
 
     @property
     def text(self) -> str:
-        return reason_text(self.code, self.params)
+        if self.rendered is None:
+            object.__setattr__(self, "rendered", reason_text(self.code, self.params))
+        return self.rendered
+
+    def as_part(self) -> dict[str, Any]:
+        """This reason as a parameter of another one."""
+        return {"code": self.code, "params": self.params}
+
+
+@dataclass(frozen=True)
+class Unfit(Reason):
+    """Why a request cannot be served: a reason code, its parameters, and the Request field."""
+
+    field: str = ""
 
 
 def has_gpus(request: Request) -> bool:
@@ -224,6 +239,24 @@ def _memory(mib: int) -> str:
     return f"{mib // MIB_PER_GIB}Gi" if mib % MIB_PER_GIB == 0 else f"{mib}Mi"
 
 
+def _gpus_number(milli: float) -> str:
+    """1000 -> '1', 500 -> '0.5', 2500 -> '2.5'."""
+    return f"{milli / MILLI_PER_GPU:.3f}".rstrip("0").rstrip(".")
+
+
+def _gpus(milli: float) -> str:
+    """1000 -> '1 GPU', 500 -> '0.5 GPU', 2500 -> '2.5 GPUs'."""
+    return f"{_gpus_number(milli)} GPU{'s' if milli > MILLI_PER_GPU else ''}"
+
+
+def _each(gpus: int) -> str:
+    return f"{gpus} GPU{'s' if gpus > 1 else ''}"
+
+
+def _part(part: dict[str, Any]) -> str:
+    return reason_text(part["code"], part["params"])
+
+
 def _amd_not_allowed(p: dict[str, Any]) -> str:
     where = (f"nodePool '{p['pool']}'" if p.get("pool")
              else f"gpuModel '{p['model']}'" if p.get("model") else "the cluster")
@@ -283,6 +316,49 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
                                   f"the replica asks {_memory(p['asked_mib'])}"),
     "mig_instance_busy": lambda p: f"no free MIG {p['profile']} instance on the GPU",
     "timeslice_slots_busy": lambda p: "no free time-slice slot on the GPU",
+    # why a job is pending after a cycle
+    "next_cycle": lambda p: "waiting for the next cycle",
+    "evicted_requeued": lambda p: f"evicted this cycle ({', '.join(p['reasons'])}); requeued",
+    "several": lambda p: "; ".join(_part(x) for x in p["parts"]),
+    "role_no_pool": lambda p: f"role {p['role']}: {_part(p['reason'])}",
+    "role_short": lambda p: f"role {p['role']} {_part(p['reason'])}",
+    "queue_over_limit": lambda p: (f"queue {p['queue']} is over its limit of {_gpus(p['limit_milli'])} "
+                                   f"({_gpus(p['used_milli'])} in use, the job needs {_gpus(p['need_milli'])})"),
+    "queue_non_preemptible_quota": lambda p: (
+        f"non-preemptible work must fit in queue {p['queue']}'s deserved quota of {_gpus(p['deserved_milli'])} "
+        f"({_gpus(p['used_milli'])} non-preemptible in use, the job needs {_gpus(p['need_milli'])})"),
+    "fair_share_held": lambda p: (f"queue {p['queue']} already holds {_gpus(p['held_milli'])} of its fair share of "
+                                  f"{_gpus(p['share_milli'])}, so it cannot reclaim from {', '.join(p['lenders'])}"),
+    "reduce_cost_off_peak": lambda p: (
+        "ReduceCost job: runs only off-peak "
+        f"({'waits until ' + p['next_off_peak'] if p['next_off_peak'] else 'waits for the window'}), "
+        "on a spot pool, or on idle capacity nobody else asks for"),
+    "pool_no_node": lambda p: f"pool {p['pool']} has no schedulable node",
+    "cpu_memory_short": lambda p: (f"needs {p['cpu_milli']} mCPU and {p['mem_mib']} MiB, "
+                                   f"no node of pool {p['pool']} has that free"),
+    "gpus_short": lambda p: f"needs {_each(p['gpus'])}, only {p['free']} free in pool {p['pool']}",
+    "gang_gpus_short": lambda p: (f"gang needs {p['count'] * p['gpus']} GPUs ({_each(p['gpus'])} each), "
+                                  f"only {p['free']} free in pool {p['pool']}"),
+    "gpus_not_on_one_node": lambda p: (f"needs {_each(p['gpus'])} on one node, pool {p['pool']} has {p['free']} "
+                                       f"free GPUs but at most {p['most']} on any node"),
+    "gpu_shares_short": lambda p: (f"needs {p['count']} x {_gpus_number(p['gpu_milli'])} GPU"
+                                   f"{' with ' + str(p['gpu_mem_mib']) + ' MiB' if p['gpu_mem_mib'] else ''}, "
+                                   f"only {p['free']} GPUs in pool {p['pool']} have that free"),
+    "mig_none_free": lambda p: f"no free MIG instance {p['profile']} in pool {p['pool']}",
+    "gang_mig_short": lambda p: (f"gang needs {p['count']} MIG instances {p['profile']}, "
+                                 f"only {p['free']} free in pool {p['pool']}"),
+    "timeslice_slots_short": lambda p: (f"needs {p['slots']} time-slice slot{'s' if p['slots'] > 1 else ''}, "
+                                        f"only {p['free']} free in pool {p['pool']}"),
+    "timeslice_not_on_one_node": lambda p: (f"needs time-slice slots on {p['gpus']} GPUs of one node "
+                                            f"in pool {p['pool']}"),
+    "host_short": lambda p: f"not enough CPU or memory on the nodes of pool {p['pool']} that have GPU room",
+    "gang_does_not_fit": lambda p: (f"the gang's {p['replicas']} replicas do not fit together in pool "
+                                    f"{', '.join(p['pools'])}"),
+    # set by the scheduling layer outside a cycle
+    "waiting_for_cycle": lambda p: "waiting for the next scheduling cycle",
+    "waits_for_off_peak": lambda p: f"waits for the off-peak window it was quoted for ({p['not_before']})",
+    "requeued": lambda p: "requeued: waiting for the next cycle",
+    "node_drained": lambda p: f"requeued: node {p['node']} was drained",
 }
 
 

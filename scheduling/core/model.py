@@ -8,8 +8,12 @@ with a message that names the offending object and field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .units import MIG_SLICES_PER_GPU, MILLI_PER_GPU, mig_slices_milli
+
+if TYPE_CHECKING:   # fit imports this module
+    from .fit import Reason
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 VENDORS = ("nvidia", "amd")
@@ -287,6 +291,7 @@ class Decisions:
     evicts: tuple[Evict, ...] = ()
     binds: tuple[Bind, ...] = ()
     pending: dict[str, str] = field(default_factory=dict)   # job id -> readable reason
+    pending_codes: dict[str, Reason] = field(default_factory=dict)   # job id -> its code and params
 
     @property
     def changes(self) -> int:

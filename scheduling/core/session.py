@@ -18,7 +18,7 @@ import numpy as np
 
 from . import placement as pl
 from .fairshare import fair_shares, queue_children
-from .fit import PoolTraits, Unfit, check_pool, check_pools
+from .fit import PoolTraits, Reason, Unfit, check_pool, check_pools
 from .fragmentation import Shape, ShapeTable
 from .model import (
     MIG_PROFILES,
@@ -59,7 +59,7 @@ class JobState:
     job: Job
     running: dict[str, set[int]]              # role name -> replica indices assigned now
     min_milli: int                            # GPU milli of the gang minimum
-    fail: tuple[str, str] | None = None       # (kind, text) of the last failed attempt
+    fail: tuple[str, Reason | None] | None = None   # (kind, reason) of the last failed attempt
     version: int = 0                          # bumped whenever a replica of the job is (un)bound
     plan: object = None                       # actions' cached view of what is missing (per version)
     pending: bool = True                      # below the gang minimum
@@ -581,7 +581,7 @@ class Session:
 
     # ------------------------------------------------------------------ results
 
-    def decisions(self, pending: dict[str, str]) -> Decisions:
+    def decisions(self, pending: dict[str, Reason]) -> Decisions:
         evicts, binds = [], []
         for key in sorted(set(self.initial) | set(self.lost)):
             now = self.assign.get(key)
@@ -595,4 +595,5 @@ class Session:
             if self.initial.get(key) == now:
                 continue
             binds.append(Bind(key[0], key[1], key[2], self.row_name(now.row), now.gpus, now.slice))
-        return Decisions(tuple(evicts), tuple(binds), dict(sorted(pending.items())))
+        codes = dict(sorted(pending.items()))
+        return Decisions(tuple(evicts), tuple(binds), {job_id: r.text for job_id, r in codes.items()}, codes)

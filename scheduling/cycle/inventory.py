@@ -11,7 +11,7 @@ from django.db import transaction
 from scheduling import clock
 from scheduling.backends.base import ClusterBackend, NodeInventory
 from scheduling.core.units import MILLI_PER_GPU
-from scheduling.errors import DomainError
+from scheduling.errors import Conflict, DomainError
 from scheduling.models import ACTIVE_STATES, Gpu, Node, NodePool, PoolSharing, QueueAccess, Replica
 
 WORKSPACE_SYNC_EVERY_S = 60
@@ -78,16 +78,33 @@ def sync_workspaces(backend: ClusterBackend, *, force: bool = False) -> bool:
     return True
 
 
+MAX_GPUS = 64
+MAX_UUID = 64  # Gpu.uuid's length
+MAX_MEMORY_MIB = 2**31 - 1
+
+
+def _whole(value, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+
+
 @transaction.atomic
 def record_heartbeat(node: Node, gpus) -> int:
     """A node agent's report of its GPUs: new or changed GPUs are stored, the node is alive now.
     Returns how many GPUs it reported. A malformed report changes nothing."""
     if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
         raise DomainError("gpus must be a list of objects", field="gpus")
-    for gpu in gpus:
-        if not (isinstance(gpu.get("index"), int) and isinstance(gpu.get("uuid"), str)
-                and isinstance(gpu.get("memory_mib"), int)):
-            raise DomainError(f"gpu entry needs index, uuid and memory_mib: {gpu!r}", field="gpus")
+    if len(gpus) > MAX_GPUS:
+        raise DomainError(f"a node reports at most {MAX_GPUS} GPUs", field="gpus")
+    for n, gpu in enumerate(gpus):
+        index, uuid, memory = gpu.get("index"), gpu.get("uuid"), gpu.get("memory_mib")
+        if not (_whole(index, MAX_GPUS - 1) and _whole(memory, MAX_MEMORY_MIB) and isinstance(uuid, str)
+                and 0 < len(uuid) <= MAX_UUID and "\x00" not in uuid):
+            raise DomainError(f"gpus[{n}] needs index 0..{MAX_GPUS - 1}, a uuid of 1..{MAX_UUID} characters "
+                              f"and memory_mib 0..{MAX_MEMORY_MIB}", field="gpus")
+    if len({g["index"] for g in gpus}) < len(gpus) or len({g["uuid"] for g in gpus}) < len(gpus):
+        raise DomainError("each GPU index and uuid appears once", field="gpus")
+    if Gpu.objects.filter(uuid__in=[g["uuid"] for g in gpus]).exclude(node=node).exists():
+        raise Conflict("a reported GPU uuid belongs to another node", field="gpus")
     known = {g.index: g for g in node.gpus.all()}
     for gpu in gpus:
         index, uuid, memory = gpu["index"], gpu["uuid"], gpu["memory_mib"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -78,8 +77,8 @@ def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: Clust
         other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
         other.save(update_fields=["state", "ended", "end_reason"])
         transaction.on_commit(lambda k=(job.pk, other.role, other.index): backend.evict(k, "job finished"))
-    job.state, job.finished, job.pending_reason = state, now, ""
-    job.save(update_fields=["state", "finished", "pending_reason"])
+    job.state, job.finished, job.pending_reason, job.pending_code, job.pending_params = state, now, "", "", {}
+    job.save(update_fields=["state", "finished", "pending_reason", "pending_code", "pending_params"])
     notes = signals.finish_notes(job)  # in this transaction: the event below already carries them
     record_event(job, state.lower(), reason="; ".join([reason, *notes]))
     report.finished += 1
@@ -202,52 +201,61 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     for job_id, job in jobs.items():
         where = ", ".join(sorted({b.node for b in bound[job_id]}))
         if job.state == JobState.PENDING:
-            job.state, job.pending_reason = JobState.SCHEDULED, ""
+            job.state, job.pending_reason, job.pending_code, job.pending_params = JobState.SCHEDULED, "", "", {}
             scheduled.append(job)
             events.append((job, "scheduled", f"{len(bound[job_id])} replicas on {where}", None))
         else:
             events.append((job, "grown", f"{len(bound[job_id])} more replicas on {where}", None))
-    Job.objects.bulk_update(scheduled, ["state", "pending_reason"], batch_size=1000)
+    Job.objects.bulk_update(scheduled, ["state", *PENDING_FIELDS], batch_size=1000)
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})
     launches = [launch_for(r, uuids) for r in new]
     transaction.on_commit(lambda: launch_all(backend, launches))
 
-    _set_pending_reasons(decisions.pending)
+    _set_pending_reasons(decisions.pending_codes, decisions.pending)
     report.pending = len(decisions.pending)
 
 
-def _reason_kind(reason: str) -> str:
-    """What blocks the job, without figures or the details after it: "only 2 free in pool h100"
-    and "only 3 free in pool h100; queue a holds 146.5 GPUs..." are the same news."""
-    return re.sub(r"\d+(?:[.:]\d+)*", "#", reason.split(";")[0])
+PENDING_FIELDS = ["pending_reason", "pending_code", "pending_params"]
+
+
+def _reason_kind(code: str, params: dict) -> str:
+    """What blocks the job: the code of its first reason, figures and later details aside, so
+    "only 2 free in pool h100" and "only 3 free in pool h100; queue a holds..." are the same news."""
+    while code == "several" and params.get("parts"):
+        code, params = params["parts"][0]["code"], params["parts"][0]["params"]
+    return code
 
 
 def _write_pending_reasons(jobs: list[Job]) -> None:
     if connection.vendor != "postgresql":
-        Job.objects.bulk_update(jobs, ["pending_reason"], batch_size=1000)
+        Job.objects.bulk_update(jobs, PENDING_FIELDS, batch_size=1000)
         return
     # Thousands of reasons change per cycle on a busy cluster: one statement, not a CASE per row.
     table = connection.ops.quote_name(Job._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} AS j SET pending_reason = v.reason FROM json_to_recordset(%s::json) "
-            "AS v(id bigint, reason text) WHERE j.id = v.id",
-            [json.dumps([{"id": job.pk, "reason": job.pending_reason} for job in jobs])])
+            f"UPDATE {table} AS j SET pending_reason = v.reason, pending_code = v.code, pending_params = v.params "
+            "FROM json_to_recordset(%s::json) AS v(id bigint, reason text, code text, params jsonb) WHERE j.id = v.id",
+            [json.dumps([{"id": job.pk, "reason": job.pending_reason, "code": job.pending_code,
+                          "params": job.pending_params} for job in jobs])])
 
 
-def _set_pending_reasons(reasons: dict[str, str]) -> None:
+def _set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str]) -> None:
     """Keep every pending job's reason current; an event (and a live update) only when the reason
     itself changes, not its figures, so a waiting cluster does not flood the pages every cycle."""
     jobs = Job.objects.filter(pk__in=[int(j) for j in reasons], state=JobState.PENDING).select_related("workspace")
     changed, news = [], []
     for job in jobs:
-        reason = reasons[str(job.pk)]
-        if reason == job.pending_reason:
+        key = str(job.pk)
+        reason, text = reasons[key], texts[key]
+        if text == job.pending_reason and reason.code == job.pending_code and reason.params == job.pending_params:
             continue
-        if _reason_kind(reason) != _reason_kind(job.pending_reason):
-            news.append(job)
-        job.pending_reason = reason
+        # a row from before reasons had codes takes its first code quietly
+        if job.pending_code or not job.pending_reason:
+            if _reason_kind(reason.code, reason.params) != _reason_kind(job.pending_code, job.pending_params):
+                news.append(job)
+        job.pending_reason, job.pending_code, job.pending_params = text, reason.code, reason.params
         changed.append(job)
     if changed:
         _write_pending_reasons(changed)

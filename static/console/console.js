@@ -58,9 +58,11 @@
   function connect() {
     if (!document.querySelector("[data-live-src]")) return;
     const socket = new WebSocket(`${scheme}://${window.location.host}/ws/cluster/`);
-    socket.onopen = () => { retry = 500; document.body.dataset.live = "connected"; if (status) status.textContent = "live"; };
+    socket.onopen = () => { document.body.dataset.live = "open"; if (status) status.textContent = "live"; };
     socket.onmessage = (message) => {
-      if (JSON.parse(message.data).type !== "event") return;
+      const type = JSON.parse(message.data).type;
+      if (type === "hello") { retry = 500; document.body.dataset.live = "connected"; } // joined (see live.js)
+      if (type !== "event") return;
       if (!timer) timer = setTimeout(refresh, 300); // one refresh per burst of events
     };
     socket.onclose = () => {

@@ -16,9 +16,11 @@
 
   function connect() {
     const socket = new WebSocket(`${scheme}://${window.location.host}/ws/cluster/`);
-    socket.onopen = () => { retry = 500; document.body.dataset.live = "connected"; };
+    socket.onopen = () => { document.body.dataset.live = "open"; };
     socket.onmessage = (message) => {
-      if (JSON.parse(message.data).type !== "event") return;
+      const type = JSON.parse(message.data).type;
+      if (type === "hello") { retry = 500; document.body.dataset.live = "connected"; } // joined (see live.js)
+      if (type !== "event") return;
       if (!pending) pending = setTimeout(refresh, 300); // one refresh per burst of events
     };
     socket.onclose = () => { document.body.dataset.live = "disconnected"; setTimeout(connect, retry); retry = Math.min(retry * 2, 10000); };

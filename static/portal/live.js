@@ -113,10 +113,12 @@
   function connect() {
     const path = detail ? `/ws/jobs/${detail.dataset.job}/` : `/ws/workspaces/${workspace}/`;
     const socket = new WebSocket(`${scheme}://${window.location.host}${path}`);
-    socket.onopen = () => { retry = 500; document.body.dataset.live = "connected"; };
+    socket.onopen = () => { document.body.dataset.live = "open"; };
     socket.onmessage = (message) => {
       const data = JSON.parse(message.data);
-      if (data.type === "hello") catchUp();
+      // "connected" only once the server has joined the group: while Redis is down a socket
+      // opens, says "paused" and closes, and the retries must keep backing off.
+      if (data.type === "hello") { retry = 500; document.body.dataset.live = "connected"; catchUp(); }
       if (data.type !== "event") return;
       if (detail) onDetail(data.event);
       if (list) onList(data.event);

@@ -28,6 +28,7 @@ class FakePortal:
         self.unanswered: set[str] = set()  # ids left out of both lists (and not stored)
         self.lose_answers = 0  # store the next N batches, then drop the connection without answering
         self.max_batch: int | None = None  # larger batches get 413
+        self.echo_rejected_ids = True  # False: rejected entries name the sample by index only
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
 
@@ -53,12 +54,13 @@ class FakePortal:
                 return {"status": 413}
             self.batch_sizes.append(len(samples))
             accepted, rejected = [], []
-            for sample in samples:
+            for index, sample in enumerate(samples):
                 self.times_received[sample["id"]] += 1
                 if sample["id"] in self.unanswered:
                     continue
                 if sample["id"] in self.reject:
-                    rejected.append({"id": sample["id"], "reason": self.reject[sample["id"]]})
+                    rejected.append({"index": index, "id": sample["id"] if self.echo_rejected_ids else None,
+                                     "reason": self.reject[sample["id"]]})
                     continue
                 self.samples.setdefault(sample["id"], sample)  # dedup by id
                 accepted.append(sample["id"])

@@ -113,7 +113,7 @@ def test_make_run_process_set_starts_and_stops_cleanly(tmp_path):
         code = runner.wait(timeout=30)
     output = log.read_text()
     for name in ("web", "worker", "beat", "agents"):
-        assert f"{name} stopped" in output, output[-3000:]
+        assert f"stopped: {name}" in output, output[-3000:]
     assert code in (0, 130, -2, 1), output[-2000:]
     assert not (tmp_path / "var" / "redis.sock").exists() or not _answers(tmp_path / "var" / "redis.sock")
 
