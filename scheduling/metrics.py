@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from scheduling import clock
 from scheduling.core.fairshare import fair_shares
@@ -62,6 +62,8 @@ SHARED: dict[str, Shared] = {
     "gpu_platform_report_export_seconds": Shared("histogram", "Duration of an Excel report export.",
                                                  buckets=EXPORT_BUCKETS),
 }
+
+disable_created_metrics()  # no *_created series: they double every counter for nothing
 
 # Figures kept in this process (web-side events), served by this process's /metrics.
 LOCAL = CollectorRegistry(auto_describe=True)

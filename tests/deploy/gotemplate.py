@@ -116,7 +116,7 @@ def to_yaml(value: Any) -> str:
 
 def _printf(fmt: str, *args: Any) -> str:
     values = iter(args)
-    return re.sub(r"%[sdv]", lambda m: str(next(values)), fmt)
+    return re.sub(r"%[sdv]", lambda _: str(next(values)), fmt)
 
 
 def _required(message: str, value: Any) -> Any:

@@ -1,0 +1,243 @@
+"""The Helm chart: it renders with each values file, every object is valid for Kubernetes 1.30, the
+ServiceMonitors match their CRD, and the scheduler's RBAC is exactly what the Kubernetes backend calls.
+
+There is no `helm` binary here: templates are rendered by tests/deploy/gotemplate.py (a subset of Go
+templates that the chart keeps to); where `helm` is installed, `helm template` is checked too.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy.gotemplate import Renderer, TemplateError
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "gpu-platform"
+BACKEND = ROOT / "scheduling" / "backends" / "kubernetes"
+VALUES_FILES = ["values.yaml", "values-small.yaml", "values-production.yaml", "values-ha.yaml"]
+K8S_VERSION = "1.30.0"
+# values.yaml alone needs the credentials someone must choose
+DEFAULT_OVERRIDES = {"secrets": {"databaseUrl": "postgres://u:p@db/x", "redisUrl": "redis://r:6379/0",
+                                 "secretKey": "k" * 50}}
+
+
+def merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def values_for(name: str, extra: dict | None = None) -> dict:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values = merge(values, DEFAULT_OVERRIDES if name == "values.yaml" else yaml.safe_load((CHART / name).read_text()))
+    return merge(values, extra or {})
+
+
+def render(values: dict, release: str = "gpu", namespace: str = "gpu-platform") -> list[dict]:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    renderer = Renderer(values, {"Name": release, "Namespace": namespace, "Service": "Helm"},
+                        {"Name": chart["name"], "Version": chart["version"], "AppVersion": chart["appVersion"]})
+    docs = []
+    for template in sorted((CHART / "templates").glob("*.yaml")):
+        text = renderer.render(template.read_text())
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                docs.append(doc)
+    return docs
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def named(docs: list[dict], kind: str, name: str) -> dict:
+    (doc,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+@pytest.fixture(params=VALUES_FILES)
+def rendered(request) -> tuple[str, list[dict]]:
+    return request.param, render(values_for(request.param))
+
+
+def test_every_core_object_is_valid_for_kubernetes_1_30(rendered):
+    name, docs = rendered
+    assert docs, name
+    checked = 0
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com"):
+            continue
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        checked += 1
+    assert checked >= 8
+
+
+def test_service_monitors_match_the_vendored_crd_schema():
+    schema = json.loads((ROOT / "tests" / "deploy" / "schemas" / "servicemonitor-v1.json").read_text())
+    docs = render(values_for("values-production.yaml"))
+    monitors = by_kind(docs, "ServiceMonitor")
+    assert {m["metadata"]["name"] for m in monitors} == {"gpu-portal", "gpu-agent"}
+    for monitor in monitors:
+        jsonschema.validate(monitor, schema)
+    portal = named(docs, "ServiceMonitor", "gpu-portal")["spec"]["endpoints"][0]
+    assert portal["authorization"]["credentials"] == {"name": "gpu-platform-secrets", "key": "METRICS_TOKEN"}
+    broken = copy.deepcopy(monitors[0])
+    broken["spec"]["endpoints"][0]["intervall"] = "30s"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_kubernetes_validation_catches_a_broken_object():
+    deployment = named(render(values_for("values.yaml")), "Deployment", "gpu-portal")
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] = {"bad": 1}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+
+
+def test_workloads_run_what_the_platform_needs():
+    docs = render(values_for("values-ha.yaml"))
+    portal = named(docs, "Deployment", "gpu-portal")
+    container = portal["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][0] == "daphne" and container["command"][-1] == "portal.asgi:application"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert portal["spec"]["replicas"] == 3
+    assert {e["secretRef"]["name"] for e in container["envFrom"] if "secretRef" in e} == {"gpu-platform-secrets"}
+    assert not by_kind(docs, "Secret")  # from the existing Secret
+    worker = named(docs, "Deployment", "gpu-worker")["spec"]["template"]["spec"]
+    assert worker["containers"][0]["command"][:4] == ["celery", "-A", "portal", "worker"]
+    assert worker["serviceAccountName"] == "gpu-platform-scheduler"
+    beat = named(docs, "Deployment", "gpu-beat")["spec"]
+    assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate"
+    agent = named(docs, "DaemonSet", "gpu-agent")["spec"]["template"]["spec"]
+    assert agent["runtimeClassName"] == "nvidia" and agent["hostPID"] is True
+    assert agent["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "--token" not in " ".join(agent["containers"][0]["command"])
+    job = named(docs, "Job", "gpu-migrate")
+    assert "pre-upgrade" in job["metadata"]["annotations"]["helm.sh/hook"].split(",")
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "manage.py", "migrate",
+                                                                           "--noinput"]
+    assert named(docs, "PodDisruptionBudget", "gpu-portal")["spec"]["minAvailable"] == 1
+    assert by_kind(docs, "Ingress") and len(by_kind(docs, "NetworkPolicy")) == 3
+
+
+def test_a_chart_made_secret_carries_the_three_urls_and_keys():
+    docs = render(values_for("values-small.yaml"))
+    (secret,) = by_kind(docs, "Secret")
+    assert set(secret["stringData"]) == {"DATABASE_URL", "REDIS_URL", "SECRET_KEY"}
+    assert not by_kind(docs, "ServiceMonitor") and not by_kind(docs, "NetworkPolicy")
+    with_token = render(values_for("values-small.yaml", {"metrics": {"requireToken": True},
+                                                          "secrets": {"metricsToken": "t0ken"}}))
+    assert by_kind(with_token, "Secret")[0]["stringData"]["METRICS_TOKEN"] == "t0ken"
+
+
+def test_missing_credentials_are_refused_at_render_time():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    with pytest.raises(TemplateError, match="databaseUrl"):
+        render(values)
+
+
+def test_values_yaml_is_documented_line_by_line():
+    for number, line in enumerate((CHART / "values.yaml").read_text().splitlines(), 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            previous = (CHART / "values.yaml").read_text().splitlines()[number - 2].strip()
+            assert "#" in line or previous.startswith("#"), f"values.yaml:{number} has no comment: {line}"
+
+
+@pytest.mark.skipif(shutil.which("helm") is None, reason="no helm binary here; gotemplate.py renders instead")
+@pytest.mark.parametrize("name", VALUES_FILES)
+def test_helm_template_agrees(name, tmp_path):
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump(DEFAULT_OVERRIDES if name == "values.yaml" else {}))
+    out = subprocess.run(["helm", "template", "gpu", str(CHART), "-n", "gpu-platform", "-f", str(CHART / name),
+                          "-f", str(extra)], capture_output=True, text=True, check=True).stdout
+    helm_docs = [d for d in yaml.safe_load_all(out) if d]
+    ours = render(values_for(name))
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in helm_docs) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in ours)
+
+
+# --- RBAC against the backend's code ---------------------------------------------------------------------
+
+VERBS = {"list": "list", "read": "get", "create": "create", "patch": "patch", "delete": "delete",
+         "replace": "update", "connect": "create"}
+CALL = re.compile(r"^(list|read|create|patch|delete|replace)_(namespaced_)?([a-z_]+?)(_for_all_namespaces)?$")
+
+
+def plural(snake: str) -> str:
+    word = snake.replace("_", "")
+    return word if word.endswith("s") else word + ("es" if word.endswith(("ss", "sh", "ch")) else "s")
+
+
+def api_calls(backend: Path = BACKEND) -> set[tuple[str, str]]:
+    """(resource, verb) of every Kubernetes API method the backend names, from its source."""
+    found: set[tuple[str, str]] = set()
+    api_attrs: set[str] = set()
+    for path in sorted(backend.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):  # self.core = client.CoreV1Api(...): `core` holds an API object
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                if isinstance(func, ast.Attribute) and func.attr.endswith("Api") and func.attr != "ApiClient":
+                    assert func.attr == "CoreV1Api", f"{path.name}: {func.attr} needs its own mapping here"
+                    api_attrs.update(t.attr for t in node.targets if isinstance(t, ast.Attribute))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr in api_attrs):
+                continue
+            method = node.attr
+            if method == "api_client":
+                continue
+            m = CALL.match(method)
+            assert m, f"{path.name}: unknown API method {method}"
+            verb, resource = VERBS[m.group(1)], m.group(3)
+            if resource.endswith("_log"):
+                resource = plural(resource.removesuffix("_log")) + "/log"
+            else:
+                resource = plural(resource)
+            found.add((resource, verb))
+        # a list called with watch=True is a watch
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and any(k.arg == "watch" and isinstance(k.value, ast.Constant)
+                                                  and k.value.value is True for k in node.keywords):
+                func = node.func
+                if isinstance(func, ast.Attribute) and CALL.match(func.attr):
+                    found.add((plural(CALL.match(func.attr).group(3)), "watch"))
+    return found
+
+
+def granted(docs: list[dict]) -> set[tuple[str, str]]:
+    (role,) = by_kind(docs, "ClusterRole")
+    out = set()
+    for rule in role["rules"]:
+        assert rule["apiGroups"] == [""], "the backend uses the core API group only"
+        out |= {(r, v) for r in rule["resources"] for v in rule["verbs"]}
+    return out
+
+
+def test_rbac_grants_exactly_what_the_kubernetes_backend_calls():
+    calls = api_calls()
+    assert ("pods", "watch") in calls and ("pods/log", "get") in calls and ("nodes", "list") in calls
+    assert granted(render(values_for("values.yaml"))) == calls
+
+
+def test_a_new_api_call_without_a_rule_is_caught(tmp_path):
+    copy_dir = tmp_path / "kubernetes"
+    shutil.copytree(BACKEND, copy_dir)
+    source = copy_dir / "backend.py"
+    source.write_text(source.read_text() + "\n\ndef extra(self):\n    return self.core.list_namespaced_secret('x')\n")
+    calls = api_calls(copy_dir)
+    assert ("secrets", "list") in calls
+    assert granted(render(values_for("values.yaml"))) != calls
