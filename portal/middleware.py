@@ -56,8 +56,13 @@ class RateLimitMiddleware:
         if rule := self.rule(request):
             scope, ident = rule
             if (wait := ratelimit.hit(scope, ident, settings.RATE_LIMITS[scope])) is not None:
-                response = HttpResponse(f"Too many requests; retry in {wait} s.\n", status=429,
-                                        content_type="text/plain")
+                if request.path_info.startswith("/api/"):  # the API answers problem details, as documented
+                    from portal.api.errors import TooManyRequests, problem_response
+
+                    response = problem_response(TooManyRequests(f"retry in {wait} s"))
+                else:
+                    response = HttpResponse(f"Too many requests; retry in {wait} s.\n", status=429,
+                                            content_type="text/plain")
                 response["Retry-After"] = str(wait)
                 return response
         return self.get_response(request)

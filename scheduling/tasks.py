@@ -1,4 +1,5 @@
-"""Celery tasks: the scheduling cycle, one at a time across all workers (a lock in Redis)."""
+"""Celery tasks: the scheduling cycle, one at a time across all workers (a lock in Redis; with the Kubernetes
+backend also a Lease in the cluster, which holds even when workers see different Redis states)."""
 
 import contextlib
 import logging
@@ -48,6 +49,13 @@ def renewed(lock, every: float | None = None):
         thread.join()
 
 
+def leading(backend):
+    """The Kubernetes backend's Lease, held for the cycle; other backends lead always."""
+    if settings.SCHEDULER_BACKEND == "kubernetes":
+        return backend.leader.leading()
+    return contextlib.nullcontext(True)
+
+
 @shared_task
 def scheduling_cycle() -> dict | None:
     client = redis.Redis.from_url(settings.REDIS_URL)
@@ -57,7 +65,12 @@ def scheduling_cycle() -> dict | None:
         return None
     try:
         with renewed(lock):
-            report = run_scheduling_cycle(get_backend())
+            backend = get_backend()
+            with leading(backend) as leads:
+                if not leads:
+                    log.info("scheduling cycle skipped: another worker holds the lease")
+                    return None
+                report = run_scheduling_cycle(backend)
             metrics.record_cycle(report)
             return report.__dict__
     finally:

@@ -16,7 +16,7 @@ from django.db import connection
 from billing import metrics
 from billing.models import UsageSample
 from scheduling import clock
-from scheduling.errors import DomainError
+from scheduling.errors import DomainError, Forbidden
 from scheduling.models import Node, Replica
 
 MAX_BATCH = 5000
@@ -123,7 +123,7 @@ def ingest(node: Node, payload: object, *, now: datetime | None = None) -> Inges
     if not isinstance(payload, dict) or not isinstance(payload.get("samples"), list):
         raise BatchError('the body must be an object with a "samples" list')
     if payload.get("node") not in (None, node.name):
-        raise PermissionError(f"this token reports for node {node.name!r}, not {_shown(payload.get('node'))}")
+        raise Forbidden(f"this token reports for node {node.name!r}, not {_shown(payload.get('node'))}", field="node")
     samples = payload["samples"]
     if len(samples) > MAX_BATCH:
         raise BatchError(f"a batch holds at most {MAX_BATCH} samples, got {len(samples)}")

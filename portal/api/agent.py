@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from billing.metering.ingest import ingest
 from billing.models import NodeToken
+from portal.api.parsers import JSONParser
 from scheduling import clock
 from scheduling.cycle.inventory import node_assignments, record_heartbeat
 
@@ -43,6 +44,7 @@ class IsNodeAgent(permissions.BasePermission):
 class AgentView(APIView):
     authentication_classes = [NodeTokenAuthentication]
     permission_classes = [IsNodeAgent]
+    parser_classes = [JSONParser]  # agents speak JSON only; a form body cannot hold a batch
 
     def own_node(self, request, name):
         node = request.auth.node
@@ -62,7 +64,9 @@ class UsageApi(AgentView):
 class HeartbeatApi(AgentView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
     def post(self, request):
-        data = request.data if isinstance(request.data, dict) else {}
+        data = request.data
+        if not isinstance(data, dict):
+            raise exceptions.ValidationError('the body must be an object: {"node", "gpus": [...]}')
         node = self.own_node(request, data.get("node"))
         count = record_heartbeat(node, data.get("gpus", []))
         return Response({"node": node.name, "gpus": count})

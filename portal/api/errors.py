@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -40,6 +41,11 @@ def problem_response(exc: DomainError) -> JsonResponse:
 class BodyTooLarge(DomainError):
     status = 413
     title = "Request body too large"
+
+
+class TooManyRequests(DomainError):
+    status = 429
+    title = "Too many requests"
 
 
 def _drf_errors(data, field: str = "") -> list[dict]:
@@ -79,3 +85,14 @@ def exception_handler(exc, context):
         if header in response:
             body[header] = response[header]
     return body
+
+
+@csrf_exempt  # it changes nothing; a POST must get the same 404, not the CSRF page
+def not_found(request, *args, **kwargs) -> JsonResponse:
+    """Any /api/v1/ path that names no operation."""
+    return problem_response(NotFound(f"no API operation at {request.path}"))
+
+
+class NotFound(DomainError):
+    status = 404
+    title = "Not found"

@@ -20,12 +20,12 @@ class ReplicaOutput(serializers.Serializer):
     role = serializers.CharField()
     index = serializers.IntegerField()
     state = serializers.CharField()
-    node = serializers.CharField(source="node.name", default=None)
+    node = serializers.CharField(source="node.name", default=None, allow_null=True)
     gpus = serializers.JSONField(source="gpu_indices")
     slice = serializers.JSONField()
     slice_label = serializers.CharField()
-    started = serializers.DateTimeField()
-    ended = serializers.DateTimeField()
+    started = serializers.DateTimeField(allow_null=True)
+    ended = serializers.DateTimeField(allow_null=True)
 
 
 class JobOutput(serializers.Serializer):
@@ -48,8 +48,8 @@ class JobOutput(serializers.Serializer):
     currency = serializers.CharField()
     spec = serializers.JSONField()
     created = serializers.DateTimeField()
-    started = serializers.DateTimeField()
-    finished = serializers.DateTimeField()
+    started = serializers.DateTimeField(allow_null=True)
+    finished = serializers.DateTimeField(allow_null=True)
 
 
 class EventOutput(serializers.Serializer):
@@ -73,6 +73,7 @@ class JobSubmitInput(serializers.Serializer):
 
 class JobListCreateApi(ListAPIView):
     serializer_class = JobOutput
+    filter_params = ("workspace", "state")
 
     @extend_schema(parameters=[
         OpenApiParameter("workspace", str, description="a workspace slug (default: all of mine)"),

@@ -17,3 +17,52 @@ class NodeTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer", "description": "A node agent's token (gpn_...)."}
+
+
+# What every operation may answer besides its success: the problem details of portal/api/errors.py.
+PROBLEM_STATUSES = {
+    "400": "The request was refused (invalid parameters or body)",
+    "401": "No credentials, or unknown or revoked ones",
+    "403": "Not allowed for this caller",
+    "404": "Not found, or not visible to this caller",
+    "409": "Conflicts with the current state",
+    "413": "Request body too large",
+    "422": "Understood but cannot be processed",
+    "429": "Too many requests (see Retry-After)",
+}
+
+PROBLEM_DETAIL = {
+    "type": "object",
+    "description": "RFC 9457 problem details; `errors` holds one entry per message.",
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "errors": {"type": "array", "items": {
+            "type": "object",
+            "properties": {
+                "line": {"type": "integer", "nullable": True},
+                "column": {"type": "integer", "nullable": True},
+                "field": {"type": "string"},
+                "message": {"type": "string"},
+            },
+            "required": ["field", "message"],
+        }},
+    },
+    "required": ["type", "title", "status", "detail", "errors"],
+}
+
+
+def add_problem_responses(result, generator, request, public):
+    """drf-spectacular postprocessing hook: document the problem-details errors on every operation,
+    so a client (and the schema checks) know every 4xx the API may answer."""
+    result.setdefault("components", {}).setdefault("schemas", {})["ProblemDetail"] = PROBLEM_DETAIL
+    ref = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/ProblemDetail"}}}
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            for status, description in PROBLEM_STATUSES.items():
+                operation["responses"].setdefault(status, {"description": description, "content": ref})
+    return result

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from portal.api import agent, jobs, quotes, workspaces
+from portal.api import agent, errors, jobs, quotes, workspaces
 
 urlpatterns = [
     path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
@@ -14,4 +14,6 @@ urlpatterns = [
     path("agent/usage", agent.UsageApi.as_view(), name="api-agent-usage"),
     path("agent/heartbeat", agent.HeartbeatApi.as_view(), name="api-agent-heartbeat"),
     path("agent/assignments", agent.AssignmentsApi.as_view(), name="api-agent-assignments"),
+    # Last: any other /api/v1/ path (e.g. /jobs/abc/) is a problem-details 404, not Django's HTML page.
+    re_path(r"^", errors.not_found, name="api-not-found"),
 ]

@@ -260,6 +260,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Workspaces, jobs, quotes and usage of the GPU platform.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "portal.api.schema.add_problem_responses"],
 }
 
 # --- scheduling ------------------------------------------------------------------------------

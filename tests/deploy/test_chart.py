@@ -20,6 +20,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from scheduling.backends.kubernetes.config import KubernetesConfig
 from tests.deploy.gotemplate import Renderer, TemplateError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,6 +175,8 @@ def test_helm_template_agrees(name, tmp_path):
 VERBS = {"list": "list", "read": "get", "create": "create", "patch": "patch", "delete": "delete",
          "replace": "update", "connect": "create"}
 CALL = re.compile(r"^(list|read|create|patch|delete|replace)_(namespaced_)?([a-z_]+?)(_for_all_namespaces)?$")
+# the client's API classes the backend may hold, and the API group each one calls
+API_GROUPS = {"CoreV1Api": "", "CoordinationV1Api": "coordination.k8s.io"}
 
 
 def plural(snake: str) -> str:
@@ -181,18 +184,19 @@ def plural(snake: str) -> str:
     return word if word.endswith("s") else word + ("es" if word.endswith(("ss", "sh", "ch")) else "s")
 
 
-def api_calls(backend: Path = BACKEND) -> set[tuple[str, str]]:
-    """(resource, verb) of every Kubernetes API method the backend names, from its source."""
-    found: set[tuple[str, str]] = set()
-    api_attrs: set[str] = set()
+def api_calls(backend: Path = BACKEND) -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) of every Kubernetes API method the backend names, from its source."""
+    found: set[tuple[str, str, str]] = set()
     for path in sorted(backend.glob("*.py")):
         tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):  # self.core = client.CoreV1Api(...): `core` holds an API object
+        api_attrs: dict[str, str] = {}  # self.core = client.CoreV1Api(...): `core` calls the core group
+        for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 func = node.value.func
                 if isinstance(func, ast.Attribute) and func.attr.endswith("Api") and func.attr != "ApiClient":
-                    assert func.attr == "CoreV1Api", f"{path.name}: {func.attr} needs its own mapping here"
-                    api_attrs.update(t.attr for t in node.targets if isinstance(t, ast.Attribute))
+                    assert func.attr in API_GROUPS, f"{path.name}: {func.attr} needs its own mapping here"
+                    api_attrs.update((t.attr, API_GROUPS[func.attr]) for t in node.targets
+                                     if isinstance(t, ast.Attribute))
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
                     and node.value.attr in api_attrs):
@@ -207,30 +211,41 @@ def api_calls(backend: Path = BACKEND) -> set[tuple[str, str]]:
                 resource = plural(resource.removesuffix("_log")) + "/log"
             else:
                 resource = plural(resource)
-            found.add((resource, verb))
+            found.add((api_attrs[node.value.attr], resource, verb))
         # a list called with watch=True is a watch
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and any(k.arg == "watch" and isinstance(k.value, ast.Constant)
                                                   and k.value.value is True for k in node.keywords):
                 func = node.func
-                if isinstance(func, ast.Attribute) and CALL.match(func.attr):
-                    found.add((plural(CALL.match(func.attr).group(3)), "watch"))
+                if (isinstance(func, ast.Attribute) and CALL.match(func.attr)
+                        and isinstance(func.value, ast.Attribute) and func.value.attr in api_attrs):
+                    found.add((api_attrs[func.value.attr], plural(CALL.match(func.attr).group(3)), "watch"))
     return found
 
 
-def granted(docs: list[dict]) -> set[tuple[str, str]]:
-    (role,) = by_kind(docs, "ClusterRole")
+def granted(docs: list[dict]) -> set[tuple[str, str, str]]:
+    """What the ClusterRole grants everywhere and the Roles grant in the release namespace."""
     out = set()
-    for rule in role["rules"]:
-        assert rule["apiGroups"] == [""], "the backend uses the core API group only"
-        out |= {(r, v) for r in rule["resources"] for v in rule["verbs"]}
+    for role in by_kind(docs, "ClusterRole") + by_kind(docs, "Role"):
+        for rule in role["rules"]:
+            out |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     return out
 
 
 def test_rbac_grants_exactly_what_the_kubernetes_backend_calls():
     calls = api_calls()
-    assert ("pods", "watch") in calls and ("pods/log", "get") in calls and ("nodes", "list") in calls
-    assert granted(render(values_for("values.yaml"))) == calls
+    assert ("", "pods", "watch") in calls and ("", "pods/log", "get") in calls and ("", "nodes", "list") in calls
+    assert {c for c in calls if c[0] == "coordination.k8s.io"} == {
+        ("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+    docs = render(values_for("values.yaml"))
+    assert granted(docs) == calls
+    (cluster_role,) = by_kind(docs, "ClusterRole")
+    assert all(rule["apiGroups"] == [""] for rule in cluster_role["rules"])  # leases: the namespace only
+    (role,) = by_kind(docs, "Role")
+    (binding,) = by_kind(docs, "RoleBinding")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "gpu-platform"
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == "gpu-platform-scheduler"
 
 
 def test_a_new_api_call_without_a_rule_is_caught(tmp_path):
@@ -238,6 +253,28 @@ def test_a_new_api_call_without_a_rule_is_caught(tmp_path):
     shutil.copytree(BACKEND, copy_dir)
     source = copy_dir / "backend.py"
     source.write_text(source.read_text() + "\n\ndef extra(self):\n    return self.core.list_namespaced_secret('x')\n")
+    lease = copy_dir / "lease.py"
+    lease.write_text(lease.read_text() + "\n\ndef extra(self):\n    return self.coordination.delete_namespaced_lease('x')\n")
     calls = api_calls(copy_dir)
-    assert ("secrets", "list") in calls
+    assert ("", "secrets", "list") in calls and ("coordination.k8s.io", "leases", "delete") in calls
     assert granted(render(values_for("values.yaml"))) != calls
+    assert granted(render(values_for("values.yaml"))) == calls - {("", "secrets", "list"),
+                                                                  ("coordination.k8s.io", "leases", "delete")}
+
+
+def test_the_worker_runs_with_the_charts_lease_and_scheduler_settings():
+    docs = render(values_for("values.yaml", {"worker": {"schedulerName": "gpu-platform",
+                                                        "leaderElection": {"leaseDurationS": "20"}}}))
+    worker = named(docs, "Deployment", "gpu-worker")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in worker["env"]}
+    assert env == {"K8S_LEASE_NAME": "gpu-platform-scheduler", "K8S_LEASE_NAMESPACE": "gpu-platform",
+                   "K8S_LEASE_DURATION_S": "20", "K8S_SCHEDULER_NAME": "gpu-platform"}
+    config = {}
+    for doc in by_kind(docs, "ConfigMap"):
+        config.update(doc.get("data") or {})
+    settings = KubernetesConfig.from_env({**config, **env})
+    assert (settings.lease_name, settings.lease_namespace, settings.lease_duration_s) == (
+        "gpu-platform-scheduler", "gpu-platform", 20.0)
+    assert settings.scheduler_name == "gpu-platform" and settings.in_cluster is True
+    default = named(render(values_for("values.yaml")), "Deployment", "gpu-worker")["spec"]["template"]["spec"]
+    assert "K8S_SCHEDULER_NAME" not in {e["name"] for e in default["containers"][0]["env"]}

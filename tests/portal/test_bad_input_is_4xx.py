@@ -119,6 +119,12 @@ def test_nul_in_any_query_string_is_a_400(page, api):
     is_problem(api.get("/api/v1/workspaces/?q=%00"), 400)
 
 
+def test_an_unknown_list_parameter_is_a_400_not_everything(api):
+    is_problem(api.get("/api/v1/jobs/?stat=Pending"), 400)  # a misspelt filter
+    is_problem(api.get("/api/v1/workspaces/?a=b"), 400)
+    assert api.get("/api/v1/jobs/?state=Pending&limit=5").status_code == 200
+
+
 def test_revoke_with_a_bad_id(page, cluster):
     token, _ = create_api_token(cluster.alice, "ci")
     assert page.post("/account/tokens/", {"revoke": "abc"}).status_code == 400

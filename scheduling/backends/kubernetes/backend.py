@@ -28,15 +28,18 @@ import urllib3
 from kubernetes import client
 from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.watch.watch import iter_resp_lines
 
 from scheduling.backends.base import NodeInventory, ReplicaKey, ReplicaLaunch, ReplicaStatus
 
 from . import manifests as m
 from .config import KubernetesConfig
+from .lease import LeaderLease, LostLeadership, default_identity
 from .retry import KubernetesApiError, call_with_retry, detail_of
 
-__all__ = ["KubernetesBackend", "KubernetesConfig", "KubernetesApiError", "PodCache", "make_api_client"]
+__all__ = ["KubernetesBackend", "KubernetesConfig", "KubernetesApiError", "LostLeadership", "PodCache",
+           "make_api_client"]
 
 PodRef = tuple[str, str]  # (namespace, name)
 
@@ -45,11 +48,11 @@ def make_api_client(config: KubernetesConfig) -> client.ApiClient:
     """An ApiClient from the kubeconfig file, or from the pod's service account in a cluster. The client's own
     urllib3 retries are off: the backend retries itself, with backoff and Retry-After."""
     configuration = client.Configuration()
-    in_cluster = config.in_cluster
-    if in_cluster is None:
-        in_cluster = not config.kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-    if in_cluster:
-        kube_config.load_incluster_config(client_configuration=configuration)
+    if config.uses_service_account():
+        # the token is read again every minute: projected service-account tokens rotate
+        InClusterConfigLoader(token_filename=os.path.join(config.service_account_dir, "token"),
+                              cert_filename=os.path.join(config.service_account_dir, "ca.crt"),
+                              try_refresh_token=True).load_and_set(configuration)
     else:
         kube_config.load_kube_config(config_file=config.kubeconfig, context=config.context,
                                      client_configuration=configuration)
@@ -159,9 +162,12 @@ class KubernetesBackend:
     name = "kubernetes"
 
     def __init__(self, config: KubernetesConfig | None = None, *, api_client: client.ApiClient | None = None,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
+                 identity: str | None = None) -> None:
         self.config = config or KubernetesConfig.from_env()
         self.core = client.CoreV1Api(api_client or make_api_client(self.config))
+        self.identity = identity or default_identity()
+        self._leader: LeaderLease | None = None
         self.cache = PodCache()
         self._sleep, self._clock = sleep, clock
         self._vendors: dict[str, str] = {}  # node -> nvidia | amd, from the last inventory
@@ -188,6 +194,22 @@ class KubernetesBackend:
     def close(self) -> None:
         """Release the client's connections."""
         self.core.api_client.close()
+
+    # --- leader election ---------------------------------------------------------------------------------
+    @property
+    def leader(self) -> LeaderLease:
+        """The Lease this process competes for; once it has taken part, only its holder changes the cluster."""
+        if self._leader is None:
+            cfg = self.config
+            self._leader = LeaderLease(self.core.api_client, cfg.lease_name, cfg.lease_namespace_or_own(),
+                                       self.identity, cfg.lease_duration_s, request_timeout_s=cfg.request_timeout_s,
+                                       clock=self._clock, sleep=self._sleep)
+        return self._leader
+
+    def _check_leader(self) -> None:
+        # a cycle that outlived its Lease stops writing; the next leader's reconcile finishes its work
+        if self._leader is not None and not self._leader.held():
+            raise LostLeadership(f"{self.identity} does not hold lease {self._leader.what}")
 
     # --- API plumbing ----------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, text: bool = False, **kwargs: Any) -> Any:
@@ -246,6 +268,7 @@ class KubernetesBackend:
 
     def sync_workspace(self, workspace: str, gpu_quota_milli: int | None) -> None:
         with self._lock:
+            self._check_leader()
             namespace = m.namespace_name(self.config, workspace)
             self._namespaces.discard(namespace)  # check it really exists: sync is the place to repair
             self._ensure_namespace(namespace, workspace)
@@ -262,6 +285,7 @@ class KubernetesBackend:
     # --- launching ---------------------------------------------------------------------------------------
     def launch(self, replica: ReplicaLaunch) -> None:
         with self._lock:
+            self._check_leader()
             if self.cache.replica(replica.key) is not None:
                 return
             namespace = m.namespace_name(self.config, replica.workspace)
@@ -316,10 +340,12 @@ class KubernetesBackend:
     # --- stopping ----------------------------------------------------------------------------------------
     def evict(self, key: ReplicaKey, reason: str) -> None:
         with self._lock:
+            self._check_leader()
             self._remove(key)
 
     def forget(self, key: ReplicaKey) -> None:
         with self._lock:
+            self._check_leader()
             self._remove(key)
 
     def _remove(self, key: ReplicaKey) -> None:

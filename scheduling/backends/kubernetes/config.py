@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from .retry import RetryPolicy
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_SPOT_MARKERS = (
     "cloud.google.com/gke-spot=true",
     "cloud.google.com/gke-preemptible=true",
@@ -38,6 +39,12 @@ class KubernetesConfig:
     watch_idle_s: float = 0.2  # statuses() stops draining the watch after this long without an event
     orphan_grace_s: float = 60.0  # a reservation without fractions is deleted once older than this
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # the pod's service account (token, ca.crt, namespace), read when in_cluster
+    service_account_dir: str = SERVICE_ACCOUNT_DIR
+    scheduler_name: str | None = None  # spec.schedulerName of the pods made; None: the cluster's default-scheduler
+    lease_name: str = "gpu-platform-scheduler"  # the Lease the cycle holds (leader election between workers)
+    lease_namespace: str | None = None  # None: the pod's own namespace in a cluster, else "default"
+    lease_duration_s: float = 15.0  # a dead holder's Lease is taken over after this long
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*)?", self.namespace_prefix) or len(self.namespace_prefix) > 40:
@@ -53,13 +60,39 @@ class KubernetesConfig:
             raise ValueError("K8S timeouts must be > 0")
         if self.orphan_grace_s < 0:
             raise ValueError("K8S_ORPHAN_GRACE_S must be >= 0")
+        if self.lease_duration_s < 1:
+            raise ValueError("K8S_LEASE_DURATION_S must be >= 1")
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", self.lease_name):
+            raise ValueError(f"K8S_LEASE_NAME {self.lease_name!r} is not a DNS name")
+        if self.scheduler_name is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?",
+                                                                 self.scheduler_name):
+            raise ValueError(f"K8S_SCHEDULER_NAME {self.scheduler_name!r} is not a DNS name")
+
+    def uses_service_account(self, env: Mapping[str, str] | None = None) -> bool:
+        """In-cluster unless told otherwise: no kubeconfig given and the API server's Service in the env."""
+        if self.in_cluster is not None:
+            return self.in_cluster
+        env = os.environ if env is None else env
+        return not self.kubeconfig and bool(env.get("KUBERNETES_SERVICE_HOST"))
+
+    def lease_namespace_or_own(self) -> str:
+        if self.lease_namespace:
+            return self.lease_namespace
+        if self.uses_service_account():
+            try:
+                with open(os.path.join(self.service_account_dir, "namespace")) as f:
+                    return f.read().strip() or "default"
+            except OSError:
+                pass
+        return "default"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> KubernetesConfig:
         """K8S_KUBECONFIG (or KUBECONFIG), K8S_CONTEXT, K8S_IN_CLUSTER, K8S_NAMESPACE_PREFIX, K8S_POOL_LABEL,
         K8S_DEFAULT_POOL, K8S_GPU_UUIDS_ANNOTATION, K8S_SPOT_MARKERS (comma list), K8S_RESERVATION_NAMESPACE,
         K8S_RESERVATION_IMAGE, K8S_MASTER_PORT, K8S_REQUEST_TIMEOUT_S, K8S_WATCH_TIMEOUT_S, K8S_WATCH_IDLE_S,
-        K8S_ORPHAN_GRACE_S, K8S_RETRY_ATTEMPTS, K8S_RETRY_BASE_S, K8S_RETRY_CAP_S."""
+        K8S_ORPHAN_GRACE_S, K8S_RETRY_ATTEMPTS, K8S_RETRY_BASE_S, K8S_RETRY_CAP_S, K8S_SERVICE_ACCOUNT_DIR,
+        K8S_SCHEDULER_NAME, K8S_LEASE_NAME, K8S_LEASE_NAMESPACE, K8S_LEASE_DURATION_S."""
         env = os.environ if env is None else env
         d = cls()
 
@@ -95,4 +128,9 @@ class KubernetesConfig:
             retry=RetryPolicy(attempts=int(number("K8S_RETRY_ATTEMPTS", d.retry.attempts, int)),
                               base_s=number("K8S_RETRY_BASE_S", d.retry.base_s, float),
                               cap_s=number("K8S_RETRY_CAP_S", d.retry.cap_s, float)),
+            service_account_dir=get("K8S_SERVICE_ACCOUNT_DIR", d.service_account_dir),
+            scheduler_name=env.get("K8S_SCHEDULER_NAME", "").strip() or None,
+            lease_name=get("K8S_LEASE_NAME", d.lease_name),
+            lease_namespace=env.get("K8S_LEASE_NAMESPACE", "").strip() or None,
+            lease_duration_s=number("K8S_LEASE_DURATION_S", d.lease_duration_s, float),
         )

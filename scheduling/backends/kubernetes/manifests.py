@@ -298,6 +298,8 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
         container["command"] = list(replica.command)
     spec: dict = {"nodeName": replica.node, "restartPolicy": "Never", "containers": [container],
                   "tolerations": _tolerations(config)}
+    if config.scheduler_name:  # nodeName bypasses any scheduler; the name tells whose pods these are
+        spec["schedulerName"] = config.scheduler_name
     if distributed:
         spec.update(hostname=rank_hostname(replica.rank), subdomain=service_name(replica.job_id))
         if replica.job_type == "mpi":
@@ -314,7 +316,7 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
 
 def reservation_pod(node: str, gpu: int, uuid: str, vendor: str, config: KubernetesConfig) -> dict:
     """Holds one shared GPU as a whole so that other schedulers and quotas see it used (as Run:ai does)."""
-    return {
+    pod = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": reservation_name(node, gpu), "namespace": config.reservation_namespace,
                      "labels": {MANAGED: "true", KIND: RESERVATION_KIND, NODE: label_value(node), GPU: str(gpu)},
@@ -324,6 +326,9 @@ def reservation_pod(node: str, gpu: int, uuid: str, vendor: str, config: Kuberne
                  "containers": [{"name": "reserve", "image": config.reservation_image,
                                  "resources": _resources(1, 8, {AMD_GPU if vendor == "amd" else NVIDIA_GPU: "1"})}]},
     }
+    if config.scheduler_name:
+        pod["spec"]["schedulerName"] = config.scheduler_name
+    return pod
 
 
 def headless_service(replica: ReplicaLaunch, namespace: str, config: KubernetesConfig) -> dict:

@@ -1,8 +1,9 @@
 """A small emulated Kubernetes API server for tests: real HTTP on 127.0.0.1, the JSON API of the core
 resources the backend uses (nodes, namespaces, resourcequotas, pods incl. watch streams and logs,
-services, configmaps), resourceVersions, label and field selectors, 410 Gone after compaction, a
-kubelet that admits or rejects pods bound with nodeName by the node's extended resources, and
-injectable faults (status codes with Retry-After, slow answers).
+services, configmaps) and coordination.k8s.io/v1 leases, resourceVersions (a stale update is a 409), label and field selectors, 410 Gone after compaction, a
+kubelet that admits or rejects pods bound with nodeName by the node's extended resources,
+injectable faults (status codes with Retry-After, slow answers), hooks run before a request (another
+client writing in between) and HTTPS with a given certificate (as the in-cluster endpoint is).
 
 kmock (0.8) was tried first: it keeps no resourceVersions, ignores label selectors, replays every
 object on each watch and has no pods/log, so a fault layer in front of it would have had to
@@ -19,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import ssl
 import threading
 import time
 import uuid
@@ -27,10 +29,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-NAMESPACED = {"pods", "services", "configmaps", "resourcequotas"}
+CORE_NAMESPACED = {"pods", "services", "configmaps", "resourcequotas"}
+# resources of named API groups, served under /apis/<group/version>/namespaces/<ns>/<plural>
+GROUPS = {"leases": "coordination.k8s.io/v1"}
+NAMESPACED = CORE_NAMESPACED | set(GROUPS)
 CLUSTER_SCOPED = {"nodes", "namespaces"}
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "resourcequotas": "ResourceQuota",
-         "nodes": "Node", "namespaces": "Namespace"}
+         "nodes": "Node", "namespaces": "Namespace", "leases": "Lease"}
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -143,11 +148,14 @@ def parse_quantity(q: object) -> float:
 class KubeEmulator:
     """The server. All state is guarded by one condition variable; watches wait on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        self.tls = tls  # (certificate, key): serve HTTPS
         self.store = Store()
         self.cond = threading.Condition()
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, dict]] = []  # (method, path, query) of every request
+        self.authorizations: list[str] = []  # the Authorization header of every request
+        self.hooks: list[tuple[str, str, object]] = []  # (method, path regex, fn()): run once, before answering
         self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> log text
         self.kubelet = True  # admit pods bound to nodes (Failed OutOf<resource> when they do not fit)
         self.graceful_pods = False  # DELETE only marks pods Terminating until finish_terminating()
@@ -161,6 +169,10 @@ class KubeEmulator:
             api = emulator
 
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
+        if self.tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
@@ -182,7 +194,12 @@ class KubeEmulator:
     @property
     def url(self) -> str:
         assert self.server is not None, "emulator not started"
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None, "emulator not started"
+        return self.server.server_address[1]
 
     def write_kubeconfig(self, path: Path) -> Path:
         """A kubeconfig (JSON is valid YAML) whose current context points at this server."""
@@ -269,6 +286,18 @@ class KubeEmulator:
             self.faults.append(fault)
         return fault
 
+    def before(self, method: str, path: str, fn) -> None:
+        """Run fn() once, before answering the next `method` request whose path matches."""
+        with self.cond:
+            self.hooks.append((method, path, fn))
+
+    def update(self, plural: str, namespace: str, name: str, change) -> dict:
+        """Another client's read-modify-write: change(obj) edits a copy, stored with a new resourceVersion."""
+        with self.cond:
+            obj = copy.deepcopy(self.store.objects[(plural, namespace, name)])
+            change(obj)
+            return self._update(plural, namespace, name, obj)
+
     def count(self, method: str, path: str) -> int:
         return sum(1 for m, p, _ in self.requests if m == method and re.search(path, p))
 
@@ -296,7 +325,8 @@ class KubeEmulator:
             raise ApiError(409, "AlreadyExists", f'{plural} "{name}" already exists')
         meta.update(name=name, uid=str(uuid.uuid4()),
                     creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        obj.setdefault("apiVersion", "v1")
+        check_micro_times(plural, obj)
+        obj.setdefault("apiVersion", GROUPS.get(plural, "v1"))
         obj["kind"] = KINDS[plural]
         if plural == "pods":
             obj["status"] = self._admit(obj)
@@ -336,6 +366,7 @@ class KubeEmulator:
         if want_rv and want_rv != old["metadata"]["resourceVersion"]:
             raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": '
                                             "the object has been modified")
+        check_micro_times(plural, new)
         new = copy.deepcopy(new)
         new["metadata"] = {**new.get("metadata", {}), **{k: old["metadata"][k] for k in
                                                          ("name", "uid", "creationTimestamp")}}
@@ -379,6 +410,19 @@ class KubeEmulator:
                     and selector_matches(labels, meta.get("labels", {}) or {})
                     and selector_matches(fields, field_values(obj)))
         return ok
+
+
+MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)")
+
+
+def check_micro_times(plural: str, obj: dict) -> None:
+    """A Lease's times are MicroTime (RFC 3339 with exactly six fraction digits), or the server refuses it."""
+    if plural != "leases":
+        return
+    for key in ("acquireTime", "renewTime"):
+        value = (obj.get("spec") or {}).get(key)
+        if value is not None and not MICRO_TIME.fullmatch(str(value)):
+            raise ApiError(400, "BadRequest", f"spec.{key}: {value!r} is not a MicroTime")
 
 
 def pod_requests(pod: dict) -> dict[str, float]:
@@ -442,6 +486,13 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body() if method in ("POST", "PUT", "PATCH") else {}
         with api.cond:
             api.requests.append((method, url.path, query))
+            api.authorizations.append(self.headers.get("Authorization") or "")
+            hook = next((h for h in api.hooks if h[0] == method and re.search(h[1], url.path)), None)
+            if hook:
+                api.hooks.remove(hook)
+        if hook:
+            hook[2]()
+        with api.cond:
             fault = next((f for f in api.faults if f.matches(method, url.path, is_watch)), None)
             if fault:
                 fault.times -= 1
@@ -473,16 +524,20 @@ class _Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _route(path: str) -> tuple[str, str | None, str | None, str | None] | None:
         """-> (plural, namespace or None, name or None, subresource or None)."""
+        group = re.fullmatch(r"/apis/([a-z0-9.]+/v[0-9a-z]+)/namespaces/([^/]+)/([a-z]+)(?:/([^/]+))?/?", path)
+        if group:
+            version, ns, plural, name = group.groups()
+            return (plural, ns, name, None) if GROUPS.get(plural) == version else None
         if path == "/api/v1" or not path.startswith("/api/v1/"):
             return None
         parts = path[len("/api/v1/"):].strip("/").split("/")
         if parts[0] == "namespaces" and len(parts) >= 3:
             ns, plural, rest = parts[1], parts[2], parts[3:]
-            if plural not in NAMESPACED or len(rest) > 2:
+            if plural not in CORE_NAMESPACED or len(rest) > 2:
                 return None
             return plural, ns, rest[0] if rest else None, rest[1] if len(rest) > 1 else None
         plural, rest = parts[0], parts[1:]
-        if plural not in NAMESPACED | CLUSTER_SCOPED or len(rest) > 2:
+        if plural not in CORE_NAMESPACED | CLUSTER_SCOPED or len(rest) > 2:
             return None
         return plural, None, rest[0] if rest else None, rest[1] if len(rest) > 1 else None
 

@@ -46,3 +46,23 @@ def test_status_keeps_the_exact_role_name_and_maps_phases():
 def test_bad_quantities_name_the_value():
     with pytest.raises(ValueError, match="bad Kubernetes quantity 'lots'"):
         m.quantity("lots")
+
+
+def test_pods_carry_the_scheduler_name_when_one_is_set():
+    from tests.scheduling.backends.kubernetes.k8s_launches import launch
+
+    assert "schedulerName" not in m.replica_pod(launch(), "ns", "nvidia", KubernetesConfig())["spec"]
+    named = KubernetesConfig.from_env({"K8S_SCHEDULER_NAME": "gpu-platform"})
+    assert m.replica_pod(launch(), "ns", "nvidia", named)["spec"]["schedulerName"] == "gpu-platform"
+    assert m.reservation_pod("gpu-1", 0, "GPU-a", "nvidia", named)["spec"]["schedulerName"] == "gpu-platform"
+    with pytest.raises(ValueError, match="K8S_SCHEDULER_NAME"):
+        KubernetesConfig.from_env({"K8S_SCHEDULER_NAME": "Not A Name"})
+
+
+def test_lease_settings_from_the_environment():
+    config = KubernetesConfig.from_env({"K8S_LEASE_NAME": "sched", "K8S_LEASE_NAMESPACE": "ops",
+                                        "K8S_LEASE_DURATION_S": "20", "K8S_IN_CLUSTER": "0"})
+    assert (config.lease_name, config.lease_namespace_or_own(), config.lease_duration_s) == ("sched", "ops", 20.0)
+    assert KubernetesConfig(in_cluster=False).lease_namespace_or_own() == "default"
+    with pytest.raises(ValueError, match="K8S_LEASE_DURATION_S"):
+        KubernetesConfig.from_env({"K8S_LEASE_DURATION_S": "0.5"})

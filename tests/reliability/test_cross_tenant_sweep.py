@@ -1,0 +1,143 @@
+"""Every URL pattern of the URL conf, read from the resolver, each path parameter filled with an
+object of the OTHER tenant (bob's nlp-group), requested by alice: she is never shown, never lets
+change and never exports bob's objects.
+
+No list of endpoints is kept here: a new pattern is swept as soon as it is routed, and a
+parameter this file cannot fill fails the test until a filler is added to FILLERS."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.urls import URLPattern, URLResolver, get_resolver
+
+METHODS = ("get", "post", "delete")
+STAFF_ONLY = ("/console/", "/admin/")
+DOORS = {"login", "logout"}  # the admin's own login and logout show nothing to anyone
+# Bob's objects by the name of the parameter that names them; `route` tells the uuid of an export
+# from the int of a job where both are called pk.
+FILLERS = {
+    "slug": lambda bob, route: bob["workspace"].slug,
+    "pk": lambda bob, route: bob["export"].pk if "exports/" in route else bob["job"].pk,
+    "month": lambda bob, route: bob["month"],
+    # Staff-only areas: any of bob's objects, alice must be refused before it is looked at.
+    "name": lambda bob, route: bob["workspace"].slug,
+    "app_label": lambda bob, route: "portal",
+    "object_id": lambda bob, route: bob["workspace"].pk,
+    "content_type_id": lambda bob, route: 1,
+    "id": lambda bob, route: bob["user"].pk,
+    "url": lambda bob, route: f"portal/workspace/{bob['workspace'].pk}/change/",
+}
+_PARAM = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")
+
+
+def url_patterns(resolver=None, prefix: str = ""):
+    """(route, pattern) for every leaf of the URL conf, routes joined along the way."""
+    resolver = resolver or get_resolver()
+    for entry in resolver.url_patterns:
+        route = prefix + str(entry.pattern).lstrip("^").rstrip("$").replace("\\Z", "")
+        if isinstance(entry, URLResolver):
+            yield from url_patterns(entry, route)
+        elif isinstance(entry, URLPattern):
+            yield route, entry
+
+
+def fill(route: str, bob: dict) -> str:
+    def one(match):
+        name = match["name"] or match["rname"]
+        if name not in FILLERS:
+            raise LookupError(name)
+        return str(FILLERS[name](bob, route))
+
+    return "/" + _PARAM.sub(one, route)
+
+
+@pytest.fixture
+def bob_world(cluster, clock):
+    from billing.models import Budget, ReportExport
+    from billing.services import submit_quoted_job
+    from scheduling.spec.examples import CLEAN_YAML
+
+    job = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, option=None,
+                            spec=CLEAN_YAML.replace("vision-lab", "nlp-group").replace("bert-finetune", "bob-secret-run"))
+    export = ReportExport.objects.create(user=cluster.bob, filters={"workspace": "nlp-group"},
+                                         state=ReportExport.State.DONE, file_name="bob-secret.xlsx")
+    Budget.objects.create(workspace=cluster.nlp, amount=Decimal("1234.00"), currency="USD")
+    return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m")}
+
+
+def _bob_state(bob):
+    """Everything of bob's a request could change or export."""
+    from billing.models import Budget, ReportExport
+    from portal.models import ApiToken, Membership, Workspace
+    from scheduling.models import Job
+
+    workspace = bob["workspace"]
+    return (
+        list(Workspace.objects.filter(pk=workspace.pk).values()),
+        list(Membership.objects.filter(workspace=workspace).values()),
+        list(Job.objects.filter(workspace=workspace).values().order_by("pk")),
+        list(Budget.objects.filter(workspace=workspace).values("amount", "currency", "block_at_limit")),
+        list(ReportExport.objects.filter(user__username="bob").values().order_by("pk")),
+        # alice may make exports of her own, never of bob's workspace
+        ReportExport.objects.filter(filters__workspace=workspace.slug).exclude(user__username="bob").count(),
+        list(ApiToken.objects.filter(user__username="bob").values()),
+    )
+
+
+def _body(response) -> bytes:
+    if not response.streaming:
+        return response.content
+    if not response.is_async:
+        return b"".join(response.streaming_content)
+
+    async def collect():
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(collect)()
+
+
+def _secrets(bob) -> list[bytes]:
+    return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00")]
+
+
+def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_world):
+    from portal.services import create_api_token
+
+    alice_token = create_api_token(cluster.alice, "sweep")[1]
+    patterns = list(url_patterns())
+    unfillable, leaks, requests = [], [], 0
+    before = _bob_state(bob_world)
+    # Bodies and queries also point at bob's things, for views that read them from there.
+    data = {"workspace": bob_world["workspace"].slug, "job": str(bob_world["job"].pk), "amount": "1",
+            "currency": "USD", "spec": "name: x", "month": bob_world["month"]}
+    for route, pattern in patterns:
+        try:
+            url = fill(route, bob_world)
+        except LookupError as missing:
+            unfillable.append(f"/{route} ({pattern.name}): no filler for parameter {missing}")
+            continue
+        for method in METHODS:
+            client.force_login(cluster.alice)  # /logout/ may have ended the session
+            kwargs = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"} if url.startswith("/api/") else {}
+            response = getattr(client, method)(url, data, **kwargs)
+            requests += 1
+            body = _body(response)
+            where = f"{method.upper()} {url} ({pattern.name}) -> {response.status_code}"
+            if url.startswith(STAFF_ONLY) and pattern.name not in DOORS:
+                if not (response.status_code in (403, 404, 405)
+                        or (response.status_code == 302 and "login" in response["Location"])):
+                    leaks.append(f"{where}: a staff-only page not refused to alice")
+            elif _PARAM.search(route):
+                if response.status_code not in (400, 403, 404, 405):
+                    leaks.append(f"{where}: bob's object not refused")
+            if leaked := [s.decode() for s in _secrets(bob_world) if s in body]:
+                leaks.append(f"{where}: body shows {leaked}")
+    assert not unfillable, "parameters the sweep cannot fill (add a filler):\n" + "\n".join(unfillable)
+    assert not leaks, "\n".join(leaks)
+    assert _bob_state(bob_world) == before, "a request as alice changed or exported bob's data"
+    print(f"cross-tenant sweep: {len(patterns)} URL patterns, {requests} requests")
+    assert len(patterns) > 50 and requests >= 3 * len(patterns) - 3 * len(unfillable)
