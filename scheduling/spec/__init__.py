@@ -190,6 +190,8 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
         try:
             number = Decimal(value)
         except InvalidOperation:
+            number = None
+        if number is None or not number.is_finite():
             bad(key, f"'{value}' is not a number of GPUs (e.g. 1, 2 or 0.5)")
             return None
         return int(number) if number == number.to_integral_value() else float(number)

@@ -7,6 +7,7 @@ import os
 import shutil
 
 import pytest
+from playwright.sync_api import expect
 
 CHROMIUM_ARGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -39,6 +40,7 @@ def page(browser, tmp_path):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(15000)
+    expect.set_options(timeout=15000)  # assertions wait as long as actions: CI machines are loaded
     yield page
     context.close()
 

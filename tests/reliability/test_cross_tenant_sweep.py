@@ -11,8 +11,8 @@ import re
 from decimal import Decimal
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.urls import URLPattern, URLResolver, get_resolver
+from tests_reliability_helpers import response_body
 
 METHODS = ("get", "post", "delete")
 STAFF_ONLY = ("/console/", "/admin/")
@@ -88,16 +88,6 @@ def _bob_state(bob):
     )
 
 
-def _body(response) -> bytes:
-    if not response.streaming:
-        return response.content
-    if not response.is_async:
-        return b"".join(response.streaming_content)
-
-    async def collect():
-        return b"".join([chunk async for chunk in response.streaming_content])
-
-    return async_to_sync(collect)()
 
 
 def _secrets(bob) -> list[bytes]:
@@ -125,7 +115,7 @@ def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_w
             kwargs = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"} if url.startswith("/api/") else {}
             response = getattr(client, method)(url, data, **kwargs)
             requests += 1
-            body = _body(response)
+            body = response_body(response)
             where = f"{method.upper()} {url} ({pattern.name}) -> {response.status_code}"
             if url.startswith(STAFF_ONLY) and pattern.name not in DOORS:
                 if not (response.status_code in (403, 404, 405)

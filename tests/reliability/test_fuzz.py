@@ -8,9 +8,9 @@ import json
 
 import pytest
 import yaml
-from asgiref.sync import async_to_sync
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests_reliability_helpers import response_body
 
 from scheduling.spec import parse_job_spec, parse_job_spec_obj
 from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
@@ -101,17 +101,6 @@ filter_values = (st.text(max_size=40) | st.dates().map(str) | st.integers().map(
 queries = st.dictionaries(st.sampled_from(FILTER_KEYS) | st.text(max_size=8), filter_values, max_size=6)
 
 
-def _body(response) -> bytes:
-    """The whole body, so an error inside a stream shows too."""
-    if not response.streaming:
-        return response.content
-    if not response.is_async:
-        return b"".join(response.streaming_content)
-
-    async def collect():
-        return b"".join([chunk async for chunk in response.streaming_content])
-
-    return async_to_sync(collect)()
 
 
 @pytest.fixture
@@ -124,7 +113,7 @@ def alice(cluster, client, clock, no_rate_limits):
 @given(query=queries, path=st.sampled_from(["/reports/", "/reports/export.csv"]))
 def test_report_filters_never_fail(alice, query, path):
     response = alice.get(path, query)
-    _body(response)
+    response_body(response)
     assert response.status_code < 500
 
 

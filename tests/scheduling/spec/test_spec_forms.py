@@ -309,6 +309,8 @@ def test_image_form_errors_name_form_fields() -> None:
     ("form", "field", "message"),
     [
         ({"image": "i", "gpus": "lots"}, "gpus", "gpus: 'lots' is not a number of GPUs"),
+        ({"image": "i", "gpus": "Infinity"}, "gpus", "gpus: 'Infinity' is not a number of GPUs"),
+        ({"image": "i", "gpus": "NaN"}, "gpus", "gpus: 'NaN' is not a number of GPUs"),
         ({"image": "i", "priority": "high"}, "priority", "priority: 'high' is not a whole number"),
         ({"image": "i", "reduceCost": "maybe"}, "reduceCost", "reduceCost: 'maybe' is not true or false"),
         ({"image": "i", "command": "python 'x"}, "command", "command: cannot split the command"),
