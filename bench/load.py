@@ -44,9 +44,7 @@ import json
 import os
 import platform
 import random
-import resource
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,7 +55,8 @@ from urllib.parse import urlparse
 
 import gevent
 
-from portal.testing import ROOT, free_port, stop_processes, wait_for_http
+from bench import ingest, live
+from portal.testing import ROOT, free_port, wait_for_http
 
 RAISED_LIMIT = "1000000/60"
 QUOTE_SPEC = {"name": "load-quote", "type": "single", "expectedDuration": "1h",
@@ -143,19 +142,10 @@ class ApiUser(HttpUser):
 # --- the stack ---------------------------------------------------------------------------------
 
 @dataclass
-class Stack:
+class Stack(live.Stack):
     """The processes and files the benchmark owns; `stop` ends and removes them."""
 
-    tmp: Path
-    redis_url: str
-    redis_proc: subprocess.Popen | None = None
-    daphne_proc: subprocess.Popen | None = None
-    daphne_log: Path | None = None
     server_command: str = ""
-
-    def stop(self) -> None:
-        stop_processes([self.daphne_proc, self.redis_proc])
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def check_postgres_url(url: str) -> tuple[str, str]:
@@ -253,19 +243,8 @@ def server_log_errors(log: Path | None, limit: int = 10) -> list[str]:
 
 
 def cpu_seconds(proc: subprocess.Popen | None) -> float:
-    """User + system CPU seconds a child has used so far (Linux /proc); 0 when gone."""
-    if proc is None or proc.poll() is not None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds a child has used so far; 0 when it is gone."""
+    return ingest.cpu_seconds(proc.pid) if proc is not None and proc.poll() is None else 0.0
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -288,7 +267,7 @@ def run_load(base: str, args, stack: Stack) -> dict:
     env = Environment(user_classes=[BrowserUser, ApiUser], host=base)
     runner = env.create_local_runner()
     READY[0] = 0
-    cpu_before = (cpu_seconds(stack.daphne_proc), cpu_seconds(stack.redis_proc), own_cpu_seconds())
+    cpu_before = (cpu_seconds(stack.daphne_proc), cpu_seconds(stack.redis_proc), ingest.own_cpu_seconds())
     started = time.perf_counter()
     runner.start(args.users, spawn_rate=args.spawn_rate)
     deadline = started + args.duration
@@ -303,7 +282,7 @@ def run_load(base: str, args, stack: Stack) -> dict:
     ended = time.perf_counter()
     wall_s = ended - started
     counted_s = ended - ready_at if args.reset_stats and ready_at else wall_s
-    cpu_after = (cpu_seconds(stack.daphne_proc), cpu_seconds(stack.redis_proc), own_cpu_seconds())
+    cpu_after = (cpu_seconds(stack.daphne_proc), cpu_seconds(stack.redis_proc), ingest.own_cpu_seconds())
     runner.quit()
 
     stats = env.stats
