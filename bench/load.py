@@ -355,13 +355,6 @@ def wait_range(text: str) -> tuple[float, float]:
     return low_f, high_f
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def positive_float(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -389,7 +382,7 @@ def print_text(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=positive_int, default=50)
+    parser.add_argument("--users", type=live.positive_int, default=50)
     parser.add_argument("--duration", type=positive_float, default=60.0, help="seconds of load")
     parser.add_argument("--spawn-rate", type=positive_float, default=10.0, help="users started per second")
     parser.add_argument("--wait", type=wait_range, default=(0.5, 1.5), metavar="MIN,MAX",

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from scheduling import clock
 from scheduling.core.fairshare import fair_shares
+from scheduling.core.fit import lead_code
 from scheduling.core.model import mig_milli
 from scheduling.core.session import request_milli
 from scheduling.core.units import MILLI_PER_GPU
@@ -175,13 +176,6 @@ class ClusterFigures:
     held_pool: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
 
 
-def reason_kind(code: str, params: dict) -> str:
-    """A pending reason's bounded code: the first part of a compound reason, never its free text."""
-    while code == "several" and isinstance(params, dict) and params.get("parts"):
-        code, params = params["parts"][0]["code"], params["parts"][0].get("params", {})
-    return code or "unknown"
-
-
 def slice_gpus(piece: dict, pool: NodePool | None) -> float:
     """GPUs one replica holds on each of its GPUs, from its stored slice."""
     kind = piece.get("kind", "whole")
@@ -225,7 +219,7 @@ def cluster_figures(now: datetime | None = None) -> ClusterFigures:
 
     for queue, code, params in Job.objects.filter(state=JobState.PENDING).values_list(
             "queue__name", "pending_code", "pending_params"):
-        k = (queue, reason_kind(code, params))
+        k = (queue, lead_code(code, params) or "unknown")
         out.pending[k] = out.pending.get(k, 0) + 1
 
     rows = list(Queue.objects.all())

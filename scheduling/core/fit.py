@@ -3,12 +3,13 @@
 Checks return None when the request fits, else an Unfit: a reason code, its parameters, and the
 Request field it is about. `reason_text(code, params)` renders the English text, so callers
 store or translate the code and render late. The same table renders why a job is pending
-(`Reason`, built by `actions`, and the few the scheduling layer sets outside a cycle). Names of GPU models and vendors are compared as
-given: callers normalise them once, where they read specs and pools (see `units`).
+(`Reason`, built by `actions`, and the few the scheduling layer sets outside a cycle). Names of
+GPU models and vendors are compared as given: callers normalise them once, where they read specs
+and pools (see `units`).
 
 Pool-level checks (`check_pool`) say whether one pool serves a request at all; cluster-level
 checks (`check_pools`) say which constraint no pool of a cluster can meet, naming what is on
-offer. Neither looks at free capacity; `check_node` and `check_gpu` do, for one node or GPU now.
+offer. Neither looks at free capacity; `check_gpu` does, for one GPU now.
 """
 
 from __future__ import annotations
@@ -105,10 +106,6 @@ def check_pool_shape(pool: PoolTraits, request: Request) -> Unfit | None:
     return None
 
 
-def serving_pools(pools: Iterable[PoolTraits], request: Request) -> list[str]:
-    return [p.name for p in pools if check_pool(p, request) is None]
-
-
 # ---------------------------------------------------------------------- a whole cluster
 
 
@@ -186,14 +183,6 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
 
 
 # ---------------------------------------------------------------------- one node, one GPU, now
-
-
-def check_node(request: Request, cpu_free: int, mem_free: int) -> Unfit | None:
-    if cpu_free < request.cpu_milli:
-        return Unfit("node_cpu_short", {"asked": request.cpu_milli, "free": cpu_free}, "cpu_milli")
-    if mem_free < request.mem_mib:
-        return Unfit("node_memory_short", {"asked_mib": request.mem_mib, "free_mib": mem_free}, "mem_mib")
-    return None
 
 
 def check_gpu(request: Request, *, free_milli: int = 0, free_mem_mib: int = 0, free_mig: Sequence[str] = (),
@@ -305,9 +294,6 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
                                 f"(at most {p['most']} per node)"),
     "gpu_memory_too_large": lambda p: (f"gpuMemory {_memory(p['asked_mib'])} is larger than any GPU "
                                        f"(the largest has {_memory(p['largest_mib'])})"),
-    "node_cpu_short": lambda p: f"the node has {p['free']}m CPU free, the replica asks {p['asked']}m",
-    "node_memory_short": lambda p: (f"the node has {_memory(p['free_mib'])} memory free, "
-                                    f"the replica asks {_memory(p['asked_mib'])}"),
     "no_gpu_asked": lambda p: "the replica asks no GPU",
     "whole_gpus_busy": lambda p: f"the node has {p['free']} wholly free GPUs, the replica asks {p['asked']}",
     "gpu_share_busy": lambda p: (f"the GPU has {p['free'] / MILLI_PER_GPU:g} GPU free, "
@@ -360,6 +346,14 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "requeued": lambda p: "requeued: waiting for the next cycle",
     "node_drained": lambda p: f"requeued: node {p['node']} was drained",
 }
+
+
+def lead_code(code: str, params: dict[str, Any]) -> str:
+    """What blocks the job: the code of its first reason, figures and later parts aside, so
+    "only 2 free in pool h100" and "only 3 free in pool h100; queue a holds..." are the same news."""
+    while code == "several" and isinstance(params, dict) and params.get("parts"):
+        code, params = params["parts"][0]["code"], params["parts"][0].get("params", {})
+    return code
 
 
 def reason_text(code: str, params: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from django.db.models import Max
 
 from scheduling import clock, core, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
+from scheduling.core.fit import lead_code
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.snapshot import build_snapshot
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
@@ -219,14 +220,6 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
 PENDING_FIELDS = ["pending_reason", "pending_code", "pending_params"]
 
 
-def _reason_kind(code: str, params: dict) -> str:
-    """What blocks the job: the code of its first reason, figures and later details aside, so
-    "only 2 free in pool h100" and "only 3 free in pool h100; queue a holds..." are the same news."""
-    while code == "several" and params.get("parts"):
-        code, params = params["parts"][0]["code"], params["parts"][0]["params"]
-    return code
-
-
 def _write_pending_reasons(jobs: list[Job]) -> None:
     if connection.vendor != "postgresql":
         Job.objects.bulk_update(jobs, PENDING_FIELDS, batch_size=1000)
@@ -253,7 +246,7 @@ def _set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str])
             continue
         # a row from before reasons had codes takes its first code quietly
         if job.pending_code or not job.pending_reason:
-            if _reason_kind(reason.code, reason.params) != _reason_kind(job.pending_code, job.pending_params):
+            if lead_code(reason.code, reason.params) != lead_code(job.pending_code, job.pending_params):
                 news.append(job)
         job.pending_reason, job.pending_code, job.pending_params = text, reason.code, reason.params
         changed.append(job)

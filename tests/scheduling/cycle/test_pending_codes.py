@@ -4,8 +4,7 @@ import pytest
 
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.core.fit import reason_text
-from scheduling.cycle.run import _reason_kind
+from scheduling.core.fit import lead_code, reason_text
 from scheduling.models import Job, JobState
 from scheduling.services import requeue_job
 from tests.scheduling.cycle.test_cycle import spec
@@ -68,9 +67,9 @@ def test_requeue_and_off_peak_have_codes(cluster, backend, clock, run):
 def test_reason_kind_is_the_leading_code():
     gpus = {"code": "gpus_short", "params": {"gpus": 2, "free": 0, "pool": "h100"}}
     share = {"code": "fair_share_held", "params": {"queue": "b", "held_milli": 1, "share_milli": 2, "lenders": []}}
-    assert _reason_kind("gpus_short", gpus["params"]) == _reason_kind("several", {"parts": [gpus, share]})
-    assert _reason_kind("gpus_short", gpus["params"]) != _reason_kind("pool_no_node", {"pool": "h100"})
-    assert _reason_kind("", {}) == ""
+    assert lead_code("gpus_short", gpus["params"]) == lead_code("several", {"parts": [gpus, share]})
+    assert lead_code("gpus_short", gpus["params"]) != lead_code("pool_no_node", {"pool": "h100"})
+    assert lead_code("", {}) == ""
 
 
 def test_a_row_from_before_codes_takes_its_code_without_an_event(cluster, backend, clock, run):
