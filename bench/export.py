@@ -1,4 +1,4 @@
-"""Export benchmark: 1,000,000 report rows as CSV (streamed) and as Excel (the Celery task's body).
+"""Export benchmark: 1,000,000 ledger lines as FOCUS CSV (streamed) and as Excel (the Celery task's body).
 
     .venv/bin/python -m bench.export --rows 1000000 [--db /tmp/export-bench.sqlite3] [--keep]
 
@@ -43,7 +43,7 @@ def cpu_s() -> float:
 
 
 def generate(rows: int) -> dict:
-    """Migrate, then one workspace, user, queue and 1,000 jobs, then `rows` daily rows."""
+    """Migrate, then one workspace, user, queue and 1,000 jobs, then `rows` ledger lines."""
     import random
     from datetime import date, timedelta
 
@@ -64,22 +64,27 @@ def generate(rows: int) -> dict:
     job_ids = list(Job.objects.filter(workspace=ws).values_list("pk", flat=True))
     rng = random.Random(7)
     start = date(2026, 1, 1)
-    sql = ("INSERT INTO billing_usageday (day, workspace_id, queue, job_id, job_name, node, gpu_model, sharing, "
-           "allocated_gpu_hours, used_gpu_hours, idle_gpu_hours, exclusive_gpu_hours, cpu_core_hours, "
-           "memory_gib_hours, estimated_cost, cost, on_demand_cost, currency) VALUES "
-           "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+    sql = ("INSERT INTO billing_chargeline (category, hour, day, period, charge_start, charge_end, workspace_id, "
+           "queue, job_id, job_name, submitter, pool, node, vendor, gpu_model, sharing, slice, sku_id, offpeak, spot, "
+           "list_unit_price, allocated_gpu_hours, used_gpu_hours, idle_gpu_hours, exclusive_gpu_hours, "
+           "cpu_core_hours, memory_gib_hours, exclusive_cost, list_cost, cost, currency, provisional, computed_at, "
+           "reason) VALUES (" + ", ".join(["%s"] * 34) + ")")
     t0 = time.perf_counter()
     batch = []
     with transaction.atomic(), connection.cursor() as cursor:
         for i in range(rows):
             job = job_ids[i % len(job_ids)]
-            alloc = rng.randint(1, 24000) / 1000
+            alloc = rng.randint(1, 1000) / 1000
             used = alloc * rng.random()
-            cost = alloc * 3.04
-            batch.append((start + timedelta(days=(i // 3000) % 365), ws.pk, "bench-q", job, f"job-{job}",
-                          f"node-{i % 977:04d}", "H100-80GB" if i % 3 else "A100-80GB", "exclusive",
-                          f"{alloc:.6f}", f"{used:.6f}", f"{alloc - used:.6f}", f"{alloc:.6f}", f"{alloc:.6f}",
-                          f"{alloc * 4:.6f}", f"{cost * 1.1:.6f}", f"{cost:.6f}", f"{cost * 1.2:.6f}", "USD"))
+            cost = round(alloc * 3.04, 2)
+            day = start + timedelta(days=(i // 3000) % 365)
+            hour = f"{day} {i % 24:02d}:00:00"
+            batch.append(("Usage", hour, day, day.replace(day=1), hour, hour, ws.pk, "bench-q", job, f"job-{job}",
+                          "bench-finance", "h100", f"node-{i % 977:04d}", "nvidia",
+                          "H100-80GB" if i % 3 else "A100-80GB", "exclusive", "1 GPU", "H100-80GB", False, False,
+                          "3.0000", f"{alloc:.6f}", f"{used:.6f}", f"{alloc - used:.6f}", f"{alloc:.6f}",
+                          f"{alloc:.6f}", f"{alloc * 4:.6f}", f"{cost * 1.2:.2f}", f"{cost:.2f}", f"{cost:.2f}",
+                          "USD", False, hour, ""))
             if len(batch) == 20000:
                 cursor.executemany(sql, batch)
                 batch.clear()

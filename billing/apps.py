@@ -6,7 +6,7 @@ class BillingConfig(AppConfig):
     verbose_name = "Prices and billing"
 
     def ready(self):
-        from billing.metering.costs import price_finished_job
+        from billing.ledger.jobs import price_finished_job
         from billing.selectors import off_peak_at
         from scheduling.signals import job_finished, off_peak_asked
 

@@ -151,74 +151,106 @@ class UsageSample(models.Model):
         indexes = [models.Index(fields=["replica", "ts"])]
 
 
-class UsageHour(models.Model):
-    """Hourly rollup per job: allocated vs used GPU-hours and the cost of that hour. Kept forever."""
+class ChargeLine(models.Model):
+    """One line of the ledger: a job's held slice on one price, for (part of) one hour.
 
-    hour = models.DateTimeField(db_index=True)
-    job = models.ForeignKey("scheduling.Job", on_delete=models.CASCADE, related_name="usage_hours")
-    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="usage_hours")
-    queue = models.CharField(max_length=50)
-    gpu_model = models.CharField(max_length=64)
-    sharing = models.CharField(max_length=16)
-    allocated_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    used_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    cpu_core_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    memory_gib_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    currency = models.CharField(max_length=3, default="USD")
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["hour", "job", "gpu_model", "sharing"],
-                                               name="one_rollup_per_job_hour")]
-        ordering = ["hour", "job_id"]
-
-
-# --------------------------------------------------------------------------- reports
-
-
-class UsageDay(models.Model):
-    """Daily rollup per job, node, GPU model and sharing mode: what finance reports read.
-
-    Recomputed whole for a day from the placements (and UsageHour for used GPU-hours), so
-    re-running a past day never counts anything twice.
+    Quantities are exact; each money column is rounded once, to the currency's minor unit, when the
+    line is written, and every total anywhere is a sum of these columns. The lines of an hour stay
+    provisional (recomputed as usage arrives) until the hour closes; then they never change.
+    Adjustments are lines too (no job, a reason and an author), so totals need no second source.
     """
 
-    day = models.DateField(db_index=True, help_text="In the platform's time zone")
-    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="usage_days")
-    queue = models.CharField(max_length=50)
-    job = models.ForeignKey("scheduling.Job", on_delete=models.CASCADE, related_name="usage_days")
-    job_name = models.CharField(max_length=200)
-    node = models.CharField(max_length=253)
-    gpu_model = models.CharField(max_length=64)
-    sharing = models.CharField(max_length=16, help_text="exclusive, fraction, mig or timeslice")
-    allocated_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    used_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    idle_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    exclusive_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0,
-                                              help_text="Whole GPUs the same placements would have needed")
-    cpu_core_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    memory_gib_hours = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    estimated_cost = models.DecimalField(max_digits=16, decimal_places=6, default=0,
-                                         help_text="The job's frozen estimate, on the day it started")
-    cost = models.DecimalField(max_digits=16, decimal_places=6, default=0)
-    on_demand_cost = models.DecimalField(max_digits=16, decimal_places=6, default=0,
-                                         help_text="The same placements on exclusive on-demand GPUs")
+    class Category(models.TextChoices):
+        USAGE = "Usage"
+        ADJUSTMENT = "Adjustment"
+        CREDIT = "Credit"
+
+    category = models.CharField(max_length=12, choices=Category.choices, default=Category.USAGE)
+    hour = models.DateTimeField(db_index=True, help_text="The hour (UTC) the line belongs to")
+    day = models.DateField(help_text="The hour's date in the platform's time zone")
+    period = models.DateField(help_text="First day of the billing month (platform time zone)")
+    charge_start = models.DateTimeField()
+    charge_end = models.DateTimeField()
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="charge_lines")
+    queue = models.CharField(max_length=50, blank=True)
+    job = models.ForeignKey("scheduling.Job", null=True, blank=True, on_delete=models.PROTECT,
+                            related_name="charge_lines")
+    job_name = models.CharField(max_length=200, blank=True)
+    submitter = models.CharField(max_length=150, blank=True)
+    pool = models.CharField(max_length=50, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    vendor = models.CharField(max_length=8, blank=True)
+    gpu_model = models.CharField(max_length=64, blank=True)
+    sharing = models.CharField(max_length=16, blank=True, help_text="exclusive, fraction, mig or timeslice")
+    slice = models.CharField(max_length=64, blank=True, help_text="What was held, e.g. 0.33 GPU or 1g.10gb")
+    sku_id = models.CharField(max_length=100, blank=True, help_text="GPU model, or model/MIG profile")
+    price_table = models.ForeignKey(PriceTable, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="charge_lines")
+    offpeak = models.BooleanField(default=False)
+    spot = models.BooleanField(default=False)
+    list_unit_price = models.DecimalField(max_digits=14, decimal_places=4, default=0,
+                                          help_text="Peak, on-demand price of one whole GPU-hour")
+    allocated_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
+    used_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
+    exclusive_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0,
+                                              help_text="Whole GPUs the same placements held")
+    idle_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
+    cpu_core_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
+    memory_gib_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
+    exclusive_cost = models.DecimalField(max_digits=16, decimal_places=2, default=0,
+                                         help_text="The same held time on whole GPUs at the peak, on-demand price")
+    list_cost = models.DecimalField(max_digits=16, decimal_places=2, default=0,
+                                    help_text="The slice held, at the peak, on-demand price")
+    cost = models.DecimalField(max_digits=16, decimal_places=2, default=0, help_text="What is billed")
     currency = models.CharField(max_length=3, default="USD")
+    provisional = models.BooleanField(default=True, help_text="The hour is still open")
+    computed_at = models.DateTimeField()
+    reason = models.TextField(blank=True, help_text="Why an adjustment was made")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="+")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "job", "node", "gpu_model", "sharing"],
-                                               name="one_usage_day_per_job_node")]
-        indexes = [models.Index(fields=["workspace", "day"])]
-        ordering = ["day", "workspace_id", "job_id", "node"]
+        indexes = [models.Index(fields=["workspace", "period"]), models.Index(fields=["workspace", "day"]),
+                   models.Index(fields=["job", "hour"]), models.Index(fields=["provisional", "hour"])]
+        ordering = ["hour", "workspace_id", "job_id", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.category} {self.workspace_id} {self.hour:%Y-%m-%d %H:00} {self.cost} {self.currency}"
+
+
+class LedgerCursor(models.Model):
+    """Every hour before `closed_until` is final; one row."""
+
+    closed_until = models.DateTimeField(null=True, blank=True)
+    posted_until = models.DateTimeField(null=True, blank=True, help_text="The latest usage included")
+
+
+class ClosedPeriod(models.Model):
+    """A workspace's billing month that finance closed: its lines never change again."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="closed_periods")
+    period = models.DateField(help_text="First day of the month")
+    closed_at = models.DateTimeField()
+    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    total = models.DecimalField(max_digits=16, decimal_places=2)
+    currency = models.CharField(max_length=3)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "period"], name="one_close_per_period")]
+        ordering = ["-period"]
 
 
 class Budget(models.Model):
-    """A monthly spending limit for a workspace; alerts at 80 % and 100 %."""
+    """A monthly spending limit for a workspace; alerts at each threshold (50, 80 and 100 % by default)."""
 
     workspace = models.OneToOneField("portal.Workspace", on_delete=models.CASCADE, related_name="budget")
     amount = models.DecimalField(max_digits=14, decimal_places=2)
     currency = models.CharField(max_length=3, default="USD")
     block_at_limit = models.BooleanField(default=False, help_text="Refuse new submissions once 100 % is spent")
+    suspend_preemptible = models.BooleanField(default=False,
+                                              help_text="At 100 %, also stop the workspace's preemptible jobs")
+    thresholds = models.CharField(max_length=60, default="50,80,100",
+                                  help_text="Percentages that send an alert, each once a month")
     updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -231,7 +263,9 @@ class BudgetAlert(models.Model):
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
     period_start = models.DateField()
     threshold = models.PositiveSmallIntegerField()
-    spent = models.DecimalField(max_digits=14, decimal_places=4)
+    spent = models.DecimalField(max_digits=16, decimal_places=2)
+    percent = models.DecimalField(max_digits=12, decimal_places=1, default=0)
+    as_of = models.DateTimeField(null=True)
     fired_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,19 +1,20 @@
-"""Celery tasks for metering: hourly rollups and the retention of raw samples."""
-
-from datetime import timedelta
+"""Celery tasks for metering: posting usage to the ledger, budget checks, and sample retention."""
 
 from celery import shared_task
 from django.conf import settings
 
-from billing.rollups import purge_samples, rollup_hours
+from billing.ledger.posting import post_ledger
+from billing.metering.ingest import purge_samples
+from billing.reports.services import check_budgets
 from scheduling import clock
 
 
 @shared_task
-def rollup_recent_hours() -> int:
-    """The current and the previous hour (late samples land in the previous one)."""
-    now = clock.now()
-    return rollup_hours(now - timedelta(hours=1), now)
+def post_usage() -> int:
+    """Recompute the open hours' lines, make the ended ones final, then check budgets."""
+    posted = post_ledger()
+    check_budgets(workspace_ids=posted.workspace_ids)
+    return posted.lines
 
 
 @shared_task

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import tomllib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -129,11 +129,7 @@ class Api:
              params: dict | None = None, spec_file: str | None = None) -> Any:
         """The JSON answer of a 2xx; `not_found` is the message for the API's own 404, and
         `spec_file` turns the errors of a 400 or 422 into `FILE:LINE:COL` lines (exit 2)."""
-        if not self.settings.token:
-            raise CliError(
-                f"no API token: pass --token, set {ENV_PREFIX}TOKEN or put token in "
-                f"{self.settings.config_file}; create one at {self.tokens_page}"
-            )
+        self._need_token()
         try:
             response = self.http.request(method, path, json=body, params=params)
         except httpx.TimeoutException:
@@ -143,6 +139,23 @@ class Api:
         if response.is_success:
             return self._json(response)
         raise self._failure(response, not_found=not_found, spec_file=spec_file)
+
+    def stream_text(self, path: str, *, not_found: str, params: dict | None = None,
+                    follow: bool = False) -> Iterator[str]:
+        """A text/plain answer as it arrives; a follow stream may stay quiet a long time between lines."""
+        self._need_token()
+        timeout = httpx.Timeout(TIMEOUT_S, read=None) if follow else TIMEOUT_S
+        try:
+            with self.http.stream("GET", path, params=params, headers={"Accept": "text/plain"},
+                                  timeout=timeout) as response:
+                if not response.is_success:
+                    response.read()
+                    raise self._failure(response, not_found=not_found, spec_file=None)
+                yield from response.iter_text()
+        except httpx.TimeoutException:
+            raise CliError(f"cannot reach {self.settings.url}: no answer within {TIMEOUT_S:g} s") from None
+        except httpx.HTTPError as error:
+            raise CliError(f"cannot reach {self.settings.url}: {error}") from None
 
     def get_all(self, path: str, *, not_found: str, params: dict | None = None) -> list[dict]:
         """Every item of a list, following the LimitOffsetPagination `next` links."""
@@ -154,6 +167,13 @@ class Api:
             answer = self.call("GET", answer["next"], not_found=not_found)
             items.extend(answer["results"])
         return items
+
+    def _need_token(self) -> None:
+        if not self.settings.token:
+            raise CliError(
+                f"no API token: pass --token, set {ENV_PREFIX}TOKEN or put token in "
+                f"{self.settings.config_file}; create one at {self.tokens_page}"
+            )
 
     @property
     def tokens_page(self) -> str:
@@ -181,6 +201,8 @@ class Api:
                 path = response.request.url.path
                 return CliError(f"{self.settings.url} has no {response.request.method} {path} "
                                 f"(a server without this API, or a wrong --url)")
+            if _names_a_field(data):  # a parameter names something missing, not the object in the path
+                return CliError(error_message(data))
             return CliError(not_found)
         if status in (400, 422) and spec_file is not None and isinstance(data, dict) and data.get("errors"):
             # 400: the spec is wrong; 422: no pool can run it; either way the spec must change
@@ -190,6 +212,11 @@ class Api:
         if data is not None and status < 500:
             return CliError(error_message(data))
         return CliError(f"server answered {status}: {response.text.strip()[:200] or response.reason_phrase}")
+
+
+def _names_a_field(data: Any) -> bool:
+    errors = data.get("errors") if isinstance(data, dict) else None
+    return isinstance(errors, list) and any(isinstance(e, dict) and e.get("field") for e in errors)
 
 
 def spec_error_line(spec_file: str, error: Mapping[str, Any]) -> str:
@@ -502,6 +529,21 @@ def cmd_cancel(run: Run) -> int:
     return EXIT_OK
 
 
+def cmd_logs(run: Run) -> int:
+    job_id = run.args.id
+    params = {"replica": run.args.replica} if run.args.replica else {}
+    if run.args.follow:
+        params["follow"] = "1"
+    try:
+        for chunk in run.api.stream_text(f"/api/v1/jobs/{job_id}/logs/", params=params, follow=run.args.follow,
+                                         not_found=f"no such job: {job_id}"):
+            run.out.write(chunk)
+            run.out.flush()
+    except KeyboardInterrupt:  # the usual way to stop following
+        return 130
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- arguments
 
 
@@ -544,6 +586,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id", type=int, metavar="ID")
     cancel = command("cancel", cmd_cancel, "cancel a job")
     cancel.add_argument("id", type=int, metavar="ID")
+    logs = command("logs", cmd_logs, "a job's replica logs, kept after it ended")
+    logs.add_argument("id", type=int, metavar="ID")
+    logs.add_argument("--replica", metavar="NAME", help="one replica, e.g. worker-0 (default: all)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines while the job runs")
     return parser
 
 

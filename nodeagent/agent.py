@@ -89,6 +89,8 @@ class Agent:
         self._failures = 0
         self._retry_at = 0.0  # monotonic time before which no upload is tried
         self._ticks = 0
+        self._wake = threading.Event()  # new samples, or stopping: the uploader looks again
+        self._heartbeat_due = threading.Event()
         self.rejected_total = 0  # samples the portal refused as invalid since start (dead-lettered)
 
     @property
@@ -202,24 +204,49 @@ class Agent:
     # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Run until stop_event is set (SIGTERM/SIGINT), then spend a short while flushing."""
+        """Sample every interval until stop_event is set (SIGTERM/SIGINT), then spend a short while
+        flushing. Uploads and heartbeats run in a second thread: a portal that is slow to answer
+        (its database down, say) must not delay a sample, or the intervals it misses go unmeasured."""
         interval = self.config.interval_s
         next_tick = self._monotonic()
         log.info("agent for node %s started: interval %.1f s, spool %s (%d samples waiting)",
                  self.config.node, interval, self.spool.path, self.spool.count())
+        uploader = threading.Thread(target=self._upload_loop, name=f"uploader-{self.config.node}", daemon=True)
+        uploader.start()
         while not self.stop_event.is_set():
             if self._monotonic() >= next_tick:
-                self.tick()
+                if self._ticks % self.config.heartbeat_every == 0:
+                    self._heartbeat_due.set()
+                self._ticks += 1
+                try:
+                    self.collect_once()
+                except Exception:  # keep running: the next interval may read fine
+                    log.exception("collecting usage failed this interval")
+                self._wake.set()
                 next_tick += interval
                 if next_tick <= self._monotonic():  # a slow interval: skip the missed ones
                     next_tick = self._monotonic() + interval
-            if self._monotonic() >= self._retry_at:
-                self.flush(deadline=next_tick)
-            wake = next_tick if self._retry_at <= self._monotonic() else min(next_tick, self._retry_at)
-            self.stop_event.wait(max(0.0, wake - self._monotonic()))
+            self.stop_event.wait(max(0.0, next_tick - self._monotonic()))
+        self._wake.set()
+        uploader.join()  # after its request in flight: one sender at a time
         report = self.flush(deadline=self._monotonic() + self.config.shutdown_flush_s)
         log.info("agent stopped: %d samples sent on shutdown, %d left in the spool%s",
                  report.accepted, self.spool.count(), f" ({report.error})" if report.error else "")
+
+    def _upload_loop(self) -> None:
+        """Send what is spooled when samples arrive, or when a backoff has run out; heartbeat when due."""
+        while not self.stop_event.is_set():
+            self._wake.clear()
+            if self._heartbeat_due.is_set():
+                self._heartbeat_due.clear()
+                self.heartbeat()
+            if self._monotonic() >= self._retry_at:
+                # A deadline, so that a stop is noticed between batches of a long backlog.
+                self.flush(deadline=self._monotonic() + self.config.interval_s)
+                if self._retry_at <= self._monotonic() and self.spool.count():
+                    continue  # more to send and no failure: go on
+            wait = self._retry_at - self._monotonic() if self._retry_at > self._monotonic() else None
+            self._wake.wait(wait)
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -5,4 +5,8 @@ def workspaces(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    return {"my_workspaces": list(workspaces_for(user)), "current_workspace": current_workspace(request)}
+    workspace = current_workspace(request)
+    membership = workspace.memberships.filter(user=user).first() if workspace else None
+    # A page never offers an action the user's role would then be refused.
+    return {"my_workspaces": list(workspaces_for(user)), "current_workspace": workspace,
+            "can_submit": bool(membership and membership.can_submit)}

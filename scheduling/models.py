@@ -326,3 +326,29 @@ class SimulatedPod(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job_id", "role", "index"], name="one_sim_pod_per_replica")]
+
+
+class ReplicaLog(models.Model):
+    """A replica placement's log, read from the backend before its pod was deleted (the pod's log goes with
+    it). Kept JOB_LOG_RETENTION_DAYS; a job's logs hold at most JOB_LOG_MAX_BYTES (scheduling.logs)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="logs")
+    role = models.CharField(max_length=64)
+    index = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField(default=0)
+    node = models.CharField(max_length=253, blank=True)
+    text = models.TextField(blank=True)
+    size = models.PositiveIntegerField(default=0, help_text="Bytes of text in UTF-8, counted against the job's cap")
+    truncated = models.BooleanField(default=False)
+    captured_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["job_id", "role", "index", "attempt"]
+        constraints = [models.UniqueConstraint(fields=["job", "role", "index", "attempt"], name="one_log_per_attempt")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.name}#{self.attempt}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"

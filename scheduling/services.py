@@ -11,7 +11,7 @@ from django.db import transaction
 from scheduling import clock, selectors, signals
 from scheduling.core.fit import reason_text
 from scheduling.errors import Conflict, Forbidden
-from scheduling.models import ACTIVE_STATES, Job, JobEvent, JobState
+from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobEvent, JobState
 from scheduling.spec import (
     JobSpec,
     SpecError,
@@ -144,3 +144,24 @@ def cancel_job(*, user, job: Job) -> Job:
     notes = signals.finish_notes(job)  # cancelled jobs pay for the time they held their GPUs
     record_event(job, "cancelled", reason="; ".join([f"cancelled by {user.username}", *notes]))
     return job
+
+
+@transaction.atomic
+def suspend_jobs(jobs, *, until, reason: str) -> list[Job]:
+    """Stop the given running or waiting jobs and hold them as Pending until `until` (or until
+    `release_suspended` lets them go). Their pods are stopped by the next cycle's reconcile."""
+    now = clock.now()
+    suspended = []
+    for job in Job.objects.select_for_update().filter(pk__in=[j.pk for j in jobs]).exclude(state__in=FINAL_STATES):
+        job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.PREEMPTED, ended=now, end_reason="budget")
+        requeue_job(job, reason, "budget", pending=("budget_suspended", {"until": f"{until:%Y-%m-%d %H:%M}"}))
+        job.not_before = until
+        job.save(update_fields=["not_before"])
+        suspended.append(job)
+    return suspended
+
+
+def release_suspended(workspace) -> int:
+    """A higher budget: the workspace's suspended jobs wait for the next cycle again."""
+    return Job.objects.filter(workspace=workspace, state=JobState.PENDING, pending_code="budget_suspended").update(
+        not_before=None, **_pending_fields("waiting_for_cycle", {}))

@@ -9,7 +9,7 @@ import redis
 from celery import shared_task
 from django.conf import settings
 
-from scheduling import metrics
+from scheduling import logs, metrics
 from scheduling.backends import get_backend
 from scheduling.cycle.run import run_scheduling_cycle
 
@@ -58,9 +58,16 @@ def leading(backend):
 
 @shared_task
 def scheduling_cycle() -> dict | None:
-    client = redis.Redis.from_url(settings.REDIS_URL)
+    # Timeouts: a Redis that stopped answering must not hang the worker.
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=5, socket_timeout=5)
     lock = cycle_lock(client)
-    if not lock.acquire():
+    try:
+        acquired = lock.acquire()
+    except redis.exceptions.RedisError as exc:
+        # No lock, no cycle: wait for Redis (the next beat tick tries again) rather than fail.
+        log.warning("scheduling cycle skipped: its lock is unreachable (%s)", exc)
+        return None
+    if not acquired:
         log.info("scheduling cycle skipped: another one is running")
         return None
     try:
@@ -78,3 +85,11 @@ def scheduling_cycle() -> dict | None:
             lock.release()
         except redis.exceptions.LockError:
             log.warning("scheduling cycle outlived its lock")
+        except redis.exceptions.RedisError as exc:  # the lock expires by itself
+            log.warning("scheduling cycle could not release its lock: %s", exc)
+
+
+@shared_task
+def purge_old_job_logs() -> int:
+    """Replica logs past JOB_LOG_RETENTION_DAYS."""
+    return logs.purge_expired_logs()

@@ -14,7 +14,9 @@ from datetime import datetime, timedelta
 from django.db import connection
 
 from billing import metrics
+from billing.ledger.posting import post_ledger
 from billing.models import UsageSample
+from billing.reports.services import check_budgets
 from scheduling import clock
 from scheduling.errors import DomainError, Forbidden
 from scheduling.models import Node, Replica
@@ -151,7 +153,18 @@ def ingest(node: Node, payload: object, *, now: datetime | None = None) -> Inges
         store(node, rows, replica_ids)
     result.accepted = [str(row.id) for row in rows]
     metrics.count_ingest(result)
+    _post_usage({r for r in replica_ids if r is not None}, now)
     return result
+
+
+def _post_usage(replica_ids: set[int], now: datetime) -> None:
+    """The batch's jobs get their open lines recomputed and their workspaces' budgets checked at
+    once, so a budget crossing fires within the ingest that crossed it."""
+    if not replica_ids:
+        return
+    job_ids = set(Replica.objects.filter(pk__in=replica_ids).values_list("job_id", flat=True))
+    posted = post_ledger(now=now, job_ids=job_ids)
+    check_budgets(now=now, workspace_ids=posted.workspace_ids)
 
 
 # Checked samples go to PostgreSQL as one JSON document that the database unpacks into rows: the ORM's
@@ -195,3 +208,9 @@ def _uid(value: str) -> uuid.UUID | None:
         return uuid.UUID(value) if value else None
     except ValueError:
         return None
+
+
+def purge_samples(older_than_days: int, *, now: datetime) -> int:
+    """Raw samples are kept for a while; the ledger lines they fed are kept for good."""
+    deleted, _ = UsageSample.objects.filter(ts__lt=now - timedelta(days=older_than_days)).delete()
+    return deleted

@@ -1,5 +1,5 @@
 """The tenant dashboard: this month so far for one workspace, read through the finance reports'
-own selectors (the daily rollups), so the dashboard and the report show the same totals."""
+own selectors (the ledger's lines), so the dashboard and the report show the same totals."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from django.db.models import Count
 
+from billing.models import ChargeLine
 from billing.reports import selectors as reports
 from billing.reports import services as report_services
 from billing.services import platform_tz
@@ -27,6 +28,7 @@ class TenantDashboard:
     jobs_by_state: list[dict]
     wasters: list[dict]
     budget: object  # billing.reports.services.BudgetStatus | None
+    as_of: datetime | None
 
     @property
     def efficiency(self) -> Decimal | None:
@@ -37,7 +39,7 @@ class TenantDashboard:
 
     @property
     def savings(self) -> Decimal:
-        return (self.totals.on_demand_cost - self.totals.cost) if self.totals else ZERO
+        return (self.totals.exclusive_cost - self.totals.cost) if self.totals else ZERO
 
     def filters(self, slug: str) -> dict[str, str]:
         """The finance report's query for the same figures."""
@@ -46,7 +48,7 @@ class TenantDashboard:
 
 def tenant_dashboard(user, workspace, *, now: datetime | None = None) -> TenantDashboard:
     """This month so far for one workspace the user belongs to, read through the finance reports'
-    own selectors (the daily rollups), so the dashboard and the report show the same totals."""
+    own selectors (the ledger's lines), so the dashboard and the report show the same totals."""
     now = now or clock.now()
     today = now.astimezone(platform_tz()).date()
     month_start = today.replace(day=1)
@@ -55,8 +57,8 @@ def tenant_dashboard(user, workspace, *, now: datetime | None = None) -> TenantD
     totals = reports.totals(rows)
     states = list(Job.objects.filter(workspace=workspace).order_by().values("state").annotate(n=Count("id"))
                   .order_by("state"))
-    wasters = sorted(reports.jobs_of(rows), key=lambda r: r["idle_gpu_hours"] or ZERO, reverse=True)[:5]
+    wasters = sorted(reports.jobs_of(rows.filter(category=ChargeLine.Category.USAGE)), key=lambda r: r["idle_gpu_hours"] or ZERO, reverse=True)[:5]
     return TenantDashboard(month_start=month_start, today=today, totals=totals[0] if totals else None,
                            by_day=reports.by_day(rows), jobs_by_state=states,
                            wasters=[w for w in wasters if (w["idle_gpu_hours"] or ZERO) > 0],
-                           budget=report_services.budget_status(workspace, now=now))
+                           budget=report_services.budget_status(workspace, now=now), as_of=reports.as_of(rows))

@@ -1,60 +1,154 @@
-"""Report exports: CSV streamed from an async iterator, Excel written in constant memory.
-
-Both read the rows in chunks and keep nothing but the current chunk and the running totals.
+"""Cost exports a finance team can load as they are: one row per ledger line, in FinOps FOCUS
+columns plus the platform's own (x_-prefixed); UTF-8 CSV streamed from an async iterator, Excel
+written in constant memory. Money has the currency's fixed decimals, times are ISO 8601 UTC, and
+the rows add up exactly to the costs API's total (both are sums of the same stored lines).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime, time, timedelta
+from decimal import Decimal
 from itertools import islice
 from pathlib import Path
 
 import xlsxwriter
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import connections
+
+from billing import pricing
+from billing.services import platform_tz
 
 log = logging.getLogger(__name__)
 
-# (header, UsageDay field read by values_list)
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("date", "day"),
-    ("workspace", "workspace__slug"),
-    ("queue", "queue"),
-    ("job_id", "job_id"),
-    ("job", "job_name"),
-    ("node", "node"),
-    ("gpu_model", "gpu_model"),
-    ("sharing_mode", "sharing"),
-    ("gpu_hours_allocated", "allocated_gpu_hours"),
-    ("gpu_hours_used", "used_gpu_hours"),
-    ("idle_allocated_gpu_hours", "idle_gpu_hours"),
-    ("cpu_core_hours", "cpu_core_hours"),
-    ("memory_gib_hours", "memory_gib_hours"),
-    ("estimated_cost", "estimated_cost"),
-    ("final_cost", "cost"),
-    ("currency", "currency"),
+# What each exported line is read from: the ledger line's columns, once, in this order.
+LINE_FIELDS = (
+    "id", "category", "charge_start", "charge_end", "period", "workspace__slug", "workspace__name", "queue",
+    "job_id", "job_name", "job__job_type", "submitter", "pool", "node", "vendor", "gpu_model", "sharing", "slice",
+    "sku_id", "price_table_id", "offpeak", "spot", "list_unit_price", "allocated_gpu_hours", "used_gpu_hours",
+    "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours", "memory_gib_hours", "exclusive_cost", "list_cost",
+    "cost", "currency", "provisional", "reason", "author__username",
 )
-HEADER = [h for h, _ in COLUMNS]
-FIELDS = [f for _, f in COLUMNS]
-NUMERIC = [i for i, (_, f) in enumerate(COLUMNS) if f.endswith(("_hours", "cost"))]
+# FinOps FOCUS columns (every column FOCUS 1.0 makes mandatory), then the platform's own, x_-prefixed.
+HEADER = [
+    "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodEnd",
+    "BillingPeriodStart", "ChargeCategory", "ChargeClass", "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd",
+    "ChargePeriodStart", "ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice",
+    "EffectiveCost", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory", "PricingQuantity",
+    "PricingUnit", "ProviderName", "PublisherName", "RegionId", "RegionName", "ResourceId", "ResourceName",
+    "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "SkuPriceId", "SubAccountId", "SubAccountName",
+    "Tags",
+    "x_JobId", "x_JobName", "x_Submitter", "x_Pool", "x_Node", "x_GpuModel", "x_SharingMode", "x_Slice",
+    "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours", "x_ExclusiveGpuHours", "x_CpuCoreHours",
+    "x_MemoryGibHours", "x_ExclusiveCost", "x_Discounts", "x_DiscountAmount", "x_SharingSaving",
+    "x_Provisional", "x_Reason", "x_Author",
+]
+MONEY_COLUMNS = frozenset({"BilledCost", "ContractedCost", "EffectiveCost", "ListCost", "x_ExclusiveCost",
+                           "x_DiscountAmount", "x_SharingSaving"})
+NUMBER_COLUMNS = MONEY_COLUMNS | {"ConsumedQuantity", "ContractedUnitPrice", "ListUnitPrice", "PricingQuantity",
+                                  "x_JobId", "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours",
+                                  "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours"}
+RESOURCE_TYPES = {"training": "Training job", "notebook": "Notebook", "inference": "Inference service"}
+QUANTITY = Decimal("0.000001")
 EXCEL_MAX_ROWS = 1_048_576  # per sheet, header included
 CSV_CHUNK_ROWS = 2000
 
 
-def raw_rows(queryset, *, chunk_size: int | None = None) -> Iterator[tuple]:
-    """The rows of a values_list queryset as the database driver returns them, fetched
-    `chunk_size` at a time (a server-side cursor on PostgreSQL). Django's per-value converters
-    are skipped: they would double the export's time on SQLite. PostgreSQL hands back Decimal
-    and date; SQLite the number and the ISO date it stored."""
-    chunk_size = chunk_size or CSV_CHUNK_ROWS
-    sql, params = queryset.query.sql_with_params()
-    with connections[queryset.db].chunked_cursor() as cursor:
-        cursor.execute(sql, params)
-        while chunk := cursor.fetchmany(chunk_size):
-            yield from chunk
+def _iso(at: datetime | None) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if at else ""
+
+
+def _qty(value: Decimal | None) -> str:
+    return str(Decimal(value or 0).quantize(QUANTITY))
+
+
+def _discounts(offpeak: bool, spot: bool, sharing: str) -> str:
+    kinds = [k for k, on in (("off-peak", offpeak), ("spot", spot), ("share", sharing not in ("", "exclusive")))
+             if on]
+    return ";".join(kinds)
+
+
+def focus_row(line: Sequence) -> list[str]:
+    """One ledger line as an export row: every value a string (money with the currency's decimals,
+    times ISO 8601 UTC), so CSV and XLSX carry exactly what the ledger stores."""
+    f = dict(zip(LINE_FIELDS, line, strict=True))
+    currency = f["currency"]
+
+    def money(value) -> str:
+        return str(pricing.quantize_money(Decimal(value or 0), currency))
+
+    period_start = datetime.combine(f["period"], time(0), tzinfo=platform_tz())
+    period_end = datetime.combine((f["period"].replace(day=28) + timedelta(days=4)).replace(day=1), time(0),
+                                  tzinfo=platform_tz())
+    usage = f["category"] == "Usage"
+    sku_price = (f"pt{f['price_table_id']}:{f['sku_id'] or 'cpu'}:{'offpeak' if f['offpeak'] else 'peak'}:"
+                 f"{'spot' if f['spot'] else 'ondemand'}") if usage else ""
+    gpu_hours = _qty(f["allocated_gpu_hours"]) if usage else ""
+    description = (f"{f['job_name']}: {f['slice']} on {f['node']}" + (" (off-peak)" if f["offpeak"] else "")
+                   if usage else f["reason"])
+    tags = json.dumps({k: v for k, v in (("queue", f["queue"]), ("pool", f["pool"]), ("sharing", f["sharing"]),
+                                          ("submitter", f["submitter"])) if v}, sort_keys=True)
+    name = settings.PLATFORM_NAME
+    values = {
+        "BilledCost": money(f["cost"]), "BillingAccountId": f["workspace__slug"],
+        "BillingAccountName": f["workspace__name"], "BillingCurrency": currency,
+        "BillingPeriodEnd": _iso(period_end), "BillingPeriodStart": _iso(period_start),
+        "ChargeCategory": f["category"], "ChargeClass": "" if usage else "Correction",
+        "ChargeDescription": description, "ChargeFrequency": "Usage-Based" if usage else "One-Time",
+        "ChargePeriodEnd": _iso(f["charge_end"]), "ChargePeriodStart": _iso(f["charge_start"]),
+        "ConsumedQuantity": gpu_hours, "ConsumedUnit": "GPU-Hours" if usage else "",
+        "ContractedCost": money(f["list_cost"]), "ContractedUnitPrice": str(f["list_unit_price"]) if usage else "",
+        "EffectiveCost": money(f["cost"]), "InvoiceIssuerName": name, "ListCost": money(f["list_cost"]),
+        "ListUnitPrice": str(f["list_unit_price"]) if usage else "",
+        "PricingCategory": ("Dynamic" if f["spot"] else "Standard") if usage else "",
+        "PricingQuantity": gpu_hours, "PricingUnit": "GPU-Hours" if usage else "", "ProviderName": name,
+        "PublisherName": name, "RegionId": settings.PLATFORM_REGION, "RegionName": settings.PLATFORM_REGION,
+        "ResourceId": f"job/{f['job_id']}/{f['node']}" if f["job_id"] else "",
+        "ResourceName": f["job_name"], "ResourceType": RESOURCE_TYPES.get(f["job__job_type"] or "", "")
+        if usage else "", "ServiceCategory": "AI and Machine Learning", "ServiceName": name,
+        "SkuId": f["sku_id"], "SkuPriceId": sku_price, "SubAccountId": f["queue"], "SubAccountName": f["queue"],
+        "Tags": tags,
+        "x_JobId": str(f["job_id"] or ""), "x_JobName": f["job_name"], "x_Submitter": f["submitter"],
+        "x_Pool": f["pool"], "x_Node": f["node"], "x_GpuModel": f["gpu_model"], "x_SharingMode": f["sharing"],
+        "x_Slice": f["slice"], "x_AllocatedGpuHours": _qty(f["allocated_gpu_hours"]),
+        "x_UsedGpuHours": _qty(f["used_gpu_hours"]), "x_IdleGpuHours": _qty(f["idle_gpu_hours"]),
+        "x_ExclusiveGpuHours": _qty(f["exclusive_gpu_hours"]), "x_CpuCoreHours": _qty(f["cpu_core_hours"]),
+        "x_MemoryGibHours": _qty(f["memory_gib_hours"]), "x_ExclusiveCost": money(f["exclusive_cost"]),
+        "x_Discounts": _discounts(f["offpeak"], f["spot"], f["sharing"]) if usage else "",
+        "x_DiscountAmount": money(Decimal(f["list_cost"] or 0) - Decimal(f["cost"] or 0)),
+        "x_SharingSaving": money(Decimal(f["exclusive_cost"] or 0) - Decimal(f["list_cost"] or 0)),
+        "x_Provisional": "true" if f["provisional"] else "false", "x_Reason": f["reason"],
+        "x_Author": f["author__username"] or "",
+    }
+    return [values[h] for h in HEADER]
+
+
+def line_rows(queryset, *, chunk_size: int | None = None) -> Iterator[list[str]]:
+    """The export rows of a ChargeLine queryset, read `chunk_size` lines at a time."""
+    lines = queryset.order_by("hour", "workspace_id", "job_id", "id").values_list(*LINE_FIELDS)
+    for line in lines.iterator(chunk_size=chunk_size or CSV_CHUNK_ROWS):
+        yield focus_row(line)
+
+
+GROUP_SUMS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
+              "memory_gib_hours", "list_cost", "exclusive_cost", "cost")
+
+
+def grouped_header(columns: Sequence[str]) -> list[str]:
+    return [*columns, *GROUP_SUMS, "currency"]
+
+
+def grouped_rows(rows: Iterable[dict], columns: Sequence[str], currency: str) -> Iterator[list[str]]:
+    """Rows of the costs selector's grouping, with the same fixed decimals as the API."""
+    for row in rows:
+        yield [str(row[c]) if row[c] is not None else "" for c in columns] + [
+            str(pricing.quantize_money(row[k], currency)) if k.endswith("cost") else _qty(row[k])
+            for k in GROUP_SUMS] + [currency]
 
 
 async def aiter_rows(rows: Iterable[Sequence], *, chunk_size: int | None = None) -> AsyncIterator[Sequence]:
@@ -82,19 +176,20 @@ async def aiter_rows(rows: Iterable[Sequence], *, chunk_size: int | None = None)
             return
 
 
-async def csv_chunks(rows: AsyncIterator[Sequence], *, chunk_rows: int | None = None) -> AsyncIterator[bytes]:
-    """CSV bytes: the header at once, then one piece per `chunk_rows` rows as they arrive."""
+async def csv_chunks(rows: AsyncIterator[Sequence], *, header: Sequence[str] | None = None,
+                     chunk_rows: int | None = None) -> AsyncIterator[bytes]:
+    """UTF-8 CSV bytes: the header at once, then one piece per `chunk_rows` rows as they arrive."""
     chunk_rows = chunk_rows or CSV_CHUNK_ROWS
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(HEADER)
+    writer.writerow(header or HEADER)
     yield buffer.getvalue().encode()
     buffer.seek(0)
     buffer.truncate()
     pending = 0
     try:
         async for row in rows:
-            writer.writerow(row)  # csv formats date, Decimal, float and int as themselves
+            writer.writerow(row)
             pending += 1
             if pending >= chunk_rows:
                 yield buffer.getvalue().encode()
@@ -111,47 +206,45 @@ async def csv_chunks(rows: AsyncIterator[Sequence], *, chunk_rows: int | None = 
         yield buffer.getvalue().encode()
 
 
-def _string_writer(sheet) -> Callable:
-    def write(row: int, col: int, value) -> None:
-        sheet.write_string(row, col, value if isinstance(value, str) else str(value))
-
-    return write
-
-
-def write_xlsx(path: Path | str, rows: Iterable[Sequence], *, totals: Sequence = (),
-               progress: Callable[[int], None] | None = None, every: int = 20_000,
-               max_rows: int = EXCEL_MAX_ROWS) -> int:
+def write_xlsx(path: Path | str, rows: Iterable[Sequence[str]], *, total: Sequence = (),
+               header: Sequence[str] | None = None, progress: Callable[[int], None] | None = None,
+               every: int = 20_000, max_rows: int = EXCEL_MAX_ROWS) -> int:
     """Write the rows to an .xlsx file in XlsxWriter's constant-memory mode, starting a new sheet
-    whenever one is full, then a Totals sheet from `totals` (billing.reports.selectors.Totals, the same
-    figures the page shows). `progress(rows_done)` is called every `every` rows. Returns the rows."""
+    whenever one is full, then a Totals sheet with `total` ((label, value) pairs: the figures the
+    costs API gives). Money and quantities are numbers with fixed decimals; times are ISO text.
+    `progress(rows_done)` is called every `every` rows. Returns the rows written."""
     if max_rows < 2:
         raise ValueError("max_rows must leave room for the header and one row")
+    header = list(header or HEADER)
     workbook = xlsxwriter.Workbook(str(path), {"constant_memory": True})
     bold = workbook.add_format({"bold": True})
-    numeric = frozenset(NUMERIC) | {FIELDS.index("job_id")}
+    money_format, qty_format = workbook.add_format({"num_format": "0.00"}), workbook.add_format(
+        {"num_format": "0.000000"})
+    formats = [money_format if h in MONEY_COLUMNS or h == "cost" else qty_format if h in NUMBER_COLUMNS
+               or h.endswith("_hours") else None for h in header]
     sheet, sheet_row, sheets, done = None, max_rows, 0, 0
     for row in rows:
         if sheet_row >= max_rows:
             sheets += 1
-            sheet = workbook.add_worksheet("Report" if sheets == 1 else f"Report {sheets}")
-            sheet.write_row(0, 0, HEADER, bold)
-            sheet.set_column(0, len(HEADER) - 1, 14)
-            # One writer per column, chosen once: this loop runs for every cell of a million rows.
-            writers = [sheet.write_number if col in numeric else sheet.write_string for col in range(len(HEADER))]
-            writers[0] = _string_writer(sheet)  # the date: ISO text from SQLite, a date from PostgreSQL
+            sheet = workbook.add_worksheet("Costs" if sheets == 1 else f"Costs {sheets}")
+            sheet.write_row(0, 0, header, bold)
+            sheet.set_column(0, len(header) - 1, 14)
             sheet_row = 1
         for col, value in enumerate(row):
-            writers[col](sheet_row, col, value)
+            if formats[col] is not None and value != "":
+                sheet.write_number(sheet_row, col, float(value), formats[col])
+            else:
+                sheet.write_string(sheet_row, col, str(value))
         sheet_row += 1
         done += 1
         if progress and done % every == 0:
             progress(done)
     if sheet is None:  # no rows: still a valid workbook with the header
-        workbook.add_worksheet("Report").write_row(0, 0, HEADER, bold)
+        workbook.add_worksheet("Costs").write_row(0, 0, header, bold)
     summary = workbook.add_worksheet("Totals")
-    summary.write_row(0, 0, ["currency", "rows", *[HEADER[i] for i in NUMERIC]], bold)
-    for r, total in enumerate(totals, start=1):
-        summary.write_row(r, 0, [total.currency, total.rows, *[total.values[FIELDS[i]] for i in NUMERIC]])
+    for r, (label, value) in enumerate(total):
+        summary.write_string(r, 0, label, bold)
+        summary.write_string(r, 1, str(value))
     workbook.close()
     if progress:
         progress(done)

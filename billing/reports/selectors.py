@@ -1,30 +1,40 @@
-"""Reads for the finance reports, always scoped to the workspaces the user belongs to.
+"""The one costs selector: every money figure on a page, in the API, an export, a statement or a
+budget is a sum of the ledger's stored lines read through here, so they all give the same cents.
 
-Any membership (owner, member, viewer, finance) shows that workspace's usage; someone who is
-not a member sees nothing of it.
+Always scoped to the workspaces the user belongs to: any membership (owner, member, viewer,
+finance) shows that workspace's costs; someone who is not a member sees nothing of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
-from billing.models import UsageDay
+from billing.ledger.selectors import as_of, money_sum, workspace_currency
+from billing.models import ChargeLine
 from scheduling.errors import DomainError
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
+# group_by value -> the line columns that name a row
+GROUPS: dict[str, tuple[str, ...]] = {
+    "day": ("day",), "queue": ("queue",), "job": ("job_id", "job_name"), "user": ("submitter",),
+    "gpu_model": ("gpu_model",), "pool": ("pool",), "workspace": ("workspace__slug", "workspace__name"),
+}
+MAX_PAGE_ROWS = 500
+QUANTITY = Decimal("0.000001")  # GPU-, core- and GiB-hours as shown
 MAX_RANGE_DAYS = 3660
 FIRST_YEAR, LAST_YEAR = 1970, 2100  # dates outside are a client's mistake (and overflow date arithmetic)
 MAX_FILTER_LENGTH = 200
 MAX_JOB_ID = 2**63 - 1
 SUMMED = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cpu_core_hours", "memory_gib_hours",
-          "estimated_cost", "cost", "on_demand_cost", "exclusive_gpu_hours")
+          "exclusive_gpu_hours", "list_cost", "exclusive_cost", "cost")
+MONEY = ("list_cost", "exclusive_cost", "cost")
 
 
 class FilterError(DomainError):
@@ -40,6 +50,7 @@ class ReportFilters:
     gpu_model: str = ""
     sharing: str = ""
     job: int | None = None
+    group_by: str = ""
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -100,22 +111,25 @@ def parse_filters(params: Mapping[str, str], *, today: date) -> ReportFilters:
             raise FilterError(f"job: {job!r} is not a job number") from error
         if not 0 < job <= MAX_JOB_ID:
             raise FilterError(f"job: {job} is not a job number")
+    group_by = (params.get("group_by") or "").strip()
+    if group_by and group_by not in GROUPS:
+        raise FilterError(f"group_by: {group_by!r} is not one of {', '.join(GROUPS)}")
     return ReportFilters(start=start, end=end, workspace=(params.get("workspace") or "").strip(),
                          queue=(params.get("queue") or "").strip(), gpu_model=(params.get("gpu_model") or "").strip(),
-                         sharing=sharing, job=job)
+                         sharing=sharing, job=job, group_by=group_by)
 
 
 def report_workspaces(user) -> QuerySet:
     """The workspaces the user is a member of (any role); none for an anonymous user."""
     if not user.is_authenticated:
-        return UsageDay.workspace.field.related_model.objects.none()
+        return ChargeLine.workspace.field.related_model.objects.none()
     return user.workspaces.distinct()
 
 
-def report_rows(user, filters: ReportFilters) -> QuerySet[UsageDay]:
-    """The daily rows the user may see, filtered. A workspace the user is not in is a 404."""
+def report_rows(user, filters: ReportFilters) -> QuerySet[ChargeLine]:
+    """The ledger lines the user may see, filtered. A workspace the user is not in is a 404."""
     visible = report_workspaces(user)
-    rows = UsageDay.objects.filter(workspace__in=visible, day__gte=filters.start, day__lte=filters.end)
+    rows = ChargeLine.objects.filter(workspace__in=visible, day__gte=filters.start, day__lte=filters.end)
     if filters.workspace:
         if not visible.filter(slug=filters.workspace).exists():
             raise Http404("No such workspace")
@@ -143,36 +157,40 @@ class Totals:
         raise AttributeError(name)
 
 
-def _sums(rows: QuerySet[UsageDay], *group: str) -> list[dict]:
-    return list(rows.order_by().values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED})
+def _sums(rows: QuerySet[ChargeLine], *group: str) -> list[dict]:
+    sums = list(rows.order_by().values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED})
                 .order_by(*group))
+    for row in sums:
+        for k in SUMMED:
+            row[k] = row[k] or Decimal(0)
+    return sums
 
 
-def totals(rows: QuerySet[UsageDay]) -> list[Totals]:
+def totals(rows: QuerySet[ChargeLine]) -> list[Totals]:
     """One total per currency (a report normally has one)."""
     return [Totals(currency=r["currency"], rows=r["rows"], values={k: r[k] or Decimal(0) for k in SUMMED})
             for r in _sums(rows, "currency")]
 
 
-def by_day(rows: QuerySet[UsageDay]) -> list[dict]:
+def by_day(rows: QuerySet[ChargeLine]) -> list[dict]:
     return _sums(rows, "day", "currency")
 
 
-def by_gpu_model(rows: QuerySet[UsageDay]) -> list[dict]:
+def by_gpu_model(rows: QuerySet[ChargeLine]) -> list[dict]:
     return _sums(rows, "gpu_model", "currency")
 
 
-def by_workspace(rows: QuerySet[UsageDay]) -> list[dict]:
+def by_workspace(rows: QuerySet[ChargeLine]) -> list[dict]:
     return _sums(rows, "workspace__slug", "workspace__name", "currency")
 
 
-def by_model_and_sharing(rows: QuerySet[UsageDay]) -> list[dict]:
+def by_model_and_sharing(rows: QuerySet[ChargeLine]) -> list[dict]:
     return _sums(rows, "gpu_model", "sharing", "currency")
 
 
-def jobs_of(rows: QuerySet[UsageDay]) -> list[dict]:
+def jobs_of(rows: QuerySet[ChargeLine]) -> list[dict]:
     """Per job: the sums over the range, with the job's frozen estimate and final cost."""
-    jobs = _sums(rows, "job_id", "job_name", "queue", "currency")
+    jobs = _sums(rows.filter(job__isnull=False), "job_id", "job_name", "queue", "currency")
     from scheduling.models import Job
 
     info = {j.pk: j for j in Job.objects.filter(pk__in=[r["job_id"] for r in jobs]).only(
@@ -186,7 +204,7 @@ def jobs_of(rows: QuerySet[UsageDay]) -> list[dict]:
     return jobs
 
 
-def chart_data(rows: QuerySet[UsageDay], filters: ReportFilters) -> dict:
+def chart_data(rows: QuerySet[ChargeLine], filters: ReportFilters) -> dict:
     """What the charts plot: cost and GPU-hours for every day of the range (zero where nothing
     ran), and per GPU model. Floats only for drawing, never for money."""
     per_day = {d["day"]: d for d in by_day(rows)}
@@ -208,10 +226,10 @@ def chart_data(rows: QuerySet[UsageDay], filters: ReportFilters) -> dict:
 
 def choices(user) -> dict[str, list[str]]:
     """Values for the filter drop-downs, from what the user may see."""
-    rows = UsageDay.objects.filter(workspace__in=report_workspaces(user)).order_by()
+    rows = ChargeLine.objects.filter(workspace__in=report_workspaces(user)).order_by()
     return {
-        "queues": sorted(set(rows.values_list("queue", flat=True).distinct())),
-        "gpu_models": sorted(set(rows.values_list("gpu_model", flat=True).distinct())),
+        "queues": sorted(set(rows.values_list("queue", flat=True).distinct()) - {""}),
+        "gpu_models": sorted(set(rows.values_list("gpu_model", flat=True).distinct()) - {""}),
         "sharing": list(SHARING_MODES),
     }
 
@@ -225,15 +243,28 @@ def get_report_workspace(user, slug: str):
 
 @dataclass(frozen=True)
 class Statement:
+    """A workspace's month: its usage lines by GPU model and sharing mode, its adjustments, and the
+    opening (everything billed before the month) and closing figures."""
+
     workspace: Any  # the portal's Workspace
     month: date
-    lines: list[dict]  # per GPU model and sharing mode
-    totals: list[Totals]
+    currency: str
+    lines: list[dict]  # usage per GPU model and sharing mode
+    adjustments: list[ChargeLine]
+    total: Decimal
+    opening: Decimal
+    as_of: datetime | None
+    closed: Any  # billing.models.ClosedPeriod | None
+    usage: Totals | None
 
     @property
-    def savings(self) -> list[dict]:
-        return [{"currency": t.currency, "on_demand": t.on_demand_cost, "cost": t.cost,
-                 "saved": t.on_demand_cost - t.cost} for t in self.totals]
+    def closing(self) -> Decimal:
+        return self.opening + self.total
+
+    @property
+    def saved(self) -> Decimal:
+        """Sharing and discounts against the same held time on whole GPUs at the on-demand price."""
+        return (self.usage.exclusive_cost - self.usage.cost) if self.usage else Decimal(0)
 
 
 def parse_month(raw: str) -> date:
@@ -253,5 +284,51 @@ def month_end(month: date) -> date:
 
 def monthly_statement(user, slug: str, month: date) -> Statement:
     workspace = get_report_workspace(user, slug)
-    rows = UsageDay.objects.filter(workspace=workspace, day__gte=month, day__lte=month_end(month))
-    return Statement(workspace=workspace, month=month, lines=by_model_and_sharing(rows), totals=totals(rows))
+    lines = ChargeLine.objects.filter(workspace=workspace)
+    month_lines = lines.filter(period=month)
+    usage = month_lines.filter(category=ChargeLine.Category.USAGE)
+    usage_totals = totals(usage)
+    return Statement(
+        workspace=workspace, month=month, currency=workspace_currency(workspace),
+        lines=by_model_and_sharing(usage), adjustments=list(month_lines.exclude(category=ChargeLine.Category.USAGE)
+                                                            .select_related("author").order_by("hour", "id")),
+        total=money_sum(month_lines), opening=money_sum(lines.filter(period__lt=month)),
+        as_of=as_of(month_lines), closed=workspace.closed_periods.filter(period=month).first(),
+        usage=usage_totals[0] if usage_totals else None,
+    )
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What /api/v1/costs/ answers: the whole period's total, and one page of grouped rows."""
+
+    currency: str
+    as_of: datetime | None
+    total: Decimal
+    rows: list[dict]
+    count: int
+    group_by: str
+
+
+class CurrencyError(DomainError):
+    field = "workspace"
+
+
+def costs(user, filters: ReportFilters, *, page: int = 1, page_size: int = MAX_PAGE_ROWS) -> Costs:
+    """Costs of the lines the user may see, grouped by `filters.group_by` (day by default)."""
+    rows = report_rows(user, filters)
+    currencies = sorted(set(rows.order_by().values_list("currency", flat=True).distinct()))
+    if len(currencies) > 1:
+        raise CurrencyError(f"these workspaces are billed in {', '.join(currencies)}: choose one workspace")
+    group = GROUPS[filters.group_by or "day"]
+    grouped = rows.order_by().values(*group).annotate(**{k: Sum(k) for k in SUMMED}).order_by(*group)
+    count = grouped.count()
+    first = (page - 1) * page_size
+    page_rows = list(grouped[first:first + page_size])
+    for row in page_rows:
+        for k in SUMMED:
+            row[k] = row[k] or Decimal(0)
+    currency = currencies[0] if currencies else (
+        workspace_currency(get_report_workspace(user, filters.workspace)) if filters.workspace else "USD")
+    return Costs(currency=currency, as_of=as_of(rows), total=money_sum(rows), rows=page_rows, count=count,
+                 group_by=filters.group_by or "day")

@@ -1,17 +1,23 @@
 """Jobs API: thin views over scheduling.services and scheduling.selectors."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotAcceptable, ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.metering.costs import job_cost
+from billing.ledger.jobs import job_cost
 from billing.services import submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.selectors import get_workspace_for_user
-from scheduling import selectors, services
+from scheduling import logs, selectors, services
+from scheduling.backends import get_backend
 from scheduling.models import JobState
 from scheduling.spec import spec_to_yaml
 
@@ -147,3 +153,48 @@ class ImageFormApi(APIView):
         workspace = get_workspace_for_user(request.user, body.validated_data["workspace"])
         spec = services.spec_from_form(workspace, body.validated_data["form"])
         return Response({"yaml": spec_to_yaml(spec)})
+
+
+class AnyAccept(DefaultContentNegotiation):
+    """The log is text/plain whatever was asked for; problem details stay JSON, even to a caller that
+    asked for text only (rather than a 406)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except NotAcceptable:
+            return renderers[0], renderers[0].media_type
+
+
+class JobLogsQuery(serializers.Serializer):
+    replica = serializers.RegexField(logs.REPLICA_NAME_PATTERN, max_length=70, required=False, trim_whitespace=False,
+                                     error_messages={"invalid": "not a replica name such as worker-0"},
+                                     help_text="One replica, `{role}-{index}` (e.g. worker-0); without it, all")
+    follow = serializers.ChoiceField(choices=["0", "1"], default="0",
+                                     help_text="1: keep streaming new lines while the job runs")
+
+
+class JobLogsApi(APIView):
+    """The job's replica logs as text: live while a replica runs, the stored copy after it ended."""
+
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = AnyAccept
+
+    @extend_schema(parameters=[JobLogsQuery], responses={(200, "text/plain"): OpenApiResponse(
+        OpenApiTypes.STR, description="Each replica's log after a `== worker-0 on NODE` line (none when one "
+                                      "replica is asked for); with follow=1 a stream that ends when the job "
+                                      "stops running")})
+    def get(self, request, pk):
+        # A plain dict: an empty value is refused, where a form would take it as unset.
+        query = JobLogsQuery(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        job = portal_selectors.get_job_for_user(request.user, pk)
+        replica = logs.check_replica(job, query.validated_data.get("replica"))
+        if query.validated_data["follow"] == "0":
+            return HttpResponse(logs.job_log_text(job, get_backend(), replica), content_type=logs.TEXT_PLAIN)
+        # An ASGI server would read a synchronous stream whole before sending any of it.
+        follow = logs.follow_async if isinstance(request._request, ASGIRequest) else logs.follow
+        response = StreamingHttpResponse(follow(job, get_backend(), replica), content_type=logs.TEXT_PLAIN)
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # proxies pass each line on as it comes
+        return response

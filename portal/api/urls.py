@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from portal.api import agent, errors, jobs, quotes, workspaces
+from portal.api import agent, costs, errors, jobs, quotes, workspaces
 
 urlpatterns = [
     path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
@@ -9,8 +9,10 @@ urlpatterns = [
     path("jobs/<int:pk>/", jobs.JobDetailApi.as_view(), name="api-job"),
     path("jobs/<int:pk>/events/", jobs.JobEventsApi.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/cancel/", jobs.JobCancelApi.as_view(), name="api-job-cancel"),
+    path("jobs/<int:pk>/logs/", jobs.JobLogsApi.as_view(), name="api-job-logs"),
     path("specs/image-form/", jobs.ImageFormApi.as_view(), name="api-image-form"),
     path("quotes/", quotes.QuoteApi.as_view(), name="api-quotes"),
+    path("costs/", costs.CostsApi.as_view(), name="api-costs"),
     path("agent/usage", agent.UsageApi.as_view(), name="api-agent-usage"),
     path("agent/heartbeat", agent.HeartbeatApi.as_view(), name="api-agent-heartbeat"),
     path("agent/assignments", agent.AssignmentsApi.as_view(), name="api-agent-assignments"),

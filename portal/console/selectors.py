@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from django.db.models import Q, QuerySet
 
-from billing.models import NodeToken, PriceTable, UsageHour
+from billing.models import ChargeLine, NodeToken, PriceTable
 from billing.quotes import QuoteError, quote
 from billing.selectors import pool_offers, price_tables
 from billing.services import platform_tz
@@ -215,17 +215,12 @@ class PoolUsage:
 
 
 def usage_by_pool(*, days: int = 2, now: datetime | None = None) -> list[PoolUsage]:
-    """Allocated vs used GPU-hours per pool and hour (from the hourly rollups); the waste between them
-    in GPU-hours and money (each hour's cost x its idle share)."""
+    """Allocated vs used GPU-hours per pool and hour (from the ledger's lines); the waste between them
+    in GPU-hours and money (each line's cost x its idle share)."""
     now = now or clock.now()
     start = (now - timedelta(days=days)).replace(minute=0, second=0, microsecond=0)
-    rows = list(UsageHour.objects.filter(hour__gte=start).values_list(
-        "hour", "job_id", "gpu_model", "sharing", "allocated_gpu_hours", "used_gpu_hours", "cost", "currency"))
-    pool_of: dict[tuple, str] = {}
-    for job_id, pool, model, kind in Replica.objects.filter(
-            job_id__in={r[1] for r in rows}, node__isnull=False).values_list(
-            "job_id", "node__pool__name", "node__pool__gpu_model", "slice__kind"):
-        pool_of.setdefault((job_id, model, kind or "whole"), pool)
+    rows = list(ChargeLine.objects.filter(hour__gte=start, category=ChargeLine.Category.USAGE).values_list(
+        "hour", "pool", "allocated_gpu_hours", "used_gpu_hours", "cost", "currency"))
     hours = []
     h = start
     while h <= now:
@@ -233,8 +228,7 @@ def usage_by_pool(*, days: int = 2, now: datetime | None = None) -> list[PoolUsa
         h += timedelta(hours=1)
     index = {h: i for i, h in enumerate(hours)}
     result: dict[str, PoolUsage] = {}
-    for hour, job_id, model, sharing, alloc, used, cost, currency in rows:
-        pool = pool_of.get((job_id, model, sharing), model)
+    for hour, pool, alloc, used, cost, currency in rows:
         u = result.get(pool)
         if u is None:
             u = result[pool] = PoolUsage(pool, [x.isoformat() for x in hours], [0.0] * len(hours), [0.0] * len(hours),

@@ -1,4 +1,4 @@
-"""Two weeks of finished demo jobs, rolled up by hour and day, so the reports have something to
+"""Two weeks of finished demo jobs, posted to the ledger, so the reports have something to
 show right after `make run`."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from billing.metering.costs import finalize_job_cost
-from billing.reports.services import day_bounds, rollup_days
-from billing.rollups import rollup_hours
+from billing.ledger.jobs import finalize_job_cost
+from billing.ledger.posting import post_ledger
+from billing.reports.services import day_bounds
 from billing.services import platform_tz, submit_quoted_job
 from portal.models import Membership, Role
 from scheduling import clock
@@ -24,8 +24,8 @@ _DEMO_SPECS = {  # pool: (resources, slice the placement holds)
 
 
 def load_demo_usage(*, days: int = 14, now: datetime | None = None) -> int:
-    """Finished demo jobs over the last `days` days in the demo workspaces, rolled up by hour and
-    day, so the reports have something to show right after `make run`. Idempotent: does nothing
+    """Finished demo jobs over the last `days` days in the demo workspaces, posted to the ledger
+    so the reports have something to show right after `make run`. Idempotent: does nothing
     when demo jobs exist. Needs the demo tenants, cluster, queues and prices. Returns jobs made."""
     if Job.objects.filter(name__startswith=DEMO_PREFIX).exists():
         return 0
@@ -54,7 +54,5 @@ def load_demo_usage(*, days: int = 14, now: datetime | None = None) -> int:
                 job.save(update_fields=["state", "started", "finished"])
                 finalize_job_cost(job.pk)
                 made += 1
-    first_day = today - timedelta(days=days)
-    rollup_hours(day_bounds(first_day)[0], day_bounds(today)[0])
-    rollup_days(first_day, today - timedelta(days=1))
+    post_ledger(now=now)
     return made

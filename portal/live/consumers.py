@@ -3,6 +3,7 @@
 Every consumer forwards the group's events as `{"type": "event", "event": {...}}` frames.
 With Redis unreachable a socket is accepted, told `{"type": "paused"}` and closed with 4013
 ("try again later"): the page keeps working, shows that live updates are paused and reconnects.
+An open socket is closed the same way when Redis goes away or restarts (portal/live/watch.py).
 """
 
 import logging
@@ -12,6 +13,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from redis.exceptions import RedisError
 
 from portal import metrics
+from portal.live import watch
 from portal.models import Workspace
 from portal.services import OPERATORS_GROUP, job_group, workspace_group
 
@@ -59,12 +61,28 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             del self.group
             await self._paused(self.base_send)
             return
+        self.watch = watch.for_this_loop()
+        if self.watch is not None and not await self.watch.join(self):
+            log.warning("live updates paused: Redis stopped answering")
+            await self._paused(self.base_send)
+            return
         await self.accept()
         metrics.websocket_opened(self)
         await self.send_json({"type": "hello", **hello})
 
+    async def pause(self):
+        """Redis went away or restarted under this socket: events may be lost, so let the page
+        reconnect and catch up."""
+        try:
+            await self.send_json({"type": "paused"})
+            await self.close(code=TRY_AGAIN_LATER)
+        except Exception as exc:  # the client may be gone already
+            log.info("could not pause a live socket: %s", exc)
+
     async def disconnect(self, code):
         metrics.websocket_closed(self)
+        if getattr(self, "watch", None) is not None:
+            self.watch.leave(self)
         if hasattr(self, "group"):
             try:
                 await self.channel_layer.group_discard(self.group, self.channel_name)

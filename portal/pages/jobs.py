@@ -1,5 +1,6 @@
 """Tenant pages for jobs: submit (with live quotes), list and detail."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -8,12 +9,12 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from billing.metering.costs import job_cost
+from billing.ledger.jobs import job_cost
 from portal import selectors as portal_selectors
 from portal.selectors import current_workspace
-from scheduling import selectors, services
+from scheduling import logs, selectors, services
 from scheduling.backends import get_backend
-from scheduling.models import ACTIVE_STATES, JobState
+from scheduling.models import JobState
 from scheduling.spec import IMAGE_FORM_FIELDS
 from scheduling.spec.examples import EXAMPLES
 
@@ -43,18 +44,26 @@ def job_list(request):
 def job_detail(request, pk):
     job = portal_selectors.get_job_for_user(request.user, pk)
     cost_so_far = None if job.is_final or not job.started else job_cost(job)
+    # An ended job's log is what was kept; a running one's is polled live by the page.
+    log_text = logs.job_log_text(job, get_backend()) if job.is_final else None
+    membership = job.workspace.memberships.filter(user=request.user).first()
     return render(request, "scheduling/job_detail.html", {"job": job, "events": selectors.events_of(job),
-                                                          "cost_so_far": cost_so_far})
+                                                          "cost_so_far": cost_so_far, "log_text": log_text,
+                                                          "can_cancel": bool(membership and membership.can_submit),
+                                                          "log_retention_days": settings.JOB_LOG_RETENTION_DAYS})
 
 
 @login_required
 def job_log(request, pk):
-    """The job's replica logs from the cluster backend, last lines of each."""
+    """The job's replica logs: live from the cluster while a replica runs, the kept copy after it ended;
+    `?download=1` as a file."""
     job = portal_selectors.get_job_for_user(request.user, pk)
-    backend = get_backend()
-    parts = [f"== {r.role}-{r.index} on {r.node.name if r.node else '?'}\n" + backend.logs((job.pk, r.role, r.index), 50)
-             for r in job.replicas.filter(state__in=ACTIVE_STATES).select_related("node")]
-    return HttpResponse("\n".join(parts) or "waiting for replicas to start", content_type="text/plain; charset=utf-8")
+    text = logs.job_log_text(job, get_backend())
+    if request.GET.get("download"):
+        response = HttpResponse(text, content_type=logs.TEXT_PLAIN)
+        response["Content-Disposition"] = f'attachment; filename="job-{job.pk}-logs.txt"'
+        return response
+    return HttpResponse(text or "waiting for replicas to start", content_type=logs.TEXT_PLAIN)
 
 
 @staff_member_required

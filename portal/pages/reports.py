@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import tempfile
+from pathlib import Path
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, Http404, JsonResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from billing.models import ReportExport
+from billing.ledger import services as ledger_services
+from billing.models import ChargeLine, ReportExport
 from billing.reports import exports
 from billing.reports import selectors as reports
 from billing.reports import services as report_services
 from billing.reports.tasks import export_dir
+from portal.console import audit
 from portal.selectors import membership_for
 from scheduling import clock
 
 ROWS_ON_PAGE = 500
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
 def _today():
@@ -37,6 +44,7 @@ def report_page(request):
         filters = reports.parse_filters({}, today=_today())
     rows = reports.report_rows(request.user, filters)
     query = filters.to_query()
+    memberships = {m.workspace_id: m for m in request.user.memberships.all()}
     workspaces = list(reports.report_workspaces(request.user))
     budgets = [(ws, report_services.budget_status(ws), membership_for(request.user, ws)) for ws in workspaces]
     context = {
@@ -47,27 +55,34 @@ def report_page(request):
         "choices": reports.choices(request.user), "totals": reports.totals(rows),
         "by_workspace": reports.by_workspace(rows), "charts": reports.chart_data(rows, filters),
         "jobs": reports.jobs_of(rows) if filters.workspace else None,
-        "rows": rows.select_related("workspace").order_by("day", "workspace_id", "job_id", "node")[:ROWS_ON_PAGE],
-        "rows_on_page": ROWS_ON_PAGE, "budgets": budgets,
+        "rows": rows.select_related("workspace").order_by("hour", "workspace_id", "job_id", "id")[:ROWS_ON_PAGE],
+        "rows_on_page": ROWS_ON_PAGE, "budgets": budgets, "as_of": reports.as_of(rows),
+        "can_close": request.user.is_staff or any(m.role == "finance" for m in memberships.values()),
         "month": filters.end.strftime("%Y-%m"),  # the statement of the month the range ends in
         "exports": ReportExport.objects.filter(user=request.user)[:5],
     }
     return render(request, "billing/reports.html", context)
 
 
-def _csv_rows(user, filters):
-    return (reports.report_rows(user, filters).order_by("day", "workspace_id", "job_id", "node", "id")
-            .values_list(*exports.FIELDS))
+def _csv_source(user, filters):
+    """The ledger lines in FOCUS columns, or with group_by the costs API's grouping (every page)."""
+    rows = reports.report_rows(user, filters)  # 404 for another tenant's workspace
+    if not filters.group_by:
+        return exports.HEADER, exports.line_rows(rows)
+    report = reports.costs(user, filters, page_size=reports.MAX_RANGE_DAYS * 10**4)
+    group = reports.GROUPS[filters.group_by]
+    return exports.grouped_header(group), exports.grouped_rows(report.rows, group, report.currency)
 
 
 @login_required
 async def report_csv(request):
-    """Streamed under ASGI: rows are read in chunks by an async iterator, memory stays flat."""
+    """Streamed under ASGI: rows are read in chunks by an async iterator, memory stays flat.
+    Every parameter is checked before the first byte is sent."""
     user = await request.auser()
     filters = reports.parse_filters(request.GET, today=_today())
-    rows = await sync_to_async(lambda: _csv_rows(user, filters))()  # 404 for another tenant's workspace
+    header, rows = await sync_to_async(lambda: _csv_source(user, filters))()
     response = StreamingHttpResponse(
-        exports.csv_chunks(exports.aiter_rows(exports.raw_rows(rows))), content_type="text/csv")
+        exports.csv_chunks(exports.aiter_rows(rows), header=header), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="report-{filters.start}-{filters.end}.csv"'
     return response
 
@@ -114,16 +129,83 @@ def excel_download(request, pk):
     if not path.exists():
         raise Http404("The export file is gone")
     return FileResponse(path.open("rb"), as_attachment=True, filename=export.file_name,
-                        content_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+                        content_type=XLSX)
+
+
+def _statement(request, slug, month):
+    first = reports.parse_month(month)
+    return first, reports.monthly_statement(request.user, slug, first)
 
 
 @login_required
 def statement(request, slug, month):
-    first = reports.parse_month(month)
-    stmt = reports.monthly_statement(request.user, slug, first)
+    first, stmt = _statement(request, slug, month)
     template = "billing/statement_print.html" if request.GET.get("print") else "billing/statement.html"
-    return render(request, template, {"stmt": stmt, "month_end": reports.month_end(first),
-                                      "budget": report_services.budget_status(stmt.workspace)})
+    return render(request, template, {
+        "stmt": stmt, "month_end": reports.month_end(first), "budget": report_services.budget_status(stmt.workspace),
+        "is_finance": _is_finance(request.user, stmt.workspace),
+    })
+
+
+def _is_finance(user, workspace) -> bool:
+    try:
+        ledger_services.require_finance(user, workspace)
+    except PermissionDenied:
+        return False
+    return True
+
+
+def _statement_lines(stmt):
+    return ChargeLine.objects.filter(workspace=stmt.workspace, period=stmt.month)
+
+
+@login_required
+def statement_csv(request, slug, month):
+    _, stmt = _statement(request, slug, month)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow(exports.HEADER)
+    writer.writerows(exports.line_rows(_statement_lines(stmt)))
+    response = HttpResponse(buffer.getvalue().encode(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="statement-{slug}-{stmt.month:%Y-%m}.csv"'
+    return response
+
+
+@login_required
+def statement_xlsx(request, slug, month):
+    _, stmt = _statement(request, slug, month)
+    total = [("Workspace", stmt.workspace.slug), ("Month", f"{stmt.month:%Y-%m}"), ("Currency", stmt.currency),
+             ("Opening", stmt.opening), ("Total", stmt.total), ("Closing", stmt.closing),
+             ("As of", stmt.as_of.isoformat() if stmt.as_of else "")]
+    with tempfile.NamedTemporaryFile(suffix=".xlsx") as handle:
+        exports.write_xlsx(handle.name, exports.line_rows(_statement_lines(stmt)), total=total)
+        content = Path(handle.name).read_bytes()
+    response = HttpResponse(content, content_type=XLSX)
+    response["Content-Disposition"] = f'attachment; filename="statement-{slug}-{stmt.month:%Y-%m}.xlsx"'
+    return response
+
+
+@require_POST
+@login_required
+def statement_close(request, slug, month):
+    first, stmt = _statement(request, slug, month)
+    closed = ledger_services.close_period(user=request.user, workspace=stmt.workspace, month=first)
+    audit.record(request.user, "close period", closed, message=f"{slug} {first:%Y-%m}: {closed.total} "
+                 f"{closed.currency}")
+    messages.success(request, f"{first:%B %Y} is closed for {stmt.workspace.name}: its lines are final.")
+    return redirect("reports-statement", slug=slug, month=month)
+
+
+@require_POST
+@login_required
+def adjustment_add(request, slug):
+    workspace = reports.get_report_workspace(request.user, slug)
+    line = ledger_services.add_adjustment(user=request.user, workspace=workspace,
+                                          amount=request.POST.get("amount", ""), reason=request.POST.get("reason", ""))
+    audit.record(request.user, "adjust", line, message=f"{line.category} {line.cost} {line.currency} for {slug}: "
+                 f"{line.reason}")
+    messages.success(request, f"{line.category} of {line.cost} {line.currency} recorded.")
+    return redirect("reports-statement", slug=slug, month=f"{line.period:%Y-%m}")
 
 
 @require_POST
@@ -133,7 +215,9 @@ def budget_save(request, slug):
     try:
         report_services.set_budget(user=request.user, workspace=workspace, amount=request.POST.get("amount", ""),
                                    currency=request.POST.get("currency") or "USD",
-                                   block_at_limit=request.POST.get("block_at_limit") == "on")
+                                   block_at_limit=request.POST.get("block_at_limit") == "on",
+                                   suspend_preemptible=request.POST.get("suspend_preemptible") == "on",
+                                   thresholds=request.POST.get("thresholds") or None)
         messages.success(request, f"Budget of {workspace.name} saved.")
     except PermissionDenied as error:
         messages.error(request, str(error))

@@ -15,5 +15,11 @@ urlpatterns = [
     path("reports/exports/<uuid:pk>/", reports.excel_status, name="reports-export"),
     path("reports/exports/<uuid:pk>/download/", reports.excel_download, name="reports-export-download"),
     path("reports/statements/<slug:slug>/<str:month>/", reports.statement, name="reports-statement"),
+    path("reports/statements/<slug:slug>/<str:month>/statement.csv", reports.statement_csv,
+         name="reports-statement-csv"),
+    path("reports/statements/<slug:slug>/<str:month>/statement.xlsx", reports.statement_xlsx,
+         name="reports-statement-xlsx"),
+    path("reports/statements/<slug:slug>/<str:month>/close/", reports.statement_close, name="reports-statement-close"),
+    path("reports/adjustments/<slug:slug>/", reports.adjustment_add, name="reports-adjustment"),
     path("reports/budgets/<slug:slug>/", reports.budget_save, name="reports-budget"),
 ]

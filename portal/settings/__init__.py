@@ -110,10 +110,19 @@ DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3
 # No persistent connections: Daphne serves each request from a fresh thread, so kept-alive
 # connections pile up (bench.ingest: 53 open in 10 s, then "too many clients"). The ASGI server
 # runs with DB_POOL=1 (a psycopg pool on PostgreSQL); Celery's forked workers connect per task.
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DB_POOL", False):
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1, "max_size": int(os.environ.get("DB_POOL_SIZE", "10")), "timeout": 30}
+# Health checks: a connection the database dropped (restart, network cut) is replaced before a
+# request uses it; with DB_POOL, the pool checks each connection it lends.
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Database unreachable: a request fails (500) within seconds instead of hanging.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", int(os.environ.get("DB_CONNECT_TIMEOUT", "5")))
+    if env_bool("DB_POOL", False):
+        # A request waits at most `timeout` for a connection; after an outage the pool's retries
+        # (1, 2, 4... s) start over every `reconnect_timeout`, so it reconnects within seconds.
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 1, "max_size": int(os.environ.get("DB_POOL_SIZE", "10")),
+            "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "5")), "reconnect_timeout": 10.0}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, for the test database: the Celery worker and Daphne processes
     # that tests start must see the same data.
@@ -271,15 +280,21 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
 SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
 SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
-USAGE_RETENTION_DAYS = int(os.environ.get("USAGE_RETENTION_DAYS", "35"))  # raw samples; hourly rollups forever
+# Replica logs (scheduling.logs): kept this long after the replica ended, at most this much per job
+JOB_LOG_RETENTION_DAYS = int(os.environ.get("JOB_LOG_RETENTION_DAYS", "30"))
+JOB_LOG_MAX_BYTES = int(os.environ.get("JOB_LOG_MAX_BYTES", str(2 * 1024 * 1024)))
+JOB_LOG_TAIL_LINES = int(os.environ.get("JOB_LOG_TAIL_LINES", "5000"))  # lines read from the backend per replica
+JOB_LOG_POLL_SECONDS = float(os.environ.get("JOB_LOG_POLL_SECONDS", "2"))  # follow=1: how often new lines are read
+JOB_LOG_FOLLOW_SECONDS = float(os.environ.get("JOB_LOG_FOLLOW_SECONDS", "900"))  # follow=1: longest stream
+USAGE_RETENTION_DAYS = int(os.environ.get("USAGE_RETENTION_DAYS", "35"))  # raw samples; ledger lines forever
+LEDGER_CLOSE_GRACE_S = int(os.environ.get("LEDGER_CLOSE_GRACE_S", "300"))  # an hour's lines wait this long for late usage
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
-    "usage-rollup": {"task": "billing.tasks.rollup_recent_hours", "schedule": 60.0},
+    "job-log-retention": {"task": "scheduling.tasks.purge_old_job_logs", "schedule": 6 * 3600.0},
+    "ledger-post": {"task": "billing.tasks.post_usage", "schedule": float(os.environ.get("LEDGER_POST_INTERVAL_S", "30"))},
     "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
     **({"demo-load": {"task": "portal.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
        if env_bool("DEMO_LOAD", False) else {}),
-    "report-daily-rollup": {"task": "billing.reports.tasks.rollup_recent_days", "schedule": 300.0},
-    "report-budget-alerts": {"task": "billing.reports.tasks.check_budgets", "schedule": 300.0},
 }
 CELERY_IMPORTS = ("billing.reports.tasks",)  # not named tasks.py, so autodiscovery would miss it
 
@@ -287,6 +302,8 @@ CELERY_IMPORTS = ("billing.reports.tasks",)  # not named tasks.py, so autodiscov
 REPORT_EXPORT_DIR = Path(os.environ.get("REPORT_EXPORT_DIR", VAR_DIR / "exports"))
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpu-platform@localhost")
+PLATFORM_NAME = os.environ.get("PLATFORM_NAME", "GPU Platform")  # the provider named on invoices and exports
+PLATFORM_REGION = os.environ.get("PLATFORM_REGION", "local")  # FOCUS RegionId of this cluster
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 

@@ -110,4 +110,5 @@ class ClusterBackend(Protocol):
         """Drop a finished replica the database has recorded (frees what it held)."""
 
     def logs(self, key: ReplicaKey, tail_lines: int = 200) -> str:
-        """The replica's log, last lines."""
+        """The replica's log, last lines. Readable until evict or forget removes the replica, finished ones
+        included: the cycle reads it just before either and keeps it (scheduling.logs)."""

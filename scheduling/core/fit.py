@@ -345,6 +345,7 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "waits_for_off_peak": lambda p: f"waits for the off-peak window it was quoted for ({p['not_before']})",
     "requeued": lambda p: "requeued: waiting for the next cycle",
     "node_drained": lambda p: f"requeued: node {p['node']} was drained",
+    "budget_suspended": lambda p: f"suspended: its workspace spent its budget; resumes {p['until']} or on a higher budget",
 }
 
 

@@ -14,6 +14,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import partial
 
 from django.db import connection, transaction
 from django.db.models import Max
@@ -23,6 +24,7 @@ from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend,
 from scheduling.core.fit import lead_code
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.snapshot import build_snapshot
+from scheduling.logs import capture_replica_log
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event, record_events, requeue_job
 
@@ -73,11 +75,23 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
 # --------------------------------------------------------------------------- reconcile
 
 
+def _keep_log_and_evict(backend: ClusterBackend, key: tuple, reason: str) -> None:
+    """After commit: the pod's log goes with the pod, so it is kept first."""
+    capture_replica_log(backend, key)
+    backend.evict(key, reason)
+
+
+def _keep_log_and_forget(backend: ClusterBackend, key: tuple) -> None:
+    capture_replica_log(backend, key)
+    backend.forget(key)
+
+
 def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: ClusterBackend, report: CycleReport):
     for other in job.replicas.filter(state__in=ACTIVE_STATES):
         other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
         other.save(update_fields=["state", "ended", "end_reason"])
-        transaction.on_commit(lambda k=(job.pk, other.role, other.index): backend.evict(k, "job finished"))
+        transaction.on_commit(partial(_keep_log_and_evict, backend, (job.pk, other.role, other.index),
+                                      "job finished"))
     job.state, job.finished, job.pending_reason, job.pending_code, job.pending_params = state, now, "", "", {}
     job.save(update_fields=["state", "finished", "pending_reason", "pending_code", "pending_params"])
     notes = signals.finish_notes(job)  # in this transaction: the event below already carries them
@@ -131,7 +145,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
             replica.state = JobState.SUCCEEDED if status.phase == SUCCEEDED else JobState.FAILED
             replica.started = replica.started or _at(status.started_at, now)
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
-            transaction.on_commit(lambda key=key: backend.forget(key))
+            transaction.on_commit(partial(_keep_log_and_forget, backend, key))
             if status.phase == FAILED:
                 failures[replica.job_id] = f"replica {replica.role}-{replica.index} failed: {status.message}"
         else:
@@ -145,7 +159,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
         transaction.on_commit(lambda: launch_all(backend, launches))
         report.relaunched += len(relaunch)
     for key in statuses:  # the backend runs something the database does not hold
-        transaction.on_commit(lambda key=key: backend.evict(key, "not held by the scheduler"))
+        transaction.on_commit(partial(_keep_log_and_evict, backend, key, "not held by the scheduler"))
         report.orphans_removed += 1
     _update_job_states(touched, now, backend, report, failures)
 
@@ -171,7 +185,7 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
                                          ).update(state=JobState.PREEMPTED, ended=now, end_reason=e.reason)
         if updated:
             evicted_jobs[job_id].append(e.reason)
-            transaction.on_commit(lambda k=(job_id, e.role, e.replica), r=e.reason: backend.evict(k, r))
+            transaction.on_commit(partial(_keep_log_and_evict, backend, (job_id, e.role, e.replica), e.reason))
             report.evicts += 1
     for job in Job.objects.filter(pk__in=evicted_jobs).select_related("workspace"):
         reasons = ", ".join(sorted(set(evicted_jobs[job.pk])))

@@ -61,7 +61,8 @@
     socket.onopen = () => { document.body.dataset.live = "open"; if (status) status.textContent = "live"; };
     socket.onmessage = (message) => {
       const type = JSON.parse(message.data).type;
-      if (type === "hello") { retry = 500; document.body.dataset.live = "connected"; } // joined (see live.js)
+      // Joined (see live.js): re-read the sections, events sent while the socket was down are not replayed.
+      if (type === "hello") { retry = 500; document.body.dataset.live = "connected"; if (!timer) timer = setTimeout(refresh, 0); }
       if (type !== "event") return;
       if (!timer) timer = setTimeout(refresh, 300); // one refresh per burst of events
     };

@@ -19,7 +19,8 @@
     socket.onopen = () => { document.body.dataset.live = "open"; };
     socket.onmessage = (message) => {
       const type = JSON.parse(message.data).type;
-      if (type === "hello") { retry = 500; document.body.dataset.live = "connected"; } // joined (see live.js)
+      // Joined (see live.js): re-read the map, events sent while the socket was down are not replayed.
+      if (type === "hello") { retry = 500; document.body.dataset.live = "connected"; refresh(); }
       if (type !== "event") return;
       if (!pending) pending = setTimeout(refresh, 300); // one refresh per burst of events
     };

@@ -4,7 +4,7 @@ and a screenshot of every page lands in var/screenshots/."""
 
 import re
 import time as systime
-from datetime import datetime, time, timedelta
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -106,9 +106,9 @@ def test_operator_drains_a_node_and_sees_its_preemptible_job_move(live_daphne, c
 
 
 def _usage_this_month(cluster):
-    """A finished job of alice's and one of bob's today, rolled up by hour and by day (K's pipeline)."""
-    from billing.reports.services import day_bounds, rollup_day
-    from billing.rollups import rollup_hours
+    """A finished job of alice's and one of bob's today, posted to the ledger."""
+    from billing.ledger.posting import post_ledger
+    from billing.reports.services import day_bounds
     from billing.services import platform_tz
     from portal.demo.usage import load_demo_usage
     from scheduling.models import Replica
@@ -122,8 +122,7 @@ def _usage_this_month(cluster):
         job = submit_quoted_job(user=user, workspace=workspace, spec=job_spec(name, queue=workspace.slug))
         Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED, node=Node.objects.get(name=node),
                                gpu_indices=[0], slice={"kind": "whole"}, started=start, ended=now)
-    rollup_hours(datetime.combine(today, time(0), tzinfo=platform_tz()), now)
-    rollup_day(today)
+    post_ledger(now=now)
 
 
 def _number(text):

@@ -18,10 +18,11 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 EXAMPLES = 10  # per operation, per generation mode, per caller
 AGENT_PATH = "/api/v1/agent/"
 STATS: dict[str, int] = {}
-# Their bodies carry a task spec or agent samples whose meaning no JSON schema can state (a pool
-# that exists, GPUs that fit): a schema-valid body may rightly be refused with a documented 400.
+# Their bodies carry a task spec or agent samples, or their query a workspace and a date range, whose
+# meaning no JSON schema can state (a pool that exists, GPUs that fit, a workspace of the caller's, an
+# end after the start): a schema-valid request may rightly be refused with a documented 4xx.
 SEMANTIC_BODIES = {"/api/v1/jobs/", "/api/v1/quotes/", "/api/v1/specs/image-form/", "/api/v1/agent/usage",
-                   "/api/v1/agent/heartbeat"}
+                   "/api/v1/agent/heartbeat", "/api/v1/costs/"}
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@
 - statuses(): a local cache of the platform's pods fed by a list, then a watch resumed from the last
   resourceVersion at every call (drained until idle); 410 Gone -> relist.
 - evict() / forget(): delete the pod, and the reservation with the last fraction on its GPU.
+- logs(): the pod log API (tailLines); the cycle reads it just before evict() / forget(), since a deleted
+  pod's log is gone (scheduling.logs keeps it).
 Every call retries 429 / 5xx / timeouts with capped backoff; 409 on create and 404 on delete are success,
 so every method is idempotent and an interrupted cycle can simply run again.
 No Django import: settings come from KubernetesConfig (environment variables K8S_*).

@@ -126,4 +126,4 @@ class SimulatedBackend:
             lines.append("training finished, checkpoint saved")
         elif phase == FAILED:
             lines.append("RuntimeError: CUDA error: an illegal memory access was encountered (simulated)")
-        return "\n".join(lines[-tail_lines:])
+        return "".join(line + "\n" for line in lines[-tail_lines:])  # as a container writes them

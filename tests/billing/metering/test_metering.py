@@ -1,4 +1,4 @@
-"""Final costs worked out by hand, and hourly rollups that can be re-run without double counting."""
+"""Final costs worked out by hand from the ledger's lines, and posts that can be re-run without double counting."""
 
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -6,9 +6,10 @@ from decimal import Decimal
 
 import pytest
 
-from billing.metering.costs import finalize_job_cost
-from billing.models import GpuRate, PriceTable, UsageHour, UsageSample
-from billing.rollups import purge_samples, rollup_hours
+from billing.ledger.jobs import finalize_job_cost
+from billing.ledger.posting import post_ledger
+from billing.metering.ingest import purge_samples
+from billing.models import ChargeLine, GpuRate, PriceTable, UsageSample
 from billing.services import submit_quoted_job
 from scheduling.models import JobState, Node, Replica
 
@@ -66,30 +67,34 @@ def test_preempted_placements_pay_for_the_time_they_held(job):
 
 
 def test_fraction_and_priority_and_spot(cluster):
-    """0.5 A100 (0.90) + 4 CPU (0.08) + 16 GiB (0.08) = 1.06 x 1.5 (priority 50) x 0.4 (spot) = 0.636/h."""
+    """0.5 A100 (0.90) + 4 CPU (0.08) + 16 GiB (0.08) = 1.06 x 1.5 (priority 50) x 0.4 (spot) = 0.636/h:
+    ten hourly lines of 0.64 each (a line is rounded once, when written), so 6.40, not 6.36."""
     spec = SPEC.replace("gpu: 1, cpu: 1, memory: 4Gi", "gpu: 0.5, gpuMemory: 10Gi, cpu: 4, memory: 16Gi").replace(
         "nodePool: h100", "nodePool: a100-spot").replace("name: metered", "name: frac\npriority: 50")
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec)
     place(job, DAY.replace(hour=10), DAY.replace(hour=20), node="a100-spot-01",
           slice_={"kind": "fraction", "gpu_milli": 500, "gpu_mem_mib": 10240})
-    assert finish(job, DAY.replace(hour=20)).final_cost == Decimal("6.36")
+    assert finish(job, DAY.replace(hour=20)).final_cost == Decimal("6.40")
+    assert set(ChargeLine.objects.filter(job=job).values_list("cost", flat=True)) == {Decimal("0.64")}
 
 
-def test_hourly_rollups_add_up_to_the_final_cost_and_rerun_cleanly(job):
+def test_hourly_lines_add_up_to_the_final_cost_and_repost_cleanly(job):
     replica = place(job, DAY.replace(hour=7, minute=30), DAY.replace(hour=9, minute=30))
     for minute in range(0, 60, 10):  # samples at 50 % utilisation over the 08:00 hour
         UsageSample.objects.create(id=uuid.uuid4(), node=replica.node, ts=DAY.replace(hour=8, minute=minute),
                                    gpu_uuid="GPU-x", gpu_index=0, pod_uid=str(replica.uid), replica=replica,
                                    gpu_util_pct=50.0, mem_used_mib=100, interval_s=600)
     job = finish(job, DAY.replace(hour=9, minute=30))
-    assert rollup_hours(DAY.replace(hour=6), DAY.replace(hour=11)) == 3
-    rows = {r.hour.hour: r for r in UsageHour.objects.all()}
+    post_ledger(now=DAY.replace(hour=11))
+    rows = {r.hour.hour: r for r in ChargeLine.objects.all()}
+    assert sorted(rows) == [7, 8, 9]
     assert rows[7].allocated_gpu_hours == Decimal("0.5") and rows[8].allocated_gpu_hours == Decimal("1")
     assert rows[8].used_gpu_hours == Decimal("0.5") and rows[7].used_gpu_hours == 0
+    assert rows[8].idle_gpu_hours == Decimal("0.5")
     total = sum(r.cost for r in rows.values())
-    assert total.quantize(Decimal("0.01")) == job.final_cost
-    rollup_hours(DAY.replace(hour=6), DAY.replace(hour=11))  # re-run: same rows, nothing doubled
-    assert UsageHour.objects.count() == 3 and sum(r.cost for r in UsageHour.objects.all()) == total
+    assert total == job.final_cost
+    post_ledger(now=DAY.replace(hour=11, minute=30))  # again: same lines, nothing doubled
+    assert ChargeLine.objects.count() == 3 and sum(r.cost for r in ChargeLine.objects.all()) == total
 
 
 def test_raw_samples_are_purged_after_retention(job):

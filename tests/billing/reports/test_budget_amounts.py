@@ -7,8 +7,9 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
+from tests_reports_helpers import charge
 
-from billing.models import Budget, BudgetAlert, UsageHour
+from billing.models import Budget, BudgetAlert
 from billing.reports.services import budget_status, check_budget_allows_submit, check_budgets, set_budget
 from billing.services import submit_quoted_job
 from scheduling.errors import DomainError
@@ -17,10 +18,7 @@ SPEC = "name: b\nroles:\n  - name: main\n    image: busybox\n    resources: {gpu
 
 
 def spend(user, workspace, amount):
-    job = submit_quoted_job(user=user, workspace=workspace, spec=SPEC)
-    UsageHour.objects.create(hour=timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0),
-                             job=job, workspace=workspace, queue=job.queue.name, gpu_model="H100-80GB",
-                             sharing="whole", cost=Decimal(amount))
+    charge(submit_quoted_job(user=user, workspace=workspace, spec=SPEC), amount)
 
 
 @pytest.mark.parametrize("amount", ["0.001", "0.004", "1e999999", "1e12", "Infinity", "NaN", "-0.01", "1e-999999"])
@@ -60,8 +58,9 @@ def test_a_bad_stored_budget_breaks_neither_its_workspace_nor_another(cluster, k
     set_budget(user=cluster.bob, workspace=cluster.nlp, amount="10")
     spend(cluster.alice, cluster.vision, "5")
     spend(cluster.bob, cluster.nlp, "9")
-    fired = check_budgets()  # the vision-lab row is skipped, nlp-group's alert still fires
-    assert [(a.budget.workspace.slug, a.threshold) for a in fired] == [("nlp-group", 80)]
+    fired = check_budgets()  # the vision-lab row is skipped, nlp-group's alerts still fire
+    assert [(a.budget.workspace.slug, a.threshold, a.percent) for a in fired] == [
+        ("nlp-group", 50, Decimal("90.0")), ("nlp-group", 80, Decimal("90.0"))]
     assert budget_status(cluster.vision) is None and check_budget_allows_submit(cluster.vision) is None
     client = Client()
     client.force_login(cluster.alice)
@@ -69,4 +68,4 @@ def test_a_bad_stored_budget_breaks_neither_its_workspace_nor_another(cluster, k
         assert client.get(url).status_code == 200, url
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=SPEC)
     assert job.pk
-    assert BudgetAlert.objects.filter(budget__workspace=cluster.nlp).count() == 1
+    assert BudgetAlert.objects.filter(budget__workspace=cluster.nlp).count() == 2

@@ -1,7 +1,9 @@
-"""CSV streams (first bytes before the last row is read); Excel opens and its totals match the page."""
+"""CSV streams (first bytes before the last row is read) in FOCUS columns, money with exactly two
+decimals adding up to the page's total; Excel opens and its totals match the page."""
 
 import csv
 import io
+import re
 import time
 from datetime import timedelta
 from decimal import Decimal
@@ -10,14 +12,16 @@ import openpyxl
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient, Client
-from tests_reports_helpers import DAY, make_usage
+from tests_reports_helpers import DAY, at, make_usage
 
-from billing.models import ReportExport, UsageDay
+from billing.ledger.services import add_adjustment
+from billing.models import ChargeLine, ReportExport
 from billing.reports import exports
 from billing.reports import selectors as reports
 from billing.reports.tasks import build_excel_export
 
 RANGE = {"start": "2026-03-01", "end": "2026-03-08"}
+TWO_DECIMALS = re.compile(r"^-?\d+\.\d{2}$")
 
 
 def test_csv_chunks_come_out_before_the_source_is_read_to_the_end():
@@ -26,7 +30,7 @@ def test_csv_chunks_come_out_before_the_source_is_read_to_the_end():
     async def source():
         for i in range(10):
             read.append(i)
-            yield (DAY, "ws", "q", i, f"job-{i}", "n", "H100", "exclusive", *[Decimal("1.5")] * 7, "USD")
+            yield [f"job-{i}", *["1.50"] * (len(exports.HEADER) - 1)]
 
     async def consume():
         stream = exports.csv_chunks(source(), chunk_rows=4)
@@ -38,21 +42,39 @@ def test_csv_chunks_come_out_before_the_source_is_read_to_the_end():
         return header, first_rows, seen, rest
 
     header, first_rows, seen, rest = async_to_sync(consume)()
-    assert header.decode().startswith("date,workspace,queue,job_id,job,node,gpu_model,sharing_mode")
+    assert header.decode() == ",".join(exports.HEADER) + "\r\n"
+    assert header.decode().startswith("BilledCost,BillingAccountId,BillingAccountName,BillingCurrency,")
     assert seen == [0, 4]  # the header before any row, four rows before the fifth is read
     assert first_rows.decode().count("\r\n") == 4 and "job-9" not in first_rows.decode()
     assert len(rest) == 2 and "job-9" in rest[-1].decode() and len(read) == 10
 
 
 def _many_rows(usage, count):
-    template = UsageDay.objects.filter(workspace=usage.tenants.vision).first()
-    UsageDay.objects.bulk_create([
-        UsageDay(day=DAY + timedelta(days=1 + i % 5), workspace=template.workspace, queue=template.queue,
-                 job=template.job, job_name=f"bulk-{i:04d}", node=f"node-{i}", gpu_model=template.gpu_model,
-                 sharing="exclusive", allocated_gpu_hours=Decimal("0.25"), used_gpu_hours=Decimal("0.1"),
-                 idle_gpu_hours=Decimal("0.15"), cost=Decimal("0.75"), currency="USD")
-        for i in range(count)
-    ])
+    """`count` more lines of 0.75 each, on the five days after DAY."""
+    template = ChargeLine.objects.filter(job=usage.vision_job).first()
+    lines = []
+    for i in range(count):
+        hour = at(DAY + timedelta(days=1 + i % 5), 12)
+        lines.append(ChargeLine(
+            hour=hour, day=hour.date(), period=template.period, charge_start=hour, charge_end=hour + timedelta(hours=1),
+            workspace=template.workspace, queue=template.queue, job=template.job, job_name=f"bulk-{i:04d}",
+            node=f"node-{i}", gpu_model=template.gpu_model, sharing="exclusive", price_table=template.price_table,
+            allocated_gpu_hours=Decimal("0.25"), used_gpu_hours=Decimal("0.1"), idle_gpu_hours=Decimal("0.15"),
+            cost=Decimal("0.75"), list_cost=Decimal("0.76"), exclusive_cost=Decimal("0.76"), currency="USD",
+            provisional=False, computed_at=hour))
+    ChargeLine.objects.bulk_create(lines)
+
+
+def csv_body(user, **params) -> str:
+    client = AsyncClient()
+    client.force_login(user)
+
+    async def fetch():
+        response = await client.get("/reports/export.csv", {**RANGE, **params})
+        assert response.status_code == 200
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(fetch)().decode()
 
 
 def test_the_csv_view_streams_chunk_by_chunk(usage, monkeypatch):
@@ -70,12 +92,43 @@ def test_the_csv_view_streams_chunk_by_chunk(usage, monkeypatch):
         return response, first, second, rest
 
     response, first, second, rest = async_to_sync(consume)()
-    assert response["Content-Type"] == "text/csv"
-    assert first.decode().startswith("date,") and first.decode().count("\r\n") == 1
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert first.decode() == ",".join(exports.HEADER) + "\r\n"
     assert second.decode().count("\r\n") == 100 and "bulk-0349" not in second.decode()
     body = b"".join([first, second, *rest]).decode()
     assert len(rest) == 3 and "bulk-0349" in rest[-1].decode()
-    assert len(list(csv.DictReader(io.StringIO(body)))) == 354
+    assert len(list(csv.DictReader(io.StringIO(body)))) == 359  # 350 + the fixture's 9 lines
+
+
+def test_csv_money_has_two_decimals_and_adds_up_to_the_page_total(usage):
+    """The fixture's lines (15.32, see test_reports_ledger) and a credit of 2.50 on DAY: 12.82."""
+    add_adjustment(user=usage.tenants.finance, workspace=usage.tenants.vision, amount="-2.50",
+                   reason="a GPU was faulty", now=at(DAY, 20, 15))
+    rows = list(csv.DictReader(io.StringIO(csv_body(usage.tenants.finance))))
+    assert len(rows) == 10
+    for row in rows:
+        for column in exports.MONEY_COLUMNS:
+            assert TWO_DECIMALS.match(row[column]), (column, row[column])
+    billed = sum(Decimal(row["BilledCost"]) for row in rows)
+    client = Client()
+    client.force_login(usage.tenants.finance)
+    (page_total,) = client.get("/reports/", RANGE).context["totals"]
+    assert billed == page_total.cost == Decimal("12.82")
+    (credit,) = [row for row in rows if row["ChargeCategory"] == "Credit"]
+    assert credit["BilledCost"] == "-2.50" and credit["x_Reason"] == "a GPU was faulty"
+    assert credit["x_Author"] == "finance" and credit["BillingAccountId"] == "vision-lab"
+    train = [row for row in rows if row["x_JobName"] == "vision-train"]
+    assert [row["BilledCost"] for row in train] == ["1.82", "3.04", "3.04"]
+    assert [row["ChargePeriodStart"] for row in train] == [
+        "2026-03-02T07:00:00Z", "2026-03-02T08:00:00Z", "2026-03-02T09:00:00Z"]
+    assert {row["BillingCurrency"] for row in rows} == {"USD"}
+
+
+def test_csv_grouped_by_day_gives_the_daily_sums(usage):
+    rows = list(csv.DictReader(io.StringIO(csv_body(usage.tenants.finance, group_by="day"))))
+    assert list(rows[0]) == exports.grouped_header(("day",))
+    assert [(row["day"], row["cost"], row["allocated_gpu_hours"]) for row in rows] == [
+        ("2026-03-02", "14.82", "6.000000"), ("2026-03-03", "0.50", "1.000000")]
 
 
 def test_excel_opens_and_its_totals_equal_the_page(usage, settings, tmp_path):
@@ -84,35 +137,36 @@ def test_excel_opens_and_its_totals_equal_the_page(usage, settings, tmp_path):
     client = Client()
     client.force_login(usage.tenants.finance)
     page_totals = client.get("/reports/", RANGE).context["totals"]
-    assert len(page_totals) == 1
+    assert len(page_totals) == 1 and page_totals[0].cost == Decimal("45.32")  # 15.32 + 40 x 0.75
     export_id = client.post("/reports/exports/", RANGE, HTTP_ACCEPT="application/json").json()["id"]
     build_excel_export(export_id)
     status = client.get(f"/reports/exports/{export_id}/").json()
     download = client.get(status["download_url"])
     book = openpyxl.load_workbook(io.BytesIO(b"".join(download.streaming_content)), read_only=True)
-    assert book.sheetnames == ["Report", "Totals"]
-    rows = list(book["Report"].iter_rows(values_only=True))
+    assert book.sheetnames == ["Costs", "Totals"]
+    rows = list(book["Costs"].iter_rows(values_only=True))
     header, body = rows[0], rows[1:]
-    assert list(header) == exports.HEADER and len(body) == page_totals[0].rows == 44
+    assert list(header) == exports.HEADER and len(body) == page_totals[0].rows == 49
     col = {name: i for i, name in enumerate(header)}
-    for name, field in [("final_cost", "cost"), ("gpu_hours_allocated", "allocated_gpu_hours"),
-                        ("estimated_cost", "estimated_cost"), ("idle_allocated_gpu_hours", "idle_gpu_hours")]:
-        assert round(sum(r[col[name]] for r in body), 6) == round(float(getattr(page_totals[0], field)), 6)
-    summary = dict(zip(*list(book["Totals"].iter_rows(values_only=True)), strict=True))
-    assert summary["final_cost"] == float(page_totals[0].cost) and summary["rows"] == 44
-    assert summary["currency"] == "USD"
+    for name, field in [("BilledCost", "cost"), ("ListCost", "list_cost"), ("x_ExclusiveCost", "exclusive_cost"),
+                        ("x_AllocatedGpuHours", "allocated_gpu_hours"), ("x_IdleGpuHours", "idle_gpu_hours")]:
+        assert round(sum(r[col[name]] for r in body), 6) == round(float(getattr(page_totals[0], field)), 6), name
+    summary = {label: value for label, value in book["Totals"].iter_rows(values_only=True)}
+    assert Decimal(summary["Total"]) == page_totals[0].cost and summary["Currency"] == "USD"
+    assert (summary["From"], summary["To"]) == (RANGE["start"], RANGE["end"])
 
 
 def test_excel_starts_a_new_sheet_when_one_is_full(usage, tmp_path):
     rows = reports.report_rows(usage.tenants.finance, reports.parse_filters(RANGE, today=DAY))
     path = tmp_path / "split.xlsx"
     seen = []
-    written = exports.write_xlsx(path, exports.raw_rows(rows.values_list(*exports.FIELDS)), max_rows=3,
-                                 progress=seen.append, every=1, totals=reports.totals(rows))
+    written = exports.write_xlsx(path, exports.line_rows(rows), max_rows=4, progress=seen.append, every=1,
+                                 total=[("Total", reports.money_sum(rows))])
     book = openpyxl.load_workbook(path, read_only=True)
-    assert book.sheetnames == ["Report", "Report 2", "Totals"]
-    assert [book[s].max_row for s in ("Report", "Report 2")] == [3, 3]  # header + 2 rows each
-    assert written == 4 and seen[-1] == 4 and seen[:4] == [1, 2, 3, 4]
+    assert book.sheetnames == ["Costs", "Costs 2", "Costs 3", "Totals"]
+    assert [book[s].max_row for s in ("Costs", "Costs 2", "Costs 3")] == [4, 4, 4]  # header + 3 rows each
+    assert written == 9 and seen[-1] == 9 and seen[:9] == list(range(1, 10))
+    assert [[cell.value for cell in row] for row in book["Totals"].iter_rows()] == [["Total", "15.32"]]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -127,6 +181,6 @@ def test_a_real_celery_worker_builds_the_excel_file_with_progress(cluster, celer
     while (status := client.get(f"/reports/exports/{export.pk}/").json())["state"] not in ("done", "failed"):
         assert time.monotonic() < deadline, status
         time.sleep(0.2)
-    assert status["state"] == "done" and status["rows_done"] == status["rows_total"] == 4
+    assert status["state"] == "done" and status["rows_done"] == status["rows_total"] == 9
     book = openpyxl.load_workbook(io.BytesIO(b"".join(client.get(status["download_url"]).streaming_content)))
-    assert book["Report"].max_row == 5
+    assert book["Costs"].max_row == 10

@@ -42,7 +42,7 @@ def test_finance_sees_both_workspaces(usage):
     slugs = {w["workspace__slug"] for w in response.context["by_workspace"]}
     assert slugs == {"vision-lab", "nlp-group"}
     status, rows = csv_rows(usage.tenants.finance)
-    assert status == 200 and {r["workspace"] for r in rows} == {"vision-lab", "nlp-group"} and len(rows) == 4
+    assert status == 200 and {r["BillingAccountId"] for r in rows} == {"vision-lab", "nlp-group"} and len(rows) == 9
 
 
 def test_alice_sees_only_her_workspace(usage):
@@ -50,7 +50,7 @@ def test_alice_sees_only_her_workspace(usage):
     assert {w["workspace__slug"] for w in response.context["by_workspace"]} == {"vision-lab"}
     assert b"nlp-finetune" not in response.content
     status, rows = csv_rows(usage.tenants.alice)
-    assert status == 200 and {r["workspace"] for r in rows} == {"vision-lab"} and len(rows) == 3
+    assert status == 200 and {r["BillingAccountId"] for r in rows} == {"vision-lab"} and len(rows) == 7
 
 
 def test_bob_gets_nothing_of_alices(usage):
@@ -58,7 +58,7 @@ def test_bob_gets_nothing_of_alices(usage):
     assert page(bob, workspace="vision-lab").status_code == 404
     assert csv_rows(bob, workspace="vision-lab")[0] == 404
     status, rows = csv_rows(bob)
-    assert status == 200 and {r["workspace"] for r in rows} == {"nlp-group"}
+    assert status == 200 and {r["BillingAccountId"] for r in rows} == {"nlp-group"} and len(rows) == 2
     client = Client()
     client.force_login(bob)
     assert client.post("/reports/exports/", {**RANGE, "workspace": "vision-lab"}).status_code == 404
@@ -86,7 +86,7 @@ def test_excel_exports_are_scoped_and_only_their_owner_downloads_them(usage, set
     export = ReportExport.objects.get(pk=response.json()["id"])
     build_excel_export(str(export.pk))  # what the Celery worker runs
     status = client.get(response.json()["status_url"]).json()
-    assert status["state"] == "done" and status["percent"] == 100 and status["rows_total"] == 3
+    assert status["state"] == "done" and status["percent"] == 100 and status["rows_total"] == 7
     assert client.get(status["download_url"]).status_code == 200
     finance = Client()
     finance.force_login(usage.tenants.finance)

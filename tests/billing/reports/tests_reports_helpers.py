@@ -1,11 +1,13 @@
-"""Helpers for the report tests. Usage in two workspaces: alice's vision-lab and bob's nlp-group, rolled up by hour and day."""
+"""Helpers for the report tests. Usage in two workspaces: alice's vision-lab and bob's nlp-group, posted to the ledger."""
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
-from billing.reports.services import rollup_day
-from billing.rollups import rollup_hours
-from billing.services import submit_quoted_job
+from billing.ledger.posting import post_ledger
+from billing.models import ChargeLine
+from billing.services import platform_tz, submit_quoted_job
+from scheduling import clock
 from scheduling.models import Job, JobState, Node, Replica
 
 SPEC = """name: {name}
@@ -35,6 +37,18 @@ def place(job: Job, start, end, *, node="h100-01", index=0, slice_=None, state=J
                                   started=start, ended=end)
 
 
+def charge(job: Job, cost, *, when: datetime | None = None) -> ChargeLine:
+    """A closed usage line of the job costing `cost`, in the hour of `when` (default: the first hour
+    of the current month in the platform's time zone, so budgets count it)."""
+    hour = when or clock.now().astimezone(platform_tz()).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    day = hour.astimezone(platform_tz()).date()
+    return ChargeLine.objects.create(
+        hour=hour, day=day, period=day.replace(day=1), charge_start=hour, charge_end=hour + timedelta(hours=1),
+        workspace=job.workspace, queue=job.queue.name, job=job, job_name=job.name, gpu_model="H100-80GB",
+        sharing="exclusive", allocated_gpu_hours=1, idle_gpu_hours=1, exclusive_gpu_hours=1, cost=Decimal(cost),
+        list_cost=Decimal(cost), exclusive_cost=Decimal(cost), currency="USD", provisional=False, computed_at=hour)
+
+
 def submit(user, workspace, name, spec=SPEC) -> Job:
     return submit_quoted_job(user=user, workspace=workspace, spec=spec.format(name=name))
 
@@ -57,7 +71,5 @@ def make_usage(cluster) -> Usage:
           slice_={"kind": "fraction", "gpu_milli": 500, "gpu_mem_mib": 10240})
     nlp_job = submit(cluster.bob, cluster.nlp, "nlp-finetune")
     place(nlp_job, at(DAY, 12), at(DAY, 14), node="h100-02")
-    rollup_hours(at(DAY, 0), at(date(2026, 3, 4), 0))
-    rollup_day(DAY)
-    rollup_day(date(2026, 3, 3))
+    post_ledger(now=at(date(2026, 3, 4), 0))
     return Usage(cluster, vision_job, frac_job, nlp_job)

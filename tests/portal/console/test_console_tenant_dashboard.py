@@ -1,19 +1,24 @@
 """The tenant dashboard: this month's figures for the current workspace only, the same as the report's."""
 
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
 
-def usage(job, day, *, alloc, used, cost, on_demand):
-    from billing.models import UsageDay
+def usage(job, day, *, alloc, used, cost, exclusive):
+    """A closed ledger line of the job at noon of `day`."""
+    from billing.models import ChargeLine
+    from billing.services import platform_tz
 
-    return UsageDay.objects.create(
-        day=day, workspace=job.workspace, queue=job.queue.name, job=job, job_name=job.name, node="h100-01",
+    hour = datetime.combine(day, time(12), tzinfo=platform_tz())
+    return ChargeLine.objects.create(
+        hour=hour, day=day, period=day.replace(day=1), charge_start=hour, charge_end=hour + timedelta(hours=1),
+        workspace=job.workspace, queue=job.queue.name, job=job, job_name=job.name, node="h100-01",
         gpu_model="H100-80GB", sharing="exclusive", allocated_gpu_hours=Decimal(alloc), used_gpu_hours=Decimal(used),
-        idle_gpu_hours=Decimal(alloc) - Decimal(used), cost=Decimal(cost), on_demand_cost=Decimal(on_demand))
+        idle_gpu_hours=Decimal(alloc) - Decimal(used), cost=Decimal(cost), list_cost=Decimal(exclusive),
+        exclusive_cost=Decimal(exclusive), currency="USD", provisional=False, computed_at=hour)
 
 
 @pytest.fixture
@@ -23,10 +28,10 @@ def month_of_usage(cluster, submit):
     today = timezone.now().astimezone(platform_tz()).date()
     v1, v2 = submit(cluster, "vision-a"), submit(cluster, "vision-b")
     n1 = submit(cluster, "nlp-secret", workspace="nlp", queue="nlp-group")
-    usage(v1, today, alloc="3.5", used="1.5", cost="10.25", on_demand="14.00")
-    usage(v2, today.replace(day=1), alloc="2", used="1.9", cost="4.75", on_demand="4.75")
-    usage(v1, today.replace(day=1) - timedelta(days=1), alloc="50", used="0", cost="123.00", on_demand="123.00")
-    usage(n1, today, alloc="777", used="1", cost="999.99", on_demand="1500")
+    usage(v1, today, alloc="3.5", used="1.5", cost="10.25", exclusive="14.00")
+    usage(v2, today.replace(day=1), alloc="2", used="1.9", cost="4.75", exclusive="4.75")
+    usage(v1, today.replace(day=1) - timedelta(days=1), alloc="50", used="0", cost="123.00", exclusive="123.00")
+    usage(n1, today, alloc="777", used="1", cost="999.99", exclusive="1500")
     return v1, v2, n1
 
 
@@ -38,7 +43,7 @@ def test_alice_sees_only_vision_lab_this_month(client, cluster, month_of_usage):
     data = response.context["data"]
     assert data.totals.allocated_gpu_hours == Decimal("5.5") and data.totals.cost == Decimal("15.00")
     assert data.efficiency == Decimal("61.8")          # 3.4 / 5.5
-    assert data.savings == Decimal("3.75")             # 18.75 on demand - 15.00
+    assert data.savings == Decimal("3.75")             # 18.75 on whole GPUs at peak - 15.00
     assert [w["job_id"] for w in data.wasters] == [v1.pk, v2.pk]  # 2.0 idle, then 0.1
     assert {s["state"]: s["n"] for s in data.jobs_by_state} == {"Pending": 2}
     page = response.content.decode()
@@ -61,7 +66,8 @@ def test_dashboard_totals_are_the_reports_totals(client, cluster, month_of_usage
     report = client.get(f"/reports/?{dashboard.context['report_query']}")
     total = report.context["totals"][0]
     mine = dashboard.context["data"].totals
-    for field in ("cost", "allocated_gpu_hours", "used_gpu_hours", "on_demand_cost"):
+    assert mine.cost == Decimal("15.00") and mine.rows == 2  # this month's two vision-lab lines
+    for field in ("cost", "allocated_gpu_hours", "used_gpu_hours", "exclusive_cost", "idle_gpu_hours"):
         assert getattr(total, field) == getattr(mine, field)
 
 
@@ -72,8 +78,10 @@ def test_budget_shows_spend_against_it(client, cluster, month_of_usage):
     Budget.objects.create(workspace=cluster.vision, amount=Decimal("200"), currency="USD")
     client.force_login(cluster.alice)
     response = client.get("/")
-    assert response.context["data"].budget.budget.amount == Decimal("200")
-    assert 'data-field="budget-percent"' in response.content.decode()
+    status = response.context["data"].budget
+    assert status.budget.amount == Decimal("200") and status.spent == Decimal("15.00")  # not last month's 123
+    assert status.percent == Decimal("7.5")
+    assert '<span data-field="budget-percent">7.5</span>' in response.content.decode()
 
 
 @pytest.mark.django_db

@@ -98,6 +98,8 @@ EXAMPLES = {
                            "waits for the off-peak window it was quoted for (2026-01-01 22:00)"),
     "requeued": ({}, "requeued: waiting for the next cycle"),
     "node_drained": ({"node": "h100-01"}, "requeued: node h100-01 was drained"),
+    "budget_suspended": ({"until": "2026-04-01 00:00"},
+                         "suspended: its workspace spent its budget; resumes 2026-04-01 00:00 or on a higher budget"),
 }
 
 

@@ -1,0 +1,44 @@
+"""Reads of the ledger that every surface shares."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Max, QuerySet, Sum
+
+from billing import pricing
+from billing.models import Budget, ChargeLine, LedgerCursor, PriceTable
+
+
+def ledger_cursor() -> LedgerCursor:
+    return LedgerCursor.objects.filter(pk=1).first() or LedgerCursor(pk=1)
+
+
+def money_sum(rows: QuerySet[ChargeLine]) -> Decimal:
+    """The sum of the lines' costs, exact (each line is in the currency's minor unit)."""
+    total = rows.aggregate(s=Sum("cost"))["s"] or Decimal(0)
+    currency = rows.order_by().values_list("currency", flat=True).first() or "USD"
+    return pricing.quantize_money(total, currency)  # only drops the zeros a database sum may add
+
+
+def job_total(job_id: int) -> Decimal:
+    return money_sum(ChargeLine.objects.filter(job_id=job_id))
+
+
+def as_of(rows: QuerySet[ChargeLine]) -> datetime | None:
+    """The time of the latest usage included: the last full post, or later where a line was
+    refreshed since (by its job's own ingest)."""
+    posted = ledger_cursor().posted_until
+    latest = rows.aggregate(m=Max("computed_at"))["m"]
+    return max((t for t in (posted, latest) if t is not None), default=None)
+
+
+def workspace_currency(workspace) -> str:
+    """The currency a workspace is billed in: its lines', else its budget's, else the price list's."""
+    for source in (ChargeLine.objects.filter(workspace=workspace), Budget.objects.filter(workspace=workspace),
+                   PriceTable.objects.all()):
+        currency = source.values_list("currency", flat=True).first()
+        if currency:
+            return currency
+    return "USD"

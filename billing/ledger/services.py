@@ -1,0 +1,107 @@
+"""Writes to the ledger besides posting usage: adjustments and closing a billing month."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal, InvalidOperation
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from billing import pricing
+from billing.ledger.posting import close_grace, hour_floor, post_ledger
+from billing.ledger.selectors import ledger_cursor, money_sum, workspace_currency
+from billing.models import ChargeLine, ClosedPeriod
+from billing.services import platform_tz
+from scheduling import clock
+from scheduling.errors import Conflict, DomainError
+
+MAX_AMOUNT = Decimal("1e12")
+MAX_REASON = 500
+
+
+class LedgerError(DomainError):
+    field = "amount"
+
+
+def require_finance(user, workspace) -> None:
+    """Adjustments and closing are finance's: the workspace's finance members, or staff."""
+    if getattr(user, "is_staff", False):
+        return
+    membership = workspace.memberships.filter(user=user).first() if user.is_authenticated else None
+    if membership is None or membership.role != "finance":
+        raise PermissionDenied("Only finance may adjust or close a workspace's billing.")
+
+
+def month_after(month: date) -> date:
+    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+
+
+def period_bounds(month: date) -> tuple[datetime, datetime]:
+    tz = platform_tz()
+    return datetime.combine(month, time(0), tzinfo=tz), datetime.combine(month_after(month), time(0), tzinfo=tz)
+
+
+def _amount(raw, currency: str) -> Decimal:
+    try:
+        amount = Decimal(str(raw).strip())
+    except (InvalidOperation, ValueError):
+        raise LedgerError(f"amount: {str(raw)[:40]!r} is not a number") from None
+    if not amount.is_finite() or abs(amount) >= MAX_AMOUNT:
+        raise LedgerError(f"amount: must be a number of magnitude below {MAX_AMOUNT:,.0f}")
+    amount = pricing.quantize_money(amount, currency)
+    if amount == 0:
+        raise LedgerError(f"amount: must not round to 0 {currency}")
+    return amount
+
+
+def _reason(raw) -> str:
+    reason = str(raw or "").strip()
+    if not reason:
+        raise LedgerError("reason: say why the adjustment is made", field="reason")
+    if "\x00" in reason or len(reason) > MAX_REASON:
+        raise LedgerError(f"reason: at most {MAX_REASON} characters, no NUL", field="reason")
+    return reason
+
+
+@transaction.atomic
+def add_adjustment(*, user, workspace, amount, reason: str, now: datetime | None = None) -> ChargeLine:
+    """A debit (positive) or credit (negative) in the current, open month: billed history is
+    never edited, a correction is a line of its own with its reason and author."""
+    require_finance(user, workspace)
+    now = now or clock.now()
+    currency = workspace_currency(workspace)
+    amount, reason = _amount(amount, currency), _reason(reason)
+    day = now.astimezone(platform_tz()).date()
+    if ClosedPeriod.objects.filter(workspace=workspace, period=day.replace(day=1)).exists():
+        raise Conflict(f"{day:%Y-%m} is closed for {workspace.slug}: nothing more may be billed in it",
+                       field="period")
+    category = ChargeLine.Category.CREDIT if amount < 0 else ChargeLine.Category.ADJUSTMENT
+    return ChargeLine.objects.create(
+        category=category, hour=hour_floor(now), day=day, period=day.replace(day=1), charge_start=now,
+        charge_end=now, workspace=workspace, cost=amount, list_cost=amount, exclusive_cost=amount,
+        currency=currency, provisional=False, computed_at=now, reason=reason, author=user,
+        job_name="", slice="", sku_id="",
+    )
+
+
+@transaction.atomic
+def close_period(*, user, workspace, month: date, now: datetime | None = None) -> ClosedPeriod:
+    """Freeze a workspace's month once it has ended and its last hour is final."""
+    require_finance(user, workspace)
+    now = now or clock.now()
+    month = month.replace(day=1)
+    _, end = period_bounds(month)
+    if now < end + close_grace():
+        raise Conflict(f"{month:%Y-%m} has not ended (its last hour is final at "
+                       f"{end + close_grace():%Y-%m-%d %H:%M %Z})", field="month")
+    if ClosedPeriod.objects.filter(workspace=workspace, period=month).exists():
+        raise Conflict(f"{month:%Y-%m} is already closed for {workspace.slug}", field="month")
+    post_ledger(now=now)
+    cursor = ledger_cursor()
+    if cursor.closed_until is None or cursor.closed_until < end:
+        raise Conflict(f"the ledger is not final up to {end:%Y-%m-%d %H:%M}; try again shortly", field="month")
+    lines = ChargeLine.objects.filter(workspace=workspace, period=month)
+    return ClosedPeriod.objects.create(workspace=workspace, period=month, closed_at=now, closed_by=user,
+                                       total=money_sum(lines),
+                                       currency=workspace_currency(workspace))

@@ -1,0 +1,79 @@
+"""Costs API: the ledger through the one costs selector, grouped and paged; money as strings."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing.ledger.prices import money_text
+from billing.reports import selectors as costs
+from billing.services import platform_tz
+from scheduling import clock
+
+PARAMS = ("workspace", "start", "end", "group_by", "page", "queue", "gpu_model", "sharing", "job")
+QUANTITIES = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
+              "memory_gib_hours")
+
+
+def _page(raw: str | None) -> int:
+    if raw in (None, ""):
+        return 1
+    if not raw.isdigit() or not 1 <= int(raw) <= 10**6:
+        raise ValidationError({"page": "must be a whole number from 1 to 1000000"})
+    return int(raw)
+
+
+def cost_row(row: dict, group: tuple[str, ...], currency: str) -> dict:
+    out = {("job" if c == "job_id" else "user" if c == "submitter" else "workspace" if c == "workspace__slug"
+            else "workspace_name" if c == "workspace__name" else c): row[c] for c in group}
+    if "day" in out:
+        out["day"] = out["day"].isoformat()
+    out.update({k: str(row[k].quantize(costs.QUANTITY)) for k in QUANTITIES})
+    out.update({"list_cost": money_text(row["list_cost"], currency),
+                "exclusive_cost": money_text(row["exclusive_cost"], currency),
+                "cost": money_text(row["cost"], currency)})
+    return out
+
+
+class CostsApi(APIView):
+    """Costs of the caller's workspaces from the ledger: `total` covers the whole period and filter,
+    `rows` is one page (at most 500) of the grouping; `as_of` is the latest usage included."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("workspace", str, description="A workspace slug (default: all of the caller's)"),
+            OpenApiParameter("start", OpenApiTypes.DATE, description="First day (default: 6 days before end)"),
+            OpenApiParameter("end", OpenApiTypes.DATE, description="Last day, inclusive (default: today)"),
+            OpenApiParameter("group_by", str, enum=list(costs.GROUPS), description="Default: day"),
+            OpenApiParameter("page", int, description="Page of rows, from 1"),
+            OpenApiParameter("queue", str), OpenApiParameter("gpu_model", str),
+            OpenApiParameter("sharing", str, enum=list(costs.SHARING_MODES)),
+            OpenApiParameter("job", int),
+        ],
+        responses={200: inline_serializer("Costs", {
+            "currency": serializers.CharField(), "as_of": serializers.DateTimeField(allow_null=True),
+            "total": serializers.CharField(), "group_by": serializers.CharField(),
+            "count": serializers.IntegerField(), "page": serializers.IntegerField(),
+            "pages": serializers.IntegerField(), "rows": serializers.ListField(child=serializers.DictField()),
+        })},
+    )
+    def get(self, request):
+        unknown = sorted(set(request.query_params) - set(PARAMS))
+        if unknown:
+            raise ValidationError({name: f"unknown query parameter; this endpoint takes {', '.join(PARAMS)}"
+                                   for name in unknown})
+        page = _page(request.query_params.get("page"))
+        today = clock.now().astimezone(platform_tz()).date()
+        filters = costs.parse_filters(request.query_params, today=today)
+        report = costs.costs(request.user, filters, page=page)
+        group = costs.GROUPS[report.group_by]
+        return Response({
+            "currency": report.currency, "as_of": report.as_of.isoformat() if report.as_of else None,
+            "total": money_text(report.total, report.currency), "group_by": report.group_by,
+            "count": report.count, "page": page, "pages": max(1, -(-report.count // costs.MAX_PAGE_ROWS)),
+            "rows": [cost_row(r, group, report.currency) for r in report.rows],
+        })
