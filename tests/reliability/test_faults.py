@@ -5,7 +5,7 @@ agent keeps sampling.
 Each waits generously and checks what must hold (nothing bound, launched or counted twice, nothing
 lost, every part serving again); none asserts a duration. The recovery times are printed
 (`pytest -s` shows them). FAULT_OUTAGE_S sets the database outage (default 8 s; 30 for the
-full-length run).
+full-length run); FAULT_PG_ADMIN_URL the PostgreSQL that test makes its throwaway database on.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from tests_faults_helpers import (
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from nodeagent.spool import Spool
 from portal.testing import ROOT, child_env, free_port, wait_for_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -343,7 +344,6 @@ def test_a_portal_that_does_not_answer_delays_no_sample(tmp_path):
     from nodeagent.agent import Agent, AgentConfig
     from nodeagent.portal import PortalClient
     from nodeagent.simulated import SimulatedCollector
-    from nodeagent.spool import Spool
 
     with sockets.create_server(("127.0.0.1", 0)) as silent:  # accepts (the backlog), never answers
         agent = Agent(AgentConfig(node="n1", interval_s=0.1, backoff_base_s=0.1, backoff_cap_s=0.2),
@@ -373,26 +373,23 @@ def scratch_postgres():
     drop_database(name)
 
 
-class RecordingSpool:
-    """Wraps the agent's real spool class: every sample it ever stored, by id."""
+class RecordingSpool(Spool):
+    """The agent's real spool, remembering every sample it ever stored, by id."""
 
-    @staticmethod
-    def make(path):
-        from nodeagent.spool import Spool
+    def __init__(self, path) -> None:
+        super().__init__(path)
+        self.added: dict[str, dict] = {}
+        self._added_lock = threading.Lock()  # the agent adds while the test reads
 
-        class Recording(Spool):
-            def __init__(self, path) -> None:
-                super().__init__(path)
-                self.added: dict[str, dict] = {}
-                self.lock = threading.Lock()
+    def add(self, samples):
+        samples = list(samples)
+        with self._added_lock:
+            self.added.update((s.id, s.to_json()) for s in samples)
+        return super().add(samples)
 
-            def add(self, samples):
-                samples = list(samples)
-                with self.lock:
-                    self.added.update((s.id, s.to_json()) for s in samples)
-                return super().add(samples)
-
-        return Recording(path)
+    def ids(self) -> set[str]:
+        with self._added_lock:
+            return set(self.added)
 
 
 def _gpu_hours(samples) -> Decimal:
@@ -438,7 +435,7 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
                 return result
 
         pods = [Assignment(p["pod_uid"], p["gpu_index"], p["milli"], p["memory_mib"]) for p in world["pods"]]
-        spool = RecordingSpool.make(tmp_path / "agent" / "spool.sqlite")
+        spool = RecordingSpool(tmp_path / "agent" / "spool.sqlite")
         interval = 0.5
         agent = Agent(AgentConfig(node=world["node"], interval_s=interval, backoff_base_s=0.2, backoff_cap_s=1.0,
                                   shutdown_flush_s=20.0, collector_name="simulated"),
@@ -475,7 +472,7 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
 
             proxy.restore()
             up_at, up_wall = time.monotonic(), datetime.now(UTC)
-            produced_before = set(spool.added)
+            produced_before = spool.ids()
             wait_until(lambda: produced_before <= set(stored()), 120, "samples from the outage never arrive",
                        every=0.5)
             arrived_s = time.monotonic() - up_at
@@ -492,7 +489,7 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
         by_pod = [s for s in spool.added.values() if s["pod_uid"] and s["gpu_util_pct"] is not None]
         assert sum(1 for replica, *_ in rows.values() if replica is not None) == len(by_pod)
         produced_hours = _gpu_hours((s["gpu_util_pct"], s["interval_s"]) for s in by_pod)
-        stored_hours = _gpu_hours((util, interval) for replica, util, interval in rows.values()
+        stored_hours = _gpu_hours((util, seconds) for replica, util, seconds in rows.values()
                                   if replica is not None and util is not None)
         assert stored_hours == produced_hours > 0
         # It kept sampling at its interval while uploads failed (loosely: the machine may be busy).
@@ -500,9 +497,8 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
         assert len(ticks) >= max(3, (up_at - cut_at) / interval / 4), sorted(ticks)
         during = len([1 for when, error in outcomes if cut_at <= when < up_at and error != "ok"])
         say(f"database cut for {up_at - cut_at:.1f} s: the portal answered HTTP {probe.status_code} in "
-            f"{answered_s:.2f} s; the agent sampled {len(ticks)} times meanwhile, {during} failed uploads retried; "
-            f"every sample arrived "
-            f"{arrived_s:.1f} s after the database came back ({len(rows)} samples, {stored_hours:.6f} GPU-hours, "
-            f"none twice)")
+            f"{answered_s:.2f} s; the agent sampled {len(ticks)} times meanwhile ({spooled} samples spooled, "
+            f"{during} failed uploads retried); every sample arrived {arrived_s:.1f} s after the database came back "
+            f"({len(rows)} samples, {stored_hours:.6f} GPU-hours, none twice)")
     finally:
         proxy.cut()
