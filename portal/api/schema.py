@@ -27,6 +27,7 @@ PROBLEM_STATUSES = {
     "404": "Not found, or not visible to this caller",
     "409": "Conflicts with the current state",
     "413": "Request body too large",
+    "415": "Request body in a media type the operation does not take",
     "422": "Understood but cannot be processed",
     "429": "Too many requests (see Retry-After)",
 }
