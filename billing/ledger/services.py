@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from billing import pricing
+from billing.ledger.periods import period_bounds
 from billing.ledger.posting import close_grace, hour_floor, post_ledger
 from billing.ledger.selectors import ledger_cursor, money_sum, workspace_currency
 from billing.models import ChargeLine, ClosedPeriod
@@ -31,15 +32,6 @@ def require_finance(user, workspace) -> None:
     membership = workspace.memberships.filter(user=user).first() if user.is_authenticated else None
     if membership is None or membership.role != "finance":
         raise PermissionDenied("Only finance may adjust or close a workspace's billing.")
-
-
-def month_after(month: date) -> date:
-    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
-
-
-def period_bounds(month: date) -> tuple[datetime, datetime]:
-    tz = platform_tz()
-    return datetime.combine(month, time(0), tzinfo=tz), datetime.combine(month_after(month), time(0), tzinfo=tz)
 
 
 def _amount(raw, currency: str) -> Decimal:

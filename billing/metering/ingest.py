@@ -137,32 +137,34 @@ def ingest(node: Node, payload: object, *, now: datetime | None = None) -> Inges
         except (ValueError, TypeError, OverflowError) as error:
             result.refuse(index, raw, str(error))
     pod_uids = {row.pod_uid: _uid(row.pod_uid) for _, row in checked if row.pod_uid}
-    replicas = {uid: (pk, node_id) for uid, pk, node_id in Replica.objects.filter(
-        uid__in={u for u in pod_uids.values() if u}).values_list("uid", "pk", "node_id")}
+    replicas = {uid: (pk, node_id, job_id) for uid, pk, node_id, job_id in Replica.objects.filter(
+        uid__in={u for u in pod_uids.values() if u}).values_list("uid", "pk", "node_id", "job_id")}
     rows: list[SampleRow] = []
     replica_ids: list[int | None] = []
+    job_ids: set[int] = set()
     for index, row in checked:
-        replica_id, replica_node = replicas.get(pod_uids.get(row.pod_uid), (None, None))
+        replica_id, replica_node, job_id = replicas.get(pod_uids.get(row.pod_uid), (None, None, None))
         if replica_id is not None and replica_node != node.pk:
             result.refuse(index, samples[index], f"pod {row.pod_uid} is not bound to node {node.name!r}")
             continue
         rows.append(row)
         replica_ids.append(replica_id)
+        if job_id is not None:
+            job_ids.add(job_id)
     if rows:
         store = _insert_json if connection.vendor == "postgresql" else _insert_models
         store(node, rows, replica_ids)
     result.accepted = [str(row.id) for row in rows]
     metrics.count_ingest(result)
-    _post_usage({r for r in replica_ids if r is not None}, now)
+    _post_usage(job_ids, now)
     return result
 
 
-def _post_usage(replica_ids: set[int], now: datetime) -> None:
+def _post_usage(job_ids: set[int], now: datetime) -> None:
     """The batch's jobs get their open lines recomputed and their workspaces' budgets checked at
     once, so a budget crossing fires within the ingest that crossed it."""
-    if not replica_ids:
+    if not job_ids:
         return
-    job_ids = set(Replica.objects.filter(pk__in=replica_ids).values_list("job_id", flat=True))
     posted = post_ledger(now=now, job_ids=job_ids)
     check_budgets(now=now, workspace_ids=posted.workspace_ids)
 

@@ -11,7 +11,7 @@ import io
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import islice
 from pathlib import Path
@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connections
 
 from billing import pricing
-from billing.services import platform_tz
+from billing.ledger.periods import period_bounds
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,7 @@ def focus_row(line: Sequence) -> list[str]:
     def money(value) -> str:
         return str(pricing.quantize_money(Decimal(value or 0), currency))
 
-    period_start = datetime.combine(f["period"], time(0), tzinfo=platform_tz())
-    period_end = datetime.combine((f["period"].replace(day=28) + timedelta(days=4)).replace(day=1), time(0),
-                                  tzinfo=platform_tz())
+    period_start, period_end = period_bounds(f["period"])
     usage = f["category"] == "Usage"
     sku_price = (f"pt{f['price_table_id']}:{f['sku_id'] or 'cpu'}:{'offpeak' if f['offpeak'] else 'peak'}:"
                  f"{'spot' if f['spot'] else 'ondemand'}") if usage else ""

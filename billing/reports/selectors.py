@@ -157,13 +157,20 @@ class Totals:
         raise AttributeError(name)
 
 
-def _sums(rows: QuerySet[ChargeLine], *group: str) -> list[dict]:
-    sums = list(rows.order_by().values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED})
-                .order_by(*group))
+def _grouped(rows: QuerySet[ChargeLine], *group: str) -> QuerySet:
+    return rows.order_by().values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED}).order_by(*group)
+
+
+def _zero_missing(sums: list[dict]) -> list[dict]:
+    """A group with no value of a column sums to NULL: read it as 0."""
     for row in sums:
         for k in SUMMED:
             row[k] = row[k] or Decimal(0)
     return sums
+
+
+def _sums(rows: QuerySet[ChargeLine], *group: str) -> list[dict]:
+    return _zero_missing(list(_grouped(rows, *group)))
 
 
 def totals(rows: QuerySet[ChargeLine]) -> list[Totals]:
@@ -278,10 +285,6 @@ def parse_month(raw: str) -> date:
     return first
 
 
-def month_end(month: date) -> date:
-    return (month.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)
-
-
 def monthly_statement(user, slug: str, month: date) -> Statement:
     workspace = get_report_workspace(user, slug)
     lines = ChargeLine.objects.filter(workspace=workspace)
@@ -314,20 +317,20 @@ class CurrencyError(DomainError):
     field = "workspace"
 
 
-def costs(user, filters: ReportFilters, *, page: int = 1, page_size: int = MAX_PAGE_ROWS) -> Costs:
-    """Costs of the lines the user may see, grouped by `filters.group_by` (day by default)."""
+def costs(user, filters: ReportFilters, *, page: int = 1, page_size: int | None = MAX_PAGE_ROWS) -> Costs:
+    """Costs of the lines the user may see, grouped by `filters.group_by` (day by default); one
+    page of `page_size` groups, or all of them when it is None."""
     rows = report_rows(user, filters)
     currencies = sorted(set(rows.order_by().values_list("currency", flat=True).distinct()))
     if len(currencies) > 1:
         raise CurrencyError(f"these workspaces are billed in {', '.join(currencies)}: choose one workspace")
     group = GROUPS[filters.group_by or "day"]
-    grouped = rows.order_by().values(*group).annotate(**{k: Sum(k) for k in SUMMED}).order_by(*group)
+    grouped = _grouped(rows, *group)
     count = grouped.count()
-    first = (page - 1) * page_size
-    page_rows = list(grouped[first:first + page_size])
-    for row in page_rows:
-        for k in SUMMED:
-            row[k] = row[k] or Decimal(0)
+    if page_size is not None:
+        first = (page - 1) * page_size
+        grouped = grouped[first:first + page_size]
+    page_rows = _zero_missing(list(grouped))
     currency = currencies[0] if currencies else (
         workspace_currency(get_report_workspace(user, filters.workspace)) if filters.workspace else "USD")
     return Costs(currency=currency, as_of=as_of(rows), total=money_sum(rows), rows=page_rows, count=count,

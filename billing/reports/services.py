@@ -13,6 +13,7 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 
 from billing import pricing
+from billing.ledger.periods import period_bounds, period_start
 from billing.ledger.selectors import as_of as ledger_as_of
 from billing.ledger.selectors import money_sum
 from billing.models import Budget, BudgetAlert, ChargeLine, ReportExport
@@ -38,11 +39,6 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
 # --------------------------------------------------------------------------- budgets
 
 DEFAULT_THRESHOLDS = (50, 80, 100)
-
-
-def period_start(at: datetime) -> date:
-    """Budgets and statements run per calendar month in the platform's time zone."""
-    return at.astimezone(platform_tz()).date().replace(day=1)
 
 
 def spent_in_period(workspace, *, now: datetime | None = None) -> Decimal:
@@ -214,8 +210,7 @@ def _suspend_preemptible(workspace, status: BudgetStatus, now: datetime) -> None
     jobs = list(Job.objects.filter(workspace=workspace, preemptible=True).exclude(state__in=FINAL_STATES)
                 .exclude(pending_code="budget_suspended"))
     if jobs:
-        next_month = (status.period_start.replace(day=28) + timedelta(days=4)).replace(day=1)
-        until = datetime.combine(next_month, time(0), tzinfo=platform_tz())
+        _, until = period_bounds(status.period_start)
         suspend_jobs(jobs, until=until, reason=f"its workspace spent {status.percent} % of its budget")
         log.info("budget of %s: suspended preemptible jobs %s", workspace.slug, [j.pk for j in jobs])
 

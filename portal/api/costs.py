@@ -27,9 +27,12 @@ def _page(raw: str | None) -> int:
     return int(raw)
 
 
+# line column -> the name the API gives it
+ROW_NAMES = {"job_id": "job", "submitter": "user", "workspace__slug": "workspace", "workspace__name": "workspace_name"}
+
+
 def cost_row(row: dict, group: tuple[str, ...], currency: str) -> dict:
-    out = {("job" if c == "job_id" else "user" if c == "submitter" else "workspace" if c == "workspace__slug"
-            else "workspace_name" if c == "workspace__name" else c): row[c] for c in group}
+    out = {ROW_NAMES.get(c, c): row[c] for c in group}
     if "day" in out:
         out["day"] = out["day"].isoformat()
     out.update({k: str(row[k].quantize(costs.QUANTITY)) for k in QUANTITIES})

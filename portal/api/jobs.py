@@ -12,7 +12,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.ledger.jobs import job_cost
+from billing.ledger.selectors import job_total
 from billing.services import submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.selectors import get_workspace_for_user
@@ -113,7 +113,7 @@ class JobDetailOutput(JobOutput):
         """What the job has cost until now while it runs (the final cost once it ended)."""
         if job.is_final or not job.started:
             return None
-        return str(job_cost(job).total)
+        return str(job_total(job.pk))
 
 
 class JobDetailApi(RetrieveAPIView):

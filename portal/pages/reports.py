@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from billing.ledger import services as ledger_services
+from billing.ledger.periods import month_end
 from billing.models import ChargeLine, ReportExport
 from billing.reports import exports
 from billing.reports import selectors as reports
@@ -44,7 +45,6 @@ def report_page(request):
         filters = reports.parse_filters({}, today=_today())
     rows = reports.report_rows(request.user, filters)
     query = filters.to_query()
-    memberships = {m.workspace_id: m for m in request.user.memberships.all()}
     workspaces = list(reports.report_workspaces(request.user))
     budgets = [(ws, report_services.budget_status(ws), membership_for(request.user, ws)) for ws in workspaces]
     context = {
@@ -57,7 +57,6 @@ def report_page(request):
         "jobs": reports.jobs_of(rows) if filters.workspace else None,
         "rows": rows.select_related("workspace").order_by("hour", "workspace_id", "job_id", "id")[:ROWS_ON_PAGE],
         "rows_on_page": ROWS_ON_PAGE, "budgets": budgets, "as_of": reports.as_of(rows),
-        "can_close": request.user.is_staff or any(m.role == "finance" for m in memberships.values()),
         "month": filters.end.strftime("%Y-%m"),  # the statement of the month the range ends in
         "exports": ReportExport.objects.filter(user=request.user)[:5],
     }
@@ -69,7 +68,7 @@ def _csv_source(user, filters):
     rows = reports.report_rows(user, filters)  # 404 for another tenant's workspace
     if not filters.group_by:
         return exports.HEADER, exports.line_rows(rows)
-    report = reports.costs(user, filters, page_size=reports.MAX_RANGE_DAYS * 10**4)
+    report = reports.costs(user, filters, page_size=None)
     group = reports.GROUPS[filters.group_by]
     return exports.grouped_header(group), exports.grouped_rows(report.rows, group, report.currency)
 
@@ -142,7 +141,7 @@ def statement(request, slug, month):
     first, stmt = _statement(request, slug, month)
     template = "billing/statement_print.html" if request.GET.get("print") else "billing/statement.html"
     return render(request, template, {
-        "stmt": stmt, "month_end": reports.month_end(first), "budget": report_services.budget_status(stmt.workspace),
+        "stmt": stmt, "month_end": month_end(first), "budget": report_services.budget_status(stmt.workspace),
         "is_finance": _is_finance(request.user, stmt.workspace),
     })
 

@@ -75,22 +75,21 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
 # --------------------------------------------------------------------------- reconcile
 
 
-def _keep_log_and_evict(backend: ClusterBackend, key: tuple, reason: str) -> None:
-    """After commit: the pod's log goes with the pod, so it is kept first."""
+def _release(backend: ClusterBackend, key: tuple, evict_reason: str | None = None) -> None:
+    """After commit: evict a pod (with a reason) or forget an ended one. Its log goes with it, so it is
+    kept first."""
     capture_replica_log(backend, key)
-    backend.evict(key, reason)
-
-
-def _keep_log_and_forget(backend: ClusterBackend, key: tuple) -> None:
-    capture_replica_log(backend, key)
-    backend.forget(key)
+    if evict_reason is None:
+        backend.forget(key)
+    else:
+        backend.evict(key, evict_reason)
 
 
 def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: ClusterBackend, report: CycleReport):
     for other in job.replicas.filter(state__in=ACTIVE_STATES):
         other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
         other.save(update_fields=["state", "ended", "end_reason"])
-        transaction.on_commit(partial(_keep_log_and_evict, backend, (job.pk, other.role, other.index),
+        transaction.on_commit(partial(_release, backend, (job.pk, other.role, other.index),
                                       "job finished"))
     job.state, job.finished, job.pending_reason, job.pending_code, job.pending_params = state, now, "", "", {}
     job.save(update_fields=["state", "finished", "pending_reason", "pending_code", "pending_params"])
@@ -145,7 +144,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
             replica.state = JobState.SUCCEEDED if status.phase == SUCCEEDED else JobState.FAILED
             replica.started = replica.started or _at(status.started_at, now)
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
-            transaction.on_commit(partial(_keep_log_and_forget, backend, key))
+            transaction.on_commit(partial(_release, backend, key))
             if status.phase == FAILED:
                 failures[replica.job_id] = f"replica {replica.role}-{replica.index} failed: {status.message}"
         else:
@@ -159,7 +158,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
         transaction.on_commit(lambda: launch_all(backend, launches))
         report.relaunched += len(relaunch)
     for key in statuses:  # the backend runs something the database does not hold
-        transaction.on_commit(partial(_keep_log_and_evict, backend, key, "not held by the scheduler"))
+        transaction.on_commit(partial(_release, backend, key, "not held by the scheduler"))
         report.orphans_removed += 1
     _update_job_states(touched, now, backend, report, failures)
 
@@ -185,7 +184,7 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
                                          ).update(state=JobState.PREEMPTED, ended=now, end_reason=e.reason)
         if updated:
             evicted_jobs[job_id].append(e.reason)
-            transaction.on_commit(partial(_keep_log_and_evict, backend, (job_id, e.role, e.replica), e.reason))
+            transaction.on_commit(partial(_release, backend, (job_id, e.role, e.replica), e.reason))
             report.evicts += 1
     for job in Job.objects.filter(pk__in=evicted_jobs).select_related("workspace"):
         reasons = ", ".join(sorted(set(evicted_jobs[job.pk])))
