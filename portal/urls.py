@@ -9,6 +9,8 @@ admin.site.site_header = "GPU Platform console"
 admin.site.site_title = "GPU Platform console"
 admin.site.index_title = "Operate the platform"
 
+handler500 = "portal.server_error.server_error"
+
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from scheduling import logs, metrics
 from scheduling.backends import get_backend
-from scheduling.cycle.run import run_scheduling_cycle
+from scheduling.cycle.run import NoLongerLeading, run_scheduling_cycle
 
 log = logging.getLogger(__name__)
 LOCK_NAME = "gpu-platform:scheduling-cycle"
@@ -49,6 +49,22 @@ def renewed(lock, every: float | None = None):
         thread.join()
 
 
+def holds(lock) -> bool:
+    """Whether the lock in Redis still carries this worker's token (no answer: assume not)."""
+    try:
+        return lock.owned()
+    except redis.exceptions.RedisError as exc:
+        log.warning("scheduling cycle cannot confirm its lock: %s", exc)
+        return False
+
+
+def still_leading(lock, backend) -> bool:
+    """The Redis lock, and with the Kubernetes backend also the Lease, are still this worker's."""
+    if not holds(lock):
+        return False
+    return settings.SCHEDULER_BACKEND != "kubernetes" or backend.leader.held()
+
+
 def leading(backend):
     """The Kubernetes backend's Lease, held for the cycle; other backends lead always."""
     if settings.SCHEDULER_BACKEND == "kubernetes":
@@ -77,7 +93,11 @@ def scheduling_cycle() -> dict | None:
                 if not leads:
                     log.info("scheduling cycle skipped: another worker holds the lease")
                     return None
-                report = run_scheduling_cycle(backend)
+                try:
+                    report = run_scheduling_cycle(backend, still_leading=lambda: still_leading(lock, backend))
+                except NoLongerLeading as exc:
+                    log.warning("%s: its decisions were rolled back", exc)
+                    return None
             metrics.record_cycle(report)
             return report.__dict__
     finally:

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import partial
@@ -268,7 +269,15 @@ def _set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str])
     record_events([(job, "pending", job.pending_reason, None) for job in news])
 
 
-def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None) -> CycleReport:
+class NoLongerLeading(RuntimeError):
+    """The cycle no longer holds its lock: another worker may be deciding on the same cluster."""
+
+
+def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
+                         still_leading: Callable[[], bool] = lambda: True) -> CycleReport:
+    """One cycle. Its decisions commit only if `still_leading()` holds once they are written, so a
+    worker that lost its lock mid-cycle rolls them back (and launches nothing) instead of binding
+    beside the worker that took the lock over."""
     started = time.perf_counter()
     now = now or clock.now()
     report = CycleReport()
@@ -277,7 +286,10 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None) -
         sync_workspaces(backend)
         reconcile(backend, now, report)
         decisions = core.run_cycle(build_snapshot(now))
-        apply(decisions, backend, now, report)
+        with transaction.atomic():
+            apply(decisions, backend, now, report)
+            if not still_leading():
+                raise NoLongerLeading("the scheduling cycle lost its lock before committing its decisions")
     report.seconds = time.perf_counter() - started
     if report.binds or report.evicts or report.finished:
         log.info("cycle: %s", report)

@@ -6,7 +6,8 @@ child processes:
         a Celery worker that stops dead at a chosen point of its first scheduling cycle, writes
         FILE and waits there to be killed (MODE: before-commit, mid-launch)
     python tests/reliability/tests_faults_helpers.py prepare
-        migrate the DATABASE_URL database and seed a node with two busy GPUs; prints JSON
+        migrate the DATABASE_URL database and seed a node with two busy GPUs, a workspace owner
+        and an API token; prints JSON
 """
 
 from __future__ import annotations
@@ -298,8 +299,17 @@ def _prepare() -> None:
     from django.utils import timezone
 
     from billing.metering.tokens import create_node_token
+    from portal.models import Role
+    from portal.services import create_api_token
     from scheduling.models import JobState, Replica
-    from tests.factories import JobFactory, NodeFactory, NodePoolFactory, QueueFactory, WorkspaceFactory
+    from tests.factories import (
+        JobFactory,
+        MembershipFactory,
+        NodeFactory,
+        NodePoolFactory,
+        QueueFactory,
+        WorkspaceFactory,
+    )
 
     call_command("migrate", verbosity=0, interactive=False)
     pool = NodePoolFactory(name="fault-pool", gpu_model="H100-80GB", gpu_memory_mib=81920)
@@ -313,7 +323,10 @@ def _prepare() -> None:
                                          gpu_indices=[index], slice={"kind": "whole"}, started=started)
         pods.append({"pod_uid": str(replica.uid), "gpu_index": index, "milli": 1000, "memory_mib": 40000})
     _, token = create_node_token(node)
-    print(json.dumps({"node": node.name, "token": token, "pods": pods}))
+    owner = MembershipFactory(workspace=workspace, role=Role.OWNER).user
+    _, api_token = create_api_token(owner, "fault")
+    print(json.dumps({"node": node.name, "token": token, "pods": pods, "api_token": api_token,
+                      "username": owner.username, "password": f"{owner.username}-test"}))
 
 
 if __name__ == "__main__":
