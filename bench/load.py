@@ -1,4 +1,4 @@
-"""Portal load: N locust users over the main pages and the API of one real Daphne.
+"""Portal load: N locust users over the main pages and the API of the real web server.
 
     .venv/bin/pip install -e '.[load]'
     python -m bench.load --users 20 --duration 60 --json                       # fresh SQLite
@@ -12,8 +12,8 @@ Everything is throwaway and on 127.0.0.1:
 2. `manage.py migrate` and `manage.py load_demo` (child processes), then a `manage.py shell`
    snippet that makes one API token per demo user (`portal.services.create_api_token`) and lists
    the jobs each can see.
-3. One Daphne (`python -m daphne -b 127.0.0.1 -p PORT portal.asgi:application`, DEBUG=0, DB_POOL=1
-   as `make run` serves) with the rate limits (RATE_LIMIT_LOGIN / _API_TOKEN / _AGENT) raised so
+3. The web server as `make run` serves it (`portal.run.web_command`: uvicorn with one process
+   per core, or --web-workers; DEBUG=0, DB_POOL=1) with the rate limits (RATE_LIMIT_LOGIN / _API_TOKEN / _AGENT) raised so
    that they do not shape the figures.
 4. Locust, headless, from Python (`locust.env.Environment` + its local runner): --users users,
    spawned at --spawn-rate per second, for --duration seconds. Three in four are browsers (log in
@@ -26,7 +26,7 @@ Everything is throwaway and on 127.0.0.1:
 
 Prints (JSON with --json): requests, req/s, response-time p50/p95/p99/max in ms and failures,
 overall and per endpoint; the failures by status/endpoint; the distinct error lines of the
-server log; wall seconds of the run; CPU seconds used by Daphne, Redis and this process (the load
+server log; wall seconds of the run; CPU seconds used by the web server (all its processes), Redis and this process (the load
 generator) during it; cores and 1-minute load. A benchmark, not a gate: nothing is asserted.
 """
 
@@ -56,6 +56,7 @@ from urllib.parse import urlparse
 import gevent
 
 from bench import ingest, live
+from portal.run import web_command
 from portal.testing import ROOT, free_port, wait_for_http
 
 RAISED_LIMIT = "1000000/60"
@@ -216,15 +217,15 @@ def prepare(env: dict[str, str]) -> tuple[dict, dict[str, float]]:
     return json.loads(line.split(" ", 1)[1]), timings
 
 
-def start_daphne(stack: Stack, env: dict[str, str]) -> str:
+def start_server(stack: Stack, env: dict[str, str], workers: int | None = None) -> str:
     port = free_port()
-    stack.daphne_log = stack.tmp / "daphne.log"
-    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"]
-    with open(stack.daphne_log, "wb") as out:
-        stack.daphne_proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    stack.server_command = " ".join(["python", *command[1:6], "PORT", *command[7:]])
+    stack.server_log = stack.tmp / "web.log"
+    command = web_command(port, workers=workers)
+    with open(stack.server_log, "wb") as out:
+        stack.server_proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    stack.server_command = " ".join(["python", *command[1:]]).replace(f" {port} ", " PORT ")
     base = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{base}/healthz", timeout=60, proc=stack.daphne_proc)
+    wait_for_http(f"{base}/healthz", timeout=60, proc=stack.server_proc)
     return base
 
 
@@ -242,9 +243,28 @@ def server_log_errors(log: Path | None, limit: int = 10) -> list[str]:
     return [f"{n}x {text}" for text, n in sorted(found.items(), key=lambda kv: -kv[1])][:limit]
 
 
+def process_tree(root: int) -> list[int]:
+    """`root` and every process below it (Linux /proc): the web server's worker processes."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
 def cpu_seconds(proc: subprocess.Popen | None) -> float:
-    """CPU seconds a child has used so far; 0 when it is gone."""
-    return ingest.cpu_seconds(proc.pid) if proc is not None and proc.poll() is None else 0.0
+    """CPU seconds a child and its own children have used so far; 0 when it is gone."""
+    if proc is None or proc.poll() is not None:
+        return 0.0
+    return sum(ingest.cpu_seconds(pid) for pid in process_tree(proc.pid))
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -267,7 +287,7 @@ def run_load(base: str, args, stack: Stack) -> dict:
     env = Environment(user_classes=[BrowserUser, ApiUser], host=base)
     runner = env.create_local_runner()
     READY[0] = 0
-    cpu_before = (cpu_seconds(stack.daphne_proc), cpu_seconds(stack.redis_proc), ingest.own_cpu_seconds())
+    cpu_before = (cpu_seconds(stack.server_proc), cpu_seconds(stack.redis_proc), ingest.own_cpu_seconds())
     started = time.perf_counter()
     runner.start(args.users, spawn_rate=args.spawn_rate)
     deadline = started + args.duration
@@ -282,7 +302,7 @@ def run_load(base: str, args, stack: Stack) -> dict:
     ended = time.perf_counter()
     wall_s = ended - started
     counted_s = ended - ready_at if args.reset_stats and ready_at else wall_s
-    cpu_after = (cpu_seconds(stack.daphne_proc), cpu_seconds(stack.redis_proc), ingest.own_cpu_seconds())
+    cpu_after = (cpu_seconds(stack.server_proc), cpu_seconds(stack.redis_proc), ingest.own_cpu_seconds())
     runner.quit()
 
     stats = env.stats
@@ -302,7 +322,7 @@ def run_load(base: str, args, stack: Stack) -> dict:
         "endpoints": endpoints,
         "errors": errors,
         "cpu_s": {name: round(a - b, 1) for name, b, a in
-                  zip(("daphne", "redis", "load_generator"), cpu_before, cpu_after, strict=True)},
+                  zip(("web", "redis", "load_generator"), cpu_before, cpu_after, strict=True)},
     }
 
 
@@ -325,13 +345,13 @@ def run(args) -> dict:
         accounts, timings = prepare(env)
         ACCOUNTS.clear()
         ACCOUNTS.update(accounts)
-        base = start_daphne(stack, env)
+        base = start_server(stack, env, args.web_workers)
         timings["setup_s"] = round(time.perf_counter() - started, 1)
         result = run_load(base, args, stack)
-        if stack.daphne_proc.poll() is not None:
-            result["errors"].append({"endpoint": "-", "error": f"daphne exited with {stack.daphne_proc.returncode}",
+        if stack.server_proc.poll() is not None:
+            result["errors"].append({"endpoint": "-", "error": f"the web server exited with {stack.server_proc.returncode}",
                                      "count": 1})
-        result["server_log_errors"] = server_log_errors(stack.daphne_log)
+        result["server_log_errors"] = server_log_errors(stack.server_log)
         result["database"] = "postgresql" if pg else "sqlite"
         result["server"] = stack.server_command
         result["demo_jobs_visible"] = {u: len(a["jobs"]) for u, a in accounts.items()}
@@ -391,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="count only after every user has started and logged in: the steady state")
     parser.add_argument("--database-url", help="a postgres:// URL of a database of its own (dropped and created)")
     parser.add_argument("--keep-db", action="store_true", help="leave the PostgreSQL database in place")
+    parser.add_argument("--web-workers", type=live.positive_int, default=None,
+                        help="web server processes (default: as make run, WEB_WORKERS or one per core)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.database_url and args.database_url.startswith(("postgres://", "postgresql://")):

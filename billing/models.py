@@ -7,6 +7,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 from billing import pricing
 from billing.pricing import offpeak
@@ -68,7 +69,8 @@ class PriceTable(models.Model):
         stored = PriceTable.objects.filter(pk=self.pk).values_list("effective_from", flat=True).first()
         now = clock.now()
         if stored != self.effective_from and self.effective_from <= now:
-            return {"effective_from": [f"must be in the future (after {now:%Y-%m-%d %H:%M}): "
+            shown = timezone.localtime(now)  # in the zone the form was read in: the operator's
+            return {"effective_from": [f"must be in the future (after {shown:%Y-%m-%d %H:%M %Z}): "
                                        "prices of the past never change"]}
         if PriceTable.objects.filter(effective_from=self.effective_from).exclude(pk=self.pk).exists():
             return {"effective_from": ["another version takes effect at that moment: their periods would overlap"]}

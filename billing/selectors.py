@@ -55,4 +55,4 @@ def off_peak_at(sender=None, *, now: datetime, **kwargs) -> OffPeak:
     windows = offpeak.parse_windows(table.offpeak_windows) if table else offpeak.DEFAULT_OFFPEAK_WINDOWS
     tz = offpeak.as_zone(settings.TIME_ZONE)
     start = offpeak.next_offpeak_start(now, windows, tz)
-    return OffPeak(now=offpeak.is_offpeak(now, windows, tz), next_start=start.astimezone(tz).strftime("%H:%M"))
+    return OffPeak(now=offpeak.is_offpeak(now, windows, tz), next_start=start.astimezone(tz).strftime("%H:%M %Z"))

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.models import ApiToken, Membership, Workspace
+from portal.models import ApiToken, Membership, UserPreference, Workspace
 
 
 class MembershipInline(admin.TabularInline):
@@ -29,3 +29,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "hint", "created", "last_used", "revoked"]
     readonly_fields = ["digest", "hint", "created", "last_used"]
     list_filter = ["revoked"]
+
+
+@admin.register(UserPreference)
+class UserPreferenceAdmin(admin.ModelAdmin):
+    list_display = ["user", "time_zone"]
+    search_fields = ["user__username", "time_zone"]
+    autocomplete_fields = ["user"]

@@ -1,4 +1,13 @@
+from django.conf import settings
+from django.utils import timezone
+
 from portal.selectors import current_workspace, workspaces_for
+
+
+def time_zone(request):
+    """The zone this page's times are shown in (TimeZoneMiddleware chose it), for the header and
+    scripts; and the platform's, which billing's days and months are counted in."""
+    return {"time_zone": timezone.get_current_timezone_name(), "platform_time_zone": settings.TIME_ZONE}
 
 
 def workspaces(request):

@@ -7,8 +7,10 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 
 from portal import ratelimit
+from portal.selectors import time_zone_for
 from scheduling.errors import DomainError
 
 
@@ -78,3 +80,22 @@ class RateLimitMiddleware:
         if path.startswith("/api/") and auth.split(" ", 1)[0].lower() in ("bearer", "token"):
             return "api_token", auth
         return None
+
+
+class TimeZoneMiddleware:
+    """Pages (templates, forms, the admin) show times in the signed-in user's zone, else the
+    platform's. The API keeps the platform's zone, whoever asks, so its times never depend on who
+    is signed in. The zone is set for this request only: nothing carries over to the next one."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        with timezone.override(self.zone_for(request)):  # None: the platform's zone
+            return self.get_response(request)
+
+    @staticmethod
+    def zone_for(request) -> str | None:
+        if request.path_info.startswith("/api/") or not request.user.is_authenticated:
+            return None
+        return time_zone_for(request.user)

@@ -3,6 +3,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from portal import time_zones
+
 
 class Workspace(models.Model):
     """A tenant: a team, lab or company. Everything a tenant owns hangs off one."""
@@ -74,3 +76,15 @@ class ApiToken(models.Model):
     @classmethod
     def new_raw_value(cls) -> str:
         return cls.PREFIX + secrets.token_urlsafe(32)
+
+
+class UserPreference(models.Model):
+    """How the pages are shown to one user. Blank fields mean the platform's setting; the row is
+    made on the first save, so a user who never chose anything has none."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
+    time_zone = models.CharField(max_length=64, blank=True, validators=[time_zones.validate],
+                                 help_text="An IANA zone such as Asia/Shanghai; blank: the platform's (TIME_ZONE).")
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.time_zone or 'platform time zone'}"

@@ -1,9 +1,9 @@
 """`make run`: the whole embedded stack in one terminal, under supervisord.
 
 Writes a supervisord config under VAR_DIR and replaces this process with supervisord in the
-foreground. It runs the project's own Redis (unless REDIS_URL points elsewhere), Daphne, the
-Celery worker (which runs the scheduling cycle on the simulated cluster), Celery beat and the
-simulated node agents; a process that dies is started again while the others keep serving.
+foreground. It runs the project's own Redis (unless REDIS_URL points elsewhere), the web server
+(uvicorn, one process per core), the Celery worker (which runs the scheduling cycle on the
+simulated cluster), Celery beat and the simulated node agents; a process that dies is started again while the others keep serving.
 Every line goes to the terminal prefixed with its process name; Ctrl-C stops everything.
 
 `--only web,worker` runs a subset (tests).
@@ -21,17 +21,30 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 NAMES = ("redis", "web", "worker", "beat", "agents")
 
 
+def web_workers() -> int:
+    """WEB_WORKERS, or one server process per core: a process runs Django's synchronous views on a
+    single thread, so one process alone leaves the other cores idle under load."""
+    return max(1, int(os.environ.get("WEB_WORKERS") or os.cpu_count() or 1))
+
+
+def web_command(port: int, host: str = "127.0.0.1", workers: int | None = None) -> list[str]:
+    """The portal's ASGI server (pages, API and websockets), as `make run` and bench.load start it."""
+    return [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", host, "--port", str(port),
+            "--workers", str(workers or web_workers()), "--lifespan", "off"]
+
+
 def processes(port: int, var_dir: Path, redis_command: list[str] | None = None) -> dict[str, str]:
     py = shlex.quote(sys.executable)
     tokens = shlex.quote(str(var_dir / "agent-tokens.json"))
     procs = {"redis": shlex.join(redis_command)} if redis_command else {}
     procs.update({
-        "web": f"DB_POOL=1 exec {py} -m daphne -b 127.0.0.1 -p {port} portal.asgi:application",
+        "web": f"DB_POOL=1 exec {shlex.join(web_command(port))}",
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
         "worker": f"exec {py} -m celery -A portal worker -l INFO --concurrency 2 -n worker@%h",
         "beat": f"exec {py} -m celery -A portal beat -l INFO -s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",
-        # One simulated node agent per node of the demo cluster, with its own token and spool.
-        "agents": f"{py} manage.py load_demo --agent-tokens {tokens} && exec {py} -m nodeagent.fleet "
+        # One simulated node agent per node of the demo cluster, with its own token and spool. The demo
+        # history is made before the stack starts (`make demo`), not beside the worker's cycle.
+        "agents": f"{py} manage.py load_demo --no-history --agent-tokens {tokens} && exec {py} -m nodeagent.fleet "
                   f"--portal http://127.0.0.1:{port} --tokens {tokens} --interval 10 "
                   f"--spool-dir {shlex.quote(str(var_dir / 'agents'))}",
     })

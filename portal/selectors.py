@@ -1,10 +1,12 @@
 """Reads, always scoped to what the user may see."""
 
+from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet
 from django.http import Http404
 
-from portal.models import Membership, Workspace
+from portal import time_zones
+from portal.models import Membership, UserPreference, Workspace
 from scheduling import selectors as scheduling_selectors
 
 
@@ -45,3 +47,16 @@ def get_job_for_user(user, job_id):
         return jobs_for(user).get(pk=int(job_id))
     except (ObjectDoesNotExist, ValueError, TypeError):
         raise Http404("No such job") from None
+
+
+def chosen_time_zone(user) -> str:
+    """The zone the user chose, or "" for the platform's."""
+    chosen = UserPreference.objects.filter(user=user).values_list("time_zone", flat=True).first()
+    return chosen or ""
+
+
+def time_zone_for(user) -> str:
+    """The zone the user's pages show times in: their choice, else the platform's. One query."""
+    chosen = chosen_time_zone(user)
+    # A zone the zone database no longer has (tzdata update) falls back rather than break pages.
+    return chosen if time_zones.is_known(chosen) else settings.TIME_ZONE

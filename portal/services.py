@@ -8,7 +8,8 @@ from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 
 from billing.models import hash_token
-from portal.models import ApiToken, Workspace
+from portal import time_zones
+from portal.models import ApiToken, UserPreference, Workspace
 from portal.selectors import get_workspace_for_user
 from scheduling import clock
 from scheduling.errors import DomainError
@@ -42,6 +43,21 @@ def revoke_api_token(user, token_id: int | str) -> None:
     if not 0 < token_id < 2**63:
         raise DomainError(f"{token_id} is not a token number", field="revoke")
     ApiToken.objects.filter(user=user, pk=token_id, revoked__isnull=True).update(revoked=clock.now())
+
+
+def set_time_zone(user, zone: str) -> UserPreference:
+    """The zone the user's pages show times in; "" goes back to the platform's. A zone the zone
+    database does not know is refused and nothing changes."""
+    zone = zone.strip()
+    if "\x00" in zone:
+        raise DomainError("must not contain a NUL character", field="time_zone")
+    if len(zone) > (longest := UserPreference._meta.get_field("time_zone").max_length):
+        raise DomainError(f"not a time zone: at most {longest} characters", field="time_zone")
+    if zone and not time_zones.is_known(zone):
+        raise DomainError(f"{zone!r} is not a time zone; choose one from the list, e.g. Asia/Shanghai",
+                          field="time_zone")
+    preference, _ = UserPreference.objects.update_or_create(user=user, defaults={"time_zone": zone})
+    return preference
 
 
 OPERATORS_GROUP = "operators"

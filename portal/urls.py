@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from portal.pages import account
 from portal.pages import workspaces as views
 
 admin.site.site_header = "GPU Platform console"
@@ -19,6 +20,7 @@ urlpatterns = [
     path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("account/tokens/", views.api_tokens, name="api-tokens"),
+    path("account/preferences/", account.preferences, name="preferences"),
     path("", include("portal.pages.urls")),
     path("console/", include("portal.console.urls")),
     path("admin/", admin.site.urls),

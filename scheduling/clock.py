@@ -6,7 +6,8 @@ instant, whatever the hour on the machine that runs them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from django.utils import timezone
@@ -22,3 +23,15 @@ def set_source(source: Callable[[], datetime] | None) -> None:
     """Read the time from `source` (a callable returning an aware datetime); None: the system clock."""
     global _source
     _source = source
+
+
+@contextmanager
+def reading(source: Callable[[], datetime]) -> Iterator[None]:
+    """Read the time from `source` inside the block, then from whatever was read before it (a test's
+    clock, or the system's), even when the block fails."""
+    global _source
+    previous, _source = _source, source
+    try:
+        yield
+    finally:
+        _source = previous

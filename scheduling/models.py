@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from scheduling import clock
 from scheduling.core import MIG_PROFILES
 from scheduling.queue_tree import QueueRow, validate_queue
 
@@ -221,7 +222,8 @@ class Job(models.Model):
     quote = models.JSONField(null=True, blank=True, help_text="The quote option frozen at submission")
     not_before = models.DateTimeField(null=True, blank=True,
                                       help_text="An off-peak option waits for its window, as it was quoted")
-    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The platform clock, not the machine's: "submitted" is when the platform says it was.
+    created = models.DateTimeField(default=clock.now, editable=False, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
     final_cost = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
@@ -297,7 +299,7 @@ class Replica(models.Model):
 
 class JobEvent(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
-    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    time = models.DateTimeField(default=clock.now, editable=False, db_index=True)
     kind = models.CharField(max_length=32)
     state = models.CharField(max_length=16, choices=JobState.choices, blank=True)
     reason = models.TextField(blank=True)

@@ -115,7 +115,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     parsed = parsed or read_spec(workspace, spec)
     queue = _resolve_queue(workspace, parsed)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
-    pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M}"}) if not_before
+    pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))
     job = Job.objects.create(
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type,
@@ -154,7 +154,7 @@ def suspend_jobs(jobs, *, until, reason: str) -> list[Job]:
     suspended = []
     for job in Job.objects.select_for_update().filter(pk__in=[j.pk for j in jobs]).exclude(state__in=FINAL_STATES):
         job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.PREEMPTED, ended=now, end_reason="budget")
-        requeue_job(job, reason, "budget", pending=("budget_suspended", {"until": f"{until:%Y-%m-%d %H:%M}"}))
+        requeue_job(job, reason, "budget", pending=("budget_suspended", {"until": f"{until:%Y-%m-%d %H:%M %Z}"}))
         job.not_before = until
         job.save(update_fields=["not_before"])
         suspended.append(job)

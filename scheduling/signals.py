@@ -28,7 +28,7 @@ off_peak_asked = Signal()
 @dataclass(frozen=True)
 class OffPeak:
     now: bool
-    next_start: str  # "HH:MM" in the platform's time zone; "" when there is no window
+    next_start: str  # "HH:MM UTC": in the platform's time zone, named; "" when there is no window
 
 
 NEVER_OFF_PEAK = OffPeak(now=False, next_start="")

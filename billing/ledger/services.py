@@ -92,7 +92,7 @@ def close_period(*, user, workspace, month: date, now: datetime | None = None) -
     post_ledger(now=now)
     cursor = ledger_cursor()
     if cursor.closed_until is None or cursor.closed_until < end:
-        raise Conflict(f"the ledger is not final up to {end:%Y-%m-%d %H:%M}; try again shortly", field="month")
+        raise Conflict(f"the ledger is not final up to {end:%Y-%m-%d %H:%M %Z}; try again shortly", field="month")
     lines = ChargeLine.objects.filter(workspace=workspace, period=month)
     return ClosedPeriod.objects.create(workspace=workspace, period=month, closed_at=now, closed_by=user,
                                        total=money_sum(lines),

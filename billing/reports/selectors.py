@@ -18,6 +18,7 @@ from django.http import Http404
 
 from billing.ledger.selectors import as_of, money_sum, workspace_currency
 from billing.models import ChargeLine
+from billing.pricing import quantize_money
 from scheduling.errors import DomainError
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
@@ -161,11 +162,21 @@ def _grouped(rows: QuerySet[ChargeLine], *group: str) -> QuerySet:
     return rows.order_by().values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED}).order_by(*group)
 
 
+def _exact(value, column: str, currency: str | None) -> Decimal:
+    """A column's sum at the column's own precision. Every line is already rounded to it, so this
+    only drops what the database added: SQLite sums decimals as floats (1691.26000000001)."""
+    if value is None:  # a group with no value of a column sums to NULL
+        return Decimal(0)
+    if column in MONEY:
+        return quantize_money(Decimal(str(value)), currency or "USD")
+    places = ChargeLine._meta.get_field(column).decimal_places
+    return Decimal(str(value)).quantize(Decimal(1).scaleb(-places))
+
+
 def _zero_missing(sums: list[dict]) -> list[dict]:
-    """A group with no value of a column sums to NULL: read it as 0."""
     for row in sums:
         for k in SUMMED:
-            row[k] = row[k] or Decimal(0)
+            row[k] = _exact(row[k], k, row.get("currency"))
     return sums
 
 

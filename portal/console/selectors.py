@@ -204,7 +204,7 @@ def fragmentation_report() -> list[PoolFragmentation]:
 @dataclass
 class PoolUsage:
     pool: str
-    hours: list[str]
+    hours: list[datetime]
     allocated: list[float]
     used: list[float]
     allocated_total: Decimal
@@ -231,7 +231,7 @@ def usage_by_pool(*, days: int = 2, now: datetime | None = None) -> list[PoolUsa
     for hour, pool, alloc, used, cost, currency in rows:
         u = result.get(pool)
         if u is None:
-            u = result[pool] = PoolUsage(pool, [x.isoformat() for x in hours], [0.0] * len(hours), [0.0] * len(hours),
+            u = result[pool] = PoolUsage(pool, hours, [0.0] * len(hours), [0.0] * len(hours),
                                          ZERO, ZERO, ZERO, ZERO, currency)
         i = index.get(hour)
         if i is not None:

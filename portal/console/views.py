@@ -69,10 +69,15 @@ def dashboard(request):
     days = request.GET.get("days", "2")
     days = int(days) if days.isdigit() and 1 <= int(days) <= 31 else 2
     usage = selectors.usage_by_pool(days=days)
-    usage_json = json.dumps([{"pool": u.pool, "hours": u.hours, "allocated": u.allocated, "used": u.used}
-                             for u in usage])
+    usage_json = json.dumps([{"pool": u.pool, "hours": _chart_times(u.hours), "allocated": u.allocated,
+                              "used": u.used} for u in usage])
     return render(request, "console/dashboard.html", {**_live_context(), "usage": usage, "usage_json": usage_json,
                                                       "days": days, "section": "dashboard"})
+
+
+def _chart_times(times) -> list[str]:
+    """Wall times in the viewer's zone: plotly drops a time's UTC offset and would draw UTC."""
+    return [timezone.localtime(t).strftime("%Y-%m-%d %H:%M") for t in times]
 
 
 @operator_required

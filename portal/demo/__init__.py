@@ -4,7 +4,7 @@ world from factories)."""
 from portal.demo.agents import write_agent_tokens
 
 
-def load_all() -> None:
+def load_all(*, history: bool = True) -> None:
     from portal.demo import cluster, prices, tenants
     from portal.demo.usage import load_demo_usage
 
@@ -12,7 +12,8 @@ def load_all() -> None:
     cluster.load_cluster()
     cluster.load_queues()
     prices.load_prices()
-    load_demo_usage()  # two weeks of finished demo jobs, so the reports have a last week
+    if history:
+        load_demo_usage()  # the last 30 days of jobs, played through the live services
 
 
 __all__ = ["load_all", "write_agent_tokens"]

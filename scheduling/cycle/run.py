@@ -235,17 +235,26 @@ PENDING_FIELDS = ["pending_reason", "pending_code", "pending_params"]
 
 
 def _write_pending_reasons(jobs: list[Job]) -> None:
+    """Only to jobs still pending: one cancelled or started since it was read keeps no reason."""
     if connection.vendor != "postgresql":
-        Job.objects.bulk_update(jobs, PENDING_FIELDS, batch_size=1000)
+        groups: dict[str, list[Job]] = defaultdict(list)
+        for job in jobs:  # few distinct reasons: one UPDATE each
+            groups[json.dumps([job.pending_reason, job.pending_code, job.pending_params], sort_keys=True)].append(job)
+        for same in groups.values():
+            first = same[0]
+            Job.objects.filter(pk__in=[job.pk for job in same], state=JobState.PENDING).update(
+                pending_reason=first.pending_reason, pending_code=first.pending_code,
+                pending_params=first.pending_params)
         return
     # Thousands of reasons change per cycle on a busy cluster: one statement, not a CASE per row.
     table = connection.ops.quote_name(Job._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} AS j SET pending_reason = v.reason, pending_code = v.code, pending_params = v.params "
-            "FROM json_to_recordset(%s::json) AS v(id bigint, reason text, code text, params jsonb) WHERE j.id = v.id",
+            "FROM json_to_recordset(%s::json) AS v(id bigint, reason text, code text, params jsonb) "
+            "WHERE j.id = v.id AND j.state = %s",
             [json.dumps([{"id": job.pk, "reason": job.pending_reason, "code": job.pending_code,
-                          "params": job.pending_params} for job in jobs])])
+                          "params": job.pending_params} for job in jobs]), JobState.PENDING])
 
 
 def _set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str]) -> None:

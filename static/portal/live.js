@@ -31,7 +31,7 @@
     tbody.replaceChildren(...job.replicas.map((r) => {
       const tr = document.createElement("tr");
       for (const v of [`${r.role}-${r.index}`, r.state, r.node || "", (r.gpus || []).join(", "), r.slice_label,
-        r.started ? r.started.slice(11, 19) : "", r.ended ? r.ended.slice(11, 19) : ""]) {
+        portalTimes.time(r.started), portalTimes.time(r.ended)]) {
         const td = document.createElement("td");
         td.textContent = v;
         tr.append(td);
@@ -80,7 +80,10 @@
     if (String(event.job) !== detail.dataset.job) return;
     showState(event);
     const li = document.createElement("li");
-    li.textContent = `${event.time.replace("T", " ").slice(0, 19)} ${event.kind} ${event.state}${event.reason ? " — " + event.reason : ""}`;
+    const time = document.createElement("time");
+    time.dateTime = event.time;
+    time.textContent = portalTimes.dateTime(event.time);
+    li.append(time, ` ${event.kind} ${event.state}${event.reason ? " — " + event.reason : ""}`);
     document.getElementById("events").append(li);
     if (["Succeeded", "Failed", "Cancelled"].includes(event.state)) {
       const cancel = document.getElementById("cancel-job");

@@ -22,6 +22,22 @@ roles:
 """
 
 
+def in_a_thread(work):
+    import threading
+
+    from django.db import connection
+
+    def run():
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+
+
 def mark_page(page):
     """A marker that a reload would wipe out."""
     page.evaluate("window.__noReload = 'still here'")
@@ -103,4 +119,33 @@ def test_a_page_that_missed_events_catches_up_once_its_socket_joins(live_daphne,
     Job.objects.filter(pk=job.pk).update(state="Running", pending_reason="")
     online.append(True)
     expect(page.locator("#job-state")).to_have_text("Running", timeout=20000)
+    assert_not_reloaded(page)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_event_shows_the_users_time_zone(live_daphne, cluster, page, clock):
+    """The event the socket brings (its time in UTC) is written in alice's zone, as the server
+    wrote the page's first event."""
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from portal.services import set_time_zone
+    from scheduling.models import JobEvent
+    from scheduling.services import cancel_job, submit_job
+    from scheduling.spec.examples import CLEAN_YAML
+
+    shanghai = ZoneInfo("Asia/Shanghai")
+    set_time_zone(cluster.alice, "Asia/Shanghai")
+    clock.now = datetime(2026, 3, 1, 23, 30, 5, tzinfo=UTC)
+    job = submit_job(user=cluster.alice, workspace=cluster.vision, spec=CLEAN_YAML)
+    login(page, live_daphne, "alice", PASSWORDS["alice"])
+    page.goto(f"{live_daphne.url}/jobs/{job.pk}/")
+    expect(page.locator("#time-zone")).to_have_text("Times in Asia/Shanghai")
+    submitted = JobEvent.objects.get(job=job, kind="submitted").time.astimezone(shanghai)
+    expect(page.locator("#events li").first).to_contain_text(f"{submitted:%Y-%m-%d %H:%M:%S} submitted")
+    expect(page.locator("body")).to_have_attribute("data-live", "connected")
+    mark_page(page)
+    in_a_thread(lambda: cancel_job(user=cluster.alice, job=job))  # publishing needs a thread without playwright's loop
+    cancelled = JobEvent.objects.get(job=job, kind="cancelled").time.astimezone(shanghai)
+    expect(page.locator("#events li").last).to_contain_text(f"{cancelled:%Y-%m-%d %H:%M:%S} cancelled")
     assert_not_reloaded(page)

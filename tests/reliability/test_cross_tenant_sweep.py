@@ -59,6 +59,7 @@ def fill(route: str, bob: dict) -> str:
 def bob_world(cluster, clock):
     from billing.models import Budget, ReportExport
     from billing.services import submit_quoted_job
+    from portal.services import set_time_zone
     from scheduling.spec.examples import CLEAN_YAML
 
     job = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, option=None,
@@ -66,13 +67,14 @@ def bob_world(cluster, clock):
     export = ReportExport.objects.create(user=cluster.bob, filters={"workspace": "nlp-group"},
                                          state=ReportExport.State.DONE, file_name="bob-secret.xlsx")
     Budget.objects.create(workspace=cluster.nlp, amount=Decimal("1234.00"), currency="USD")
+    set_time_zone(cluster.bob, "Europe/London")
     return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m")}
 
 
 def _bob_state(bob):
     """Everything of bob's a request could change or export."""
     from billing.models import Budget, ReportExport
-    from portal.models import ApiToken, Membership, Workspace
+    from portal.models import ApiToken, Membership, UserPreference, Workspace
     from scheduling.models import Job
 
     workspace = bob["workspace"]
@@ -85,6 +87,7 @@ def _bob_state(bob):
         # alice may make exports of her own, never of bob's workspace
         ReportExport.objects.filter(filters__workspace=workspace.slug).exclude(user__username="bob").count(),
         list(ApiToken.objects.filter(user__username="bob").values()),
+        list(UserPreference.objects.filter(user__username="bob").values()),
     )
 
 

@@ -1,17 +1,40 @@
+from contextlib import contextmanager
+
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from portal import demo
+from portal import demo, embedded_redis
+
+
+@contextmanager
+def redis_for_the_load():
+    """The demo month is played through the scheduling cycle, which reads Redis (its cache); `make
+    demo` runs before `make run` starts the project's Redis, so one is started for the load."""
+    proc = embedded_redis.start(settings.REDIS_URL) if settings.EMBEDDED_REDIS else None
+    try:
+        yield
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 class Command(BaseCommand):
-    help = "Load the demo data (tenants, cluster, queues, prices, two weeks of usage). Idempotent."
+    help = "Load the demo data (tenants, cluster, queues, prices, the last 30 days of jobs). Idempotent."
 
     def add_arguments(self, parser):
         parser.add_argument("--agent-tokens", metavar="FILE",
                             help="also write a fresh token per demo node for the simulated agents (JSON, mode 600)")
+        parser.add_argument("--no-history", action="store_true",
+                            help="leave out the 30 days of demo jobs (a running stack: its worker's cycle would "
+                                 "fight the one that plays the month)")
 
-    def handle(self, *args, agent_tokens=None, **options):
-        demo.load_all()
+    def handle(self, *args, agent_tokens=None, no_history=False, **options):
+        if no_history:
+            demo.load_all(history=False)
+        else:
+            with redis_for_the_load():
+                demo.load_all()
         self.stdout.write(self.style.SUCCESS("Demo data loaded: tenants, cluster, queues, prices, usage history."))
         if agent_tokens:
             count = demo.write_agent_tokens(agent_tokens)

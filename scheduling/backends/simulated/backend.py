@@ -86,9 +86,20 @@ class SimulatedBackend:
     def forget(self, key: ReplicaKey) -> None:
         self.evict(key, "finished")
 
-    def _phase(self, pod: SimulatedPod, now: datetime) -> tuple[str, float | None, float | None]:
+    @staticmethod
+    def _instants(pod: SimulatedPod) -> tuple[datetime, datetime]:
+        """When the pod starts running and when it ends."""
         started = pod.launched + timedelta(seconds=PULL_SECONDS)
-        ends = max(pod.job_started + timedelta(seconds=pod.run_seconds + PULL_SECONDS), started)
+        return started, max(pod.job_started + timedelta(seconds=pod.run_seconds + PULL_SECONDS), started)
+
+    def next_change(self, after: datetime) -> datetime | None:
+        """The first instant after `after` at which a pod starts or ends, for a caller that moves the
+        clock from event to event rather than by a fixed step (the demo history)."""
+        pods = SimulatedPod.objects.only("launched", "job_started", "run_seconds")
+        return min((at for pod in pods for at in self._instants(pod) if at > after), default=None)
+
+    def _phase(self, pod: SimulatedPod, now: datetime) -> tuple[str, float | None, float | None]:
+        started, ends = self._instants(pod)
         if now < started:
             return PENDING, None, None
         if now < ends:

@@ -1,17 +1,17 @@
-"""The demo data loaders (portal/demo) still load, and are idempotent. The only tests that use the
-demo data: every other test builds its world from tests/factories.py and tests/world.py."""
+"""The demo data loaders (portal/demo) still load, and are idempotent (the demo month has its own
+module, test_demo_history). The only tests that use the demo data: every other test builds its
+world from tests/factories.py and tests/world.py."""
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from billing.models import ChargeLine, GpuRate, PriceTable
+from billing.models import GpuRate, PriceTable
 from portal.demo import cluster, prices, tenants
 from portal.demo.tenants import DEMO_PASSWORDS
-from portal.demo.usage import load_demo_usage
 from portal.models import Membership, Workspace
-from scheduling.models import Gpu, Job, Node, NodePool, Queue, QueueAccess
+from scheduling.models import Gpu, Node, NodePool, Queue, QueueAccess
 
 
 def _tenant_counts():
@@ -72,19 +72,3 @@ def test_load_demo_command_is_idempotent(db):
     counts = _tenant_counts() + _cluster_counts()
     call_command("load_demo")
     assert _tenant_counts() + _cluster_counts() == counts
-
-
-def test_demo_usage_fills_the_last_two_weeks_once(db):
-    _load_all()
-    made = load_demo_usage(days=3)
-    lines = set(ChargeLine.objects.values_list("id", "cost"))
-    assert made >= 6 and load_demo_usage(days=3) == 0
-    assert set(ChargeLine.objects.values_list("id", "cost")) == lines  # loading again posts nothing more
-    days = set(ChargeLine.objects.values_list("day", flat=True))
-    assert len(days) >= 3
-    assert set(ChargeLine.objects.values_list("workspace__slug", flat=True)) == {"vision-lab", "nlp-group"}
-    assert all(r.cost > 0 and r.category == "Usage" for r in ChargeLine.objects.all())
-    jobs = Job.objects.filter(name__startswith="report-demo-")
-    assert jobs.count() == made
-    for job in jobs:  # each job's final cost is the sum of its lines, as the statement bills it
-        assert job.final_cost == sum(line.cost for line in ChargeLine.objects.filter(job=job)) > 0, job.name

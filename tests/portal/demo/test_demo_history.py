@@ -1,0 +1,152 @@
+"""The demo month (portal.demo.usage): thirty days of both demo workspaces' jobs, played through the
+live services, so that submitted/started/finished times, states, efficiency and costs agree.
+
+The month is loaded once for the module (it takes a while: every event runs the real scheduling
+cycle) and committed, as `make run` loads it; each test reads it inside its own transaction, and
+the module's end empties the database again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.db.models import Sum
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from billing.ledger.jobs import job_cost
+from billing.ledger.posting import close_grace, hour_floor
+from billing.ledger.selectors import ledger_cursor
+from billing.models import ChargeLine, UsageSample
+from billing.pricing import quantize_money
+from billing.reports.selectors import ReportFilters, report_rows, totals
+from billing.services import platform_tz
+from portal.demo import cluster, prices, tenants
+from portal.demo.history import DEMO_PREFIX
+from portal.demo.usage import load_demo_usage
+from portal.models import Membership, Role
+from scheduling import clock
+from scheduling.models import FINAL_STATES, Job, JobState
+
+WORKSPACES = ("vision-lab", "nlp-group")
+
+
+@dataclass(frozen=True)
+class Month:
+    now: datetime
+    made: int
+
+
+@pytest.fixture(scope="module")
+def month(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        tenants.load_tenants()
+        cluster.load_cluster()
+        cluster.load_queues()
+        prices.load_prices()
+        now = timezone.now()
+        loaded = Month(now=now, made=load_demo_usage(now=now))
+        yield loaded
+        call_command("flush", interactive=False, verbosity=0)
+
+
+def demo_jobs(slug: str | None = None):
+    jobs = Job.objects.filter(name__startswith=DEMO_PREFIX)
+    return jobs.filter(workspace__slug=slug) if slug else jobs
+
+
+def used_gpu_hours(job: Job) -> Decimal:
+    return ChargeLine.objects.filter(job=job).aggregate(s=Sum("used_gpu_hours"))["s"] or Decimal(0)
+
+
+def test_both_workspaces_submit_over_the_whole_month_in_a_working_rhythm(db, month):
+    assert month.made == demo_jobs().count() > 100
+    tz = platform_tz()
+    for slug in WORKSPACES:
+        submitted = [job.created for job in demo_jobs(slug)]
+        assert min(submitted) < month.now - timedelta(days=25), slug  # a quiet weekend may open the month
+        assert max(submitted) > month.now - timedelta(days=4), slug
+        assert len({at.astimezone(tz).date() for at in submitted}) >= 18, slug  # not all "now"
+        assert max(submitted) < month.now
+    days = Counter(job.created.astimezone(tz).weekday() >= 5 for job in demo_jobs())
+    assert days[False] / 5 > 2 * days[True] / 2  # a weekday is busier than a weekend day
+
+
+def test_finished_jobs_have_ordered_times_and_no_pending_reason(db, month):
+    finished = demo_jobs().filter(state__in=FINAL_STATES)
+    assert finished.count() >= 0.95 * month.made
+    assert set(finished.values_list("state", flat=True)) == set(FINAL_STATES)  # some fail, some are cancelled
+    for job in finished:
+        assert job.finished is not None and job.created < job.finished <= month.now, job.name
+        if job.started is not None:
+            assert job.created <= job.started <= job.finished, job.name
+    waiting = Job.objects.exclude(state=JobState.PENDING)
+    assert not waiting.exclude(pending_reason="").exists()
+    assert not waiting.exclude(pending_code="").exists()
+    events = Counter(demo_jobs().filter(events__kind__in=["submitted", "scheduled", "running"])
+                     .values_list("events__kind", flat=True))
+    assert events["submitted"] == month.made and events["running"] >= 0.9 * month.made
+
+
+def test_replicas_were_placed_by_the_scheduler_on_the_demo_pools(db, month):
+    for job in demo_jobs().filter(started__isnull=False):
+        replicas = list(job.replicas.select_related("node"))
+        assert replicas and all(r.node is not None and r.started and r.ended for r in replicas), job.name
+        assert all(job.started <= r.started + timedelta(seconds=1) for r in replicas), job.name
+        assert job.events.filter(kind="scheduled").exists(), job.name
+    pools = set(demo_jobs().values_list("replicas__node__pool__name", flat=True)) - {None}
+    assert {"h100", "h100-mig", "a100-spot", "l40s-shared", "rtx4090", "mi300x"} <= pools
+
+
+def test_efficiency_comes_from_the_agents_samples(db, month):
+    ran = list(demo_jobs().filter(started__isnull=False))
+    assert UsageSample.objects.filter(replica__job__in=ran).exists()
+    with_usage = [job for job in ran if used_gpu_hours(job) > 0]
+    assert len(with_usage) >= 0.9 * len(ran)
+
+    def efficiency(kind: str) -> Decimal:
+        lines = ChargeLine.objects.filter(job_name__startswith=f"{DEMO_PREFIX}{kind}-")
+        sums = lines.aggregate(used=Sum("used_gpu_hours"), held=Sum("allocated_gpu_hours"))
+        return sums["used"] / sums["held"]
+
+    assert efficiency("notebook") < Decimal("0.15") < Decimal("0.5") < efficiency("finetune") < 1
+
+
+def test_the_ledger_total_of_each_workspace_is_the_sum_of_its_job_costs(db, month):
+    filters = {"start": (month.now - timedelta(days=31)).astimezone(platform_tz()).date(),
+               "end": month.now.astimezone(platform_tz()).date()}
+    for slug in WORKSPACES:
+        owner = Membership.objects.get(workspace__slug=slug, role=Role.OWNER).user
+        (total,) = totals(report_rows(owner, ReportFilters(workspace=slug, **filters)))
+        jobs = list(demo_jobs(slug))
+        cost = quantize_money(total.cost, total.currency)  # SQLite sums decimals as floats
+        assert cost > 0
+        assert cost == sum(job_cost(job).total for job in jobs), slug
+        assert cost == sum(job.final_cost for job in jobs if job.is_final), slug
+        assert 0 < total.used_gpu_hours < total.allocated_gpu_hours, slug
+    closed = ledger_cursor().closed_until  # final up to now, but for the hour that still takes late usage
+    assert closed == hour_floor(month.now - close_grace())
+    assert not ChargeLine.objects.filter(provisional=True, hour__lt=closed).exists()
+
+
+def test_loading_again_changes_nothing_and_the_clock_is_the_systems_again(db, month):
+    lines = set(ChargeLine.objects.values_list("id", "cost"))
+    assert load_demo_usage() == 0
+    assert set(ChargeLine.objects.values_list("id", "cost")) == lines
+    assert abs(clock.now() - timezone.now()) < timedelta(seconds=5)
+
+
+def test_job_pages_show_no_pending_reason_for_a_finished_job(db, month):
+    client = Client()
+    client.force_login(Membership.objects.get(workspace__slug="vision-lab", role=Role.OWNER).user)
+    job = demo_jobs("vision-lab").filter(state=JobState.SUCCEEDED).first()
+    page = client.get(reverse("job", args=[job.pk])).content.decode()
+    assert '<p id="pending-reason" hidden>' in page
+    listing = client.get(reverse("jobs")).content.decode()
+    assert listing.count('<td data-field="pending_reason"></td>') == listing.count('data-field="pending_reason"') > 0
