@@ -111,7 +111,9 @@ def test_workloads_run_what_the_platform_needs():
     docs = render(values_for("values-ha.yaml"))
     portal = named(docs, "Deployment", "gpu-portal")
     container = portal["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"][0] == "daphne" and container["command"][-1] == "portal.asgi:application"
+    command = container["command"]
+    assert command[:2] == ["uvicorn", "portal.asgi:application"]
+    assert command[command.index("--workers") + 1] == "2"  # one process per core a pod may use
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert portal["spec"]["replicas"] == 3
     assert {e["secretRef"]["name"] for e in container["envFrom"] if "secretRef" in e} == {"gpu-platform-secrets"}
