@@ -13,7 +13,7 @@ Build a snapshot from plain dataclasses and run one cycle::
         off_peak=False, next_off_peak="00:00",
     )
     decisions = run_cycle(snapshot)
-    decisions.evicts    # Evict(job_id, role, replica, node, reason), carry out first
+    decisions.evicts    # Evict(job_id, role, replica, node, reason, by_job, by_queue, level, rule), first
     decisions.binds     # Bind(job_id, role, replica, node, gpus, slice), then these
     decisions.pending   # {job_id: readable reason} for every job below its gang minimum
     decisions.pending_codes   # {job_id: fit.Reason(code, params)}, the same reasons as data
@@ -27,11 +27,13 @@ elastic. The cycle runs allocate, consolidate, reclaim, preempt and elastic (see
 from .fit import Reason
 from .model import (
     EVICT_REASONS,
+    EVICT_RULES,
     MIG_PROFILES,
     SHARING_MODES,
     Bind,
     Decisions,
     Evict,
+    EvictCause,
     Gpu,
     Job,
     Node,
@@ -45,9 +47,9 @@ from .model import (
 )
 
 __all__ = [
-    "EVICT_REASONS", "MIG_PROFILES", "SHARING_MODES", "Bind", "Decisions", "Evict", "Gpu", "Job", "Node",
-    "Pool", "Queue", "Reason", "Request", "Role", "RunningReplica", "Slice", "Snapshot", "apply_decisions", "run_cycle",
-    "without_jobs",
+    "EVICT_REASONS", "EVICT_RULES", "MIG_PROFILES", "SHARING_MODES", "Bind", "Decisions", "Evict", "EvictCause",
+    "Gpu", "Job", "Node", "Pool", "Queue", "Reason", "Request", "Role", "RunningReplica", "Slice", "Snapshot",
+    "apply_decisions", "run_cycle", "without_jobs",
 ]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import placement as pl
 from .fit import Reason
-from .model import Job, ReplicaKey, Request, Role, Slice
+from .model import EvictCause, Job, ReplicaKey, Request, Role, Slice
 from .repack import Steps
 from .room import MovableSet, Resident, plan_room
 from .session import Assignment, JobState, Session, request_milli
@@ -237,7 +237,9 @@ class Unit:
 
 def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
     """Evictable units per queue, cheapest first: elastic extras, then ReduceCost jobs, then low
-    priority, then the newest. Built once per action; units gone stale are skipped when used."""
+    priority, then the newest. The queue's priority leads the order, so that where units of several
+    queues are merged, lower-priority queues give first. Built once per action; units gone stale
+    are skipped when used."""
     by_job: dict[str, list[ReplicaKey]] = {}
     for key in s.assign:
         if key not in s.new:
@@ -249,19 +251,23 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
         if not job.preemptible:
             continue
         units = out.setdefault(job.queue, [])
+        rank = s.queues[job.queue].priority
         base = (job.priority, -job.created, job.id)
         for role, index in state.extras():
             if (job_id, role, index) in keys:
-                units.append(Unit((0, 0, *base, role, -index), job.queue, ((job_id, role, index),), "shrink", job))
-        units.append(Unit((1, 0 if job.reduce_cost else 1, *base, "", 0), job.queue, tuple(sorted(keys)), reason, job))
+                units.append(Unit((rank, 0, 0, *base, role, -index), job.queue, ((job_id, role, index),), "shrink",
+                                  job))
+        units.append(Unit((rank, 1, 0 if job.reduce_cost else 1, *base, "", 0), job.queue, tuple(sorted(keys)),
+                          reason, job))
     for units in out.values():
         units.sort(key=lambda u: u.order)
     return out
 
 
-def merged(lists: Iterable[list[Unit]]) -> Iterator[Unit]:
-    """Several sorted unit lists as one, lazily (scenarios usually stop after a few units)."""
-    return heapq.merge(*lists, key=lambda u: u.order)
+def merged(lists: Iterable[list[Unit]], key: Callable[[Unit], tuple] = lambda u: u.order) -> Iterator[Unit]:
+    """Several sorted unit lists as one, lazily (scenarios usually stop after a few units). `key`
+    must keep each list's order."""
+    return heapq.merge(*lists, key=key)
 
 
 def live_keys(s: Session, unit: Unit) -> list[ReplicaKey]:
@@ -269,9 +275,10 @@ def live_keys(s: Session, unit: Unit) -> list[ReplicaKey]:
 
 
 def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
-                       may_take: Callable[[Unit, int], bool], holds: Callable[[], bool]) -> bool:
+                       cause_of: Callable[[Unit], EvictCause | None], holds: Callable[[], bool]) -> bool:
     """Scenario body: evict units in order until the job's gang fits and `holds()` (quotas, fair
-    share) is true; then give back the evictions that were not needed."""
+    share) is true; then give back the evictions that were not needed. `cause_of(unit)` says why
+    a unit may go now, or None when it may not."""
     def placed() -> bool:
         return s.transaction(lambda: place_gang(s, state) and holds())
 
@@ -287,14 +294,14 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
         keys = live_keys(s, unit)
         if not keys:
             continue
-        milli = sum(s.assign[k].gpu_milli for k in keys)
-        if not may_take(unit, milli):
+        cause = cause_of(unit)
+        if cause is None:
             continue
         if not any(s.node_pool[s.assign[k].row] in pools for k in keys):
             continue                                  # frees nothing this job can use
         evicted.append([(k, s.assign[k]) for k in keys])
         for k in keys:
-            s.unbind(k, unit.reason)
+            s.unbind(k, unit.reason, cause)
         if single is not None:
             # one replica missing: only the nodes just freed can have become able to take it
             if not any(s.row_fits(row, single) for row in {a.row for _, a in evicted[-1]}):
@@ -318,7 +325,7 @@ def restore_all(s: Session, group: list[tuple[ReplicaKey, Assignment]]) -> bool:
 
 
 def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState], tuple | None]) -> None:
-    """Walk pending jobs fairly; `prepare` returns (units, may_take, final_check) or None to skip."""
+    """Walk pending jobs fairly; `prepare` returns (units, cause_of, final_check) or None to skip."""
     budget, fails = [MAX_EVICTION_SCENARIOS], [0]
     failed: dict[tuple, int] = {}
 
@@ -330,13 +337,13 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
         setup = prepare(state)
         if setup is None:
             return None
-        units, may_take, final_check = setup
+        units, cause_of, final_check = setup
         sig = (gang_signature(s, state), state.job.queue, state.job.priority, state.job.preemptible)
         if failed.get(sig) == s.freed:
             return None
         budget[0] -= 1
 
-        if s.transaction(lambda: evict_until_placed(s, state, units, may_take, final_check)):
+        if s.transaction(lambda: evict_until_placed(s, state, units, cause_of, final_check)):
             state.fail = None
         else:
             failed[sig] = s.freed
@@ -349,31 +356,104 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
 
 
 def reclaim(s: Session) -> None:
-    """Queues under their fair share take back GPUs from queues over theirs."""
+    """A queue within its fair share takes GPUs back from another queue, by one of two rules (those
+    of KAI-Scheduler's proportion plugin), weighed where the two queues' branches of the tree meet:
+
+    - fair-share: the other side holds more than its fair share (before this eviction; a job is
+      never split, so the last one taken may leave it below);
+    - reclaim-within-deserved: the other side holds more than its deserved quota and the taker's
+      side stays within its own.
+
+    The taker's queue and every ancestor must end within their fair shares (and limits) once the
+    victims are gone; victims under an ancestor that would go over are the only ones that help it."""
     units = victim_units(s, "reclaim")
+    over_own_share = {q for q in units if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
+    sides: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def victim_order(unit: Unit) -> tuple:
+        # lower-priority queues first, then queues over their own share before those that are not
+        return unit.order[0], unit.queue not in over_own_share, unit.order
 
     def prepare(state: JobState):
         job = state.job
-        need = missing_milli(s, state)
-        path = s.queue_path[job.queue]
-        if any(s.alloc[q] + need > s.fair_share.get(q, 0.0) + EPS for q in path):
+        if not reclaim_can_lift(state):
             return None
-        over = [u for q, u in units.items() if q != job.queue and s.alloc[q] > s.fair_share.get(q, 0.0) + EPS]
-        if not over:
+        need = missing_milli(s, state)
+        scope = victims_scope(s, job.queue, need)
+        if scope is None:
+            return None
+        lenders = [q for q in units if q != job.queue and (scope == ANYWHERE or scope in s.queue_path[q])
+                   and reclaim_rule(s, sides, job.queue, q, need) is not None]
+        if not lenders:
             return None
 
-        def may_take(unit: Unit, milli: int) -> bool:
-            v = unit.queue
-            # a victim queue must be over its fair share and keep at least its deserved quota
-            return (s.alloc[v] > s.fair_share.get(v, 0.0) + EPS
-                    and s.alloc[v] - milli >= s.deserved.get(v, 0.0) - EPS)
+        def cause_of(unit: Unit) -> EvictCause | None:
+            found = reclaim_rule(s, sides, job.queue, unit.queue, need)
+            return None if found is None else EvictCause(job.id, job.queue, found[1], found[0])
 
         def final_check() -> bool:
-            return within_quota(s, job) and all(s.alloc[q] <= s.fair_share.get(q, 0.0) + EPS for q in path)
+            return within_quota(s, job) and all(s.alloc[q] <= s.fair_share.get(q, 0.0) + EPS
+                                                for q in s.queue_path[job.queue])
 
-        return merged(over), may_take, final_check
+        return merged((units[q] for q in lenders), victim_order), cause_of, final_check
 
-    run_eviction_action(s, {"capacity"}, prepare)
+    run_eviction_action(s, {"capacity", "quota"}, prepare)
+
+
+def reclaim_can_lift(state: JobState) -> bool:
+    """Whether evicting other queues' work could lift what holds the job: capacity, or the limit of
+    a queue above its own (a non-preemptible quota is never lifted by evicting preemptible work)."""
+    if state.fail is None or state.fail[0] != "quota":
+        return True
+    reason = state.fail[1]
+    return reason is not None and reason.code == "queue_over_limit" and reason.params["queue"] != state.job.queue
+
+
+ANYWHERE = ""   # a victims' scope that is no queue (queue names are never empty)
+
+
+def victims_scope(s: Session, leaf: str, need: int) -> str | None:
+    """The queue whose subtree the victims must come from: the nearest ancestor that would go over
+    its fair share by taking `need` (only evictions under it bring it back), else ANYWHERE. None
+    when the leaf itself would go over, or when evicting all other preemptible work under some
+    ancestor could still not make room in its share."""
+    if s.alloc[leaf] + need > s.fair_share.get(leaf, 0.0) + EPS:
+        return None
+    own_preemptible = s.alloc[leaf] - s.np_alloc[leaf]
+    scope = ANYWHERE
+    for q in s.queue_path[leaf][1:]:
+        share = s.fair_share.get(q, 0.0)
+        if s.alloc[q] + need <= share + EPS:
+            continue
+        freeable = s.alloc[q] - s.np_alloc[q] - own_preemptible
+        if s.alloc[q] + need - freeable > share + EPS:
+            return None
+        scope = scope or q
+    return scope
+
+
+def split_sides(s: Session, cache: dict, mine: str, theirs: str) -> tuple[str, str]:
+    """The two queues just below the closest common ancestor of leaves `mine` and `theirs` (the
+    level at which their shares are weighed against each other)."""
+    found = cache.get((mine, theirs))
+    if found is None:
+        a, b = s.queue_path[mine][::-1], s.queue_path[theirs][::-1]
+        i = 0
+        while a[i] == b[i]:
+            i += 1
+        found = cache[(mine, theirs)] = (a[i], b[i])
+    return found
+
+
+def reclaim_rule(s: Session, cache: dict, mine: str, theirs: str, need: int) -> tuple[str, str] | None:
+    """(rule, level) by which leaf `mine` may take `need` from leaf `theirs` now, or None."""
+    taker, giver = split_sides(s, cache, mine, theirs)
+    held = s.alloc[giver]
+    if held > s.fair_share.get(giver, 0.0) + EPS:
+        return "fair-share", giver
+    if held > s.deserved.get(giver, 0.0) + EPS and s.alloc[taker] + need <= s.deserved.get(taker, 0.0) + EPS:
+        return "reclaim-within-deserved", giver
+    return None
 
 
 def preempt(s: Session) -> None:
@@ -393,9 +473,25 @@ def preempt(s: Session) -> None:
             return None
         lower = (u for u in units.get(job.queue, []) if u.job.priority < job.priority) if same else iter(())
         others = [u for u in borrowed if u.job.id != job.id]
-        return merged([others, list(lower)]), lambda unit, milli: True, lambda: within_quota(s, job)
+        return merged([others, list(lower)]), preempt_causes(job), lambda: within_quota(s, job)
 
     run_eviction_action(s, {"capacity", "quota"}, prepare)
+
+
+def preempt_causes(job: Job) -> Callable[[Unit], EvictCause]:
+    """Why a unit makes way for `job`: a lower priority in its queue, or else a ReduceCost job
+    giving back borrowed capacity."""
+    by_priority = EvictCause(job.id, job.queue, job.queue, "priority")
+    by_cost = EvictCause(job.id, job.queue, "", "reduce-cost")
+
+    def cause_of(unit: Unit) -> EvictCause:
+        return by_priority if unit.queue == job.queue and unit.job.priority < job.priority else by_cost
+
+    return cause_of
+
+
+def consolidation_cause(job: Job) -> EvictCause:
+    return EvictCause(job.id, job.queue, "", "consolidation")
 
 
 def on_borrowed_capacity(s: Session, unit: Unit) -> bool:
@@ -537,8 +633,9 @@ def room_for_one(s: Session, state: JobState, role: Role, index: int, residents:
             residents.add(r)
     if room is None:
         return False
+    cause = consolidation_cause(state.job)
     for r, _ in room.moves:
-        s.unbind(r.key, "consolidate")
+        s.unbind(r.key, "consolidate", cause)
     kind = "fraction" if request.mode == "fraction" else "whole"
     p = room.placement
     s.bind((state.job.id, role.name, index),
@@ -591,9 +688,10 @@ def consolidate_for(s: Session, state: JobState, rows: np.ndarray, movable: Mova
 
 def _move_from_node(s: Session, state: JobState, keys: list[ReplicaKey]) -> bool:
     moved: list[tuple[ReplicaKey, Assignment]] = []
+    cause = consolidation_cause(state.job)
     for key in keys:
         moved.append((key, s.assign[key]))
-        s.unbind(key, "consolidate")
+        s.unbind(key, "consolidate", cause)
         if place_gang(s, state):
             break
     else:

@@ -2,7 +2,9 @@
 
 At each level the parent's share is split among its children: first each child gets its deserved
 quota (capped by what it asks for), then what is left is poured by over-quota weight, each child
-capped by its limit and its demand, until the remainder is gone or every child is full.
+capped by its limit and its demand, until the remainder is gone or every child is full. Queue
+priority orders the pouring: the highest-priority children are filled first, the next level gets
+what they leave (as KAI-Scheduler divides over-quota resources).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def subtree_demand(queues: Sequence[Queue], leaf_demand: Mapping[str, float]) ->
 
 
 def _split(amount: float, kids: list[Queue], demand: Mapping[str, float]) -> dict[str, float]:
-    """Water-fill `amount` over sibling queues."""
+    """Water-fill `amount` over sibling queues: deserved first, then the rest by priority level."""
     cap = {}
     for q in kids:
         c = demand[q.name]
@@ -63,6 +65,14 @@ def _split(amount: float, kids: list[Queue], demand: Mapping[str, float]) -> dic
         scale = amount / given if given else 0.0
         return {name: s * scale for name, s in share.items()}
     left = amount - given
+    # Higher-priority queues fill up to their demand before lower ones get any over-quota share.
+    for level in sorted({q.priority for q in kids}, reverse=True):
+        left = _pour(left, [q for q in kids if q.priority == level], share, cap)
+    return share
+
+
+def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[str, float]) -> float:
+    """Pour `left` over `kids` by over-quota weight, each up to its cap; returns what is left."""
     open_kids = [q for q in kids if share[q.name] < cap[q.name] and q.over_quota_weight > 0]
     while left > 1e-9 and open_kids:
         weight = sum(q.over_quota_weight for q in open_kids)
@@ -79,7 +89,7 @@ def _split(amount: float, kids: list[Queue], demand: Mapping[str, float]) -> dic
         if len(still_open) == len(open_kids):
             break                       # nobody hit a cap, so everything was poured
         open_kids = still_open
-    return share
+    return max(left, 0.0)
 
 
 def fair_shares(queues: Sequence[Queue], capacity_milli: float,

@@ -18,6 +18,10 @@ if TYPE_CHECKING:   # fit imports this module
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 VENDORS = ("nvidia", "amd")
 EVICT_REASONS = ("reclaim", "preempt", "consolidate", "shrink", "node-lost")
+# The rule that justified an eviction (Evict.rule): a reclaimer within its deserved quota, a victim
+# queue over its fair share, a higher job priority in the same queue, a consolidation move, a
+# ReduceCost job yielding borrowed capacity, or the node going away.
+EVICT_RULES = ("reclaim-within-deserved", "fair-share", "priority", "consolidation", "reduce-cost", "node-lost")
 
 # MIG profiles: compute slices (out of 7) and memory per instance, for 40 GB and 80 GB cards.
 MIG_PROFILES: dict[str, tuple[int, int]] = {
@@ -259,7 +263,7 @@ class Snapshot:
     running: tuple[RunningReplica, ...] = ()
     now: float = 0.0                      # epoch seconds
     off_peak: bool = False                # is `now` inside an off-peak window
-    next_off_peak: str = ""               # when the next window opens, for reasons ("00:00")
+    next_off_peak: str = ""               # when the next window opens, for reasons ("00:00 UTC")
 
 
 ReplicaKey = tuple[str, str, int]         # (job id, role, replica index)
@@ -276,12 +280,30 @@ class Bind:
 
 
 @dataclass(frozen=True)
+class EvictCause:
+    """Why a replica was evicted: the job and queue it made room for, the queue of the tree whose
+    share was weighed (`level`, "" when no share was) and the rule applied (one of EVICT_RULES)."""
+
+    by_job: str = ""
+    by_queue: str = ""
+    level: str = ""
+    rule: str = ""
+
+
+@dataclass(frozen=True)
 class Evict:
+    """One replica to evict. `reason` is the action's word (EVICT_REASONS); the other fields are
+    its EvictCause, spelled out so events and pages can name who took the GPUs and by which rule."""
+
     job_id: str
     role: str
     replica: int
     node: str
     reason: str
+    by_job: str = ""
+    by_queue: str = ""
+    level: str = ""
+    rule: str = ""
 
 
 @dataclass(frozen=True)

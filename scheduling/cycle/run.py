@@ -25,6 +25,7 @@ from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend,
 from scheduling.core.fit import lead_code
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.snapshot import build_snapshot
+from scheduling.evictions import eviction_cause, explain
 from scheduling.logs import capture_replica_log
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event, record_events, requeue_job
@@ -178,21 +179,29 @@ def launch_all(backend: ClusterBackend, launches: list[ReplicaLaunch]) -> None:
 
 @transaction.atomic
 def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, report: CycleReport) -> None:
-    evicted_jobs: dict[int, list[str]] = defaultdict(list)
+    evicted_jobs: dict[int, list[core.Evict]] = defaultdict(list)
     for e in decisions.evicts:
         job_id = int(e.job_id)
         updated = Replica.objects.filter(job_id=job_id, role=e.role, index=e.replica, state__in=ACTIVE_STATES
                                          ).update(state=JobState.PREEMPTED, ended=now, end_reason=e.reason)
         if updated:
-            evicted_jobs[job_id].append(e.reason)
+            evicted_jobs[job_id].append(e)
             transaction.on_commit(partial(_release, backend, (job_id, e.role, e.replica), e.reason))
             report.evicts += 1
+    takers = {e.by_job for evicts in evicted_jobs.values() for e in evicts if e.by_job.isdigit()}
+    workspace_of = dict(Job.objects.filter(pk__in=takers).values_list("pk", "workspace_id"))
     for job in Job.objects.filter(pk__in=evicted_jobs).select_related("workspace"):
-        reasons = ", ".join(sorted(set(evicted_jobs[job.pk])))
+        evicts = evicted_jobs[job.pk]
+        reasons = ", ".join(sorted({e.reason for e in evicts}))
+        causes = [eviction_cause(e, same_workspace=e.by_job.isdigit() and workspace_of.get(int(e.by_job))
+                                 == job.workspace_id) for e in evicts]
+        why = "; ".join(dict.fromkeys(text for text in map(explain, causes) if text))
+        details = {"causes": list({json.dumps(c, sort_keys=True): c for c in causes}.values())}
         if job.replicas.filter(state__in=ACTIVE_STATES).exists():
-            record_event(job, "shrunk", reason=f"{len(evicted_jobs[job.pk])} replicas evicted ({reasons})")
+            record_event(job, "shrunk", reason=f"{len(evicts)} replicas evicted ({reasons})" + (f": {why}" if why else ""),
+                         data=details)
         else:
-            requeue_job(job, f"evicted: {reasons}", reasons)
+            requeue_job(job, f"evicted: {reasons}" + (f": {why}" if why else ""), reasons, details=details)
             report.requeued += 1
 
     nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 
 from django.db.models import TextField
@@ -53,6 +54,15 @@ def core_job(job_id: int, queue: str, roles: tuple[cm.Role, ...], priority: int,
     )
 
 
+def core_slice(slice_: dict, gpu_memory: list[int]) -> cm.Slice:
+    """A stored slice. A whole-GPU one written before slices named their memory holds the GPUs'
+    full memory (the core refuses a whole GPU that holds none: evicting it would free nothing)."""
+    held = cm.Slice(**slice_)
+    if held.kind == "whole" and held.gpu_mem_mib <= 0 and gpu_memory and min(gpu_memory) > 0:
+        held = replace(held, gpu_milli=MILLI_PER_GPU, gpu_mem_mib=min(gpu_memory))
+    return held
+
+
 def build_snapshot(now: datetime) -> cm.Snapshot:
     pools = [core_pool(p) for p in NodePool.objects.all()]
     gpus_by_node: dict[int, list[cm.Gpu]] = defaultdict(list)
@@ -78,9 +88,10 @@ def build_snapshot(now: datetime) -> cm.Snapshot:
         if roles is None:
             roles = roles_by_text[roles_text] = core_roles(json.loads(roles_text))
         jobs.append(core_job(pk, queue, roles, priority, preemptible, reduce_cost, created))
+    memory = {(node.name, gpu.index): gpu.memory_mib for node in nodes for gpu in node.gpus}
     running = [
         cm.RunningReplica(job_id=str(job_id), role=role, index=index, node=node, gpus=tuple(gpus),
-                          slice=cm.Slice(**slice_))
+                          slice=core_slice(slice_, [memory.get((node, g), 0) for g in gpus]))
         for job_id, role, index, node, gpus, slice_ in Replica.objects.filter(
             state__in=ACTIVE_STATES, node__isnull=False).exclude(job__state__in=FINAL_STATES).values_list(
             "job_id", "role", "index", "node__name", "gpu_indices", "slice")

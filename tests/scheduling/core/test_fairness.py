@@ -76,6 +76,13 @@ def test_non_preemptible_team_a_keeps_its_gpus():
         # deserved over-committed: scaled down in proportion
         ([Queue("a", deserved_milli=3000), Queue("b", deserved_milli=1000)], 2000,
          {"a": 9000, "b": 9000}, {"a": 1500, "b": 500}),
+        # queue priority: the higher level is filled to its demand before the lower gets over-quota
+        ([Queue("a", deserved_milli=1000, priority=1), Queue("b", deserved_milli=1000)], 4000,
+         {"a": 9000, "b": 9000}, {"a": 3000, "b": 1000}),
+        ([Queue("a", priority=1), Queue("b")], 4000, {"a": 1500, "b": 9000}, {"a": 1500, "b": 2500}),
+        # ... and up to its limit; within a level, weights still split
+        ([Queue("a", limit_milli=2000, priority=2), Queue("b", priority=1, over_quota_weight=3), Queue("c", priority=1)],
+         6000, {"a": 9000, "b": 9000, "c": 9000}, {"a": 2000, "b": 3000, "c": 1000}),
     ],
 )
 def test_water_filling(queues, capacity, demand, expected):

@@ -13,7 +13,7 @@ def state_of(s: Session) -> tuple:
     arr = s.arrays
     return (arr.gpu_free_milli.tobytes(), arr.gpu_free_mem.tobytes(), arr.cpu_free.tobytes(),
             s.mig_free.tobytes(), s.ts_free.tobytes(), dict(s.alloc), dict(s.assign), set(s.new),
-            dict(s.evict_reason), {j: {r: set(v) for r, v in st.running.items()} for j, st in s.jobs.items()})
+            dict(s.evict_reason), dict(s.evict_cause), {j: {r: set(v) for r, v in st.running.items()} for j, st in s.jobs.items()})
 
 
 def test_a_failed_scenario_leaves_no_trace():

@@ -58,9 +58,15 @@ def test_bad_objects_name_the_problem(make, message):
          "job 'ghost' is not in the snapshot"),
         (dict(running=(RunningReplica("a", "worker", 0, "h100-0", (5,), Slice("whole")),)), "bad GPU indices"),
         (dict(jobs=(job("a", "q"), job("b", "q")),
-              running=(RunningReplica("a", "worker", 0, "h100-0", (0,), Slice("whole")),
+              running=(RunningReplica("a", "worker", 0, "h100-0", (0,), Slice("whole", 1000, 81920)),
                        RunningReplica("b", "worker", 0, "h100-0", (0,), Slice("fraction", 500, 100)))),
          "GPU 0 of 'h100-0' is over-committed"),
+        # a whole GPU held with no memory would give none back when evicted
+        (dict(jobs=(job("a", "q"),), running=(RunningReplica("a", "worker", 0, "h100-0", (0,), Slice("whole", 1000, 0)),)),
+         r"running replica \('a', 'worker', 0\): a whole-GPU slice must hold 1000 milli and the GPU's memory, "
+         "got gpu_milli 1000 and gpu_mem_mib 0"),
+        (dict(jobs=(job("a", "q"),), running=(RunningReplica("a", "worker", 0, "h100-0", (0,), Slice("whole", 500, 81920)),)),
+         "a whole-GPU slice must hold 1000 milli"),
     ],
 )
 def test_bad_snapshots_name_the_problem(changes, message):

@@ -8,7 +8,7 @@ import pytest
 
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.models import Job, JobState, Node, Replica, SimulatedPod
+from scheduling.models import Job, JobEvent, JobState, Node, Replica, SimulatedPod
 
 ONE_GPU = """name: {name}
 queue: {queue}
@@ -135,6 +135,28 @@ def test_higher_priority_preempts_lower_in_the_community_queue(cluster, backend,
     assert len(preempted) == 1
     victim = Job.objects.get(pk=preempted[0].pk)
     assert victim.state == JobState.PENDING and victim.pending_reason
+    # The eviction explains itself, naming another tenant's queue but never its job.
+    event = victim.events.get(kind="preempted")
+    assert event.data["causes"] == [{"by_job": "", "by_queue": "community", "level": "community", "rule": "priority"}]
+    assert "taken by a job in queue community: a job of higher priority" in event.reason
+    assert str(bob_job.pk) not in event.reason
+
+
+def test_an_eviction_names_the_taking_job_within_the_same_workspace(cluster, backend, clock, run):
+    low = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                            spec=spec("low", queue="community", gpus=8, pool="h100"))
+    others = [submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                                spec=spec("other", queue="community", gpus=8, pool="h100"))]
+    run(backend, clock)
+    urgent = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                               spec=spec("urgent", queue="community", gpus=8, priority=50, pool="h100"))
+    for _ in range(3):
+        clock.advance(2)
+        run(backend, clock)
+    events = JobEvent.objects.filter(job__in=[low, *others], kind="preempted")
+    assert len(events) == 1
+    assert events[0].data["causes"][0]["by_job"] == str(urgent.pk)
+    assert f"taken by job {urgent.pk} in queue community" in events[0].reason
 
 
 def test_non_preemptible_work_is_never_evicted(cluster, backend, clock, run):
@@ -202,3 +224,22 @@ def test_an_off_peak_option_waits_for_its_window(cluster, backend, clock, run):
     run(backend, clock)
     job.refresh_from_db()
     assert job.state == JobState.SCHEDULED
+
+
+def test_a_whole_gpu_stored_without_its_memory_still_holds_the_gpu(cluster, backend, clock, run):
+    """Rows written before slices named their memory: the cycle reads them as the GPU's full memory
+    instead of refusing the whole snapshot, and no one else is placed on that GPU."""
+    from scheduling.cycle.snapshot import build_snapshot
+
+    node = Node.objects.filter(pool__name="h100").order_by("name").first()
+    old = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("old-row"))
+    Job.objects.filter(pk=old.pk).update(state=JobState.RUNNING, started=clock.now)
+    Replica.objects.create(job=old, role="main", index=0, state=JobState.RUNNING, node=node, gpu_indices=[0],
+                           slice={"kind": "whole"}, started=clock.now)
+    held = next(r for r in build_snapshot(clock.now).running if r.job_id == str(old.pk))
+    assert held.slice.gpu_milli == 1000 and held.slice.gpu_mem_mib == node.gpus.get(index=0).memory_mib
+    jobs = [submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(f"new-{n}"))
+            for n in range(node.gpus.count())]
+    run(backend, clock)
+    placed = list(Replica.objects.filter(job__in=jobs, node=node).values_list("gpu_indices", flat=True))
+    assert placed and [0] not in placed
