@@ -1,10 +1,12 @@
-"""Celery tasks for metering: posting usage to the ledger, budget checks, and sample retention."""
+"""Celery tasks for metering: posting usage to the ledger, budget checks, resending Excel exports
+that never reached a worker, and sample retention."""
 
 from celery import shared_task
 from django.conf import settings
 
 from billing.ledger.posting import post_ledger
 from billing.metering.ingest import purge_samples
+from billing.reports import services as reports_services
 from billing.reports.services import check_budgets
 from scheduling import clock
 
@@ -15,6 +17,11 @@ def post_usage() -> int:
     posted = post_ledger()
     check_budgets(workspace_ids=posted.workspace_ids)
     return posted.lines
+
+
+@shared_task
+def resend_waiting_exports() -> int:
+    return reports_services.resend_waiting_exports(now=clock.now())
 
 
 @shared_task

@@ -238,5 +238,27 @@ def start_excel_export(user, filters: dict) -> ReportExport:
     from billing.reports.tasks import build_excel_export
 
     export = ReportExport.objects.create(user=user, filters=filters)
-    transaction.on_commit(lambda: build_excel_export.delay(str(export.pk)))
+    transaction.on_commit(lambda: enqueue_export(build_excel_export, export.pk))
     return export
+
+
+EXPORT_RESEND_AFTER = timedelta(minutes=1)
+
+
+def enqueue_export(task, export_id) -> bool:
+    """Send the build to the workers. With the broker away the export stays queued (the beat sends
+    it again, resend_waiting_exports) instead of failing the request that asked for it."""
+    try:
+        task.delay(str(export_id))
+    except Exception as exc:  # kombu, redis and Celery's result store each raise their own
+        log.warning("export %s waits for the task broker: %s", export_id, exc)
+        return False
+    return True
+
+
+def resend_waiting_exports(*, now: datetime) -> int:
+    """Exports still queued a while after they were asked for: their task never reached a worker."""
+    from billing.reports.tasks import build_excel_export
+
+    waiting = ReportExport.objects.filter(state=ReportExport.State.QUEUED, created__lt=now - EXPORT_RESEND_AFTER)
+    return sum(enqueue_export(build_excel_export, pk) for pk in waiting.values_list("pk", flat=True))

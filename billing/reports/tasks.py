@@ -21,8 +21,10 @@ def export_dir():
 def build_excel_export(export_id: str) -> str:
     """Write the export's rows (as its user may see them, with its filters) to an .xlsx file."""
     export = ReportExport.objects.select_related("user").get(pk=export_id)
-    export.state = ReportExport.State.RUNNING
-    export.save(update_fields=["state"])
+    # A resent task may arrive after the first one took the export: one build each.
+    if not ReportExport.objects.filter(pk=export.pk, state=ReportExport.State.QUEUED).update(
+            state=ReportExport.State.RUNNING):
+        return export.file_name
     try:
         filters = reports.parse_filters(export.filters, today=clock.now().date())
         rows = reports.report_rows(export.user, filters)

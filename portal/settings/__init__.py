@@ -294,6 +294,7 @@ CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
     "job-log-retention": {"task": "scheduling.tasks.purge_old_job_logs", "schedule": 6 * 3600.0},
     "ledger-post": {"task": "billing.tasks.post_usage", "schedule": float(os.environ.get("LEDGER_POST_INTERVAL_S", "30"))},
+    "export-resend": {"task": "billing.tasks.resend_waiting_exports", "schedule": 60.0},
     "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
     **({"demo-load": {"task": "portal.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
        if env_bool("DEMO_LOAD", False) else {}),

@@ -184,3 +184,37 @@ def test_a_real_celery_worker_builds_the_excel_file_with_progress(cluster, celer
     assert status["state"] == "done" and status["rows_done"] == status["rows_total"] == 9
     book = openpyxl.load_workbook(io.BytesIO(b"".join(client.get(status["download_url"]).streaming_content)))
     assert book["Costs"].max_row == 10
+
+
+def test_an_export_asked_for_while_the_broker_is_away_waits_and_is_sent_again(
+        usage, monkeypatch, django_capture_on_commit_callbacks, settings, tmp_path):
+    """The broker (Redis) is down when the user asks: the page answers, the export stays queued,
+    and the beat's resend builds it once the broker is back; a late duplicate builds nothing."""
+    from kombu.exceptions import OperationalError
+
+    from billing.models import ReportExport
+    from billing.reports import services as report_services
+
+    def broker_away(export_id):
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    settings.REPORT_EXPORT_DIR = tmp_path
+    client = Client()
+    client.force_login(usage.tenants.finance)
+    monkeypatch.setattr(build_excel_export, "delay", broker_away)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/reports/exports/", RANGE, HTTP_ACCEPT="application/json")
+    assert response.status_code < 300, response.content
+    export = ReportExport.objects.get(pk=response.json()["id"])
+    assert export.state == ReportExport.State.QUEUED
+
+    sent = []
+    monkeypatch.setattr(build_excel_export, "delay", sent.append)
+    later = export.created + report_services.EXPORT_RESEND_AFTER + timedelta(seconds=1)
+    assert report_services.resend_waiting_exports(now=export.created) == 0  # not yet overdue
+    assert report_services.resend_waiting_exports(now=later) == 1 and sent == [str(export.pk)]
+    name = build_excel_export(sent[0])
+    assert build_excel_export(sent[0]) == name  # the duplicate finds it taken
+    export.refresh_from_db()
+    assert export.state == ReportExport.State.DONE and export.file_name == name
+    assert report_services.resend_waiting_exports(now=later) == 0
