@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from billing.forms import PriceTableForm
-from billing.models import GpuRate, NodeToken, PriceTable
+from billing.models import ChargeLine, ClosedPeriod, GpuRate, NodeToken, PriceTable, UsageSample
 from scheduling import clock
 
 
@@ -50,3 +50,41 @@ class NodeTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):
         queryset.filter(revoked__isnull=True).update(revoked=clock.now())
+
+
+class BilledRecordAdmin(admin.ModelAdmin):
+    """Billed records are read-only here as everywhere: operators look, corrections are adjustments
+    (the console's Adjustments page), and nothing is added or deleted past the services."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ChargeLine)
+class ChargeLineAdmin(BilledRecordAdmin):
+    list_display = ["hour", "workspace", "category", "job", "job_name", "cost", "currency", "provisional"]
+    list_filter = ["category", "provisional", "currency", "workspace"]
+    search_fields = ["job_name", "reason", "workspace__slug"]
+    list_select_related = ["workspace", "job"]
+    date_hierarchy = "hour"
+
+
+@admin.register(UsageSample)
+class UsageSampleAdmin(BilledRecordAdmin):
+    list_display = ["ts", "node", "gpu_index", "pod_uid", "gpu_util_pct", "mem_used_mib", "interval_s"]
+    list_select_related = ["node"]
+    show_full_result_count = False  # millions of rows: no second COUNT(*) per page
+    search_fields = ["node__name", "gpu_uuid", "pod_uid"]
+    date_hierarchy = "ts"
+
+
+@admin.register(ClosedPeriod)
+class ClosedPeriodAdmin(BilledRecordAdmin):
+    list_display = ["workspace", "period", "total", "currency", "closed_at", "closed_by"]
+    list_filter = ["workspace"]

@@ -12,6 +12,7 @@ from django.utils import timezone
 from billing import pricing
 from billing.pricing import offpeak
 from scheduling import clock
+from scheduling.errors import Conflict
 
 AMOUNT_FIELDS = ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_discount",
                  "spot_discount")
@@ -133,7 +134,27 @@ class NodeToken(models.Model):
         return hash_token(raw)
 
 
-class UsageSample(models.Model):
+class BilledRecordIsFinal(Conflict):
+    title = "Billed records cannot be changed"
+
+
+class WrittenOnce:
+    """A billed record is written once and never edited or deleted one by one (admin, forms, shell): a
+    correction is an adjustment line of its own. The ledger's own bulk work (posting replaces open
+    hours' usage lines, retention drops old samples) goes through querysets, which this leaves alone."""
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise BilledRecordIsFinal(f"{self._meta.verbose_name} {self.pk} is billed and cannot be changed; "
+                                      "record an adjustment instead")
+        return super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise BilledRecordIsFinal(f"{self._meta.verbose_name} {self.pk} is billed and cannot be deleted; "
+                                  "record an adjustment instead")
+
+
+class UsageSample(WrittenOnce, models.Model):
     """One reading of a node agent: a GPU (or one replica on it) over one interval."""
 
     id = models.UUIDField(primary_key=True, help_text="Chosen by the agent: resending a sample is harmless")
@@ -153,7 +174,7 @@ class UsageSample(models.Model):
         indexes = [models.Index(fields=["replica", "ts"])]
 
 
-class ChargeLine(models.Model):
+class ChargeLine(WrittenOnce, models.Model):
     """One line of the ledger: a job's held slice on one price, for (part of) one hour.
 
     Quantities are exact; each money column is rounded once, to the currency's minor unit, when the
@@ -227,7 +248,7 @@ class LedgerCursor(models.Model):
     posted_until = models.DateTimeField(null=True, blank=True, help_text="The latest usage included")
 
 
-class ClosedPeriod(models.Model):
+class ClosedPeriod(WrittenOnce, models.Model):
     """A workspace's billing month that finance closed: its lines never change again."""
 
     workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="closed_periods")

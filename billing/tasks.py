@@ -4,6 +4,7 @@ that never reached a worker, and sample retention."""
 from celery import shared_task
 from django.conf import settings
 
+from billing.idle.services import check_idle_gpus as find_idle_gpus
 from billing.ledger.posting import post_ledger
 from billing.metering.ingest import purge_samples
 from billing.reports import services as reports_services
@@ -27,3 +28,9 @@ def resend_waiting_exports() -> int:
 @shared_task
 def purge_old_samples() -> int:
     return purge_samples(settings.USAGE_RETENTION_DAYS, now=clock.now())
+
+
+@shared_task
+def check_idle_gpus() -> int:
+    """Flag idle GPU slices by their pools' policies, notify, and stop what the policies stop."""
+    return len(find_idle_gpus().flagged)

@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLite spool file (default ~/.local/state/gpu-node-agent/spool-NODE.sqlite)")
     p.add_argument("--node", default=env("GPU_AGENT_NODE") or socket.gethostname(), help="node name")
     p.add_argument("--batch-size", type=int, default=500, help="samples per upload (default 500)")
-    p.add_argument("--heartbeat-every", type=int, default=6, help="intervals between heartbeats (default 6)")
+    p.add_argument("--heartbeat-every", type=int, default=2,
+                   help="intervals between heartbeats (default 2); keep interval x this well below the portal's "
+                        "NODE_NOT_READY_AFTER_S (60 s), or the node is taken for lost")
     p.add_argument("--backoff-cap", type=float, default=300.0, help="longest wait between retries, s")
     p.add_argument("--proc-root", type=Path, default=Path(env("GPU_AGENT_PROC_ROOT", "/proc")),
                    help="where the host's /proc is mounted (to map processes to pods)")

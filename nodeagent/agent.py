@@ -37,7 +37,7 @@ class AgentConfig:
     node: str
     interval_s: float = 10.0
     batch_size: int = 500
-    heartbeat_every: int = 6  # intervals between heartbeats
+    heartbeat_every: int = 2  # intervals between heartbeats: well inside the portal's NotReady window (60 s)
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 300.0
     shutdown_flush_s: float = 5.0  # how long a SIGTERM may spend sending what is spooled
@@ -166,11 +166,24 @@ class Agent:
         log.log(level, "upload failed (attempt %d), %d samples kept in the spool, retry in %.1f s: %s",
                 self._failures, self.spool.count(), delay, exc)
 
-    def heartbeat(self) -> bool:
-        """Post the inventory; returns whether the portal took it."""
+    def _health(self) -> dict[int, dict]:
+        """The collector's per-GPU health figures; none when it has none or cannot read them (the
+        heartbeat still goes: it is what tells the portal this node is alive)."""
+        read = getattr(self.collector, "health", None)
+        if read is None:
+            return {}
         try:
-            gpus = [gpu.to_json() for gpu in self.collector.inventory()]
-            self.client.send_heartbeat(
+            return read()
+        except Exception:
+            log.exception("heartbeat: reading GPU health failed; sent without it")
+            return {}
+
+    def heartbeat(self) -> bool:
+        """Post the inventory with each GPU's health; returns whether the portal took it."""
+        try:
+            health = self._health()
+            gpus = [{**gpu.to_json(), **health.get(gpu.index, {})} for gpu in self.collector.inventory()]
+            answer = self.client.send_heartbeat(
                 self.config.node,
                 {
                     "ts": format_ts(self._clock()),
@@ -180,6 +193,9 @@ class Agent:
                     "gpus": gpus,
                 },
             )
+            refused = answer.get("rejected") if isinstance(answer, dict) else None
+            for item in refused if isinstance(refused, list) else []:
+                log.warning("portal refused a health figure: %s", item)
         except PortalAuthError as exc:
             log.error("heartbeat refused: %s", exc)
             return False

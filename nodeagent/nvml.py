@@ -50,8 +50,14 @@ class NvmlCollector:
             nvml.nvmlInit()
         except nvml.NVMLError as exc:
             raise NvmlUnavailable(f"NVML could not start: {exc}") from exc
+        # XID errors reach NVML's event sets only: one set, drained without waiting at each heartbeat.
+        self._xid_count: dict[int, int] = defaultdict(int)
+        self._xid_last: dict[int, int] = {}
+        self._xid_events = self._register_xid_events()
 
     def close(self) -> None:
+        if self._xid_events is not None:
+            self._read("nvmlEventSetFree", self._xid_events)
         try:
             self._nvml.nvmlShutdown()
         except self._nvml.NVMLError as exc:
@@ -105,6 +111,72 @@ class NvmlCollector:
             )
             instances.append((info, mig))
         return instances
+
+    # -- health ----------------------------------------------------------------------------------
+
+    def _register_xid_events(self) -> Any:
+        """An event set for critical XID errors on every GPU, or None where NVML cannot give one."""
+        nvml = self._nvml
+        try:
+            events = nvml.nvmlEventSetCreate()
+        except (nvml.NVMLError, AttributeError) as exc:
+            log.info("XID errors will not be reported: %s", exc)
+            return None
+        for index in range(nvml.nvmlDeviceGetCount()):
+            try:
+                nvml.nvmlDeviceRegisterEvents(nvml.nvmlDeviceGetHandleByIndex(index),
+                                              nvml.nvmlEventTypeXidCriticalError, events)
+            except (nvml.NVMLError, AttributeError) as exc:  # e.g. not supported on this board
+                log.info("XID errors of GPU %d will not be reported: %s", index, exc)
+        return events
+
+    def _drain_xid_events(self) -> None:
+        nvml = self._nvml
+        for _ in range(1000):  # a storm of events must not hold the heartbeat
+            try:
+                event = nvml.nvmlEventSetWait(self._xid_events, 0)
+            except (nvml.NVMLError, AttributeError):  # NVML_ERROR_TIMEOUT: nothing waiting
+                return
+            try:
+                index = nvml.nvmlDeviceGetIndex(event.device)
+            except (nvml.NVMLError, AttributeError):
+                continue
+            self._xid_count[index] += 1
+            self._xid_last[index] = int(event.eventData)
+
+    def _read(self, function: str, *args) -> Any:
+        """What NVML's `function` answers, or None where this device, driver or binding cannot tell."""
+        try:
+            return getattr(self._nvml, function)(*args)
+        except (self._nvml.NVMLError, AttributeError, TypeError):
+            return None
+
+    def health(self) -> dict[int, dict]:
+        """Per GPU index: utilisation, memory used, temperature, volatile uncorrected ECC errors and the
+        XID errors seen since the agent started. None where NVML cannot tell (MIG mode: no utilisation;
+        boards without ECC)."""
+        nvml = self._nvml
+        if self._xid_events is not None:
+            self._drain_xid_events()
+        out: dict[int, dict] = {}
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = self._read("nvmlDeviceGetHandleByIndex", index)
+            if handle is None:
+                continue  # fallen off the bus: the inventory says what is left
+            util = self._read("nvmlDeviceGetUtilizationRates", handle)
+            memory = self._read("nvmlDeviceGetMemoryInfo", handle)
+            temperature = self._read("nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+            ecc = self._read("nvmlDeviceGetTotalEccErrors", handle,
+                             getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1), getattr(nvml, "NVML_VOLATILE_ECC", 0))
+            out[index] = {
+                "util_pct": None if util is None else float(util.gpu),
+                "memory_used_mib": None if memory is None else memory.used // MIB,
+                "temperature_c": None if temperature is None else int(temperature),
+                "ecc_uncorrected": None if ecc is None else int(ecc),
+                "xid_count": self._xid_count[index] if self._xid_events is not None else None,
+                "xid_last": self._xid_last.get(index),
+            }
+        return out
 
     # -- usage -----------------------------------------------------------------------------------
 

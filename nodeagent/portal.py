@@ -92,8 +92,13 @@ class PortalClient:
         response = self._request("POST", USAGE_PATH, json={"node": node, "samples": samples})
         return parse_usage_answer(response, [s.get("id") for s in samples])
 
-    def send_heartbeat(self, node: str, payload: dict) -> None:
-        self._request("POST", HEARTBEAT_PATH, json={"node": node, "agent_version": __version__, **payload})
+    def send_heartbeat(self, node: str, payload: dict) -> object:
+        """The portal's answer: {"node", "gpus", "rejected": [health figures it refused]} (None if unreadable)."""
+        response = self._request("POST", HEARTBEAT_PATH, json={"node": node, "agent_version": __version__, **payload})
+        try:
+            return response.json()
+        except ValueError:
+            return None
 
     def get_assignments(self, node: str) -> object:
         return self._request("GET", ASSIGNMENTS_PATH, params={"node": node}).json()

@@ -78,6 +78,8 @@ class SimulatedCollector:
         self._model = model
         self._memory_mib = memory_mib
         self._seed = seed
+        self._last_device: dict[int, Reading] = {}  # per GPU: the last whole-device reading
+        self.xids: dict[int, list[int]] = {}  # per GPU: XID codes a test or a demo injects
 
     def gpu_uuid(self, index: int) -> str:
         return f"GPU-{uuid.uuid5(_GPU_NAMESPACE, f'{self._node}/{index}')}"
@@ -110,17 +112,35 @@ class SimulatedCollector:
             )
         readings = []
         for index, pods in per_gpu.items():
-            readings.append(
-                Reading(
-                    gpu_uuid=self.gpu_uuid(index),
-                    gpu_index=index,
-                    pod_uid=None,
-                    gpu_util_pct=float(min(100.0, sum(p.gpu_util_pct or 0.0 for p in pods))),
-                    mem_used_mib=min(self._memory_mib, sum(p.mem_used_mib for p in pods)),
-                )
+            device = Reading(
+                gpu_uuid=self.gpu_uuid(index),
+                gpu_index=index,
+                pod_uid=None,
+                gpu_util_pct=float(min(100.0, sum(p.gpu_util_pct or 0.0 for p in pods))),
+                mem_used_mib=min(self._memory_mib, sum(p.mem_used_mib for p in pods)),
             )
+            self._last_device[index] = device
+            readings.append(device)
             readings.extend(pods)
         return readings
+
+    def health(self) -> dict[int, dict]:
+        """Per GPU: the last sample's utilisation and memory, a temperature that follows them, no ECC
+        errors, and the XID errors injected through `xids`."""
+        out = {}
+        for index in range(self._gpus):
+            device = self._last_device.get(index)
+            util = (device.gpu_util_pct or 0.0) if device else 0.0
+            xids = self.xids.get(index, [])
+            out[index] = {
+                "util_pct": round(util, 2),
+                "memory_used_mib": device.mem_used_mib if device else 0,
+                "temperature_c": round(32 + 0.45 * util + 4 * _unit(self._seed, self._node, index, "temperature")),
+                "ecc_uncorrected": 0,
+                "xid_count": len(xids),
+                "xid_last": xids[-1] if xids else None,
+            }
+        return out
 
     def _pod_util(self, item: Assignment, ts: str) -> float:
         # Each pod has its own efficiency (how much of its share it keeps busy), as real jobs do:

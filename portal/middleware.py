@@ -4,10 +4,11 @@ A NUL byte in the path or a parameter is refused here, before any view: database
 mid-query (PostgreSQL), which would otherwise surface as a server error."""
 
 from django.conf import settings
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.defaults import page_not_found
 
 from portal import ratelimit
 from portal.selectors import time_zone_for
@@ -99,3 +100,24 @@ class TimeZoneMiddleware:
         if request.path_info.startswith("/api/") or not request.user.is_authenticated:
             return None
         return time_zone_for(request.user)
+
+
+class StyledNotFoundMiddleware:
+    """The styled 404 page under DEBUG too (make run): Django would answer a missing page with its
+    technical page there. Only 404s that Django makes (no URL matched, or a view raised Http404) are
+    replaced; a 404 a view answers itself (the API's problem details) is left as it is. 403 needs no
+    help: PermissionDenied renders templates/403.html whatever DEBUG says."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if settings.DEBUG and response.status_code == 404 and request.resolver_match is None:
+            return page_not_found(request, Http404())  # no URL matched
+        return response
+
+    def process_exception(self, request, exception):
+        if settings.DEBUG and isinstance(exception, Http404):
+            return page_not_found(request, exception)
+        return None

@@ -6,6 +6,10 @@ foreground. It runs the project's own Redis (unless REDIS_URL points elsewhere),
 simulated cluster), Celery beat and the simulated node agents; a process that dies is started again while the others keep serving.
 Every line goes to the terminal prefixed with its process name; Ctrl-C stops everything.
 
+Every program waits for what it needs before it starts (`portal.wait`: the database and Redis; the agents
+also the portal), so nothing fails at start and no traceback scrolls by. Once the portal answers, `banner`
+prints the URL and the demo logins.
+
 `--only web,worker` runs a subset (tests).
 """
 
@@ -13,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
+import secrets
 import shlex
 import sys
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-NAMES = ("redis", "web", "worker", "beat", "agents")
+NAMES = ("redis", "web", "worker", "beat", "agents", "banner")
+ONCE = ("banner",)  # runs once to its end; not restarted, its lines not prefixed
 
 
 def web_workers() -> int:
@@ -30,23 +37,29 @@ def web_workers() -> int:
 def web_command(port: int, host: str = "127.0.0.1", workers: int | None = None) -> list[str]:
     """The portal's ASGI server (pages, API and websockets), as `make run` and bench.load start it."""
     return [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", host, "--port", str(port),
-            "--workers", str(workers or web_workers()), "--lifespan", "off"]
+            "--workers", str(workers or web_workers()), "--lifespan", "off",
+            "--no-access-log"]  # the portal logs one line per request itself (portal.logs)
 
 
 def processes(port: int, var_dir: Path, redis_command: list[str] | None = None) -> dict[str, str]:
     py = shlex.quote(sys.executable)
     tokens = shlex.quote(str(var_dir / "agent-tokens.json"))
+    url = f"http://127.0.0.1:{port}"
+    wait = f"{py} -m portal.wait"  # the database and Redis
+    portal_up = f"{py} -m portal.wait --no-database --no-redis --http {url}/healthz"
     procs = {"redis": shlex.join(redis_command)} if redis_command else {}
     procs.update({
-        "web": f"DB_POOL=1 exec {shlex.join(web_command(port))}",
+        "web": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(port))}",
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
-        "worker": f"exec {py} -m celery -A portal worker -l INFO --concurrency 2 -n worker@%h",
-        "beat": f"exec {py} -m celery -A portal beat -l INFO -s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",
+        "worker": f"{wait} && exec {py} -m celery -A portal --quiet worker -l INFO --concurrency 2 -n worker@%h",
+        "beat": f"{wait} && exec {py} -m celery -A portal --quiet beat -l INFO "
+                f"-s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",
         # One simulated node agent per node of the demo cluster, with its own token and spool. The demo
         # history is made before the stack starts (`make demo`), not beside the worker's cycle.
-        "agents": f"{py} manage.py load_demo --no-history --agent-tokens {tokens} && exec {py} -m nodeagent.fleet "
-                  f"--portal http://127.0.0.1:{port} --tokens {tokens} --interval 10 "
+        "agents": f"{wait} && {py} manage.py load_demo --no-history --agent-tokens {tokens} && {portal_up} && "
+                  f"exec {py} -m nodeagent.fleet --portal {url} --tokens {tokens} --interval 10 "
                   f"--spool-dir {shlex.quote(str(var_dir / 'agents'))}",
+        "banner": f"{portal_up} --quiet --timeout 600 && exec {py} -m portal.banner --url {url}/",
     })
     return procs
 
@@ -64,9 +77,13 @@ def prefixed(name: str, script: str) -> str:
 
 def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_command: list[str] | None = None) -> str:
     sock = var_dir / "supervisor.sock"
+    # A password on the control socket, and the user named when running as root: supervisord warns
+    # (CRIT) at every start otherwise.
+    password = secrets.token_urlsafe(16)
     lines = [
         "[supervisord]",
         "nodaemon=true",
+        *([f"user={pwd.getpwuid(0).pw_name}"] if os.geteuid() == 0 else []),
         f"logfile={var_dir / 'supervisord.log'}",
         "logfile_maxbytes=10MB",
         f"pidfile={var_dir / 'supervisord.pid'}",
@@ -75,26 +92,31 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
         "[unix_http_server]",
         f"file={sock}",
         "chmod=0700",
+        "username=supervisor",
+        f"password={password}",
         "",
         "[rpcinterface:supervisor]",
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
         "",
         "[supervisorctl]",
         f"serverurl=unix://{sock}",
+        "username=supervisor",
+        f"password={password}",
         "",
     ]
     for name, script in processes(port, var_dir, redis_command).items():
         if name not in only:
             continue
-        command = shlex.join(["bash", "-c", prefixed(name, script)]).replace("%", "%%")
+        once = name in ONCE
+        command = shlex.join(["bash", "-c", script if once else prefixed(name, script)]).replace("%", "%%")
         lines += [
             f"[program:{name}]",
             f"command={command}",
             f"directory={BASE_DIR}",
-            # Redis first; the others retry their connections until it answers.
+            # Redis first; the others wait for it (portal.wait) before they start.
             f"priority={10 if name == 'redis' else 100}",
-            "autorestart=true",
-            "startsecs=1",
+            f"autorestart={'false' if once else 'true'}",
+            f"startsecs={0 if once else 1}",
             "startretries=100",
             # The whole group: Celery's pool children and the sed that prefixes the lines.
             "stopasgroup=true",
@@ -127,12 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     # Another stack already serving this socket keeps it; it is not ours to supervise.
     if settings.EMBEDDED_REDIS and not embedded_redis.is_answering(settings.REDIS_URL):
         redis_command = embedded_redis.server_command(settings.REDIS_URL)
-        print(f"embedded redis on {settings.REDIS_URL}", flush=True)
     conf = var_dir / "supervisord.conf"
+    conf.touch(mode=0o600)
+    conf.chmod(0o600)  # it holds the control socket's password
     conf.write_text(config(port, var_dir, only, redis_command))
     os.environ["PYTHONUNBUFFERED"] = "1"
     os.environ.setdefault("DEMO_LOAD", "1")  # a trickle of demo jobs; DEMO_LOAD=0 turns it off
-    print(f"portal: http://127.0.0.1:{port}/  (Ctrl-C stops everything; supervisord config {conf})", flush=True)
+    started = [n for n in NAMES if n in only and (n != "redis" or redis_command) and n not in ONCE]
+    print(f"starting {', '.join(started)} under supervisord ({conf}); the portal's address and logins follow "
+          "once it answers", flush=True)
     # exec: Ctrl-C reaches supervisord itself, which stops its programs before it exits.
     os.execv(sys.executable, [sys.executable, "-m", "supervisor.supervisord", "-n", "-c", str(conf)])
     return 1  # not reached

@@ -6,6 +6,7 @@ import logging
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
+from redis.exceptions import RedisError
 
 from billing.models import hash_token
 from portal import time_zones
@@ -102,6 +103,8 @@ def _send(events: list[tuple[list[str], dict]]) -> None:
 
     try:
         async_to_sync(send_all)()
+    except (RedisError, OSError) as error:  # Redis down or not up yet: pages catch up on reload
+        log.warning("%d live updates not sent: Redis unreachable (%s)", len(messages), error)
     except Exception:
         log.warning("%d live updates not sent", len(messages), exc_info=True)
 

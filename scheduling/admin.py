@@ -46,28 +46,52 @@ class QueueAdmin(admin.ModelAdmin):
     inlines = [QueueAccessInline]
 
 
-class ReplicaInline(admin.TabularInline):
+class ReadOnlyInline:
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReplicaInline(ReadOnlyInline, admin.TabularInline):
     model = Replica
     extra = 0
     readonly_fields = ["role", "index", "state", "node", "gpu_indices", "slice", "started", "ended"]
 
 
-class JobEventInline(admin.TabularInline):
+class JobEventInline(ReadOnlyInline, admin.TabularInline):
     model = JobEvent
     extra = 0
     readonly_fields = ["time", "kind", "state", "reason", "data"]
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A job exists only once it was submitted (priced, its quote frozen) and is billed from then on: the
+    admin shows it and its history, changes go through the services (cancel, the console)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdmin):
     list_display = ["id", "name", "workspace", "queue", "state", "priority", "preemptible", "created"]
     list_filter = ["state", "workspace", "queue"]
     search_fields = ["name"]
-    readonly_fields = ["spec", "quote", "created", "started", "finished"]
     inlines = [ReplicaInline, JobEventInline]
 
 
 @admin.register(JobEvent)
-class JobEventAdmin(admin.ModelAdmin):
+class JobEventAdmin(ReadOnlyAdmin):
     list_display = ["time", "job", "kind", "state", "reason"]
     list_filter = ["kind", "state"]

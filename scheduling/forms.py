@@ -8,12 +8,34 @@ from scheduling.models import NodePool, Queue
 
 
 class QueueForm(forms.ModelForm):
-    priority = forms.IntegerField(required=False, help_text="Empty: 0")
+    # bounded: an integer column overflows beyond 2^31 on PostgreSQL
+    priority = forms.IntegerField(
+        required=False, min_value=-1000, max_value=1000, label="Priority",
+        help_text="-1000 to 1000. Among sibling queues the highest is filled first and evicted last. Empty: 0.")
 
     class Meta:
         model = Queue
         fields = ["name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
                   "preemptible_only"]
+        labels = {
+            "name": "Name",
+            "parent": "Parent queue",
+            "deserved_gpus": "Deserved quota (GPUs)",
+            "over_quota_weight": "Over-quota weight",
+            "limit_gpus": "Limit (GPUs)",
+            "preemptible_only": "Preemptible work only",
+        }
+        help_texts = {
+            "name": "Letters, digits, hyphens and underscores; task YAML names it in `queue:`.",
+            "parent": "Empty: a root queue. Not this queue or one of its sub-queues (the tree would loop), "
+                      "and not a queue that holds jobs or that workspaces submit to (jobs go to leaf queues).",
+            "deserved_gpus": "GPUs guaranteed to the queue while it has work; fractions allowed. The sub-queues of a "
+                             "parent together deserve at most the parent's quota.",
+            "over_quota_weight": "0 or more: the queue's share of the GPUs left over beyond deserved quotas, "
+                                 "against its siblings' weights. 0: no over-quota share.",
+            "limit_gpus": "The most GPUs the queue may hold, at least its deserved quota. Empty: no limit.",
+            "preemptible_only": "Accept only jobs that may be preempted.",
+        }
 
     def clean_priority(self):
         return self.cleaned_data["priority"] or 0
@@ -22,7 +44,14 @@ class QueueForm(forms.ModelForm):
 class QueueByNameForm(QueueForm):
     """The console names the parent queue instead of giving its id."""
 
-    parent = forms.ModelChoiceField(Queue.objects.all(), to_field_name="name", required=False)
+    parent = forms.ModelChoiceField(Queue.objects.all(), to_field_name="name", required=False,
+                                    label=QueueForm.Meta.labels["parent"], help_text=QueueForm.Meta.help_texts["parent"])
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the instance gives the parent's id; the field names it
+        if self.instance.parent_id is not None and self.initial.get("parent") == self.instance.parent_id:
+            self.initial["parent"] = self.instance.parent.name
 
 
 class MigLayoutField(forms.CharField):
@@ -54,3 +83,28 @@ class PoolPolicyForm(NodePoolForm):
 
     class Meta(NodePoolForm.Meta):
         fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot"]
+
+
+class IdlePolicyForm(forms.ModelForm):
+    """A pool's idle GPU policy (the console's Health page)."""
+
+    class Meta:
+        model = NodePool
+        fields = ["idle_threshold_pct", "idle_window_min", "idle_action", "idle_grace_min", "idle_stop_training"]
+        labels = {
+            "idle_threshold_pct": "Threshold (% utilisation)",
+            "idle_window_min": "Window (minutes)",
+            "idle_action": "Action",
+            "idle_grace_min": "Grace period (minutes)",
+            "idle_stop_training": "Stop training jobs too",
+        }
+        help_texts = {
+            "idle_threshold_pct": "0 to 100. A held GPU slice whose mean utilisation (of the slice) stays below this "
+                                  "for the whole window is idle. 0: never idle.",
+            "idle_window_min": "1 to 1440 minutes.",
+            "idle_action": "Notify: the submitter gets an e-mail and a job event, once per idle spell. Notify, then "
+                           "stop: the job is also cancelled once the grace period after the notice is over.",
+            "idle_grace_min": "0 to 10080 minutes between the notice and the stop (notify, then stop only).",
+            "idle_stop_training": "Off: only interactive jobs (notebooks) are stopped; single, PyTorch and MPI "
+                                  "training jobs are only notified. On: they are stopped too.",
+        }

@@ -32,6 +32,7 @@ from scheduling.core.model import mig_milli
 from scheduling.core.session import request_milli
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.cycle.snapshot import core_pool, core_queue, core_request
+from scheduling.cycle.usage import queue_usage
 from scheduling.models import FINAL_STATES, Gpu, Job, JobState, Node, NodePool, Queue, Replica
 
 log = logging.getLogger(__name__)
@@ -235,8 +236,9 @@ def cluster_figures(now: datetime | None = None) -> ClusterFigures:
                 continue
             pool = pool_by_name.get(request.pool or "")
             demand[queue] += request_milli(request, core_pool(pool) if pool else None) * role.get("max_replicas", 1)
-    capacity = Gpu.objects.filter(node__ready=True, node__cordoned=False).count() * MILLI_PER_GPU
-    shares = fair_shares(queues, capacity, demand) if queues else {}
+    capacity = Gpu.objects.filter(node__ready=True, node__agent_silent=False, node__cordoned=False).count() * MILLI_PER_GPU
+    usage = queue_usage(clock.now(), capacity)  # the time-based division, as the cycle makes it
+    shares = fair_shares(queues, capacity, demand, usage, settings.FAIR_SHARE_USAGE_K) if queues else {}
     for q in queues:
         out.fair_share[q.name] = shares.get(q.name, 0.0) / MILLI_PER_GPU
         out.deserved[q.name] = q.deserved_milli / MILLI_PER_GPU

@@ -35,6 +35,11 @@ class PoolSharing(models.TextChoices):
     TIMESLICE = "timeslice", "Time-slicing"
 
 
+class IdleAction(models.TextChoices):
+    NOTIFY = "notify", "Notify the submitter"
+    NOTIFY_THEN_STOP = "notify-then-stop", "Notify, then stop after the grace period"
+
+
 class NodePool(models.Model):
     name = models.SlugField(unique=True)
     vendor = models.CharField(max_length=8, choices=Vendor.choices, default=Vendor.NVIDIA)
@@ -45,6 +50,20 @@ class NodePool(models.Model):
     timeslice_replicas = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1)])
     mig_layout = models.JSONField(default=list, blank=True, help_text='Instances on every GPU, e.g. ["3g.40gb", "2g.20gb"]')
     spot = models.BooleanField(default=False)
+    # Idle policy: a slice whose mean GPU utilisation stays below the threshold for the window is idle.
+    idle_threshold_pct = models.PositiveSmallIntegerField(
+        default=5, validators=[MaxValueValidator(100)],
+        help_text="Mean GPU utilisation (% of the slice) below which a held slice counts as idle")
+    idle_window_min = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1), MaxValueValidator(24 * 60)],
+        help_text="Minutes the utilisation must stay below the threshold")
+    idle_action = models.CharField(max_length=20, choices=IdleAction.choices, default=IdleAction.NOTIFY)
+    idle_grace_min = models.PositiveIntegerField(
+        default=30, validators=[MaxValueValidator(7 * 24 * 60)],
+        help_text="Notify then stop: minutes between the notice and the stop")
+    idle_stop_training = models.BooleanField(
+        default=False, help_text="Notify then stop applies to training jobs too (single, PyTorch, MPI); "
+                                 "off: only to interactive kinds such as notebooks")
 
     class Meta:
         ordering = ["name"]
@@ -105,9 +124,13 @@ class Node(models.Model):
     name = models.CharField(max_length=253, unique=True)
     cpu_milli = models.PositiveIntegerField(default=64000)
     memory_mib = models.PositiveBigIntegerField(default=512 * 1024)
-    ready = models.BooleanField(default=True)
+    ready = models.BooleanField(default=True, help_text="As the cluster says (Kubernetes' Ready condition)")
     cordoned = models.BooleanField(default=False)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    agent_version = models.CharField(max_length=64, blank=True, help_text="As its agent last reported it")
+    agent_silent = models.BooleanField(
+        default=False, help_text="Its agent reported once, then stayed silent past NODE_NOT_READY_AFTER_S: "
+                                 "not ready until it reports again")
 
     class Meta:
         ordering = ["name"]
@@ -115,12 +138,31 @@ class Node(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def is_ready(self) -> bool:
+        """Ready for the scheduler: the cluster says so and its agent is not silent."""
+        return self.ready and not self.agent_silent
+
+
+# Nodes the scheduler may use (Node.is_ready as a filter).
+READY_NODES = models.Q(ready=True, agent_silent=False)
+
 
 class Gpu(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
     index = models.PositiveSmallIntegerField()
     uuid = models.CharField(max_length=64, unique=True)
     memory_mib = models.PositiveIntegerField()
+    # Health, as the node's agent last reported it (null: not reported, or the device cannot tell).
+    model = models.CharField(max_length=64, blank=True, help_text="The device's name as NVML gives it")
+    util_pct = models.FloatField(null=True, blank=True, help_text="Whole-device utilisation, %")
+    memory_used_mib = models.PositiveIntegerField(null=True, blank=True)
+    temperature_c = models.SmallIntegerField(null=True, blank=True)
+    ecc_uncorrected = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Volatile uncorrected ECC errors (since the driver loaded)")
+    xid_count = models.PositiveIntegerField(null=True, blank=True, help_text="XID errors since the agent started")
+    xid_last = models.PositiveIntegerField(null=True, blank=True, help_text="The last XID error code")
+    health_at = models.DateTimeField(null=True, blank=True, help_text="When these figures were reported")
 
     class Meta:
         ordering = ["node__name", "index"]
@@ -265,6 +307,9 @@ class Replica(models.Model):
     started = models.DateTimeField(null=True, blank=True)
     ended = models.DateTimeField(null=True, blank=True)
     clock_scale = models.FloatField(default=1.0, help_text="Simulated seconds per real second (1 on a real cluster)")
+    idle_since = models.DateTimeField(null=True, blank=True,
+                                      help_text="Held but idle by its pool's policy since then (null: not idle)")
+    idle_notified = models.DateTimeField(null=True, blank=True, help_text="When the submitter was told of this idle spell")
 
     class Meta:
         ordering = ["job_id", "role", "index", "attempt"]
@@ -310,6 +355,15 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.kind} {self.state}"
+
+
+class HeartbeatWatch(models.Model):
+    """One row: since when the platform has checked its agents' heartbeats without a gap. A silence is
+    counted from this at the earliest, so a platform that was itself down does not take its own absence
+    for its nodes' (scheduling.health)."""
+
+    since = models.DateTimeField()
+    checked = models.DateTimeField()
 
 
 class SimulatedPod(models.Model):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Count, Prefetch, QuerySet
 
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
-from scheduling.models import Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
+from scheduling.models import ACTIVE_STATES, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 from scheduling.spec import ClusterInfo, PoolInfo
 
 
@@ -74,7 +76,7 @@ def cluster_view() -> list[dict]:
             held.setdefault((r.node_id, index), []).append({
                 "job": r.job_id, "name": r.job.name, "workspace": r.job.workspace.slug, "state": r.state,
                 "kind": slice_.get("kind", "whole"), "milli": slice_.get("gpu_milli", MILLI_PER_GPU),
-                "mig": slice_.get("mig_profile", ""),
+                "mig": slice_.get("mig_profile", ""), "idle_since": r.idle_since,
             })
     pools = []
     for pool in NodePool.objects.prefetch_related("nodes__gpus").order_by("name"):
@@ -87,9 +89,69 @@ def cluster_view() -> list[dict]:
                 if pool.sharing == "timeslice":
                     used = MILLI_PER_GPU * len(holders) // max(pool.timeslice_replicas, 1)
                 gpus.append({"index": gpu.index, "uuid": gpu.uuid, "holders": holders, "used_milli": min(used, MILLI_PER_GPU)})
-            nodes.append({"name": node.name, "ready": node.ready, "cordoned": node.cordoned,
-                          "last_heartbeat": node.last_heartbeat, "gpus": gpus,
+            nodes.append({"name": node.name, "ready": node.is_ready, "agent_silent": node.agent_silent,
+                          "cordoned": node.cordoned, "last_heartbeat": node.last_heartbeat, "gpus": gpus,
                           "allocated": sum(g["used_milli"] for g in gpus) / MILLI_PER_GPU, "total": len(gpus)})
         pools.append({"pool": pool, "nodes": nodes, "allocated": sum(n["allocated"] for n in nodes),
                       "total": sum(n["total"] for n in nodes)})
+    return pools
+
+
+# --------------------------------------------------------------------------- node health
+
+
+def age_text(age: timedelta | None) -> str:
+    """"45 s", "12 min", "3 h", "2 d"; "never" for no time at all."""
+    if age is None:
+        return "never"
+    seconds = max(0, int(age.total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60} min"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} d"
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    node: Node
+    state: str                 # Ready, NotReady
+    why: str                   # why not ready, or why it is cordoned
+    heartbeat_age: timedelta | None
+    late: bool                 # silent past the window but not marked (every agent silent: the platform's fault?)
+    gpus: list[dict]           # {"gpu": Gpu, "holders": [...], "errors": bool}
+
+    @property
+    def heartbeat_age_text(self) -> str:
+        return age_text(self.heartbeat_age)
+
+
+def node_health(now: datetime) -> list[dict]:
+    """Every pool's nodes with their readiness, heartbeat age and agent version, and per GPU what its
+    agent last reported and which placements hold it (job, workspace, submitter, slice, idle since).
+    For operators: every workspace."""
+    window = timedelta(seconds=settings.NODE_NOT_READY_AFTER_S)
+    held: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    for r in (Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False)
+              .select_related("job__workspace", "job__submitted_by").order_by("job_id", "role", "index")):
+        holder = {"job": r.job_id, "name": r.job.name, "workspace": r.job.workspace.slug,
+                  "submitter": r.job.submitted_by.get_username() if r.job.submitted_by else "",
+                  "replica": f"{r.role}-{r.index}", "slice": r.slice_label, "idle_since": r.idle_since}
+        for index in r.gpu_indices:
+            held[(r.node_id, index)].append(holder)
+    pools = []
+    for pool in NodePool.objects.prefetch_related("nodes__gpus").order_by("name"):
+        nodes = []
+        for node in pool.nodes.all():
+            age = now - node.last_heartbeat if node.last_heartbeat else None
+            why = ("its agent is silent" if node.agent_silent else "the cluster reports it not ready" if not node.ready
+                   else "cordoned" if node.cordoned else "")
+            gpus = [{"gpu": g, "holders": held.get((node.pk, g.index), []),
+                     "errors": bool(g.ecc_uncorrected or g.xid_count)} for g in node.gpus.all()]
+            nodes.append(NodeHealth(node=node, state="Ready" if node.is_ready else "NotReady", why=why,
+                                    heartbeat_age=age, late=bool(age and age > window and not node.agent_silent),
+                                    gpus=gpus))
+        pools.append({"pool": pool, "nodes": nodes})
     return pools

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from scheduling import clock, selectors, signals
 from scheduling.core.fit import reason_text
-from scheduling.errors import Conflict, Forbidden
+from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobEvent, JobState
 from scheduling.spec import (
     JobSpec,
@@ -130,7 +130,12 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
 
 @transaction.atomic
 def cancel_job(*, user, job: Job) -> Job:
+    """A member who may submit in the job's workspace cancels it."""
     require_submitter(user, job.workspace)
+    return _cancel(job, f"cancelled by {user.username}")
+
+
+def _cancel(job: Job, said: str) -> Job:
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.is_final:
         raise Conflict(f"job {job.pk} is already {job.state}", field="state")
@@ -142,8 +147,96 @@ def cancel_job(*, user, job: Job) -> Job:
     # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
     job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
     notes = signals.finish_notes(job)  # cancelled jobs pay for the time they held their GPUs
-    record_event(job, "cancelled", reason="; ".join([f"cancelled by {user.username}", *notes]))
+    record_event(job, "cancelled", reason="; ".join([said, *notes]))
     return job
+
+
+# --------------------------------------------------------------------------- operators' actions
+# Operators (staff) act on any workspace's job. These are a path of their own: the tenant rule
+# (require_submitter) stays as it is. Each action records a job event the tenant sees.
+
+MAX_PRIORITY = 100
+
+
+class NotOperator(Forbidden, PermissionDenied):
+    """Only operators (staff) act on jobs across workspaces."""
+
+
+def require_operator(user) -> None:
+    if not (user.is_authenticated and user.is_staff):
+        raise NotOperator("only operators (staff) may act on other workspaces' jobs")
+
+
+def _by_operator(user, reason: str) -> str:
+    return f"by operator {user.username}" + (f": {reason}" if reason else "")
+
+
+@transaction.atomic
+def cancel_job_as_operator(*, operator, job: Job, reason: str = "") -> Job:
+    """Cancel any workspace's job; it pays for the time it held its GPUs, as a tenant's cancel."""
+    require_operator(operator)
+    return _cancel(job, f"cancelled {_by_operator(operator, reason)}")
+
+
+@transaction.atomic
+def requeue_job_as_operator(*, operator, job: Job, reason: str = "") -> Job:
+    """Stop a scheduled or running job's replicas and put it back in its queue (Pending), preemptible
+    or not. The next cycle stops its pods (reconcile) and places it again."""
+    require_operator(operator)
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.state not in ACTIVE_STATES:
+        raise Conflict(f"job {job.pk} is {job.state}: only a scheduled or running job can be requeued",
+                       field="state")
+    now = clock.now()
+    stopped = job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.PREEMPTED, ended=now,
+                                                                  end_reason="operator")
+    requeue_job(job, f"requeued {_by_operator(operator, reason)}", "operator",
+                details={"operator": operator.username, "replicas": stopped})
+    return job
+
+
+@transaction.atomic
+def change_job_priority(*, operator, job: Job, priority: int, reason: str = "") -> tuple[Job, int]:
+    """Set a job's priority (0-100) while it is not finished; returns the job and the old priority.
+    The scheduler orders and preempts by it; the job stays billed at the priority it was quoted with."""
+    require_operator(operator)
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.is_final:
+        raise Conflict(f"job {job.pk} is already {job.state}", field="state")
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+        raise DomainError(f"must be a whole number from 0 to {MAX_PRIORITY}", field="priority")
+    old = job.priority
+    if priority == old:
+        raise DomainError(f"the job's priority is already {old}", field="priority")
+    job.priority = priority
+    job.save(update_fields=["priority"])
+    record_event(job, "priority-changed", reason=f"priority {old} → {priority} {_by_operator(operator, reason)}",
+                 data={"from": old, "to": priority, "operator": operator.username})
+    return job, old
+
+
+@transaction.atomic
+def move_job_to_queue(*, operator, job: Job, queue, reason: str = "") -> tuple[Job, str]:
+    """Move a pending job to another queue its workspace may use; returns the job and the old queue's name."""
+    require_operator(operator)
+    job = Job.objects.select_for_update().select_related("workspace", "queue").get(pk=job.pk)
+    if job.state != JobState.PENDING:
+        raise Conflict(f"job {job.pk} is {job.state}: only a pending job can move to another queue", field="state")
+    if queue.pk == job.queue_id:
+        raise DomainError(f"the job is already in queue '{queue.name}'", field="queue")
+    if not selectors.queues_for_workspace(job.workspace).filter(pk=queue.pk).exists():
+        raise DomainError(f"queue '{queue.name}' is not open to workspace '{job.workspace.slug}'", field="queue")
+    if queue.children.exists():
+        raise DomainError(f"'{queue.name}' has sub-queues; jobs wait in leaf queues", field="queue")
+    if queue.preemptible_only and not job.preemptible:
+        raise DomainError(f"queue '{queue.name}' accepts preemptible work only and this job is not preemptible",
+                          field="queue")
+    old = job.queue.name
+    job.queue = queue
+    job.save(update_fields=["queue"])
+    record_event(job, "queue-changed", reason=f"moved from queue {old} to {queue.name} {_by_operator(operator, reason)}",
+                 data={"from": old, "to": queue.name, "operator": operator.username})
+    return job, old
 
 
 @transaction.atomic
@@ -165,3 +258,10 @@ def release_suspended(workspace) -> int:
     """A higher budget: the workspace's suspended jobs wait for the next cycle again."""
     return Job.objects.filter(workspace=workspace, state=JobState.PENDING, pending_code="budget_suspended").update(
         not_before=None, **_pending_fields("waiting_for_cycle", {}))
+
+
+@transaction.atomic
+def stop_job_by_policy(job: Job, reason: str) -> Job:
+    """The platform's own policy stops a job (GPUs left idle past their grace): no member asked, so no
+    permission check; it pays for what it held, as a cancel does."""
+    return _cancel(job, f"stopped by policy: {reason}")

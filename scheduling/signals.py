@@ -20,6 +20,10 @@ job_events_committed = Signal()
 # may return a short note for the job's final event (billing returns the final cost).
 job_finished = Signal()
 
+# Sent inside the transaction that marks nodes silent or ready again (scheduling.health), with
+# `changes`: a list of ReadinessChange. The console records them in its audit log.
+node_readiness_changed = Signal()
+
 # Sent with `now` when the scheduler needs to know whether cheap-hours work may run; billing,
 # which keeps the off-peak windows on its price tables, answers with an OffPeak.
 off_peak_asked = Signal()

@@ -84,7 +84,7 @@ def scheduling_cycle() -> dict | None:
         log.warning("scheduling cycle skipped: its lock is unreachable (%s)", exc)
         return None
     if not acquired:
-        log.info("scheduling cycle skipped: another one is running")
+        log.debug("scheduling cycle skipped: another one is running")  # routine when cycles overlap
         return None
     try:
         with renewed(lock):

@@ -123,7 +123,8 @@ def _real(replica: Replica, scaled: datetime) -> datetime:
 
 def _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, hour_used, tables, tz) -> None:
     piece = pricing.HeldInterval(_scaled(replica, a), _scaled(replica, b), allocation, spot=pool.spot)
-    segments = pricing.cost_for_intervals([piece], tables.priced, priority=job.priority, tz=tz).segments
+    priority = prices.billed_priority(job)
+    segments = pricing.cost_for_intervals([piece], tables.priced, priority=priority, tz=tz).segments
     piece_hours = pricing.hours(piece.end - piece.start)
     sharing = (replica.slice or {}).get("kind", "whole")
     for seg in segments:
@@ -151,8 +152,8 @@ def _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, 
         draft.cpu += allocation.cpu_cores * held
         draft.mem += allocation.memory_gib * held
         draft.cost += seg.amount
-        draft.list_cost += held * prices.list_hourly_price(rates, allocation, priority=job.priority)
-        draft.exclusive_cost += held * prices.exclusive_hourly_price(rates, allocation, gpus, priority=job.priority)
+        draft.list_cost += held * prices.list_hourly_price(rates, allocation, priority=priority)
+        draft.exclusive_cost += held * prices.exclusive_hourly_price(rates, allocation, gpus, priority=priority)
         if piece_hours:
             draft.used += hour_used * held / piece_hours
 

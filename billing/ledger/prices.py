@@ -30,6 +30,13 @@ def list_hourly_price(rates: pricing.Rates, allocation: pricing.Allocation, *, p
     return pricing.hourly_price(rates, allocation, priority=priority)
 
 
+def billed_priority(job) -> int:
+    """The priority a job is priced at: the one it was submitted and quoted with. An operator who
+    changes it later changes its place in the queue, not what the tenant agreed to pay."""
+    submitted = job.spec.get("priority") if isinstance(job.spec, dict) else None
+    return submitted if isinstance(submitted, int) and not isinstance(submitted, bool) else job.priority
+
+
 def money_text(amount: Decimal, currency: str) -> str:
     """Money as exchanged: a string with exactly the currency's decimals."""
     return str(pricing.quantize_money(amount, currency))

@@ -42,3 +42,9 @@ def workspace_currency(workspace) -> str:
         if currency:
             return currency
     return "USD"
+
+
+def recent_adjustments(limit: int = 25) -> QuerySet[ChargeLine]:
+    """The latest adjustments and credits of every workspace, newest written first (operators only)."""
+    return (ChargeLine.objects.exclude(category=ChargeLine.Category.USAGE)
+            .select_related("workspace", "author", "job").order_by("-computed_at", "-id")[:limit])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import PermissionDenied
@@ -11,7 +11,7 @@ from django.db import transaction
 from billing import pricing
 from billing.ledger.periods import period_bounds
 from billing.ledger.posting import close_grace, hour_floor, post_ledger
-from billing.ledger.selectors import ledger_cursor, money_sum, workspace_currency
+from billing.ledger.selectors import job_total, ledger_cursor, money_sum, workspace_currency
 from billing.models import ChargeLine, ClosedPeriod
 from billing.services import platform_tz
 from scheduling import clock
@@ -56,25 +56,50 @@ def _reason(raw) -> str:
     return reason
 
 
+def check_adjustment_period(workspace, month: date, now: datetime) -> None:
+    """Refuse a month that cannot take an adjustment: one that has not started, or is closed."""
+    if month > now.astimezone(platform_tz()).date().replace(day=1):
+        raise LedgerError(f"{month:%Y-%m} has not started", field="period")
+    if ClosedPeriod.objects.filter(workspace=workspace, period=month).exists():
+        raise Conflict(f"{month:%Y-%m} is closed for {workspace.slug}: nothing more may be billed in it",
+                       field="period")
+
+
+def _adjustment_time(workspace, period: date | None, now: datetime) -> datetime:
+    """When the line is booked: now for the current month; a past month's last instant for that month."""
+    current = now.astimezone(platform_tz()).date().replace(day=1)
+    month = current if period is None else period.replace(day=1)
+    check_adjustment_period(workspace, month, now)
+    return now if month == current else period_bounds(month)[1] - timedelta(microseconds=1)
+
+
 @transaction.atomic
-def add_adjustment(*, user, workspace, amount, reason: str, now: datetime | None = None) -> ChargeLine:
-    """A debit (positive) or credit (negative) in the current, open month: billed history is
-    never edited, a correction is a line of its own with its reason and author."""
+def add_adjustment(*, user, workspace, amount, reason: str, job=None, period: date | None = None,
+                   now: datetime | None = None) -> ChargeLine:
+    """A debit (positive) or credit (negative): billed history is never edited, a correction is a line
+    of its own with its reason and author. It is booked now, in the current month, or in `period` (an
+    earlier month that is not closed); with `job` (one of the workspace's) it is part of that job's cost."""
     require_finance(user, workspace)
     now = now or clock.now()
     currency = workspace_currency(workspace)
     amount, reason = _amount(amount, currency), _reason(reason)
-    day = now.astimezone(platform_tz()).date()
-    if ClosedPeriod.objects.filter(workspace=workspace, period=day.replace(day=1)).exists():
-        raise Conflict(f"{day:%Y-%m} is closed for {workspace.slug}: nothing more may be billed in it",
-                       field="period")
+    if job is not None and job.workspace_id != workspace.pk:
+        raise LedgerError(f"#{job.pk} is not a job of {workspace.slug}", field="job")
+    at = _adjustment_time(workspace, period, now)
+    day = at.astimezone(platform_tz()).date()
     category = ChargeLine.Category.CREDIT if amount < 0 else ChargeLine.Category.ADJUSTMENT
-    return ChargeLine.objects.create(
-        category=category, hour=hour_floor(now), day=day, period=day.replace(day=1), charge_start=now,
-        charge_end=now, workspace=workspace, cost=amount, list_cost=amount, exclusive_cost=amount,
+    line = ChargeLine.objects.create(
+        category=category, hour=hour_floor(at), day=day, period=day.replace(day=1), charge_start=at,
+        charge_end=at, workspace=workspace, cost=amount, list_cost=amount, exclusive_cost=amount,
         currency=currency, provisional=False, computed_at=now, reason=reason, author=user,
-        job_name="", slice="", sku_id="",
+        job=job, job_name=job.name if job else "", queue=job.queue.name if job else "",
+        submitter=job.submitted_by.get_username() if job and job.submitted_by_id else "", slice="", sku_id="",
     )
+    if job is not None and job.final_cost is not None:
+        # a finished job's final cost is the sum of its lines, this one included
+        job.final_cost = job_total(job.pk)
+        job.save(update_fields=["final_cost"])
+    return line
 
 
 @transaction.atomic

@@ -62,14 +62,18 @@ class UsageApi(AgentView):
 
 
 class HeartbeatApi(AgentView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT,
+                   description='{"node", "agent_version", "gpus": [{"index", "uuid", "memory_mib", "model", "util_pct", '
+                               '"memory_used_mib", "temperature_c", "ecc_uncorrected", "xid_count", "xid_last"}]} -> '
+                               '{"node", "gpus": count, "rejected": [{"gpu", "field", "reason"}]}; health figures are '
+                               'optional, a bad one is refused alone')
     def post(self, request):
         data = request.data
         if not isinstance(data, dict):
             raise exceptions.ValidationError('the body must be an object: {"node", "gpus": [...]}')
         node = self.own_node(request, data.get("node"))
-        count = record_heartbeat(node, data.get("gpus", []))
-        return Response({"node": node.name, "gpus": count})
+        result = record_heartbeat(node, data.get("gpus", []), data)
+        return Response({"node": node.name, "gpus": result.gpus, "rejected": result.rejected})
 
 
 class AssignmentsApi(AgentView):

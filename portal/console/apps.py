@@ -7,6 +7,9 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Operator console"
 
     def ready(self) -> None:
-        from portal.console import audit
+        from portal.console import audit, health_services
+        from scheduling.signals import node_readiness_changed
 
         audit.connect_admin_hooks()
+        node_readiness_changed.connect(health_services.record_readiness_changes,
+                                       dispatch_uid="console-audit-node-readiness")

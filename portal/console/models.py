@@ -27,3 +27,23 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.time:%Y-%m-%d %H:%M:%S} {self.username} {self.action} {self.target_type} {self.target_repr}"
+
+
+class QueueAllocationSample(models.Model):
+    """One queue's GPUs at one moment, sampled by the beat (`QUEUE_HISTORY_INTERVAL_S`) for the
+    console's 7-day chart; kept `QUEUE_HISTORY_RETENTION_DAYS`."""
+
+    queue = models.ForeignKey("scheduling.Queue", on_delete=models.CASCADE, related_name="allocation_samples")
+    time = models.DateTimeField(help_text="The platform clock when sampled")
+    allocated_gpus = models.DecimalField(max_digits=12, decimal_places=3, help_text="Held by the queue's subtree")
+    deserved_gpus = models.DecimalField(max_digits=12, decimal_places=3, help_text="Its deserved quota then")
+    fair_share_gpus = models.DecimalField(max_digits=12, decimal_places=3,
+                                          help_text="What the scheduler's water-filling gave it then")
+
+    class Meta:
+        ordering = ["queue", "time"]
+        constraints = [models.UniqueConstraint(fields=["queue", "time"], name="one_sample_per_queue_and_time")]
+        indexes = [models.Index(fields=["time"])]
+
+    def __str__(self) -> str:
+        return f"{self.queue_id} {self.time:%Y-%m-%d %H:%M} {self.allocated_gpus}/{self.deserved_gpus}"

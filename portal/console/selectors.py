@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Q, QuerySet
+from django.conf import settings
+from django.db.models import Count, Min, Q, QuerySet
 
 from billing.models import ChargeLine, NodeToken, PriceTable
 from billing.quotes import QuoteError, quote
@@ -15,12 +16,22 @@ from billing.selectors import pool_offers, price_tables
 from billing.services import platform_tz
 from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
-from portal.console.models import AuditEntry
+from portal.console.models import AuditEntry, QueueAllocationSample
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.cycle.snapshot import build_snapshot, core_pool
-from scheduling.models import ACTIVE_STATES, Job, JobState, Node, NodePool, Queue, Replica
+from scheduling.models import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    Job,
+    JobState,
+    Node,
+    NodePool,
+    Queue,
+    QueueAccess,
+    Replica,
+)
 from scheduling.selectors import cluster_view
 
 ZERO = Decimal(0)
@@ -170,7 +181,7 @@ def free_gpus() -> tuple[list[cm.Pool], list[FreeGpu]]:
             else:
                 held_milli[key] += MILLI_PER_GPU
                 held_mem[key] = 1 << 40
-    nodes = Node.objects.filter(ready=True, cordoned=False).prefetch_related("gpus")
+    nodes = Node.objects.filter(ready=True, agent_silent=False, cordoned=False).prefetch_related("gpus")
     out = []
     for node in nodes:
         pool = core[node.pool_id]
@@ -226,6 +237,12 @@ def usage_by_pool(*, days: int = 2, now: datetime | None = None) -> list[PoolUsa
     while h <= now:
         hours.append(h)
         h += timedelta(hours=1)
+    return pool_usage(rows, hours)
+
+
+def pool_usage(rows, hours: list[datetime]) -> list[PoolUsage]:
+    """(hour, pool, allocated, used, cost, currency) ledger rows summed per pool: per hour of `hours`
+    (rows of other hours count in the totals only) and in total, with the idle share's cost."""
     index = {h: i for i, h in enumerate(hours)}
     result: dict[str, PoolUsage] = {}
     for hour, pool, alloc, used, cost, currency in rows:
@@ -344,3 +361,139 @@ def audit_choices() -> dict[str, list[str]]:
     base = AuditEntry.objects.order_by()
     return {k: sorted(set(base.values_list(f, flat=True).distinct()))
             for k, f in (("users", "username"), ("actions", "action"), ("targets", "target_type"))}
+
+
+# --------------------------------------------------------------------------- queue tree editor
+
+
+@dataclass(frozen=True)
+class PendingReason:
+    code: str       # a code of core.fit.REASONS; "" while no cycle has looked at the job
+    jobs: int
+    example: str    # one job's rendered reason (the figures differ from job to job)
+
+
+@dataclass(frozen=True)
+class QueuePending:
+    jobs: int = 0
+    reasons: tuple[PendingReason, ...] = ()
+
+
+NOT_LOOKED_AT = "waiting for its first scheduling cycle"
+
+
+def pending_by_queue(top: int = 3) -> dict[str, QueuePending]:
+    """Per queue, the pending jobs of its subtree and their `top` most common reasons (by pending code)."""
+    parents = dict(Queue.objects.values_list("name", "parent__name"))
+    jobs: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    examples: dict[tuple[str, str], str] = {}
+    rows = (Job.objects.filter(state=JobState.PENDING).order_by().values("queue__name", "pending_code")
+            .annotate(jobs=Count("id"), example=Min("pending_reason")))
+    for row in rows:
+        code, name, seen = row["pending_code"], row["queue__name"], set()
+        while name is not None and name not in seen:
+            seen.add(name)
+            jobs[name][code] += row["jobs"]
+            example = row["example"] or NOT_LOOKED_AT
+            examples[(name, code)] = min(examples.get((name, code), example), example)
+            name = parents.get(name)
+    out = {}
+    for name, by_code in jobs.items():
+        ranked = sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+        out[name] = QueuePending(sum(by_code.values()),
+                                 tuple(PendingReason(code, n, examples[(name, code)]) for code, n in ranked))
+    return out
+
+
+@dataclass(frozen=True)
+class QueueTreeRow:
+    line: QueueLine
+    pending: QueuePending
+    sub_deserved: Decimal | None   # what its sub-queues deserve together; None for a leaf
+    workspaces: tuple[str, ...]    # the workspaces that submit to it
+
+
+def queue_tree(now: datetime | None = None) -> list[QueueTreeRow]:
+    """The queue tree in order, each queue with its rules' figures, its share and allocation now (queue_lines)
+    and its subtree's pending jobs with their main reasons. Raises ValueError for a tree the scheduler refuses."""
+    lines = queue_lines(now)
+    pending = pending_by_queue()
+    sub_deserved: dict[str, Decimal] = defaultdict(Decimal)
+    for line in lines:
+        if line.parent is not None:
+            sub_deserved[line.parent] += line.deserved
+    access = defaultdict(list)
+    for queue, workspace in QueueAccess.objects.values_list("queue__name", "workspace__slug").order_by("workspace__slug"):
+        access[queue].append(workspace)
+    return [QueueTreeRow(line, pending.get(line.name, QueuePending()), sub_deserved.get(line.name),
+                         tuple(access[line.name])) for line in lines]
+
+
+@dataclass(frozen=True)
+class QueueDeletion:
+    refusals: tuple[str, ...]        # why it cannot be deleted; empty: it can
+    workspaces: tuple[str, ...]      # the workspaces that would lose it
+    defaults: tuple[str, ...]        # ... of which it is the default queue
+
+
+def queue_deletion(queue: Queue) -> QueueDeletion:
+    """What deleting the queue would do, or why it is refused (sub-queues; jobs, which keep it for their costs)."""
+    refusals = []
+    children = sorted(queue.children.values_list("name", flat=True))
+    if children:
+        refusals.append(f"it has sub-queues ({', '.join(children)}): move or delete them first")
+    jobs = queue.jobs.count()
+    if jobs:
+        unfinished = queue.jobs.exclude(state__in=FINAL_STATES).count()
+        refusals.append(f"it holds {jobs} job{'s' if jobs != 1 else ''} ({unfinished} not finished); jobs keep "
+                        "their queue for their history and costs, so a queue that ever held one stays")
+    access = list(QueueAccess.objects.filter(queue=queue).values_list("workspace__slug", "is_default")
+                  .order_by("workspace__slug"))
+    return QueueDeletion(tuple(refusals), tuple(s for s, _ in access), tuple(s for s, d in access if d))
+
+
+# --------------------------------------------------------------------------- queue allocation history
+
+
+@dataclass(frozen=True)
+class AllocationHistory:
+    queue: str
+    start: datetime
+    end: datetime
+    samples: int
+    times: list[datetime | None]   # None: a gap in the sampling (the chart breaks its lines there)
+    allocated: list[float | None]
+    deserved: list[float | None]
+    fair_share: list[float | None]
+
+    @property
+    def peak(self) -> float:
+        return max((a for a in self.allocated if a is not None), default=0.0)
+
+    @property
+    def average(self) -> float:
+        held = [a for a in self.allocated if a is not None]
+        return sum(held) / len(held) if held else 0.0
+
+
+def queue_allocation_history(queue: Queue, *, days: int = 7, now: datetime | None = None,
+                             interval_s: float | None = None) -> AllocationHistory:
+    """The queue's samples of the last `days` days, oldest first; a silence longer than two sampling
+    intervals becomes a gap."""
+    now = now or clock.now()
+    start = now - timedelta(days=days)
+    gap = timedelta(seconds=2 * (interval_s or settings.QUEUE_HISTORY_INTERVAL_S))
+    rows = QueueAllocationSample.objects.filter(queue=queue, time__gt=start, time__lte=now).order_by("time")
+    history = AllocationHistory(queue.name, start, now, 0, [], [], [], [])
+    last = None
+    for time, allocated, deserved, fair_share in rows.values_list("time", "allocated_gpus", "deserved_gpus",
+                                                                  "fair_share_gpus"):
+        if last is not None and time - last > gap:
+            for series in (history.times, history.allocated, history.deserved, history.fair_share):
+                series.append(None)
+        history.times.append(time)
+        history.allocated.append(float(allocated))
+        history.deserved.append(float(deserved))
+        history.fair_share.append(float(fair_share))
+        last = time
+    return replace(history, samples=sum(1 for t in history.times if t is not None))

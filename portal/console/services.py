@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from billing.forms import PriceTableForm
 from billing.metering.tokens import create_node_token as _new_token
 from billing.models import GpuRate, NodeToken, PriceTable
-from portal.console import audit
+from portal.console import audit, selectors
+from portal.console.models import QueueAllocationSample
 from portal.models import Membership, Role, Workspace
 from scheduling import clock
 from scheduling.errors import DomainError
@@ -67,11 +69,14 @@ def save_queue(user, queue: Queue | None, data: Mapping[str, Any]) -> Queue:
 
 @transaction.atomic
 def delete_queue(user, queue: Queue) -> None:
-    if queue.children.exists():
-        raise ConsoleError({"": f"queue '{queue.name}' has sub-queues: move or delete them first"})
-    if queue.jobs.exists():
-        raise ConsoleError({"": f"queue '{queue.name}' has jobs (they keep it for billing): it cannot be deleted"})
-    audit.record(user, "delete", queue, changes={k: [v, None] for k, v in audit.snapshot(queue, QUEUE_FIELDS).items()})
+    """Delete a queue that has no sub-queues and never held a job; workspaces that submit to it lose it."""
+    queue = Queue.objects.select_for_update().get(pk=queue.pk)
+    deletion = selectors.queue_deletion(queue)
+    if deletion.refusals:
+        raise ConsoleError({"": [f"queue '{queue.name}' cannot be deleted: {r}" for r in deletion.refusals]})
+    message = f"workspaces that lost it: {', '.join(deletion.workspaces)}" if deletion.workspaces else ""
+    audit.record(user, "delete", queue, changes={k: [v, None] for k, v in audit.snapshot(queue, QUEUE_FIELDS).items()},
+                 message=message)
     queue.delete()
 
 
@@ -298,3 +303,34 @@ def grant_queue(user, workspace: Workspace, queue: Queue, *, is_default: bool = 
                                                            defaults={"is_default": is_default})
     audit.record(user, "grant queue", workspace, changes={"queue": [None, queue.name], "default": [None, is_default]})
     return access
+
+
+# --------------------------------------------------------------------------- queue allocation history
+
+
+@transaction.atomic
+def record_queue_allocation(now: datetime | None = None) -> int:
+    """One sample per queue: what its subtree holds, its deserved quota and its fair share now (as the
+    console's queue tree shows them). None while the last sample is under half an interval old, so a
+    beat that fires twice writes once. Returns the samples written."""
+    now = now or clock.now()
+    half = timedelta(seconds=settings.QUEUE_HISTORY_INTERVAL_S / 2)
+    if QueueAllocationSample.objects.filter(time__gt=now - half, time__lte=now).exists():
+        return 0
+    ids = dict(Queue.objects.values_list("name", "pk"))
+    samples = [QueueAllocationSample(queue_id=ids[line.name], time=now, allocated_gpus=_gpus(line.allocated),
+                                     deserved_gpus=line.deserved, fair_share_gpus=_gpus(line.fair_share))
+               for line in selectors.queue_lines(now) if line.name in ids]
+    QueueAllocationSample.objects.bulk_create(samples)
+    return len(samples)
+
+
+def _gpus(amount: float) -> Decimal:
+    return Decimal(str(round(amount, 3)))
+
+
+def purge_queue_allocation_samples(now: datetime | None = None) -> int:
+    """Samples older than QUEUE_HISTORY_RETENTION_DAYS."""
+    cutoff = (now or clock.now()) - timedelta(days=settings.QUEUE_HISTORY_RETENTION_DAYS)
+    deleted, _ = QueueAllocationSample.objects.filter(time__lt=cutoff).delete()
+    return deleted

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.console import views
+from portal.console import adjustments, health, jobs, queues, views
 
 urlpatterns = [
     path("", views.dashboard, name="console"),
@@ -10,12 +10,26 @@ urlpatterns = [
     path("nodes/", views.nodes, name="console-nodes"),
     path("nodes/<str:name>/cordon/", views.node_cordon, name="console-node-cordon"),
     path("nodes/<str:name>/drain/", views.node_drain, name="console-node-drain"),
-    path("queues/", views.queues, name="console-queues"),
-    path("queues/new/", views.queue_edit, name="console-queue-new"),
-    path("queues/<slug:name>/", views.queue_edit, name="console-queue"),
+    path("queues/", queues.queues, name="console-queues"),
+    path("queues/new/", queues.queue_edit, name="console-queue-new"),
+    path("queues/<slug:name>/", queues.queue_edit, name="console-queue"),
+    path("queues/<slug:name>/delete/", queues.queue_delete, name="console-queue-delete"),
+    path("queues/<slug:name>/history/", queues.queue_history, name="console-queue-history"),
     path("workspaces/", views.workspaces, name="console-workspaces"),
     path("workspaces/<slug:slug>/", views.workspace_detail, name="console-workspace"),
     path("prices/", views.prices, name="console-prices"),
     path("tokens/", views.tokens, name="console-tokens"),
     path("audit/", views.audit_log, name="console-audit"),
+    path("jobs/", jobs.job_list, name="console-jobs"),
+    path("jobs/export.csv", jobs.job_csv, name="console-jobs-csv"),
+    path("jobs/<int:pk>/", jobs.job_detail, name="console-job"),
+    path("jobs/<int:pk>/log/", jobs.job_log, name="console-job-log"),
+    path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="console-job-cancel"),
+    path("jobs/<int:pk>/requeue/", jobs.job_requeue, name="console-job-requeue"),
+    path("jobs/<int:pk>/priority/", jobs.job_priority, name="console-job-priority"),
+    path("jobs/<int:pk>/move/", jobs.job_move, name="console-job-move"),
+    path("adjustments/", adjustments.adjustments, name="console-adjustments"),
+    path("health/", health.health, name="console-health"),
+    path("health/pools/<slug:name>/idle/", health.idle_policy, name="console-idle-policy"),
+    path("capacity/", health.capacity, name="console-capacity"),
 ]

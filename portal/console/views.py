@@ -159,53 +159,7 @@ def node_drain(request, name):
 # --------------------------------------------------------------------------- queues
 
 
-@operator_required
-def queues(request):
-    try:
-        lines, error = selectors.queue_lines(), ""
-    except ValueError as e:
-        lines, error = [], str(e)
-    if request.GET.get("partial"):
-        return render(request, "console/_queue_table.html", {"queues": lines})
-    return render(request, "console/queues.html", {"section": "queues", "queues": lines, "queue_error": error})
-
-
-QUEUE_VALUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
-                      "preemptible_only")
-
-
-@operator_required
-def queue_edit(request, name=None):
-    queue = get_object_or_404(Queue, name=name) if name else None
-    errors = {}
-    if request.method == "POST":
-        if "delete" in request.POST and queue is not None:
-            try:
-                services.delete_queue(request.user, queue)
-                messages.success(request, f"Queue {queue.name} deleted.")
-                return redirect("console-queues")
-            except ConsoleError as error:
-                errors = error.errors
-        else:
-            try:
-                saved = services.save_queue(request.user, queue, request.POST)
-                messages.success(request, f"Queue {saved.name} saved.")
-                return redirect("console-queues")
-            except ConsoleError as error:
-                errors = error.errors
-        values = request.POST
-    elif queue is not None:
-        values = {"name": queue.name, "parent": queue.parent.name if queue.parent else "",
-                  "deserved_gpus": queue.deserved_gpus, "over_quota_weight": queue.over_quota_weight,
-                  "limit_gpus": "" if queue.limit_gpus is None else queue.limit_gpus, "priority": queue.priority,
-                  "preemptible_only": queue.preemptible_only}
-    else:
-        values = {"parent": request.GET.get("parent", ""), "deserved_gpus": "0", "over_quota_weight": "1",
-                  "priority": "0"}
-    others = Queue.objects.exclude(pk=getattr(queue, "pk", None)).order_by("name")
-    return render(request, "console/queue_form.html", {
-        "section": "queues", "queue": queue, "values": values, "errors": errors, "parents": others,
-    }, status=400 if errors else 200)
+# The queue tree editor and allocation history: portal/console/queues.py
 
 
 # --------------------------------------------------------------------------- workspaces

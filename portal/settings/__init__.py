@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal import redis_urls
+from portal import logs, redis_urls
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served from static/ (no CDN)
     "channels",
     "axes",
     "csp",
@@ -70,7 +71,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "portal.metrics.MetricsMiddleware",  # outermost: counts every response, answers /metrics
+    "portal.logs.RequestLogMiddleware",  # outermost: one log line per request
+    "portal.metrics.MetricsMiddleware",  # counts every response, answers /metrics
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -84,6 +86,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",
     "portal.middleware.DomainErrorMiddleware",
+    "portal.middleware.StyledNotFoundMiddleware",  # the styled 404 page under DEBUG too
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -214,7 +217,6 @@ SECURE_REFERRER_POLICY = "same-origin"
 # Content-Security-Policy (django-csp): scripts only from our own static files, never inline.
 # Inline styles stay allowed: plotly injects <style> elements for its charts.
 CONTENT_SECURITY_POLICY = {
-    "EXCLUDE_URL_PREFIXES": ["/api/docs/"],  # Swagger UI loads its scripts from a CDN
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
@@ -271,6 +273,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Workspaces, jobs, quotes and usage of the GPU platform.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from drf-spectacular-sidecar's static files: /api/docs/ works offline, under the CSP
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "portal.api.schema.add_problem_responses"],
 }
@@ -280,6 +286,11 @@ SCHEDULER_BACKEND = os.environ.get("SCHEDULER_BACKEND", "simulated")  # simulate
 # /metrics asks for this bearer token when set; unset (make run), it is open and shows no workspace series
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
+# Time-based fair share (scheduling/cycle/usage.py): past usage over the window, halved every
+# half-life, shifts over-quota weights by K; a half-life of 0 turns it off.
+FAIR_SHARE_HALF_LIFE_H = float(os.environ.get("FAIR_SHARE_HALF_LIFE_H", "0"))
+FAIR_SHARE_WINDOW_DAYS = float(os.environ.get("FAIR_SHARE_WINDOW_DAYS", "7"))
+FAIR_SHARE_USAGE_K = float(os.environ.get("FAIR_SHARE_USAGE_K", "1"))
 SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
 SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
 # Replica logs (scheduling.logs): kept this long after the replica ended, at most this much per job
@@ -290,12 +301,21 @@ JOB_LOG_POLL_SECONDS = float(os.environ.get("JOB_LOG_POLL_SECONDS", "2"))  # fol
 JOB_LOG_FOLLOW_SECONDS = float(os.environ.get("JOB_LOG_FOLLOW_SECONDS", "900"))  # follow=1: longest stream
 USAGE_RETENTION_DAYS = int(os.environ.get("USAGE_RETENTION_DAYS", "35"))  # raw samples; ledger lines forever
 LEDGER_CLOSE_GRACE_S = int(os.environ.get("LEDGER_CLOSE_GRACE_S", "300"))  # an hour's lines wait this long for late usage
+# Node health: a node whose agent reported once and then stays silent this long is NotReady (its work evicted)
+NODE_NOT_READY_AFTER_S = float(os.environ.get("NODE_NOT_READY_AFTER_S", "60"))
+IDLE_CHECK_INTERVAL_S = float(os.environ.get("IDLE_CHECK_INTERVAL_S", "60"))  # how often idle GPU slices are looked for
+# The console's per-queue allocation history: one sample per queue this often, kept this long
+QUEUE_HISTORY_INTERVAL_S = float(os.environ.get("QUEUE_HISTORY_INTERVAL_S", "300"))
+QUEUE_HISTORY_RETENTION_DAYS = int(os.environ.get("QUEUE_HISTORY_RETENTION_DAYS", "30"))
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
+    "queue-history": {"task": "portal.tasks.sample_queue_allocation", "schedule": QUEUE_HISTORY_INTERVAL_S},
+    "queue-history-retention": {"task": "portal.tasks.purge_queue_allocation_history", "schedule": 6 * 3600.0},
     "job-log-retention": {"task": "scheduling.tasks.purge_old_job_logs", "schedule": 6 * 3600.0},
     "ledger-post": {"task": "billing.tasks.post_usage", "schedule": float(os.environ.get("LEDGER_POST_INTERVAL_S", "30"))},
     "export-resend": {"task": "billing.tasks.resend_waiting_exports", "schedule": 60.0},
     "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
+    "idle-gpus": {"task": "billing.tasks.check_idle_gpus", "schedule": IDLE_CHECK_INTERVAL_S},
     **({"demo-load": {"task": "portal.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
        if env_bool("DEMO_LOAD", False) else {}),
 }
@@ -310,11 +330,5 @@ PLATFORM_REGION = os.environ.get("PLATFORM_REGION", "local")  # FOCUS RegionId o
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"axes": {"level": "WARNING"}},
-}
+# One line per request at INFO; heartbeats, polling and the beat's routine tasks at DEBUG (portal/logs.py)
+LOGGING = logs.logging_config(os.environ.get("LOG_LEVEL", "INFO"))

@@ -5,6 +5,11 @@ quota (capped by what it asks for), then what is left is poured by over-quota we
 capped by its limit and its demand, until the remainder is gone or every child is full. Queue
 priority orders the pouring: the highest-priority children are filled first, the next level gets
 what they leave (as KAI-Scheduler divides over-quota resources).
+
+Time-based fair share: given each queue's past usage (decayed GPU-time as a fraction of what the
+cluster could have given over the window), the over-quota weights of siblings are shifted away
+from those that used more than their weight's share: w' = max(0, w + k (w - u)) with w and u
+normalised over the siblings. Deserved quotas are untouched; k = 0 turns it off.
 """
 
 from __future__ import annotations
@@ -50,7 +55,25 @@ def subtree_demand(queues: Sequence[Queue], leaf_demand: Mapping[str, float]) ->
     return total
 
 
-def _split(amount: float, kids: list[Queue], demand: Mapping[str, float]) -> dict[str, float]:
+def usage_weights(kids: list[Queue], usage: Mapping[str, float], k: float) -> dict[str, float]:
+    """Over-quota weights of siblings, lowered for those whose past usage exceeded their weight's
+    share of the siblings' usage and raised for those below it."""
+    weights = {q.name: q.over_quota_weight for q in kids}
+    total_weight = sum(weights.values())
+    total_usage = sum(usage.get(q.name, 0.0) for q in kids)
+    if k <= 0 or total_weight <= 0 or total_usage <= 0:
+        return weights
+    adjusted = {}
+    for q in kids:
+        share = weights[q.name] / total_weight
+        used = usage.get(q.name, 0.0) / total_usage
+        # a queue with no weight never gets any over-quota share, history or not
+        adjusted[q.name] = max(0.0, share + k * (share - used)) if weights[q.name] > 0 else 0.0
+    return adjusted
+
+
+def _split(amount: float, kids: list[Queue], demand: Mapping[str, float],
+           weights: Mapping[str, float] | None = None) -> dict[str, float]:
     """Water-fill `amount` over sibling queues: deserved first, then the rest by priority level."""
     cap = {}
     for q in kids:
@@ -66,20 +89,22 @@ def _split(amount: float, kids: list[Queue], demand: Mapping[str, float]) -> dic
         return {name: s * scale for name, s in share.items()}
     left = amount - given
     # Higher-priority queues fill up to their demand before lower ones get any over-quota share.
+    weights = weights if weights is not None else {q.name: q.over_quota_weight for q in kids}
     for level in sorted({q.priority for q in kids}, reverse=True):
-        left = _pour(left, [q for q in kids if q.priority == level], share, cap)
+        left = _pour(left, [q for q in kids if q.priority == level], share, cap, weights)
     return share
 
 
-def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[str, float]) -> float:
+def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[str, float],
+          weights: Mapping[str, float]) -> float:
     """Pour `left` over `kids` by over-quota weight, each up to its cap; returns what is left."""
-    open_kids = [q for q in kids if share[q.name] < cap[q.name] and q.over_quota_weight > 0]
+    open_kids = [q for q in kids if share[q.name] < cap[q.name] and weights[q.name] > 0]
     while left > 1e-9 and open_kids:
-        weight = sum(q.over_quota_weight for q in open_kids)
+        weight = sum(weights[q.name] for q in open_kids)
         poured = 0.0
         still_open = []
         for q in open_kids:
-            offer = left * q.over_quota_weight / weight
+            offer = left * weights[q.name] / weight
             take = min(offer, cap[q.name] - share[q.name])
             share[q.name] += take
             poured += take
@@ -92,15 +117,17 @@ def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[
     return max(left, 0.0)
 
 
-def fair_shares(queues: Sequence[Queue], capacity_milli: float,
-                leaf_demand: Mapping[str, float]) -> dict[str, float]:
+def fair_shares(queues: Sequence[Queue], capacity_milli: float, leaf_demand: Mapping[str, float],
+                leaf_usage: Mapping[str, float] | None = None, usage_k: float = 0.0) -> dict[str, float]:
     """Fair share in milli-GPU for every queue in the tree.
 
     `leaf_demand` is what each queue's own jobs ask for (running plus pending, elastic maxima
-    included); `capacity_milli` is the cluster's GPU total.
+    included); `capacity_milli` is the cluster's GPU total. `leaf_usage` (each queue's own past
+    usage) with `usage_k` > 0 makes the over-quota division time-based.
     """
     children = queue_children(queues)
     demand = subtree_demand(queues, leaf_demand)
+    usage = subtree_demand(queues, leaf_usage or {}) if usage_k > 0 and leaf_usage else {}
     result: dict[str, float] = {}
     stack: list[tuple[str | None, float]] = [(None, float(capacity_milli))]
     while stack:
@@ -108,7 +135,8 @@ def fair_shares(queues: Sequence[Queue], capacity_milli: float,
         kids = children.get(parent, [])
         if not kids:
             continue
-        for name, share in _split(amount, kids, demand).items():
+        weights = usage_weights(kids, usage, usage_k) if usage else None
+        for name, share in _split(amount, kids, demand, weights).items():
             result[name] = share
             stack.append((name, share))
     return result

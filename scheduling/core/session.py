@@ -326,7 +326,8 @@ class Session:
                     representative.setdefault(key, request)
             demand[state.job.queue] = demand.get(state.job.queue, 0) + total
         capacity = sum(len(x.gpus) for x in self.nodes) * MILLI_PER_GPU
-        self.fair_share = fair_shares(self.snapshot.queues, capacity, demand)
+        self.fair_share = fair_shares(self.snapshot.queues, capacity, demand, dict(self.snapshot.queue_usage),
+                                      self.snapshot.usage_k)
         queues = self.queues
         subtree = {name: 0.0 for name in queues}
         for leaf, amount in demand.items():

@@ -5,6 +5,8 @@ Only differences are written, so a cycle on an unchanged cluster writes nothing 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.core.cache import cache
 from django.db import transaction
 
@@ -12,6 +14,7 @@ from scheduling import clock
 from scheduling.backends.base import ClusterBackend, NodeInventory
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict, DomainError
+from scheduling.health import read_health
 from scheduling.models import ACTIVE_STATES, Gpu, Node, NodePool, PoolSharing, QueueAccess, Replica
 
 WORKSPACE_SYNC_EVERY_S = 60
@@ -87,10 +90,16 @@ def _whole(value, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
 
 
+@dataclass(frozen=True)
+class HeartbeatResult:
+    gpus: int
+    rejected: list[dict]  # health figures refused: {"gpu": index or None, "field", "reason"}
+
+
 @transaction.atomic
-def record_heartbeat(node: Node, gpus) -> int:
+def record_heartbeat(node: Node, gpus, payload: dict | None = None) -> HeartbeatResult:
     """A node agent's report of its GPUs: new or changed GPUs are stored, the node is alive now.
-    Returns how many GPUs it reported. A malformed report changes nothing."""
+    A malformed inventory changes nothing; a bad health figure (scheduling.health) is refused alone."""
     if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
         raise DomainError("gpus must be a list of objects", field="gpus")
     if len(gpus) > MAX_GPUS:
@@ -105,16 +114,25 @@ def record_heartbeat(node: Node, gpus) -> int:
         raise DomainError("each GPU index and uuid appears once", field="gpus")
     if Gpu.objects.filter(uuid__in=[g["uuid"] for g in gpus]).exclude(node=node).exists():
         raise Conflict("a reported GPU uuid belongs to another node", field="gpus")
+    now = clock.now()
+    health = read_health(payload or {}, gpus)
     known = {g.index: g for g in node.gpus.all()}
     for gpu in gpus:
         index, uuid, memory = gpu["index"], gpu["uuid"], gpu["memory_mib"]
+        figures = health.gpus.get(index, {})
+        if figures:
+            figures = {**figures, "health_at": now}
         if index not in known:
-            Gpu.objects.create(node=node, index=index, uuid=uuid, memory_mib=memory)
-        elif (known[index].uuid, known[index].memory_mib) != (uuid, memory):
-            Gpu.objects.filter(pk=known[index].pk).update(uuid=uuid, memory_mib=memory)
-    node.last_heartbeat = clock.now()
-    node.save(update_fields=["last_heartbeat"])
-    return len(gpus)
+            Gpu.objects.create(node=node, index=index, uuid=uuid, memory_mib=memory, **figures)
+        elif (known[index].uuid, known[index].memory_mib) != (uuid, memory) or figures:
+            Gpu.objects.filter(pk=known[index].pk).update(uuid=uuid, memory_mib=memory, **figures)
+    node.last_heartbeat = now
+    fields = ["last_heartbeat"]
+    if health.agent_version is not None:
+        node.agent_version = health.agent_version
+        fields.append("agent_version")
+    node.save(update_fields=fields)
+    return HeartbeatResult(gpus=len(gpus), rejected=health.rejected)
 
 
 def node_assignments(node: Node) -> list[dict]:

@@ -26,6 +26,7 @@ from scheduling.core.fit import lead_code
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.snapshot import build_snapshot
 from scheduling.evictions import eviction_cause, explain
+from scheduling.health import update_agent_silence
 from scheduling.logs import capture_replica_log
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event, record_events, requeue_job
@@ -300,7 +301,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
     now = now or clock.now()
     report = CycleReport()
     with signals.batched():
-        report.inventory_changes = sync_inventory(backend)
+        report.inventory_changes = sync_inventory(backend) + len(update_agent_silence(now))
         sync_workspaces(backend)
         reconcile(backend, now, report)
         decisions = core.run_cycle(build_snapshot(now))

@@ -7,12 +7,14 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from scheduling import signals
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
+from scheduling.cycle.usage import queue_usage
 from scheduling.models import ACTIVE_STATES, FINAL_STATES, Gpu, Job, Node, NodePool, Queue, Replica
 
 
@@ -70,9 +72,9 @@ def build_snapshot(now: datetime) -> cm.Snapshot:
         gpus_by_node[node_id].append(cm.Gpu(index=index, uuid=uuid, memory_mib=memory))
     nodes = [
         cm.Node(name=name, pool=pool, gpus=tuple(sorted(gpus_by_node[pk], key=lambda g: g.index)),
-                cpu_milli=cpu, memory_mib=mem, ready=ready, cordoned=cordoned)
-        for pk, name, pool, cpu, mem, ready, cordoned in Node.objects.values_list(
-            "pk", "name", "pool__name", "cpu_milli", "memory_mib", "ready", "cordoned")
+                cpu_milli=cpu, memory_mib=mem, ready=ready and not silent, cordoned=cordoned)
+        for pk, name, pool, cpu, mem, ready, silent, cordoned in Node.objects.values_list(
+            "pk", "name", "pool__name", "cpu_milli", "memory_mib", "ready", "agent_silent", "cordoned")
     ]
     queue_rows = list(Queue.objects.values_list("pk", "name", "parent_id"))
     names = {pk: name for pk, name, _ in queue_rows}
@@ -97,7 +99,9 @@ def build_snapshot(now: datetime) -> cm.Snapshot:
             "job_id", "role", "index", "node__name", "gpu_indices", "slice")
     ]
     when = signals.off_peak_at(now)
+    usage = queue_usage(now, sum(len(n.gpus) for n in nodes) * MILLI_PER_GPU)
     return cm.Snapshot(pools=tuple(pools), nodes=tuple(nodes), queues=tuple(queues), jobs=tuple(jobs),
                        running=tuple(sorted(running, key=lambda r: (r.job_id, r.role, r.index))),
-                       now=now.timestamp(), off_peak=when.now, next_off_peak=when.next_start)
+                       now=now.timestamp(), off_peak=when.now, next_off_peak=when.next_start,
+                       queue_usage=tuple(sorted(usage.items())), usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0)
 

@@ -1,9 +1,24 @@
+import logging
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from portal import demo, embedded_redis
+from portal import demo, embedded_redis, wait
+
+WAIT_S = 120
+
+
+@contextmanager
+def quiet_cycles():
+    """The month is played through hundreds of scheduling cycles: their reports are not news."""
+    logger = logging.getLogger("scheduling.cycle.run")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextmanager
@@ -31,11 +46,19 @@ class Command(BaseCommand):
 
     def handle(self, *args, agent_tokens=None, no_history=False, **options):
         if no_history:
+            self._wait(redis=False)
             demo.load_all(history=False)
         else:
             with redis_for_the_load():
-                demo.load_all()
-        self.stdout.write(self.style.SUCCESS("Demo data loaded: tenants, cluster, queues, prices, usage history."))
+                self._wait(redis=True)  # an external REDIS_URL may still be starting
+                with quiet_cycles():
+                    demo.load_all()
+        loaded = "tenants, cluster, queues, prices" + ("" if no_history else ", the last 30 days of jobs")
+        self.stdout.write(self.style.SUCCESS(f"Demo data loaded: {loaded}."))
         if agent_tokens:
             count = demo.write_agent_tokens(agent_tokens)
             self.stdout.write(f"{count} node tokens written to {agent_tokens}")
+
+    def _wait(self, *, redis: bool) -> None:
+        if not wait.wait_for(wait.checks_for(redis=redis), timeout=WAIT_S, say=self.stdout.write):
+            raise CommandError("the demo data needs the database and Redis; see above")

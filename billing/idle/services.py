@@ -1,0 +1,189 @@
+"""Finding idle GPU slices and carrying out their pool's idle policy (the beat's `check_idle_gpus`).
+
+A placement (Replica) is idle when the mean GPU utilisation its node agent measured over the pool's
+window stays below the pool's threshold. Utilisation is counted against the slice held: a 0.5 GPU
+fraction at 2 % of the device uses 4 % of its slice. The window is the placement's own time, as billing
+counts it (a simulated cluster runs faster than the wall clock). A placement is judged only once it has
+held its slice for the whole window and its samples cover it; one whose device cannot report
+utilisation (a MIG instance) is never idle.
+
+An idle spell starts when a placement is first found idle (`Replica.idle_since`, the start of the
+window) and ends when it is busy again. Once per spell the submitter is told: an e-mail and a job
+event ("idle") on the job's page. With the action notify-then-stop, a job whose every running
+placement has been idle and notified for the grace period is stopped (cancelled, paying for what it
+held); training jobs only when the pool allows it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Avg, Count, Max, Min
+
+from billing.models import UsageSample
+from scheduling import clock
+from scheduling.core.units import MILLI_PER_GPU
+from scheduling.errors import Conflict
+from scheduling.models import ACTIVE_STATES, IdleAction, Job, NodePool, Replica
+from scheduling.services import record_event, stop_job_by_policy
+
+log = logging.getLogger(__name__)
+
+# Job kinds that are training: stopped for idling only where their pool says so. Interactive kinds
+# (notebooks, when they exist) are stopped by notify-then-stop alone.
+TRAINING_KINDS = frozenset({"single", "pytorch", "mpi"})
+# Samples may arrive a little late or start a little after the window opens.
+MIN_SLACK = timedelta(seconds=30)
+
+
+@dataclass
+class IdleCheck:
+    flagged: list[Replica] = field(default_factory=list)
+    cleared: list[Replica] = field(default_factory=list)
+    notified: list[Job] = field(default_factory=list)
+    stopped: list[Job] = field(default_factory=list)
+
+
+def slice_share(replica: Replica) -> float:
+    """The share of each GPU the placement holds, against which its utilisation is judged."""
+    s = replica.slice or {}
+    if s.get("kind") == "fraction" and s.get("gpu_milli"):
+        return max(0.001, min(1.0, s["gpu_milli"] / MILLI_PER_GPU))
+    return 1.0
+
+
+def window_of(replica: Replica, pool: NodePool) -> timedelta:
+    """The pool's window in the wall time of the placement's samples."""
+    return timedelta(minutes=pool.idle_window_min) / max(replica.clock_scale or 1.0, 1e-6)
+
+
+def _stats(replicas: list[Replica], now: datetime) -> dict[int, dict]:
+    """Per placement: mean utilisation, first and last sample over its window (one query per distinct window)."""
+    by_window: dict[timedelta, list[int]] = defaultdict(list)
+    for r in replicas:
+        by_window[window_of(r, r.node.pool)].append(r.pk)
+    out = {}
+    for window, ids in by_window.items():
+        rows = (UsageSample.objects.filter(replica_id__in=ids, ts__gt=now - window, ts__lte=now,
+                                           gpu_util_pct__isnull=False)
+                .values("replica_id").annotate(mean=Avg("gpu_util_pct"), first=Min("ts"), last=Max("ts"),
+                                               samples=Count("id")))
+        out.update({row["replica_id"]: row for row in rows})
+    return out
+
+
+def judge(replica: Replica, stats: dict | None, now: datetime) -> bool | None:
+    """True: idle; False: busy; None: cannot tell yet (held less than the window, samples missing)."""
+    pool = replica.node.pool
+    window = window_of(replica, pool)
+    slack = max(window / 4, MIN_SLACK)
+    if stats is None or replica.started is None:
+        return None
+    if stats["last"] < now - slack:
+        return None  # the agent stopped reporting: its silence is not idleness
+    used = min(100.0, stats["mean"] / slice_share(replica))
+    if used >= pool.idle_threshold_pct:
+        return False
+    if replica.started > now - window or stats["first"] > now - window + slack:
+        return None  # below the threshold, but not for a whole window yet
+    return True
+
+
+@transaction.atomic
+def check_idle_gpus(*, now: datetime | None = None) -> IdleCheck:
+    """Flag the placements idle by their pool's policy, clear those busy again, notify once per
+    spell, and stop what the policy stops."""
+    now = now or clock.now()
+    result = IdleCheck()
+    replicas = list(Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False, started__isnull=False)
+                    .select_related("node__pool", "job__workspace", "job__submitted_by").order_by("pk"))
+    stats = _stats(replicas, now)
+    for replica in replicas:
+        verdict = judge(replica, stats.get(replica.pk), now)
+        if verdict and replica.idle_since is None:
+            replica.idle_since = now - window_of(replica, replica.node.pool)
+            result.flagged.append(replica)
+        elif verdict is False and replica.idle_since is not None:
+            replica.idle_since = replica.idle_notified = None
+            result.cleared.append(replica)
+    Replica.objects.bulk_update(result.flagged + result.cleared, ["idle_since", "idle_notified"])
+    by_job: dict[int, list[Replica]] = defaultdict(list)
+    for replica in replicas:
+        by_job[replica.job_id].append(replica)
+    for replicas_of_job in by_job.values():
+        job = replicas_of_job[0].job
+        new = [r for r in replicas_of_job if r.idle_since is not None and r.idle_notified is None]
+        if new:
+            _notify(job, new, now)
+            result.notified.append(job)
+        if _due_for_stop(job, replicas_of_job, now):
+            try:
+                stop_job_by_policy(job, _stop_reason(replicas_of_job[0].node.pool))
+            except Conflict:  # ended meanwhile
+                continue
+            result.stopped.append(job)
+    if result.flagged or result.stopped:
+        log.info("idle GPUs: %d slices flagged, %d cleared, %d jobs stopped", len(result.flagged),
+                 len(result.cleared), len(result.stopped))
+    return result
+
+
+def may_stop(job: Job, pool: NodePool) -> bool:
+    """Whether the pool's policy stops this job once its grace is over."""
+    if pool.idle_action != IdleAction.NOTIFY_THEN_STOP:
+        return False
+    return job.job_type not in TRAINING_KINDS or pool.idle_stop_training
+
+
+def stop_at(replica: Replica) -> datetime | None:
+    """When an idle, notified placement's job is due to be stopped, if its policy stops it."""
+    pool = replica.node.pool
+    if replica.idle_notified is None or not may_stop(replica.job, pool):
+        return None
+    return replica.idle_notified + timedelta(minutes=pool.idle_grace_min)
+
+
+def _due_for_stop(job: Job, replicas: list[Replica], now: datetime) -> bool:
+    """Every running placement of the job idle, notified, and past its grace."""
+    due = [stop_at(r) for r in replicas]
+    return bool(due) and all(at is not None and at <= now for at in due)
+
+
+def _stop_reason(pool: NodePool) -> str:
+    return (f"its GPUs stayed below {pool.idle_threshold_pct} % for {pool.idle_window_min} min and "
+            f"{pool.idle_grace_min} min after notice (pool {pool.name}'s idle policy)")
+
+
+def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
+    pool = replicas[0].node.pool
+    since = min(r.idle_since for r in replicas)
+    where = ", ".join(f"{r.role}-{r.index} on {r.node.name} ({r.slice_label})" for r in replicas)
+    for r in replicas:
+        r.idle_notified = now
+    Replica.objects.bulk_update(replicas, ["idle_notified"])
+    stop = stop_at(replicas[0])
+    text = (f"GPU slice idle: {where} below {pool.idle_threshold_pct} % utilisation for {pool.idle_window_min} min "
+            f"(pool {pool.name})")
+    if stop is not None:
+        text += f"; the job will be stopped at {stop:%Y-%m-%d %H:%M %Z} unless it gets busy"
+    record_event(job, "idle", reason=text, data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
+                                                 "stop_at": stop.isoformat() if stop else None})
+    user = job.submitted_by
+    if user is not None and user.email:
+        subject = f"[{settings.PLATFORM_NAME}] {job.name} (#{job.pk}) holds idle GPUs"
+        body = (f"Your job {job.name} (#{job.pk}) in workspace {job.workspace.slug} holds GPUs it does not use.\n"
+                f"{text}.\nStop the job if it is done, or put its GPUs to work.\n")
+        transaction.on_commit(lambda: _send(subject, body, user.email))
+
+
+def _send(subject: str, body: str, to: str) -> None:
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to])
+    except Exception:  # a mail server away must not undo the flag nor stop the next check
+        log.exception("idle notice to %s could not be sent", to)

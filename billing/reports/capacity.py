@@ -1,0 +1,203 @@
+"""What capacity costs and who uses it, read from the ledger's lines (operators' Capacity page, and
+each workspace's forecast beside its budget).
+
+- Idle allocated GPU-hours: each usage line's `idle_gpu_hours` (held minus used, from the agents'
+  samples); their cost is each line's billed cost times its idle share (idle / allocated), summed
+  per row and rounded once there.
+- Unallocated GPU-hours of a pool in an hour: its GPUs now (every node of the pool, cordoned or not
+  ready included: capacity that is there to be paid for) minus the GPU-hours its usage lines
+  allocated in that hour, never below zero; priced at list (the peak, on-demand price per GPU-hour of
+  the pool's model in the table in force that hour; an hour whose table prices no such model counts
+  its GPU-hours without a price). Past node counts are not kept: a pool that grew
+  or shrank is counted at today's size. A simulated cluster's lines count its fast clock, so they may
+  allocate more than the hour held.
+- Usage by submitter: a workspace's lines grouped by the user who submitted each job.
+- Month-end forecast: what the workspace spent this month plus its usage cost per day over the last 7
+  complete days (fewer for a workspace billed for less long) times the days left in the month.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, Min
+
+from billing import pricing
+from billing.ledger.periods import month_after, period_start
+from billing.ledger.selectors import money_sum, workspace_currency
+from billing.models import Budget, ChargeLine
+from billing.reports.selectors import _sums
+from billing.reports.services import budget_status, day_bounds, spent_in_period
+from billing.selectors import price_tables
+from billing.services import platform_tz
+from scheduling.models import NodePool
+
+ZERO = Decimal(0)
+HOUR = timedelta(hours=1)
+QUANTITY = Decimal("0.000001")
+FORECAST_DAYS = 7
+
+
+def _usage(start: date, end: date):
+    return ChargeLine.objects.filter(category=ChargeLine.Category.USAGE, day__gte=start, day__lte=end)
+
+
+# --------------------------------------------------------------------------- idle allocated GPU-hours
+
+
+@dataclass(frozen=True)
+class IdleRow:
+    day: date
+    workspace: str
+    pool: str
+    allocated_gpu_hours: Decimal
+    idle_gpu_hours: Decimal
+    idle_cost: Decimal
+    currency: str
+
+    @property
+    def idle_percent(self) -> Decimal:
+        if not self.allocated_gpu_hours:
+            return ZERO
+        return (self.idle_gpu_hours * 100 / self.allocated_gpu_hours).quantize(Decimal("0.1"))
+
+
+def idle_by_workspace_pool_day(start: date, end: date) -> list[IdleRow]:
+    """Per day, workspace and pool: GPU-hours allocated, those idle, and the cost of the idle ones."""
+    sums: dict[tuple, list] = {}
+    lines = _usage(start, end).filter(allocated_gpu_hours__gt=0).values_list(
+        "day", "workspace__slug", "pool", "currency", "allocated_gpu_hours", "idle_gpu_hours", "cost")
+    for day, workspace, pool, currency, allocated, idle, cost in lines.iterator():
+        row = sums.setdefault((day, workspace, pool, currency), [ZERO, ZERO, ZERO])
+        row[0] += allocated
+        row[1] += idle
+        row[2] += cost * idle / allocated
+    return [IdleRow(day, workspace, pool, a.quantize(QUANTITY), i.quantize(QUANTITY),
+                    pricing.quantize_money(c, currency), currency)
+            for (day, workspace, pool, currency), (a, i, c) in sorted(sums.items())]
+
+
+def totals_by_currency(rows, *fields: str) -> list[dict]:
+    """The rows' sums of `fields`, one entry per currency."""
+    out: dict[str, dict] = {}
+    for row in rows:
+        total = out.setdefault(row.currency, {"currency": row.currency, **{f: ZERO for f in fields}})
+        for f in fields:
+            total[f] += getattr(row, f)
+    return [out[c] for c in sorted(out)]
+
+
+# --------------------------------------------------------------------------- unallocated capacity
+
+
+@dataclass(frozen=True)
+class UnallocatedRow:
+    day: date
+    pool: str
+    gpus: int
+    capacity_gpu_hours: Decimal
+    allocated_gpu_hours: Decimal
+    unallocated_gpu_hours: Decimal
+    list_cost: Decimal
+    currency: str
+
+
+def _hours_of(day: date, now: datetime) -> list[datetime]:
+    """The day's hours (UTC starts) in the platform's zone, up to now."""
+    start, end = day_bounds(day)
+    hour, out = start.astimezone(UTC), []
+    while hour < min(end, now):
+        out.append(hour)
+        hour += HOUR
+    return out
+
+
+def unallocated_by_pool_day(start: date, end: date, *, now: datetime) -> list[UnallocatedRow]:
+    """Per pool and day: GPU capacity, what usage allocated of it, and the rest priced at list."""
+    tables = price_tables()
+    gpus = dict(NodePool.objects.annotate(n=Count("nodes__gpus")).values_list("name", "n"))
+    allocated: dict[tuple[str, datetime], Decimal] = defaultdict(Decimal)
+    for pool, hour, amount in _usage(start, end).values_list("pool", "hour", "allocated_gpu_hours").iterator():
+        allocated[(pool, hour.astimezone(UTC))] += amount
+    rows = []
+    for pool in NodePool.objects.order_by("name"):
+        count = gpus.get(pool.name, 0)
+        day = start
+        while day <= end:
+            capacity = used = free = cost = ZERO
+            currency = ""
+            for hour in _hours_of(day, now):
+                held = allocated.get((pool.name, hour), ZERO)
+                rest = max(ZERO, count - held)
+                capacity, used, free = capacity + count, used + min(held, Decimal(count)), free + rest
+                try:
+                    rates = pricing.table_in_force(tables, hour).rates
+                    cost += rest * rates.gpu_rate(pool.vendor, pool.gpu_model)
+                    currency = rates.currency
+                except ValueError:  # no table then, or no rate for the model: capacity without a price
+                    pass
+            if capacity:
+                rows.append(UnallocatedRow(day, pool.name, count, capacity, used.quantize(QUANTITY),
+                                           free.quantize(QUANTITY),
+                                           pricing.quantize_money(cost, currency or "USD"), currency or "USD"))
+            day += timedelta(days=1)
+    return rows
+
+
+# --------------------------------------------------------------------------- who uses it
+
+
+def usage_by_submitter(workspace, start: date, end: date) -> list[dict]:
+    """A workspace's lines over the range per submitter (operators: any workspace)."""
+    rows = ChargeLine.objects.filter(workspace=workspace, day__gte=start, day__lte=end)
+    return sorted(_sums(rows, "submitter", "currency"), key=lambda r: (-r["cost"], r["submitter"]))
+
+
+# --------------------------------------------------------------------------- month-end forecast
+
+
+@dataclass(frozen=True)
+class Forecast:
+    workspace: object
+    spent: Decimal           # this month so far
+    per_day: Decimal         # usage cost per day over the basis
+    basis_days: int          # complete days the rate was measured over (0: no usage yet)
+    days_left: Decimal       # from now to the end of the month
+    forecast: Decimal        # spent + per_day x days_left
+    currency: str
+    month: date
+    budget: Budget | None
+
+    @property
+    def percent_of_budget(self) -> Decimal | None:
+        if self.budget is None or not self.budget.amount:
+            return None
+        return (self.forecast * 100 / self.budget.amount).quantize(Decimal("0.1"))
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget is not None and self.forecast > self.budget.amount
+
+
+def forecast(workspace, *, now: datetime) -> Forecast:
+    """The month-end spend of the workspace if it goes on as over the last 7 complete days."""
+    tz = platform_tz()
+    today = now.astimezone(tz).date()
+    month = period_start(now)
+    usage = ChargeLine.objects.filter(workspace=workspace, category=ChargeLine.Category.USAGE)
+    first = usage.aggregate(first=Min("day"))["first"]
+    basis = 0 if first is None else max(0, min(FORECAST_DAYS, (today - first).days))
+    recent = money_sum(usage.filter(day__gte=today - timedelta(days=basis), day__lt=today)) if basis else ZERO
+    per_day = recent / basis if basis else ZERO
+    end = datetime.combine(month_after(month), time(0), tzinfo=tz)
+    days_left = Decimal((end - now).total_seconds()) / Decimal(86400)
+    status = budget_status(workspace, now=now)  # None without a usable budget
+    spent = status.spent if status else spent_in_period(workspace, now=now)
+    currency = workspace_currency(workspace)
+    return Forecast(workspace=workspace, spent=spent, per_day=pricing.quantize_money(per_day, currency),
+                    basis_days=basis, days_left=days_left.quantize(Decimal("0.1")),
+                    forecast=pricing.quantize_money(spent + per_day * days_left, currency), currency=currency,
+                    month=month, budget=status.budget if status else None)

@@ -1,0 +1,148 @@
+"""The operators' adjustments page (staff only): a credit or a debit for a workspace, against one of its
+jobs or one of its billing months, with a reason; shown for confirmation before it is booked.
+
+Billed records are never edited: a correction is an adjustment line of its own
+(billing.ledger.services.add_adjustment), with its author, and an audit entry.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from decimal import Decimal
+
+from django import forms
+from django.contrib import messages
+from django.db import transaction
+from django.shortcuts import redirect, render
+
+from billing import pricing
+from billing.ledger import selectors as ledger_selectors
+from billing.ledger import services as ledger_services
+from billing.ledger.periods import period_start
+from billing.models import ChargeLine
+from portal.console import audit
+from portal.console.views import operator_required
+from portal.models import Workspace
+from scheduling import clock
+from scheduling.errors import DomainError
+from scheduling.models import Job
+
+MONTH = re.compile(r"(\d{4})-(\d{2})")
+CREDIT, DEBIT = "credit", "debit"
+JOB, PERIOD = "job", "period"
+
+
+class AdjustmentForm(forms.Form):
+    workspace = forms.ModelChoiceField(
+        label="Workspace", queryset=Workspace.objects.order_by("slug"), to_field_name="slug",
+        empty_label="(choose a workspace)", help_text="The tenant whose bill is corrected",
+        error_messages={"invalid_choice": "no such workspace"})
+    kind = forms.ChoiceField(
+        label="Credit or debit", widget=forms.RadioSelect, initial=CREDIT,
+        choices=[(CREDIT, "Credit: lowers the bill"), (DEBIT, "Debit: raises the bill")])
+    amount = forms.DecimalField(
+        label="Amount", min_value=Decimal("0.0001"), max_value=ledger_services.MAX_AMOUNT - 1, max_digits=18,
+        decimal_places=4, help_text="More than 0, in the workspace's currency and its smallest unit (0.01 USD)")
+    applies_to = forms.ChoiceField(
+        label="Applies to", widget=forms.RadioSelect, initial=PERIOD,
+        choices=[(JOB, "A job: booked now, part of the job's cost"),
+                 (PERIOD, "A billing month: booked in that month's statement")])
+    job = forms.IntegerField(label="Job number", required=False, min_value=1, max_value=2**63 - 1,
+                             help_text="A job of the workspace (its number, e.g. 42)")
+    period = forms.CharField(label="Billing month", required=False, max_length=7,
+                             widget=forms.TextInput(attrs={"placeholder": "YYYY-MM", "inputmode": "numeric"}),
+                             help_text="YYYY-MM: this month or an earlier one that is not closed")
+    reason = forms.CharField(label="Reason", max_length=ledger_services.MAX_REASON,
+                             widget=forms.Textarea(attrs={"rows": 3}),
+                             help_text="Why: shown on the statement and in the exports")
+
+    def clean_period(self) -> date | None:
+        text = self.cleaned_data["period"].strip()
+        if not text:
+            return None
+        match = MONTH.fullmatch(text)
+        if not match or not 1 <= int(match[2]) <= 12:
+            raise forms.ValidationError("write a month as YYYY-MM, e.g. 2026-03")
+        return date(int(match[1]), int(match[2]), 1)
+
+    def clean(self):
+        data = super().clean()
+        workspace, amount = data.get("workspace"), data.get("amount")
+        if data.get("applies_to") == JOB and data.get("job") is None and "job" not in self.errors:
+            self.add_error("job", "name the job the adjustment is for")
+        if workspace is None:
+            return data
+        data["currency"] = currency = ledger_selectors.workspace_currency(workspace)
+        if amount is not None and amount != pricing.quantize_money(amount, currency):
+            places = pricing.minor_unit(currency)
+            self.add_error("amount", f"{currency} amounts have at most {places} decimal places")
+        if data.get("applies_to") == JOB:
+            self._clean_job(workspace, data)
+        elif data.get("applies_to") == PERIOD:
+            self._clean_period(workspace, data)
+        return data
+
+    def _clean_job(self, workspace: Workspace, data: dict) -> None:
+        number = data.get("job")
+        if number is None:  # refused above
+            return
+        job = Job.objects.filter(pk=number, workspace=workspace).select_related("queue").first()
+        if job is None:
+            self.add_error("job", f"#{number} is not a job of {workspace.slug}")
+        data["job_obj"], data["period"] = job, None
+
+    def _clean_period(self, workspace: Workspace, data: dict) -> None:
+        data["job_obj"] = None
+        if "period" in self.errors:
+            return
+        if data.get("period") is None:
+            data["period"] = period_start(clock.now())
+        try:
+            ledger_services.check_adjustment_period(workspace, data["period"], clock.now())
+        except DomainError as error:  # not started, or closed
+            for message in (m for msgs in error.errors.values() for m in msgs):
+                self.add_error("period", message)
+
+    def signed_amount(self) -> Decimal:
+        amount = self.cleaned_data["amount"]
+        return -amount if self.cleaned_data["kind"] == CREDIT else amount
+
+
+@transaction.atomic
+def make_adjustment(user, form: AdjustmentForm) -> ChargeLine:
+    """Book the confirmed adjustment and audit it, both or neither."""
+    data = form.cleaned_data
+    line = ledger_services.add_adjustment(user=user, workspace=data["workspace"], amount=form.signed_amount(),
+                                          reason=data["reason"], job=data["job_obj"], period=data["period"])
+    target = f"job #{line.job_id}" if line.job_id else f"{line.period:%Y-%m}"
+    audit.record(user, "adjust", line, changes={"cost": [None, line.cost]},
+                 message=f"{line.category} {line.cost} {line.currency} for {line.workspace.slug}, {target}: "
+                         f"{line.reason}")
+    return line
+
+
+@operator_required
+def adjustments(request):
+    """GET: the form and the latest adjustments. POST: check, then show what will be booked; POST with
+    confirm=1: book it; POST with edit=1 (from the confirmation): back to the filled form."""
+    form = AdjustmentForm(request.POST or None, initial={"period": f"{period_start(clock.now()):%Y-%m}"})
+    if request.method == "POST" and form.is_valid():
+        if request.POST.get("confirm") == "1":
+            try:
+                line = make_adjustment(request.user, form)
+            except DomainError as error:  # e.g. the month was closed meanwhile: beside its field
+                for field, msgs in error.errors.items():
+                    for message in msgs:
+                        form.add_error(field if field in form.fields else None, message)
+            else:
+                target = f"job #{line.job_id}" if line.job_id else f"{line.period:%B %Y}"
+                messages.success(request, f"{line.category} of {line.cost} {line.currency} recorded for "
+                                          f"{line.workspace.slug} ({target}).")
+                return redirect("console-adjustments")
+        elif "edit" not in request.POST:
+            return render(request, "console/adjustment_confirm.html", {
+                "section": "adjustments", "form": form, "data": form.cleaned_data, "amount": form.signed_amount()})
+    return render(request, "console/adjustments.html", {
+        "section": "adjustments", "form": form, "recent": ledger_selectors.recent_adjustments(),
+    }, status=400 if form.errors else 200)
