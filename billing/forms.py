@@ -10,6 +10,24 @@ class PriceTableForm(forms.ModelForm):
         model = PriceTable
         fields = ["name", "currency", "effective_from", "cpu_core_hour", "memory_gib_hour", "priority_base",
                   "priority_step", "offpeak_windows", "offpeak_discount", "spot_discount"]
+        labels = {
+            "name": "Name", "currency": "Currency", "effective_from": "Effective from",
+            "cpu_core_hour": "CPU core-hour", "memory_gib_hour": "Memory GiB-hour", "priority_base": "Priority base",
+            "priority_step": "Priority step", "offpeak_windows": "Off-peak windows",
+            "offpeak_discount": "Off-peak discount", "spot_discount": "Spot discount",
+        }
+        help_texts = {
+            "name": "Shown on statements, e.g. \"Prices from 2026-04-01\".",
+            "currency": "Three-letter code, e.g. USD.",
+            "effective_from": "YYYY-MM-DD HH:MM in the platform's time zone, in the future: past charges never change.",
+            "cpu_core_hour": "Price of one CPU core for an hour.",
+            "memory_gib_hour": "Price of one GiB of memory for an hour.",
+            "priority_base": "The price multiplier of a priority-0 job.",
+            "priority_step": "Multiplier = base + priority x step (default 1 + priority/100).",
+            "offpeak_windows": "HH:MM-HH:MM, comma-separated, in the platform's time zone. Empty: no off-peak.",
+            "offpeak_discount": "0 to 1: the share taken off during off-peak windows (0.40 = 40% off).",
+            "spot_discount": "0 to 1: the share taken off on spot pools.",
+        }
 
     def clean_currency(self):
         return (self.cleaned_data.get("currency") or "USD").strip().upper()

@@ -118,8 +118,10 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
             f"autorestart={'false' if once else 'true'}",
             f"startsecs={0 if once else 1}",
             "startretries=100",
-            # The whole group: Celery's pool children and the sed that prefixes the lines.
-            "stopasgroup=true",
+            # Stop the whole group (the sed that prefixes the lines too), except that Celery's main
+            # process alone gets the TERM: it lets its pool children finish their tasks (a warm
+            # shutdown) instead of losing them mid-task; whatever is left is killed after the wait.
+            f"stopasgroup={'false' if name == 'worker' else 'true'}",
             "killasgroup=true",
             "stopwaitsecs=20",
             "redirect_stderr=true",

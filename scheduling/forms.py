@@ -83,6 +83,28 @@ class PoolPolicyForm(NodePoolForm):
 
     class Meta(NodePoolForm.Meta):
         fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot"]
+        labels = {
+            "placement": "Placement policy",
+            "sharing": "Sharing mode",
+            "timeslice_replicas": "Time-slice replicas per GPU",
+            "mig_layout": "MIG layout",
+            "spot": "Spot / preemptible nodes",
+        }
+        help_texts = {
+            "placement": "Where the scheduler puts work: bin-pack fills nodes, spread balances them, "
+                         "fragmentation-aware keeps whole GPUs free for large jobs.",
+            "sharing": "Exclusive and fractions: whole GPUs or fractions of one. MIG: each GPU cut into the MIG "
+                       "layout below. Time-slicing: each GPU shared by several replicas. Changing it needs the "
+                       "pool's nodes drained.",
+            "timeslice_replicas": "1 to 64: replicas sharing one GPU in time-slicing mode.",
+            "spot": "Discounted nodes with no completion promise: jobs on them may be preempted.",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mig_layout"].label = self.Meta.labels["mig_layout"]
+        self.fields["mig_layout"].help_text = ("MIG mode only: the instances on every GPU, comma-separated, e.g. "
+                                               '"3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb". At most 7 compute slices.')
 
 
 class IdlePolicyForm(forms.ModelForm):

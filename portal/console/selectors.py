@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -355,6 +359,28 @@ def audit_entries(params) -> QuerySet[AuditEntry]:
             except ValueError:
                 raise ValueError(f"{name}: {params[name]!r} is not a date (YYYY-MM-DD)") from None
     return entries
+
+
+AUDIT_CSV_HEADER = ("time_utc", "user", "source", "action", "target_type", "target_id", "target", "changes",
+                    "message")
+
+
+def audit_csv_lines(entries: QuerySet[AuditEntry]) -> Iterator[str]:
+    """CSV lines, header first, oldest entry first."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def line(row) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(row)
+        return buffer.getvalue()
+
+    yield line(AUDIT_CSV_HEADER)
+    for e in entries.order_by("time", "pk").iterator(chunk_size=2000):
+        yield line((e.time.astimezone(UTC).isoformat(), e.username, e.source, e.action, e.target_type, e.target_id,
+                    e.target_repr, json.dumps(e.changes, sort_keys=True, default=str) if e.changes else "",
+                    e.message))
 
 
 def audit_choices() -> dict[str, list[str]]:

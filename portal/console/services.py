@@ -276,9 +276,13 @@ def set_member(user, workspace: Workspace, username: str, role: str) -> Membersh
     member = get_user_model().objects.filter(username=(username or "").strip()).first()
     if member is None:
         raise ConsoleError({"username": f"no user named {username!r}"})
+    Workspace.objects.select_for_update().get(pk=workspace.pk)  # one owner change at a time
     membership, created = Membership.objects.get_or_create(user=member, workspace=workspace,
                                                            defaults={"role": role})
     old = None if created else membership.role
+    if old == Role.OWNER and role != Role.OWNER:
+        _keep_an_owner(membership, "role", f"{member.username} is the last owner of {workspace.slug}: make "
+                                           "another member owner first")
     if not created and membership.role != role:
         membership.role = role
         membership.save(update_fields=["role"])
@@ -289,8 +293,20 @@ def set_member(user, workspace: Workspace, username: str, role: str) -> Membersh
 
 @transaction.atomic
 def remove_member(user, membership: Membership) -> None:
+    """Remove a member; a workspace keeps at least one owner."""
+    Workspace.objects.select_for_update().get(pk=membership.workspace_id)
+    membership = Membership.objects.select_related("user", "workspace").get(pk=membership.pk)
+    if membership.role == Role.OWNER:
+        _keep_an_owner(membership, "", f"{membership.user.username} is the last owner of "
+                                       f"{membership.workspace.slug}: make another member owner first")
     audit.record(user, "delete", membership, changes={"role": [membership.role, None]})
     membership.delete()
+
+
+def _keep_an_owner(membership: Membership, field: str, message: str) -> None:
+    others = Membership.objects.filter(workspace_id=membership.workspace_id, role=Role.OWNER).exclude(pk=membership.pk)
+    if not others.exists():
+        raise ConsoleError({field: [message]})
 
 
 @transaction.atomic

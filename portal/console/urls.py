@@ -1,6 +1,7 @@
 from django.urls import path
 
 from portal.console import adjustments, health, jobs, queues, views
+from portal.console import users as console_users
 
 urlpatterns = [
     path("", views.dashboard, name="console"),
@@ -20,6 +21,7 @@ urlpatterns = [
     path("prices/", views.prices, name="console-prices"),
     path("tokens/", views.tokens, name="console-tokens"),
     path("audit/", views.audit_log, name="console-audit"),
+    path("audit/export.csv", views.audit_csv, name="console-audit-csv"),
     path("jobs/", jobs.job_list, name="console-jobs"),
     path("jobs/export.csv", jobs.job_csv, name="console-jobs-csv"),
     path("jobs/<int:pk>/", jobs.job_detail, name="console-job"),
@@ -32,4 +34,11 @@ urlpatterns = [
     path("health/", health.health, name="console-health"),
     path("health/pools/<slug:name>/idle/", health.idle_policy, name="console-idle-policy"),
     path("capacity/", health.capacity, name="console-capacity"),
+    path("users/", console_users.users, name="console-users"),
+    path("users/<str:username>/deactivate/", console_users.user_active, {"active": False},
+         name="console-user-deactivate"),
+    path("users/<str:username>/reactivate/", console_users.user_active, {"active": True},
+         name="console-user-reactivate"),
+    path("users/<str:username>/password/", console_users.user_password, name="console-user-password"),
+    path("workspaces/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="console-member-remove"),
 ]

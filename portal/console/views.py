@@ -6,15 +6,17 @@ import json
 from decimal import Decimal
 from functools import wraps
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpResponseBadRequest
+from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from billing.forms import PriceTableForm
 from billing.models import NodeToken, PriceTable
 from portal.console import selectors, services
 from portal.console.advice import BYTES_PER_PARAM, TASKS
@@ -22,6 +24,8 @@ from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
 from scheduling import clock
+from scheduling.errors import DomainError
+from scheduling.forms import PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 from scheduling.selectors import cluster_view
 
@@ -38,12 +42,6 @@ def operator_required(view):
         return view(request, *args, **kwargs)
 
     return wrapped
-
-
-def _fail(request, error: ConsoleError) -> None:
-    for field, msgs in error.errors.items():
-        for m in msgs:
-            messages.error(request, f"{field}: {m}" if field else m)
 
 
 # --------------------------------------------------------------------------- dashboard
@@ -104,25 +102,33 @@ def pools(request):
     })
 
 
+POOL_FIELD_IDS = {"placement": "f-placement", "sharing": "f-sharing", "timeslice_replicas": "f-timeslice",
+                  "mig_layout": "f-mig", "spot": "f-spot"}
+
+
+def _field_rows(form: forms.Form, errors: dict[str, list[str]]) -> list[tuple]:
+    """Each field with the service's messages for it, so every message sits beside its field."""
+    return [(form[name], errors.get(name, [])) for name in form.fields]
+
+
 @operator_required
 def pool_edit(request, name):
     pool = get_object_or_404(NodePool, name=name)
-    errors, data = {}, None
+    errors = {}
     if request.method == "POST":
-        data = request.POST
         try:
-            services.save_pool(request.user, pool, data)
+            services.save_pool(request.user, pool, request.POST)
             messages.success(request, f"Pool {pool.name} saved.")
             return redirect("console-pools")
         except ConsoleError as error:
             errors = error.errors
+    # the refused values on a fresh copy of the pool
+    form = PoolPolicyForm(request.POST or None, instance=NodePool.objects.get(pk=pool.pk))
+    for field, element_id in POOL_FIELD_IDS.items():
+        form.fields[field].widget.attrs["id"] = element_id
     return render(request, "console/pool_form.html", {
-        "section": "pools", "pool": pool, "errors": errors, "placements": Placement.choices,
-        "sharings": PoolSharing.choices,
-        "values": data or {"placement": pool.placement, "sharing": pool.sharing, "spot": pool.spot,
-                           "timeslice_replicas": pool.timeslice_replicas,
-                           "mig_layout": ", ".join(pool.mig_layout or [])},
-        "mig_families": MIG_FAMILIES,
+        "section": "pools", "pool": pool, "field_rows": _field_rows(form, errors), "mig_families": MIG_FAMILIES,
+        "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
     }, status=400 if errors else 200)
 
 
@@ -185,32 +191,81 @@ def workspaces(request):
                   status=400 if errors else 200)
 
 
+class MemberForm(forms.Form):
+    """Add a member to a workspace, or change a member's role."""
+
+    username = forms.CharField(label="User", max_length=150, widget=forms.TextInput(attrs={"id": "f-username"}),
+                               help_text="The username of an existing account (create accounts on the Users page)")
+    role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.MEMBER,
+                             help_text="Owner: submits jobs, manages the budget and may block submissions. Member: "
+                                       "submits jobs. Viewer: sees jobs and reports. Finance: budget and reports. "
+                                       "A workspace keeps at least one owner.")
+
+
+def _form_fail(form: forms.Form, error: ConsoleError) -> None:
+    for field, msgs in error.errors.items():
+        for message in msgs:
+            form.add_error(field if field in form.fields else None, message)
+
+
 @operator_required
 def workspace_detail(request, slug):
     workspace = get_object_or_404(Workspace, slug=slug)
+    member_form, grant_errors = MemberForm(), {}
     if request.method == "POST":
-        try:
-            if "remove" in request.POST:
-                membership = get_object_or_404(Membership, pk=request.POST["remove"], workspace=workspace)
-                services.remove_member(request.user, membership)
-                messages.info(request, f"{membership.user.username} removed.")
-            elif "queue" in request.POST:
-                queue = get_object_or_404(Queue, name=request.POST["queue"])
+        if "remove" in request.POST:  # removing asks first
+            membership = get_object_or_404(Membership, pk=request.POST["remove"], workspace=workspace)
+            return redirect("console-member-remove", slug=slug, pk=membership.pk)
+        if "queue" in request.POST:
+            queue = get_object_or_404(Queue, name=request.POST["queue"])
+            try:
                 services.grant_queue(request.user, workspace, queue, is_default=bool(request.POST.get("is_default")))
-                messages.info(request, f"Queue {queue.name} granted.")
+            except ConsoleError as error:
+                grant_errors = error.errors
             else:
-                m = services.set_member(request.user, workspace, request.POST.get("username", ""),
-                                        request.POST.get("role", ""))
-                messages.info(request, f"{m.user.username} is {m.role}.")
-        except ConsoleError as error:
-            _fail(request, error)
-        return redirect("console-workspace", slug=slug)
+                messages.success(request, f"Queue {queue.name} granted to {workspace.slug}.")
+                return redirect("console-workspace", slug=slug)
+        else:
+            member_form = MemberForm(request.POST)
+            if member_form.is_valid():
+                existing = workspace.memberships.filter(user__username=member_form.cleaned_data["username"]).first()
+                try:
+                    m = services.set_member(request.user, workspace, **member_form.cleaned_data)
+                except ConsoleError as error:
+                    _form_fail(member_form, error)
+                else:
+                    role = m.get_role_display().lower()
+                    messages.success(request, f"{m.user.username} is now {role} of {workspace.slug}." if existing
+                                     else f"{m.user.username} added to {workspace.slug} as {role}.")
+                    return redirect("console-workspace", slug=slug)
     return render(request, "console/workspace_detail.html", {
-        "section": "workspaces", "workspace": workspace, "roles": Role.choices,
+        "section": "workspaces", "workspace": workspace, "roles": Role.choices, "member_form": member_form,
+        "grant_errors": grant_errors,
         "members": workspace.memberships.select_related("user").order_by("user__username"),
         "access": workspace.queue_access.select_related("queue").order_by("queue__name"),
         "queues": Queue.objects.filter(children__isnull=True).order_by("name"),
-    })
+    }, status=400 if member_form.errors or grant_errors else 200)
+
+
+@operator_required
+def member_remove(request, slug, pk):
+    """GET: who loses what, or why it is refused; POST: remove the member."""
+    membership = get_object_or_404(Membership.objects.select_related("user", "workspace"), pk=pk,
+                                   workspace__slug=slug)
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            services.remove_member(request.user, membership)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, f"{membership.user.username} removed from {slug}.")
+            return redirect("console-workspace", slug=slug)
+    return render(request, "console/member_remove.html", {
+        "section": "workspaces", "membership": membership, "errors": errors,
+        "last_owner": membership.role == Role.OWNER
+        and not membership.workspace.memberships.filter(role=Role.OWNER).exclude(pk=membership.pk).exists(),
+    }, status=400 if errors else 200)
 
 
 # --------------------------------------------------------------------------- price tables
@@ -222,19 +277,31 @@ def _rates_text(table: PriceTable | None) -> str:
     return "\n".join(f"{r.vendor} {r.gpu_model} {r.per_gpu_hour.normalize():f}" for r in table.gpu_rates.all())
 
 
+class PriceTableConsoleForm(PriceTableForm):
+    """The price-table form with the GPU rates as text (the service parses them)."""
+
+    gpu_rates = forms.CharField(
+        label="GPU rates", widget=forms.Textarea(attrs={"rows": 7, "id": "f-rates"}),
+        help_text="One a line: vendor gpu_model price_per_gpu_hour, e.g. \"nvidia H100-80GB 3.20\". Vendor: nvidia "
+                  "or amd.")
+
+
+PRICE_FIELD_IDS = {"effective_from": "f-effective", "offpeak_windows": "f-offpeak"}
+
+
 @operator_required
 def prices(request):
-    errors, values = {}, None
+    errors = {}
     rows = selectors.price_table_rows()
     if request.method == "POST":
-        values = request.POST
         try:
             table = services.create_price_table(request.user, request.POST)
             messages.success(request, f"Price table {table.name} takes effect {table.effective_from:%Y-%m-%d %H:%M}.")
             return redirect("console-prices")
         except ConsoleError as error:
             errors = error.errors
-    if values is None:
+        form = PriceTableConsoleForm(request.POST)
+    else:
         current = next((r["table"] for r in rows if r["status"] == "in force"), None) or (rows[0]["table"] if rows else None)
         tomorrow = (timezone.localtime() + timezone.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
         values = {"name": f"Prices from {tomorrow:%Y-%m-%d}", "currency": current.currency if current else "USD",
@@ -243,8 +310,16 @@ def prices(request):
                   "offpeak_discount", "spot_discount"):
             v = getattr(current, f) if current else ""
             values[f] = f"{v.normalize():f}" if isinstance(v, Decimal) else v
-    return render(request, "console/prices.html", {"section": "prices", "rows": rows, "values": values,
-                                                   "errors": errors}, status=400 if errors else 200)
+        form = PriceTableConsoleForm(initial=values)
+    for field, element_id in PRICE_FIELD_IDS.items():
+        form.fields[field].widget.attrs["id"] = element_id
+    # times are read in the operator's zone: say which
+    form.fields["effective_from"].label = (f"Effective from (YYYY-MM-DD HH:MM in "
+                                           f"{timezone.get_current_timezone_name()}, future)")
+    return render(request, "console/prices.html", {
+        "section": "prices", "rows": rows, "field_rows": _field_rows(form, errors),
+        "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
+    }, status=400 if errors else 200)
 
 
 # --------------------------------------------------------------------------- node tokens
@@ -268,12 +343,17 @@ def tokens(request):
 # --------------------------------------------------------------------------- audit
 
 
+def _audit_entries(request):
+    """The entries the filters select; a bad filter is the styled 400 page."""
+    try:
+        return selectors.audit_entries(request.GET)
+    except ValueError as error:
+        raise DomainError(str(error)) from None
+
+
 @operator_required
 def audit_log(request):
-    try:
-        entries = selectors.audit_entries(request.GET)
-    except ValueError as error:
-        return HttpResponseBadRequest(str(error))
+    entries = _audit_entries(request)
     page = Paginator(entries.select_related("user"), 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -281,3 +361,12 @@ def audit_log(request):
         "section": "audit", "page": page, "filters": request.GET, "choices": selectors.audit_choices(),
         "sources": AuditEntry.Source.choices, "query": query.urlencode(),
     })
+
+
+@operator_required
+def audit_csv(request):
+    """The filtered audit log as UTF-8 CSV, every entry (not one page), times in ISO 8601 UTC."""
+    entries = _audit_entries(request)  # checked before the first byte is sent
+    response = StreamingHttpResponse(selectors.audit_csv_lines(entries), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="audit-{clock.now():%Y%m%d-%H%M%S}.csv"'
+    return response

@@ -29,6 +29,7 @@ FILLERS = {
     "object_id": lambda bob, route: bob["workspace"].pk,
     "content_type_id": lambda bob, route: 1,
     "id": lambda bob, route: bob["user"].pk,
+    "username": lambda bob, route: bob["user"].username,
     "url": lambda bob, route: f"portal/workspace/{bob['workspace'].pk}/change/",
 }
 _PARAM = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")

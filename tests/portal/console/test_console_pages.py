@@ -120,8 +120,9 @@ def test_workspace_and_member_management(admin_client, cluster):
     membership = Membership.objects.get(workspace=ws, user__username="bob")
     assert membership.role == "owner"
     admin_client.post("/console/workspaces/robotics/", {"username": "nobody", "role": "owner"})
-    admin_client.post("/console/workspaces/robotics/", {"remove": membership.pk})
-    assert not Membership.objects.filter(workspace=ws).exists()
+    admin_client.post("/console/workspaces/robotics/", {"username": "alice", "role": "owner"})
+    admin_client.post(f"/console/workspaces/robotics/members/{membership.pk}/remove/")  # the confirmed removal
+    assert list(Membership.objects.filter(workspace=ws).values_list("user__username", flat=True)) == ["alice"]
 
 
 @pytest.mark.django_db

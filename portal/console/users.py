@@ -1,0 +1,111 @@
+"""The console's users page (staff only): list accounts, create one, deactivate or reactivate it, reset its
+password. Thin views over portal.console.user_services; deactivating and resetting ask for confirmation."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import password_validators_help_texts
+from django.shortcuts import get_object_or_404, redirect, render
+
+from portal.console import user_selectors, user_services
+from portal.console.services import ConsoleError
+from portal.console.views import operator_required
+
+
+def _password_help() -> str:
+    return " ".join(password_validators_help_texts())
+
+
+class UserCreateForm(forms.Form):
+    username = forms.CharField(label="Username", max_length=150,
+                               help_text="What the user logs in with: letters, digits and @ . + - _")
+    email = forms.EmailField(label="E-mail", required=False, help_text="Where budget and idle-GPU notices go")
+    password = forms.CharField(label="Initial password", strip=False, widget=forms.PasswordInput(render_value=False))
+    is_staff = forms.BooleanField(label="Operator (staff)", required=False,
+                                  help_text="May use this console. Leave off for tenants.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["password"].help_text = f"Give it to the user; they can change it. {_password_help()}"
+        self.fields["username"].validators.append(get_user_model().username_validator)
+
+    def clean(self):
+        data = super().clean()
+        # the service's own checks (taken name, password validators), shown with the fields' other errors
+        checked = {k: data.get(k) or "" for k in ("username", "email", "password")}
+        for field, msgs in user_services.new_user_errors(**checked).items():
+            if field not in self.errors:
+                for message in msgs:
+                    self.add_error(field, message)
+        return data
+
+
+class PasswordResetForm(forms.Form):
+    password = forms.CharField(label="New password", strip=False, widget=forms.PasswordInput(render_value=False))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["password"].help_text = _password_help()
+
+
+def _add_errors(form: forms.Form, error: ConsoleError) -> None:
+    """The service's messages beside their fields (the whole form's on top)."""
+    for field, msgs in error.errors.items():
+        for message in msgs:
+            form.add_error(field if field in form.fields else None, message)
+
+
+@operator_required
+def users(request):
+    form = UserCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = user_services.create_user(request.user, **form.cleaned_data)
+        except ConsoleError as error:
+            _add_errors(form, error)
+        else:
+            messages.success(request, f"User {user.username} created. Add them to a workspace to let them work.")
+            return redirect("console-users")
+    return render(request, "console/users.html", {
+        "section": "users", "rows": user_selectors.user_rows(), "form": form,
+    }, status=400 if form.errors else 200)
+
+
+@operator_required
+def user_active(request, username, active: bool):
+    """GET: what (de)activating does; POST: do it."""
+    user = get_object_or_404(get_user_model(), username=username)
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            user_services.set_active(request.user, user, active)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, f"User {user.username} {'reactivated' if active else 'deactivated'}.")
+            return redirect("console-users")
+    elif not active and user.pk == request.user.pk:
+        errors = ["you cannot deactivate your own account"]
+    return render(request, "console/user_active.html", {
+        "section": "users", "account": user, "active": active, "errors": errors,
+        "memberships": user.memberships.select_related("workspace").order_by("workspace__slug"),
+    }, status=400 if errors else 200)
+
+
+@operator_required
+def user_password(request, username):
+    """GET: the new-password form, which says what a reset does; POST: set it."""
+    user = get_object_or_404(get_user_model(), username=username)
+    form = PasswordResetForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user_services.reset_password(request.user, user, form.cleaned_data["password"])
+        except ConsoleError as error:
+            _add_errors(form, error)
+        else:
+            messages.success(request, f"Password of {user.username} reset. Give them the new one.")
+            return redirect("console-users")
+    return render(request, "console/user_password.html", {"section": "users", "account": user, "form": form},
+                  status=400 if form.errors else 200)
