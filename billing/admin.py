@@ -3,6 +3,7 @@ from django.contrib import admin
 from billing.forms import PriceTableForm
 from billing.models import ChargeLine, ClosedPeriod, GpuRate, NodeToken, PriceTable, UsageSample
 from scheduling import clock
+from scheduling.admin import ReadOnlyAdmin
 
 
 class GpuRateInline(admin.TabularInline):
@@ -52,18 +53,9 @@ class NodeTokenAdmin(admin.ModelAdmin):
         queryset.filter(revoked__isnull=True).update(revoked=clock.now())
 
 
-class BilledRecordAdmin(admin.ModelAdmin):
+class BilledRecordAdmin(ReadOnlyAdmin):
     """Billed records are read-only here as everywhere: operators look, corrections are adjustments
     (the console's Adjustments page), and nothing is added or deleted past the services."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ChargeLine)

@@ -3,32 +3,17 @@ share, a drain moves preemptible jobs (live), alice's dashboard totals are her r
 and a screenshot of every page lands in var/screenshots/."""
 
 import re
-import time as systime
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
-from tests_e2e_helpers import SCREENSHOTS, login
+from tests_e2e_helpers import login, shot, wait_for
 from tests_job_specs import job_spec
 
 from billing.services import submit_quoted_job
 from scheduling.models import Job, JobState, Node
 from tests.world import PASSWORDS
-
-
-def shot(page, name):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
-def wait_for(predicate, timeout=20.0):
-    end = systime.monotonic() + timeout
-    while systime.monotonic() < end:
-        if predicate():
-            return
-        systime.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.mark.django_db(transaction=True)

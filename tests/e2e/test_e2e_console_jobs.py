@@ -6,18 +6,13 @@ import re
 
 import pytest
 from playwright.sync_api import expect
-from tests_e2e_helpers import SCREENSHOTS, login
+from tests_e2e_helpers import login, shot
 from tests_job_specs import job_spec
 
 from billing.services import submit_quoted_job
 from portal.console.models import AuditEntry
 from scheduling.models import Job, JobState
 from tests.world import PASSWORDS
-
-
-def shot(page, name):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 @pytest.mark.django_db(transaction=True)

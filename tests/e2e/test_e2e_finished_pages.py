@@ -8,15 +8,10 @@ from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import expect
-from tests_e2e_helpers import SCREENSHOTS, login
+from tests_e2e_helpers import login, shot
 
 from billing.models import ChargeLine
 from tests.world import PASSWORDS
-
-
-def shot(page, name):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 @pytest.mark.django_db(transaction=True)

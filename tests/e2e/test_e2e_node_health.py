@@ -4,7 +4,6 @@ flagged on the console and on the tenant's job page. Screenshots land in var/scr
 
 import subprocess
 import sys
-import time as systime
 import uuid
 from datetime import timedelta
 
@@ -12,7 +11,7 @@ import httpx
 import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
-from tests_e2e_helpers import SCREENSHOTS, login
+from tests_e2e_helpers import login, shot, wait_for
 from tests_job_specs import job_spec
 
 from billing.idle.services import check_idle_gpus
@@ -21,20 +20,6 @@ from billing.services import submit_quoted_job
 from portal.testing import ROOT, child_env
 from scheduling.models import JobState, Node, Replica
 from tests.world import PASSWORDS
-
-
-def shot(page, name):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
-def wait_for(predicate, timeout=30.0):
-    end = systime.monotonic() + timeout
-    while systime.monotonic() < end:
-        if predicate():
-            return
-        systime.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 def start_agent(server, node, tmp_path):
@@ -53,10 +38,10 @@ def test_a_node_whose_agent_stops_turns_not_ready_and_its_job_moves(live_daphne,
     settings.NODE_NOT_READY_AFTER_S = 6  # the cycle runs in this process
     agents = {name: start_agent(live_daphne, name, tmp_path) for name in ("h100-01", "h100-02")}
     try:
-        wait_for(lambda: Node.objects.filter(name__in=agents, agent_version__gt="").count() == 2)
+        wait_for(lambda: Node.objects.filter(name__in=agents, agent_version__gt="").count() == 2, timeout=30.0)
         job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
                                 spec=job_spec("long-train", gpus=8, hours=1000))
-        wait_for(lambda: Replica.objects.filter(job=job, state=JobState.RUNNING).exists())
+        wait_for(lambda: Replica.objects.filter(job=job, state=JobState.RUNNING).exists(), timeout=30.0)
         lost = Replica.objects.get(job=job, state=JobState.RUNNING).node.name
         other = ({"h100-01", "h100-02"} - {lost}).pop()
 
@@ -102,7 +87,7 @@ def test_an_idle_gpu_is_flagged_on_the_console_and_the_tenants_job_page(live_dap
         run_scheduling_cycle(backend)
         return Replica.objects.filter(job=job, state=JobState.RUNNING).exists()
 
-    wait_for(running)  # the image pull takes a moment on the simulated cluster
+    wait_for(running, timeout=30.0)  # the image pull takes a moment on the simulated cluster
     replica = Replica.objects.get(job=job, state=JobState.RUNNING)
     now = timezone.now()
     Replica.objects.filter(pk=replica.pk).update(started=now - timedelta(minutes=40))  # it has held its GPU a while

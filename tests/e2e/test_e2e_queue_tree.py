@@ -8,18 +8,13 @@ from decimal import Decimal
 
 import pytest
 from playwright.sync_api import expect
-from tests_e2e_helpers import SCREENSHOTS, login
+from tests_e2e_helpers import login, shot
 
 from portal.console.models import AuditEntry, QueueAllocationSample
 from scheduling import clock
 from scheduling.models import Queue
 from tests.factories import QueueFactory
 from tests.world import PASSWORDS
-
-
-def shot(page, name):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture
