@@ -41,6 +41,11 @@ QUANTITY = Decimal("0.000001")
 FORECAST_DAYS = 7
 
 
+def idle_cost(cost: Decimal, allocated: Decimal, idle: Decimal) -> Decimal:
+    """A usage line's billed cost times its idle share (idle / allocated), unrounded: summed first."""
+    return cost * idle / allocated if allocated > 0 else ZERO
+
+
 def _usage(start: date, end: date):
     return ChargeLine.objects.filter(category=ChargeLine.Category.USAGE, day__gte=start, day__lte=end)
 
@@ -74,7 +79,7 @@ def idle_by_workspace_pool_day(start: date, end: date) -> list[IdleRow]:
         row = sums.setdefault((day, workspace, pool, currency), [ZERO, ZERO, ZERO])
         row[0] += allocated
         row[1] += idle
-        row[2] += cost * idle / allocated
+        row[2] += idle_cost(cost, allocated, idle)
     return [IdleRow(day, workspace, pool, a.quantize(QUANTITY), i.quantize(QUANTITY),
                     pricing.quantize_money(c, currency), currency)
             for (day, workspace, pool, currency), (a, i, c) in sorted(sums.items())]

@@ -169,8 +169,10 @@ def _exact(value, column: str, currency: str | None) -> Decimal:
         return Decimal(0)
     if column in MONEY:
         return quantize_money(Decimal(str(value)), currency or "USD")
-    places = ChargeLine._meta.get_field(column).decimal_places
-    return Decimal(str(value)).quantize(Decimal(1).scaleb(-places))
+    return Decimal(str(value)).quantize(_STEP[column])
+
+
+_STEP = {k: Decimal(1).scaleb(-ChargeLine._meta.get_field(k).decimal_places) for k in SUMMED if k not in MONEY}
 
 
 def _zero_missing(sums: list[dict]) -> list[dict]:

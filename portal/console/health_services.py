@@ -23,7 +23,7 @@ def save_idle_policy(user, pool: NodePool, data: Mapping[str, Any]) -> NodePool:
     before = audit.snapshot(pool, IDLE_FIELDS)
     form = IdlePolicyForm(data, instance=pool)
     if not form.is_valid():
-        raise ConsoleError({"" if k == "__all__" else k: list(v) for k, v in form.errors.items()})
+        raise ConsoleError.of_form(form)
     pool = form.save()
     changes = audit.diff(before, audit.snapshot(pool, IDLE_FIELDS))
     if changes:

@@ -57,10 +57,6 @@ def _sort_links(params, current: str) -> dict[str, dict[str, str]]:
     return links
 
 
-def _form_error(form) -> ConsoleError:
-    return ConsoleError({"" if k == "__all__" else k: list(v) for k, v in form.errors.items()})
-
-
 @operator_required
 def job_list(request):
     form = JobFilterForm(request.GET)
@@ -84,7 +80,7 @@ def job_list(request):
 def _csv_source(params):
     form = JobFilterForm(params)
     if not form.is_valid():
-        raise _form_error(form)  # a 400 page, before the first byte
+        raise ConsoleError.of_form(form)  # a 400 page, before the first byte
     return job_selectors.csv_rows(job_selectors.operator_jobs(form.filters()))
 
 

@@ -16,6 +16,7 @@ from django.db.models import Count, Min, Q, QuerySet
 
 from billing.models import ChargeLine, NodeToken, PriceTable
 from billing.quotes import QuoteError, quote
+from billing.reports.capacity import idle_cost
 from billing.selectors import pool_offers, price_tables
 from billing.services import platform_tz
 from portal.console import advice as advice_rules
@@ -262,8 +263,7 @@ def pool_usage(rows, hours: list[datetime]) -> list[PoolUsage]:
         u.used_total += used
         idle = max(ZERO, alloc - used)
         u.waste_gpu_hours += idle
-        if alloc > 0:
-            u.waste_cost += cost * idle / alloc
+        u.waste_cost += idle_cost(cost, alloc, idle)
     return [result[k] for k in sorted(result)]
 
 

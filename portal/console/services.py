@@ -45,12 +45,13 @@ PRICE_FIELDS = ("name", "currency", "effective_from", "cpu_core_hour", "memory_g
 class ConsoleError(DomainError):
     """Bad console input: errors by field name ("" for the whole form). Nothing was changed."""
 
+    @classmethod
+    def of_form(cls, form) -> ConsoleError:
+        """A bound, invalid Django form's errors, every one of them, by field."""
+        return cls({"" if k == "__all__" else k: list(v) for k, v in form.errors.items()})
+
 
 # --------------------------------------------------------------------------- queues
-
-
-def _form_errors(form) -> ConsoleError:
-    return ConsoleError({"" if k == "__all__" else k: list(v) for k, v in form.errors.items()})
 
 
 @transaction.atomic
@@ -59,7 +60,7 @@ def save_queue(user, queue: Queue | None, data: Mapping[str, Any]) -> Queue:
     before = audit.snapshot(queue, QUEUE_FIELDS) if queue else {}
     form = QueueByNameForm(data, instance=queue)
     if not form.is_valid():
-        raise _form_errors(form)
+        raise ConsoleError.of_form(form)
     created = queue is None
     queue = form.save()
     changes = audit.diff(before, audit.snapshot(queue, QUEUE_FIELDS))
@@ -90,7 +91,7 @@ def save_pool(user, pool: NodePool, data: Mapping[str, Any]) -> NodePool:
     before = audit.snapshot(pool, POOL_FIELDS)
     form = PoolPolicyForm(data, instance=pool)
     if not form.is_valid():
-        raise _form_errors(form)
+        raise ConsoleError.of_form(form)
     pool = form.instance
     after = audit.snapshot(pool, POOL_FIELDS)
     relayout = [f for f in POOL_LAYOUT_FIELDS if before[f] != after[f]]
@@ -208,7 +209,7 @@ def create_price_table(user, data: Mapping[str, Any]) -> PriceTable:
     form = PriceTableForm(data)
     errors = {}
     if not form.is_valid():
-        errors = _form_errors(form).errors
+        errors = ConsoleError.of_form(form).errors
     try:
         rates = parse_gpu_rates(str(data.get("gpu_rates") or ""))
     except ConsoleError as error:
