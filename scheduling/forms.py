@@ -107,6 +107,21 @@ class PoolPolicyForm(NodePoolForm):
                                                '"3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb". At most 7 compute slices.')
 
 
+class NewPoolForm(PoolPolicyForm):
+    """A pool made before its nodes join: their agents then report into it by name."""
+
+    class Meta(PoolPolicyForm.Meta):
+        fields = ["name", "vendor", "gpu_model", "gpu_memory_mib", *PoolPolicyForm.Meta.fields]
+        labels = {**PoolPolicyForm.Meta.labels, "name": "Name", "vendor": "GPU vendor", "gpu_model": "GPU model",
+                  "gpu_memory_mib": "GPU memory (MiB)"}
+        help_texts = {
+            **PoolPolicyForm.Meta.help_texts,
+            "name": "Letters, digits and hyphens; node agents name it in their pool setting, task YAML in `pool:`.",
+            "gpu_model": "As the GPU labels it (nvidia.com/gpu.product), e.g. H100-80GB.",
+            "gpu_memory_mib": "Memory of one GPU, e.g. 81920 for 80 GiB.",
+        }
+
+
 class IdlePolicyForm(forms.ModelForm):
     """A pool's idle GPU policy (the console's Health page)."""
 

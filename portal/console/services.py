@@ -21,7 +21,7 @@ from portal.console.models import QueueAllocationSample
 from portal.models import Membership, Role, Workspace
 from scheduling import clock
 from scheduling.errors import DomainError
-from scheduling.forms import PoolPolicyForm, QueueByNameForm
+from scheduling.forms import NewPoolForm, PoolPolicyForm, QueueByNameForm
 from scheduling.models import (
     ACTIVE_STATES,
     Job,
@@ -101,6 +101,17 @@ def save_pool(user, pool: NodePool, data: Mapping[str, Any]) -> NodePool:
                                          f"before changing {', '.join(relayout)}"})
     form.save()
     audit.record(user, "change", pool, changes=audit.diff(before, after))
+    return pool
+
+
+@transaction.atomic
+def create_pool(user, data: Mapping[str, Any]) -> NodePool:
+    form = NewPoolForm(data)
+    if not form.is_valid():
+        raise ConsoleError.of_form(form)
+    pool = form.save()
+    audit.record(user, "create", pool, changes={k: [None, v] for k, v in audit.snapshot(
+        pool, ("name", "vendor", "gpu_model", "gpu_memory_mib", *POOL_FIELDS)).items()})
     return pool
 
 
@@ -203,25 +214,66 @@ def parse_gpu_rates(text: str) -> list[tuple[str, str, Decimal]]:
     return rates
 
 
-@transaction.atomic
-def create_price_table(user, data: Mapping[str, Any]) -> PriceTable:
-    """A new price-table version. It takes effect in the future: past charges never change."""
-    form = PriceTableForm(data)
-    errors = {}
-    if not form.is_valid():
-        errors = ConsoleError.of_form(form).errors
+def _checked_price_table(form: PriceTableForm, data: Mapping[str, Any]) -> list[tuple[str, str, Decimal]]:
+    """The form's and the rates' errors together, so each shows beside its field."""
+    errors = {} if form.is_valid() else ConsoleError.of_form(form).errors
     try:
         rates = parse_gpu_rates(str(data.get("gpu_rates") or ""))
     except ConsoleError as error:
         errors.update(error.errors)
+        rates = []
     if errors:
         raise ConsoleError(errors)
+    return rates
+
+
+def _price_state(table: PriceTable) -> dict[str, Any]:
+    state = audit.snapshot(table, PRICE_FIELDS)
+    state["gpu_rates"] = [f"{r.vendor} {r.gpu_model} {r.per_gpu_hour.normalize():f}" for r in table.gpu_rates.all()]
+    return state
+
+
+def _require_scheduled(table: PriceTable) -> None:
+    if table.effective_from <= clock.now():
+        raise ConsoleError({"": f"{table.name} is in force or past, so it is read-only: prices of the past never "
+                                "change. Create a new version instead."})
+
+
+@transaction.atomic
+def create_price_table(user, data: Mapping[str, Any]) -> PriceTable:
+    """A new price-table version. It takes effect in the future: past charges never change."""
+    form = PriceTableForm(data)
+    rates = _checked_price_table(form, data)
     table = form.save()
     GpuRate.objects.bulk_create(GpuRate(table=table, vendor=v, gpu_model=m, per_gpu_hour=p) for v, m, p in rates)
-    changes = {k: [None, v] for k, v in audit.snapshot(table, PRICE_FIELDS).items()}
-    changes["gpu_rates"] = [None, [f"{v} {m} {p}" for v, m, p in rates]]
-    audit.record(user, "create", table, changes=changes)
+    audit.record(user, "create", table, changes={k: [None, v] for k, v in _price_state(table).items()})
     return table
+
+
+@transaction.atomic
+def update_price_table(user, table: PriceTable, data: Mapping[str, Any]) -> PriceTable:
+    """Change a version that has not taken effect yet; nothing has been priced with it."""
+    table = PriceTable.objects.select_for_update().get(pk=table.pk)
+    _require_scheduled(table)
+    before = _price_state(table)
+    form = PriceTableForm(data, instance=table)
+    rates = _checked_price_table(form, data)
+    table = form.save()
+    table.gpu_rates.all().delete()
+    GpuRate.objects.bulk_create(GpuRate(table=table, vendor=v, gpu_model=m, per_gpu_hour=p) for v, m, p in rates)
+    changes = audit.diff(before, _price_state(table))
+    audit.record(user, "update", table, changes=changes)
+    return table
+
+
+@transaction.atomic
+def withdraw_price_table(user, table: PriceTable) -> None:
+    """Delete a version that has not taken effect yet; the one in force stays in force."""
+    table = PriceTable.objects.select_for_update().get(pk=table.pk)
+    _require_scheduled(table)
+    audit.record(user, "delete", table, changes={k: [v, None] for k, v in _price_state(table).items()},
+                 message=f"withdrew {table.name}, which was to take effect {table.effective_from:%Y-%m-%d %H:%M} UTC")
+    table.delete()
 
 
 # --------------------------------------------------------------------------- node agent tokens

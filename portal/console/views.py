@@ -25,7 +25,7 @@ from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
 from scheduling import clock
 from scheduling.errors import DomainError
-from scheduling.forms import PoolPolicyForm
+from scheduling.forms import NewPoolForm, PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 from scheduling.selectors import cluster_view
 
@@ -97,9 +97,20 @@ def advice(request):
 
 @operator_required
 def pools(request):
+    errors = {}
+    if request.method == "POST":
+        try:
+            pool = services.create_pool(request.user, request.POST)
+            messages.success(request, f"Pool {pool.name} created; nodes join it when their agents report.")
+            return redirect("console-pools")
+        except ConsoleError as error:
+            errors = error.errors
+    form = NewPoolForm(request.POST or None)
     return render(request, "console/pools.html", {
         "section": "pools", "pools": cluster_view(), "placements": Placement.choices, "sharings": PoolSharing.choices,
-    })
+        "field_rows": _field_rows(form, errors), "mig_families": MIG_FAMILIES,
+        "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
+    }, status=400 if errors else 200)
 
 
 POOL_FIELD_IDS = {"placement": "f-placement", "sharing": "f-sharing", "timeslice_replicas": "f-timeslice",
@@ -289,6 +300,29 @@ class PriceTableConsoleForm(PriceTableForm):
 PRICE_FIELD_IDS = {"effective_from": "f-effective", "offpeak_windows": "f-offpeak"}
 
 
+def _price_values(table: PriceTable | None, **overrides) -> dict:
+    values = {"currency": table.currency if table else "USD", "gpu_rates": _rates_text(table)}
+    for f in ("name", "cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_windows",
+              "offpeak_discount", "spot_discount"):
+        v = getattr(table, f) if table else ""
+        values[f] = f"{v.normalize():f}" if isinstance(v, Decimal) else v
+    if table is not None:
+        values["effective_from"] = timezone.localtime(table.effective_from).strftime("%Y-%m-%d %H:%M")
+    return {**values, **overrides}
+
+
+def _render_price_form(request, template: str, form, errors: dict, **context):
+    for field, element_id in PRICE_FIELD_IDS.items():
+        form.fields[field].widget.attrs["id"] = element_id
+    # times are read in the operator's zone: say which
+    form.fields["effective_from"].label = (f"Effective from (YYYY-MM-DD HH:MM in "
+                                           f"{timezone.get_current_timezone_name()}, future)")
+    return render(request, template, {
+        "section": "prices", "field_rows": _field_rows(form, errors),
+        "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs], **context,
+    }, status=400 if errors else 200)
+
+
 @operator_required
 def prices(request):
     errors = {}
@@ -304,22 +338,48 @@ def prices(request):
     else:
         current = next((r["table"] for r in rows if r["status"] == "in force"), None) or (rows[0]["table"] if rows else None)
         tomorrow = (timezone.localtime() + timezone.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        values = {"name": f"Prices from {tomorrow:%Y-%m-%d}", "currency": current.currency if current else "USD",
-                  "effective_from": tomorrow.strftime("%Y-%m-%d %H:%M"), "gpu_rates": _rates_text(current)}
-        for f in ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_windows",
-                  "offpeak_discount", "spot_discount"):
-            v = getattr(current, f) if current else ""
-            values[f] = f"{v.normalize():f}" if isinstance(v, Decimal) else v
-        form = PriceTableConsoleForm(initial=values)
-    for field, element_id in PRICE_FIELD_IDS.items():
-        form.fields[field].widget.attrs["id"] = element_id
-    # times are read in the operator's zone: say which
-    form.fields["effective_from"].label = (f"Effective from (YYYY-MM-DD HH:MM in "
-                                           f"{timezone.get_current_timezone_name()}, future)")
-    return render(request, "console/prices.html", {
-        "section": "prices", "rows": rows, "field_rows": _field_rows(form, errors),
-        "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
-    }, status=400 if errors else 200)
+        form = PriceTableConsoleForm(initial=_price_values(
+            current, name=f"Prices from {tomorrow:%Y-%m-%d}", effective_from=tomorrow.strftime("%Y-%m-%d %H:%M")))
+    return _render_price_form(request, "console/prices.html", form, errors, rows=rows)
+
+
+@operator_required
+def price_edit(request, pk):
+    table = get_object_or_404(PriceTable.objects.prefetch_related("gpu_rates"), pk=pk)
+    errors = {}
+    if request.method == "POST":
+        try:
+            table = services.update_price_table(request.user, table, request.POST)
+            messages.success(request, f"Price table {table.name} saved; it takes effect "
+                                      f"{timezone.localtime(table.effective_from):%Y-%m-%d %H:%M}.")
+            return redirect("console-prices")
+        except ConsoleError as error:
+            errors = error.errors
+        form = PriceTableConsoleForm(request.POST)
+    else:
+        form = PriceTableConsoleForm(initial=_price_values(table))
+        if table.effective_from <= clock.now():
+            errors = {"": ["This version is in force or past, so it is read-only: prices of the past never change. "
+                           "Create a new version instead."]}
+    return _render_price_form(request, "console/price_form.html", form, errors, table=table,
+                              read_only=table.effective_from <= clock.now())
+
+
+@operator_required
+def price_withdraw(request, pk):
+    table = get_object_or_404(PriceTable.objects.prefetch_related("gpu_rates"), pk=pk)
+    errors = []
+    if request.method == "POST":
+        try:
+            services.withdraw_price_table(request.user, table)
+            messages.success(request, f"Price table {table.name} withdrawn; the version in force stays in force.")
+            return redirect("console-prices")
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+    elif table.effective_from <= clock.now():
+        errors = ["This version is in force or past, so it cannot be withdrawn: prices of the past never change."]
+    return render(request, "console/price_withdraw.html", {"section": "prices", "table": table, "errors": errors},
+                  status=400 if errors else 200)
 
 
 # --------------------------------------------------------------------------- node tokens

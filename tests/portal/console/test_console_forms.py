@@ -53,3 +53,37 @@ def test_price_form_has_help_and_shows_every_error_beside_its_field(admin_client
     assert not PriceTable.objects.filter(name="Next").exists()
     done = admin_client.post("/console/prices/", PRICE, follow=True)
     assert "Price table Next takes effect" in done.content.decode()
+
+
+NEW_POOL = {"name": "b200", "vendor": "nvidia", "gpu_model": "B200-180GB", "gpu_memory_mib": "184320",
+            "placement": "binpack", "sharing": "standard", "timeslice_replicas": "4", "mig_layout": ""}
+
+
+@pytest.mark.django_db
+def test_a_pool_is_created_from_the_console_and_audited(admin_client, cluster):
+    from portal.console.models import AuditEntry
+    from scheduling.models import NodePool
+
+    page = admin_client.get("/console/pools/").content.decode()
+    assert 'id="new-pool-form"' in page and "admin/scheduling/nodepool/add" not in page
+    done = admin_client.post("/console/pools/", NEW_POOL, follow=True)
+    assert "Pool b200 created" in done.content.decode()
+    pool = NodePool.objects.get(name="b200")
+    assert (pool.gpu_model, pool.gpu_memory_mib, pool.placement) == ("B200-180GB", 184320, "binpack")
+    assert AuditEntry.objects.get(action="create", target_type="scheduling.nodepool").changes["name"] == [None, "b200"]
+
+
+@pytest.mark.django_db
+def test_a_refused_pool_shows_each_error_beside_its_field_and_creates_nothing(admin_client, client, cluster):
+    from scheduling.models import NodePool
+
+    count = NodePool.objects.count()
+    bad = admin_client.post("/console/pools/", {**NEW_POOL, "name": "h100", "gpu_memory_mib": "-1",
+                                                "sharing": "mig", "mig_layout": "9g.99gb"})
+    assert bad.status_code == 400
+    text = bad.content.decode()
+    for field in ("name", "gpu_memory_mib"):
+        assert f'data-field="{field}"' in text.split(f'data-field-row="{field}"')[1].split("</div>")[0]
+    client.force_login(cluster.alice)
+    assert client.post("/console/pools/", NEW_POOL).status_code == 403
+    assert NodePool.objects.count() == count
