@@ -208,6 +208,19 @@ def by_model_and_sharing(rows: QuerySet[ChargeLine]) -> list[dict]:
     return _sums(rows, "gpu_model", "sharing", "currency")
 
 
+def savings_by_period(rows: QuerySet[ChargeLine], *, per_workspace: bool = True) -> list[dict]:
+    """Per billing month (and workspace): what was billed against the same held time on exclusive whole
+    GPUs at the peak, on-demand list price, as a team buying its own would pay. Both sides are sums of
+    ledger lines; adjustments count the same on both, so they move neither the saving nor its share."""
+    group = ("period", "workspace__slug", "workspace__name", "currency") if per_workspace else ("period", "currency")
+    sums = _sums(rows, *group)
+    for r in sums:
+        r["saving"] = r["exclusive_cost"] - r["cost"]
+        r["saving_percent"] = (r["saving"] * 100 / r["exclusive_cost"]).quantize(Decimal("0.1")) \
+            if r["exclusive_cost"] > 0 else None
+    return sums
+
+
 def jobs_of(rows: QuerySet[ChargeLine]) -> list[dict]:
     """Per job: the sums over the range, with the job's frozen estimate and final cost."""
     jobs = _sums(rows.filter(job__isnull=False), "job_id", "job_name", "queue", "currency")

@@ -17,6 +17,7 @@ from django.db.models import Count, Min, Q, QuerySet
 from billing.models import ChargeLine, NodeToken, PriceTable
 from billing.quotes import QuoteError, quote
 from billing.reports.capacity import idle_cost
+from billing.reports.selectors import savings_by_period
 from billing.selectors import pool_offers, price_tables
 from billing.services import platform_tz
 from portal.console import advice as advice_rules
@@ -523,3 +524,11 @@ def queue_allocation_history(queue: Queue, *, days: int = 7, now: datetime | Non
         history.fair_share.append(float(fair_share))
         last = time
     return replace(history, samples=sum(1 for t in history.times if t is not None))
+
+
+def platform_savings(months: int = 3) -> list[dict]:
+    """Every workspace together, per month: billed against exclusive whole GPUs at list price."""
+    first = clock.now().astimezone(platform_tz()).date().replace(day=1)
+    for _ in range(months - 1):
+        first = (first - timedelta(days=1)).replace(day=1)
+    return list(reversed(savings_by_period(ChargeLine.objects.filter(period__gte=first), per_workspace=False)))

@@ -70,7 +70,8 @@ def dashboard(request):
     usage_json = json.dumps([{"pool": u.pool, "hours": _chart_times(u.hours), "allocated": u.allocated,
                               "used": u.used} for u in usage])
     return render(request, "console/dashboard.html", {**_live_context(), "usage": usage, "usage_json": usage_json,
-                                                      "days": days, "section": "dashboard"})
+                                                      "days": days, "section": "dashboard",
+                                                      "savings": selectors.platform_savings()})
 
 
 def _chart_times(times) -> list[str]:

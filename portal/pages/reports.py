@@ -54,6 +54,7 @@ def report_page(request):
         "last_week": reports.last_week(_today()),
         "choices": reports.choices(request.user), "totals": reports.totals(rows),
         "by_workspace": reports.by_workspace(rows), "charts": reports.chart_data(rows, filters),
+        "savings": reports.savings_by_period(rows),
         "jobs": reports.jobs_of(rows) if filters.workspace else None,
         "rows": rows.select_related("workspace").order_by("hour", "workspace_id", "job_id", "id")[:ROWS_ON_PAGE],
         "rows_on_page": ROWS_ON_PAGE, "budgets": budgets, "as_of": reports.as_of(rows),
