@@ -42,6 +42,16 @@ Money
     ``starts_at``, split into peak and off-peak hours, summed unrounded and rounded once to the
     currency's minor unit. Price with the table in force when quoting (see :func:`quote_at`).
 
+Per option, for the stated duration (``Quote.expected_duration_hours``)
+    ``total`` is ``estimate_low`` (every role at MinReplicas); ``price_per_gpu_hour`` is that total
+    over the GPUs charged at MinReplicas times the hours (CPU and memory included, off-peak hours at
+    their rate); ``saving`` / ``saving_percent`` compare the total with the same roles, pool, start
+    and duration on exclusive whole GPUs (each replica's shared device becomes one whole GPU), both
+    unrounded and rounded once. ``expected_start``: the instant it is expected to start (``now``
+    when it fits free capacity now), None when it waits in the queue with no estimate;
+    ``billing/starts.py`` sets it from the cluster's state (:func:`with_expected_starts`). One
+    option is ``cheapest`` and one ``earliest`` (the soonest start, then the cheapest).
+
 Capacity
     ``PoolOffer.free_milli_now`` (None: unknown, assumed enough) decides ``can_start_now`` of a
     ``now`` option; ``PoolOffer.total_gpus`` (None: unknown) drops a pool whose GPUs can never
@@ -53,7 +63,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from decimal import ROUND_CEILING, Decimal
@@ -82,6 +92,8 @@ from scheduling.spec.model import JobSpec, RoleSpec
 MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
 CPU_ONLY = "none"  # the sharing label of a job without GPU roles
 NOW, OFF_PEAK = "now", "off-peak"
+DEFAULT_DURATION_S = 2 * 3600  # a quote assumes 2 h when neither the request nor the spec says
+DURATION_SOURCES = ("request", "spec", "default")
 VENDORS = ("nvidia", "amd")
 _MIG_MEMORY = re.compile(r"^[1-7]g\.(\d{1,3})gb$")
 _RATE_PLACES = Decimal("0.0001")
@@ -206,9 +218,40 @@ class QuoteOption:
     # unrounded amounts: the cheapest option is decided on these, not on cents
     amount_low: Decimal = field(repr=False, compare=False, default=Decimal(0))
     amount_high: Decimal = field(repr=False, compare=False, default=Decimal(0))
+    gpus: Decimal = Decimal(0)  # GPUs charged with every role at MinReplicas
+    hours: Decimal = Decimal(0)  # the duration the totals are for
+    exclusive_amount: Decimal = field(repr=False, compare=False, default=Decimal(0))  # on whole GPUs, unrounded
+    expected_start: datetime | None = None  # None: waits in the queue, no estimate
+    earliest: bool = False
+
+    @property
+    def starts_now(self) -> bool:
+        return self.expected_start is not None and self.expected_start <= self.starts_at and self.when == NOW
+
+    @property
+    def price_per_gpu_hour(self) -> Decimal | None:
+        if self.gpus <= 0 or self.hours <= 0:
+            return None
+        return self.amount_low / (self.gpus * self.hours)
+
+    @property
+    def saving(self) -> Decimal:
+        return self.exclusive_amount - self.amount_low
+
+    @property
+    def saving_percent(self) -> Decimal | None:
+        if self.exclusive_amount <= 0:
+            return None
+        return self.saving * 100 / self.exclusive_amount
 
     def to_json(self) -> dict[str, Any]:
         places = Decimal(1).scaleb(-minor_unit(self.currency))
+        per_gpu_hour = self.price_per_gpu_hour
+        percent = self.saving_percent
+        if self.expected_start is None:
+            expected_start = None
+        else:
+            expected_start = NOW if self.starts_now else self.expected_start.isoformat()
         return {
             "id": self.id,
             "sharing": self.sharing,
@@ -228,6 +271,17 @@ class QuoteOption:
             "matches_spec": self.matches_spec,
             "tradeoffs": list(self.tradeoffs),
             "roles": [role.to_json() for role in self.roles],
+            "duration_hours": _hours_text(self.hours),
+            "total": _fmt(quantize_money(self.amount_low, self.currency)),
+            "gpus": _fmt(self.gpus.quantize(_SHARE_PLACES).normalize()),
+            "price_per_gpu_hour": None if per_gpu_hour is None else _fmt(per_gpu_hour.quantize(_RATE_PLACES)),
+            "expected_start": expected_start,
+            "starts_now": self.starts_now,
+            "exclusive_total": _fmt(quantize_money(self.exclusive_amount, self.currency)),
+            "saving": _fmt(quantize_money(self.saving, self.currency)),
+            "saving_percent": None if percent is None else _fmt(percent.quantize(Decimal("0.1"))),
+            "earliest": self.earliest,
+            "tradeoff_tags": [tradeoff_tag(t) for t in self.tradeoffs],  # one per trade-off
         }
 
 
@@ -238,6 +292,7 @@ class Quote:
     options: tuple[QuoteOption, ...]  # cheapest first (by estimate_low, then estimate_high, then id)
     quoted_at: datetime
     unavailable: tuple[str, ...] = ()  # "pool: why it gives no option", for pools left out
+    duration_source: str = "spec"  # request | spec | default: who chose expected_duration_hours
 
     @property
     def cheapest(self) -> QuoteOption:
@@ -257,6 +312,8 @@ class Quote:
             "quoted_at": self.quoted_at.isoformat(),
             "options": [option.to_json() for option in self.options],
             "unavailable": list(self.unavailable),
+            "duration_hours": _hours_text(self.expected_duration_hours),
+            "duration_source": self.duration_source,
         }
 
 
@@ -268,8 +325,32 @@ class QuoteError(DomainError):
     field = "spec"
 
 
+# A trade-off's short name for a table cell, by what this module writes (first match wins).
+_TAGS = (
+    ("time-sliced", "time-sliced"),
+    ("shares the GPU with other jobs", "shared GPU"),
+    ("pays for ", "pays for more"),
+    ("AMD GPU", "ROCm image"),
+    ("waits ", "waits for off-peak"),
+    ("may wait for capacity", "may queue"),
+    ("spot capacity", "reclaimable"),
+    ("ReduceCost", "no completion promise"),
+    ("preemptible", "preemptible"),
+)
+
+
+def tradeoff_tag(text: str) -> str:
+    """A trade-off's short name ("shared GPU", "may queue")."""
+    return next((short for marker, short in _TAGS if marker in text), " ".join(text.split()[:3]))
+
+
 def _fmt(amount: Decimal) -> str:
     return format(amount, "f")
+
+
+def _hours_text(hours: Decimal) -> str:
+    """2.00 -> "2", 1.50 -> "1.5": hours as a person writes them."""
+    return _fmt(hours.quantize(Decimal("0.01")).normalize())
 
 
 # --------------------------------------------------------------------------- how a role is held
@@ -492,7 +573,7 @@ def _price_option(
 ) -> QuoteOption:
     duration = timedelta(seconds=spec.expected_duration_s)
     roles: list[RoleQuote] = []
-    per_hour = per_hour_off = low = high = Decimal(0)
+    per_hour = per_hour_off = low = high = whole_low = gpus = Decimal(0)
     for role, h in zip(spec.roles, holdings, strict=True):
         share = h.share if h is not None else Decimal(0)
         allocation = Allocation.from_units(
@@ -520,6 +601,10 @@ def _price_option(
         per_hour_off += role.min_replicas * at_min.price_per_hour_offpeak
         low += at_min.amount if role.min_replicas else Decimal(0)
         high += at_max.amount
+        gpus += role.min_replicas * share
+        if role.min_replicas:
+            whole_low += _on_whole_gpus(rates, allocation, h, role.min_replicas, pool, spec.priority,
+                                        start=starts_at, duration=duration, tz=tz) if h is not None else at_min.amount
         roles.append(
             RoleQuote(
                 name=role.name,
@@ -577,7 +662,29 @@ def _price_option(
         currency=rates.currency,
         amount_low=low,
         amount_high=high,
+        gpus=gpus,
+        hours=Decimal(spec.expected_duration_s) / 3600,
+        exclusive_amount=whole_low,
+        expected_start=_first_estimate(when, starts_at, when == NOW and enough_now),
     )
+
+
+def _on_whole_gpus(
+    rates: Rates, allocation: Allocation, h: _Holding, replicas: int, pool: PoolOffer, priority: int, *,
+    start: datetime, duration: timedelta, tz: tzinfo,
+) -> Decimal:
+    """What ``replicas`` of a role would cost with each device it holds as an exclusive whole GPU."""
+    whole = replace(allocation, share=charged_gpu_share("exclusive", num_gpus=h.num_gpus))
+    return estimate(rates, whole, start=start, duration=duration, tz=tz, priority=priority, spot=pool.spot,
+                    replicas=replicas).amount
+
+
+def _first_estimate(when: str, starts_at: datetime, fits_now: bool) -> datetime | None:
+    """The pure quote's guess at a start from the pools' free totals; :func:`with_expected_starts`
+    replaces it with what the cluster's nodes say."""
+    if when == OFF_PEAK:
+        return starts_at
+    return starts_at if fits_now else None
 
 
 def _cheapness(option: QuoteOption) -> tuple[Decimal, Decimal, Decimal, bool, bool, str]:
@@ -659,10 +766,45 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
     return Quote(
         currency=rates.currency,
         expected_duration_hours=Decimal(spec.expected_duration_s) / 3600,
-        options=tuple(options),
+        options=_mark_earliest(options),
         quoted_at=now,
         unavailable=tuple(unavailable),
     )
+
+
+def _mark_earliest(options: Sequence[QuoteOption]) -> tuple[QuoteOption, ...]:
+    """One option flagged earliest: the soonest expected start, then the cheapest; none when no
+    option has an estimate."""
+    dated = [o for o in options if o.expected_start is not None]
+    first = min(dated, key=lambda o: (o.expected_start, _cheapness(o)), default=None)
+    return tuple(replace(o, earliest=o is first) for o in options)
+
+
+_WAITS = "may wait for capacity"
+
+
+def with_expected_starts(quote: Quote, starts: Mapping[str, datetime | None]) -> Quote:
+    """``quote`` with the expected start of each option named in ``starts`` (None: queued, no
+    estimate), ``can_start_now`` and the earliest flag following them, and the trade-offs saying
+    when a ``now`` option has to wait."""
+    options = []
+    for option in quote.options:
+        if option.id not in starts:
+            options.append(option)
+            continue
+        moved = replace(option, expected_start=starts[option.id])
+        tradeoffs = [t for t in option.tradeoffs if not t.startswith(_WAITS)]
+        if option.when == NOW and not moved.starts_now:
+            waits = next((t for t in option.tradeoffs if t.startswith(_WAITS)), None)
+            tradeoffs.insert(0, waits or f"{_WAITS}: no node of {option.pool} has room for it now")
+        options.append(replace(moved, can_start_now=moved.starts_now, tradeoffs=tuple(tradeoffs)))
+    return replace(quote, options=_mark_earliest(options))
+
+
+def with_duration_source(quote: Quote, source: str) -> Quote:
+    if source not in DURATION_SOURCES:
+        raise ValueError(f"duration source {source!r} is not one of {', '.join(DURATION_SOURCES)}")
+    return replace(quote, duration_source=source)
 
 
 def quote_at(

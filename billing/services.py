@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -11,12 +13,15 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from billing import selectors
-from billing.quotes import Quote, choose_option, quote_at
+from billing.quotes import DEFAULT_DURATION_S, Quote, choose_option, quote_at, with_duration_source
+from billing.starts import with_cluster_starts
 from scheduling import clock
 from scheduling.errors import Forbidden
 from scheduling.models import Job
+from scheduling.selectors import default_queue
 from scheduling.services import read_spec, require_submitter, submit_job
-from scheduling.spec import JobSpec
+from scheduling.spec import JobSpec, SpecError
+from scheduling.spec.load import load_yaml
 
 
 class BudgetBlocked(Forbidden, PermissionDenied):
@@ -34,23 +39,49 @@ def quote_spec(spec: JobSpec, *, now: datetime | None = None) -> Quote:
                     now=now or clock.now(), tz=platform_tz())
 
 
-def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now: datetime | None = None
-                        ) -> tuple[JobSpec, Quote]:
-    """Parse (SpecError) and quote (QuoteError) a spec as the workspace would submit it."""
-    parsed = read_spec(workspace, spec)
-    return parsed, quote_spec(parsed, now=now)
+def states_duration(spec: str | bytes | Mapping[str, Any]) -> bool:
+    """Whether the spec itself says how long the job runs (`expectedDuration`)."""
+    if isinstance(spec, Mapping):
+        return "expectedDuration" in spec
+    try:
+        return "expectedDuration" in load_yaml(spec).value
+    except SpecError:
+        return False
+
+
+def with_duration(parsed: JobSpec, spec: str | bytes | Mapping[str, Any], duration_hours: Decimal | None
+                  ) -> tuple[JobSpec, str]:
+    """The spec with the duration it is quoted and run for, and who chose it: the request's
+    `duration_hours`, else the spec's `expectedDuration`, else DEFAULT_DURATION_S (2 h)."""
+    if duration_hours is not None:
+        seconds = int((Decimal(duration_hours) * 3600).to_integral_value(rounding=ROUND_CEILING))
+        return replace(parsed, expected_duration_s=max(seconds, 1)), "request"
+    if states_duration(spec):
+        return parsed, "spec"
+    return replace(parsed, expected_duration_s=DEFAULT_DURATION_S), "default"
+
+
+def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now: datetime | None = None,
+                        duration_hours: Decimal | None = None) -> tuple[JobSpec, Quote]:
+    """Parse (SpecError) and quote (QuoteError) a spec as the workspace would submit it, for the
+    duration `with_duration` decides, each option's expected start read from the cluster now."""
+    parsed, source = with_duration(read_spec(workspace, spec), spec, duration_hours)
+    queue = parsed.queue or getattr(default_queue(workspace), "name", None)
+    quote = with_cluster_starts(quote_spec(parsed, now=now), parsed, queue)
+    return parsed, with_duration_source(quote, source)
 
 
 def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], option: str | None = None,
-                      now: datetime | None = None) -> Job:
+                      now: datetime | None = None, duration_hours: Decimal | None = None) -> Job:
     """Quote the spec, pick the option (the named one, else the spec's own choice that can start
-    now, else the cheapest), and submit the job with that option frozen on it."""
+    now, else the cheapest), and submit the job with that option frozen on it; the job runs for
+    the duration it was quoted for."""
     require_submitter(user, workspace)
     from billing.reports.services import check_budget_allows_submit  # budgets build on quotes' models
 
     if reason := check_budget_allows_submit(workspace):
         raise BudgetBlocked(reason)
-    parsed, quote = quote_for_workspace(workspace, spec, now=now)
+    parsed, quote = quote_for_workspace(workspace, spec, now=now, duration_hours=duration_hours)
     chosen = choose_option(quote, option or None, parsed)
     frozen = {**chosen.to_json(), "currency": quote.currency, "quoted_at": quote.quoted_at.isoformat(),
               "expected_duration_hours": quote.to_json()["expected_duration_hours"]}

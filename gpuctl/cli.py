@@ -1,428 +1,116 @@
-"""`gpuctl`: the tenant's command line for the jobs API (an HTTP client; no Django here).
+"""`gpuctl`: the tenant's command line for the platform's REST API (an HTTP client; no Django here).
 
-Configuration, highest first: the flags `--url`, `--token`, `--workspace`; the environment
-`GPUCTL_URL`, `GPUCTL_TOKEN`, `GPUCTL_WORKSPACE`; the TOML file
-`$XDG_CONFIG_HOME/gpuctl/config.toml` (default `~/.config/gpuctl/config.toml`, keys `url`,
-`token`, `workspace`); the default URL http://127.0.0.1:8000.
+Settings, highest first: the flags `--url`, `--token`, `--workspace`/`-w`; the environment
+`GPUCTL_URL`, `GPUCTL_TOKEN`, `GPUCTL_WORKSPACE`; the profile chosen by `--profile`,
+`GPUCTL_PROFILE` or the file's `default_profile`; the top level of
+`$XDG_CONFIG_HOME/gpuctl/config.toml` (default `~/.config/gpuctl/config.toml`); the default URL
+http://127.0.0.1:8000 (gpuctl/settings.py).
 
-Exit codes: 0 success, 1 any other error, 2 a spec the server refused (and usage errors).
+Exit codes: 0 success, 1 any other error, 2 a spec the server refused and usage errors,
+130 interrupted, 141 the reader of the output went away (`gpuctl get jobs | head -1`).
+Every error is one line on stderr, `gpuctl: error: ...` (a refused spec: one `FILE:LINE:COL:`
+line per error); GPUCTL_DEBUG=1 shows the traceback of an unexpected one.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import calendar
 import os
+import re
 import sys
-import tomllib
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import date
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import httpx
 
-DEFAULT_URL = "http://127.0.0.1:8000"
-CONFIG_KEYS = ("url", "token", "workspace")
-ENV_PREFIX = "GPUCTL_"
-TIMEOUT_S = 30.0
-EXIT_OK, EXIT_ERROR, EXIT_SPEC = 0, 1, 2
-
-
-class CliError(Exception):
-    """An error the user can act on: printed as `gpuctl: MESSAGE`, then exit with `exit_code`."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_ERROR):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-class SpecRefused(CliError):
-    """The server's 400 on a spec: one `FILE:LINE:COL: FIELD: MESSAGE` line per error."""
-
-    def __init__(self, lines: list[str]):
-        super().__init__("\n".join(lines), EXIT_SPEC)
-        self.lines = lines
-
-
-# --------------------------------------------------------------------------- configuration
-
-
-@dataclass(frozen=True)
-class Settings:
-    url: str
-    token: str | None
-    workspace: str | None
-    config_file: Path
-
-
-def config_file_path(env: Mapping[str, str]) -> Path:
-    """`$XDG_CONFIG_HOME/gpuctl/config.toml`; the XDG spec ignores a relative XDG_CONFIG_HOME."""
-    xdg = env.get("XDG_CONFIG_HOME", "")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        base = Path(env["HOME"]) / ".config" if env.get("HOME") else Path.home() / ".config"
-    return base / "gpuctl" / "config.toml"
-
-
-def read_config_file(path: Path) -> dict[str, str]:
-    """The file's settings; a missing file is no settings, a broken one is an error naming it."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    except OSError as error:
-        raise CliError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise CliError(f"{path}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as error:
-        raise CliError(f"{path}: invalid TOML: {error}") from None
-    values: dict[str, str] = {}
-    for key, value in data.items():
-        if key not in CONFIG_KEYS:
-            raise CliError(f"{path}: unknown key {key!r} (known: {', '.join(CONFIG_KEYS)})")
-        if not isinstance(value, str):
-            raise CliError(f"{path}: {key} must be a string, not {type(value).__name__}")
-        if value.strip():
-            values[key] = value.strip()
-    return values
-
-
-def resolve_settings(flags: Mapping[str, str | None], env: Mapping[str, str]) -> Settings:
-    """Flags over environment over config file over the default URL (empty values count as unset)."""
-    path = config_file_path(env)
-    from_file = read_config_file(path)
-
-    def pick(key: str) -> str | None:
-        for value in (flags.get(key), env.get(ENV_PREFIX + key.upper()), from_file.get(key)):
-            if value and value.strip():
-                return value.strip()
-        return None
-
-    url = (pick("url") or DEFAULT_URL).rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise CliError(f"the URL {url!r} must start with http:// or https://")
-    return Settings(url=url, token=pick("token"), workspace=pick("workspace"), config_file=path)
-
-
-# --------------------------------------------------------------------------- the API
-
-
-class Api:
-    """The jobs API over HTTP, with every failure turned into a CliError the user can act on."""
-
-    def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None):
-        self.settings = settings
-        headers = {"Accept": "application/json", "User-Agent": "gpuctl"}
-        if settings.token:
-            headers["Authorization"] = f"Bearer {settings.token}"
-        self.http = httpx.Client(base_url=settings.url, headers=headers, timeout=TIMEOUT_S, transport=transport)
-
-    def close(self) -> None:
-        self.http.close()
-
-    def call(self, method: str, path: str, *, not_found: str, body: dict | None = None,
-             params: dict | None = None, spec_file: str | None = None) -> Any:
-        """The JSON answer of a 2xx; `not_found` is the message for the API's own 404, and
-        `spec_file` turns the errors of a 400 or 422 into `FILE:LINE:COL` lines (exit 2)."""
-        self._need_token()
-        try:
-            response = self.http.request(method, path, json=body, params=params)
-        except httpx.TimeoutException:
-            raise CliError(f"cannot reach {self.settings.url}: no answer within {TIMEOUT_S:g} s") from None
-        except httpx.HTTPError as error:
-            raise CliError(f"cannot reach {self.settings.url}: {error}") from None
-        if response.is_success:
-            return self._json(response)
-        raise self._failure(response, not_found=not_found, spec_file=spec_file)
-
-    def stream_text(self, path: str, *, not_found: str, params: dict | None = None,
-                    follow: bool = False) -> Iterator[str]:
-        """A text/plain answer as it arrives; a follow stream may stay quiet a long time between lines."""
-        self._need_token()
-        timeout = httpx.Timeout(TIMEOUT_S, read=None) if follow else TIMEOUT_S
-        try:
-            with self.http.stream("GET", path, params=params, headers={"Accept": "text/plain"},
-                                  timeout=timeout) as response:
-                if not response.is_success:
-                    response.read()
-                    raise self._failure(response, not_found=not_found, spec_file=None)
-                yield from response.iter_text()
-        except httpx.TimeoutException:
-            raise CliError(f"cannot reach {self.settings.url}: no answer within {TIMEOUT_S:g} s") from None
-        except httpx.HTTPError as error:
-            raise CliError(f"cannot reach {self.settings.url}: {error}") from None
-
-    def get_all(self, path: str, *, not_found: str, params: dict | None = None) -> list[dict]:
-        """Every item of a list, following the LimitOffsetPagination `next` links."""
-        answer = self.call("GET", path, not_found=not_found, params=params)
-        if isinstance(answer, list):
-            return answer
-        items = list(answer["results"])
-        while answer.get("next"):
-            answer = self.call("GET", answer["next"], not_found=not_found)
-            items.extend(answer["results"])
-        return items
-
-    def _need_token(self) -> None:
-        if not self.settings.token:
-            raise CliError(
-                f"no API token: pass --token, set {ENV_PREFIX}TOKEN or put token in "
-                f"{self.settings.config_file}; create one at {self.tokens_page}"
-            )
-
-    @property
-    def tokens_page(self) -> str:
-        return f"{self.settings.url}/account/tokens/"
-
-    def _json(self, response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError:
-            raise CliError(
-                f"{self.settings.url} answered {response.status_code} with something that is not JSON "
-                f"(is it the GPU platform?)"
-            ) from None
-
-    def _failure(self, response: httpx.Response, *, not_found: str, spec_file: str | None) -> CliError:
-        status = response.status_code
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if status == 401:
-            return CliError(f"token refused: create one at {self.tokens_page}")
-        if status == 404:
-            if data is None:  # not the API's 404: a URL this server does not serve
-                path = response.request.url.path
-                return CliError(f"{self.settings.url} has no {response.request.method} {path} "
-                                f"(a server without this API, or a wrong --url)")
-            if _names_a_field(data):  # a parameter names something missing, not the object in the path
-                return CliError(error_message(data))
-            return CliError(not_found)
-        if status in (400, 422) and spec_file is not None and isinstance(data, dict) and data.get("errors"):
-            # 400: the spec is wrong; 422: no pool can run it; either way the spec must change
-            return SpecRefused([spec_error_line(spec_file, error) for error in data["errors"]])
-        if status == 403:
-            return CliError(f"forbidden: {error_message(data) if data is not None else response.reason_phrase}")
-        if data is not None and status < 500:
-            return CliError(error_message(data))
-        return CliError(f"server answered {status}: {response.text.strip()[:200] or response.reason_phrase}")
-
-
-def _names_a_field(data: Any) -> bool:
-    errors = data.get("errors") if isinstance(data, dict) else None
-    return isinstance(errors, list) and any(isinstance(e, dict) and e.get("field") for e in errors)
-
-
-def spec_error_line(spec_file: str, error: Mapping[str, Any]) -> str:
-    """`job.yaml:7:3: MaxReplicas: ...`; the position or field is left out when the API has none."""
-    where = spec_file
-    if error.get("line") is not None:
-        where += f":{error['line']}"
-        if error.get("column") is not None:
-            where += f":{error['column']}"
-    field = f" {error['field']}:" if error.get("field") else ""
-    return f"{where}:{field} {error.get('message', '')}".rstrip()
-
-
-def error_message(data: Any) -> str:
-    """The words of any error body the API sends: `errors`, DRF's `detail`, or field -> messages."""
-    if isinstance(data, dict):
-        if isinstance(data.get("errors"), list):
-            return "; ".join(
-                f"{e['field']}: {e.get('message', '')}" if isinstance(e, dict) and e.get("field")
-                else str(e.get("message", e) if isinstance(e, dict) else e)
-                for e in data["errors"]
-            )
-        if "detail" in data:
-            return str(data["detail"])
-        return "; ".join(f"{key}: {error_message(value)}" for key, value in data.items())
-    if isinstance(data, list):
-        return " ".join(error_message(item) for item in data)
-    return str(data)
-
-
-# --------------------------------------------------------------------------- output
-
-
-def cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return " ".join(str(value).split())  # one line per row keeps the columns aligned
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Collection[int] = ()) -> str:
-    """Columns padded to their widest cell, two spaces apart; `right` holds numeric columns."""
-    cells = [list(headers)] + [[cell(value) for value in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = []
-    for row in cells:
-        parts = [text.rjust(width) if i in right else text.ljust(width)
-                 for i, (text, width) in enumerate(zip(row, widths, strict=True))]
-        lines.append("  ".join(parts).rstrip())
-    return "\n".join(lines)
-
-
-def format_time(value: str | None) -> str:
-    """An API timestamp as `YYYY-MM-DD HH:MM:SS` in UTC."""
-    if not value:
-        return "-"
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def format_jobs(jobs: Sequence[Mapping[str, Any]]) -> str:
-    rows = [
-        (job["id"], job["name"], job["workspace"], job["queue"], job["state"], job.get("priority"),
-         len(job.get("replicas") or ()), format_time(job.get("created")),
-         (job.get("pending_reason") or None) if job["state"] == "Pending" else None)
-        for job in jobs
-    ]
-    headers = ("ID", "NAME", "WORKSPACE", "QUEUE", "STATE", "PRIORITY", "REPLICAS", "CREATED (UTC)", "REASON")
-    return format_table(headers, rows, right={0, 5, 6})
-
-
-def format_quote_options(answer: Mapping[str, Any]) -> str:
-    """The options of a `POST /api/v1/quotes/` answer, cheapest marked with `*`."""
-    currency = answer.get("currency", "")
-    rows = []
-    for option in answer.get("options", []):
-        low, high = option.get("estimate_low"), option.get("estimate_high")
-        rows.append((
-            option["id"], option.get("sharing"), option.get("vendor"), option.get("gpu_model"),
-            option.get("pool"), bool(option.get("spot")), option.get("when"),
-            option.get("price_per_hour"), option.get("price_per_hour_offpeak"),
-            low if low == high else f"{low}-{high}", "*" if option.get("cheapest") else "",
-        ))
-    headers = ("ID", "SHARING", "VENDOR", "GPU MODEL", "POOL", "SPOT", "WHEN", f"PRICE/H ({currency})",
-               f"PRICE/H OFF-PEAK ({currency})", f"ESTIMATE ({currency})", "CHEAPEST")
-    return format_table(headers, rows, right={7, 8, 9})
-
-
-def format_quote(answer: Mapping[str, Any], spec_file: str, workspace: str) -> str:
-    hours = answer.get("expected_duration_hours")
-    lines = [f"quote for {spec_file} in {workspace}, {answer.get('currency', '')}"
-             + (f", expected duration {hours} h" if hours is not None else "")]
-    options = answer.get("options") or []
-    if options:
-        lines.append(format_quote_options(answer))
-        cheapest = next((option["id"] for option in options if option.get("cheapest")), None)
-        if cheapest:
-            lines.append(f"cheapest: {cheapest}  (gpuctl submit {spec_file} --option {cheapest})")
-        tradeoffs = [(option["id"], option.get("tradeoffs")) for option in options if option.get("tradeoffs")]
-        if tradeoffs:  # below the table: they are sentences, too long for a column
-            lines += ["", "trade-offs:"]
-            lines.extend(f"  {option_id}: {'; '.join(items)}" for option_id, items in tradeoffs)
-    else:
-        lines.append("no option can run this spec")
-    lines.extend(f"not offered: {reason}" for reason in answer.get("unavailable") or ())
-    return "\n".join(lines)
-
-
-def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:
-    """One job: its fields, replicas (node and GPUs), frozen quote and events."""
-    fields = [
-        ("job", job["id"]),
-        ("name", job.get("name")),
-        ("workspace", job.get("workspace")),
-        ("queue", job.get("queue")),
-        ("state", job.get("state")),
-        ("pending reason", job.get("pending_reason") or None),
-        ("type", job.get("type")),
-        ("priority", job.get("priority")),
-        ("preemptible", job.get("preemptible")),
-        ("reduce cost", job.get("reduce_cost")),
-        ("expected", _duration(job.get("expected_duration_s"))),
-        ("created", format_time(job.get("created"))),
-        ("started", format_time(job.get("started"))),
-        ("finished", format_time(job.get("finished"))),
-    ]
-    width = max(len(name) for name, _ in fields)
-    lines = [f"{name.ljust(width)}  {cell(value)}" for name, value in fields]
-
-    lines += ["", "replicas"]
-    replicas = job.get("replicas") or []
-    if replicas:
-        rows = [(r.get("role"), r.get("index"), r.get("state"), r.get("node"),
-                 ",".join(str(gpu) for gpu in r.get("gpus") or ()), _compact(r.get("slice")),
-                 format_time(r.get("started")), format_time(r.get("ended")))
-                for r in replicas]
-        lines.append(format_table(("ROLE", "INDEX", "STATE", "NODE", "GPUS", "SLICE", "STARTED", "ENDED"),
-                                  rows, right={1}))
-    else:
-        lines.append("(none placed yet)" if job.get("state") == "Pending" else "(none)")
-
-    lines += ["", "quote"]
-    lines.append(_format_frozen_quote(job.get("quote")))
-
-    lines += ["", "events"]
-    if events:
-        rows = [(format_time(e.get("time")), e.get("kind"), e.get("state"), e.get("reason")) for e in events]
-        lines.append(format_table(("TIME (UTC)", "KIND", "STATE", "REASON"), rows))
-    else:
-        lines.append("(none)")
-    return "\n".join(lines)
-
-
-def _format_frozen_quote(quote: Any) -> str:
-    if not quote:
-        return "(none)"
-    if not isinstance(quote, Mapping):
-        return _compact(quote)
-    option = quote.get("option") if isinstance(quote.get("option"), Mapping) else quote
-    currency = option.get("currency") or quote.get("currency") or ""
-    parts = [f"option {option.get('id', '-')}"]
-    for key, label in (("price_per_hour", "price/h"), ("price_per_hour_offpeak", "off-peak price/h")):
-        if option.get(key) is not None:
-            parts.append(f"{label} {option[key]} {currency}".rstrip())
-    if option.get("estimate_low") is not None:
-        parts.append(f"estimate {option['estimate_low']}-{option.get('estimate_high')} {currency}".rstrip())
-    return ", ".join(parts)
-
-
-def _compact(value: Any) -> str:
-    if value is None or value == "":
-        return "-"
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def _duration(seconds: Any) -> str | None:
-    if not isinstance(seconds, int):
-        return None
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return " ".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n) or "0s"
-
-
-# --------------------------------------------------------------------------- commands
+from gpuctl.api import Api, spec_error_line
+from gpuctl.completion import FILES, SCRIPTS
+from gpuctl.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SPEC,
+    CliError,
+    SpecRefused,
+    one_line,
+)
+from gpuctl.output import (
+    COST_GROUPS,
+    FORMATS,
+    format_costs,
+    format_frozen_quote,
+    format_job,
+    format_jobs,
+    format_quota,
+    format_quote,
+    format_table,
+    format_workspaces,
+    to_json,
+    to_yaml,
+)
+from gpuctl.settings import (
+    DEFAULT_URL,
+    ENV_PREFIX,
+    PROFILE_ENV,
+    Settings,
+    check_url,
+    config_file_path,
+    read_config_file,
+    resolve_settings,
+    update_config_file,
+)
+
+__all__ = ["CliError", "config_file_path", "format_job", "format_quote", "format_table", "main",
+           "resolve_settings", "spec_error_line"]
+
+JOB_STATES = ("Pending", "Scheduled", "Running", "Succeeded", "Failed", "Preempted", "Cancelled")
+DEBUG_ENV = ENV_PREFIX + "DEBUG"
+
+
+# --------------------------------------------------------------------------- one command's run
 
 
 @dataclass
 class Run:
-    """What one command needs: the parsed arguments, the API, where to print, stdin for `-`."""
+    """What one command needs: the parsed arguments, the settings and the API, where to print,
+    stdin for `-`."""
 
     args: argparse.Namespace
-    api: Api
+    settings: Settings | None
+    api: Api | None
     out: TextIO
+    err: TextIO
     stdin: TextIO
+    env: Mapping[str, str]
 
     def print(self, text: str = "") -> None:
         print(text, file=self.out)
 
-    def print_json(self, data: Any) -> None:
-        print(json.dumps(data, indent=2, ensure_ascii=False), file=self.out)
+    def note(self, text: str) -> None:
+        """A remark for the person, not the pipe (e.g. an empty list)."""
+        print(text, file=self.err)
+
+    @property
+    def output(self) -> str:
+        """-o FORMAT; the older --json means -o json."""
+        return getattr(self.args, "output", None) or ("json" if self.args.json else "table")
+
+    @property
+    def headers(self) -> bool:
+        return not getattr(self.args, "no_headers", False)
+
+    def emit(self, data: Any) -> None:
+        """Structured output (-o json or yaml)."""
+        self.print(to_yaml(data) if self.output == "yaml" else to_json(data))
+
+    @property
+    def structured(self) -> bool:
+        return self.output in ("json", "yaml")
 
 
 def read_spec(path: str, stdin: TextIO) -> tuple[str, str]:
@@ -433,6 +121,8 @@ def read_spec(path: str, stdin: TextIO) -> tuple[str, str]:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise CliError(f"cannot read {path}: no such file") from None
+    except IsADirectoryError:
+        raise CliError(f"cannot read {path}: a directory, not a spec file") from None
     except OSError as error:
         raise CliError(f"cannot read {path}: {error.strerror or error}") from None
     try:
@@ -441,12 +131,15 @@ def read_spec(path: str, stdin: TextIO) -> tuple[str, str]:
         raise CliError(f"{path}: not UTF-8 text (byte {error.start})", EXIT_SPEC) from None
 
 
+def my_workspaces(api: Api) -> list[str]:
+    return [w["slug"] for w in api.get_all("/api/v1/workspaces/", not_found="the server has no workspaces API")]
+
+
 def chosen_workspace(run: Run) -> str:
     """The configured workspace, else the caller's only one."""
-    if run.api.settings.workspace:
-        return run.api.settings.workspace
-    mine = run.api.get_all("/api/v1/workspaces/", not_found="the server has no workspaces API")
-    slugs = [w["slug"] for w in mine]
+    if run.settings.workspace:
+        return run.settings.workspace
+    slugs = my_workspaces(run.api)
     if len(slugs) == 1:
         return slugs[0]
     if not slugs:
@@ -454,56 +147,106 @@ def chosen_workspace(run: Run) -> str:
     raise CliError(f"choose a workspace with --workspace or {ENV_PREFIX}WORKSPACE (yours: {', '.join(slugs)})")
 
 
-def spec_body(run: Run) -> tuple[str, str, dict[str, Any]]:
-    label, text = read_spec(run.args.file, run.stdin)
+def spec_body(run: Run, path: str) -> tuple[str, str, dict[str, Any]]:
+    label, text = read_spec(path, run.stdin)
     workspace = chosen_workspace(run)
     return label, workspace, {"workspace": workspace, "spec": text}
 
 
+# --------------------------------------------------------------------------- jobs
+
+
 def cmd_submit(run: Run) -> int:
-    label, workspace, body = spec_body(run)
-    if run.args.option:
-        body["option"] = run.args.option
-    job = run.api.call("POST", "/api/v1/jobs/", body=body, spec_file=label,
-                       not_found=f"no such workspace: {workspace}")
-    if run.args.json:
-        run.print_json(job)
+    args = run.args
+    if args.file and args.filename and args.file != args.filename:
+        raise CliError("give the spec once: FILE or -f FILE", EXIT_SPEC)
+    path = args.filename or args.file
+    if not path:
+        raise CliError("submit needs a spec: gpuctl submit -f FILE (- reads standard input)", EXIT_SPEC)
+    label, workspace, body = spec_body(run, path)
+    missing = f"no such workspace: {workspace}"
+    if args.quote_only:
+        answer = run.api.call("POST", "/api/v1/quotes/", body=body, spec_file=label, not_found=missing)
+        if run.structured:
+            run.emit(answer)
+        else:
+            run.print(format_quote(answer, label, workspace, numbered=True))
+        return EXIT_OK
+    option = args.option
+    if option and option.isdigit():  # a row of `--quote-only`; option ids are never all digits
+        answer = run.api.call("POST", "/api/v1/quotes/", body=body, spec_file=label, not_found=missing)
+        options = answer.get("options") or []
+        if not 1 <= int(option) <= len(options):
+            raise SpecRefused([f"{label}: option: there is no option {option}; the quote has {len(options)} "
+                               f"(see gpuctl submit -f {label} --quote-only)"])
+        option = options[int(option) - 1]["id"]
+    if option:
+        body["option"] = option
+    job = run.api.call("POST", "/api/v1/jobs/", body=body, spec_file=label, not_found=missing)
+    if run.structured:
+        run.emit(job)
         return EXIT_OK
     run.print(f"submitted job {job['id']} ({job['name']}) to {job['workspace']}, queue {job['queue']}: "
               f"{job['state']}")
     if job.get("pending_reason"):
         run.print(f"pending reason: {job['pending_reason']}")
     if job.get("quote"):
-        run.print(f"quote: {_format_frozen_quote(job['quote'])}")
+        run.print(f"quote: {format_frozen_quote(job['quote'])}")
     return EXIT_OK
 
 
 def cmd_quote(run: Run) -> int:
-    label, workspace, body = spec_body(run)
+    label, workspace, body = spec_body(run, run.args.file)
     answer = run.api.call("POST", "/api/v1/quotes/", body=body, spec_file=label,
                           not_found=f"no such workspace: {workspace}")
-    if run.args.json:
-        run.print_json(answer)
+    if run.structured:
+        run.emit(answer)
     else:
         run.print(format_quote(answer, label, workspace))
     return EXIT_OK
 
 
-def cmd_jobs(run: Run) -> int:
+def list_jobs(run: Run) -> tuple[list[dict], str]:
+    """The jobs asked for, and how to say there are none ("no Pending jobs in vision-lab")."""
     params: dict[str, str] = {}
-    workspace = run.api.settings.workspace
+    workspace = run.settings.workspace
     if workspace:
         params["workspace"] = workspace
     if run.args.state:
         params["state"] = run.args.state.capitalize()  # `pending` means `Pending`
     jobs = run.api.get_all("/api/v1/jobs/", params=params, not_found=f"no such workspace: {workspace}")
-    if run.args.json:
-        run.print_json(jobs)
+    what = f"{params['state']} jobs" if "state" in params else "jobs"
+    return jobs, f"no {what}" + (f" in {workspace}" if workspace else "")
+
+
+def cmd_jobs(run: Run) -> int:
+    jobs, none = list_jobs(run)
+    if run.structured:
+        run.emit(jobs)
     elif jobs:
-        run.print(format_jobs(jobs))
+        run.print(format_jobs(jobs, wide=run.output == "wide", headers_shown=run.headers))
     else:
-        what = f"{params['state']} jobs" if "state" in params else "jobs"
-        run.print(f"no {what}" + (f" in {workspace}" if workspace else ""))
+        run.print(none)
+    return EXIT_OK
+
+
+def cmd_get(run: Run) -> int:
+    if run.args.resource in ("workspaces", "workspace"):
+        workspaces = run.api.get_all("/api/v1/workspaces/", not_found="the server has no workspaces API")
+        if run.structured:
+            run.emit(workspaces)
+        elif workspaces:
+            run.print(format_workspaces(workspaces, headers_shown=run.headers))
+        else:
+            run.note("you are a member of no workspace")
+        return EXIT_OK
+    jobs, none = list_jobs(run)
+    if run.structured:
+        run.emit(jobs)
+    elif jobs:
+        run.print(format_jobs(jobs, wide=run.output == "wide", headers_shown=run.headers))
+    else:
+        run.note(none)  # on stderr, as kubectl does: a pipe reading rows gets none
     return EXIT_OK
 
 
@@ -512,21 +255,33 @@ def cmd_show(run: Run) -> int:
     missing = f"no such job: {job_id}"
     job = run.api.call("GET", f"/api/v1/jobs/{job_id}/", not_found=missing)
     events = run.api.call("GET", f"/api/v1/jobs/{job_id}/events/", not_found=missing)
-    if run.args.json:
-        run.print_json({**job, "events": events})
+    if run.structured:
+        run.emit({**job, "events": events})
     else:
         run.print(format_job(job, events))
     return EXIT_OK
 
 
 def cmd_cancel(run: Run) -> int:
-    job_id = run.args.id
-    job = run.api.call("POST", f"/api/v1/jobs/{job_id}/cancel/", not_found=f"no such job: {job_id}")
-    if run.args.json:
-        run.print_json(job)
-    else:
-        run.print(f"job {job['id']} ({job['name']}): {job['state']}")
-    return EXIT_OK
+    """Cancels each job named; with several, one that cannot be cancelled is reported and the rest go on."""
+    ids: list[int] = run.args.ids
+    cancelled, worst = [], EXIT_OK
+    for job_id in ids:
+        try:
+            job = run.api.call("POST", f"/api/v1/jobs/{job_id}/cancel/", not_found=f"no such job: {job_id}")
+        except CliError as error:
+            if len(ids) == 1:
+                raise
+            message = str(error)
+            report(message if message.startswith("no such job") else f"job {job_id}: {message}", run.err)
+            worst = max(worst, error.exit_code)
+            continue
+        cancelled.append(job)
+        if not run.structured:
+            run.print(f"job {job['id']} ({job['name']}): {job['state']}")
+    if run.structured and (cancelled or len(ids) > 1):
+        run.emit(cancelled[0] if len(ids) == 1 else cancelled)
+    return worst
 
 
 def cmd_logs(run: Run) -> int:
@@ -534,17 +289,135 @@ def cmd_logs(run: Run) -> int:
     params = {"replica": run.args.replica} if run.args.replica else {}
     if run.args.follow:
         params["follow"] = "1"
-    try:
-        for chunk in run.api.stream_text(f"/api/v1/jobs/{job_id}/logs/", params=params, follow=run.args.follow,
-                                         not_found=f"no such job: {job_id}"):
-            run.out.write(chunk)
-            run.out.flush()
-    except KeyboardInterrupt:  # the usual way to stop following
-        return 130
+    for chunk in run.api.stream_text(f"/api/v1/jobs/{job_id}/logs/", params=params, follow=run.args.follow,
+                                     not_found=f"no such job: {job_id}"):
+        run.out.write(chunk)
+        run.out.flush()
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- quota and cost
+
+
+def cmd_quota(run: Run) -> int:
+    slugs = [run.settings.workspace] if run.settings.workspace else my_workspaces(run.api)
+    entries = []
+    for slug in slugs:
+        queues = run.api.get_all(f"/api/v1/workspaces/{slug}/queues/", not_found=f"no such workspace: {slug}")
+        entries.extend({"workspace": slug, **queue} for queue in queues)
+    if run.structured:
+        run.emit(entries)
+    elif entries:
+        run.print(format_quota(entries, wide=run.output == "wide", headers_shown=run.headers))
+    else:
+        run.note("no queues" + (f" for {slugs[0]}" if len(slugs) == 1 else ""))
+    return EXIT_OK
+
+
+def month_arg(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d{4})-(\d{2})", text.strip())
+    if not match or not 1 <= int(match[2]) <= 12 or not 1970 <= int(match[1]) <= 2100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a month such as 2026-03")
+    return int(match[1]), int(match[2])
+
+
+def cmd_cost(run: Run) -> int:
+    year, month = run.args.month or (date.today().year, date.today().month)  # the caller's calendar
+    start, end = date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+    workspace = run.settings.workspace
+    params = {"start": start.isoformat(), "end": end.isoformat(), "group_by": run.args.by}
+    if workspace:
+        params["workspace"] = workspace
+    missing = f"no such workspace: {workspace}"
+    answer = run.api.call("GET", "/api/v1/costs/", params=params, not_found=missing)
+    rows = list(answer.get("rows") or [])
+    while answer.get("page", 1) < answer.get("pages", 1):
+        answer = run.api.call("GET", "/api/v1/costs/", params={**params, "page": answer["page"] + 1},
+                              not_found=missing)
+        rows.extend(answer.get("rows") or [])
+    report_ = {"workspace": workspace, "month": f"{year:04d}-{month:02d}", "start": params["start"],
+               "end": params["end"], "currency": answer.get("currency"), "as_of": answer.get("as_of"),
+               "total": answer.get("total"), "group_by": answer.get("group_by"), "rows": rows}
+    if run.structured:
+        run.emit(report_)
+        return EXIT_OK
+    title = (f"costs of {workspace or 'all my workspaces'} in {report_['month']} "
+             f"({params['start']} to {params['end']}), by {report_['group_by']}")
+    run.print(format_costs(report_, title=title, wide=run.output == "wide", headers_shown=run.headers))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- config and completion
+
+
+def masked(token: str | None) -> str | None:
+    return f"{token[:8]}..." if token else None
+
+
+def cmd_config_view(run: Run) -> int:
+    settings = run.settings
+    config = read_config_file(settings.config_file)
+    view = {
+        "config_file": str(settings.config_file) + ("" if config.exists else " (none yet)"),
+        "profile": settings.profile,
+        "url": settings.url,
+        "token": masked(settings.token),
+        "workspace": settings.workspace,
+        "sources": dict(settings.sources),
+        "profiles": {name: {**values, "token": masked(values.get("token"))} if "token" in values else values
+                     for name, values in config.profiles.items()},
+        "default_profile": config.default_profile,
+    }
+    if run.structured:
+        run.emit(view)
+        return EXIT_OK
+    fields = [("config file", view["config_file"]), ("profile", settings.profile)]
+    fields += [(key, f"{view[key]}  ({settings.sources[key]})" if view[key] else None)
+               for key in ("url", "token", "workspace")]
+    run.print("\n".join(f"{name.ljust(11)}  {value if value is not None else '-'}" for name, value in fields))
+    if config.profiles:
+        rows = [("*" if name == config.default_profile else "", name, values.get("url"), values.get("workspace"),
+                 masked(values.get("token"))) for name, values in sorted(config.profiles.items())]
+        run.print()
+        run.print(format_table(("DEFAULT", "PROFILE", "URL", "WORKSPACE", "TOKEN"), rows))
+    return EXIT_OK
+
+
+def cmd_config_set_profile(run: Run) -> int:
+    args = run.args
+    values = {key: (getattr(args, key, None) or "").strip() for key in ("url", "token", "workspace")}
+    if values["url"]:
+        values["url"] = values["url"].rstrip("/")
+        check_url(values["url"])
+    path = config_file_path(run.env)
+    update_config_file(path, profile=args.name, values=values,
+                       default_profile=args.name if args.default else None)
+    changed = ", ".join(key for key, value in values.items() if value) or "nothing"
+    run.print(f"profile {args.name} in {path}: set {changed}" + ("; it is the default" if args.default else ""))
+    return EXIT_OK
+
+
+def cmd_config_use_profile(run: Run) -> int:
+    path = config_file_path(run.env)
+    update_config_file(path, default_profile=run.args.name)
+    run.print(f"default profile: {run.args.name} ({path})")
+    return EXIT_OK
+
+
+def cmd_completion(run: Run) -> int:
+    run.print(SCRIPTS[run.args.shell](build_parser()).rstrip("\n"))
     return EXIT_OK
 
 
 # --------------------------------------------------------------------------- arguments
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error: `gpuctl: error: MESSAGE (see 'gpuctl get --help')`."""
+
+    def error(self, message: str) -> NoReturn:
+        report(f"{message} (see '{self.prog} --help')", sys.stderr)
+        self.exit(EXIT_SPEC)
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) -> None:
@@ -553,67 +426,174 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
     unset = argparse.SUPPRESS if in_command else None
     parser.add_argument("--url", default=unset, help=f"the platform's URL (default {DEFAULT_URL})")
     parser.add_argument("--token", default=unset, help="an API token gpt_... (see /account/tokens/)")
-    parser.add_argument("--workspace", default=unset, metavar="SLUG", help="the workspace to act in")
+    parser.add_argument("-w", "--workspace", default=unset, metavar="SLUG", help="the workspace to act in")
+    parser.add_argument("--profile", default=unset, metavar="NAME",
+                        help=f"a profile of the config file (default: {PROFILE_ENV}, then default_profile)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if in_command else False,
-                        help="print the API's JSON instead of tables")
+                        help="print the API's JSON instead of tables (the same as -o json)")
+
+
+def _add_output(parser: argparse.ArgumentParser, *, headers: bool = False) -> None:
+    parser.add_argument("-o", "--output", choices=FORMATS, help="table (default), wide (more columns), json, yaml")
+    if headers:
+        parser.add_argument("--no-headers", action="store_true", help="leave out the header line (and totals)")
+
+
+def _state_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", help=", ".join(JOB_STATES) + " (any case)").complete = list(JOB_STATES)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gpuctl",
-        description="Submit and follow GPU jobs on the platform.",
-        epilog=f"Settings: flags, then {ENV_PREFIX}URL / {ENV_PREFIX}TOKEN / {ENV_PREFIX}WORKSPACE, then "
-               "$XDG_CONFIG_HOME/gpuctl/config.toml (keys url, token, workspace). "
-               "Exit codes: 0 ok, 1 error, 2 spec refused.",
+        description="Submit, follow and account for GPU jobs on the platform.",
+        epilog=f"Settings: flags, then {ENV_PREFIX}URL / {ENV_PREFIX}TOKEN / {ENV_PREFIX}WORKSPACE, then the "
+               f"profile (--profile, {PROFILE_ENV}, default_profile), then $XDG_CONFIG_HOME/gpuctl/config.toml. "
+               "Exit codes: 0 ok, 1 error, 2 spec refused or usage, 130 interrupted, 141 output pipe closed.",
     )
     _add_global_options(parser, in_command=False)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
-    def command(name: str, handler, help_text: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+    def command(group, name: str, handler, help_text: str, *, settings: bool = True) -> argparse.ArgumentParser:
+        sub = group.add_parser(name, help=help_text, description=help_text)
         _add_global_options(sub, in_command=True)
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, needs_settings=settings)
         return sub
 
-    submit = command("submit", cmd_submit, "submit a job spec (task YAML); - reads standard input")
-    submit.add_argument("file", metavar="FILE")
-    submit.add_argument("--option", metavar="ID", help="an option id from `gpuctl quote`")
-    quote = command("quote", cmd_quote, "price every way a job spec can run, before submitting")
-    quote.add_argument("file", metavar="FILE")
-    jobs = command("jobs", cmd_jobs, "list my jobs (in --workspace, else in all my workspaces)")
-    jobs.add_argument("--state", help="Pending, Scheduled, Running, Succeeded, Failed, Preempted, Cancelled")
-    show = command("show", cmd_show, "one job: state, queue, pending reason, replicas, quote, events")
+    submit = command(commands, "submit", cmd_submit, "submit a job spec (task YAML); - reads standard input")
+    submit.add_argument("file", metavar="FILE", nargs="?", help="the spec (or -f FILE)").complete = FILES
+    submit.add_argument("-f", "--filename", metavar="FILE", help="the spec; - reads standard input").complete = FILES
+    choice = submit.add_mutually_exclusive_group()
+    choice.add_argument("--option", metavar="N|ID",
+                        help="run as option N of --quote-only (or an option id from `gpuctl quote`)")
+    choice.add_argument("--quote-only", action="store_true", help="print the numbered options; submit nothing")
+    _add_output(submit)
+
+    quote = command(commands, "quote", cmd_quote, "price every way a job spec can run, before submitting")
+    quote.add_argument("file", metavar="FILE").complete = FILES
+    _add_output(quote)
+
+    jobs = command(commands, "jobs", cmd_jobs, "list my jobs (in --workspace, else in all my workspaces)")
+    _state_option(jobs)
+    _add_output(jobs, headers=True)
+
+    get = command(commands, "get", cmd_get, "list jobs (in -w WORKSPACE, else in all mine) or workspaces")
+    get.add_argument("resource", choices=("jobs", "job", "workspaces", "workspace")).complete = ["jobs", "workspaces"]
+    _state_option(get)
+    _add_output(get, headers=True)
+
+    show = command(commands, "show", cmd_show, "one job: state, reason, cost, replicas, quote, events")
     show.add_argument("id", type=int, metavar="ID")
-    cancel = command("cancel", cmd_cancel, "cancel a job")
-    cancel.add_argument("id", type=int, metavar="ID")
-    logs = command("logs", cmd_logs, "a job's replica logs, kept after it ended")
+    _add_output(show)
+
+    describe = command(commands, "describe", cmd_show,
+                       "one job in full: state and reason, queue position, placement, cost, quote, events")
+    describe.add_argument("resource", choices=("job", "jobs")).complete = ["job"]
+    describe.add_argument("id", type=int, metavar="ID")
+    _add_output(describe)
+
+    cancel = command(commands, "cancel", cmd_cancel, "cancel jobs")
+    cancel.add_argument("ids", type=int, nargs="+", metavar="ID")
+    _add_output(cancel)
+
+    logs = command(commands, "logs", cmd_logs, "a job's replica logs, kept after it ended")
     logs.add_argument("id", type=int, metavar="ID")
     logs.add_argument("--replica", metavar="NAME", help="one replica, e.g. worker-0 (default: all)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines while the job runs")
+
+    quota = command(commands, "quota", cmd_quota,
+                    "GPU quotas of my queues: deserved, limit, allocated, fair share, pending jobs")
+    _add_output(quota, headers=True)
+
+    cost = command(commands, "cost", cmd_cost, "what my jobs cost in a month, from the ledger")
+    cost.add_argument("--month", type=month_arg, metavar="YYYY-MM", help="default: this month")
+    cost.add_argument("--by", choices=tuple(COST_GROUPS), default="job", help="one row per ... (default: job)")
+    _add_output(cost, headers=True)
+
+    config = command(commands, "config", None, "show or change the profiles of the config file")
+    config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION",
+                                            parser_class=Parser)
+    view = command(config_commands, "view", cmd_config_view, "the settings in force and where each comes from")
+    _add_output(view)
+    set_profile = command(config_commands, "set-profile", cmd_config_set_profile,
+                          "create or change a profile with --url, --token, --workspace", settings=False)
+    set_profile.add_argument("name", metavar="NAME")
+    set_profile.add_argument("--default", action="store_true", help="and make it the default profile")
+    use_profile = command(config_commands, "use-profile", cmd_config_use_profile,
+                          "make a profile the default", settings=False)
+    use_profile.add_argument("name", metavar="NAME")
+
+    completion = command(commands, "completion", cmd_completion,
+                         "print the shell completion script: source <(gpuctl completion bash)", settings=False)
+    completion.add_argument("shell", choices=tuple(SCRIPTS))
     return parser
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def report(message: str, err: TextIO) -> None:
+    """One line on stderr; a closed stderr is no reason to fail further."""
+    try:
+        print(f"gpuctl: error: {one_line(message)}", file=err)
+    except (OSError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """After the reader went away: point stdout at /dev/null so the interpreter's last flush cannot
+    fail again (the recipe of the Python docs, signal module, "Note on SIGPIPE")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = None,
          transport: httpx.BaseTransport | None = None) -> int:
     """The `gpuctl` entry point; `env` and `transport` stand in for the real ones in tests."""
-    args = build_parser().parse_args(argv)
+    env = os.environ if env is None else env
+    out, err = sys.stdout, sys.stderr
     try:
-        settings = resolve_settings(
-            {"url": args.url, "token": args.token, "workspace": args.workspace},
-            os.environ if env is None else env,
-        )
-        api = Api(settings, transport=transport)
-        try:
-            return args.handler(Run(args=args, api=api, out=sys.stdout, stdin=sys.stdin))
-        finally:
-            api.close()
+        args = build_parser().parse_args(argv)
+        code = _run(args, env, transport, out, err)
+        out.flush()  # here, not at exit: a closed pipe is seen while it can still be handled
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     except SpecRefused as refused:
         for line in refused.lines:
-            print(line, file=sys.stderr)
+            print(line, file=err)
         return refused.exit_code
     except CliError as error:
-        print(f"gpuctl: {error}", file=sys.stderr)
+        report(str(error), err)
         return error.exit_code
+    except Exception as error:  # one line, never a traceback, unless asked for
+        if env.get(DEBUG_ENV):
+            raise
+        report(f"unexpected {type(error).__name__}: {error} (run with {DEBUG_ENV}=1 for the traceback)", err)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace, env: Mapping[str, str], transport: httpx.BaseTransport | None,
+         out: TextIO, err: TextIO) -> int:
+    if not args.needs_settings:
+        return args.handler(Run(args=args, settings=None, api=None, out=out, err=err, stdin=sys.stdin, env=env))
+    settings = resolve_settings(
+        {"url": args.url, "token": args.token, "workspace": args.workspace, "profile": args.profile}, env)
+    api = Api(settings, transport=transport)
+    try:
+        return args.handler(Run(args=args, settings=settings, api=api, out=out, err=err, stdin=sys.stdin, env=env))
+    finally:
+        api.close()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from portal.models import ApiToken, Membership, UserPreference, Workspace
+from portal.models import ApiToken, Membership, UserPreference, Webhook, WebhookDelivery, Workspace
 
 
 class MembershipInline(admin.TabularInline):
@@ -26,9 +26,9 @@ class MembershipAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "hint", "created", "last_used", "revoked"]
+    list_display = ["name", "user", "hint", "scope", "created", "expires", "last_used", "revoked"]
     readonly_fields = ["digest", "hint", "created", "last_used"]
-    list_filter = ["revoked"]
+    list_filter = ["scope", "revoked"]
 
 
 @admin.register(UserPreference)
@@ -36,3 +36,21 @@ class UserPreferenceAdmin(admin.ModelAdmin):
     list_display = ["user", "time_zone"]
     search_fields = ["user__username", "time_zone"]
     autocomplete_fields = ["user"]
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    list_display = ["workspace", "url", "active", "created"]
+    exclude = ["secret"]  # the owner's to keep; a new one is made on the workspace's Webhook page
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["created", "webhook", "event", "state", "attempts", "last_status"]
+    list_filter = ["state", "event"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

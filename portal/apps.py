@@ -12,6 +12,12 @@ class PortalConfig(AppConfig):
 
         job_events_committed.connect(publish_job_events, dispatch_uid="portal-live-job-events")
 
+        from billing.notices import notice_raised
+        from portal.notifications import receivers
+
+        job_events_committed.connect(receivers.on_job_events, dispatch_uid="portal-notify-job-events")
+        notice_raised.connect(receivers.on_billing_notice, dispatch_uid="portal-notify-billing-notices")
+
         from portal.metrics import connect_celery_signals
 
         connect_celery_signals()

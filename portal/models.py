@@ -1,9 +1,11 @@
 import secrets
+import uuid
 
 from django.conf import settings
 from django.db import models
 
 from portal import time_zones
+from scheduling import clock
 
 
 class Workspace(models.Model):
@@ -53,6 +55,22 @@ class Membership(models.Model):
     def can_block_submissions(self) -> bool:
         return self.role == Role.OWNER
 
+    @property
+    def can_manage_members(self) -> bool:
+        return self.role == Role.OWNER
+
+
+class TokenScope(models.TextChoices):
+    """What an API token may do; each scope includes the ones before it."""
+
+    READ = "read", "Read: GET requests only"
+    SUBMIT = "submit", "Submit: read, and submit and cancel jobs"
+    MANAGE = "manage", "Manage: everything the user may do"
+
+    @classmethod
+    def rank(cls, scope: str) -> int:
+        return list(cls.values).index(scope)
+
 
 class ApiToken(models.Model):
     """A personal API token; only its hash is stored, the raw value is shown once."""
@@ -66,12 +84,22 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
+    # Tokens made before scopes existed could submit and cancel: they keep exactly that.
+    scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.SUBMIT)
+    expires = models.DateTimeField(null=True, blank=True,
+                                   help_text="Refused from then on; empty: never (tokens made before expiry existed)")
 
     class Meta:
         ordering = ["-created"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…)"
+
+    def allows(self, scope: str) -> bool:
+        return TokenScope.rank(self.scope) >= TokenScope.rank(scope)
+
+    def expired_at(self, now) -> bool:
+        return self.expires is not None and self.expires <= now
 
     @classmethod
     def new_raw_value(cls) -> str:
@@ -88,3 +116,104 @@ class UserPreference(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.time_zone or 'platform time zone'}"
+
+
+class NotificationEvent(models.TextChoices):
+    """What a user or a workspace's webhook is told about. The value is the webhook's `event`."""
+
+    JOB_STARTED = "job.started", "A job of mine starts running"
+    JOB_FINISHED = "job.finished", "A job of mine ends (succeeded or cancelled)"
+    JOB_FAILED = "job.failed", "A job of mine fails"
+    BUDGET_ALERT = "budget.alert", "A workspace budget threshold is crossed (owners and finance)"
+    IDLE_NOTICE = "idle.notice", "A job of mine holds idle GPUs"
+
+
+class NotificationPreference(models.Model):
+    """One user's choice for one event; a user without a row has DEFAULT_CHANNELS."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_choices")
+    event = models.CharField(max_length=16, choices=NotificationEvent.choices)
+    email = models.BooleanField()
+    in_app = models.BooleanField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "event"], name="one_choice_per_user_and_event")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.event}: email={self.email} in_app={self.in_app}"
+
+
+class Notification(models.Model):
+    """One notice to one user: shown in the app (in_app) and/or e-mailed (email_state)."""
+
+    class EmailState(models.TextChoices):
+        NONE = "", "Not e-mailed"
+        PENDING = "pending", "To send"
+        SENT = "sent", "Sent"
+        FAILED = "failed", "Could not be sent"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    workspace = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="notifications")
+    event = models.CharField(max_length=16, choices=NotificationEvent.choices)
+    subject = models.CharField(max_length=300)
+    body = models.TextField(blank=True)
+    link = models.CharField(max_length=200, blank=True, help_text="A page of the portal, e.g. /jobs/12/")
+    created = models.DateTimeField(default=clock.now, editable=False, db_index=True)
+    in_app = models.BooleanField(default=True)
+    read = models.DateTimeField(null=True, blank=True)
+    email_state = models.CharField(max_length=8, choices=EmailState.choices, blank=True, default=EmailState.NONE)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["user", "in_app", "read"]),
+                   models.Index(fields=["email_state"], condition=models.Q(email_state="pending"),
+                                name="notification_email_pending")]
+
+    def __str__(self) -> str:
+        return f"{self.user}: {self.subject}"
+
+
+class Webhook(models.Model):
+    """A workspace's webhook: its events as JSON, signed with the secret (HMAC-SHA256)."""
+
+    workspace = models.OneToOneField(Workspace, on_delete=models.CASCADE, related_name="webhook")
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=80, help_text="The HMAC key; shown to the owner once")
+    active = models.BooleanField(default=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
+
+    def __str__(self) -> str:
+        return f"{self.workspace}: {self.url}"
+
+    @staticmethod
+    def new_secret() -> str:
+        return "whsec_" + secrets.token_urlsafe(32)
+
+
+class WebhookDelivery(models.Model):
+    """One event for one webhook: its exact signed body, and how the attempts went."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=16)
+    body = models.TextField(help_text="The JSON sent, byte for byte what the signature covers")
+    created = models.DateTimeField(default=clock.now, editable=False, db_index=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING, db_index=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt = models.DateTimeField(null=True, blank=True)
+    last_status = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The receiver's HTTP status")
+    last_error = models.CharField(max_length=300, blank=True)
+    delivered = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event} to {self.webhook_id}: {self.state}"

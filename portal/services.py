@@ -2,6 +2,7 @@
 
 import json
 import logging
+from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -10,7 +11,7 @@ from redis.exceptions import RedisError
 
 from billing.models import hash_token
 from portal import time_zones
-from portal.models import ApiToken, UserPreference, Workspace
+from portal.models import ApiToken, TokenScope, UserPreference, Workspace
 from portal.selectors import get_workspace_for_user
 from scheduling import clock
 from scheduling.errors import DomainError
@@ -24,15 +25,33 @@ def switch_workspace(request, slug: str) -> Workspace:
     return workspace
 
 
-def create_api_token(user, name: str) -> tuple[ApiToken, str]:
-    """Returns the token and its raw value, which is never stored and shown only once."""
-    name = name.strip()
+TOKEN_DAYS = (1, 7, 30, 90, 180, 365)  # the lifetimes offered; 90 by default
+DEFAULT_TOKEN_DAYS = 90
+
+
+def create_api_token(user, name: str, *, scope: str = TokenScope.SUBMIT,
+                     days: int | str = DEFAULT_TOKEN_DAYS) -> tuple[ApiToken, str]:
+    """Returns the token and its raw value, which is never stored and shown only once. It expires
+    `days` days from now. Every bad field is refused at once, by field, and nothing is made."""
+    errors: dict[str, list[str]] = {}
+    name = (name or "").strip()
     if not name:
-        raise DomainError("a token needs a name", field="name")
-    if "\x00" in name or len(name) > 100:
-        raise DomainError("at most 100 characters, no NUL", field="name")
+        errors["name"] = ["a token needs a name"]
+    elif "\x00" in name or len(name) > 100:
+        errors["name"] = ["at most 100 characters, no NUL"]
+    if scope not in TokenScope.values:
+        errors["scope"] = [f"{str(scope)[:20]!r} is not a scope: one of {', '.join(TokenScope.values)}"]
+    try:
+        days = int(days)
+    except (TypeError, ValueError):
+        days = None
+    if days not in TOKEN_DAYS:
+        errors["days"] = [f"choose a lifetime of {', '.join(map(str, TOKEN_DAYS))} days"]
+    if errors:
+        raise DomainError(errors)
     raw = ApiToken.new_raw_value()
-    token = ApiToken.objects.create(user=user, name=name, digest=hash_token(raw), hint=raw[:10])
+    token = ApiToken.objects.create(user=user, name=name, digest=hash_token(raw), hint=raw[:10], scope=scope,
+                                    expires=clock.now() + timedelta(days=days))
     return token, raw
 
 

@@ -5,7 +5,9 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from portal.pages import account
+from portal.members import views as members
+from portal.notifications import views as notifications
+from portal.pages import account, tokens
 from portal.pages import workspaces as views
 
 admin.site.site_header = "GPU Platform console"
@@ -22,8 +24,13 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
-    path("account/tokens/", views.api_tokens, name="api-tokens"),
+    path("account/tokens/", tokens.api_tokens, name="api-tokens"),
     path("account/preferences/", account.preferences, name="preferences"),
+    path("w/<slug:slug>/members/", members.members, name="workspace-members"),
+    path("w/<slug:slug>/members/<int:member_id>/remove/", members.member_remove, name="workspace-member-remove"),
+    path("w/<slug:slug>/webhook/", notifications.webhook, name="workspace-webhook"),
+    path("notifications/", notifications.notification_list, name="notifications"),
+    path("notifications/settings/", notifications.notification_settings, name="notification-settings"),
     path("", include("portal.pages.urls")),
     path("console/", include("portal.console.urls")),
     path("admin/", admin.site.urls),

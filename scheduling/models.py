@@ -243,6 +243,12 @@ class JobState(models.TextChoices):
 FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
+class JobKind(models.TextChoices):
+    TRAINING = "training", "Training"
+    NOTEBOOK = "notebook", "Notebook"
+    INFERENCE = "inference", "Inference service"
+
+
 class Job(models.Model):
     workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="jobs")
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")
@@ -250,6 +256,8 @@ class Job(models.Model):
                                      related_name="jobs")
     name = models.CharField(max_length=200)
     job_type = models.CharField(max_length=16)
+    kind = models.CharField(max_length=16, choices=JobKind.choices, default=JobKind.TRAINING, db_index=True,
+                            help_text="The spec's kind: a batch job, a notebook or an inference service")
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING, db_index=True)
     pending_reason = models.TextField(blank=True)   # rendered from pending_code and pending_params
     pending_code = models.CharField(max_length=64, blank=True, help_text="Why it waits: a code of core.fit.REASONS")

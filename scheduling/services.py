@@ -118,7 +118,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))
     job = Job.objects.create(
-        workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type,
+        workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type, kind=parsed.kind,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
         quote=quote, roles=role_requests(parsed, quote), not_before=not_before,

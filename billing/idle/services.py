@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
 
 from billing.models import UsageSample
+from billing.notices import Notice, raise_notice
 from scheduling import clock
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict
@@ -175,15 +175,21 @@ def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
     record_event(job, "idle", reason=text, data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
                                                  "stop_at": stop.isoformat() if stop else None})
     user = job.submitted_by
-    if user is not None and user.email:
+    if user is not None:
         subject = f"[{settings.PLATFORM_NAME}] {job.name} (#{job.pk}) holds idle GPUs"
         body = (f"Your job {job.name} (#{job.pk}) in workspace {job.workspace.slug} holds GPUs it does not use.\n"
                 f"{text}.\nStop the job if it is done, or put its GPUs to work.\n")
-        transaction.on_commit(lambda: _send(subject, body, user.email))
+        notice = Notice(event="idle.notice", workspace=job.workspace, users=(user,), subject=subject, body=body,
+                        link=f"/jobs/{job.pk}/",
+                        data={"job": job.pk, "name": job.name, "idle_since": since.isoformat(),
+                              "stop_at": stop.isoformat() if stop else None, "pool": pool.name,
+                              "replicas": [f"{r.role}-{r.index}" for r in replicas]})
+        transaction.on_commit(lambda: _send(notice))
 
 
-def _send(subject: str, body: str, to: str) -> None:
+def _send(notice: Notice) -> None:
+    """E-mail and in-app by the submitter's choices, and the workspace's webhook (the portal delivers)."""
     try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to])
+        raise_notice(notice)
     except Exception:  # a mail server away must not undo the flag nor stop the next check
-        log.exception("idle notice to %s could not be sent", to)
+        log.exception("idle notice %r could not be sent", notice.subject)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 
@@ -24,6 +25,19 @@ def money_sum(rows: QuerySet[ChargeLine]) -> Decimal:
 
 def job_total(job_id: int) -> Decimal:
     return money_sum(ChargeLine.objects.filter(job_id=job_id))
+
+
+def job_totals(job_ids: Iterable[int]) -> dict[int, tuple[Decimal, str]]:
+    """`job_total` for many jobs in one query: job id -> (sum of its lines, currency). A job with no
+    line is left out."""
+    ids = list(job_ids)
+    if not ids:
+        return {}
+    rows = (ChargeLine.objects.filter(job_id__in=ids).order_by()
+            .values_list("job_id", "currency").annotate(total=Sum("cost")))
+    # one currency per workspace; quantize drops the digits a database sum may add
+    return {job_id: (pricing.quantize_money(Decimal(str(total or 0)), currency), currency)
+            for job_id, currency, total in rows}
 
 
 def as_of(rows: QuerySet[ChargeLine]) -> datetime | None:

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 
 from billing import pricing
@@ -17,6 +15,7 @@ from billing.ledger.periods import period_bounds, period_start
 from billing.ledger.selectors import as_of as ledger_as_of
 from billing.ledger.selectors import money_sum
 from billing.models import Budget, BudgetAlert, ChargeLine, ReportExport
+from billing.notices import Notice, raise_notice
 from billing.services import platform_tz
 from scheduling import clock
 from scheduling.errors import DomainError
@@ -160,9 +159,10 @@ def check_budget_allows_submit(workspace) -> str | None:
             "new submissions at the limit.")
 
 
-def _recipients(workspace) -> list[str]:
-    members = [m for m in workspace.memberships.select_related("user") if m.can_manage_budget]
-    return sorted({m.user.email for m in members if m.user.email})
+def _recipients(workspace) -> tuple:
+    """Its owners and finance members: who is told of its budget."""
+    members = workspace.memberships.select_related("user").order_by("user__username")
+    return tuple(m.user for m in members if m.can_manage_budget)
 
 
 def check_budgets(*, now: datetime | None = None, workspace_ids=None) -> list[BudgetAlert]:
@@ -224,9 +224,13 @@ def _send_alert(budget: Budget, alert: BudgetAlert) -> None:
             f"{budget.currency} budget for the month starting {alert.period_start}{as_of}: {alert.percent} %.\n")
     if alert.threshold >= 100 and budget.block_at_limit:
         body += "New submissions are blocked until the next month or a higher budget.\n"
-    recipients = _recipients(ws)
-    if recipients:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+    # E-mail and in-app by each recipient's choices, and the workspace's webhook (the portal delivers)
+    raise_notice(Notice(
+        event="budget.alert", workspace=ws, users=_recipients(ws), subject=subject, body=body, link="/reports/",
+        data={"threshold": alert.threshold, "percent": str(alert.percent), "spent": str(alert.spent),
+              "budget": str(budget.amount), "currency": budget.currency, "period_start": alert.period_start.isoformat(),
+              "as_of": alert.as_of.isoformat() if alert.as_of else None,
+              "submissions_blocked": alert.threshold >= 100 and budget.block_at_limit}))
     log.info("budget alert: %s", subject)
 
 

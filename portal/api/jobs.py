@@ -1,5 +1,7 @@
 """Jobs API: thin views over scheduling.services and scheduling.selectors."""
 
+from decimal import Decimal
+
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -15,6 +17,7 @@ from rest_framework.views import APIView
 from billing.ledger.selectors import job_total
 from billing.services import submit_quoted_job
 from portal import selectors as portal_selectors
+from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
 from scheduling import logs, selectors, services
 from scheduling.backends import get_backend
@@ -70,6 +73,10 @@ class JobSubmitInput(serializers.Serializer):
     workspace = serializers.SlugField()
     spec = serializers.JSONField(help_text="The task YAML as text, or a JSON object of the same fields")
     option = serializers.CharField(required=False, allow_blank=True)
+    duration_hours = serializers.DecimalField(
+        max_digits=6, decimal_places=2, min_value=Decimal("0.01"), max_value=Decimal("2160"), required=False,
+        help_text="How long the job runs, in hours: the quote's totals are for it and the job is scheduled for it "
+                  "(default: the spec's expectedDuration, else 2)")
 
     def validate_spec(self, value):
         if not isinstance(value, (str, dict)):
@@ -79,6 +86,7 @@ class JobSubmitInput(serializers.Serializer):
 
 class JobListCreateApi(ListAPIView):
     serializer_class = JobOutput
+    token_scopes = {"POST": "submit"}
     filter_params = ("workspace", "state")
 
     @extend_schema(parameters=[
@@ -102,11 +110,12 @@ class JobListCreateApi(ListAPIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         workspace = get_workspace_for_user(request.user, data["workspace"])
-        job = submit_quoted_job(user=request.user, workspace=workspace, spec=data["spec"], option=data.get("option"))
+        job = submit_quoted_job(user=request.user, workspace=workspace, spec=data["spec"], option=data.get("option"),
+                                duration_hours=data.get("duration_hours"))
         return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
 
 
-class JobDetailOutput(JobOutput):
+class JobDetailOutput(JobOutput, PendingOutlookOutput):
     cost_so_far = serializers.SerializerMethodField()
 
     def get_cost_so_far(self, job) -> str | None:
@@ -132,6 +141,8 @@ class JobEventsApi(ListAPIView):
 
 
 class JobCancelApi(APIView):
+    token_scopes = {"POST": "submit"}
+
     @extend_schema(request=None, responses={200: JobOutput})
     def post(self, request, pk):
         job = services.cancel_job(user=request.user, job=portal_selectors.get_job_for_user(request.user, pk))
@@ -145,6 +156,8 @@ class ImageFormInput(serializers.Serializer):
 
 class ImageFormApi(APIView):
     """The image form turned into the spec YAML it corresponds to (shown on the submit page)."""
+
+    token_scopes = {"POST": "read"}  # changes nothing
 
     @extend_schema(request=ImageFormInput, responses={200: dict})
     def post(self, request):

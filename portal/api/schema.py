@@ -8,7 +8,11 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
     name = "ApiToken"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "A personal API token (gpt_...)."}
+        return {"type": "http", "scheme": "bearer",
+                "description": "A personal API token (gpt_...) with one scope: read (GET only), submit (read, and "
+                               "submit and cancel jobs; quotes and the image form need only read) or manage "
+                               "(everything the user may do). A missing scope answers 403 naming it; an expired "
+                               "or revoked token answers 401."}
 
 
 class NodeTokenScheme(OpenApiAuthenticationExtension):
@@ -22,7 +26,7 @@ class NodeTokenScheme(OpenApiAuthenticationExtension):
 # What every operation may answer besides its success: the problem details of portal/api/errors.py.
 PROBLEM_STATUSES = {
     "400": "The request was refused (invalid parameters or body)",
-    "401": "No credentials, or unknown or revoked ones",
+    "401": "No credentials, or unknown, expired or revoked ones",
     "403": "Not allowed for this caller",
     "404": "Not found, or not visible to this caller",
     "409": "Conflicts with the current state",

@@ -1,16 +1,18 @@
 from django.urls import path, re_path
 
-from portal.api import agent, costs, errors, jobs, quotes, workspaces
+from portal.api import agent, costs, errors, jobs, quotes, specs, workspaces
 
 urlpatterns = [
     path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
     path("workspaces/<slug:slug>/", workspaces.WorkspaceDetailApi.as_view(), name="api-workspace"),
+    path("workspaces/<slug:slug>/queues/", workspaces.WorkspaceQueuesApi.as_view(), name="api-workspace-queues"),
     path("jobs/", jobs.JobListCreateApi.as_view(), name="api-jobs"),
     path("jobs/<int:pk>/", jobs.JobDetailApi.as_view(), name="api-job"),
     path("jobs/<int:pk>/events/", jobs.JobEventsApi.as_view(), name="api-job-events"),
     path("jobs/<int:pk>/cancel/", jobs.JobCancelApi.as_view(), name="api-job-cancel"),
     path("jobs/<int:pk>/logs/", jobs.JobLogsApi.as_view(), name="api-job-logs"),
     path("specs/image-form/", jobs.ImageFormApi.as_view(), name="api-image-form"),
+    path("specs/image-form/values/", specs.ImageFormValuesApi.as_view(), name="api-image-form-values"),
     path("quotes/", quotes.QuoteApi.as_view(), name="api-quotes"),
     path("costs/", costs.CostsApi.as_view(), name="api-costs"),
     path("agent/usage", agent.UsageApi.as_view(), name="api-agent-usage"),

@@ -3,6 +3,7 @@ from rest_framework.generics import ListAPIView, RetrieveAPIView
 
 from portal.models import Membership
 from portal.selectors import get_workspace_for_user, workspaces_for
+from portal.workspace_queues import workspace_queues
 
 
 class WorkspaceOutput(serializers.Serializer):
@@ -30,3 +31,22 @@ class WorkspaceDetailApi(RetrieveAPIView):
 
     def get_object(self):
         return get_workspace_for_user(self.request.user, self.kwargs["slug"])
+
+
+class QueueOutput(serializers.Serializer):
+    name = serializers.CharField()
+    deserved = serializers.FloatField(help_text="Deserved quota, GPUs")
+    limit = serializers.FloatField(allow_null=True, help_text="Most GPUs the queue may hold; null: no limit")
+    allocated = serializers.FloatField(help_text="GPUs the queue (with its sub-queues) holds now")
+    fair_share = serializers.FloatField(help_text="The queue's fair share now, GPUs, as the scheduler computes it")
+    pending = serializers.IntegerField(help_text="Jobs waiting in the queue, of every workspace that uses it")
+
+
+class WorkspaceQueuesApi(ListAPIView):
+    """The queues the workspace submits to, one entry each, with the scheduler's figures."""
+
+    serializer_class = QueueOutput
+    pagination_class = None
+
+    def get_queryset(self):
+        return workspace_queues(get_workspace_for_user(self.request.user, self.kwargs["slug"]))

@@ -68,8 +68,12 @@ class JobFilterForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for name, values in job_selectors.filter_choices().items():
+        for name, values in self.choices().items():
             self.fields[name].choices = [("", "all"), *((v, v) for v in values)]
+
+    def choices(self) -> dict[str, list[str]]:
+        """The values each select offers: every workspace's here (the tenants' list offers its own)."""
+        return job_selectors.filter_choices()
 
     def clean_node(self) -> str:
         node = self.cleaned_data["node"].strip()
@@ -112,9 +116,10 @@ class JobFilterForm(forms.Form):
 
     def filters(self) -> JobFilters:
         d = self.cleaned_data
-        return JobFilters(q=d["q"].strip(), workspace=d["workspace"], queue=d["queue"], pool=d["pool"], node=d["node"],
-                          state=d["state"], submitter=d["submitter"], gpu_model=d["gpu_model"], sharing=d["sharing"],
-                          min_age=d["min_age"], max_age=d["max_age"], sort=d["sort"] or DEFAULT_SORT)
+        text = {name: d.get(name) or "" for name in ("workspace", "queue", "pool", "node", "state", "submitter",
+                                                       "gpu_model", "sharing")}  # a form may leave some out
+        return JobFilters(q=d["q"].strip(), **text, min_age=d["min_age"], max_age=d["max_age"],
+                          sort=d["sort"] or DEFAULT_SORT)
 
     def paging(self) -> tuple[int, int]:
         """(page number, rows a page)."""

@@ -4,53 +4,33 @@ here, and the views are staff-only (portal.console.views.operator_required)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from itertools import islice
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import F, Q, QuerySet, Sum
+from django.db.models import QuerySet
 from django.http import Http404
 
 from billing import pricing
 from billing.models import ChargeLine
 from portal.console.selectors import PoolUsage, pool_usage
+from portal.job_lists import (  # noqa: F401 (the console's names for the shared list pieces)
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_SORT,
+    MAX_PAGE_SIZE,
+    SORTS,
+    JobFilters,
+    JobRow,
+    filter_jobs,
+    job_rows,
+)
 from portal.models import Workspace
 from scheduling import clock
-from scheduling.models import ACTIVE_STATES, Job, JobState, Node, NodePool, Queue, Replica
+from scheduling.models import Job, JobState, Node, NodePool, Queue, Replica
 from scheduling.spec.model import SHARING_MODES
 
-# sort key -> the column it orders by; `-key` sorts descending
-SORTS = {
-    "id": "id", "name": "name", "workspace": "workspace__slug", "queue": "queue__name", "state": "state",
-    "submitter": "submitted_by__username", "priority": "priority", "submitted": "created", "started": "started",
-    "finished": "finished", "cost": "final_cost",
-}
-DEFAULT_SORT = "-submitted"
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 500
 CSV_CHUNK = 500
-
-
-@dataclass(frozen=True)
-class JobFilters:
-    """What the operators' job list shows; every value already checked (JobFilterForm)."""
-
-    q: str = ""
-    workspace: str = ""
-    queue: str = ""
-    pool: str = ""
-    node: str = ""
-    state: str = ""
-    submitter: str = ""
-    gpu_model: str = ""
-    sharing: str = ""
-    min_age: timedelta | None = None  # submitted at least this long ago
-    max_age: timedelta | None = None  # submitted at most this long ago
-    sort: str = DEFAULT_SORT
 
 
 def get_job_for_operator(user, job_id) -> Job:
@@ -63,47 +43,9 @@ def get_job_for_operator(user, job_id) -> Job:
         raise Http404("No such job") from None
 
 
-def _ran_on(**lookup) -> QuerySet:
-    """Ids of the jobs one of whose replicas was placed as `lookup` says (any attempt)."""
-    return Replica.objects.filter(**lookup).values("job_id")
-
-
 def operator_jobs(filters: JobFilters, *, now: datetime | None = None) -> QuerySet[Job]:
-    """Every workspace's jobs that match the filters, in the asked order (ties: newest first).
-
-    Pool and GPU model: the ones the job was quoted for (its frozen option, else its spec's pin), or
-    the ones a replica of it ran on. Sharing: the quoted mode, else its first role's."""
-    jobs = Job.objects.select_related("workspace", "queue", "submitted_by")
-    exact = {"workspace__slug": filters.workspace, "queue__name": filters.queue, "state": filters.state,
-             "submitted_by__username": filters.submitter}
-    jobs = jobs.filter(**{k: v for k, v in exact.items() if v})
-    if filters.pool:
-        jobs = jobs.filter(Q(quote__pool=filters.pool) | Q(quote__isnull=True, roles__0__pool=filters.pool)
-                           | Q(pk__in=_ran_on(node__pool__name=filters.pool)))
-    if filters.node:
-        jobs = jobs.filter(pk__in=_ran_on(node__name=filters.node))
-    if filters.gpu_model:
-        jobs = jobs.filter(Q(quote__gpu_model=filters.gpu_model)
-                           | Q(quote__isnull=True, roles__0__gpu_model=filters.gpu_model)
-                           | Q(pk__in=_ran_on(node__pool__gpu_model=filters.gpu_model)))
-    if filters.sharing:
-        jobs = jobs.filter(Q(quote__sharing=filters.sharing) | Q(quote__isnull=True, roles__0__mode=filters.sharing))
-    now = now or clock.now()
-    if filters.min_age is not None:
-        jobs = jobs.filter(created__lte=now - filters.min_age)
-    if filters.max_age is not None:
-        jobs = jobs.filter(created__gte=now - filters.max_age)
-    if filters.q:
-        q = filters.q.strip()
-        match = (Q(name__icontains=q) | Q(workspace__slug__icontains=q) | Q(workspace__name__icontains=q)
-                 | Q(submitted_by__username__icontains=q))
-        number = q.removeprefix("#")
-        if number.isdigit() and len(number) <= 18:
-            match |= Q(pk=int(number))
-        jobs = jobs.filter(match)
-    column = F(SORTS[filters.sort.removeprefix("-")])
-    order = column.desc(nulls_last=True) if filters.sort.startswith("-") else column.asc(nulls_last=True)
-    return jobs.order_by(order, "-id")
+    """Every workspace's jobs that match the filters, in the asked order (portal.job_lists.filter_jobs)."""
+    return filter_jobs(Job.objects.select_related("workspace", "queue", "submitted_by"), filters, now=now)
 
 
 def filter_choices() -> dict[str, list[str]]:
@@ -122,65 +64,7 @@ def node_exists(name: str) -> bool:
     return Node.objects.filter(name=name).exists()
 
 
-# --------------------------------------------------------------------------- rows
-
-
-@dataclass
-class JobRow:
-    """A job as the operators' list and CSV show it."""
-
-    job: Job
-    pool: str = ""
-    gpu_model: str = ""
-    sharing: str = ""
-    nodes: list[str] = field(default_factory=list)  # now held (running), else where it last ran
-    running_on: bool = False  # `nodes` are held now
-    cost: Decimal | None = None  # final cost, else the sum of its ledger lines so far
-    currency: str = ""
-
-    @property
-    def cost_final(self) -> bool:
-        return self.job.final_cost is not None
-
-
-def _asked(job: Job) -> tuple[str, str, str]:
-    """Pool, GPU model and sharing mode the job was quoted for (else its first role's request)."""
-    quote = job.quote if isinstance(job.quote, dict) else {}
-    role = job.roles[0] if isinstance(job.roles, list) and job.roles and isinstance(job.roles[0], dict) else {}
-    return (str(quote.get("pool") or role.get("pool") or ""), str(quote.get("gpu_model") or role.get("gpu_model") or ""),
-            str(quote.get("sharing") or role.get("mode") or ""))
-
-
-def job_rows(jobs: Iterable[Job]) -> list[JobRow]:
-    """Rows for a page (or a chunk) of jobs: two queries for all of them, whatever their number."""
-    rows = [JobRow(job, *_asked(job)) for job in jobs]
-    ids = [r.job.pk for r in rows]
-    placed: dict[int, list[tuple]] = defaultdict(list)
-    for job_id, state, node, pool, model in (
-            Replica.objects.filter(job_id__in=ids, node__isnull=False)
-            .order_by("job_id", "-started", "-id")
-            .values_list("job_id", "state", "node__name", "node__pool__name", "node__pool__gpu_model")):
-        placed[job_id].append((state, node, pool, model))
-    open_ids = [r.job.pk for r in rows if r.job.final_cost is None]
-    sums: dict[int, tuple[Decimal, str]] = {}
-    for job_id, currency, total in (ChargeLine.objects.filter(job_id__in=open_ids).order_by()
-                                    .values_list("job_id", "currency").annotate(total=Sum("cost"))):
-        # one currency per workspace; quantize drops the digits a database sum may add
-        sums[job_id] = (pricing.quantize_money(Decimal(total or 0), currency), currency)
-    for row in rows:
-        held = placed.get(row.job.pk, [])
-        active = [h for h in held if h[0] in ACTIVE_STATES]
-        row.running_on = bool(active)
-        shown = active or held
-        row.nodes = sorted({h[1] for h in shown})
-        if held:
-            row.pool = row.pool or held[0][2]
-            row.gpu_model = row.gpu_model or held[0][3]
-        if row.job.final_cost is not None:
-            row.cost, row.currency = row.job.final_cost, row.job.currency
-        elif row.job.pk in sums:
-            row.cost, row.currency = sums[row.job.pk]
-    return rows
+# --------------------------------------------------------------------------- CSV
 
 
 CSV_HEADER = ["id", "name", "workspace", "queue", "state", "submitter", "priority", "preemptible", "pool",

@@ -24,9 +24,10 @@ from billing.ledger.prices import billed_priority
 from billing.reports import exports
 from portal.console import job_selectors, job_services
 from portal.console.job_forms import JobFilterForm, MoveForm, PriorityForm, ReasonForm
-from portal.console.job_selectors import SORTS
 from portal.console.services import ConsoleError
 from portal.console.views import _chart_times, operator_required
+from portal.job_lists import list_query as _query
+from portal.job_lists import sort_links as _sort_links
 from scheduling import logs, selectors
 from scheduling.backends import get_backend
 from scheduling.errors import DomainError
@@ -35,26 +36,8 @@ from scheduling.models import ACTIVE_STATES, Job, JobState
 LIST_ONLY = ("page", "partial")  # parameters the CSV and the sort links leave out
 
 
-def _query(params, *, drop=LIST_ONLY, **changes) -> str:
-    query = params.copy()
-    for key in drop:
-        query.pop(key, None)
-    for key, value in changes.items():
-        query[key] = value
-    return query.urlencode()
-
-
 def _with_query(path: str, query: str) -> str:
     return f"{path}?{query}" if query else path
-
-
-def _sort_links(params, current: str) -> dict[str, dict[str, str]]:
-    """Per column: the link that sorts by it (again: the other way) and the way it sorts now."""
-    links = {}
-    for name in SORTS:
-        way = "asc" if current == name else "desc" if current == f"-{name}" else ""
-        links[name] = {"url": "?" + _query(params, sort=f"-{name}" if way == "asc" else name), "way": way}
-    return links
 
 
 @operator_required

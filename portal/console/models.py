@@ -8,6 +8,7 @@ class AuditEntry(models.Model):
     class Source(models.TextChoices):
         CONSOLE = "console", "Console"
         ADMIN = "admin", "Django admin"
+        TENANT = "tenant", "Workspace pages"  # an owner managing their own workspace
 
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,

@@ -17,7 +17,7 @@ from billing.forms import PriceTableForm
 from billing.metering.tokens import create_node_token as _new_token
 from billing.models import GpuRate, NodeToken, PriceTable
 from portal.console import audit, selectors
-from portal.console.models import QueueAllocationSample
+from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Membership, Role, Workspace
 from scheduling import clock
 from scheduling.errors import DomainError
@@ -322,13 +322,13 @@ def create_workspace(user, slug: str, name: str, *, queue: Queue | None = None) 
 
 
 @transaction.atomic
-def set_member(user, workspace: Workspace, username: str, role: str) -> Membership:
-    """Add a member or change their role."""
+def set_member(user, workspace: Workspace, username: str, role: str, *,
+               source: str = AuditEntry.Source.CONSOLE) -> Membership:
+    """Add a member (named by username or e-mail) or change their role. `source`: where the change
+    was made (the console, or the workspace's own Members page), for the audit log."""
     if role not in Role.values:
         raise ConsoleError({"role": f"{role!r} is not one of {', '.join(Role.values)}"})
-    member = get_user_model().objects.filter(username=(username or "").strip()).first()
-    if member is None:
-        raise ConsoleError({"username": f"no user named {username!r}"})
+    member = find_user(username)
     Workspace.objects.select_for_update().get(pk=workspace.pk)  # one owner change at a time
     membership, created = Membership.objects.get_or_create(user=member, workspace=workspace,
                                                            defaults={"role": role})
@@ -340,19 +340,36 @@ def set_member(user, workspace: Workspace, username: str, role: str) -> Membersh
         membership.role = role
         membership.save(update_fields=["role"])
     if created or old != role:
-        audit.record(user, "create" if created else "change", membership, changes={"role": [old, role]})
+        audit.record(user, "create" if created else "change", membership, changes={"role": [old, role]},
+                     source=source)
     return membership
 
 
+def find_user(username_or_email: str):
+    """The account with this username, else the one account with this e-mail."""
+    name = (username_or_email or "").strip()
+    users = get_user_model().objects
+    member = users.filter(username=name).first()
+    if member is None and "@" in name:
+        matches = list(users.filter(email__iexact=name)[:2])
+        if len(matches) > 1:
+            raise ConsoleError({"username": f"several accounts have the e-mail {name!r}: give the username"})
+        member = matches[0] if matches else None
+    if member is None:
+        also = " and no account has that e-mail" if "@" in name else ""
+        raise ConsoleError({"username": f"no user named {name!r}{also}"})
+    return member
+
+
 @transaction.atomic
-def remove_member(user, membership: Membership) -> None:
+def remove_member(user, membership: Membership, *, source: str = AuditEntry.Source.CONSOLE) -> None:
     """Remove a member; a workspace keeps at least one owner."""
     Workspace.objects.select_for_update().get(pk=membership.workspace_id)
     membership = Membership.objects.select_related("user", "workspace").get(pk=membership.pk)
     if membership.role == Role.OWNER:
         _keep_an_owner(membership, "", f"{membership.user.username} is the last owner of "
                                        f"{membership.workspace.slug}: make another member owner first")
-    audit.record(user, "delete", membership, changes={"role": [membership.role, None]})
+    audit.record(user, "delete", membership, changes={"role": [membership.role, None]}, source=source)
     membership.delete()
 
 

@@ -1,6 +1,6 @@
-"""Tenant pages for jobs: submit (with live quotes), list and detail."""
+"""Tenant pages for jobs: a job's log and cancel, the cluster map. The list and the job page are
+portal/pages/job_list.py and job_page.py; Submit is portal/pages/submit.py."""
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -10,23 +10,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from billing.ledger.jobs import job_cost
 from portal import selectors as portal_selectors
-from portal.selectors import current_workspace
 from scheduling import logs, selectors, services
 from scheduling.backends import get_backend
-from scheduling.models import JobState
-from scheduling.spec import IMAGE_FORM_FIELDS
-from scheduling.spec.examples import EXAMPLES
-
-
-@login_required
-def submit(request):
-    workspace = current_workspace(request)
-    return render(request, "scheduling/submit.html", {
-        "workspace": workspace, "examples": EXAMPLES, "form_fields": list(IMAGE_FORM_FIELDS),
-        "queues": selectors.queues_for_workspace(workspace) if workspace else [],
-    })
 
 
 def _to_console(request, view: str, **kwargs):
@@ -36,38 +22,6 @@ def _to_console(request, view: str, **kwargs):
         query = request.GET.urlencode()
         return redirect(reverse(view, kwargs=kwargs) + (f"?{query}" if query else ""))
     raise Http404("No such job")
-
-
-@login_required
-def job_list(request):
-    workspace = current_workspace(request)
-    if workspace is None and request.user.is_staff:
-        return redirect("console-jobs")  # an operator of no workspace: every workspace's jobs
-    state = request.GET.get("state") or None
-    if state not in JobState.values:
-        state = None
-    jobs = portal_selectors.jobs_for(request.user, workspace=workspace, state=state) if workspace else []
-    return render(request, "scheduling/job_list.html", {
-        "workspace": workspace, "jobs": jobs, "states": JobState.values, "state": state,
-        "operator": request.user.is_staff,
-    })
-
-
-@login_required
-def job_detail(request, pk):
-    try:
-        job = portal_selectors.get_job_for_user(request.user, pk)
-    except Http404:
-        return _to_console(request, "console-job", pk=pk)
-    cost_so_far = None if job.is_final or not job.started else job_cost(job)
-    # An ended job's log is what was kept; a running one's is polled live by the page.
-    log_text = logs.job_log_text(job, get_backend()) if job.is_final else None
-    membership = job.workspace.memberships.filter(user=request.user).first()
-    return render(request, "scheduling/job_detail.html", {"job": job, "events": selectors.events_of(job),
-                                                          "replicas": job.replicas.select_related("node"),
-                                                          "cost_so_far": cost_so_far, "log_text": log_text,
-                                                          "can_cancel": bool(membership and membership.can_submit),
-                                                          "log_retention_days": settings.JOB_LOG_RETENTION_DAYS})
 
 
 @login_required

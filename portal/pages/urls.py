@@ -1,11 +1,13 @@
 from django.urls import path
 
-from portal.pages import jobs, reports
+from portal.pages import job_list, job_page, jobs, reports, submit
 
 urlpatterns = [
-    path("submit/", jobs.submit, name="submit"),
-    path("jobs/", jobs.job_list, name="jobs"),
-    path("jobs/<int:pk>/", jobs.job_detail, name="job"),
+    path("submit/", submit.submit, name="submit"),
+    path("jobs/", job_list.job_list, name="jobs"),
+    path("jobs/cancel/", job_list.job_bulk_cancel, name="jobs-cancel"),
+    path("jobs/<int:pk>/", job_page.job_detail, name="job"),
+    path("jobs/<int:pk>/usage/", job_page.job_usage, name="job-usage"),
     path("jobs/<int:pk>/cancel/", jobs.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/log/", jobs.job_log, name="job-log"),
     path("cluster/", jobs.cluster, name="cluster"),

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from billing.reports.dashboard import tenant_dashboard
 from portal import health, services
-from portal.models import ApiToken
+from portal.pages.workspace_queues import queue_context
 from portal.selectors import current_workspace, get_workspace_for_user, membership_for
 
 
@@ -45,7 +45,8 @@ def workspace_detail(request, slug):
     return render(
         request,
         "portal/workspace_detail.html",
-        {"workspace": workspace, "members": members, "membership": membership_for(request.user, workspace)},
+        {"workspace": workspace, "members": members, "membership": membership_for(request.user, workspace),
+         **queue_context(workspace)},
     )
 
 
@@ -58,19 +59,3 @@ def switch_workspace(request):
     if target != "dashboard" and not url_has_allowed_host_and_scheme(target, {request.get_host()}):
         target = "dashboard"
     return redirect(target)
-
-
-@login_required
-def api_tokens(request):
-    new_raw = None
-    if request.method == "POST":
-        if "revoke" in request.POST:
-            services.revoke_api_token(request.user, request.POST["revoke"])
-            messages.info(request, "Token revoked.")
-            return redirect("api-tokens")
-        try:
-            _, new_raw = services.create_api_token(request.user, request.POST.get("name", ""))
-        except ValueError as exc:
-            messages.error(request, str(exc))
-    tokens = ApiToken.objects.filter(user=request.user)
-    return render(request, "portal/api_tokens.html", {"tokens": tokens, "new_raw": new_raw})

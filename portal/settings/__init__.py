@@ -105,6 +105,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.workspaces",
                 "portal.context_processors.time_zone",
+                "portal.notifications.context.unread_notifications",
             ],
         },
     },
@@ -319,7 +320,7 @@ CELERY_BEAT_SCHEDULE = {
     **({"demo-load": {"task": "portal.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
        if env_bool("DEMO_LOAD", False) else {}),
 }
-CELERY_IMPORTS = ("billing.reports.tasks",)  # not named tasks.py, so autodiscovery would miss it
+CELERY_IMPORTS = ("billing.reports.tasks", "portal.notifications.tasks")  # not apps' tasks.py: autodiscovery misses them
 
 # --- reports and budgets -----------------------------------------------------------------------
 REPORT_EXPORT_DIR = Path(os.environ.get("REPORT_EXPORT_DIR", VAR_DIR / "exports"))
@@ -329,6 +330,16 @@ PLATFORM_NAME = os.environ.get("PLATFORM_NAME", "GPU Platform")  # the provider 
 PLATFORM_REGION = os.environ.get("PLATFORM_REGION", "local")  # FOCUS RegionId of this cluster
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+
+# --- notifications (portal/notifications) ------------------------------------------------------
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))  # a mail server that hangs does not hold a worker
+PORTAL_URL = os.environ.get("PORTAL_URL", "")  # e.g. https://gpu.example.org: absolute links in e-mails and webhooks
+NOTIFY_STALE_AFTER_S = float(os.environ.get("NOTIFY_STALE_AFTER_S", "3600"))  # older job events are no news
+WEBHOOK_TIMEOUT_S = float(os.environ.get("WEBHOOK_TIMEOUT_S", "10"))
+WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "6"))
+WEBHOOK_RETRY_BASE_S = float(os.environ.get("WEBHOOK_RETRY_BASE_S", "30"))  # then 60, 120, 240... between attempts
+CELERY_BEAT_SCHEDULE["notifications-resend"] = {"task": "portal.notifications.tasks.resend_waiting_notifications",
+                                                "schedule": 60.0}
 
 # One line per request at INFO; heartbeats, polling and the beat's routine tasks at DEBUG (portal/logs.py)
 LOGGING = logs.logging_config(os.environ.get("LOG_LEVEL", "INFO"))

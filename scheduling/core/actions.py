@@ -1,13 +1,17 @@
 """The scheduling actions, run in this order: allocate, consolidate, reclaim, preempt, elastic.
 
-Each action walks pending jobs in fair order and tries a scenario in a session transaction; a
-scenario is kept only if the whole gang minimum of the job gets placed (and, for consolidation,
-every moved replica fits again). Victims are never replicas bound in this cycle, so nothing is
-bound and evicted in the same cycle, and every eviction buys a placement: no ping-pong.
+Each action walks the jobs that want replicas in fair order (`fair_walk`: the queue tree from the
+top, weighed as KAI-Scheduler's proportion plugin weighs it) and tries a scenario in a session
+transaction; a scenario is kept only if what the job asks for gets placed whole: its gang minimum,
+or one elastic replica above it (and, for consolidation, every moved replica fits again). Victims
+are never replicas bound in this cycle, so nothing is bound and evicted in the same cycle, and
+every eviction buys a placement: no ping-pong. A victim's replicas that are not in the way stay; one
+that is in the way moves when the whole victim fits elsewhere.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -32,29 +36,50 @@ MAX_CONSOLIDATION_NODES = 4
 MAX_CONSOLIDATION_SCENARIOS = 8
 EPS = 1e-6
 STOP = object()          # returned by a fair_walk visitor that wants no more jobs
+AGAIN = object()         # returned by a fair_walk visitor whose job grew and asks for more
 
 
 # ---------------------------------------------------------------------- shared helpers
 
 
 def job_order(state: JobState) -> tuple:
+    """A job's place in its queue (KAI-Scheduler's job order): higher priority first; then jobs below
+    their gang minimum, then elastic jobs with the fewest replicas above it (so that spare room is
+    shared round-robin); then the job submitted first."""
     job = state.job
-    return (-job.priority, job.created, job.id)
+    return (-job.priority, 0 if state.pending else 1 + state.extra, job.created, job.id)
 
 
-def queue_key(s: Session, queue: str) -> tuple:
-    """Queues that hold the least of their fair share go first (higher queue priority before)."""
-    share = s.fair_share.get(queue, 0.0)
-    ratio = s.alloc[queue] / share if share > EPS else float("inf") if s.alloc[queue] else 0.0
-    return (-s.queues[queue].priority, ratio, queue)
+def queue_weights(s: Session, queue: str) -> tuple[float, float, int, float]:
+    """What `queue_order` weighs a queue's usage against: its fair share and deserved quota (each
+    with EPS), minus its priority, and its allocatable share (`Session.allocatable`). Fixed for a
+    session."""
+    q = s.queues[queue]
+    return s.fair_share.get(queue, 0.0) + EPS, q.deserved_milli + EPS, -q.priority, s.allocatable[queue]
+
+
+def queue_order(alloc: float, need: float, weights: tuple[float, float, int, float], job: Job) -> tuple:
+    """Where a queue holding `alloc` stands among its siblings for placing `job` (the first job under
+    it, asking `need`), as KAI-Scheduler's proportion plugin orders queues: within its fair share
+    before over it; within its deserved quota with the job added before not; higher queue priority;
+    a queue with no allocatable share last; the smaller share of its allocatable share with the job
+    added, then without it; the smaller allocatable share; then the job submitted first."""
+    fair, deserved, rank, cap = weights
+    with_job = alloc + need
+    if cap > EPS:
+        return alloc > fair, with_job > deserved, rank, False, with_job / cap, alloc / cap, cap, job.created, job.id
+    return alloc > fair, with_job > deserved, rank, with_job > EPS, with_job, alloc, cap, job.created, job.id
 
 
 def pending_by_queue(s: Session, kinds: Iterable[str | None] | None = None) -> dict[str, list[JobState]]:
-    """Pending jobs (whose last failure is of one of `kinds`, if given) per queue, in job order."""
+    """Jobs that want replicas (whose last failure is of one of `kinds`, if given) per queue: those below
+    their gang minimum and elastic jobs below their maximum. A job evicted in this cycle waits for the
+    next one."""
     out: dict[str, list[JobState]] = {}
     allowed = set(kinds) if kinds is not None else None
     for state in s.order:
-        if state.pending and (allowed is None or (state.fail[0] if state.fail else None) in allowed):
+        if (state.pending or state.grows) and not state.evicted and (
+                allowed is None or (state.fail[0] if state.fail else None) in allowed):
             jobs = out.get(state.job.queue)
             if jobs is None:
                 jobs = out[state.job.queue] = []
@@ -63,24 +88,92 @@ def pending_by_queue(s: Session, kinds: Iterable[str | None] | None = None) -> d
 
 
 def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[JobState], object]) -> None:
-    """Visit jobs queue by queue, always from the queue furthest below its fair share; stops early
-    when `visit` returns STOP."""
-    heap = [(queue_key(s, q), q, 0) for q in by_queue]
-    heapq.heapify(heap)
-    while heap:
-        _, q, i = heapq.heappop(heap)
-        if visit(by_queue[q][i]) is STOP:
+    """Visit jobs in fair order, as KAI-Scheduler pops them: from the top of the queue tree down, at
+    each level the queue that comes first by `queue_order` (weighed with the first job under it),
+    then that leaf's first job by `job_order`. After each visit the queues on its path are weighed
+    again; after an eviction, all of them. `visit` returns STOP to end the walk, or AGAIN to put the
+    job back in its queue (it grew by a replica and asks for another)."""
+    queued: dict[str, list[tuple]] = {}      # leaf -> (job_order, state) sorted, from head[leaf] on
+    head: dict[str, int] = {}
+    for q, states in by_queue.items():
+        if states:
+            entries = [(job_order(st), st) for st in states]
+            entries.sort(key=lambda e: e[0])
+            queued[q], head[q] = entries, 0
+    if not queued:
+        return
+    kids: dict[str | None, list[str]] = {None: []}
+    for leaf in queued:
+        path = s.queue_path[leaf]
+        for child, parent in zip(path, (*path[1:], None), strict=True):
+            siblings = kids.setdefault(parent, [])
+            if child in siblings:
+                break
+            siblings.append(child)
+    # parents deepest first, the root (None) last: a node's key needs its children's heaps
+    parents = sorted(kids, key=lambda p: -len(s.queue_path[p]) if p is not None else 0)
+    weights = {q: queue_weights(s, q) for q in (*queued, *(p for p in kids if p is not None))}
+    heaps: dict[str | None, list] = {}
+    alloc = s.alloc
+
+    def weighed(name: str) -> tuple | None:
+        """(queue_order key, name) for a node's heap entry; None when nothing is left under it."""
+        leaf = name
+        while leaf not in queued:
+            below = heaps.get(leaf)
+            if not below:
+                return None
+            leaf = below[0][1]
+        entries, at = queued[leaf], head[leaf]
+        if at >= len(entries):
+            return None
+        state = entries[at][1]
+        cached = state.plan
+        need = cached.need if type(cached) is Plan and cached.version == state.version else plan(s, state).need
+        return queue_order(alloc[name], need, weights[name], state.job), name
+
+    def rebuild() -> None:
+        for parent in parents:
+            heap = [entry for entry in map(weighed, kids[parent]) if entry is not None]
+            heapq.heapify(heap)
+            heaps[parent] = heap
+
+    version = None
+    while True:
+        if version != s.freed:
+            rebuild()
+            version = s.freed
+        heap = heaps[None]
+        if not heap:
             return
-        if i + 1 < len(by_queue[q]):
-            heapq.heappush(heap, (queue_key(s, q), q, i + 1))
+        path = []
+        while True:
+            name = heapq.heappop(heap)[1]
+            path.append((heap, name))
+            if name in queued:
+                break
+            heap = heaps[name]
+        entries, at = queued[name], head[name]
+        state = entries[at][1]
+        head[name] = at + 1
+        result = visit(state)
+        if result is STOP:
+            return
+        if result is AGAIN:
+            bisect.insort(entries, (job_order(state), state), lo=at + 1, key=lambda e: e[0])
+        for heap, node in reversed(path):
+            entry = weighed(node)
+            if entry is not None:
+                heapq.heappush(heap, entry)
 
 
 @dataclass
 class Plan:
-    """What a pending job still needs, cached until one of its replicas is bound or evicted."""
+    """What a job asks for next (`JobState.wanted`: the replicas missing to its gang minimum, or its
+    next elastic replica), cached until one of its replicas is bound or evicted."""
 
     version: int
-    missing: dict[str, list[int]]             # role -> replica indices to reach the minimum
+    missing: dict[str, list[int]]             # role -> replica indices wanted
     roles: list[Role]                          # roles with something missing, biggest replica first
     pools: dict[str, list[str]]                # role -> candidate pools (home pool first)
     need: int                                  # GPU milli of the missing replicas
@@ -91,7 +184,7 @@ def plan(s: Session, state: JobState) -> Plan:
     cached = state.plan
     if isinstance(cached, Plan) and cached.version == state.version:
         return cached
-    missing = state.missing()
+    missing = state.wanted()
     roles = sorted((r for r in state.job.roles if r.name in missing), key=lambda r: -request_milli(r.request, None))
     pools = {r.name: role_pools(s, state, r, None) for r in roles}
     need = 0
@@ -217,8 +310,16 @@ def try_allocate(s: Session, state: JobState, cache: NoFitCache) -> bool:
 
 
 def allocate(s: Session) -> None:
+    """Place what jobs ask for, in fair order, without evicting: gang minimums whole, and elastic
+    replicas above them one at a time (over quota too), each job put back in its queue after it grew."""
     cache = NoFitCache({})
-    fair_walk(s, pending_by_queue(s), lambda state: try_allocate(s, state, cache))
+
+    def visit(state: JobState) -> object:
+        if try_allocate(s, state, cache) and state.grows:
+            return AGAIN
+        return None
+
+    fair_walk(s, pending_by_queue(s), visit)
 
 
 # ---------------------------------------------------------------------- evicting scenarios
@@ -236,10 +337,11 @@ class Unit:
 
 
 def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
-    """Evictable units per queue, cheapest first: elastic extras, then ReduceCost jobs, then low
-    priority, then the newest. The queue's priority leads the order, so that where units of several
-    queues are merged, lower-priority queues give first. Built once per action; units gone stale
-    are skipped when used."""
+    """Evictable units per queue, cheapest first: the lowest job priority first (a higher priority
+    would take back what a lower one kept, by preemption); within a priority, elastic extras (of the
+    job with the most of them first), then ReduceCost jobs, then the newest. The queue's priority
+    leads the order, so that where units of several queues are merged, lower-priority queues give
+    first. Built once per action; units gone stale are skipped when used."""
     by_job: dict[str, list[ReplicaKey]] = {}
     for key in s.assign:
         if key not in s.new:
@@ -252,13 +354,15 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
             continue
         units = out.setdefault(job.queue, [])
         rank = s.queues[job.queue].priority
-        base = (job.priority, -job.created, job.id)
-        for role, index in state.extras():
+        base = (-job.created, job.id)
+        # extras go the way they came: from the job with the most above its minimum first
+        above = state.extra
+        for k, (role, index) in enumerate(state.extras()):
             if (job_id, role, index) in keys:
-                units.append(Unit((rank, 0, 0, *base, role, -index), job.queue, ((job_id, role, index),), "shrink",
-                                  job))
-        units.append(Unit((rank, 1, 0 if job.reduce_cost else 1, *base, "", 0), job.queue, tuple(sorted(keys)),
-                          reason, job))
+                units.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
+                                  ((job_id, role, index),), "shrink", job))
+        units.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
+                          tuple(sorted(keys)), reason, job))
     for units in out.values():
         units.sort(key=lambda u: u.order)
     return out
@@ -277,8 +381,8 @@ def live_keys(s: Session, unit: Unit) -> list[ReplicaKey]:
 def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
                        cause_of: Callable[[Unit], EvictCause | None], holds: Callable[[], bool]) -> bool:
     """Scenario body: evict units in order until the job's gang fits and `holds()` (quotas, fair
-    share) is true; then give back the evictions that were not needed. `cause_of(unit)` says why
-    a unit may go now, or None when it may not."""
+    share) is true; then give back the evictions that were not needed and move the victims that can
+    be moved (`keep_victims`). `cause_of(unit)` says why a unit may go now, or None when it may not."""
     def placed() -> bool:
         return s.transaction(lambda: place_gang(s, state) and holds())
 
@@ -309,10 +413,20 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
         elif whole_only and s.pool_free_milli(pools) < need:
             continue
         if placed():
-            for group in reversed(evicted):
-                s.transaction(lambda group=group: restore_all(s, group) and holds())
+            keep_victims(s, evicted[::-1], holds)
             return True
     return False
+
+
+def keep_victims(s: Session, groups: list[list[tuple[ReplicaKey, Assignment]]], holds: Callable[[], bool]) -> None:
+    """Once the job is placed, its victims (each a unit's replicas; the last evicted first) that fit
+    where they were go back there, as if never evicted. Each other one is kept whole if it can be:
+    its replicas that fit stay, those in the way move where there is room, as KAI-Scheduler
+    re-places its victims; only a victim that cannot be kept whole stays evicted. A victim is kept
+    only if `holds()` still."""
+    moving = [g for g in groups if not s.transaction(lambda g=g: restore_all(s, g) and holds())]
+    for group in moving:
+        s.transaction(lambda group=group: move_all(s, group) and holds())
 
 
 def restore_all(s: Session, group: list[tuple[ReplicaKey, Assignment]]) -> bool:
@@ -324,6 +438,34 @@ def restore_all(s: Session, group: list[tuple[ReplicaKey, Assignment]]) -> bool:
     return True
 
 
+def move_all(s: Session, group: list[tuple[ReplicaKey, Assignment]]) -> bool:
+    """Put replicas back where they were when they fit there, and the others wherever their pools
+    have room (their own pool first): all of them or none."""
+    later = []
+    for key, a in group:
+        if s.fits(a):
+            s.restore(key, a)
+        else:
+            later.append((key, a))
+    return all(place_again(s, key, a) for key, a in later)
+
+
+def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
+    """Bind an evicted replica wherever its pools have room now, its own pool first (a ReduceCost job
+    waiting for off-peak: its own pool or a spot pool)."""
+    request = s.role(key[0], key[1]).request
+    home = s.node_pool[old.row]
+    pools = s.pools_for(request)
+    if reduce_cost_waits(s, s.jobs[key[0]].job):
+        pools = [p for p in pools if p == home or s.pools[p].spot]
+    for pool in sorted(pools, key=lambda p: p != home):
+        spot = s.find_spot(request, pool)
+        if spot is not None:
+            s.bind(key, spot)
+            return True
+    return False
+
+
 def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState], tuple | None]) -> None:
     """Walk pending jobs fairly; `prepare` returns (units, cause_of, final_check) or None to skip."""
     budget, fails = [MAX_EVICTION_SCENARIOS], [0]
@@ -332,7 +474,7 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
     def visit(state: JobState) -> object:
         if budget[0] <= 0:
             return STOP
-        if not state.is_pending():
+        if not state.wants():
             return None
         setup = prepare(state)
         if setup is None:
@@ -345,6 +487,8 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
 
         if s.transaction(lambda: evict_until_placed(s, state, units, cause_of, final_check)):
             state.fail = None
+            if state.grows:
+                return AGAIN     # an elastic job may take its next replica the same way
         else:
             failed[sig] = s.freed
             fails[0] += 1
@@ -545,7 +689,7 @@ def consolidate(s: Session) -> None:
     def visit(state: JobState) -> object:
         if budget[0] <= 0:
             return STOP
-        if not state.is_pending():
+        if not state.wants():
             return None
         pools = gang_pools(s, state)
         if not pools or any(s.pools[p].gpu_mode != "whole" for p in pools):
@@ -563,8 +707,8 @@ def consolidate(s: Session) -> None:
             if s.transaction(lambda: room_for_one(s, state, one[0], one[1], residents[0], steps)):
                 state.fail = None
                 movable.clear()
-            else:
-                failed[sig] = s.freed
+                return AGAIN if state.grows else None
+            failed[sig] = s.freed
             return None
         if not movable:
             movable.append(Movable.collect(s))
@@ -577,8 +721,8 @@ def consolidate(s: Session) -> None:
             state.fail = None
             movable[0] = Movable.collect(s)
             residents.clear()
-        else:
-            failed[sig] = s.freed
+            return AGAIN if state.grows else None
+        failed[sig] = s.freed
         return None
 
     fair_walk(s, pending_by_queue(s, {"capacity"}), visit)
@@ -654,7 +798,7 @@ def candidate_rows(s: Session, state: JobState, pools: set[str], movable: Movabl
     """Nodes that could host the job's biggest replica if their movable replicas left, best first:
     the most free already, then the least to move."""
     arr = s.arrays
-    missing = state.missing()
+    missing = plan(s, state).missing
     role = max((r for r in state.job.roles if r.name in missing), key=lambda r: request_milli(r.request, None))
     req = role.request
     mask = np.zeros(arr.size, dtype=bool)
@@ -673,16 +817,23 @@ def candidate_rows(s: Session, state: JobState, pools: set[str], movable: Movabl
     free = arr.gpu_free_milli[rows].sum(axis=1)
     moving = movable.milli[rows].sum(axis=1)
     order = np.lexsort((rows, moving, -free))
-    return rows[order][:MAX_CONSOLIDATION_NODES]
+    # a gang missing several replicas may need as many nodes cleared
+    return rows[order][:MAX_CONSOLIDATION_NODES + sum(len(v) for v in missing.values()) - 1]
 
 
 def consolidate_for(s: Session, state: JobState, rows: np.ndarray, movable: Movable) -> bool:
-    """Try nodes one at a time: move replicas off it until the job fits, then re-place them."""
+    """Try nodes one at a time: move replicas off it until the job fits, then re-place them. A gang
+    that needs room on several nodes then gets the nodes cleared together, one after the other."""
+    lists = []
     for row in rows.tolist():
         keys = [k for k in movable.keys.get(row, []) if k in s.assign and k not in s.new and k[0] != state.job.id]
         keys.sort(key=lambda k: (s.assign[k].gpu_milli, k))
-        if keys and s.transaction(lambda keys=keys: _move_from_node(s, state, keys)):
-            return True
+        if keys:
+            lists.append(keys)
+            if s.transaction(lambda keys=keys: _move_from_node(s, state, keys)):
+                return True
+    if len(lists) > 1 and sum(len(v) for v in plan(s, state).missing.values()) > 1:
+        return s.transaction(lambda: _move_from_nodes(s, state, lists))
     return False
 
 
@@ -693,24 +844,21 @@ def _move_from_node(s: Session, state: JobState, keys: list[ReplicaKey]) -> bool
         moved.append((key, s.assign[key]))
         s.unbind(key, "consolidate", cause)
         if place_gang(s, state):
-            break
-    else:
-        return False
-    for key, old in moved:
-        if s.fits(old):
-            s.restore(key, old)
-            continue
-        request = s.role(key[0], key[1]).request
-        home = s.node_pool[old.row]
-        spot = None
-        for pool in sorted(s.pools_for(request), key=lambda p: p != home):
-            spot = s.find_spot(request, pool)
-            if spot is not None:
-                break
-        if spot is None:
-            return False
-        s.bind(key, spot)
-    return True
+            return move_all(s, moved)
+    return False
+
+
+def _move_from_nodes(s: Session, state: JobState, lists: list[list[ReplicaKey]]) -> bool:
+    """Clear node after node until the gang fits; the replicas it does not need back go back."""
+    moved: list[tuple[ReplicaKey, Assignment]] = []
+    cause = consolidation_cause(state.job)
+    for keys in lists:
+        for key in keys:
+            moved.append((key, s.assign[key]))
+            s.unbind(key, "consolidate", cause)
+        if place_gang(s, state):
+            return move_all(s, moved)
+    return False
 
 
 # ---------------------------------------------------------------------- elastic and idle capacity
@@ -726,76 +874,34 @@ def wanted_pools(s: Session) -> set[str]:
 
 
 def elastic(s: Session) -> None:
-    """Idle capacity nobody waits for: ReduceCost jobs may start there, elastic jobs grow into it."""
+    """Idle capacity nobody waits for, on-peak: ReduceCost jobs (which may use only spot pools then)
+    start there and grow into it, one replica at a time in fair order. Other elastic jobs grow in
+    `allocate`, like any pending replica."""
     wanted = wanted_pools(s)
     idle = {p for p in s.pools if p not in wanted}
     cache = NoFitCache({})
-
-    # ReduceCost jobs waiting on-peak: idle pools (and spot pools) are theirs to use
     allowed = idle | {p for p in s.pools if s.pools[p].spot}
 
-    def start_reduce_cost(state: JobState) -> None:
+    def use_idle(state: JobState) -> object:
         block = quota_block(s, state.job, missing_milli(s, state))
         if block:
             state.fail = ("quota", block)
-            return
+            return None
         sig = (gang_signature(s, state), "idle")
         if gang_pools(s, state, allowed) and not cache.known(s, sig):
             if place_gang(s, state, allowed):
                 state.fail = None
-            else:
-                cache.add(s, sig)
+                return AGAIN if state.grows else None
+            cache.add(s, sig)
+        return None
 
-    waiting = {q: [st for st in jobs if reduce_cost_waits(s, st.job)]
-               for q, jobs in pending_by_queue(s, {"reduce-cost", "capacity"}).items()}
-    fair_walk(s, {q: jobs for q, jobs in waiting.items() if jobs}, start_reduce_cost)
-
-    growing: dict[str, list[JobState]] = {}
-    for state in s.jobs.values():
-        if not state.is_pending() and any(len(state.running[r.name]) < r.max_replicas for r in state.job.roles):
-            growing.setdefault(state.job.queue, []).append(state)
-    for jobs in growing.values():
-        jobs.sort(key=job_order)
-    heap = [(queue_key(s, q), q) for q in growing]
-    heapq.heapify(heap)
-    while heap:
-        _, q = heapq.heappop(heap)
-        jobs = growing[q]
-        state = jobs[0]
-        if not grow_one(s, state, idle, cache):
-            jobs.pop(0)
-        if jobs:
-            heapq.heappush(heap, (queue_key(s, q), q))
-
-
-def grow_one(s: Session, state: JobState, idle: set[str], cache: NoFitCache) -> bool:
-    """Add one replica above the minimum to a running elastic job; False when it cannot grow."""
-    job = state.job
-    allowed = idle | ({p for p in s.pools if s.pools[p].spot} if job.reduce_cost else set())
-    if job.reduce_cost and s.snapshot.off_peak:
-        allowed = set(s.pools)
-    for role in job.roles:
-        have = state.running[role.name]
-        if len(have) >= role.max_replicas:
+    waiting: dict[str, list[JobState]] = {}
+    for state in s.order:
+        if state.evicted or not reduce_cost_waits(s, state.job):
             continue
-        pools = [p for p in s.pools_for(role.request) if p in allowed]
-        if not pools:
-            continue
-        add = request_milli(role.request, s.pools[pools[0]])
-        if quota_block(s, job, add):
-            continue
-        sig = (role.request.shape(), tuple(pools))
-        if cache.known(s, sig):
-            continue
-        home = {s.node_pool[s.assign[(job.id, role.name, i)].row] for i in have}
-        for pool in sorted(pools, key=lambda p: p not in home):
-            spot = s.find_spot(role.request, pool)
-            if spot is not None:
-                index = next(i for i in range(role.max_replicas) if i not in have)
-                s.bind((job.id, role.name, index), spot)
-                return True
-        cache.add(s, sig)
-    return False
+        if state.grows or (state.pending and state.fail is not None and state.fail[0] in ("reduce-cost", "capacity")):
+            waiting.setdefault(state.job.queue, []).append(state)
+    fair_walk(s, waiting, use_idle)
 
 
 # ---------------------------------------------------------------------- reasons
@@ -905,7 +1011,7 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
     for job_id, state in s.jobs.items():
         if not state.is_pending():
             continue
-        if state.fail is None:
+        if state.fail is None or state.evicted:
             evicted = sorted({s.evict_reason[k] for k in s.evict_reason if k[0] == job_id})
             out[job_id] = Reason("evicted_requeued", {"reasons": evicted}) if evicted else NEXT_CYCLE
             continue

@@ -65,6 +65,9 @@ class JobState:
     plan: object = None                       # actions' cached view of what is missing (per version)
     pending: bool = True                      # below the gang minimum
     elastic: bool = False                     # some role runs above its minimum
+    grows: bool = False                       # at its minimum or above, and some role below its maximum
+    extra: int = 0                            # replicas running above the minimums
+    evicted: int = 0                          # replicas of the snapshot evicted in this session
 
     def missing(self) -> dict[str, list[int]]:
         """Per role, the replica indices still needed to reach the gang minimum."""
@@ -77,13 +80,44 @@ class JobState:
                 out[role.name] = free[:need]
         return out
 
+    def wanted(self) -> dict[str, list[int]]:
+        """What the job asks for next: the replicas missing to its gang minimum, or else one replica
+        above it (of the role with the fewest above its minimum, its lowest free index); {} at the
+        maximum. Elastic replicas are placed one at a time, as KAI-Scheduler allocates them."""
+        if self.pending:
+            return self.missing()
+        if not self.grows:
+            return {}
+        best = None
+        for role in self.job.roles:
+            have = self.running[role.name]
+            if len(have) < role.max_replicas and (best is None or len(have) - role.min_replicas < best[0]):
+                best = (len(have) - role.min_replicas, role)
+        role = best[1]
+        have = self.running[role.name]
+        return {role.name: [next(i for i in range(role.max_replicas) if i not in have)]}
+
+    def wants(self) -> bool:
+        """Below its gang minimum, or elastic with room to grow."""
+        return self.pending or self.grows
+
     def is_pending(self) -> bool:
         """Below the gang minimum (kept up to date by the session on every bind and unbind)."""
         return self.pending
 
     def refresh(self) -> None:
-        self.pending = any(len(self.running[r.name]) < r.min_replicas for r in self.job.roles)
-        self.elastic = any(len(self.running[r.name]) > r.min_replicas for r in self.job.roles)
+        pending = elastic = room = False
+        extra = 0
+        for r in self.job.roles:
+            n = len(self.running[r.name])
+            if n < r.min_replicas:
+                pending = True
+            elif n > r.min_replicas:
+                elastic = True
+                extra += n - r.min_replicas
+            if n < r.max_replicas:
+                room = True
+        self.pending, self.elastic, self.grows, self.extra = pending, elastic, room and not pending, extra
 
     def extras(self) -> list[tuple[str, int]]:
         """Running replicas above each role's minimum, highest index first (shrunk first)."""
@@ -156,6 +190,9 @@ class Session:
     _masks: dict[frozenset, np.ndarray] = field(default_factory=dict)
     _no_room: dict[tuple, int] = field(default_factory=dict)   # (shape, pool) -> `returned` when it failed
     _preq: dict[tuple, pl.PlacementRequest] = field(default_factory=dict)
+    # what a queue's usage is weighed against when ordering queues: max(deserved, fair share), within
+    # its limit (KAI-Scheduler's allocatable share)
+    allocatable: dict[str, float] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
 
@@ -334,6 +371,9 @@ class Session:
             for name in self.queue_path[leaf]:
                 subtree[name] += amount
         self.deserved = {name: min(float(q.deserved_milli), subtree[name]) for name, q in queues.items()}
+        for name, q in queues.items():
+            most = max(float(q.deserved_milli), self.fair_share.get(name, 0.0))
+            self.allocatable[name] = most if q.limit_milli is None else min(most, float(q.limit_milli))
 
         shapes: dict[Shape, float] = {}
         for key, n in shape_counts.items():
@@ -558,9 +598,11 @@ class Session:
         was_new = key in self.new
         self.new.discard(key)
         first = key in self.initial and key not in self.evict_reason
+        state = self.jobs[key[0]]
         if first:
             self.evict_reason[key] = reason
             self.evict_cause[key] = cause
+            state.evicted += 1
         if self.depth:
             def undo() -> None:
                 self._take(a, -1)
@@ -571,6 +613,7 @@ class Session:
                 if first:
                     del self.evict_reason[key]
                     del self.evict_cause[key]
+                    state.evicted -= 1
             self.journal.append(undo)
 
     def restore(self, key: ReplicaKey, a: Assignment) -> None:
@@ -578,12 +621,16 @@ class Session:
         self.bind(key, a)
         reason = self.evict_reason.pop(key, None)
         cause = self.evict_cause.pop(key, None)
+        state = self.jobs[key[0]]
+        if reason is not None:
+            state.evicted -= 1
         self.new.discard(key)
         if self.depth:
             def undo() -> None:
                 self.new.add(key)
                 if reason is not None:
                     self.evict_reason[key] = reason
+                    state.evicted += 1
                 if cause is not None:
                     self.evict_cause[key] = cause
             self.journal.append(undo)

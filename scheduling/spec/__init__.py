@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
+from scheduling.spec.kinds import kind_to_dict, locate_for, read_any_clean
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
 from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
-from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, clean_locate, dotted, read_clean, read_seed
+from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "SpecIssue",
     "parse_job_spec",
     "parse_job_spec_obj",
+    "image_form_values",
     "spec_from_image_form",
     "spec_to_dict",
     "spec_to_yaml",
@@ -66,8 +68,9 @@ def validate_spec(
 ) -> list[SpecIssue]:
     """Re-check an already parsed spec against the cluster (e.g. at submit time)."""
     reader = Reader(Loaded({}))
+    locate = locate_for(spec)
     for problem in check_cluster(spec, cluster, workspace_queues):
-        reader.error_at_first(clean_locate(problem), problem.message)
+        reader.error_at_first(locate(problem), problem.message)
     return reader.issues
 
 
@@ -89,7 +92,7 @@ def _read(
     # Neither form's keys: guess from the spelling so the "did you mean" hints fit.
     seed_folded = {k.casefold() for k in SEED_KEYS}
     use_seed = bool(seed) or (not clean and any(k[:1].isupper() or k.casefold() in seed_folded for k in keys))
-    result = read_seed(reader) if use_seed else read_clean(reader)
+    result = read_seed(reader) if use_seed else read_any_clean(reader)
     if result.spec is None:
         raise SpecError(reader.issues or [SpecIssue(None, None, None, "the spec is not valid")])
     for problem in check_cluster(result.spec, cluster, workspace_queues):
@@ -182,6 +185,54 @@ def spec_from_image_form(
     return _read(load_object(doc), _form_namer, cluster, workspace_queues)
 
 
+def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
+    """The image form's fields for a spec, as text the form shows (blank: the default), and what
+    of the spec the form cannot show (filling the form in again would drop it)."""
+    role = spec.roles[0]
+    hidden = []
+    if spec.kind != "training":
+        hidden.append(f"kind {spec.kind}")
+    if spec.type != "single":
+        hidden.append(f"type {spec.type}")
+    if len(spec.roles) > 1:
+        hidden.append(f"{len(spec.roles)} roles")
+    if role.name != "main":
+        hidden.append(f"the role name '{role.name}'")
+    if role.env:
+        hidden.append("env")
+    if spec.preemptible != spec.reduce_cost:
+        hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
+    if spec.checkpoint_path is not None:
+        hidden.append("checkpointPath")
+    if role.sharing == "mig":
+        gpus = ""
+    elif role.sharing == "fraction":
+        gpus = str(format_gpu_milli(role.gpu_milli))
+    else:
+        gpus = str(role.num_gpus)
+    values = {
+        "name": spec.name,
+        "image": role.image,
+        "command": shlex.join(role.command),
+        "gpus": gpus,
+        "sharing": role.sharing,
+        "gpuMemory": format_memory(role.gpu_mem_mib) if role.sharing == "fraction" and role.gpu_mem_mib else "",
+        "mig": role.mig_profile or "" if role.sharing == "mig" else "",
+        "cpu": str(format_cpu(role.cpu_milli)),
+        "memory": format_memory(role.mem_mib),
+        "minReplicas": str(role.min_replicas),
+        "maxReplicas": str(role.max_replicas),
+        "vendor": role.vendor,
+        "gpuModel": role.gpu_model or "",
+        "nodePool": role.node_pool or "",
+        "priority": str(spec.priority),
+        "reduceCost": "true" if spec.reduce_cost else "false",
+        "queue": spec.queue or "",
+        "expectedDuration": format_duration(spec.expected_duration_s),
+    }
+    return values, hidden
+
+
 def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
     """HTML forms post text; turn numbers, booleans and commands into what the spec expects."""
     if not isinstance(value, str):
@@ -247,6 +298,8 @@ def _role_to_dict(role: RoleSpec) -> dict[str, Any]:
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
     """The clean-form object of a spec; parse_job_spec_obj(spec_to_dict(s)) == s."""
+    if spec.kind != "training":
+        return kind_to_dict(spec, _role_to_dict(spec.roles[0]))
     out: dict[str, Any] = {"name": spec.name, "type": spec.type}
     if spec.queue is not None:
         out["queue"] = spec.queue

@@ -1,6 +1,6 @@
-"""Example task specs: the seed's YAML exactly as written, and the README's clean form.
-
-The submit page offers them as starting points; tests use them as fixtures.
+"""Example task specs: the seed's YAML exactly as written, and the README's clean form (tests use
+them as fixtures); and the Submit page's examples, made for one workspace's queues and the pools
+that exist (`workspace_examples`).
 """
 
 # Seed 000 (task YAML), copied exactly as written.
@@ -37,7 +37,7 @@ queue: vision-lab            # optional: the workspace's default queue
 priority: 20                 # 0-100, default 0
 preemptible: true            # default: true when reduceCost, else false
 reduceCost: false            # true: off-peak / spot / idle capacity only, discounted
-expectedDuration: 2h         # used for quotes and the simulated cluster; default 1h
+expectedDuration: 2h         # what quotes and the simulated cluster assume; default 2h
 roles:
   - name: worker             # mpi and pytorch: a `master` role and a `worker` role
     image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
@@ -52,4 +52,85 @@ roles:
 checkpointPath: s3://bucket/run-1/   # optional
 """
 
-EXAMPLES = {"seed": SEED_YAML, "clean": CLEAN_YAML}
+
+# -- examples made for one workspace ------------------------------------------------------------
+
+_SINGLE = """\
+name: one-gpu
+queue: {queue}  # a queue open to your workspace
+expectedDuration: 2h
+roles:
+  - name: main
+    image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
+    command: ["python", "train.py"]
+    sharing: exclusive         # one whole GPU
+    resources: {{gpu: 1, cpu: 4, memory: 16Gi}}
+    vendor: {vendor}
+"""
+
+_CLEAN = """\
+name: bert-finetune
+type: pytorch                # single | pytorch | mpi
+queue: {queue}  # optional: the workspace's default queue
+priority: 20                 # 0-100, default 0
+preemptible: true            # default: true when reduceCost, else false
+reduceCost: false            # true: off-peak / spot / idle capacity only, discounted
+expectedDuration: 2h         # what the quote is for; default 2h
+roles:
+  - name: worker             # mpi and pytorch: a `master` role and a `worker` role
+    image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
+    command: ["python", "train.py"]
+    env: {{EPOCHS: "3"}}
+    replicas: {{min: 1, max: 4}}
+    sharing: {sharing}  # exclusive | fraction | mig | timeslice; default exclusive
+    resources: {resources}
+    vendor: {vendor}  # nvidia | amd | any; default nvidia
+    gpuModel: {gpu_model}  # optional
+    nodePool: {pool}  # optional
+checkpointPath: s3://bucket/run-1/   # optional
+"""
+
+_SPARE = """\
+name: spare-capacity
+queue: {queue}  # preemptible work only: idle GPUs, given back when others need them
+preemptible: true
+expectedDuration: 2h
+roles:
+  - name: main
+    image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
+    command: ["python", "sweep.py"]
+    resources: {{gpu: 1, cpu: 4, memory: 16Gi}}
+    vendor: {vendor}
+"""
+
+
+def _memory_text(mib: int) -> str:
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def workspace_examples(*, queue: str | None, spare_queue: str | None, pools: list) -> list[tuple[str, str, str]]:
+    """(key, label, YAML) of the submit page's examples for one workspace: its queue (`queue`, its
+    default), a preemptible-only queue open to it (`spare_queue`, or None) and the cluster's pools
+    (objects with name, vendor, gpu_model, gpu_memory_mib and sharing_modes), so that each one
+    quotes as it is. The seed's task form comes last, as written."""
+    vendors = [p.vendor for p in pools]
+    vendor = "nvidia" if "nvidia" in vendors or not vendors else vendors[0]
+    shared = next((p for p in pools if "fraction" in p.sharing_modes and p.vendor == vendor), None)
+    whole = next((p for p in pools if "exclusive" in p.sharing_modes and p.vendor == vendor), None)
+    pool = shared or whole
+    out = []
+    if queue:
+        out.append(("single", "1 GPU", _SINGLE.format(queue=queue, vendor=vendor)))
+    if queue and pool is not None:
+        if shared is not None:
+            memory = _memory_text(min(10 * 1024, shared.gpu_memory_mib // 2))
+            sharing, resources = "fraction", f"{{gpu: 0.5, gpuMemory: {memory}, cpu: 4, memory: 16Gi}}"
+        else:
+            sharing, resources = "exclusive", "{gpu: 1, cpu: 4, memory: 16Gi}"
+        out.append(("clean", "Shared GPU, every field", _CLEAN.format(
+            queue=queue, sharing=sharing, resources=resources, vendor=vendor, gpu_model=pool.gpu_model,
+            pool=pool.name)))
+    if spare_queue:
+        out.append(("spare", "Spare capacity", _SPARE.format(queue=spare_queue, vendor=vendor)))
+    out.append(("seed", "Task form (seed)", SEED_YAML))
+    return out

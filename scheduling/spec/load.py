@@ -238,6 +238,56 @@ class _Converter:
                 table.update({p: v for p, v in inner_table.items() if p[: len(prefix)] == prefix})
 
 
+_FOUND = re.compile(r"found '(.*)'$")
+_CHARACTER = re.compile(r"found character '(.*)' that cannot start any token")
+_NAMED = re.compile(r"'([^']*)'")
+
+
+def syntax_message(exc: yaml.MarkedYAMLError) -> tuple[str, Any]:
+    """A YAML parser error as a sentence a person can act on, and the mark to point at (where an
+    unclosed bracket or quote was opened, rather than the end of the text where it was noticed)."""
+    context, problem = exc.context or "", exc.problem or ""
+    here, opened = exc.problem_mark or exc.context_mark, exc.context_mark or exc.problem_mark
+
+    def said(text: str, mark: Any = here) -> tuple[str, Any]:
+        return f"YAML syntax: {text}", mark
+
+    if problem == "mapping values are not allowed here":
+        return said("unexpected ':' here: indent this line like the keys above it, "
+                    "or put a value that contains ': ' in quotes")
+    if "expected ',' or ']'" in problem:
+        return said("the list opened here with '[' is not closed with ']'", opened)
+    if "expected ',' or '}'" in problem:
+        return said("the mapping opened here with '{' is not closed with '}'", opened)
+    if "quoted scalar" in context and "end of stream" in problem:
+        return said("the quoted value opened here is not closed", opened)
+    if problem == "could not find expected ':'":
+        return said("this line is not a 'key: value' pair: add ':' after the key, or indent it as part of "
+                    "the value above", opened)
+    if problem.startswith("expected <block end>"):
+        found = _FOUND.search(problem)
+        token = found.group(1) if found else ""
+        if token in ("<block mapping start>", "<block sequence start>", "?", "-", "<scalar>"):
+            return said("this line's indentation does not match the lines above it")
+        return said(f"unexpected '{token}' here: check the brackets and indentation")
+    if (character := _CHARACTER.search(problem)) is not None:
+        if character.group(1) == "\\t":
+            return said("a tab cannot indent YAML: use spaces")
+        return said(f"'{character.group(1)}' cannot start a value: put the value in quotes")
+    if problem == "but found another document":
+        return said("the spec must be one YAML document: remove the '---' line and what follows it")
+    if problem.startswith("found undefined alias"):
+        name = _NAMED.search(problem)
+        return said(f"*{name.group(1) if name else ''} names no anchor: define &name before it, "
+                    "or quote the value")
+    if "duplicate anchor" in context:
+        name = _NAMED.search(context)
+        return said(f"the anchor &{name.group(1) if name else ''} is defined twice")
+    if problem.startswith("found unknown escape character"):
+        return said("a backslash escape that YAML does not know: use single quotes, or write \\\\")
+    return said(" ".join(p for p in (context, problem) if p))
+
+
 def load_yaml(text: str | bytes) -> Loaded:
     """Parse spec text into a mapping with positions, or raise SpecError."""
     source = decode_text(text)
@@ -253,9 +303,8 @@ def load_yaml(text: str | bytes) -> Loaded:
     except _Limit as exc:
         raise _fail(str(exc), exc.pos) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = " ".join(str(p) for p in (exc.context, exc.problem) if p)
-        raise _fail(f"YAML syntax error: {problem}", _pos(mark) if mark else None) from None
+        message, mark = syntax_message(exc)
+        raise _fail(message, _pos(mark) if mark else None) from None
     except yaml.YAMLError as exc:
         raise _fail(f"YAML error: {exc}") from None
     except RecursionError:

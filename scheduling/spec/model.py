@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from scheduling.core.units import MILLI_PER_CPU, MILLI_PER_GPU
 from scheduling.errors import DomainError
+from scheduling.spec.workloads import InferenceSpec, NotebookSpec
 
 JOB_TYPES = ("single", "pytorch", "mpi")
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
@@ -106,6 +107,9 @@ class JobSpec:
     reduce_cost: bool = False
     expected_duration_s: int = DEFAULT_DURATION_S
     checkpoint_path: str | None = None
+    kind: str = "training"  # training | notebook | inference (scheduling.spec.workloads)
+    notebook: NotebookSpec | None = None
+    inference: InferenceSpec | None = None
 
     @property
     def min_replicas(self) -> int:

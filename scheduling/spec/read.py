@@ -59,6 +59,7 @@ CLEAN_KEYS = (
     "expectedDuration",
     "roles",
     "checkpointPath",
+    "kind",  # training here; notebook and inference are read by spec/kinds.py
 )
 ROLE_KEYS = (
     "name",

@@ -1,25 +1,40 @@
-// Operator console, one queue's allocation over the last 7 days: allocated against deserved quota and
-// fair share, drawn with the vendored plotly from the JSON the page embeds (json_script).
+// A queue's allocation over the last 7 days: allocated against deserved quota and fair share, drawn with
+// the vendored plotly from the JSON the page embeds (json_script). The console's history page has one
+// chart (#queue-history-chart, #queue-history-data); the tenant's workspace page has one per queue
+// ([data-queue-history="<queue>"], all in #workspace-queue-history keyed by queue name).
 (function () {
   "use strict";
-  const el = document.getElementById("queue-history-chart");
-  const data = document.getElementById("queue-history-data");
-  if (!el || !data || !window.Plotly) return;
-  const h = JSON.parse(data.textContent);
-  // few samples (a new queue, a sampler that was down): mark each, a lone sample between gaps has no line
-  const mode = h.times.length < 300 ? "lines+markers" : "lines";
-  const line = (y, name, color, dash) => ({
-    x: h.times, y: y, name: name, type: "scatter", mode: mode, connectgaps: false,
-    line: {shape: "hv", color: color, dash: dash || "solid", width: dash ? 1.5 : 2}, marker: {size: 4, color: color},
-    hovertemplate: "%{y:.2f} GPUs<extra>" + name + "</extra>",
-  });
-  Plotly.newPlot(el, [
-    line(h.allocated, "allocated", "#2d6a8f"),
-    line(h.deserved, "deserved quota", "#1f6f3a", "dash"),
-    line(h.fair_share, "fair share", "#a36a1f", "dot"),
-  ], {
-    height: 340, margin: {l: 50, r: 10, t: 10, b: 40}, legend: {orientation: "h"},
-    xaxis: {range: [h.start, h.end], type: "date"}, yaxis: {title: "GPUs", rangemode: "tozero"},
-  }, {displayModeBar: false, responsive: true});
-  el.dataset.drawn = "1";
+  if (!window.Plotly) return;
+
+  function draw(el, h, height) {
+    // few samples (a new queue, a sampler that was down): mark each, a lone sample between gaps has no line
+    const mode = h.times.length < 300 ? "lines+markers" : "lines";
+    const line = (y, name, color, dash) => ({
+      x: h.times, y: y, name: name, type: "scatter", mode: mode, connectgaps: false,
+      line: {shape: "hv", color: color, dash: dash || "solid", width: dash ? 1.5 : 2}, marker: {size: 4, color: color},
+      hovertemplate: "%{y:.2f} GPUs<extra>" + name + "</extra>",
+    });
+    Plotly.newPlot(el, [
+      line(h.allocated, "allocated", "#2d6a8f"),
+      line(h.deserved, "deserved quota", "#1f6f3a", "dash"),
+      line(h.fair_share, "fair share", "#a36a1f", "dot"),
+    ], {
+      height: height, margin: {l: 50, r: 10, t: 10, b: 40}, legend: {orientation: "h"},
+      xaxis: {range: [h.start, h.end], type: "date"}, yaxis: {title: "GPUs", rangemode: "tozero"},
+    }, {displayModeBar: false, responsive: true});
+    el.dataset.drawn = "1";
+  }
+
+  const one = document.getElementById("queue-history-chart");
+  const oneData = document.getElementById("queue-history-data");
+  if (one && oneData) draw(one, JSON.parse(oneData.textContent), 340);
+
+  const manyData = document.getElementById("workspace-queue-history");
+  if (manyData) {
+    const charts = JSON.parse(manyData.textContent);
+    document.querySelectorAll("[data-queue-history]").forEach(function (el) {
+      const h = charts[el.dataset.queueHistory];
+      if (h) draw(el, h, 260);
+    });
+  }
 })();

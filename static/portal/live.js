@@ -2,8 +2,10 @@
 (function () {
   "use strict";
   const detail = document.getElementById("job-detail");
-  const list = document.getElementById("jobs-table");
-  const workspace = (detail || list || {}).dataset ? (detail || list).dataset.workspace : null;
+  const listHolder = document.getElementById("jobs-live");
+  const list = listHolder && document.getElementById("jobs-table") ? listHolder : null; // rows are re-rendered inside
+  const workspace = detail ? detail.dataset.workspace :
+    (list ? document.getElementById("jobs-table").dataset.workspace : null);
   if (!workspace) return;
   const scheme = window.location.protocol === "https:" ? "wss" : "ws";
   let retry = 500;
@@ -21,11 +23,6 @@
     if (!response.ok) return;
     const job = await response.json();
     if (detail && String(job.id) === detail.dataset.job) showState(job);
-    const cost = document.querySelector("#job-cost p");
-    if (cost && job.cost_so_far !== null && job.final_cost === null) {
-      cost.textContent = `Cost so far ${job.cost_so_far} ${job.currency || (job.quote && job.quote.currency) || ""}` +
-        (job.quote ? ` · estimated at submission ${job.quote.estimate_low}–${job.quote.estimate_high} ${job.quote.currency}` : "");
-    }
     const tbody = document.querySelector("#replicas-table tbody");
     if (!tbody) return;
     tbody.replaceChildren(...job.replicas.map((r) => {
@@ -40,15 +37,9 @@
     }));
   }
 
-  async function refreshCost() {
-    const response = await fetch(`/api/v1/jobs/${detail.dataset.job}/`, {credentials: "same-origin"});
-    if (!response.ok) return;
-    const job = await response.json();
-    if (job.final_cost === null || job.final_cost === undefined) return;
-    const box = document.querySelector("#job-cost p");
-    if (box) box.textContent = `Final cost ${job.final_cost} ${job.currency}` +
-      (job.quote ? ` · estimated at submission ${job.quote.estimate_low}–${job.quote.estimate_high} ${job.quote.currency}` : "");
-  }
+  // The page's other scripts re-read what they show (the job page's cost and charts, job_usage.js;
+  // the list's rows, job_list.js) when something happened.
+  function changed(name) { document.dispatchEvent(new CustomEvent(name)); }
 
   function showState(job) {
     setState(document.getElementById("job-state"), job.state);
@@ -66,14 +57,8 @@
   // page's render and the connection, or while reconnecting) are read back from the API once
   // the server says it has joined ("hello").
   async function catchUp() {
-    if (detail) { refreshJob(detail.dataset.job); return; }
-    const response = await fetch(`/api/v1/jobs/?workspace=${encodeURIComponent(workspace)}&limit=100`,
-      {credentials: "same-origin"});
-    if (!response.ok) return;
-    for (const job of (await response.json()).results || []) {
-      const row = list.querySelector(`tr[data-job="${job.id}"]`);
-      if (row) showRow(row, job);
-    }
+    if (detail) { refreshJob(detail.dataset.job); changed("job:changed"); return; }
+    changed("jobs:changed"); // the list's rows are read again from the server, with its filters and page
   }
 
   function onDetail(event) {
@@ -89,16 +74,15 @@
       const cancel = document.getElementById("cancel-job");
       if (cancel) cancel.closest("form").remove();
       if (logBox) { logBox.dataset.active = "0"; clearTimeout(logTimer); }
-      refreshCost();
     }
     refreshJob(event.job);
+    changed("job:changed");
   }
 
   function onList(event) {
     const row = list.querySelector(`tr[data-job="${event.job}"]`);
-    if (!row) { window.location.reload(); return; } // a new job: the server renders it
-    showRow(row, event);
-    if (event.replicas !== undefined) text(row.querySelector('[data-field="replicas"]'), event.replicas);
+    if (row) showRow(row, event);
+    changed("jobs:changed"); // a new job, a cost, a job that leaves the filter: the server renders them
   }
 
   const logBox = document.getElementById("job-log");

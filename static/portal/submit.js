@@ -1,130 +1,362 @@
-// Submit page: live quotes as the tenant types (debounced), the image form -> YAML, upload,
-// and a Submit button per quoted option. Plain JS, no framework.
+// Submit page, made live: the YAML editor (vendored CodeMirror, static/vendor/README.md) with error
+// markers, the image form and the YAML kept in step both ways, examples, upload, and a quote that
+// follows every edit and the duration (debounced). Submitting an option posts the page's form, as it
+// does without JavaScript. Plain JS, no framework.
 (function () {
   "use strict";
-  const app = document.getElementById("submit-app");
-  if (!app) return;
-  const workspace = app.dataset.workspace;
-  const editor = document.getElementById("spec-yaml");
+  const page = document.getElementById("submit-form");
+  if (!page) return;
+  const workspace = page.dataset.workspace;
+  const textarea = document.getElementById("spec-yaml");
   const errors = document.getElementById("spec-errors");
   const status = document.getElementById("quote-status");
   const table = document.getElementById("quote-table");
   const tbody = table.querySelector("tbody");
+  const assumption = document.getElementById("quote-assumption");
+  const unavailable = document.getElementById("quote-unavailable");
+  const commonNote = document.getElementById("quote-common");
+  const duration = document.getElementById("duration-hours");
+  const imageForm = document.getElementById("image-form");
+  const notShown = document.getElementById("form-not-shown");
+  const examples = JSON.parse(document.getElementById("submit-examples").textContent);
+  const DEBOUNCE_MS = 400;
+
+  // The editor, or the plain textarea when the bundle did not load.
+  const editor = window.GpuEditor
+    ? window.GpuEditor.create(textarea, {onChange: () => schedule(refreshFromYaml), label: "Task YAML"})
+    : {
+      getValue: () => textarea.value,
+      setValue(text, {silent = false} = {}) { textarea.value = text; if (!silent) schedule(refreshFromYaml); },
+      setDiagnostics: () => 0, goTo: () => textarea.focus(),
+    };
+  if (!window.GpuEditor) textarea.addEventListener("input", () => schedule(refreshFromYaml));
+
   let timer = null;
-  let generation = 0;
+  let generation = 0; // answers to older edits are dropped
+
+  function schedule(task) {
+    clearTimeout(timer);
+    timer = setTimeout(task, DEBOUNCE_MS);
+  }
 
   function csrf() {
-    const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
+    const field = page.querySelector("input[name=csrfmiddlewaretoken]");
+    return field ? field.value : "";
   }
 
   async function post(url, body) {
-    const response = await fetch(url, {
-      method: "POST", credentials: "same-origin",
-      headers: {"Content-Type": "application/json", "X-CSRFToken": csrf()},
-      body: JSON.stringify(body),
-    });
-    let data = {};
-    try { data = await response.json(); } catch (e) { /* not JSON */ }
-    return {ok: response.ok, status: response.status, data};
+    try {
+      const response = await fetch(url, {
+        method: "POST", credentials: "same-origin",
+        headers: {"Content-Type": "application/json", "X-CSRFToken": csrf(), "Accept": "application/json"},
+        body: JSON.stringify(body),
+      });
+      let data = {};
+      try { data = await response.json(); } catch (e) { /* not JSON */ }
+      return {ok: response.ok, status: response.status, data};
+    } catch (e) {
+      return {ok: false, status: 0, data: {errors: [{message: "the server could not be reached; try again"}]}};
+    }
   }
+
+  // ------------------------------------------------------------------ errors
 
   function showErrors(list) {
-    errors.replaceChildren(...(list || []).map((e) => {
+    const items = list || [];
+    errors.replaceChildren(...items.map((e) => {
       const li = document.createElement("li");
-      const where = e.line ? `line ${e.line}, col ${e.column}: ` : "";
-      li.textContent = where + (e.field && !e.message.includes(e.field) ? `${e.field}: ` : "") + e.message;
+      if (e.field) li.dataset.field = e.field;
+      const field = e.field && !e.line && !String(e.message).includes(e.field) ? `${e.field}: ` : "";
+      if (e.line) {
+        li.dataset.line = e.line;
+        li.dataset.column = e.column || "";
+        const at = document.createElement("a");
+        at.href = "#spec-yaml";
+        at.className = "error-at";
+        at.textContent = `line ${e.line}, col ${e.column}`;
+        li.append(at, `: ${field}${e.message}`);
+      } else {
+        li.textContent = field + e.message;
+      }
       return li;
     }));
+    editor.setDiagnostics(items.filter((e) => e.line));
   }
 
-  function cell(text, className) {
-    const td = document.createElement("td");
-    td.textContent = text;
-    if (className) td.className = className;
+  errors.addEventListener("click", (event) => {
+    const at = event.target.closest("a.error-at");
+    if (!at) return;
+    event.preventDefault();
+    const li = at.closest("li");
+    editor.goTo(Number(li.dataset.line), Number(li.dataset.column) || 0);
+  });
+
+  // ------------------------------------------------------------------ the quote
+
+  function durationHours() {
+    const value = Number(duration.value);
+    return duration.value.trim() && Number.isFinite(value) && value > 0 ? duration.value.trim() : null;
+  }
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function cell(label, className) {
+    const td = el("td", className);
+    if (label) td.dataset.label = label;
     return td;
   }
 
-  function renderQuote(quote) {
-    tbody.replaceChildren();
-    for (const o of quote.options) {
-      const tr = document.createElement("tr");
-      tr.dataset.option = o.id;
-      if (o.cheapest) tr.className = "cheapest";
-      const label = `${o.sharing} · ${o.gpu_model} · ${o.pool}${o.spot ? " · spot" : ""}${o.cheapest ? " ★ cheapest" : ""}`;
-      tr.append(cell(label), cell(o.when), cell(o.price_per_hour, "price"), cell(o.price_per_hour_offpeak),
-        cell(`${o.estimate_low}–${o.estimate_high} ${quote.currency}`, "estimate"), cell((o.tradeoffs || []).join("; ")));
-      const td = document.createElement("td");
-      const button = document.createElement("button");
-      button.type = "button";
-      button.textContent = "Submit";
-      button.className = "submit-option";
-      button.addEventListener("click", () => submitOption(o.id, button));
-      td.append(button);
-      tr.append(td);
-      tbody.append(tr);
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  const MAX_TAGS = 3; // as portal/submit_page.py
+  const BADGED = ["waits for off-peak", "reclaimable"]; // the row's spot and off-peak badges say these
+
+  function startText(o) {
+    if (o.expected_start === null || o.expected_start === undefined) return "queued";
+    if (o.expected_start === "now") return "now";
+    // "Nov 25, 00:00" in the viewer's zone, as the server writes it
+    const text = window.portalTimes ? window.portalTimes.dateTime(o.expected_start) : "";
+    const m = text.match(/^\d{4}-(\d{2})-(\d{2}) (\d{2}:\d{2})/);
+    return m ? `${MONTHS[Number(m[1]) - 1]} ${Number(m[2])}, ${m[3]}` : o.expected_start;
+  }
+
+  // Trade-offs every option shares are said once above the table.
+  function commonTradeoffs(options) {
+    if (options.length < 2) return [];
+    const [first, ...others] = options;
+    return first.tradeoffs.filter((t) => others.every((o) => o.tradeoffs.includes(t)));
+  }
+
+  function row(o, quote, common) {
+    const tr = el("tr");
+    tr.dataset.option = o.id;
+    tr.classList.toggle("cheapest", o.cheapest);
+    tr.classList.toggle("earliest", o.earliest);
+
+    const option = cell("Option", "option");
+    option.append(el("strong", null, o.sharing));
+    if (o.spot) option.append(" ", el("span", "badge spot", "spot"));
+    if (o.when === "off-peak") option.append(" ", el("span", "badge offpeak", "off-peak"));
+    option.append(el("br"), el("span", "hint", `${o.gpu_model} · ${o.pool}`));
+    if (o.cheapest) option.append(" ", el("span", "badge flag-cheapest", "cheapest"));
+    if (o.earliest) option.append(" ", el("span", "badge flag-earliest", "earliest"));
+
+    const starts = cell("Starts", "starts");
+    if (o.expected_start && o.expected_start !== "now") {
+      const time = el("time", null, startText(o));
+      time.dateTime = o.expected_start;
+      starts.append(time);
+    } else {
+      starts.textContent = startText(o);
     }
+
+    const total = cell("Total", "num total");
+    total.append(`${o.total} ${quote.currency}`);
+    if (o.estimate_high !== o.estimate_low) total.append(el("br"), el("span", "hint", `up to ${o.estimate_high}`));
+
+    const perGpuHour = cell("Per GPU-hour", "num per-gpu-hour");
+    perGpuHour.textContent = o.price_per_gpu_hour || "—";
+    const saving = cell("Saving vs whole GPUs", "num saving");
+    saving.textContent = o.saving_percent && Number(o.saving) > 0 ? `${o.saving} (${o.saving_percent}%)` : "—";
+
+    const tradeoffs = cell("Trade-offs", "tradeoffs");
+    const own = (o.tradeoffs || []).filter((t) => !common.includes(t));
+    if (own.length) {
+      const details = el("details");
+      const summary = el("summary");
+      summary.title = "Show the trade-offs in full";
+      // the short names of this row's own trade-offs (tradeoff_tags[i] names tradeoffs[i]), each once
+      const mine = [...new Set(o.tradeoffs.map((t, i) => (common.includes(t) ? null : o.tradeoff_tags[i]))
+        .filter((tag) => tag && !BADGED.includes(tag)))];
+      for (const tag of mine.slice(0, MAX_TAGS)) summary.append(el("span", "chip", tag));
+      if (!mine.length) summary.append(el("span", "hint", "details"));
+      if (mine.length > MAX_TAGS) summary.append(el("span", "chip more", `+${mine.length - MAX_TAGS}`));
+      const list = el("ul");
+      for (const text of own) list.append(el("li", null, text));
+      details.append(summary, list);
+      tradeoffs.append(details);
+    } else {
+      tradeoffs.append(el("span", "hint", "none"));
+    }
+
+    const act = cell(null, "act");
+    const button = el("button", "submit-option", "Submit");
+    button.type = "submit";
+    button.name = "option";
+    button.value = o.id;
+    act.append(button);
+    tr.append(option, starts, total, perGpuHour, saving, tradeoffs, act);
+    return tr;
+  }
+
+  function renderQuote(quote) {
+    const common = commonTradeoffs(quote.options);
+    commonNote.hidden = common.length === 0;
+    commonNote.textContent = common.length ? `Every option: ${common.join("; ")}.` : "";
+    tbody.replaceChildren(...quote.options.map((o) => row(o, quote, common)));
     table.hidden = quote.options.length === 0;
-    status.textContent = `${quote.options.length} options for ${quote.expected_duration_hours} h, in ${quote.currency}.` +
-      (quote.unavailable && quote.unavailable.length ? ` Not offered: ${quote.unavailable.join("; ")}` : "");
+    const hours = quote.duration_hours;
+    assumption.textContent = `assuming ${hours} h`;
+    const n = quote.options.length;
+    status.className = "";
+    status.textContent = `${n} option${n === 1 ? "" : "s"}, assuming ${hours} h, in ${quote.currency}.`;
+    const list = quote.unavailable || [];
+    unavailable.hidden = list.length === 0;
+    unavailable.querySelector("summary").textContent = `Not offered (${list.length})`;
+    unavailable.querySelector("ul").replaceChildren(...list.map((u) => el("li", null, u)));
   }
 
-  async function refreshQuote() {
-    const text = editor.value;
-    const mine = ++generation;
-    if (!text.trim()) { table.hidden = true; showErrors([]); return; }
-    status.textContent = "Quoting…";
-    const {ok, data} = await post("/api/v1/quotes/", {workspace, spec: text});
-    if (mine !== generation) return; // a newer edit is being quoted
-    if (ok) { showErrors([]); renderQuote(data); return; }
+  function clearQuote(message) {
     table.hidden = true;
-    status.textContent = "Fix the spec to see a quote.";
-    showErrors(data.errors || [{message: `the server answered ${data.detail || "an error"}`}]);
+    commonNote.hidden = true;
+    tbody.replaceChildren();
+    unavailable.hidden = true;
+    status.className = "empty";
+    status.textContent = message;
   }
 
-  function scheduleQuote() {
-    clearTimeout(timer);
-    timer = setTimeout(refreshQuote, 400);
+  async function refreshQuote(mine) {
+    const text = editor.getValue();
+    if (!text.trim()) { clearQuote("Type, upload or pick an example spec to see what each option costs."); showErrors([]); return; }
+    const body = {workspace, spec: text};
+    const hours = durationHours();
+    if (hours) body.duration_hours = hours;
+    status.textContent = "Quoting…";
+    const {ok, data} = await post("/api/v1/quotes/", body);
+    if (mine !== generation) return;
+    if (ok) { showErrors([]); renderQuote(data); return; }
+    clearQuote("Fix the spec to see a quote.");
+    showErrors(data.errors && data.errors.length ? data.errors : [{message: data.detail || "the quote failed"}]);
   }
 
-  async function submitOption(optionId, button) {
-    button.disabled = true;
-    const {ok, data} = await post("/api/v1/jobs/", {workspace, spec: editor.value, option: optionId});
-    if (ok) { window.location.href = `/jobs/${data.id}/`; return; }
-    button.disabled = false;
-    showErrors(data.errors || [{message: "submission failed"}]);
+  // ------------------------------------------------------------------ YAML -> form
+
+  function fields() {
+    return imageForm.querySelectorAll("[data-field]");
   }
 
-  async function formToYaml() {
+  function fillForm(values, hidden) {
+    for (const input of fields()) {
+      if (input === document.activeElement) continue; // never under the tenant's cursor
+      const value = values[input.dataset.field];
+      if (value === undefined) continue;
+      if (input.tagName === "SELECT" && value && ![...input.options].some((o) => o.value === value)) {
+        input.append(new Option(value, value)); // a queue or pool the page did not list
+      }
+      input.value = value;
+    }
+    notShown.hidden = !hidden.length;
+    notShown.textContent = hidden.length
+      ? `The form does not show ${hidden.join(", ")} of this spec: editing the form rewrites the YAML without them.`
+      : "";
+  }
+
+  async function refreshFromYaml() {
+    const mine = ++generation;
+    const text = editor.getValue();
+    if (text.trim()) {
+      const {ok, data} = await post("/api/v1/specs/image-form/values/", {workspace, spec: text});
+      if (mine !== generation) return;
+      if (ok) {
+        fillForm(data.form, data.not_in_form || []);
+        if (data.duration_hours && duration !== document.activeElement) duration.value = data.duration_hours;
+      }
+    }
+    await refreshQuote(mine);
+  }
+
+  // ------------------------------------------------------------------ form -> YAML
+
+  async function refreshFromForm() {
+    const mine = ++generation;
     const form = {};
-    for (const [key, value] of new FormData(document.getElementById("image-form"))) form[key] = value;
+    for (const input of fields()) form[input.dataset.field] = input.value;
+    const hours = durationHours();
+    if (hours) form.expectedDuration = `${Math.round(Number(hours) * 60)}m`;
     const {ok, data} = await post("/api/v1/specs/image-form/", {workspace, form});
-    if (ok) { editor.value = data.yaml; showErrors([]); scheduleQuote(); } else { showErrors(data.errors); }
+    if (mine !== generation) return;
+    if (!ok) { clearQuote("Fix the form to see a quote."); showErrors(data.errors); return; }
+    editor.setValue(data.yaml, {silent: true});
+    notShown.hidden = true;
+    await refreshQuote(mine);
   }
 
-  editor.addEventListener("input", scheduleQuote);
-  document.getElementById("spec-file").addEventListener("change", (event) => {
-    const file = event.target.files[0];
-    if (!file) return;
-    if (file.size > 65536) { showErrors([{message: `${file.name} is ${file.size} bytes; specs are limited to 64 KiB`}]); return; }
-    file.text().then((text) => { editor.value = text; refreshQuote(); });
+  imageForm.addEventListener("input", () => schedule(refreshFromForm));
+  imageForm.addEventListener("change", () => schedule(refreshFromForm));
+
+  // ------------------------------------------------------------------ duration
+
+  // A top-level `expectedDuration:` line follows the box, so the YAML says what is quoted.
+  const DURATION_LINE = /^expectedDuration:[^\S\n]*([^#\n]*?)([^\S\n]*#.*)?$/m;
+
+  duration.addEventListener("input", () => {
+    const hours = durationHours();
+    const text = editor.getValue();
+    if (hours && DURATION_LINE.test(text)) {
+      const minutes = Math.round(Number(hours) * 60);
+      const value = minutes % 60 === 0 ? `${minutes / 60}h` : `${minutes}m`;
+      editor.setValue(text.replace(DURATION_LINE, (line, old, comment) => `expectedDuration: ${value}${comment || ""}`),
+        {silent: true});
+    }
+    schedule(() => refreshQuote(++generation));
   });
-  for (const button of document.querySelectorAll("[data-example]")) {
-    button.addEventListener("click", () => {
-      editor.value = document.getElementById(`example-${button.dataset.example}`).textContent;
-      refreshQuote();
+
+  // ------------------------------------------------------------------ examples, upload, tabs
+
+  for (const link of document.querySelectorAll("[data-example]")) {
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      editor.setValue(examples[link.dataset.example]);
+      clearTimeout(timer);
+      refreshFromYaml();
     });
   }
-  for (const tab of document.querySelectorAll(".tab")) {
+
+  const upload = document.getElementById("spec-file");
+  document.getElementById("upload-label").hidden = false;
+  upload.addEventListener("change", () => {
+    const file = upload.files[0];
+    if (!file) return;
+    if (file.size > 65536) { showErrors([{message: `${file.name} is ${file.size} bytes; specs are limited to 64 KiB`}]); return; }
+    file.text().then((text) => { editor.setValue(text); clearTimeout(timer); refreshFromYaml(); });
+  });
+
+  const tabs = document.getElementById("spec-tabs");
+  tabs.hidden = false;
+  for (const tab of tabs.querySelectorAll(".tab")) {
     tab.addEventListener("click", () => {
-      for (const t of document.querySelectorAll(".tab")) t.classList.toggle("active", t === tab);
+      for (const t of tabs.querySelectorAll(".tab")) {
+        t.classList.toggle("active", t === tab);
+        t.setAttribute("aria-selected", String(t === tab));
+      }
       document.getElementById("tab-yaml").hidden = tab.dataset.tab !== "yaml";
       document.getElementById("tab-image").hidden = tab.dataset.tab !== "image";
     });
   }
-  let formTimer = null;
-  document.getElementById("image-form").addEventListener("input", () => {
-    clearTimeout(formTimer);
-    formTimer = setTimeout(formToYaml, 400);
+
+  // ------------------------------------------------------------------ the form itself
+
+  // The quote follows every edit, so the plain form's Quote button is not needed; Enter in the
+  // duration box re-quotes rather than submitting an option.
+  document.getElementById("quote-button").hidden = true;
+  page.addEventListener("submit", (event) => {
+    if (event.submitter && event.submitter.name === "option") {
+      for (const button of page.querySelectorAll("button.submit-option")) button.disabled = button !== event.submitter;
+      return; // a real post: the server quotes again, submits the option and opens the job
+    }
+    event.preventDefault();
+    clearTimeout(timer);
+    refreshQuote(++generation);
   });
+
+  // Errors the server rendered get their markers; a pre-filled spec fills in the form.
+  const rendered = [...errors.querySelectorAll("li[data-line]")].map((li) => ({
+    line: Number(li.dataset.line), column: Number(li.dataset.column) || 0, message: li.textContent,
+  }));
+  editor.setDiagnostics(rendered);
+  if (editor.getValue().trim()) refreshFromYaml();
 })();

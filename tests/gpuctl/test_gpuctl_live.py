@@ -10,47 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gpuctl.cli import main
 from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
 
 if not pytest.importorskip("django.conf").settings.configured:  # run with -p no:django
     pytest.skip("needs the Django test plugin (live server, test database)", allow_module_level=True)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def specs(tmp_path) -> dict[str, Path]:
-    paths = {"seed": tmp_path / "seed.yaml", "clean": tmp_path / "clean.yaml"}
-    paths["seed"].write_text(SEED_YAML)
-    paths["clean"].write_text(CLEAN_YAML)
-    return paths
-
-
-@pytest.fixture
-def gpuctl(live_daphne, capsys, tmp_path, monkeypatch):
-    """Runs `gpuctl` in-process as a user (by token); returns (exit code, stdout, stderr).
-    HOME points at an empty folder so no real config file is read."""
-
-    def run(token: str, *argv: str, stdin: str | None = None) -> tuple[int, str, str]:
-        if stdin is not None:
-            import io
-
-            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        capsys.readouterr()
-        env = {"HOME": str(tmp_path), "GPUCTL_URL": live_daphne.url, "GPUCTL_TOKEN": token}
-        code = main(list(argv), env=env)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
-def tokens(cluster) -> dict[str, str]:
-    from portal.services import create_api_token
-
-    return {name: create_api_token(getattr(cluster, name), "cli test")[1] for name in ("alice", "bob")}
 
 
 def submit(gpuctl, token: str, path: Path) -> int:
@@ -106,10 +71,10 @@ def test_bob_sees_none_of_alices_jobs(gpuctl, tokens, specs):
     assert gpuctl(bob, "jobs") == (0, "no jobs\n", "")
     assert json.loads(gpuctl(bob, "--json", "jobs")[1]) == []
     for command in ("show", "cancel"):
-        assert gpuctl(bob, command, str(alice_job)) == (1, "", f"gpuctl: no such job: {alice_job}\n")
-    assert gpuctl(bob, "--workspace", "vision-lab", "jobs") == (1, "", "gpuctl: no such workspace: vision-lab\n")
+        assert gpuctl(bob, command, str(alice_job)) == (1, "", f"gpuctl: error: no such job: {alice_job}\n")
+    assert gpuctl(bob, "--workspace", "vision-lab", "jobs") == (1, "", "gpuctl: error: no such workspace: vision-lab\n")
     code, _, err = gpuctl(bob, "--workspace", "vision-lab", "submit", str(specs["seed"]))
-    assert (code, err) == (1, "gpuctl: no such workspace: vision-lab\n")
+    assert (code, err) == (1, "gpuctl: error: no such workspace: vision-lab\n")
     assert json.loads(gpuctl(tokens["alice"], "--json", "show", str(alice_job))[1])["state"] == "Pending"
 
 
@@ -130,16 +95,43 @@ def test_submit_from_stdin(gpuctl, tokens):
     assert json.loads(out)["name"] == "bert-finetune"
 
 
-def test_revoked_and_invalid_tokens_are_refused(gpuctl, tokens, cluster, live_daphne):
+def test_revoked_expired_and_invalid_tokens_are_refused_in_one_line(gpuctl, tokens, cluster, live_daphne):
+    """The server says why (its words may change); gpuctl prints them on one line with the whole URL
+    of the tokens page, exit 1."""
+    from datetime import timedelta
+
     from portal.models import ApiToken
     from portal.services import revoke_api_token
+    from scheduling import clock
 
-    refused = f"gpuctl: token refused: create one at {live_daphne.url}/account/tokens/\n"
-    assert gpuctl("gpt_not-a-real-token", "jobs") == (1, "", refused)
+    page = re.escape(f"{live_daphne.url}/account/tokens/")
+
+    def refused(token: str, why: str) -> None:
+        code, out, err = gpuctl(token, "get", "jobs")
+        assert (code, out) == (1, "") and err.count("\n") == 1, err
+        assert re.fullmatch(rf"gpuctl: error: token refused: .*{why}.*{page}\n", err, re.I), err
+
+    refused("gpt_not-a-real-token", "invalid")
     token = ApiToken.objects.get(user=cluster.alice)
     assert gpuctl(tokens["alice"], "jobs")[0] == 0
     revoke_api_token(cluster.alice, token.pk)
-    assert gpuctl(tokens["alice"], "jobs") == (1, "", refused)
+    refused(tokens["alice"], "revoked")
+    ApiToken.objects.filter(user=cluster.bob).update(expires=clock.now() - timedelta(minutes=1))
+    refused(tokens["bob"], "expired")
+
+
+def test_a_read_only_token_may_look_but_not_cancel(gpuctl, cluster, specs, live_daphne):
+    from portal.services import create_api_token
+
+    submit_token = create_api_token(cluster.alice, "submit", scope="submit")[1]
+    read_token = create_api_token(cluster.alice, "read", scope="read")[1]
+    job_id = submit(gpuctl, submit_token, specs["clean"])
+    assert gpuctl(read_token, "get", "jobs", "-o", "json")[0] == 0
+    code, out, err = gpuctl(read_token, "cancel", str(job_id))
+    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert err.startswith("gpuctl: error: forbidden: ") and "scope" in err
+    assert f"{live_daphne.url}/account/tokens/" in err
+    assert json.loads(gpuctl(read_token, "--json", "show", str(job_id))[1])["state"] == "Pending"
 
 
 def test_quote_lists_the_options_and_submit_takes_one(gpuctl, tokens, specs):

@@ -30,27 +30,6 @@ roles:
 """
 
 
-@pytest.fixture
-def gpuctl(live_daphne, capsys, tmp_path):
-    """Runs `gpuctl` in-process with a token; returns (exit code, stdout, stderr)."""
-
-    def run(token: str, *argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        env = {"HOME": str(tmp_path), "GPUCTL_URL": live_daphne.url, "GPUCTL_TOKEN": token}
-        code = main(list(argv), env=env)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
-def tokens(cluster) -> dict[str, str]:
-    from portal.services import create_api_token
-
-    return {name: create_api_token(getattr(cluster, name), "cli test")[1] for name in ("alice", "bob")}
-
-
 def submit(cluster, name: str, count: int):
     from billing.services import submit_quoted_job
 
@@ -93,10 +72,10 @@ def test_the_logs_of_an_ended_job(gpuctl, tokens, cluster, clock):
     assert "training finished" in kept["main-1"].text
 
     assert gpuctl(alice, "logs", pk, "--replica", "main-9") == (
-        1, "", f"gpuctl: replica: job {pk} has no replica main-9\n")
+        1, "", f"gpuctl: error: replica: job {pk} has no replica main-9\n")
     assert gpuctl(alice, "logs", pk, "--replica", "Main") == (
-        1, "", "gpuctl: replica: not a replica name such as worker-0\n")
-    assert gpuctl(tokens["bob"], "logs", pk) == (1, "", f"gpuctl: no such job: {pk}\n")
+        1, "", "gpuctl: error: replica: not a replica name such as worker-0\n")
+    assert gpuctl(tokens["bob"], "logs", pk) == (1, "", f"gpuctl: error: no such job: {pk}\n")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -154,4 +133,4 @@ def test_logs_asks_for_text_and_passes_replica_and_follow(capsys, tmp_path, monk
     assert dict(request.url.params) == {"replica": "worker-0", "follow": "1"}
 
     code = main(["logs", "8"], env=env, transport=httpx.MockTransport(FakeServer([], status=404)))
-    assert (code, *capsys.readouterr()) == (1, "", "gpuctl: no such job: 8\n")
+    assert (code, *capsys.readouterr()) == (1, "", "gpuctl: error: no such job: 8\n")

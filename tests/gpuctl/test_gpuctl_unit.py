@@ -49,8 +49,10 @@ JOB = {
         {"role": "master", "index": 0, "state": "Running", "node": "h100-01", "gpus": [0, 1], "slice": None,
          "started": "2026-11-21T08:05:00Z", "ended": None},
         {"role": "worker", "index": 0, "state": "Running", "node": "h100-mig-01", "gpus": [3],
-         "slice": {"mig": "3g.40gb"}, "started": "2026-11-21T08:05:00Z", "ended": None},
+         "slice": {"kind": "mig", "mig_profile": "3g.40gb"}, "slice_label": "MIG 3g.40gb",
+         "started": "2026-11-21T08:05:00Z", "ended": None},
     ],
+    "final_cost": None, "currency": "USD", "cost_so_far": "6.17",
     "quote": {"id": "h100.exclusive.now", "currency": "USD", "price_per_hour": "12.3456",
               "price_per_hour_offpeak": "7.4074", "estimate_low": "24.69", "estimate_high": "49.38"},
 }
@@ -101,7 +103,10 @@ def test_config_path_honours_xdg_and_falls_back_to_home(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('tokn = "x"\n', "unknown key 'tokn' (known: url, token, workspace)"),
+    ('tokn = "x"\n', "unknown key 'tokn' (known: url, token, workspace, default_profile, profiles)"),
+    ('[profiles.a]\ntokn = "x"\n', "profiles.a: unknown key 'tokn' (known: url, token, workspace)"),
+    ('profiles = "a"\n', "profiles must be tables such as [profiles.NAME]"),
+    ('[profiles]\na = "x"\n', "profiles.a must be a table ([profiles.a])"),
     ("token = 5\n", "token must be a string, not int"),
     ("token = \n", "invalid TOML"),
 ])
@@ -160,11 +165,16 @@ def test_job_detail_shows_replicas_quote_and_events():
     lines = format_job(JOB, events).splitlines()
     fields = {line[:14].strip(): line[16:] for line in lines[:lines.index("")]}
     assert fields["job"] == "7" and fields["name"] == "bert-finetune" and fields["state"] == "Running"
-    assert fields["pending reason"] == "-" and fields["expected"] == "1h 30m" and fields["preemptible"] == "yes"
+    assert "pending reason" not in fields  # only a pending job has one
+    assert fields["expected"] == "1h 30m" and fields["preemptible"] == "yes"
     assert fields["created"] == "2026-11-21 08:00:00" and fields["finished"] == "-"  # shown in UTC
+    # the cost while it runs, and why it is in its state: the reason of the event that put it there
+    assert fields["cost"] == "6.17 USD so far" and fields["reason"] == "placed"
     replicas = lines[lines.index("replicas") + 1:lines.index("quote") - 1]
+    assert replicas[0].split() == ["ROLE", "INDEX", "STATE", "NODE", "GPUS", "HOLDS", "STARTED", "ENDED"]
+    # what a replica holds in words; a server without slice_label still gets no JSON fragment
     assert replicas[1].split()[:6] == ["master", "0", "Running", "h100-01", "0,1", "-"]
-    assert replicas[2].split()[:6] == ["worker", "0", "Running", "h100-mig-01", "3", '{"mig":"3g.40gb"}']
+    assert replicas[2].split()[:7] == ["worker", "0", "Running", "h100-mig-01", "3", "MIG", "3g.40gb"]
     assert lines[lines.index("quote") + 1] == (
         "option h100.exclusive.now, price/h 12.3456 USD, off-peak price/h 7.4074 USD, estimate 24.69-49.38 USD")
     assert [line.split()[2] for line in lines[lines.index("events") + 2:]] == ["submitted", "state"]
@@ -234,7 +244,7 @@ def test_submit_reads_stdin_and_needs_a_workspace_choice_when_there_are_several(
     server = FakeServer({("GET", "/api/v1/workspaces/"): workspaces("nlp-group", "vision-lab"),
                          ("POST", "/api/v1/jobs/"): httpx.Response(201, json=JOB)})
     code, _, err = cli(server, "submit", "-", stdin="name: y\n")
-    assert (code, err) == (1, "gpuctl: choose a workspace with --workspace or GPUCTL_WORKSPACE "
+    assert (code, err) == (1, "gpuctl: error: choose a workspace with --workspace or GPUCTL_WORKSPACE "
                               "(yours: nlp-group, vision-lab)\n")
     code, _, _ = cli(server, "submit", "-", "--workspace", "nlp-group", stdin="name: y\n")
     assert code == 0 and server.bodies("/api/v1/jobs/") == [{"workspace": "nlp-group", "spec": "name: y\n"}]
@@ -267,7 +277,7 @@ def test_quote_on_a_server_without_the_quotes_endpoint(cli, tmp_path):
     server = FakeServer({("GET", "/api/v1/workspaces/"): workspaces("vision-lab")})
     code, out, err = cli(server, "quote", str(spec))
     assert (code, out) == (1, "")
-    assert err == ("gpuctl: http://gpu.test has no POST /api/v1/quotes/ "
+    assert err == ("gpuctl: error: http://gpu.test has no POST /api/v1/quotes/ "
                    "(a server without this API, or a wrong --url)\n")
 
 
@@ -281,23 +291,40 @@ def test_quote_that_no_pool_can_run_is_a_spec_error(cli, tmp_path):
 
 @pytest.mark.parametrize(("status", "body", "message"), [
     (404, {"detail": "No such job"}, "no such job: 9"),
-    (401, {"detail": "Invalid or revoked token."}, "token refused: create one at http://gpu.test/account/tokens/"),
+    (401, {"detail": "Invalid or revoked token."},
+     "token refused: Invalid or revoked token; create one at http://gpu.test/account/tokens/"),
+    (401, {"title": "Incorrect authentication credentials.", "status": 401,
+           "detail": "token gpt_ab12… expired on 2026-11-01 00:00 UTC: create a new one at /account/tokens/.",
+           "errors": []},
+     "token refused: token gpt_ab12… expired on 2026-11-01 00:00 UTC: create a new one at "
+     "http://gpu.test/account/tokens/"),
+    (403, {"title": "You do not have permission to perform this action.", "status": 403, "errors": [],
+           "detail": "this token has scope 'read'; POST /api/v1/jobs/9/cancel/ needs scope 'submit'."},
+     "forbidden: this token has scope 'read'; POST /api/v1/jobs/9/cancel/ needs scope 'submit'; "
+     "tokens: http://gpu.test/account/tokens/"),
+    (409, {"type": "urn:gpu-platform:problem:conflict", "title": "Conflict", "status": 409,
+           "detail": "job 9 is\nalready Cancelled", "errors": []}, "job 9 is already Cancelled"),
+    (503, {"type": "urn:gpu-platform:problem:service-unavailable", "title": "Service unavailable", "status": 503,
+           "detail": "the database cannot be reached just now; retry in 5 s", "errors": []},
+     "server answered 503: the database cannot be reached just now; retry in 5 s"),
     (403, {"detail": "owners only"}, "forbidden: owners only"),
     (409, {"errors": [{"line": None, "column": None, "field": "state", "message": "already Cancelled"}]},
      "state: already Cancelled"),
     (500, None, "server answered 500: boom"),
+    (502, None, "server answered 502: <html> bad gateway </html>"),
 ])
 def test_http_errors_become_messages_and_exit_1(cli, status, body, message):
-    answer = httpx.Response(status, json=body) if body is not None else httpx.Response(status, text="boom")
+    text = "boom" if status == 500 else "<html>\n bad gateway\n</html>\n"
+    answer = httpx.Response(status, json=body) if body is not None else httpx.Response(status, text=text)
     server = FakeServer({("POST", "/api/v1/jobs/9/cancel/"): answer})
-    assert cli(server, "cancel", "9") == (1, "", f"gpuctl: {message}\n")
+    assert cli(server, "cancel", "9") == (1, "", f"gpuctl: error: {message}\n")
 
 
 def test_no_token_is_said_before_asking_the_server(cli, tmp_path):
     server = FakeServer({})
     code, _, err = cli(server, "jobs", GPUCTL_TOKEN="")
     assert code == 1 and not server.requests
-    assert err == (f"gpuctl: no API token: pass --token, set GPUCTL_TOKEN or put token in "
+    assert err == (f"gpuctl: error: no API token: pass --token, set GPUCTL_TOKEN or put token in "
                    f"{tmp_path}/.config/gpuctl/config.toml; create one at http://gpu.test/account/tokens/\n")
 
 
@@ -306,16 +333,16 @@ def test_a_server_that_is_not_there(cli):
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
         code, out, err = cli(None, "jobs", GPUCTL_URL=url)
-    assert (code, out) == (1, "") and err.startswith(f"gpuctl: cannot reach {url}: ")
+    assert (code, out) == (1, "") and err.startswith(f"gpuctl: error: cannot reach {url}: ")
 
 
 def test_unreadable_spec_files(cli, tmp_path):
     assert cli(FakeServer({}), "--workspace", "w", "submit", str(tmp_path / "nope.yaml")) == (
-        1, "", f"gpuctl: cannot read {tmp_path / 'nope.yaml'}: no such file\n")
+        1, "", f"gpuctl: error: cannot read {tmp_path / 'nope.yaml'}: no such file\n")
     binary = tmp_path / "bin.yaml"
     binary.write_bytes(b"name: \xff\xfe\n")
     assert cli(FakeServer({}), "--workspace", "w", "submit", str(binary)) == (
-        2, "", f"gpuctl: {binary}: not UTF-8 text (byte 6)\n")
+        2, "", f"gpuctl: error: {binary}: not UTF-8 text (byte 6)\n")
 
 
 def test_help_lists_the_commands(capsys):

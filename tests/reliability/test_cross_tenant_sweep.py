@@ -31,6 +31,7 @@ FILLERS = {
     "id": lambda bob, route: bob["user"].pk,
     "username": lambda bob, route: bob["user"].username,
     "url": lambda bob, route: f"portal/workspace/{bob['workspace'].pk}/change/",
+    "member_id": lambda bob, route: bob["membership"].pk,
 }
 _PARAM = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")
 
@@ -69,13 +70,35 @@ def bob_world(cluster, clock):
                                          state=ReportExport.State.DONE, file_name="bob-secret.xlsx")
     Budget.objects.create(workspace=cluster.nlp, amount=Decimal("1234.00"), currency="USD")
     set_time_zone(cluster.bob, "Europe/London")
-    return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m")}
+    _bob_notifications(cluster)
+    return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m"),
+            "membership": cluster.nlp.memberships.get(user=cluster.bob)}
+
+
+def _bob_notifications(cluster):
+    """Bob's webhook with a delivery, a notification and a choice of his, for the sweep to leave alone."""
+    from portal.models import Notification, NotificationPreference, Webhook, WebhookDelivery
+
+    hook = Webhook.objects.create(workspace=cluster.nlp, url="https://nlp.example/hook", secret="whsec_bob-secret-key")
+    WebhookDelivery.objects.create(webhook=hook, event="job.failed", body='{"bob-secret-run": 1}')
+    Notification.objects.create(user=cluster.bob, workspace=cluster.nlp, event="job.failed",
+                                subject="bob-secret-run failed")
+    NotificationPreference.objects.create(user=cluster.bob, event="job.failed", email=False, in_app=True)
 
 
 def _bob_state(bob):
     """Everything of bob's a request could change or export."""
     from billing.models import Budget, ReportExport
-    from portal.models import ApiToken, Membership, UserPreference, Workspace
+    from portal.models import (
+        ApiToken,
+        Membership,
+        Notification,
+        NotificationPreference,
+        UserPreference,
+        Webhook,
+        WebhookDelivery,
+        Workspace,
+    )
     from scheduling.models import Job
 
     workspace = bob["workspace"]
@@ -89,13 +112,18 @@ def _bob_state(bob):
         ReportExport.objects.filter(filters__workspace=workspace.slug).exclude(user__username="bob").count(),
         list(ApiToken.objects.filter(user__username="bob").values()),
         list(UserPreference.objects.filter(user__username="bob").values()),
+        list(Webhook.objects.filter(workspace=workspace).values()),
+        list(WebhookDelivery.objects.filter(webhook__workspace=workspace).values().order_by("pk")),
+        list(Notification.objects.filter(user__username="bob").values().order_by("pk")),
+        list(NotificationPreference.objects.filter(user__username="bob").values().order_by("pk")),
     )
 
 
 
 
 def _secrets(bob) -> list[bytes]:
-    return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00")]
+    return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00",
+                                 "whsec_bob-secret-key", "nlp.example")]
 
 
 def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_world):
@@ -107,7 +135,8 @@ def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_w
     before = _bob_state(bob_world)
     # Bodies and queries also point at bob's things, for views that read them from there.
     data = {"workspace": bob_world["workspace"].slug, "job": str(bob_world["job"].pk), "amount": "1",
-            "currency": "USD", "spec": "name: x", "month": bob_world["month"]}
+            "currency": "USD", "spec": "name: x", "month": bob_world["month"],
+            "from": str(bob_world["job"].pk)}  # the Submit page's clone of a job
     for route, pattern in patterns:
         try:
             url = fill(route, bob_world)
@@ -135,3 +164,38 @@ def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_w
     assert _bob_state(bob_world) == before, "a request as alice changed or exported bob's data"
     print(f"cross-tenant sweep: {len(patterns)} URL patterns, {requests} requests")
     assert len(patterns) > 50 and requests >= 3 * len(patterns) - 3 * len(unfillable)
+
+
+# The tenant jobs list's query parameters name workspaces, queues, people and jobs: each given one of
+# bob's, alice's list and her bulk cancel show and change nothing of his.
+JOB_LIST_FILLERS = {
+    "workspace": lambda bob: bob["workspace"].slug,
+    "queue": lambda bob: bob["job"].queue.name,
+    "submitter": lambda bob: bob["user"].username,
+    "q": lambda bob: bob["job"].name,
+    "job": lambda bob: bob["job"].pk,
+}
+
+
+def test_the_jobs_list_parameters_never_reach_bobs_jobs(client, cluster, bob_world):
+    before = _bob_state(bob_world)
+    client.force_login(cluster.alice)
+    leaks = []
+    for name, value in JOB_LIST_FILLERS.items():
+        for method, url, data in (("get", "/jobs/", {name: value(bob_world)}),
+                                  ("get", "/jobs/", {name: value(bob_world), "partial": "1"}),
+                                  ("get", "/jobs/cancel/", {name: value(bob_world), "job": bob_world["job"].pk}),
+                                  ("post", "/jobs/cancel/", {name: value(bob_world), "job": bob_world["job"].pk,
+                                                             "confirm": "1"})):
+            response = getattr(client, method)(url, data, follow=method == "post")
+            body = response_body(response)
+            where = f"{method.upper()} {url} {name}={value(bob_world)} -> {response.status_code}"
+            if response.status_code >= 500:
+                leaks.append(f"{where}: a server error")
+            if f'data-job="{bob_world["job"].pk}"'.encode() in body and url == "/jobs/":
+                leaks.append(f"{where}: bob's job listed")
+            sent = str(value(bob_world)).encode()  # the search box shows what was asked, nothing more
+            if leaked := [s.decode() for s in _secrets(bob_world) if s != sent and s in body]:
+                leaks.append(f"{where}: body shows {leaked}")
+    assert not leaks, "\n".join(leaks)
+    assert _bob_state(bob_world) == before, "alice's jobs list changed bob's data"

@@ -11,7 +11,7 @@ def test_submit_page_offers_examples_and_the_image_form(client, cluster):
     html = client.get("/submit/").content.decode()
     assert 'data-workspace="vision-lab"' in html
     assert "TaskName: training1" in html and "name: bert-finetune" in html
-    assert 'name="image"' in html and "community" in html
+    assert 'data-field="image"' in html and "community" in html
 
 
 def test_job_list_and_detail_are_scoped(client, cluster):

@@ -127,20 +127,22 @@ def test_duplicate_keys_are_errors() -> None:
         ),
         (
             "a: 1\n---\nb: 2\n",
-            (2, 1, "YAML syntax error: expected a single document in the stream but found another document"),
+            (2, 1, "YAML syntax: the spec must be one YAML document: remove the '---' line and what follows it"),
         ),
-        ("a: b: c\n", (1, 5, "YAML syntax error: mapping values are not allowed here")),
+        ("a: b: c\n", (1, 5, "YAML syntax: unexpected ':' here: indent this line like the keys above it, "
+                             "or put a value that contains ': ' in quotes")),
         (
             "name: [j\n",
-            (
-                2,
-                1,
-                "YAML syntax error: while parsing a flow sequence expected ',' or ']', but got '<stream end>'",
-            ),
+            (1, 7, "YAML syntax: the list opened here with '[' is not closed with ']'"),
         ),
         ("? [a]\n: 1\n", (1, 3, "a key must be plain text, not a list or mapping")),
         ("<<: 3\n", (1, 5, "'<<' must merge a mapping or a list of mappings")),
-        ("a: *nowhere\n", (1, 4, "YAML syntax error: found undefined alias 'nowhere'")),
+        ("a: *nowhere\n", (1, 4, "YAML syntax: *nowhere names no anchor: define &name before it, or quote the value")),
+        ("roles:\n  - name: x\n   image: y\n", (3, 4, "YAML syntax: this line's indentation does not match the lines above it")),
+        ("a: 1\nb\nc: 2\n", (2, 1, "YAML syntax: this line is not a 'key: value' pair: add ':' after the key, "
+                                 "or indent it as part of the value above")),
+        ("\ta: 1\n", (1, 1, "YAML syntax: a tab cannot indent YAML: use spaces")),
+        ("a: 'open\n", (1, 4, "YAML syntax: the quoted value opened here is not closed")),
         ("priority: 1" + "0" * 5000, (1, 11, "the number 10000000000000000000... is too long or malformed")),
         ("priority: 99999999999999999999", (1, 11, "the number 99999999999999999999 is too large")),
     ],

@@ -1,0 +1,49 @@
+"""What billing tells people (a budget threshold crossed, a job holding idle GPUs), without
+importing the portal, which delivers it.
+
+`raise_notice` sends `notice_raised`; the portal connects it in its AppConfig.ready and delivers the
+notice through its one notification system: by each recipient's choices (e-mail, in-app) and to
+the workspace's webhook. With no receiver (billing alone), billing e-mails the recipients itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.dispatch import Signal
+
+log = logging.getLogger(__name__)
+
+# Sent with `notice`; a receiver returns True once it has taken the notice over.
+notice_raised = Signal()
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One thing to tell some users of a workspace: `event` is a notification event name
+    (portal.models.NotificationEvent, e.g. "budget.alert"), `data` what a webhook receives."""
+
+    event: str
+    workspace: Any
+    users: tuple
+    subject: str
+    body: str
+    link: str = ""
+    data: dict = field(default_factory=dict)
+
+
+def raise_notice(notice: Notice) -> None:
+    answers = notice_raised.send(sender=None, notice=notice)
+    if any(taken for _, taken in answers):
+        return
+    recipients = sorted({user.email for user in notice.users if user.email})
+    if not recipients:
+        return
+    try:
+        send_mail(notice.subject, notice.body, settings.DEFAULT_FROM_EMAIL, recipients)
+    except Exception:  # a mail server away must not fail the check that raised the notice
+        log.exception("notice %r could not be e-mailed", notice.subject)

@@ -1,0 +1,336 @@
+"""What gpuctl prints: aligned tables, JSON, YAML, and the readable pages of a job, a quote, costs
+and quotas. Pure functions of the API's JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+FORMATS = ("table", "wide", "json", "yaml")
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return " ".join(str(value).split())  # one line per row keeps the columns aligned
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Collection[int] = (),
+                 headers_shown: bool = True) -> str:
+    """Columns padded to their widest cell, two spaces apart; `right` holds numeric columns."""
+    cells = ([list(headers)] if headers_shown else []) + [[cell(value) for value in row] for row in rows]
+    if not cells:
+        return ""
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [text.rjust(width) if i in right else text.ljust(width)
+                 for i, (text, width) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def to_yaml(data: Any) -> str:
+    """Block YAML in the API's own key order; the API's JSON holds only YAML-safe types."""
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
+
+
+def format_time(value: str | None) -> str:
+    """An API timestamp as `YYYY-MM-DD HH:MM:SS` in UTC."""
+    if not value:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def money(amount: Any, currency: str | None) -> str | None:
+    if amount is None or amount == "":
+        return None
+    return f"{amount} {currency}".rstrip() if currency else str(amount)
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def job_cost(job: Mapping[str, Any]) -> str | None:
+    """The final cost once a job ended, what it has cost so far while it runs, else None."""
+    currency = job.get("currency") or (job.get("quote") or {}).get("currency")
+    if job.get("final_cost") not in (None, ""):
+        return f"{money(job['final_cost'], currency)} (final)"
+    if job.get("cost_so_far") not in (None, ""):
+        return f"{money(job['cost_so_far'], currency)} so far"
+    return None
+
+
+def format_jobs(jobs: Sequence[Mapping[str, Any]], *, wide: bool = False, headers_shown: bool = True) -> str:
+    headers = ["ID", "NAME", "WORKSPACE", "QUEUE", "STATE", "PRIORITY", "REPLICAS", "CREATED (UTC)"]
+    if wide:
+        headers += ["TYPE", "PREEMPTIBLE", "NODES", "OPTION", "STARTED (UTC)", "FINISHED (UTC)", "COST"]
+    headers.append("REASON")
+    rows = []
+    for job in jobs:
+        replicas = job.get("replicas") or ()
+        row = [job["id"], job["name"], job["workspace"], job["queue"], job["state"], job.get("priority"),
+               len(replicas), format_time(job.get("created"))]
+        if wide:
+            nodes = sorted({r["node"] for r in replicas if r.get("node")})
+            quote = job.get("quote") if isinstance(job.get("quote"), Mapping) else {}
+            final = money(job.get("final_cost"), job.get("currency"))
+            row += [job.get("type"), job.get("preemptible"), ",".join(nodes) or None, quote.get("id"),
+                    format_time(job.get("started")), format_time(job.get("finished")), final]
+        row.append((job.get("pending_reason") or None) if job["state"] == "Pending" else None)
+        rows.append(row)
+    numbers = {0, 5, 6} | ({len(headers) - 2} if wide else set())
+    return format_table(headers, rows, right=numbers, headers_shown=headers_shown)
+
+
+def format_workspaces(workspaces: Sequence[Mapping[str, Any]], *, headers_shown: bool = True) -> str:
+    rows = [(w.get("slug"), w.get("name"), w.get("role"), format_time(w.get("created"))) for w in workspaces]
+    return format_table(("SLUG", "NAME", "ROLE", "CREATED (UTC)"), rows, headers_shown=headers_shown)
+
+
+JOB_LABELS = ("pending reason", "queue position", "expected start")
+
+
+def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:
+    """One job: its fields (with the cost, and where a pending job stands), replicas (node, GPUs, what
+    each holds), frozen quote and events."""
+    pending = job.get("state") == "Pending"
+    fields: list[tuple[str, Any]] = [
+        ("job", job["id"]),
+        ("name", job.get("name")),
+        ("workspace", job.get("workspace")),
+        ("queue", job.get("queue")),
+        ("state", job.get("state")),
+    ]
+    if pending:  # a reason left from before it ran would mislead
+        fields.append(("pending reason", job.get("pending_reason") or None))
+    if job.get("queue_position") is not None:
+        fields.append(("queue position", job["queue_position"]))
+    if job.get("expected_start") is not None or ("expected_start" in job and pending):
+        fields.append(("expected start", _expected_start(job.get("expected_start"))))
+    reason = _last_reason(job, events)
+    if reason:
+        fields.append(("reason", reason))
+    fields += [
+        ("type", job.get("type")),
+        ("priority", job.get("priority")),
+        ("preemptible", job.get("preemptible")),
+        ("reduce cost", job.get("reduce_cost")),
+        ("expected", _duration(job.get("expected_duration_s"))),
+        ("created", format_time(job.get("created"))),
+        ("started", format_time(job.get("started"))),
+        ("finished", format_time(job.get("finished"))),
+        ("cost", job_cost(job) or _estimate(job.get("quote"))),
+    ]
+    width = max(len(name) for name in (*JOB_LABELS, *(name for name, _ in fields)))  # the same for every job
+    lines = [f"{name.ljust(width)}  {cell(value)}" for name, value in fields]
+
+    lines += ["", "replicas"]
+    replicas = job.get("replicas") or []
+    if replicas:
+        rows = [(r.get("role"), r.get("index"), r.get("state"), r.get("node"),
+                 ",".join(str(gpu) for gpu in r.get("gpus") or ()), r.get("slice_label") or _slice_text(r.get("slice")),
+                 format_time(r.get("started")), format_time(r.get("ended")))
+                for r in replicas]
+        lines.append(format_table(("ROLE", "INDEX", "STATE", "NODE", "GPUS", "HOLDS", "STARTED", "ENDED"),
+                                  rows, right={1}))
+    else:
+        lines.append("(none placed yet)" if pending else "(none)")
+
+    lines += ["", "quote"]
+    lines.append(format_frozen_quote(job.get("quote")))
+
+    lines += ["", "events"]
+    if events:
+        rows = [(format_time(e.get("time")), e.get("kind"), e.get("state"), e.get("reason")) for e in events]
+        lines.append(format_table(("TIME (UTC)", "KIND", "STATE", "REASON"), rows))
+    else:
+        lines.append("(none)")
+    return "\n".join(lines)
+
+
+def _expected_start(window: Any) -> str:
+    if not isinstance(window, Mapping):
+        return "unknown"
+    earliest, latest = window.get("earliest"), window.get("latest")
+    if earliest and latest:
+        if earliest == latest:
+            return f"{format_time(earliest)} UTC"
+        return f"between {format_time(earliest)} and {format_time(latest)} UTC"
+    if earliest:
+        return f"not before {format_time(earliest)} UTC"
+    if latest:
+        return f"by {format_time(latest)} UTC"
+    return "unknown"
+
+
+def _last_reason(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why a job that is not pending is in its state: the reason of the event that put it there."""
+    if job.get("state") == "Pending":
+        return None
+    for event in reversed(events):
+        if event.get("state") == job.get("state") and event.get("reason"):
+            return event["reason"]
+    return None
+
+
+def _estimate(quote: Any) -> str | None:
+    if not isinstance(quote, Mapping) or quote.get("estimate_low") is None:
+        return None
+    low, high = quote["estimate_low"], quote.get("estimate_high")
+    figure = low if high in (None, low) else f"{low}-{high}"
+    return f"none yet (estimate {money(figure, quote.get('currency'))})"
+
+
+def format_frozen_quote(quote: Any) -> str:
+    if not quote:
+        return "(none)"
+    if not isinstance(quote, Mapping):
+        return _compact(quote)
+    option = quote.get("option") if isinstance(quote.get("option"), Mapping) else quote
+    currency = option.get("currency") or quote.get("currency") or ""
+    parts = [f"option {option.get('id', '-')}"]
+    for key, label in (("price_per_hour", "price/h"), ("price_per_hour_offpeak", "off-peak price/h")):
+        if option.get(key) is not None:
+            parts.append(f"{label} {option[key]} {currency}".rstrip())
+    if option.get("estimate_low") is not None:
+        low, high = option["estimate_low"], option.get("estimate_high")
+        figure = low if high in (None, low) else f"{low}-{high}"
+        parts.append(f"estimate {figure} {currency}".rstrip())
+    return ", ".join(parts)
+
+
+def _slice_text(value: Any) -> str | None:
+    """What a replica holds, from an API without `slice_label`: `mig=3g.40gb`, not a JSON fragment."""
+    if not value:
+        return None
+    if isinstance(value, Mapping):
+        return " ".join(f"{key}={item}" for key, item in value.items())
+    return _compact(value)
+
+
+def _compact(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _duration(seconds: Any) -> str | None:
+    if not isinstance(seconds, int) or isinstance(seconds, bool):
+        return None
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return " ".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n) or "0s"
+
+
+# --------------------------------------------------------------------------- quotes
+
+
+def format_quote_options(answer: Mapping[str, Any], *, numbered: bool = False) -> str:
+    """The options of a `POST /api/v1/quotes/` answer, cheapest marked with `*`; `numbered` puts
+    each option's number (for `submit --option N`) first."""
+    currency = answer.get("currency", "")
+    rows = []
+    for number, option in enumerate(answer.get("options", []), start=1):
+        low, high = option.get("estimate_low"), option.get("estimate_high")
+        row = [
+            option["id"], option.get("sharing"), option.get("vendor"), option.get("gpu_model"),
+            option.get("pool"), bool(option.get("spot")), option.get("when"),
+            option.get("price_per_hour"), option.get("price_per_hour_offpeak"),
+            low if low == high else f"{low}-{high}", "*" if option.get("cheapest") else "",
+        ]
+        rows.append([number, *row] if numbered else row)
+    headers = ["ID", "SHARING", "VENDOR", "GPU MODEL", "POOL", "SPOT", "WHEN", f"PRICE/H ({currency})",
+               f"PRICE/H OFF-PEAK ({currency})", f"ESTIMATE ({currency})", "CHEAPEST"]
+    right = {7, 8, 9}
+    if numbered:
+        headers, right = ["#", *headers], {0} | {i + 1 for i in right}
+    return format_table(headers, rows, right=right)
+
+
+def format_quote(answer: Mapping[str, Any], spec_file: str, workspace: str, *, numbered: bool = False) -> str:
+    hours = answer.get("expected_duration_hours")
+    lines = [f"quote for {spec_file} in {workspace}, {answer.get('currency', '')}"
+             + (f", expected duration {hours} h" if hours is not None else "")]
+    options = answer.get("options") or []
+    if options:
+        lines.append(format_quote_options(answer, numbered=numbered))
+        cheapest = next(((n, o["id"]) for n, o in enumerate(options, start=1) if o.get("cheapest")), None)
+        if cheapest and numbered:
+            lines.append(f"cheapest: #{cheapest[0]} {cheapest[1]}  "
+                         f"(gpuctl submit -f {spec_file} --option {cheapest[0]})")
+        elif cheapest:
+            lines.append(f"cheapest: {cheapest[1]}  (gpuctl submit {spec_file} --option {cheapest[1]})")
+        tradeoffs = [(option["id"], option.get("tradeoffs")) for option in options if option.get("tradeoffs")]
+        if tradeoffs:  # below the table: they are sentences, too long for a column
+            lines += ["", "trade-offs:"]
+            lines.extend(f"  {option_id}: {'; '.join(items)}" for option_id, items in tradeoffs)
+    else:
+        lines.append("no option can run this spec")
+    lines.extend(f"not offered: {reason}" for reason in answer.get("unavailable") or ())
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- quotas and costs
+
+QUOTA_FIELDS = ("name", "deserved", "limit", "allocated", "fair_share", "pending")
+
+
+def format_quota(entries: Sequence[Mapping[str, Any]], *, wide: bool = False, headers_shown: bool = True) -> str:
+    """One row per queue a workspace submits to; GPUs, and the count of pending jobs. A missing
+    limit is shown as `-` (none)."""
+    extra = sorted({key for e in entries for key in e if key not in (*QUOTA_FIELDS, "workspace")}) if wide else []
+    headers = ["WORKSPACE", "QUEUE", "DESERVED", "LIMIT", "ALLOCATED", "FAIR SHARE", "PENDING"]
+    headers += [key.upper().replace("_", " ") for key in extra]
+    rows = [[e.get("workspace"), e.get("name"), e.get("deserved"), e.get("limit"), e.get("allocated"),
+             e.get("fair_share"), e.get("pending")] + [_compact(e.get(key)) for key in extra] for e in entries]
+    return format_table(headers, rows, right={2, 3, 4, 5, 6}, headers_shown=headers_shown)
+
+
+# group_by -> (the row's naming keys, their column titles)
+COST_GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "job": (("job", "job_name"), ("JOB", "NAME")),
+    "queue": (("queue",), ("QUEUE",)),
+    "day": (("day",), ("DAY",)),
+    "user": (("user",), ("USER",)),
+    "gpu_model": (("gpu_model",), ("GPU MODEL",)),
+    "pool": (("pool",), ("POOL",)),
+    "workspace": (("workspace", "workspace_name"), ("WORKSPACE", "NAME")),
+}
+COST_COLUMNS = (("allocated_gpu_hours", "GPU-H"), ("used_gpu_hours", "USED GPU-H"), ("idle_gpu_hours", "IDLE GPU-H"))
+WIDE_COST_COLUMNS = (("exclusive_gpu_hours", "EXCLUSIVE GPU-H"), ("cpu_core_hours", "CPU CORE-H"),
+                     ("memory_gib_hours", "MEMORY GIB-H"), ("list_cost", "LIST COST"),
+                     ("exclusive_cost", "EXCLUSIVE COST"))
+
+
+def format_costs(answer: Mapping[str, Any], *, title: str, wide: bool = False, headers_shown: bool = True) -> str:
+    """A title line, one row per group and a TOTAL row; without headers, the group rows only."""
+    keys, titles = COST_GROUPS.get(answer.get("group_by", ""), ((answer.get("group_by", ""),), ("GROUP",)))
+    columns = COST_COLUMNS + (WIDE_COST_COLUMNS if wide else ())
+    currency = answer.get("currency", "")
+    headers = [*titles, *(label for _, label in columns), f"COST ({currency})"]
+    rows = [[row.get(key) for key in keys] + [row.get(key) for key, _ in columns] + [row.get("cost")]
+            for row in answer.get("rows", [])]
+    numbers = set(range(len(keys), len(headers)))
+    if not headers_shown:
+        return format_table(headers, rows, right=numbers, headers_shown=False)
+    total = ["TOTAL"] + [""] * (len(headers) - 2) + [answer.get("total")]
+    as_of = f", as of {format_time(answer['as_of'])} UTC" if answer.get("as_of") else ", no usage yet"
+    table = format_table(headers, [*rows, total], right=numbers)
+    return f"{title}{as_of}\n{table}"

@@ -1,0 +1,100 @@
+"""The Members page of a workspace: every member sees the list; owners add members, change roles
+and remove members (after a confirmation). Outsiders get a 404, as for every workspace page."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from portal.console.services import ConsoleError
+from portal.members import selectors, services
+from portal.models import Role
+from portal.selectors import get_workspace_for_user
+
+ROLE_HELP = ("Owner: manages members, the budget and the webhook, and submits jobs. Member: submits and cancels "
+             "jobs. Viewer: sees jobs and reports, and cannot act. Finance: budgets and reports.")
+
+
+class AddMemberForm(forms.Form):
+    username = forms.CharField(label="Username or e-mail", max_length=254,
+                               widget=forms.TextInput(attrs={"id": "f-member-user", "autocomplete": "off"}),
+                               help_text="An existing account of the platform")
+    role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.MEMBER, help_text=ROLE_HELP,
+                             widget=forms.Select(attrs={"id": "f-member-role"}))
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(label="Role", choices=Role.choices)
+
+
+def _into(form: forms.Form, error: ConsoleError) -> None:
+    for field, msgs in error.errors.items():
+        for message in msgs:
+            form.add_error(field if field in form.fields else None, message)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def members(request, slug):
+    workspace = get_workspace_for_user(request.user, slug)
+    mine = selectors.membership_of(request.user, workspace)
+    add_form, role_errors = AddMemberForm(), {}
+    if request.method == "POST":
+        services.require_owner(request.user, workspace)  # a 403 for members, viewers and finance
+        if "member" in request.POST:
+            membership = selectors.get_member(workspace, request.POST["member"])
+            form = RoleForm(request.POST)
+            try:
+                if not form.is_valid():
+                    raise ConsoleError.of_form(form)
+                changed = services.change_role(request.user, membership, form.cleaned_data["role"])
+            except ConsoleError as error:
+                role_errors = {membership.pk: [m for msgs in error.errors.values() for m in msgs]}
+            else:
+                messages.success(request, f"{changed.user.username} is now {changed.get_role_display().lower()} "
+                                          f"of {workspace.slug}.")
+                return redirect("workspace-members", slug=slug)
+        else:
+            add_form = AddMemberForm(request.POST)
+            if add_form.is_valid():
+                try:
+                    added = services.add_member(request.user, workspace, add_form.cleaned_data["username"],
+                                                add_form.cleaned_data["role"])
+                except ConsoleError as error:
+                    _into(add_form, error)
+                else:
+                    messages.success(request, f"{added.user.username} added to {workspace.slug} as "
+                                              f"{added.get_role_display().lower()}.")
+                    return redirect("workspace-members", slug=slug)
+    return render(request, "portal/members.html", {
+        "workspace": workspace, "membership": mine, "is_owner": bool(mine and mine.can_manage_members),
+        "members": selectors.members_of(workspace), "add_form": add_form, "role_errors": role_errors,
+        "roles": Role.choices, "role_help": ROLE_HELP,
+    }, status=400 if add_form.errors or role_errors else 200)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def member_remove(request, slug, member_id):
+    """GET: who loses what, or why it is refused; POST: remove the member."""
+    workspace = get_workspace_for_user(request.user, slug)
+    services.require_owner(request.user, workspace)
+    membership = selectors.get_member(workspace, member_id)
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            services.remove_member(request.user, membership)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, f"{membership.user.username} removed from {workspace.slug}.")
+            if membership.user == request.user:  # an owner who left: the workspace is no longer theirs
+                return redirect("dashboard")
+            return redirect("workspace-members", slug=slug)
+    return render(request, "portal/member_remove.html", {
+        "workspace": workspace, "member": membership, "errors": errors,
+        "last_owner": selectors.is_last_owner(membership), "is_self": membership.user == request.user,
+    }, status=400 if errors else 200)

@@ -1,0 +1,360 @@
+"""Writes of the notification system: deliver notices, send e-mails, call webhooks, keep choices."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.mail import send_mail
+from django.core.serializers.json import DjangoJSONEncoder
+from django.core.validators import URLValidator
+from django.db import transaction
+
+from billing.notices import Notice
+from portal.console import audit
+from portal.console.models import AuditEntry
+from portal.models import (
+    Membership,
+    Notification,
+    NotificationEvent,
+    NotificationPreference,
+    Webhook,
+    WebhookDelivery,
+)
+from portal.notifications import selectors, signing
+from scheduling import clock
+from scheduling.errors import DomainError
+
+log = logging.getLogger(__name__)
+
+PING = "ping"  # the test event an owner sends from the webhook page
+USER_AGENT = "gpu-platform-webhook/1"
+EMAIL_RESEND_AFTER = timedelta(minutes=2)
+WEBHOOK_RESEND_AFTER = timedelta(minutes=5)
+
+
+# --------------------------------------------------------------------------- delivering notices
+
+
+def notify(notices: Sequence[Notice], *, email_now: bool = False) -> list[Notification]:
+    """One Notification per recipient who wants it in the app or by e-mail (inactive accounts
+    never), and one WebhookDelivery per notice whose workspace has an active webhook.
+
+    E-mails go out from a task after commit, or here and now with `email_now` (billing's notices,
+    which were always sent at once). Webhooks always go out from a task after commit."""
+    if not notices:
+        return []
+    users = {u.pk: u for n in notices for u in n.users if u is not None and u.is_active}
+    chosen = selectors.channels_for(users, {n.event for n in notices})
+    rows, now = [], clock.now()  # one time for all: the rows of a notice are e-mailed together
+    for notice in notices:
+        for user_id in dict.fromkeys(u.pk for u in notice.users if u is not None and u.pk in users):
+            user, channels = users[user_id], chosen[(user_id, notice.event)]
+            wants_mail = channels.email and bool(user.email)
+            if channels.in_app or wants_mail:
+                rows.append(Notification(
+                    user=user, workspace=notice.workspace, event=notice.event, created=now, subject=notice.subject[:300],
+                    body=notice.body, link=notice.link[:200], in_app=channels.in_app,
+                    email_state=Notification.EmailState.PENDING if wants_mail else Notification.EmailState.NONE))
+    Notification.objects.bulk_create(rows)
+    to_mail = [r.pk for r in rows if r.email_state == Notification.EmailState.PENDING]
+    if to_mail and email_now:
+        send_emails(to_mail)
+    elif to_mail:
+        transaction.on_commit(lambda: _enqueue("send_notification_emails", to_mail))
+    _queue_webhooks(notices)
+    return rows
+
+
+def send_emails(notification_ids: Sequence[int]) -> int:
+    """E-mail the notifications still to send: one message per notice to all its recipients.
+    Each is claimed before it is sent, so a resent task never mails twice. Returns messages sent."""
+    pending = (Notification.objects.filter(pk__in=list(notification_ids), email_state=Notification.EmailState.PENDING)
+               .select_related("user").order_by("pk"))
+    groups: dict[tuple, list[Notification]] = defaultdict(list)
+    for row in pending:
+        groups[(row.event, row.workspace_id, row.subject, row.body, row.created)].append(row)
+    sent = 0
+    for (_, _, subject, body, _), rows in groups.items():
+        pks = [r.pk for r in rows]
+        if not Notification.objects.filter(pk__in=pks, email_state=Notification.EmailState.PENDING).update(
+                email_state=Notification.EmailState.SENT):
+            continue
+        try:
+            send_mail(subject, _with_link(body, rows[0].link), settings.DEFAULT_FROM_EMAIL,
+                      sorted({r.user.email for r in rows}))
+            sent += 1
+        except Exception:  # the mail server away: these are lost, the next ones may go
+            log.exception("notification e-mail %r could not be sent", subject)
+            Notification.objects.filter(pk__in=pks).update(email_state=Notification.EmailState.FAILED)
+    return sent
+
+
+def _with_link(body: str, link: str) -> str:
+    if not link or not settings.PORTAL_URL or link in body:
+        return body
+    return f"{body.rstrip()}\n\n{settings.PORTAL_URL.rstrip('/')}{link}\n"
+
+
+def _enqueue(task_name: str, *args) -> bool:
+    """Hand work to the Celery workers; with the broker away it waits in the database and the beat
+    (`resend_waiting`) sends it again."""
+    from portal.notifications import tasks
+
+    try:
+        getattr(tasks, task_name).delay(*args)
+    except Exception as error:  # kombu, redis and Celery's result store each raise their own
+        log.warning("%s waits for the task broker: %s", task_name, error)
+        return False
+    return True
+
+
+def resend_waiting(*, now: datetime) -> tuple[int, int]:
+    """E-mails and webhook deliveries whose task never reached a worker: sent again. Returns how
+    many of each."""
+    mails = list(Notification.objects.filter(email_state=Notification.EmailState.PENDING,
+                                             created__lt=now - EMAIL_RESEND_AFTER).values_list("pk", flat=True))
+    if mails:
+        _enqueue("send_notification_emails", mails)
+    hooks = list(WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING,
+                                                next_attempt__lt=now - WEBHOOK_RESEND_AFTER)
+                 .values_list("pk", flat=True)[:1000])
+    for pk in hooks:
+        _enqueue("deliver_webhook", str(pk))
+    return len(mails), len(hooks)
+
+
+# --------------------------------------------------------------------------- job events
+
+
+KIND_EVENTS = {"running": NotificationEvent.JOB_STARTED, "succeeded": NotificationEvent.JOB_FINISHED,
+               "cancelled": NotificationEvent.JOB_FINISHED, "failed": NotificationEvent.JOB_FAILED}
+VERBS = {NotificationEvent.JOB_STARTED: "started", NotificationEvent.JOB_FINISHED: "ended",
+         NotificationEvent.JOB_FAILED: "failed"}
+
+
+def job_notices(events: Sequence[tuple], *, now: datetime) -> list[Notice]:
+    """The notices for committed job events ((job, message) pairs): a job started, ended or failed,
+    told to its submitter while they are a member of its workspace, and to that workspace's webhook.
+    An event older than NOTIFY_STALE_AFTER_S is no news (a replayed month, a catch-up after an outage)."""
+    from scheduling.models import Job
+
+    stale_before = now - timedelta(seconds=settings.NOTIFY_STALE_AFTER_S)
+    wanted = [(job.pk, message) for job, message in events
+              if message.get("kind") in KIND_EVENTS and _time(message) >= stale_before]
+    if not wanted:
+        return []
+    jobs = Job.objects.select_related("workspace", "submitted_by").in_bulk({pk for pk, _ in wanted})
+    members = set(Membership.objects.filter(workspace_id__in={j.workspace_id for j in jobs.values()},
+                                            user_id__in={j.submitted_by_id for j in jobs.values()})
+                  .values_list("workspace_id", "user_id"))
+    notices = []
+    for pk, message in wanted:
+        job = jobs.get(pk)
+        if job is None:
+            continue
+        event = KIND_EVENTS[message["kind"]]
+        submitter = job.submitted_by if (job.workspace_id, job.submitted_by_id) in members else None
+        state, reason = message.get("state", job.state), message.get("reason", "")
+        subject = f"[{settings.PLATFORM_NAME}] {job.name} (#{job.pk}) {VERBS[event]}: {state}"
+        body = (f"Job {job.name} (#{job.pk}) in workspace {job.workspace.slug} {VERBS[event]} at "
+                f"{message.get('time', '')}: {state}.\n" + (f"{reason}\n" if reason else ""))
+        notices.append(Notice(
+            event=event, workspace=job.workspace, users=(submitter,) if submitter else (), subject=subject,
+            body=body, link=f"/jobs/{job.pk}/",
+            data={"job": job.pk, "name": job.name, "state": state, "kind": message["kind"], "reason": reason,
+                  "time": message.get("time"), "submitted_by": job.submitted_by.username if job.submitted_by else None}))
+    return notices
+
+
+def _time(message: Mapping) -> datetime:
+    try:
+        return datetime.fromisoformat(message["time"])
+    except (KeyError, TypeError, ValueError):
+        return clock.now()
+
+
+# --------------------------------------------------------------------------- webhooks
+
+
+@dataclass(frozen=True)
+class Attempt:
+    state: str
+    retry_in: float | None = None  # seconds until the next try, when there is one
+
+
+def _queue_webhooks(notices: Sequence[Notice]) -> None:
+    ids = {n.workspace.pk for n in notices if n.workspace is not None}
+    hooks = {h.workspace_id: h for h in Webhook.objects.filter(workspace_id__in=ids, active=True)}
+    deliveries = [_delivery(hooks[n.workspace.pk], n.event, n.workspace.slug, n.subject, n.link, n.data)
+                  for n in notices if n.workspace is not None and n.workspace.pk in hooks]
+    if deliveries:
+        WebhookDelivery.objects.bulk_create(deliveries)
+        pks = [str(d.pk) for d in deliveries]
+        transaction.on_commit(lambda: [_enqueue("deliver_webhook", pk) for pk in pks])
+
+
+def _delivery(hook: Webhook, event: str, workspace_slug: str, subject: str, link: str, data: dict) -> WebhookDelivery:
+    now = clock.now()
+    delivery = WebhookDelivery(webhook=hook, event=event, created=now, next_attempt=now)
+    body = {"id": str(delivery.pk), "event": event, "time": now.isoformat(), "workspace": workspace_slug,
+            "subject": subject, "url": f"{settings.PORTAL_URL.rstrip('/')}{link}" if link else "", "data": data}
+    delivery.body = json.dumps(body, cls=DjangoJSONEncoder, separators=(",", ":"), sort_keys=True)
+    return delivery
+
+
+def backoff_s(attempts: int) -> float:
+    """Seconds to wait after the `attempts`-th failure: 30 s, 1 min, 2 min, 4 min... (doubling)."""
+    return settings.WEBHOOK_RETRY_BASE_S * 2 ** (attempts - 1)
+
+
+def attempt_delivery(delivery_id) -> Attempt:
+    """POST the delivery's body, signed, once. A 2xx delivers it; anything else (a status, a
+    timeout, a refused connection) is retried with backoff until WEBHOOK_MAX_ATTEMPTS."""
+    delivery = (WebhookDelivery.objects.select_related("webhook")
+                .filter(pk=delivery_id, state=WebhookDelivery.State.PENDING).first())
+    if delivery is None:  # delivered, given up, or its webhook removed
+        return Attempt("gone")
+    hook, body = delivery.webhook, delivery.body.encode()
+    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+               signing.SIGNATURE_HEADER: signing.signature(hook.secret, body),
+               signing.EVENT_HEADER: delivery.event, signing.DELIVERY_HEADER: str(delivery.pk)}
+    status, error = None, ""
+    try:
+        response = httpx.post(hook.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_S,
+                              follow_redirects=False)
+        status = response.status_code
+        if not 200 <= status < 300:
+            error = f"answered HTTP {status}"
+    except Exception as exc:  # refused, timed out, a bad address: this delivery's failure, never the caller's
+        error = f"{type(exc).__name__}: {exc}"[:300]
+    now = clock.now()
+    attempts = delivery.attempts + 1
+    fields = {"attempts": attempts, "last_status": status, "last_error": error}
+    if not error:
+        fields.update(state=WebhookDelivery.State.DELIVERED, delivered=now, next_attempt=None)
+        outcome = Attempt(WebhookDelivery.State.DELIVERED)
+    elif attempts >= settings.WEBHOOK_MAX_ATTEMPTS:
+        fields.update(state=WebhookDelivery.State.FAILED, next_attempt=None)
+        outcome = Attempt(WebhookDelivery.State.FAILED)
+        log.warning("webhook %s gave up on %s after %d attempts: %s", hook.url, delivery.pk, attempts, error)
+    else:
+        wait = backoff_s(attempts)
+        fields.update(next_attempt=now + timedelta(seconds=wait))
+        outcome = Attempt(WebhookDelivery.State.PENDING, retry_in=wait)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(**fields)
+    return outcome
+
+
+_url_check = URLValidator(schemes=["http", "https"])
+
+
+def _clean_url(url: str) -> str:
+    url = (url or "").strip()
+    max_length = Webhook._meta.get_field("url").max_length
+    if not url:
+        raise DomainError("give the URL the events are posted to", field="url")
+    if len(url) > max_length or "\x00" in url:
+        raise DomainError(f"at most {max_length} characters", field="url")
+    try:
+        _url_check(url)
+    except ValidationError:
+        raise DomainError("an http:// or https:// URL, e.g. https://example.com/hooks/gpu", field="url") from None
+    if urlsplit(url).username or urlsplit(url).password:
+        raise DomainError("put no user or password in the URL: the signature proves who sends", field="url")
+    return url
+
+
+def _require_owner(user, workspace) -> None:
+    membership = Membership.objects.filter(user=user, workspace=workspace).first()
+    if membership is None or not membership.can_manage_members:
+        raise PermissionDenied(f"only an owner of {workspace.slug} manages its webhook")
+
+
+@transaction.atomic
+def save_webhook(user, workspace, url: str, *, active: bool = True) -> tuple[Webhook, str | None]:
+    """Set the workspace's webhook URL. A new webhook gets a secret, returned once (None after)."""
+    _require_owner(user, workspace)
+    url = _clean_url(url)
+    hook = Webhook.objects.select_for_update().filter(workspace=workspace).first()
+    if hook is None:
+        hook = Webhook.objects.create(workspace=workspace, url=url, active=active, secret=Webhook.new_secret())
+        audit.record(user, "create", hook, changes={"url": [None, url], "active": [None, active]},
+                     source=AuditEntry.Source.TENANT)
+        return hook, hook.secret
+    changes = audit.diff({"url": hook.url, "active": hook.active}, {"url": url, "active": active})
+    if changes:
+        hook.url, hook.active = url, active
+        hook.save(update_fields=["url", "active"])
+        audit.record(user, "change", hook, changes=changes, source=AuditEntry.Source.TENANT)
+    return hook, None
+
+
+@transaction.atomic
+def new_webhook_secret(user, workspace) -> str:
+    """A new secret for the workspace's webhook: deliveries from now on are signed with it."""
+    _require_owner(user, workspace)
+    hook = Webhook.objects.select_for_update().filter(workspace=workspace).first()
+    if hook is None:
+        raise DomainError("the workspace has no webhook yet", field="url")
+    hook.secret = Webhook.new_secret()
+    hook.save(update_fields=["secret"])
+    audit.record(user, "change", hook, message="new signing secret", source=AuditEntry.Source.TENANT)
+    return hook.secret
+
+
+@transaction.atomic
+def remove_webhook(user, workspace) -> None:
+    _require_owner(user, workspace)
+    hook = Webhook.objects.select_for_update().filter(workspace=workspace).first()
+    if hook is not None:
+        audit.record(user, "delete", hook, changes={"url": [hook.url, None]}, source=AuditEntry.Source.TENANT)
+        hook.delete()
+
+
+def ping_webhook(user, workspace) -> WebhookDelivery:
+    """A test event to the workspace's webhook, delivered like any other."""
+    _require_owner(user, workspace)
+    hook = selectors.webhook_of(workspace)
+    if hook is None:
+        raise DomainError("the workspace has no webhook yet", field="url")
+    delivery = _delivery(hook, PING, workspace.slug, f"Test event from {workspace.slug}", "",
+                         {"sent_by": user.username})
+    delivery.save()
+    transaction.on_commit(lambda: _enqueue("deliver_webhook", str(delivery.pk)))
+    return delivery
+
+
+# --------------------------------------------------------------------------- choices and reading
+
+
+def save_choices(user, data: Mapping[str, str]) -> None:
+    """Every event's e-mail and in-app choice from a form: `<event>:email`, `<event>:in_app`
+    checkboxes (absent: off)."""
+    unknown = [key for key in data if key.rsplit(":", 1)[0] not in NotificationEvent.values
+               and key not in ("csrfmiddlewaretoken",)]
+    if unknown:
+        raise DomainError(f"unknown choice {unknown[0][:60]!r}", field="")
+    with transaction.atomic():
+        for event in NotificationEvent.values:
+            NotificationPreference.objects.update_or_create(
+                user=user, event=event,
+                defaults={"email": data.get(f"{event}:email") == "on", "in_app": data.get(f"{event}:in_app") == "on"})
+
+
+def mark_read(user, which: str) -> int:
+    """Mark one of the user's notifications ("<id>") or all of them ("all") read."""
+    unread = Notification.objects.filter(user=user, in_app=True, read__isnull=True)
+    if which != "all":
+        if not which.isdigit() or len(which) > 18:
+            raise DomainError(f"{which[:30]!r} is not a notification", field="read")
+        unread = unread.filter(pk=int(which))
+    return unread.update(read=clock.now())

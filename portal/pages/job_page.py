@@ -1,0 +1,87 @@
+"""Tenant job page (`/jobs/<id>/`): state, cost (so far, or final against the estimate at submission),
+efficiency, per-replica GPU utilisation and memory charts, events, log and spec. `?partial=cost` is the
+cost part alone and `/jobs/<id>/usage/` the charts' data, both re-read by the page while the job runs.
+Thin views over billing's reads; the job is fetched through portal.selectors.get_job_for_user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_safe
+
+from billing.ledger.jobs import estimate_check, job_cost, job_efficiency
+from billing.metering.series import job_usage_series
+from portal import job_lists
+from portal import selectors as portal_selectors
+from scheduling import clock, logs, selectors
+from scheduling.backends import get_backend
+from scheduling.models import Job
+
+
+def _job_or_console(request, pk, view: str):
+    """The caller's job; operators who are not members of its workspace go to the console's page for
+    it, tenants get a 404."""
+    try:
+        return portal_selectors.get_job_for_user(request.user, pk)
+    except Http404:
+        if request.user.is_staff and view:
+            query = request.GET.urlencode()
+            return redirect(reverse(view, kwargs={"pk": pk}) + (f"?{query}" if query else ""))
+        raise
+
+
+def _cost_context(job: Job) -> dict[str, Any]:
+    return {
+        "job": job, "cost_so_far": None if job.is_final or not job.started else job_cost(job),
+        "estimate": estimate_check(job), "efficiency": job_efficiency(job),
+    }
+
+
+def usage_data(job: Job) -> dict[str, Any]:
+    """What the charts draw. Times are wall times in the viewer's zone: plotly drops a UTC offset and
+    would draw UTC."""
+    series = job_usage_series(job)
+    return {
+        "bucket_s": series.bucket_s, "final": job.is_final,
+        "has_samples": any(p.times for p in series.placements),
+        "placements": [{
+            "label": p.label, "node": p.node, "slice": p.slice_label, "mean_util": p.mean_util,
+            "times": [timezone.localtime(t).strftime("%Y-%m-%d %H:%M:%S") for t in p.times],
+            "util": p.util, "mem_mib": p.mem_mib,
+        } for p in series.placements],
+    }
+
+
+@require_safe
+@login_required
+def job_detail(request, pk):
+    job = _job_or_console(request, pk, "" if request.GET.get("partial") else "console-job")
+    if not isinstance(job, Job):
+        return job  # the operator's redirect
+    if request.GET.get("partial") == "cost":
+        return render(request, "scheduling/_job_cost.html", _cost_context(job))
+    membership = portal_selectors.membership_for(request.user, job.workspace)
+    (row,) = job_lists.job_rows([job], now=clock.now())
+    return render(request, "scheduling/job_detail.html", {
+        **_cost_context(job), "row": row, "events": selectors.events_of(job),
+        "replicas": job.replicas.select_related("node"),
+        # An ended job's log is what was kept; a running one's is polled live by the page.
+        "log_text": logs.job_log_text(job, get_backend()) if job.is_final else None,
+        "log_retention_days": settings.JOB_LOG_RETENTION_DAYS,
+        "may_act": bool(membership and membership.can_submit),  # submit (clone) and cancel
+        "usage_data": usage_data(job), "usage_url": reverse("job-usage", args=[job.pk]),
+    })
+
+
+@require_safe
+@login_required
+def job_usage(request, pk):
+    """The charts' data as JSON: per replica, utilisation and memory over time."""
+    job = portal_selectors.get_job_for_user(request.user, pk)
+    return JsonResponse(usage_data(job))

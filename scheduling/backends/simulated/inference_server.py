@@ -1,0 +1,375 @@
+"""A simulated inference replica: a real local HTTP server, OpenAI-compatible, as slow as its GPU slice.
+
+    python -m scheduling.backends.simulated.inference_server --model llama-3-8b --mode fraction --gpu-milli 500
+
+Serves `POST /v1/completions`, `POST /v1/chat/completions`, `GET /v1/models`, `GET /health` (503
+while the model "loads", `--startup-s`) and `GET /metrics` (Prometheus text; `?format=json` for JSON).
+Each request holds one of `--slots` slots for the time the latency model gives
+(`scheduling/serving/latency.py`: the slice's share, the requests in service with it, the tokens it
+asks for); requests beyond the slots wait first come first served, and past `--max-waiting` are
+refused with 503. With `--api-key` every path but /health needs `Authorization: Bearer <key>`.
+
+The counters are what the platform reads: requests by path and status, requests in flight and
+waiting, `in_flight_seconds_total` (the integral of the requests in flight: its rate is the mean
+concurrency), latencies (histogram, and p50/p95 of the last 1,000), tokens, and the simulated GPU use:
+the slice's share held since the start, and busy in proportion to the slots in use
+(utilisation = in service / slots). Times are durations measured by this process (seconds since the
+last request), so the platform's own clock places them. Standard library only; no Django.
+
+On start it prints one JSON line to stdout: {"listening": "http://HOST:PORT", "port": PORT, ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from scheduling.serving.latency import ServerModel, slice_share
+
+MAX_BODY = 1024 * 1024
+MAX_TOKENS = 4096
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+WORDS = ("the", "model", "answers", "from", "a", "shared", "gpu", "slice")
+PATHS = ("/health", "/metrics", "/v1/models", "/v1/completions", "/v1/chat/completions")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None):
+        super().__init__(message)
+        self.status, self.kind, self.param, self.code = status, kind, param, code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
+
+
+class Replica:
+    """The replica's slots, queue and counters; thread-safe."""
+
+    def __init__(self, *, model_name: str, share: float, model: ServerModel, startup_s: float, max_waiting: int):
+        self.model_name, self.share, self.model = model_name, share, model
+        self.max_waiting = max_waiting
+        self._lock = threading.Condition()
+        self._started = time.monotonic()
+        self._ready_at = self._started + startup_s
+        self._last_change = self._started
+        self.in_service = 0
+        self.waiting = 0
+        self.in_flight_seconds = 0.0
+        self.gpu_busy_seconds = 0.0
+        self.requests: dict[tuple[str, int], int] = {}
+        self.latencies: deque[float] = deque(maxlen=1000)
+        self.latency_count = 0
+        self.latency_sum = 0.0
+        self.buckets = [0] * len(LATENCY_BUCKETS)
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.last_request: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return time.monotonic() >= self._ready_at
+
+    def _advance(self, now: float) -> None:
+        span = now - self._last_change
+        self.in_flight_seconds += (self.in_service + self.waiting) * span
+        self.gpu_busy_seconds += self.share * min(1.0, self.in_service / self.model.slots) * span
+        self._last_change = now
+
+    def serve(self, tokens: int) -> float:
+        """Hold a slot for the model's time; returns the latency (waiting included), in seconds."""
+        with self._lock:
+            if self.waiting >= self.max_waiting and self.in_service >= self.model.slots:
+                raise ApiError(503, "the server is overloaded: too many requests waiting", kind="server_error",
+                               code="overloaded")
+            arrived = time.monotonic()   # read under the lock, so the integrals never step back
+            self._advance(arrived)
+            self.last_request = arrived
+            self.waiting += 1
+            while self.in_service >= self.model.slots:
+                self._lock.wait()
+            self._advance(time.monotonic())
+            self.waiting -= 1
+            self.in_service += 1
+            service = self.model.service_s(self.share, self.in_service, tokens)
+        try:
+            time.sleep(service)
+        finally:
+            with self._lock:
+                done = time.monotonic()
+                self._advance(done)
+                self.in_service -= 1
+                self.last_request = done
+                self._lock.notify()
+        return done - arrived
+
+    def record(self, path: str, status: int, latency: float | None = None, prompt: int = 0, completion: int = 0) -> None:
+        path = path if path in PATHS else "other"   # a scanner's paths must not grow the counters
+        with self._lock:
+            self.requests[(path, status)] = self.requests.get((path, status), 0) + 1
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+            if latency is not None:
+                self.latencies.append(latency)
+                self.latency_count += 1
+                self.latency_sum += latency
+                for i, bound in enumerate(LATENCY_BUCKETS):
+                    if latency <= bound:
+                        self.buckets[i] += 1
+
+    def figures(self) -> dict[str, Any]:
+        with self._lock:
+            now = time.monotonic()
+            self._advance(now)
+            ordered = sorted(self.latencies)
+
+            def pick(q: float) -> float | None:
+                return ordered[max(0, -(-len(ordered) * q // 100) - 1)] if ordered else None
+
+            return {
+                "model": self.model_name, "ready": now >= self._ready_at, "uptime_s": now - self._started,
+                "slots": self.model.slots, "in_service": self.in_service, "waiting": self.waiting,
+                "in_flight_seconds_total": self.in_flight_seconds,
+                "requests_total": sum(self.requests.values()),
+                "requests": [{"path": p, "code": c, "count": n} for (p, c), n in sorted(self.requests.items())],
+                "latency": {"count": self.latency_count, "sum_s": self.latency_sum, "p50_s": pick(50),
+                            "p95_s": pick(95), "buckets": dict(zip(LATENCY_BUCKETS, self.buckets, strict=True))},
+                "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+                "gpu": {"share": self.share, "utilisation": min(1.0, self.in_service / self.model.slots),
+                        "busy_seconds_total": self.gpu_busy_seconds,
+                        "held_seconds_total": self.share * (now - self._started)},
+                "last_request_age_s": None if self.last_request is None else now - self.last_request,
+            }
+
+
+def prometheus(figures: dict[str, Any]) -> str:
+    model = figures["model"].replace("\\", "\\\\").replace('"', '\\"')
+    label = f'model="{model}"'
+    lines = [
+        "# TYPE sim_requests_total counter",
+        *(f'sim_requests_total{{{label},path="{r["path"]}",code="{r["code"]}"}} {r["count"]}'
+          for r in figures["requests"]),
+        "# TYPE sim_requests_in_service gauge", f"sim_requests_in_service{{{label}}} {figures['in_service']}",
+        "# TYPE sim_requests_waiting gauge", f"sim_requests_waiting{{{label}}} {figures['waiting']}",
+        "# TYPE sim_in_flight_seconds_total counter",
+        f"sim_in_flight_seconds_total{{{label}}} {figures['in_flight_seconds_total']:.6f}",
+        "# TYPE sim_request_latency_seconds histogram",
+    ]
+    latency = figures["latency"]
+    lines += [f'sim_request_latency_seconds_bucket{{{label},le="{bound:g}"}} {count}'
+              for bound, count in latency["buckets"].items()]
+    lines += [f'sim_request_latency_seconds_bucket{{{label},le="+Inf"}} {latency["count"]}',
+              f"sim_request_latency_seconds_sum{{{label}}} {latency['sum_s']:.6f}",
+              f"sim_request_latency_seconds_count{{{label}}} {latency['count']}",
+              "# TYPE sim_completion_tokens_total counter",
+              f"sim_completion_tokens_total{{{label}}} {figures['tokens']['completion']}",
+              "# TYPE sim_gpu_share gauge", f"sim_gpu_share{{{label}}} {figures['gpu']['share']:g}",
+              "# TYPE sim_gpu_utilisation gauge", f"sim_gpu_utilisation{{{label}}} {figures['gpu']['utilisation']:g}",
+              "# TYPE sim_gpu_busy_seconds_total counter",
+              f"sim_gpu_busy_seconds_total{{{label}}} {figures['gpu']['busy_seconds_total']:.6f}",
+              "# TYPE sim_gpu_held_seconds_total counter",
+              f"sim_gpu_held_seconds_total{{{label}}} {figures['gpu']['held_seconds_total']:.6f}",
+              "# TYPE sim_ready gauge", f"sim_ready{{{label}}} {int(figures['ready'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def _tokens(body: dict[str, Any], default: int) -> int:
+    value = body.get("max_tokens", default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+        raise ApiError(400, f"max_tokens must be a whole number from 1 to {MAX_TOKENS}", param="max_tokens")
+    return value
+
+
+def _text(tokens: int) -> str:
+    return " ".join(WORDS[i % len(WORDS)] for i in range(tokens))
+
+
+def _prompt_tokens(text: str) -> int:
+    return max(1, len(text.split()))
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "SimulatedInference/1"
+    protocol_version = "HTTP/1.1"
+    replica: Replica
+    api_key: str | None = None
+
+    def log_message(self, format: str, *args: Any) -> None:   # noqa: A002 - the base class's name
+        pass
+
+    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _fail(self, path: str, error: ApiError) -> None:
+        self.close_connection = True   # the body may be unread: never reuse the connection
+        self.replica.record(path, error.status)
+        self._send(error.status, error.body())
+
+    def _authorised(self) -> bool:
+        return self.api_key is None or self.headers.get("Authorization", "") == f"Bearer {self.api_key}"
+
+    def do_GET(self) -> None:   # noqa: N802 - http.server's name
+        url = urlsplit(self.path)
+        if url.path == "/health":
+            ready = self.replica.ready
+            self._send(200 if ready else 503, {"status": "ok" if ready else "loading"})
+            return
+        if not self._authorised():
+            self._fail(url.path, ApiError(401, "a valid API key is required", code="invalid_api_key"))
+            return
+        if url.path == "/v1/models":
+            self.replica.record(url.path, 200)
+            self._send(200, {"object": "list", "data": [{"id": self.replica.model_name, "object": "model",
+                                                          "created": int(time.time()), "owned_by": "gpu-platform"}]})
+        elif url.path == "/metrics":
+            figures = self.replica.figures()
+            if parse_qs(url.query).get("format") == ["json"]:
+                self._send(200, figures)
+            else:
+                self._send(200, prometheus(figures), "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._fail(url.path, ApiError(404, f"no such path: {url.path}", code="not_found"))
+
+    def do_POST(self) -> None:   # noqa: N802 - http.server's name
+        path = urlsplit(self.path).path
+        try:
+            if path not in ("/v1/completions", "/v1/chat/completions"):
+                raise ApiError(404, f"no such path: {path}", code="not_found")
+            if not self._authorised():
+                raise ApiError(401, "a valid API key is required", code="invalid_api_key")
+            body = self._body()
+            if not self.replica.ready:
+                raise ApiError(503, "the model is still loading", kind="server_error", code="loading")
+            answer = self._complete(path, body)
+        except ApiError as error:
+            self._fail(path, error)
+            return
+        self._send(200, answer)
+
+    def _body(self) -> dict[str, Any]:
+        try:
+            length = int(self.headers.get("Content-Length", "0"))
+        except ValueError:
+            raise ApiError(400, "Content-Length is not a number") from None
+        if length > MAX_BODY:
+            raise ApiError(413, f"the body is over {MAX_BODY} bytes")
+        raw = self.rfile.read(length) if length > 0 else b""
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError(400, "the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body must be a JSON object")
+        return body
+
+    def _complete(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        replica = self.replica
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise ApiError(400, "model is required", param="model")
+        if model != replica.model_name:
+            raise ApiError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")
+        if body.get("stream"):
+            raise ApiError(400, "stream is not supported by the simulated server", param="stream")
+        if body.get("n", 1) != 1:
+            raise ApiError(400, "n must be 1", param="n")
+        chat = path.endswith("/chat/completions")
+        if chat:
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages or not all(
+                    isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
+                    for m in messages):
+                raise ApiError(400, "messages must be a non-empty list of {role, content}", param="messages")
+            prompt = sum(_prompt_tokens(m["content"]) for m in messages)
+        else:
+            text = body.get("prompt")
+            if isinstance(text, str):
+                text = [text]
+            if not isinstance(text, list) or not text or not all(isinstance(t, str) for t in text):
+                raise ApiError(400, "prompt must be text or a list of text", param="prompt")
+            prompt = sum(_prompt_tokens(t) for t in text)
+        tokens = _tokens(body, replica.model.tokens)
+        latency = replica.serve(tokens)
+        replica.record(path, 200, latency, prompt, tokens)
+        usage = {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
+        common = {"created": int(time.time()), "model": model, "usage": usage}
+        if chat:
+            return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", **common,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": _text(tokens)},
+                                 "finish_reason": "length"}]}
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", **common,
+                "choices": [{"index": 0, "text": _text(tokens), "logprobs": None, "finish_reason": "length"}]}
+
+
+def make_server(args: argparse.Namespace) -> ThreadingHTTPServer:
+    share = slice_share(args.mode, args.num_gpus, args.gpu_milli, args.mig or "")
+    model = ServerModel(prefill_s=args.prefill_s, token_s=args.token_s, tokens=args.tokens,
+                        fixed_part=args.fixed_part, batch_penalty=args.batch_penalty, slots=args.slots)
+    replica = Replica(model_name=args.model, share=share, model=model, startup_s=args.startup_s,
+                      max_waiting=args.max_waiting)
+    handler = type("BoundHandler", (Handler,), {"replica": replica, "api_key": args.api_key})
+    server = ThreadingHTTPServer((args.host, args.port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    defaults = ServerModel()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: any free port (printed on start)")
+    parser.add_argument("--model", required=True, help="the name clients ask for")
+    parser.add_argument("--mode", default="fraction", choices=("exclusive", "fraction", "mig", "timeslice"))
+    parser.add_argument("--num-gpus", type=int, default=1)
+    parser.add_argument("--gpu-milli", type=int, default=1000, help="a fraction's share, 10..1000")
+    parser.add_argument("--mig", default="", help="a MIG profile, e.g. 3g.40gb (mode mig)")
+    parser.add_argument("--slots", type=int, default=defaults.slots)
+    parser.add_argument("--prefill-s", type=float, default=defaults.prefill_s)
+    parser.add_argument("--token-s", type=float, default=defaults.token_s)
+    parser.add_argument("--tokens", type=int, default=defaults.tokens, help="max_tokens when a request gives none")
+    parser.add_argument("--fixed-part", type=float, default=defaults.fixed_part)
+    parser.add_argument("--batch-penalty", type=float, default=defaults.batch_penalty)
+    parser.add_argument("--startup-s", type=float, default=0.0, help="seconds /health answers 503 (loading)")
+    parser.add_argument("--max-waiting", type=int, default=1000)
+    parser.add_argument("--api-key", default=None)
+    args = parser.parse_args(argv)
+    if args.mode == "fraction" and not 10 <= args.gpu_milli <= 1000:
+        parser.error("--gpu-milli must be from 10 to 1000")
+    if args.mode == "mig" and not args.mig:
+        parser.error("--mig is required with --mode mig")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    server = make_server(args)
+    host, port = server.server_address[:2]
+    replica = server.RequestHandlerClass.replica  # type: ignore[attr-defined]
+    print(json.dumps({"listening": f"http://{host}:{port}", "port": port, "model": args.model,
+                      "share": replica.share, "saturated_latency_s": replica.model.saturated_s(replica.share)}),
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

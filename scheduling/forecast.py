@@ -1,0 +1,277 @@
+"""A pending job's place in its queue and when it should start.
+
+Position: the job's 1-based rank among its queue's pending jobs in the order the scheduler's actions
+take a queue's jobs (`core/actions.py` `job_order`: higher priority first, then the older, then the
+job id as text). Jobs held for an off-peak window they were quoted for (`not_before` still ahead) are
+not in the scheduler's snapshot, so they are not counted ahead of anyone; a held job is ranked as if
+it were in the queue now.
+
+Expected start: the cluster as the cycle sees it (`cycle/snapshot.py`) run forward through the
+scheduler core by `core/replay.py`, every pending job watched, once with low run times and once
+with high ones.
+
+Run times (the rule): a job runs for its declared `expectedDuration` (the spec defaults it to 1 h;
+it is what the job was quoted on) in platform seconds, that is divided by the clock scale of its
+replicas (a simulated cluster runs SIM_SPEEDUP times faster; a job not placed yet takes the scale
+of the newest placement). It is widened by how the queue's jobs ran against what they declared:
+over the queue's last HISTORY_JOBS finished jobs (at least HISTORY_MIN of them, else no widening),
+the low estimate is declared x min(1, first quartile of actual/declared) and the high estimate
+declared x max(1, third quartile). A running job ends at its start plus its estimate; one already
+past it ends at once.
+
+Range: `earliest` replays the low run times with a cycle the moment a job ends; `latest` replays the
+high run times plus one cycle interval per job (its end is seen by the next cycle, and a started job
+first pulls its image) with cycles only every SCHEDULER_INTERVAL_S, and adds one more interval (the
+beat's phase). A start beyond HORIZON_S, or none, is unknown (None).
+
+Both replays cover every pending job of the cluster at once; the answer is kept for REUSE_S while the
+cluster's snapshot (jobs, replicas, nodes, queues), the jobs' durations and the queues' run-time history
+stay the same, so pages and API calls between two cycles share one computation.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Max
+
+from scheduling import clock
+from scheduling.core import model as cm
+from scheduling.core.replay import ReplayJob, replay
+from scheduling.cycle.snapshot import build_snapshot, core_job, core_roles
+from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobState, Replica
+
+HORIZON_S = 7 * 86400
+MAX_CYCLES = 1000          # per replay: a bound on the work of one forecast (beyond: unknown)
+HISTORY_JOBS = 50
+HISTORY_MIN = 5
+REUSE_S = 30.0
+
+
+@dataclass(frozen=True)
+class StartWindow:
+    earliest: datetime | None
+    latest: datetime | None
+
+
+@dataclass(frozen=True)
+class PendingOutlook:
+    """A pending job's position in its queue and its expected start (None: unknown)."""
+
+    position: int
+    expected_start: StartWindow | None
+
+
+# --------------------------------------------------------------------------- queue position
+
+
+def order_key(priority: int, created: datetime, pk: int) -> tuple:
+    """The scheduler's order of a queue's jobs (core/actions.py job_order, on the core job's fields)."""
+    return (-priority, created.timestamp(), str(pk))
+
+
+def queue_positions(jobs: Iterable[Job], now: datetime | None = None) -> dict[int, int]:
+    """The 1-based rank of each pending job of `jobs` among its queue's pending jobs (see the module)."""
+    now = now or clock.now()
+    wanted = [j for j in jobs if j.state == JobState.PENDING]
+    ahead: dict[int, list[tuple]] = defaultdict(list)
+    rows = Job.objects.filter(queue_id__in={j.queue_id for j in wanted}, state=JobState.PENDING).exclude(
+        roles=[]).values_list("pk", "queue_id", "priority", "created", "not_before")
+    for pk, queue_id, priority, created, not_before in rows:
+        if not_before is None or not_before <= now:
+            ahead[queue_id].append(order_key(priority, created, pk))
+    for keys in ahead.values():
+        keys.sort()
+    out = {}
+    for job in wanted:
+        key = order_key(job.priority, job.created, job.pk)
+        keys = ahead.get(job.queue_id, [])
+        out[job.pk] = bisect.bisect_left(keys, key) + 1
+    return out
+
+
+# --------------------------------------------------------------------------- run times
+
+
+def runtime_factors(queues: Iterable[str]) -> dict[str, tuple[float, float]]:
+    """Per queue, (low, high) multipliers of a declared duration from its recent finished jobs."""
+    out = {}
+    for name in sorted(set(queues)):
+        rows = (Job.objects.filter(queue__name=name, state__in=(JobState.SUCCEEDED, JobState.FAILED),
+                                   started__isnull=False, finished__isnull=False, expected_duration_s__gt=0)
+                .annotate(scale=Max("replicas__clock_scale")).order_by("-finished", "-id")
+                .values_list("expected_duration_s", "started", "finished", "scale")[:HISTORY_JOBS])
+        ratios = [max((finished - started).total_seconds(), 0.0) * (scale or 1.0) / declared
+                  for declared, started, finished, scale in rows]
+        if len(ratios) < HISTORY_MIN:
+            out[name] = (1.0, 1.0)
+            continue
+        first, _, third = statistics.quantiles(ratios, n=4, method="inclusive")
+        out[name] = (min(1.0, first), max(1.0, third))
+    return out
+
+
+def default_clock_scale() -> float:
+    """Simulated seconds per platform second for a job not placed yet: the newest placement's."""
+    scale = Replica.objects.order_by("-id").values_list("clock_scale", flat=True).first()
+    if scale:
+        return float(scale)
+    return float(settings.SIM_SPEEDUP) if settings.SCHEDULER_BACKEND == "simulated" else 1.0
+
+
+@dataclass(frozen=True)
+class _JobInput:
+    """What the forecast knows of one unfinished job, none of it depending on the time of asking."""
+
+    job: cm.Job
+    queue: str
+    seconds: float                 # declared duration in platform seconds
+    started: float | None          # a placed job: when it started (None: placed, not started yet)
+    placed: bool
+    arrives: float | None          # a held job: when it enters the queue
+    pending: bool                  # Pending in the database: its start is asked for
+
+
+def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[_JobInput, ...]:
+    placed = {r.job_id for r in snapshot.running}
+    started: dict[str, float] = {}
+    scales: dict[str, float] = {}
+    for job_id, begun, scale in Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False).exclude(
+            job__state__in=FINAL_STATES).values_list("job_id", "started", "clock_scale"):
+        key = str(job_id)
+        scales[key] = max(scales.get(key, 0.0), float(scale or 1.0))
+        if begun is not None:
+            started[key] = min(started.get(key, begun.timestamp()), begun.timestamp())
+    fallback = default_clock_scale()
+    rows = {str(pk): (state, declared) for pk, state, declared in Job.objects.exclude(
+        state__in=FINAL_STATES).exclude(roles=[]).values_list("pk", "state", "expected_duration_s")}
+    out = []
+    for job in snapshot.jobs:
+        # a job that ended since the snapshot was read: gone at once
+        state, declared = rows.get(job.id, (None, 0))
+        out.append(_JobInput(job, job.queue, declared / scales.get(job.id, fallback), started.get(job.id),
+                             job.id in placed, None, state == JobState.PENDING))
+    roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
+    held = Job.objects.filter(state=JobState.PENDING, not_before__gt=now).exclude(roles=[]).values_list(
+        "pk", "expected_duration_s", "not_before", "queue__name", "roles", "priority", "preemptible", "reduce_cost",
+        "created")
+    for pk, declared, not_before, queue, roles, priority, preemptible, reduce_cost, created in held:
+        text = repr(roles)
+        if text not in roles_by_text:
+            roles_by_text[text] = core_roles(roles)
+        job = core_job(pk, queue, roles_by_text[text], priority, preemptible, reduce_cost, created)
+        out.append(_JobInput(job, queue, declared / fallback, None, False, not_before.timestamp(), True))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- the forecast
+
+
+def _replay_jobs(inputs: tuple[_JobInput, ...], factors: dict[str, tuple[float, float]], now: float, *,
+                 high: bool, extra_s: float) -> list[ReplayJob]:
+    jobs = []
+    for i in inputs:
+        low_factor, high_factor = factors.get(i.queue, (1.0, 1.0))
+        seconds = i.seconds * (high_factor if high else low_factor) + extra_s
+        if i.arrives is not None:
+            jobs.append(ReplayJob(i.job, i.arrives, seconds))
+        elif i.placed:
+            begun = min(i.started if i.started is not None else now, now)
+            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds, done=min(now - begun, seconds),
+                                  started=begun))
+        else:
+            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds))
+    return jobs
+
+
+def _forecast(snapshot: cm.Snapshot, inputs: tuple[_JobInput, ...], factors: dict[str, tuple[float, float]],
+              now: datetime) -> dict[int, StartWindow]:
+    watched = [i.job.id for i in inputs if i.pending]
+    if not watched:
+        return {}
+    start = now.timestamp()
+    interval = float(settings.SCHEDULER_INTERVAL_S)
+    common = {"start": start, "until": start + HORIZON_S, "cycle_s": interval, "watch": watched,
+              "max_cycles": MAX_CYCLES}
+    early = replay(snapshot, _replay_jobs(inputs, factors, start, high=False, extra_s=0.0), on_events=True,
+                   **common)
+    late = replay(snapshot, _replay_jobs(inputs, factors, start, high=True, extra_s=interval), on_events=False,
+                  **common)
+
+    def at(ts: float | None) -> datetime | None:
+        return None if ts is None else datetime.fromtimestamp(ts, tz=now.tzinfo)
+
+    out = {}
+    for job_id in watched:
+        earliest, latest = early.jobs[job_id].start, late.jobs[job_id].start
+        latest = None if latest is None else latest + interval
+        if earliest is not None and latest is not None and earliest > latest:
+            earliest, latest = latest, earliest   # the two runs took different paths: keep a true range
+        out[int(job_id)] = StartWindow(at(earliest), at(latest))
+    return out
+
+
+_lock = threading.Lock()
+_kept: tuple[object, float, dict[int, StartWindow]] | None = None
+
+
+def forecast_starts(now: datetime | None = None) -> dict[int, StartWindow]:
+    """The expected start range of every pending job of the cluster, by job id."""
+    global _kept
+    now = now or clock.now()
+    snapshot = build_snapshot(now)
+    inputs = _inputs(snapshot, now)
+    factors = runtime_factors(i.queue for i in inputs)
+    key = (replace(snapshot, now=0.0, queue_usage=()), inputs, factors, settings.SCHEDULER_INTERVAL_S)
+    with _lock:
+        kept = _kept
+    if kept is not None and kept[0] == key and 0 <= now.timestamp() - kept[1] <= REUSE_S:
+        return kept[2]
+    result = _forecast(snapshot, inputs, factors, now)
+    with _lock:
+        _kept = (key, now.timestamp(), result)
+    return result
+
+
+def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime | None = None
+                      ) -> dict[str, StartWindow]:
+    """When each candidate, a job not submitted yet (core job, declared seconds), would start if it
+    joined its queue now: each one on its own (they are alternatives, such as a quote's options),
+    behind the pending jobs and the running jobs' ends, replayed as the pending jobs' starts are."""
+    if not candidates:
+        return {}
+    now = now or clock.now()
+    snapshot = build_snapshot(now)
+    others = tuple(replace(i, pending=False) for i in _inputs(snapshot, now))
+    factors = runtime_factors([*(i.queue for i in others), *(job.queue for job, _ in candidates.values())])
+    scale = default_clock_scale()
+    out = {}
+    for n, (name, (job, seconds)) in enumerate(candidates.items(), 1):
+        # a negative id never meets a stored job's; a hair after now: behind jobs submitted this instant
+        job = replace(job, id=str(-n), created=now.timestamp() + 0.001)
+        extra = _JobInput(job, job.queue, seconds / scale, None, False, None, True)
+        out[name] = _forecast(snapshot, (*others, extra), factors, now).get(-n, StartWindow(None, None))
+    return out
+
+
+def pending_outlook(jobs: Iterable[Job], now: datetime | None = None) -> dict[int, PendingOutlook]:
+    """For each pending job of `jobs` (the caller scoped them): its queue position and expected start."""
+    now = now or clock.now()
+    jobs = [j for j in jobs if j.state == JobState.PENDING]
+    if not jobs:
+        return {}
+    positions = queue_positions(jobs, now)
+    starts = forecast_starts(now)
+    out = {}
+    for job in jobs:
+        window = starts.get(job.pk)
+        known = window is not None and (window.earliest is not None or window.latest is not None)
+        out[job.pk] = PendingOutlook(positions[job.pk], window if known else None)
+    return out

@@ -1,0 +1,403 @@
+"""The clean form's `kind`: training (the roles reader), notebook and inference.
+
+A notebook or an inference service is one role written at the top level of the document (image,
+sharing, resources, vendor, gpuModel, nodePool, as in a role) plus the fields of its kind. They
+are read with the role readers of `read.py`, so every error names its line, column and field the
+same way, and they become a `single` JobSpec with one role, `kind` and the kind's own part
+(`workloads.NotebookSpec`, `workloads.InferenceSpec`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from scheduling.core.units import gpu_model_name
+from scheduling.spec.cluster import ClusterProblem
+from scheduling.spec.load import Path
+from scheduling.spec.model import DEFAULT_DURATION_S, VENDORS, JobSpec, RoleSpec
+from scheduling.spec.read import (
+    CLEAN_ROLE_SOURCES,
+    DNS_HINT,
+    DNS_LABEL,
+    IMAGE_RE,
+    MISSING,
+    MODEL_RE,
+    Reader,
+    ReadResult,
+    clean_locate,
+    is_number,
+    read_clean,
+    read_command,
+    read_env,
+    read_replicas,
+    read_resources,
+    show,
+)
+from scheduling.spec.units import format_duration, format_memory, parse_duration, parse_memory
+from scheduling.spec.workloads import (
+    DEFAULT_HOME_MIB,
+    DEFAULT_NOTEBOOK_GPU,
+    DEFAULT_NOTEBOOK_IMAGE,
+    DEFAULT_SCALE_DOWN_DELAY_S,
+    KINDS,
+    MAX_HOME_MIB,
+    MAX_IDLE_AFTER_S,
+    MAX_SCALE_DOWN_DELAY_S,
+    MAX_TARGET_CONCURRENCY,
+    MAX_TARGET_RPS,
+    MIN_IDLE_AFTER_S,
+    NOTEBOOK_ROLE,
+    SERVER_DEFAULTS,
+    SERVER_ROLE,
+    SERVERS,
+    TARGET_METRICS,
+    InferenceSpec,
+    NotebookSpec,
+)
+
+JOB_KEYS = ("kind", "name", "queue", "priority", "preemptible", "expectedDuration")
+SLICE_KEYS = ("sharing", "resources", "vendor", "gpuModel", "nodePool")
+NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", *SLICE_KEYS, "home", "idleAfter")
+INFERENCE_KEYS = (*JOB_KEYS, "server", "image", "command", "env", "port", "healthPath", "model", *SLICE_KEYS,
+                  "replicas", "target", "scaleDownDelay")
+HOME_KEYS = ("size",)
+MODEL_KEYS = ("path", "registry", "name")
+BURST_KEY = "gpuMemoryLimit"   # resources: a fraction's burstable memory limit (inference)
+MIN_HOME_MIB = 1024
+
+# Fields of the training form that a notebook or a service does not take, and why.
+NOT_FOR_KIND = {
+    "type": "{noun} runs one role; type applies to training",
+    "roles": "{noun}'s image and resources are top-level fields, not roles",
+    "reduceCost": "{noun} is not reduced-cost work; preemptible: true lets other work reclaim it",
+    "checkpointPath": "checkpointPath applies to training",
+    "replicas": "a notebook has exactly one replica",
+    "command": "a notebook runs its image's own command",
+}
+NOUNS = {"notebook": "a notebook", "inference": "an inference service"}
+MODEL_PATH_RE = re.compile(r"^/[A-Za-z0-9._\-/]{0,1023}$")
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:]{0,127}$")
+HEALTH_PATH_RE = re.compile(r"^/[A-Za-z0-9._~\-/]{0,255}$")
+
+
+def read_any_clean(r: Reader) -> ReadResult:
+    """The clean form of any kind: `kind` (default training) picks the reader."""
+    doc: dict[str, Any] = r.doc.value
+    kind = r.choice(doc, (), "kind", KINDS, default="training")
+    if kind == "training":
+        return read_clean(r)
+    if kind is None:
+        return ReadResult(None, clean_locate)
+    return read_notebook(r) if kind == "notebook" else read_inference(r)
+
+
+def top_locate(problem: ClusterProblem) -> tuple[Path, ...]:
+    """Where a cluster problem points in a notebook or service: its role's fields are top-level."""
+    if problem.role is None:
+        return ((problem.attr,),)
+    return CLEAN_ROLE_SOURCES.get(problem.attr, ((),))
+
+
+def locate_for(spec: JobSpec):
+    return clean_locate if spec.kind == "training" else top_locate
+
+
+# -- shared parts --------------------------------------------------------------------------------
+
+
+def _check_kind_keys(r: Reader, doc: dict[str, Any], kind: str, allowed: tuple[str, ...]) -> None:
+    misplaced = [k for k in doc if k not in allowed and k in NOT_FOR_KIND]
+    for key in misplaced:
+        r.error((key,), f"{key} does not apply to kind {kind}: {NOT_FOR_KIND[key].format(noun=NOUNS[kind])}",
+                key=True)
+    r.check_keys({k: v for k, v in doc.items() if k not in misplaced}, (), allowed, where=NOUNS[kind])
+
+
+def _job_fields(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": r.text(doc, (), "name", required=True, pattern=DNS_LABEL, hint=DNS_HINT),
+        "queue": r.text(doc, (), "queue", pattern=DNS_LABEL, hint=DNS_HINT),
+        "priority": r.integer(doc, (), "priority", lo=0, hi=100, default=0),
+        # interactive and serving work is not preemptible unless the tenant says so
+        "preemptible": r.boolean(doc, (), "preemptible", default=False),
+        "expected_duration_s": r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S),
+    }
+
+
+def _placement(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
+    vendor = r.choice(doc, (), "vendor", VENDORS, default="nvidia", fold_case=True)
+    gpu_model = r.text(doc, (), "gpuModel", pattern=MODEL_RE, hint="a GPU model such as A100-80GB")
+    node_pool = r.text(doc, (), "nodePool", pattern=DNS_LABEL, hint=DNS_HINT)
+    return {"vendor": vendor, "gpu_model": gpu_model_name(gpu_model) if gpu_model else gpu_model,
+            "node_pool": node_pool}
+
+
+def _image(r: Reader, doc: dict[str, Any], default: str | None) -> Any:
+    return r.text(doc, (), "image", pattern=IMAGE_RE, default=default,
+                  hint="an image reference such as registry.io/team/server:1.0")
+
+
+def _bounded_duration(r: Reader, doc: dict[str, Any], key: str, lo: int, hi: int, default: Any) -> Any:
+    seconds = r.quantity(doc, (), key, parse_duration, default)
+    if doc.get(key) is not None and isinstance(seconds, int) and not lo <= seconds <= hi:
+        r.error((key,), f"{key} ({format_duration(seconds)}) must be from {format_duration(lo)} to "
+                        f"{format_duration(hi)}")
+        return None
+    return seconds
+
+
+def _complete(*values: Any) -> bool:
+    """Every value a reader must give (a reader that gives None has said why)."""
+    return not any(v is None or v is MISSING for v in values)
+
+
+# -- notebook --------------------------------------------------------------------------------------
+
+
+def read_notebook(r: Reader) -> ReadResult:
+    doc: dict[str, Any] = r.doc.value
+    _check_kind_keys(r, doc, "notebook", NOTEBOOK_KEYS)
+    job = _job_fields(r, doc)
+    image = _image(r, doc, DEFAULT_NOTEBOOK_IMAGE)
+    env = read_env(r, doc, ())
+    place = _placement(r, doc)
+    view = doc
+    raw = doc.get("resources")
+    if doc.get("sharing") in (None, "fraction") and (raw is None or (isinstance(raw, dict) and raw.get("gpu") is None
+                                                                     and raw.get("mig") is None)):
+        # fractions are a notebook's default: half a GPU unless the spec says otherwise
+        view = {**doc, "resources": {**(raw or {}), "gpu": float(DEFAULT_NOTEBOOK_GPU)}}
+    resources = read_resources(r, view, (), place["vendor"])
+    home = _read_home(r, doc)
+    idle_after = _bounded_duration(r, doc, "idleAfter", MIN_IDLE_AFTER_S, MAX_IDLE_AFTER_S, MISSING)
+    if r.issues or idle_after is None or not _complete(
+            job["name"], job["priority"], job["preemptible"], job["expected_duration_s"], place["vendor"], image, env,
+            resources, home):
+        return ReadResult(None, top_locate)
+    role = RoleSpec(name=NOTEBOOK_ROLE, image=image, env=env, min_replicas=1, max_replicas=1, **place, **resources)
+    notebook = NotebookSpec(home_mib=home, idle_after_s=None if idle_after is MISSING else idle_after)
+    return ReadResult(JobSpec(type="single", roles=(role,), kind="notebook", notebook=notebook, **job), top_locate)
+
+
+def _read_home(r: Reader, doc: dict[str, Any]) -> int | None:
+    if doc.get("home") is None:
+        return DEFAULT_HOME_MIB
+    home = r.mapping(doc["home"], ("home",), "the home volume's size, e.g. {size: 20Gi}")
+    if home is None:
+        return None
+    r.check_keys(home, ("home",), HOME_KEYS, where="home")
+    size = r.quantity(home, ("home",), "size", parse_memory, DEFAULT_HOME_MIB)
+    if isinstance(size, int) and not MIN_HOME_MIB <= size <= MAX_HOME_MIB:
+        r.error(("home", "size"), f"home.size ({format_memory(size)}) must be from {format_memory(MIN_HOME_MIB)} "
+                                  f"to {format_memory(MAX_HOME_MIB)}")
+        return None
+    return size
+
+
+# -- inference -------------------------------------------------------------------------------------
+
+
+def read_inference(r: Reader) -> ReadResult:
+    doc: dict[str, Any] = r.doc.value
+    _check_kind_keys(r, doc, "inference", INFERENCE_KEYS)
+    job = _job_fields(r, doc)
+    server = r.choice(doc, (), "server", SERVERS, default="vllm", fold_case=True)
+    image_default, port_default, health_default = SERVER_DEFAULTS.get(server or "vllm", (None, None, None))
+    custom = server == "custom"
+    hint = ": a custom server names its image, port and healthPath"
+    for key in ("image", "port", "healthPath"):
+        if custom and doc.get(key) is None:
+            r.required(doc, (), key, hint)
+    image = _image(r, doc, image_default)
+    port = r.integer(doc, (), "port", lo=1, hi=65535, default=port_default)
+    health = r.text(doc, (), "healthPath", pattern=HEALTH_PATH_RE, default=health_default,
+                    hint="a path such as /health")
+    command = read_command(r, doc, ())
+    env = read_env(r, doc, ())
+    model = _read_model(r, doc, server)
+    place = _placement(r, doc)
+    resources, limit = _read_server_resources(r, doc, place["vendor"])
+    replicas = read_replicas(r, doc, ())
+    target = _read_target(r, doc)
+    delay = _bounded_duration(r, doc, "scaleDownDelay", 1, MAX_SCALE_DOWN_DELAY_S, DEFAULT_SCALE_DOWN_DELAY_S)
+    if r.issues or not _complete(job["name"], job["priority"], job["preemptible"], job["expected_duration_s"],
+                                 place["vendor"], server, image, port, health, command, env, model, resources,
+                                 limit, replicas, target, delay):
+        return ReadResult(None, top_locate)
+    role = RoleSpec(name=SERVER_ROLE, image=image, command=command, env=env, min_replicas=replicas[0],
+                    max_replicas=replicas[1], **place, **resources)
+    path, registry, served = model
+    inference = InferenceSpec(
+        server=server, port=port, health_path=health, model_path=path, model_registry=registry, model_name=served,
+        gpu_mem_limit_mib=limit or None, target_metric=target[0], target_value=target[1], scale_down_delay_s=delay)
+    return ReadResult(JobSpec(type="single", roles=(role,), kind="inference", inference=inference, **job),
+                      top_locate)
+
+
+def _read_model(r: Reader, doc: dict[str, Any], server: str | None) -> Any:
+    """(path, registry, served name); the model is required unless the server is a custom image."""
+    if doc.get("model") is None:
+        if server in ("vllm", "triton"):
+            r.error(("model",), f"model is required with server {server}: "
+                                "{path: /models/...} on a volume or {registry: ...}")
+            return None
+        return (None, None, None)
+    model = r.mapping(doc["model"], ("model",), "path or registry, e.g. {path: /models/llama-3-8b}")
+    if model is None:
+        return None
+    r.check_keys(model, ("model",), MODEL_KEYS, where="model")
+    before = len(r.issues)
+    path = r.text(model, ("model",), "path", pattern=MODEL_PATH_RE,
+                  hint="an absolute path on a volume, such as /models/llama-3-8b")
+    if isinstance(path, str) and ".." in path.split("/"):
+        r.error(("model", "path"), "model.path must not contain '..'")
+    registry = r.text(model, ("model",), "registry", pattern=IMAGE_RE,
+                      hint="a registry reference such as hf.co/meta-llama/Meta-Llama-3-8B")
+    served = r.text(model, ("model",), "name", pattern=SERVED_NAME_RE,
+                    hint="the name clients ask for, such as llama-3-8b")
+    given = [k for k in ("path", "registry") if model.get(k) is not None]
+    if len(given) != 1:
+        where = ("model", given[1]) if len(given) == 2 else ("model",)
+        r.error(where, "model needs exactly one of path and registry" + (", not both" if given else ""))
+    return (path, registry, served) if len(r.issues) == before else None
+
+
+def _read_server_resources(r: Reader, doc: dict[str, Any], vendor: str | None) -> tuple[Any, Any]:
+    """The role's resources, plus a fraction's burstable memory limit (MiB, 0 when none)."""
+    raw = doc.get("resources")
+    view = doc
+    limit_raw = None
+    if isinstance(raw, dict) and BURST_KEY in raw:
+        limit_raw = raw[BURST_KEY]
+        view = {**doc, "resources": {k: v for k, v in raw.items() if k != BURST_KEY}}
+    resources = read_resources(r, view, (), vendor)
+    res_path = ("resources",)
+    limit = r.quantity(raw, res_path, BURST_KEY, parse_memory, 0) if limit_raw is not None else 0
+    if resources is None or limit is None:
+        return None, limit
+    sharing = resources["sharing"]
+    if sharing == "fraction" and resources.get("gpu_mem_mib") is None:
+        r.error((*res_path, "gpuMemory"), "resources.gpuMemory is required for an inference server on a fraction: "
+                                    "the memory its model needs (see the GPU advice)")
+        return None, limit
+    if limit:
+        if sharing != "fraction":
+            r.error((*res_path, BURST_KEY), f"resources.{BURST_KEY} applies only to sharing fraction")
+            return resources, None
+        if limit < resources["gpu_mem_mib"]:
+            r.error((*res_path, BURST_KEY), f"resources.{BURST_KEY} ({format_memory(limit)}) is less than "
+                                            f"resources.gpuMemory ({format_memory(resources['gpu_mem_mib'])})")
+            return resources, None
+    return resources, limit
+
+
+def _read_target(r: Reader, doc: dict[str, Any]) -> Any:
+    """(metric, value): in-flight requests per replica, or requests per second per replica."""
+    if doc.get("target") is None:
+        return ("concurrency", 4.0)
+    target = r.mapping(doc["target"], ("target",), "concurrency or rps, e.g. {concurrency: 4}")
+    if target is None:
+        return None
+    r.check_keys(target, ("target",), TARGET_METRICS, where="target")
+    given = [k for k in TARGET_METRICS if k in target]
+    if len(given) != 1:
+        where = ("target", given[1]) if len(given) == 2 else ("target",)
+        r.error(where, "target needs exactly one of concurrency and rps" + (", not both" if given else ""))
+        return None
+    if given == ["concurrency"]:
+        value = r.integer(target, ("target",), "concurrency", lo=1, hi=MAX_TARGET_CONCURRENCY, default=None)
+        return None if value is None else ("concurrency", float(value))
+    value = target["rps"]
+    if not is_number(value) or not math.isfinite(value) or not 0 < value <= MAX_TARGET_RPS:
+        r.error(("target", "rps"), f"target.rps must be a number above 0 and at most {MAX_TARGET_RPS}, "
+                                   f"not {show(value)}")
+        return None
+    return ("rps", float(value))
+
+
+# -- back to the clean form ------------------------------------------------------------------------
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def kind_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
+    """The clean-form object of a notebook or service; `role` is its role as a training role's
+    dict (spec_to_dict's), whose fields move to the top level."""
+    out: dict[str, Any] = {"kind": spec.kind, "name": spec.name}
+    if spec.queue is not None:
+        out["queue"] = spec.queue
+    out["priority"] = spec.priority
+    out["preemptible"] = spec.preemptible
+    out["expectedDuration"] = format_duration(spec.expected_duration_s)
+    if spec.inference is not None:
+        out["server"] = spec.inference.server
+    out["image"] = role["image"]
+    if spec.inference is not None and "command" in role:
+        out["command"] = role["command"]
+    if "env" in role:
+        out["env"] = role["env"]
+    out.update({k: role[k] for k in SLICE_KEYS if k in role})
+    if spec.notebook is not None:
+        out["home"] = {"size": format_memory(spec.notebook.home_mib)}
+        if spec.notebook.idle_after_s is not None:
+            out["idleAfter"] = format_duration(spec.notebook.idle_after_s)
+    if spec.inference is not None:
+        serving = spec.inference
+        out["port"] = serving.port
+        out["healthPath"] = serving.health_path
+        model: dict[str, Any] = {}
+        if serving.model_path is not None:
+            model["path"] = serving.model_path
+        if serving.model_registry is not None:
+            model["registry"] = serving.model_registry
+        if serving.model_name is not None:
+            model["name"] = serving.model_name
+        if model:
+            out["model"] = model
+        if serving.gpu_mem_limit_mib:
+            out["resources"] = {**out["resources"], BURST_KEY: format_memory(serving.gpu_mem_limit_mib)}
+        out["replicas"] = role["replicas"]
+        out["target"] = {serving.target_metric: _number(serving.target_value)}
+        out["scaleDownDelay"] = format_duration(serving.scale_down_delay_s)
+    return out
+
+
+# -- what the scheduler is asked for --------------------------------------------------------------
+
+
+def kind_requests(spec: JobSpec, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stored core requests of a notebook or service (`spec/requests.py` makes them for any job).
+
+    A service's role keeps its declared range as `scale_min`/`scale_max` and asks the core for
+    `service_bounds(scale_min, scale_max, desired)` replicas: it starts at its minimum (one at least, the
+    core has no job of zero replicas) and the autoscaler raises `max_replicas` to what it wants; the
+    replicas above `min_replicas` are elastic, so they go first when others reclaim.
+    """
+    if spec.kind != "inference" or spec.inference is None:
+        return [{**r, "kind": spec.kind} for r in requests] if spec.kind != "training" else requests
+    out = []
+    for request in requests:
+        low, high = request["min_replicas"], request["max_replicas"]
+        core_low, core_high = service_bounds(low, high, low) or (1, 1)
+        out.append({**request, "kind": "inference", "scale_min": low, "scale_max": high,
+                    "min_replicas": core_low, "max_replicas": core_high,
+                    # a quoted option may hold the service on another mode: a burst applies to fractions only
+                    "gpu_mem_limit_mib": (spec.inference.gpu_mem_limit_mib or 0) if request["mode"] == "fraction"
+                    else 0})
+    return out
+
+
+def service_bounds(scale_min: int, scale_max: int, desired: int) -> tuple[int, int] | None:
+    """The core's (min_replicas, max_replicas) for a service that wants `desired` replicas, or None
+    when it wants none (scaled to zero: the service asks the core for nothing).
+
+    The core's gang minimum is the declared min (one when it is 0: a replica must start for the
+    first request); the replicas up to `desired` above it are elastic."""
+    desired = max(scale_min, min(desired, scale_max))
+    if desired == 0:
+        return None
+    return max(1, scale_min), desired

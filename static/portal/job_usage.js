@@ -1,0 +1,64 @@
+// The job page: per-replica GPU utilisation and memory charts (the vendored plotly, no CDN) from the
+// JSON the page embeds; while the job runs, the charts' data and the cost part are read again every
+// 30 s and whenever live.js says the job changed.
+(function () {
+  "use strict";
+  const section = document.getElementById("job-usage");
+  const costHolder = document.getElementById("job-cost-live");
+  const embedded = document.getElementById("job-usage-data");
+  if (!section || !embedded) return;
+  const POLL_MS = 30000;
+  let timer = null;
+  let soon = null;
+
+  function line(p, y, unit) {
+    return {
+      x: p.times, y: y, name: p.label, type: "scatter", mode: p.times.length < 60 ? "lines+markers" : "lines",
+      connectgaps: false, marker: {size: 4},
+      hovertemplate: `%{y:.1f} ${unit}<extra>${p.label}${p.node ? " on " + p.node : ""}</extra>`,
+    };
+  }
+
+  function draw(data) {
+    const charts = section.querySelector(".usage-charts");
+    const none = document.getElementById("no-samples");
+    if (charts) charts.hidden = !data.has_samples;
+    if (none) none.hidden = data.has_samples;
+    const bucket = document.getElementById("usage-bucket");
+    if (bucket) bucket.textContent = data.bucket_s > 1 ? `Each point averages ${data.bucket_s} s.` : "";
+    for (const p of data.placements) {
+      const cell = section.querySelector(`tr[data-replica="${CSS.escape(p.label)}"] [data-field="mean-util"]`);
+      if (cell) cell.textContent = p.mean_util === null ? "–" : `${p.mean_util} %`;
+    }
+    if (!data.has_samples || !window.Plotly) return;
+    const layout = (title, range) => ({
+      height: 260, margin: {l: 55, r: 10, t: 10, b: 40}, legend: {orientation: "h"},
+      xaxis: {type: "date"}, yaxis: {title: {text: title}, rangemode: "tozero", range: range},
+    });
+    const config = {displayModeBar: false, responsive: true};
+    const util = document.getElementById("util-chart");
+    const mem = document.getElementById("mem-chart");
+    Plotly.react(util, data.placements.map((p) => line(p, p.util, "%")), layout("GPU utilisation %", [0, 100]), config);
+    Plotly.react(mem, data.placements.map((p) => line(p, p.mem_mib, "MiB")), layout("GPU memory MiB"), config);
+    util.dataset.drawn = mem.dataset.drawn = String(data.placements.length);
+  }
+
+  async function refresh() {
+    soon = null;
+    const [usage, cost] = await Promise.all([
+      fetch(section.dataset.src, {credentials: "same-origin"}).then((r) => (r.ok ? r.json() : null)),
+      costHolder ? fetch(costHolder.dataset.src, {credentials: "same-origin"}).then((r) => (r.ok ? r.text() : null))
+        : null,
+    ]);
+    if (cost !== null && costHolder) costHolder.innerHTML = cost;
+    if (usage !== null) {
+      draw(usage);
+      if (usage.final) { section.dataset.active = "0"; clearInterval(timer); }
+    }
+    document.body.dataset.costRefreshed = String(Date.now());
+  }
+
+  draw(JSON.parse(embedded.textContent));
+  if (section.dataset.active === "1") timer = setInterval(refresh, POLL_MS);
+  document.addEventListener("job:changed", () => { if (!soon) soon = setTimeout(refresh, 300); });
+})();

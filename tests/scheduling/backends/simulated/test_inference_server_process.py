@@ -1,0 +1,132 @@
+"""The simulated inference replica as a real process: the OpenAI-compatible API, latency from the model of
+its slice (never faster than the model says), queueing when its slots are full, its counters, and refusals."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from scheduling.serving.latency import ServerModel
+
+MODULE = "scheduling.backends.simulated.inference_server"
+FAST = ("--prefill-s", "0.02", "--token-s", "0.005", "--tokens", "8")       # 0.06 s of work on a whole GPU
+FAST_MODEL = ServerModel(prefill_s=0.02, token_s=0.005, tokens=8)
+
+
+def completion(server, **extra):
+    return server.call("POST", "/v1/completions", {"model": "llama", "prompt": "say hello to the GPU", **extra})
+
+
+def test_openai_endpoints(start_process):
+    server = start_process(MODULE, "--model", "llama", "--gpu-milli", "500", *FAST)
+    assert server.started["share"] == 0.5
+    assert server.call("GET", "/health") == (200, {"status": "ok"})
+    status, models = server.call("GET", "/v1/models")
+    assert status == 200 and [m["id"] for m in models["data"]] == ["llama"] and models["object"] == "list"
+
+    status, answer = completion(server, max_tokens=5)
+    assert status == 200 and answer["object"] == "text_completion" and answer["model"] == "llama"
+    assert answer["usage"] == {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+    assert len(answer["choices"][0]["text"].split()) == 5
+
+    status, chat = server.call("POST", "/v1/chat/completions", {
+        "model": "llama", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]})
+    assert status == 200 and chat["object"] == "chat.completion"
+    assert chat["choices"][0]["message"]["role"] == "assistant"
+    assert chat["usage"]["completion_tokens"] == 8 and chat["usage"]["prompt_tokens"] == 3   # the server default
+
+
+def test_latency_follows_the_slice(start_process):
+    half = start_process(MODULE, "--model", "llama", "--gpu-milli", "500", *FAST)
+    quarter = start_process(MODULE, "--model", "llama", "--gpu-milli", "250", *FAST)
+    for server, share in ((half, 0.5), (quarter, 0.25)):
+        assert server.started["saturated_latency_s"] == pytest.approx(FAST_MODEL.saturated_s(share))
+        assert completion(server)[0] == 200
+        _, figures = server.call("GET", "/metrics?format=json")
+        assert figures["latency"]["count"] == 1
+        # a sleep never ends early: the request took at least the model's time on this slice
+        assert figures["latency"]["sum_s"] >= FAST_MODEL.service_s(share)
+        assert figures["gpu"]["share"] == share
+        assert figures["gpu"]["busy_seconds_total"] >= share * FAST_MODEL.service_s(share) / FAST_MODEL.slots * 0.999
+    assert quarter.started["saturated_latency_s"] > half.started["saturated_latency_s"]
+
+
+def test_requests_queue_when_the_slots_are_full(start_process):
+    server = start_process(MODULE, "--model", "llama", "--gpu-milli", "1000", "--slots", "1", "--batch-penalty", "0",
+                           *FAST)
+    answers: list[int] = []
+    threads = [threading.Thread(target=lambda: answers.append(completion(server)[0])) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert answers == [200, 200, 200]
+    _, figures = server.call("GET", "/metrics?format=json")
+    one = FAST_MODEL.service_s(1.0)
+    # one slot: the three ran one after the other, so together they waited at least 0 + 1 + 2 service times
+    assert figures["latency"]["sum_s"] >= (1 + 2 + 3) * one
+    assert figures["latency"]["p95_s"] >= 3 * one              # the last one waited for the other two
+    assert figures["in_flight_seconds_total"] >= (1 + 2 + 3) * one * 0.999
+    assert (figures["in_service"], figures["waiting"]) == (0, 0)
+    assert figures["requests_total"] == 3 and figures["tokens"]["completion"] == 24
+
+
+def test_a_full_queue_is_refused(start_process):
+    server = start_process(MODULE, "--model", "llama", "--slots", "1", "--max-waiting", "0", "--prefill-s", "1",
+                           "--token-s", "0")
+    first = threading.Thread(target=lambda: completion(server))
+    first.start()
+    deadline = time.monotonic() + 10
+    while server.call("GET", "/metrics?format=json")[1]["in_service"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    status, error = completion(server)
+    first.join(30)
+    assert status == 503 and error["error"]["code"] == "overloaded"
+
+
+def test_counters_as_prometheus_text(start_process):
+    server = start_process(MODULE, "--model", "llama", *FAST)
+    completion(server)
+    completion(server, model="other")
+    status, text = server.call("GET", "/metrics")
+    assert status == 200
+    assert 'sim_requests_total{model="llama",path="/v1/completions",code="200"} 1' in text
+    assert 'sim_requests_total{model="llama",path="/v1/completions",code="404"} 1' in text
+    assert 'sim_request_latency_seconds_count{model="llama"} 1' in text
+    assert "sim_gpu_busy_seconds_total" in text and "sim_in_flight_seconds_total" in text
+
+
+@pytest.mark.parametrize(("path", "body", "status", "param"), [
+    ("/v1/completions", {"model": "gpt-4", "prompt": "x"}, 404, "model"),
+    ("/v1/completions", {"prompt": "x"}, 400, "model"),
+    ("/v1/completions", {"model": "llama"}, 400, "prompt"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "stream": True}, 400, "stream"),
+    ("/v1/chat/completions", {"model": "llama", "messages": []}, 400, "messages"),
+    ("/v1/embeddings", {"model": "llama"}, 404, None),
+])
+def test_bad_requests_get_openai_errors(start_process, path, body, status, param):
+    server = start_process(MODULE, "--model", "llama", *FAST)
+    got, error = server.call("POST", path, body)
+    assert got == status and error["error"]["param"] == param and error["error"]["message"]
+    assert server.call("POST", "/v1/completions", raw=b"{not json")[0] == 400
+    assert server.call("POST", "/v1/completions", raw=b"[1, 2]")[0] == 400
+    _, figures = server.call("GET", "/metrics?format=json")
+    assert figures["latency"]["count"] == 0              # nothing was served
+
+
+def test_api_key_and_loading(start_process):
+    server = start_process(MODULE, "--model", "llama", "--api-key", "s3cret", "--startup-s", "0.5", *FAST)
+    assert server.call("GET", "/health") == (503, {"status": "loading"})
+    assert completion(server)[0] == 401
+    key = {"Authorization": "Bearer s3cret"}
+    status, error = server.call("POST", "/v1/completions", {"model": "llama", "prompt": "x"}, headers=key)
+    assert status == 503 and error["error"]["code"] == "loading"
+    deadline = time.monotonic() + 10
+    while server.call("GET", "/health")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.call("POST", "/v1/completions", {"model": "llama", "prompt": "x"}, headers=key)[0] == 200
+    assert server.call("GET", "/v1/models")[0] == 401
+    assert server.call("GET", "/metrics", headers={"Authorization": "Bearer wrong"})[0] == 401

@@ -1,0 +1,105 @@
+"""Expected starts and queue positions against what really happens: the simulated cluster runs the real
+scheduling cycle forward on the test clock, and every waiting job must start inside its forecast."""
+
+from datetime import timedelta
+
+import pytest
+
+from billing.services import submit_quoted_job
+from scheduling.backends.simulated.backend import SimulatedBackend
+from scheduling.forecast import pending_outlook, queue_positions, runtime_factors
+from scheduling.models import Job, JobEvent, JobState, Queue
+
+SPEC = """name: {name}
+queue: {queue}
+priority: {priority}
+preemptible: false
+expectedDuration: {duration}
+roles:
+  - name: main
+    image: busybox
+    resources: {{gpu: {gpus}}}
+    nodePool: h100
+"""
+
+
+def submit(cluster, name, *, gpus=8, duration="1h", priority=0, queue="vision-lab", user=None, workspace=None):
+    return submit_quoted_job(user=user or cluster.alice, workspace=workspace or cluster.vision,
+                             spec=SPEC.format(name=name, queue=queue, priority=priority, duration=duration, gpus=gpus))
+
+
+@pytest.fixture
+def backend(clock):
+    return SimulatedBackend(speedup=60, failure_rate=0, clock=clock)  # a 1 h job runs 60 s
+
+
+def scheduled_at(job):
+    return JobEvent.objects.filter(job=job, kind="scheduled").order_by("id").values_list("time", flat=True).first()
+
+
+def test_every_waiting_job_starts_inside_its_forecast(cluster, backend, clock, run):
+    # the h100 pool's two 8-GPU nodes are taken by a 1 h and a 2 h job (60 s and 120 s simulated)
+    first, second = submit(cluster, "first"), submit(cluster, "second", duration="2h")
+    run(backend, clock)
+    clock.advance(2)
+    waiting = [submit(cluster, "third"), submit(cluster, "fourth", duration="30m"), submit(cluster, "fifth")]
+    run(backend, clock)
+    assert {Job.objects.get(pk=j.pk).state for j in (first, second)} == {JobState.RUNNING}
+    waiting = [Job.objects.get(pk=j.pk) for j in waiting]
+    assert {j.state for j in waiting} == {JobState.PENDING}
+
+    outlook = pending_outlook(waiting)
+    assert [outlook[j.pk].position for j in waiting] == [1, 2, 3]
+
+    for _ in range(150):
+        if all(scheduled_at(j) for j in waiting):
+            break
+        clock.advance(2)
+        run(backend, clock)
+    for job in waiting:
+        actual = scheduled_at(job)
+        window = outlook[job.pk].expected_start
+        assert actual is not None, job.name
+        assert window.earliest <= actual <= window.latest, (job.name, window, actual)
+        assert window.latest - window.earliest <= timedelta(seconds=10), (job.name, window)
+    # the third takes the first's node when it ends (60 s after it started), the fifth the third's
+    started = {j.name: scheduled_at(j) for j in waiting}
+    assert started["third"] < started["fifth"]
+    assert started["fifth"] - started["third"] >= timedelta(seconds=60)
+
+
+def test_run_times_widen_by_how_the_queues_jobs_ran_against_what_they_declared(cluster, clock):
+    from tests.factories import JobFactory
+
+    vision = Queue.objects.get(name="vision-lab")
+
+    def finished(ratio, declared=3600):
+        started = clock.now - timedelta(days=1)
+        return JobFactory(workspace=cluster.vision, queue=vision, state=JobState.SUCCEEDED, expected_duration_s=declared,
+                          started=started, finished=started + timedelta(seconds=declared * ratio))
+
+    for ratio in (0.5, 0.8, 1.2, 2.0):
+        finished(ratio)
+    assert runtime_factors(["vision-lab", "nlp-group"]) == {"vision-lab": (1.0, 1.0), "nlp-group": (1.0, 1.0)}
+    finished(1.0)   # five jobs: enough to judge by
+    low, high = runtime_factors(["vision-lab"])["vision-lab"]
+    assert (low, high) == (pytest.approx(0.8), pytest.approx(1.2))
+    for ratio in (1.5, 1.6, 1.7, 1.8, 1.9):
+        finished(ratio)   # jobs that overran: the low estimate stays at what they declared
+    assert runtime_factors(["vision-lab"])["vision-lab"][0] == 1.0
+
+
+def test_the_position_follows_priority_then_submission_and_ignores_held_jobs(cluster, clock):
+    first = submit(cluster, "first")
+    clock.advance(1)
+    held = submit(cluster, "held")
+    Job.objects.filter(pk=held.pk).update(not_before=clock.now + timedelta(hours=8))   # waits for off-peak
+    clock.advance(1)
+    urgent = submit(cluster, "urgent", priority=7)
+    clock.advance(1)
+    last = submit(cluster, "last")
+    other_queue = submit(cluster, "bobs", user=cluster.bob, workspace=cluster.nlp, queue="nlp-group")
+    jobs = list(Job.objects.filter(pk__in=[first.pk, held.pk, urgent.pk, last.pk, other_queue.pk]))
+    positions = {j.name: p for j in jobs for pk, p in queue_positions(jobs).items() if pk == j.pk}
+    # the held job is ranked as if it were in the queue, but is not counted ahead of the last one
+    assert positions == {"urgent": 1, "first": 2, "held": 3, "last": 3, "bobs": 1}
