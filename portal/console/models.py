@@ -1,7 +1,10 @@
-"""The audit log: every change operators make, from the console or the Django admin."""
+"""The audit log: every change operators make, from the console or the Django admin; queue allocation
+samples; the capacity planner's runs."""
 
 from django.conf import settings
 from django.db import models
+
+from scheduling import clock
 
 
 class AuditEntry(models.Model):
@@ -48,3 +51,40 @@ class QueueAllocationSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue_id} {self.time:%Y-%m-%d %H:%M} {self.allocated_gpus}/{self.deserved_gpus}"
+
+
+class PlannerRun(models.Model):
+    """One capacity-planner replay (portal/console/planner.py): its inputs, its progress while a Celery
+    worker runs it, and its figures. Operators may save a run under a name to compare it later."""
+
+    class Kind(models.TextChoices):
+        WHATIF = "whatif", "What-if on the platform's history"
+        TRACE = "trace", "What-if on an uploaded trace"
+        SAVINGS = "savings", "Pool against silos (last 30 days)"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.WHATIF)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED, db_index=True)
+    created = models.DateTimeField(default=clock.now, editable=False, db_index=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="planner_runs")
+    name = models.CharField(max_length=120, blank=True, help_text="Given when saved")
+    saved = models.BooleanField(default=False, db_index=True)
+    inputs = models.JSONField(default=dict, help_text="The edits, the window and the replay settings")
+    trace_csv = models.TextField(blank=True, help_text="An uploaded Philly-format trace (kind trace)")
+    progress = models.FloatField(default=0.0, help_text="0 to 1 while it runs")
+    results = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"planner run {self.pk} ({self.kind}, {self.state})"

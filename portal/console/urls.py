@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.console import adjustments, health, jobs, queues, views
+from portal.console import adjustments, health, jobs, planner, queues, views
 from portal.console import users as console_users
 
 urlpatterns = [
@@ -43,4 +43,9 @@ urlpatterns = [
          name="console-user-reactivate"),
     path("users/<str:username>/password/", console_users.user_password, name="console-user-password"),
     path("workspaces/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="console-member-remove"),
+    path("planner/", planner.planner, name="console-planner"),
+    path("planner/runs/<int:pk>/", planner.planner_run, name="console-planner-run"),
+    path("planner/runs/<int:pk>/save/", planner.planner_save, name="console-planner-save"),
+    path("planner/compare/", planner.planner_compare, name="console-planner-compare"),
+    path("planner/savings/", planner.planner_savings, name="console-planner-savings"),
 ]

@@ -14,6 +14,10 @@ def load_all(*, history: bool = True) -> None:
     prices.load_prices()
     if history:
         load_demo_usage()  # the last 30 days of jobs, played through the live services
+        from portal.console.planner_services import latest_savings, refresh_savings
+
+        if latest_savings() is None:
+            refresh_savings()  # the dashboard's GPUs saved by the pool against silos, from that month's replay
 
 
 __all__ = ["load_all", "write_agent_tokens"]

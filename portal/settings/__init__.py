@@ -343,3 +343,7 @@ CELERY_BEAT_SCHEDULE["notifications-resend"] = {"task": "portal.notifications.ta
 
 # One line per request at INFO; heartbeats, polling and the beat's routine tasks at DEBUG (portal/logs.py)
 LOGGING = logs.logging_config(os.environ.get("LOG_LEVEL", "INFO"))
+
+# The operator dashboard's GPUs saved by the pool against silos: a replay of the last 30 days (portal/console/planner_services.py)
+CELERY_BEAT_SCHEDULE["pool-savings"] = {"task": "portal.console.tasks.refresh_pool_savings",
+                                        "schedule": float(os.environ.get("POOL_SAVINGS_INTERVAL_S", str(24 * 3600)))}

@@ -23,8 +23,9 @@ consolidation move, which restarts the moved replicas) keeps the work saved by i
 the rest as lost. Shrinking an elastic job's extras does not stop it.
 
 Results: per job its first start, its end, how often it was stopped and the work lost (`JobResult`);
-with `record_allocation=True` also every change of a queue's held GPU share, `(time, queue, milli)` (a bind
-adds, an eviction or a completion takes away), from which allocation over time is summed.
+with `record_allocation=True` also every change of what a job holds on a node, `(time, job id, node, GPU milli)`
+(a bind adds, an eviction or a completion takes away), from which allocation over time per queue or pool is
+summed.
 The expected start of pending jobs (scheduling/forecast.py) and trace replays use it; see
 docs/DESIGN.md. Pure Python + numpy, no Django.
 """
@@ -96,8 +97,8 @@ class ReplayResult:
     skipped: int = 0                       # cycle points left out: no job waited or could grow
     binds: int = 0
     evicts: int = 0
-    # with record_allocation: (time, queue, GPU milli gained or given back), in time order
-    allocation: list[tuple[float, str, int]] = field(default_factory=list)
+    # with record_allocation: (time, job id, node, GPU milli gained or given back), in time order
+    allocation: list[tuple[float, str, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -140,7 +141,7 @@ class Replay:
         self.running: dict[ReplicaKey, RunningReplica] = {}
         self.completions: list[tuple[float, str, int]] = []
         self.short: set[str] = set()          # active jobs holding fewer than all their replicas
-        self.allocation: list[tuple[float, str, int]] | None = [] if record_allocation else None
+        self.allocation: list[tuple[float, str, str, int]] | None = [] if record_allocation else None
         arrivals = []
         for spec in jobs:
             jid = spec.job.id
@@ -203,6 +204,10 @@ class Replay:
             ran += 1
             if waiting is not None:
                 waiting = {j for j in waiting if self.jobs[j].result.start is None}
+        return self.result()
+
+    def result(self) -> ReplayResult:
+        """Where the replay stands now."""
         return ReplayResult({jid: s.result for jid, s in self.jobs.items()}, self.time, self.cycles,
                             self.skipped, self.binds, self.evicts, list(self.allocation or ()))
 
@@ -225,7 +230,7 @@ class Replay:
 
     def _record(self, at: float, jid: str, rep: RunningReplica, sign: int) -> None:
         if self.allocation is not None:
-            self.allocation.append((at, self.jobs[jid].spec.job.queue, sign * rep.slice.gpu_milli * len(rep.gpus)))
+            self.allocation.append((at, jid, rep.node, sign * rep.slice.gpu_milli * len(rep.gpus)))
 
     def _next_event(self) -> float:
         arrival = self.arrivals[self.next_arrival][0] if self.next_arrival < len(self.arrivals) else INF

@@ -142,3 +142,16 @@ def test_an_elastic_job_grows_and_giving_back_extras_does_not_stop_it():
     shrunk = [e.reason for _, d in seen for e in d.evicts]
     assert shrunk == ["shrink"]
     assert result.jobs["grower"].evictions == 0 and result.jobs["grower"].end == 100
+
+
+def test_allocation_records_every_change_of_what_jobs_hold():
+    low = ReplayJob.simple("low", "q", 1, 0, 100, checkpoint_s=0)
+    high = ReplayJob.simple("high", "q", 1, 45, 10, priority=10)
+    engine = Replay(cluster(1), [low, high], start=0, cycle_s=1, record_allocation=True)
+    assert not engine.finished()
+    result = engine.run()
+    assert engine.finished() and engine.result().jobs["low"].end == result.jobs["low"].end == 110
+    assert result.allocation == [(0, "low", "h100-0", 1000), (45, "low", "h100-0", -1000),
+                                 (45, "high", "h100-0", 1000), (55, "high", "h100-0", -1000),
+                                 (55, "low", "h100-0", 1000), (110, "low", "h100-0", -1000)]
+    assert replay(cluster(1), [low], start=0).allocation == []   # only when asked for
