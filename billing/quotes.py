@@ -88,6 +88,7 @@ from scheduling.core.units import MILLI_PER_GPU, mig_slices_milli
 from scheduling.errors import DomainError
 from scheduling.spec.cluster import role_request
 from scheduling.spec.model import JobSpec, RoleSpec
+from scheduling.spec.workloads import INTERACTIVE_KINDS
 
 MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
 CPU_ONLY = "none"  # the sharing label of a job without GPU roles
@@ -720,7 +721,8 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
     windows = rates.offpeak_windows
     offpeak_now = bool(windows) and is_offpeak(now, windows, tz)
     starts: list[tuple[str, datetime]] = [(NOW, now)]
-    if windows and not offpeak_now:  # already off-peak: "now" is the off-peak start
+    # already off-peak: "now" is the off-peak start; interactive work (a notebook) is wanted now, not tonight
+    if windows and not offpeak_now and spec.kind not in INTERACTIVE_KINDS:
         starts.append((OFF_PEAK, next_offpeak_start(now, windows, tz)))
 
     options: list[QuoteOption] = []

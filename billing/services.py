@@ -22,6 +22,7 @@ from scheduling.selectors import default_queue
 from scheduling.services import read_spec, require_submitter, submit_job
 from scheduling.spec import JobSpec, SpecError
 from scheduling.spec.load import load_yaml
+from scheduling.spec.workloads import NOTEBOOK_QUOTE_S
 
 
 class BudgetBlocked(Forbidden, PermissionDenied):
@@ -52,12 +53,14 @@ def states_duration(spec: str | bytes | Mapping[str, Any]) -> bool:
 def with_duration(parsed: JobSpec, spec: str | bytes | Mapping[str, Any], duration_hours: Decimal | None
                   ) -> tuple[JobSpec, str]:
     """The spec with the duration it is quoted and run for, and who chose it: the request's
-    `duration_hours`, else the spec's `expectedDuration`, else DEFAULT_DURATION_S (2 h)."""
+    `duration_hours`, else the spec's `expectedDuration`, else DEFAULT_DURATION_S (2 h; a notebook: 1 h)."""
     if duration_hours is not None:
         seconds = int((Decimal(duration_hours) * 3600).to_integral_value(rounding=ROUND_CEILING))
         return replace(parsed, expected_duration_s=max(seconds, 1)), "request"
     if states_duration(spec):
         return parsed, "spec"
+    if parsed.kind == "notebook":  # it runs until stopped: its quote is for one hour
+        return replace(parsed, expected_duration_s=NOTEBOOK_QUOTE_S), "default"
     return replace(parsed, expected_duration_s=DEFAULT_DURATION_S), "default"
 
 

@@ -39,6 +39,7 @@ from gpuctl.errors import (
     SpecRefused,
     one_line,
 )
+from gpuctl.notebook import add_notebook_commands
 from gpuctl.output import (
     COST_GROUPS,
     FORMATS,
@@ -68,7 +69,7 @@ from gpuctl.settings import (
 __all__ = ["CliError", "config_file_path", "format_job", "format_quote", "format_table", "main",
            "resolve_settings", "spec_error_line"]
 
-JOB_STATES = ("Pending", "Scheduled", "Running", "Succeeded", "Failed", "Preempted", "Cancelled")
+JOB_STATES = ("Pending", "Scheduled", "Running", "Succeeded", "Failed", "Preempted", "Cancelled", "Stopped")
 DEBUG_ENV = ENV_PREFIX + "DEBUG"
 
 
@@ -522,6 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
     use_profile = command(config_commands, "use-profile", cmd_config_use_profile,
                           "make a profile the default", settings=False)
     use_profile.add_argument("name", metavar="NAME")
+
+    add_notebook_commands(commands, command, _add_output)
 
     completion = command(commands, "completion", cmd_completion,
                          "print the shell completion script: source <(gpuctl completion bash)", settings=False)

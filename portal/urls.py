@@ -1,11 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal.members import views as members
+from portal.notebook_proxy import notebook_proxy
 from portal.notifications import views as notifications
 from portal.pages import account, tokens
 from portal.pages import workspaces as views
@@ -31,6 +32,9 @@ urlpatterns = [
     path("w/<slug:slug>/webhook/", notifications.webhook, name="workspace-webhook"),
     path("notifications/", notifications.notification_list, name="notifications"),
     path("notifications/settings/", notifications.notification_settings, name="notification-settings"),
+    # a notebook through the portal: /nb/<workspace>/<name>/<its own path>
+    re_path(r"^nb/(?P<workspace>[-a-zA-Z0-9_]+)/(?P<name>[a-z0-9-]+)/(?P<path>.*)$", notebook_proxy,
+            name="notebook-proxy"),
     path("", include("portal.pages.urls")),
     path("console/", include("portal.console.urls")),
     path("admin/", admin.site.urls),

@@ -33,7 +33,7 @@ from scheduling.core.session import request_milli
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.cycle.snapshot import core_pool, core_queue, core_request
 from scheduling.cycle.usage import queue_usage
-from scheduling.models import FINAL_STATES, Gpu, Job, JobState, Node, NodePool, Queue, Replica
+from scheduling.models import UNSCHEDULED_STATES, Gpu, Job, JobState, Node, NodePool, Queue, Replica
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def cluster_figures(now: datetime | None = None) -> ClusterFigures:
     queues = [core_queue(q, names.get(q.parent_id)) for q in rows]
     demand: dict[str, float] = defaultdict(float)
     pool_by_name = {p.name: p for p in pools.values()}
-    for queue, roles in Job.objects.exclude(state__in=FINAL_STATES).values_list("queue__name", "roles"):
+    for queue, roles in Job.objects.exclude(state__in=UNSCHEDULED_STATES).values_list("queue__name", "roles"):
         for role in roles or []:
             try:
                 request = core_request(role)

@@ -238,9 +238,12 @@ class JobState(models.TextChoices):
     FAILED = "Failed"
     PREEMPTED = "Preempted"
     CANCELLED = "Cancelled"
+    STOPPED = "Stopped"  # a notebook (or service) stopped by its owner or its idle policy: holds nothing until started
 
 
 FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+# The scheduler leaves these alone: ended, or stopped until someone starts it again (not final: it can start).
+UNSCHEDULED_STATES = (*FINAL_STATES, JobState.STOPPED)
 
 
 class JobKind(models.TextChoices):
@@ -387,6 +390,9 @@ class SimulatedPod(models.Model):
     job_started = models.DateTimeField(help_text="First launch of any replica of the job: they finish together")
     run_seconds = models.FloatField(help_text="Expected duration divided by the clock speed-up")
     fails = models.BooleanField(default=False)
+    kind = models.CharField(max_length=16, default="training",
+                            help_text="training: runs for its duration; notebook: a real local process "
+                                      "(backends/simulated/processes.py) that runs until stopped")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job_id", "role", "index"], name="one_sim_pod_per_replica")]

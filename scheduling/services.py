@@ -11,7 +11,15 @@ from django.db import transaction
 from scheduling import clock, selectors, signals
 from scheduling.core.fit import reason_text
 from scheduling.errors import Conflict, DomainError, Forbidden
-from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobEvent, JobState
+from scheduling.models import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    UNSCHEDULED_STATES,
+    Job,
+    JobEvent,
+    JobKind,
+    JobState,
+)
 from scheduling.spec import (
     JobSpec,
     SpecError,
@@ -114,6 +122,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     require_submitter(user, workspace)
     parsed = parsed or read_spec(workspace, spec)
     queue = _resolve_queue(workspace, parsed)
+    _check_notebook_name(workspace, parsed)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
     pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))
@@ -245,7 +254,8 @@ def suspend_jobs(jobs, *, until, reason: str) -> list[Job]:
     `release_suspended` lets them go). Their pods are stopped by the next cycle's reconcile."""
     now = clock.now()
     suspended = []
-    for job in Job.objects.select_for_update().filter(pk__in=[j.pk for j in jobs]).exclude(state__in=FINAL_STATES):
+    for job in Job.objects.select_for_update().filter(pk__in=[j.pk for j in jobs]).exclude(
+            state__in=UNSCHEDULED_STATES):  # a stopped notebook holds nothing and stays stopped
         job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.PREEMPTED, ended=now, end_reason="budget")
         requeue_job(job, reason, "budget", pending=("budget_suspended", {"until": f"{until:%Y-%m-%d %H:%M %Z}"}))
         job.not_before = until
@@ -265,3 +275,96 @@ def stop_job_by_policy(job: Job, reason: str) -> Job:
     """The platform's own policy stops a job (GPUs left idle past their grace): no member asked, so no
     permission check; it pays for what it held, as a cancel does."""
     return _cancel(job, f"stopped by policy: {reason}")
+
+
+# --------------------------------------------------------------------------- stop and start
+# Notebooks (and, later, services scaled to zero) stop without ending: their replicas end at once, so
+# their slices are free for the next cycle, and nothing is billed while stopped; starting again puts
+# them back in their queue as Pending, as a submitted job. A notebook's home volume stays.
+
+STOPPABLE_KINDS = (JobKind.NOTEBOOK, JobKind.INFERENCE)
+NOTEBOOK_NAME_TAKEN = ("notebook '{name}' already exists in workspace '{workspace}' ({state}): start or delete "
+                       "it, or choose another name")
+
+
+def _check_notebook_name(workspace, parsed: JobSpec) -> None:
+    """A notebook's name picks its URL and its home volume in the workspace: one live notebook per name."""
+    if parsed.kind != JobKind.NOTEBOOK:
+        return
+    other = (Job.objects.filter(workspace=workspace, kind=JobKind.NOTEBOOK, name=parsed.name)
+             .exclude(state__in=FINAL_STATES).only("state").first())
+    if other is not None:
+        message = NOTEBOOK_NAME_TAKEN.format(name=parsed.name, workspace=workspace.slug, state=other.state)
+        raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
+
+
+def _locked_stoppable(job: Job) -> Job:
+    job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
+    if job.kind not in STOPPABLE_KINDS:
+        raise Conflict(f"job {job.pk} is a {job.get_kind_display().lower()} job: only notebooks and services "
+                       "stop and start; cancel it instead", field="kind")
+    return job
+
+
+@transaction.atomic
+def stop_workload(user, job: Job, reason: str = "") -> Job:
+    """Stop a notebook (or service): its replicas end now and free their slices for the next cycle (which
+    stops the processes or pods), and it waits as Stopped, billed nothing, until started. `user` None is
+    the platform itself (an idle policy): no permission check then."""
+    if user is not None:
+        require_submitter(user, job.workspace)
+    job = _locked_stoppable(job)
+    if job.is_final or job.state == JobState.STOPPED:
+        raise Conflict(f"job {job.pk} is already {job.state}", field="state")
+    now = clock.now()
+    ended = job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.STOPPED, ended=now,
+                                                                end_reason="stopped")
+    job.state, job.not_before = JobState.STOPPED, None
+    job.pending_reason, job.pending_code, job.pending_params = "", "", {}
+    job.save(update_fields=["state", "not_before", "pending_reason", "pending_code", "pending_params"])
+    who = f"stopped by {user.username}" if user is not None else "stopped by policy"
+    record_event(job, "stopped", reason=f"{who}: {reason}" if reason else who,
+                 data={"replicas": ended, "by": user.username if user is not None else None})
+    return job
+
+
+@transaction.atomic
+def start_workload(user, job: Job) -> Job:
+    """Start a stopped notebook (or service) again: Pending in its queue, placed by the cycle like any job."""
+    require_submitter(user, job.workspace)
+    job = _locked_stoppable(job)
+    if job.state != JobState.STOPPED:
+        raise Conflict(f"job {job.pk} is {job.state}: only a stopped one can be started", field="state")
+    job.state = JobState.PENDING
+    job.started = None
+    for name, value in _pending_fields("waiting_for_cycle", {}).items():
+        setattr(job, name, value)
+    job.save(update_fields=["state", "started", "pending_reason", "pending_code", "pending_params"])
+    record_event(job, "start-requested", reason=f"started by {user.username}: back in queue {job.queue.name}")
+    return job
+
+
+@transaction.atomic
+def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) -> Job:
+    """Delete a notebook: cancel it (billed for what it held, as any cancel) unless it already ended. Its home
+    volume stays, so a new notebook of the same name finds its files, unless `delete_home`: then the
+    backend deletes it too."""
+    require_submitter(user, job.workspace)
+    job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
+    if job.kind != JobKind.NOTEBOOK:
+        raise Conflict(f"job {job.pk} is not a notebook: cancel it instead", field="kind")
+    if not job.is_final:
+        job = _cancel(job, f"deleted by {user.username}" + ("; its home volume deleted" if delete_home else ""))
+    elif not delete_home:
+        raise Conflict(f"notebook {job.pk} is already {job.state}", field="state")
+    if delete_home:
+        if backend is None:
+            from scheduling.backends import get_backend
+
+            backend = get_backend()
+        if job.is_final and Job.objects.filter(workspace=job.workspace, kind=JobKind.NOTEBOOK, name=job.name).exclude(
+                state__in=FINAL_STATES).exists():
+            raise Conflict(f"notebook '{job.name}' has a newer live notebook using its home volume", field="home")
+        # inside the transaction: a backend that fails leaves the notebook as it was, and says why
+        backend.delete_home(job.workspace.slug, job.name)
+    return job

@@ -142,3 +142,21 @@ def run(django_capture_on_commit_callbacks):
             return run_scheduling_cycle(backend, now=clock.now)
 
     return run_cycle
+
+
+@pytest.fixture(autouse=True)
+def simulated_processes_stopped():
+    """The simulated cluster's real processes (notebook servers) a test started are stopped after it, and
+    their folders (homes included) removed: the next test starts from none."""
+    yield
+    if not _django_configured():
+        return
+    import shutil
+
+    from django.conf import settings
+
+    from scheduling.backends.simulated.processes import ProcessRuntime
+
+    if settings.SIM_RUNTIME_DIR.exists():
+        ProcessRuntime(settings.SIM_RUNTIME_DIR).stop_all()
+        shutil.rmtree(settings.SIM_RUNTIME_DIR, ignore_errors=True)

@@ -12,6 +12,13 @@ window) and ends when it is busy again. Once per spell the submitter is told: an
 event ("idle") on the job's page. With the action notify-then-stop, a job whose every running
 placement has been idle and notified for the grace period is stopped (cancelled, paying for what it
 held); training jobs only when the pool allows it.
+
+Notebooks (by `Job.kind`) follow their own idle rule (scheduling/serving/idle.py): idle once neither a
+kernel ran (as the notebook's server tells, scheduling/notebooks.py) nor the GPU was used for the spec's
+`idleAfter` (else the pool's window). GPU use is the server's own figure when it measures it (the
+simulated one), else the agents' samples above the pool's threshold. An idle notebook is always stopped,
+not cancelled (`stop_workload`: its slice is free for the next cycle, its home kept, started again
+at will): at once with the notice, or after the pool's grace when its action is notify-then-stop.
 """
 
 from __future__ import annotations
@@ -27,17 +34,17 @@ from django.db.models import Avg, Count, Max, Min
 
 from billing.models import UsageSample
 from billing.notices import Notice, raise_notice
-from scheduling import clock
+from scheduling import clock, notebooks
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict
-from scheduling.models import ACTIVE_STATES, IdleAction, Job, NodePool, Replica
-from scheduling.services import record_event, stop_job_by_policy
+from scheduling.models import ACTIVE_STATES, IdleAction, Job, JobKind, JobState, NodePool, Replica
+from scheduling.services import record_event, stop_job_by_policy, stop_workload
+from scheduling.serving.idle import idle_since as notebook_idle_since
 
 log = logging.getLogger(__name__)
 
-# Job kinds that are training: stopped for idling only where their pool says so. Interactive kinds
-# (notebooks, when they exist) are stopped by notify-then-stop alone.
-TRAINING_KINDS = frozenset({"single", "pytorch", "mpi"})
+# Training (Job.kind): stopped for idling only where their pool says so; notebooks by their own idle rule.
+TRAINING_KINDS = frozenset({JobKind.TRAINING})
 # Samples may arrive a little late or start a little after the window opens.
 MIN_SLACK = timedelta(seconds=30)
 
@@ -95,19 +102,74 @@ def judge(replica: Replica, stats: dict | None, now: datetime) -> bool | None:
     return True
 
 
-@transaction.atomic
-def check_idle_gpus(*, now: datetime | None = None) -> IdleCheck:
-    """Flag the placements idle by their pool's policy, clear those busy again, notify once per
-    spell, and stop what the policy stops."""
-    now = now or clock.now()
-    result = IdleCheck()
-    replicas = list(Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False, started__isnull=False)
-                    .select_related("node__pool", "job__workspace", "job__submitted_by").order_by("pk"))
-    stats = _stats(replicas, now)
+def _last_gpu_use(replica: Replica, now: datetime) -> datetime | None:
+    """The last agent sample in which the placement used its slice above its pool's threshold."""
+    floor = replica.node.pool.idle_threshold_pct * slice_share(replica)
+    return (UsageSample.objects.filter(replica=replica, ts__lte=now, gpu_util_pct__gte=floor)
+            .aggregate(last=Max("ts"))["last"])
+
+
+def judge_notebook(replica: Replica, now: datetime, activity: notebooks.Activity | None) -> datetime | bool | None:
+    """When a notebook's idle spell began if it has lasted its idle time; False: not idle (long enough);
+    None: cannot tell (its server did not answer)."""
+    if activity is None or replica.started is None:
+        return None
+    if activity.busy_kernels or activity.gpu_busy:
+        return False
+    job = replica.job
+    last_kernel = now - timedelta(seconds=activity.kernel_idle_s)
+    last_gpu = None if activity.gpu_measured else _last_gpu_use(replica, now)
+    since = datetime.fromtimestamp(notebook_idle_since(last_kernel.timestamp(), last_gpu and last_gpu.timestamp(),
+                                                       replica.started.timestamp()), tz=now.tzinfo)
+    # idleAfter is in the placement's own time, as billing counts it (a simulated cluster runs faster)
+    wait = timedelta(seconds=notebooks.idle_after_s(job, replica.node.pool.idle_window_min)) / max(
+        replica.clock_scale or 1.0, 1e-6)
+    return since if now - since >= wait else False
+
+
+def _running_replicas():
+    return (Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False, started__isnull=False)
+            .select_related("node__pool", "job__workspace", "job__submitted_by").order_by("pk"))
+
+
+def notebook_activities(backend=None) -> dict[int, notebooks.Activity | None]:
+    """Per running notebook placement, what its server says now. Asked before the check's transaction:
+    a server that is slow to answer must not hold the database."""
+    replicas = list(_running_replicas().filter(job__kind=JobKind.NOTEBOOK, state=JobState.RUNNING))
+    if not replicas:
+        return {}
+    if backend is None:
+        from scheduling.backends import get_backend
+
+        backend = get_backend()
+    out = {}
     for replica in replicas:
-        verdict = judge(replica, stats.get(replica.pk), now)
+        endpoint = notebooks.endpoint_of(replica.job, backend)
+        out[replica.pk] = notebooks.read_activity(endpoint) if endpoint is not None else None
+    return out
+
+
+def check_idle_gpus(*, now: datetime | None = None, backend=None) -> IdleCheck:
+    """Flag the placements idle by their pool's policy, clear those busy again, notify once per
+    spell, and stop what the policy stops. `backend` (default: the configured one) is asked where
+    notebooks answer, to read their kernel activity."""
+    now = now or clock.now()
+    return _check(now, notebook_activities(backend))
+
+
+@transaction.atomic
+def _check(now: datetime, activities: dict[int, notebooks.Activity | None]) -> IdleCheck:
+    result = IdleCheck()
+    replicas = list(_running_replicas())
+    stats = _stats([r for r in replicas if r.job.kind != JobKind.NOTEBOOK], now)
+    for replica in replicas:
+        if replica.job.kind == JobKind.NOTEBOOK:
+            began = judge_notebook(replica, now, activities.get(replica.pk))
+            verdict = None if began is None else bool(began)
+        else:
+            began, verdict = None, judge(replica, stats.get(replica.pk), now)
         if verdict and replica.idle_since is None:
-            replica.idle_since = now - window_of(replica, replica.node.pool)
+            replica.idle_since = began if isinstance(began, datetime) else now - window_of(replica, replica.node.pool)
             result.flagged.append(replica)
         elif verdict is False and replica.idle_since is not None:
             replica.idle_since = replica.idle_notified = None
@@ -124,7 +186,10 @@ def check_idle_gpus(*, now: datetime | None = None) -> IdleCheck:
             result.notified.append(job)
         if _due_for_stop(job, replicas_of_job, now):
             try:
-                stop_job_by_policy(job, _stop_reason(replicas_of_job[0].node.pool))
+                if job.kind == JobKind.NOTEBOOK:
+                    stop_workload(None, job, _notebook_stop_reason(job, replicas_of_job[0]))
+                else:
+                    stop_job_by_policy(job, _stop_reason(replicas_of_job[0].node.pool))
             except Conflict:  # ended meanwhile
                 continue
             result.stopped.append(job)
@@ -135,17 +200,23 @@ def check_idle_gpus(*, now: datetime | None = None) -> IdleCheck:
 
 
 def may_stop(job: Job, pool: NodePool) -> bool:
-    """Whether the pool's policy stops this job once its grace is over."""
+    """Whether the pool's policy stops this job once its grace is over (a notebook's own idle rule always
+    stops it)."""
+    if job.kind == JobKind.NOTEBOOK:
+        return True
     if pool.idle_action != IdleAction.NOTIFY_THEN_STOP:
         return False
-    return job.job_type not in TRAINING_KINDS or pool.idle_stop_training
+    return job.kind not in TRAINING_KINDS or pool.idle_stop_training
 
 
 def stop_at(replica: Replica) -> datetime | None:
-    """When an idle, notified placement's job is due to be stopped, if its policy stops it."""
+    """When an idle, notified placement's job is due to be stopped, if its policy stops it. A notebook:
+    with the notice, or after the grace where the pool notifies first."""
     pool = replica.node.pool
     if replica.idle_notified is None or not may_stop(replica.job, pool):
         return None
+    if replica.job.kind == JobKind.NOTEBOOK and pool.idle_action != IdleAction.NOTIFY_THEN_STOP:
+        return replica.idle_notified
     return replica.idle_notified + timedelta(minutes=pool.idle_grace_min)
 
 
@@ -153,6 +224,11 @@ def _due_for_stop(job: Job, replicas: list[Replica], now: datetime) -> bool:
     """Every running placement of the job idle, notified, and past its grace."""
     due = [stop_at(r) for r in replicas]
     return bool(due) and all(at is not None and at <= now for at in due)
+
+
+def _notebook_stop_reason(job: Job, replica: Replica) -> str:
+    minutes = -(-notebooks.idle_after_s(job, replica.node.pool.idle_window_min) // 60)
+    return f"no kernel activity and no GPU use for {minutes} min (its idle policy); start it again at will"
 
 
 def _stop_reason(pool: NodePool) -> str:
@@ -168,10 +244,16 @@ def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
         r.idle_notified = now
     Replica.objects.bulk_update(replicas, ["idle_notified"])
     stop = stop_at(replicas[0])
-    text = (f"GPU slice idle: {where} below {pool.idle_threshold_pct} % utilisation for {pool.idle_window_min} min "
-            f"(pool {pool.name})")
-    if stop is not None:
-        text += f"; the job will be stopped at {stop:%Y-%m-%d %H:%M %Z} unless it gets busy"
+    if job.kind == JobKind.NOTEBOOK:
+        minutes = -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
+        text = f"Notebook idle: no kernel activity and no GPU use on {where} for {minutes} min"
+        text += ("; it is stopped now (its slice is freed, its home kept: start it again at will)" if stop <= now
+                 else f"; it will be stopped at {stop:%Y-%m-%d %H:%M %Z} unless it gets busy")
+    else:
+        text = (f"GPU slice idle: {where} below {pool.idle_threshold_pct} % utilisation for {pool.idle_window_min} "
+                f"min (pool {pool.name})")
+        if stop is not None:
+            text += f"; the job will be stopped at {stop:%Y-%m-%d %H:%M %Z} unless it gets busy"
     record_event(job, "idle", reason=text, data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
                                                  "stop_at": stop.isoformat() if stop else None})
     user = job.submitted_by
@@ -179,8 +261,12 @@ def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
         subject = f"[{settings.PLATFORM_NAME}] {job.name} (#{job.pk}) holds idle GPUs"
         body = (f"Your job {job.name} (#{job.pk}) in workspace {job.workspace.slug} holds GPUs it does not use.\n"
                 f"{text}.\nStop the job if it is done, or put its GPUs to work.\n")
+        if job.kind == JobKind.NOTEBOOK:
+            subject = f"[{settings.PLATFORM_NAME}] notebook {job.name} (#{job.pk}) is idle"
+            body = f"Your notebook {job.name} (#{job.pk}) in workspace {job.workspace.slug}:\n{text}.\n"
         notice = Notice(event="idle.notice", workspace=job.workspace, users=(user,), subject=subject, body=body,
-                        link=f"/jobs/{job.pk}/",
+                        link=f"/notebooks/?workspace={job.workspace.slug}" if job.kind == JobKind.NOTEBOOK
+                        else f"/jobs/{job.pk}/",
                         data={"job": job.pk, "name": job.name, "idle_since": since.isoformat(),
                               "stop_at": stop.isoformat() if stop else None, "pool": pool.name,
                               "replicas": [f"{r.role}-{r.index}" for r in replicas]})

@@ -206,3 +206,32 @@ def forecast(workspace, *, now: datetime) -> Forecast:
                     basis_days=basis, days_left=days_left.quantize(Decimal("0.1")),
                     forecast=pricing.quantize_money(spent + per_day * days_left, currency), currency=currency,
                     month=month, budget=status.budget if status else None)
+
+
+# --------------------------------------------------------------------------- idle allocated hours per job
+
+
+@dataclass(frozen=True)
+class JobIdle:
+    """A job's allocated and idle GPU-hours over all its usage lines, and what the idle ones cost."""
+
+    allocated_gpu_hours: Decimal
+    idle_gpu_hours: Decimal
+    idle_cost: Decimal
+    currency: str
+
+
+def idle_by_job(job_ids) -> dict[int, JobIdle]:
+    """Per job (notebooks' list): its lines' idle GPU-hours and their cost, as the capacity report counts
+    them (each line's cost times its idle share, summed, rounded once). One query for all the jobs."""
+    sums: dict[tuple[int, str], list] = {}
+    lines = ChargeLine.objects.filter(category=ChargeLine.Category.USAGE, job_id__in=list(job_ids),
+                                      allocated_gpu_hours__gt=0).values_list(
+        "job_id", "currency", "allocated_gpu_hours", "idle_gpu_hours", "cost")
+    for job_id, currency, allocated, idle, cost in lines.iterator():
+        row = sums.setdefault((job_id, currency), [ZERO, ZERO, ZERO])
+        row[0] += allocated
+        row[1] += idle
+        row[2] += idle_cost(cost, allocated, idle)
+    return {job_id: JobIdle(a.quantize(QUANTITY), i.quantize(QUANTITY), pricing.quantize_money(c, currency), currency)
+            for (job_id, currency), (a, i, c) in sums.items()}

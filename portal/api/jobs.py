@@ -47,6 +47,7 @@ class JobOutput(serializers.Serializer):
     pending_code = serializers.CharField(read_only=True)
     pending_params = serializers.JSONField(read_only=True)
     type = serializers.CharField(source="job_type")
+    kind = serializers.CharField(help_text="training, notebook or inference")
     priority = serializers.IntegerField()
     preemptible = serializers.BooleanField()
     reduce_cost = serializers.BooleanField()

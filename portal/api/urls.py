@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from portal.api import agent, costs, errors, jobs, quotes, specs, workspaces
+from portal.api import agent, costs, errors, jobs, notebooks, quotes, specs, workspaces
 
 urlpatterns = [
     path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
@@ -18,6 +18,10 @@ urlpatterns = [
     path("agent/usage", agent.UsageApi.as_view(), name="api-agent-usage"),
     path("agent/heartbeat", agent.HeartbeatApi.as_view(), name="api-agent-heartbeat"),
     path("agent/assignments", agent.AssignmentsApi.as_view(), name="api-agent-assignments"),
+    path("jobs/<int:pk>/stop/", notebooks.JobStopApi.as_view(), name="api-job-stop"),
+    path("jobs/<int:pk>/start/", notebooks.JobStartApi.as_view(), name="api-job-start"),
+    path("notebooks/", notebooks.NotebookListApi.as_view(), name="api-notebooks"),
+    path("notebooks/<int:pk>/delete/", notebooks.NotebookDeleteApi.as_view(), name="api-notebook-delete"),
     # Last: any other /api/v1/ path (e.g. /jobs/abc/) is a problem-details 404, not Django's HTML page.
     re_path(r"^", errors.not_found, name="api-not-found"),
 ]

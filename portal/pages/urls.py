@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.pages import job_list, job_page, jobs, reports, submit
+from portal.pages import job_list, job_page, jobs, notebooks, reports, submit
 
 urlpatterns = [
     path("submit/", submit.submit, name="submit"),
@@ -24,4 +24,8 @@ urlpatterns = [
     path("reports/statements/<slug:slug>/<str:month>/close/", reports.statement_close, name="reports-statement-close"),
     path("reports/adjustments/<slug:slug>/", reports.adjustment_add, name="reports-adjustment"),
     path("reports/budgets/<slug:slug>/", reports.budget_save, name="reports-budget"),
+    path("notebooks/", notebooks.notebook_list, name="notebooks"),
+    path("notebooks/<int:pk>/stop/", notebooks.notebook_stop, name="notebook-stop"),
+    path("notebooks/<int:pk>/start/", notebooks.notebook_start, name="notebook-start"),
+    path("notebooks/<int:pk>/delete/", notebooks.notebook_delete, name="notebook-delete"),
 ]

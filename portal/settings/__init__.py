@@ -294,6 +294,12 @@ FAIR_SHARE_WINDOW_DAYS = float(os.environ.get("FAIR_SHARE_WINDOW_DAYS", "7"))
 FAIR_SHARE_USAGE_K = float(os.environ.get("FAIR_SHARE_USAGE_K", "1"))
 SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
 SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
+# The simulated cluster's real processes (notebook servers): one folder per replica with its pid, URL and log;
+# notebooks' home folders per workspace and name, kept across stop and start. Tests get folders of their own.
+SIM_RUNTIME_DIR = Path(os.environ.get("SIM_RUNTIME_DIR")
+                       or VAR_DIR / (f"sim-runtime-test-{os.getpid()}" if TESTING else "sim-runtime"))
+NOTEBOOK_HOME_DIR = Path(os.environ.get("NOTEBOOK_HOME_DIR") or (SIM_RUNTIME_DIR / "homes" if TESTING
+                                                                 else VAR_DIR / "notebooks"))
 # Replica logs (scheduling.logs): kept this long after the replica ended, at most this much per job
 JOB_LOG_RETENTION_DAYS = int(os.environ.get("JOB_LOG_RETENTION_DAYS", "30"))
 JOB_LOG_MAX_BYTES = int(os.environ.get("JOB_LOG_MAX_BYTES", str(2 * 1024 * 1024)))

@@ -65,10 +65,25 @@ class ReplicaLaunch:
     world_size: int = 1  # replicas of the whole job (for MASTER_ADDR / WORLD_SIZE / RANK)
     rank: int = 0
     labels: dict = field(default_factory=dict)
+    # What the spec's kind adds (scheduling.notebooks.launch_fields): a notebook serves HTTP under
+    # base_url, asks for `token` on every request and keeps its home volume of home_mib across restarts.
+    kind: str = "training"  # training | notebook | inference
+    token: str = ""  # the secret the replica's server asks for; the portal's proxy sends it, never a browser
+    base_url: str = ""  # the path prefix its server answers under, e.g. /nb/vision-lab/scratch/
+    home_mib: int = 0  # 0: no persistent home volume
 
     @property
     def key(self) -> ReplicaKey:
         return (self.job_id, self.role, self.index)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the platform reaches a replica's HTTP server: `url` ends with its base path and a slash
+    (http://10.0.0.5:8888/nb/vision-lab/scratch/); `token` goes in `Authorization: token <token>`."""
+
+    url: str
+    token: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,3 +127,10 @@ class ClusterBackend(Protocol):
     def logs(self, key: ReplicaKey, tail_lines: int = 200) -> str:
         """The replica's log, last lines. Readable until evict or forget removes the replica, finished ones
         included: the cycle reads it just before either and keeps it (scheduling.logs)."""
+
+    def endpoint(self, key: ReplicaKey, *, workspace: str, base_url: str) -> Endpoint | None:
+        """Where a serving replica (a notebook) of `workspace` answers HTTP under `base_url`; None when it does
+        not (yet). Called per proxied request: no cluster API call. The caller adds the token."""
+
+    def delete_home(self, workspace: str, name: str) -> None:
+        """Delete a notebook's home volume (kept across stops until its owner deletes it). Idempotent."""

@@ -29,6 +29,7 @@ from scheduling.evictions import eviction_cause, explain
 from scheduling.health import update_agent_silence
 from scheduling.logs import capture_replica_log
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
+from scheduling.notebooks import launch_fields
 from scheduling.services import record_event, record_events, requeue_job
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         env=tuple(sorted(role["env"].items())), node=replica.node.name, gpus=tuple(replica.gpu_indices),
         gpu_uuids=tuple(uuids.get(i, "") for i in replica.gpu_indices), slice=replica.slice,
         cpu_milli=role["cpu_milli"], mem_mib=role["mem_mib"], expected_duration_s=job.expected_duration_s,
-        world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)},
+        world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)}, **launch_fields(job),
     )
 
 

@@ -15,7 +15,17 @@ from scheduling import signals
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.cycle.usage import queue_usage
-from scheduling.models import ACTIVE_STATES, FINAL_STATES, Gpu, Job, Node, NodePool, Queue, Replica
+from scheduling.models import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    UNSCHEDULED_STATES,
+    Gpu,
+    Job,
+    Node,
+    NodePool,
+    Queue,
+    Replica,
+)
 
 
 def core_pool(pool: NodePool) -> cm.Pool:
@@ -84,7 +94,7 @@ def build_snapshot(now: datetime) -> cm.Snapshot:
     roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
     jobs = []
     for pk, queue, roles_text, priority, preemptible, reduce_cost, created in Job.objects.exclude(
-            state__in=FINAL_STATES).exclude(roles=[]).exclude(not_before__gt=now).values_list(
+            state__in=UNSCHEDULED_STATES).exclude(roles=[]).exclude(not_before__gt=now).values_list(
             "pk", "queue__name", Cast("roles", TextField()), "priority", "preemptible", "reduce_cost", "created"):
         roles = roles_by_text.get(roles_text)
         if roles is None:

@@ -22,6 +22,21 @@ roles:
 ROW = "#quote-table tr[data-option='a100-spot.fraction.now']"
 
 
+@pytest.fixture(autouse=True)
+def off_peak_far_from_now(cluster):
+    """The live server prices by the wall clock: the world's off-peak window moves 10 to 12 hours away from
+    it, so the totals below (a few hours at the peak price) hold at any hour, as at noon."""
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from django.conf import settings
+
+    from billing.models import PriceTable
+
+    hour = min((datetime.now(ZoneInfo(settings.TIME_ZONE)) + timedelta(hours=12)).hour, 22)
+    PriceTable.objects.update(offpeak_windows=f"{hour:02d}:00-{hour + 1:02d}:00")
+
+
 def open_submit(page, server, user="alice", query=""):
     login(page, server, user, PASSWORDS[user])
     page.goto(f"{server.url}/submit/{query}")

@@ -7,6 +7,9 @@
   the extended resource of its sharing mode; fractions are pinned to their GPU through the environment
   and each shared GPU is held whole by a reservation pod (as Run:ai does); PyTorch / MPI jobs get a
   headless Service (rank-<r>.job-<id>.<ns>.svc, rank 0 = MASTER_ADDR) and an MPI hostfile ConfigMap.
+- a notebook (launch kind "notebook"): its pod serves on port 8888 under its base URL with its token, mounts
+  its home PersistentVolumeClaim (made at the first launch, kept when the pod goes, deleted by
+  delete_home()), and a ClusterIP Service the portal's proxy reaches (endpoint(): no API call).
 - statuses(): a local cache of the platform's pods fed by a list, then a watch resumed from the last
   resourceVersion at every call (drained until idle); 410 Gone -> relist.
 - evict() / forget(): delete the pod, and the reservation with the last fraction on its GPU.
@@ -33,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.watch.watch import iter_resp_lines
 
-from scheduling.backends.base import NodeInventory, ReplicaKey, ReplicaLaunch, ReplicaStatus
+from scheduling.backends.base import Endpoint, NodeInventory, ReplicaKey, ReplicaLaunch, ReplicaStatus
 
 from . import manifests as m
 from .config import KubernetesConfig
@@ -296,6 +299,8 @@ class KubernetesBackend:
             self._ensure_namespace(namespace, replica.workspace)
             if replica.job_type in m.DISTRIBUTED:
                 self._ensure_job_objects(replica, namespace)
+            if replica.kind == m.NOTEBOOK:
+                self._ensure_notebook_objects(replica, namespace)
             if m.slice_kind(replica) == "fraction":
                 uuids = list(replica.gpu_uuids) + [""] * len(replica.gpus)
                 for gpu, uuid in zip(replica.gpus, uuids, strict=False):
@@ -330,6 +335,26 @@ class KubernetesBackend:
                             hostfile) is None:  # the job grew or shrank since: the hostfile follows
                 self._call(f"patch configmap {namespace}/{name}", self.core.patch_namespaced_config_map, name,
                            namespace, {"data": hostfile["data"]})
+
+    def _ensure_notebook_objects(self, replica: ReplicaLaunch, namespace: str) -> None:
+        if replica.home_mib:  # an existing claim is the notebook's home from before: kept as it is
+            claim = m.home_claim(replica, namespace)
+            self._create(f"persistentvolumeclaim {namespace}/{claim['metadata']['name']}",
+                         self.core.create_namespaced_persistent_volume_claim, namespace, claim)
+        svc = m.notebook_service(replica, namespace)
+        self._create(f"service {namespace}/{svc['metadata']['name']}", self.core.create_namespaced_service,
+                     namespace, svc)
+
+    def endpoint(self, key: ReplicaKey, *, workspace: str, base_url: str) -> Endpoint | None:
+        """The notebook's Service by its DNS name (reached from inside the cluster, where the portal runs)."""
+        return Endpoint(url=m.notebook_url(key[0], m.namespace_name(self.config, workspace), base_url))
+
+    def delete_home(self, workspace: str, name: str) -> None:
+        with self._lock:
+            self._check_leader()
+            namespace, claim = m.namespace_name(self.config, workspace), m.home_claim_name(name)
+            self._delete(f"persistentvolumeclaim {namespace}/{claim}",
+                         self.core.delete_namespaced_persistent_volume_claim, claim, namespace)
 
     def _ensure_reservation(self, node: str, gpu: int, uuid: str, vendor: str) -> None:
         ns = self.config.reservation_namespace
@@ -379,6 +404,9 @@ class KubernetesBackend:
                      m.service_name(job_id), namespace)
         self._delete(f"configmap {namespace}/{m.hostfile_name(job_id)}", self.core.delete_namespaced_config_map,
                      m.hostfile_name(job_id), namespace)
+        if (pod["metadata"].get("labels") or {}).get(m.NOTEBOOK_NAME):  # its home claim stays
+            self._delete(f"service {namespace}/{m.notebook_service_name(job_id)}",
+                         self.core.delete_namespaced_service, m.notebook_service_name(job_id), namespace)
 
     # --- watching ----------------------------------------------------------------------------------------
     def statuses(self) -> list[ReplicaStatus]:

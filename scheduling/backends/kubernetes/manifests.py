@@ -1,7 +1,8 @@
 """Pure translation between the backend contract and Kubernetes objects (plain JSON dicts).
 
 Nodes -> NodeInventory, Pods -> ReplicaStatus, ReplicaLaunch -> Pod (+ reservation pods, headless
-Service, MPI hostfile ConfigMap), workspace -> Namespace + ResourceQuota. No API calls here.
+Service, MPI hostfile ConfigMap; a notebook: its home PersistentVolumeClaim and a Service), workspace ->
+Namespace + ResourceQuota. No API calls here.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ MANAGED_SELECTOR = f"{MANAGED}=true"
 NVIDIA_GPU, AMD_GPU, SHARED_GPU, MIG_PREFIX = "nvidia.com/gpu", "amd.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
 DISTRIBUTED = ("pytorch", "mpi")
 MPI_HOSTFILE_DIR = "/etc/mpi"
+NOTEBOOK, NOTEBOOK_NAME = "notebook", P + "notebook"
+NOTEBOOK_PORT = 8888
+NOTEBOOK_HOME = "/home/jovyan"  # Jupyter Docker Stacks' user home: the persistent volume goes there
 
 
 # --- names -------------------------------------------------------------------------------------------
@@ -89,6 +93,21 @@ def rank_hostname(rank: int) -> str:
 
 def reservation_name(node: str, gpu: int) -> str:
     return dns_label(f"gpu-reservation-{node}-{gpu}", limit=253)
+
+
+def home_claim_name(notebook: str) -> str:
+    """A notebook's home volume claim: by name, so a stopped and started (or a new) notebook of that name
+    in the workspace finds its files."""
+    return dns_label(f"home-{notebook}")
+
+
+def notebook_service_name(job_id: object) -> str:
+    return dns_label(f"nb-{job_id}")
+
+
+def notebook_url(job_id: object, namespace: str, base_url: str) -> str:
+    """Where the portal (in the cluster) reaches a notebook's server: its Service's DNS name."""
+    return f"http://{notebook_service_name(job_id)}.{namespace}.svc:{NOTEBOOK_PORT}{base_url or '/'}"
 
 
 # --- quantities and times ------------------------------------------------------------------------------
@@ -288,6 +307,9 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     distributed = replica.job_type in DISTRIBUTED
     if distributed:
         env += distributed_env(replica, namespace, config)
+    notebook = replica.kind == NOTEBOOK
+    if notebook:
+        env += notebook_env(replica)
     merged = dict(env)  # ours win over the job's own variables of the same name
     container: dict = {
         "name": "main", "image": replica.image,
@@ -298,6 +320,13 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
         container["command"] = list(replica.command)
     spec: dict = {"nodeName": replica.node, "restartPolicy": "Never", "containers": [container],
                   "tolerations": _tolerations(config)}
+    if notebook:
+        container["ports"] = [{"name": "http", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
+        container["readinessProbe"] = {"tcpSocket": {"port": NOTEBOOK_PORT}, "periodSeconds": 5}
+        if replica.home_mib:
+            container["volumeMounts"] = [{"name": "home", "mountPath": NOTEBOOK_HOME}]
+            spec["volumes"] = [{"name": "home",
+                                "persistentVolumeClaim": {"claimName": home_claim_name(replica.job_name)}}]
     if config.scheduler_name:  # nodeName bypasses any scheduler; the name tells whose pods these are
         spec["schedulerName"] = config.scheduler_name
     if distributed:
@@ -308,10 +337,43 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
                    GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
                    P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}
+    labels = replica_labels(replica)
+    if notebook:
+        labels[NOTEBOOK_NAME] = label_value(replica.job_name)
+        annotations[P + "base-url"] = replica.base_url
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod_name(replica.key), "namespace": namespace, "labels": replica_labels(replica),
+            "metadata": {"name": pod_name(replica.key), "namespace": namespace, "labels": labels,
                          "annotations": annotations},
             "spec": spec}
+
+
+def notebook_env(replica: ReplicaLaunch) -> list[tuple[str, str]]:
+    """Jupyter Docker Stacks' settings: the token the portal's proxy sends, the port, and the base URL the
+    portal forwards unchanged (start-notebook.py appends NOTEBOOK_ARGS to the server's command line)."""
+    env = [("JUPYTER_PORT", str(NOTEBOOK_PORT)), ("NOTEBOOK_ARGS", f"--ServerApp.base_url={replica.base_url or '/'}")]
+    if replica.token:
+        env.append(("JUPYTER_TOKEN", replica.token))
+    return env
+
+
+def home_claim(replica: ReplicaLaunch, namespace: str) -> dict:
+    """The notebook's persistent home: outlives its pods (stop and start) until the notebook's owner deletes it."""
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": home_claim_name(replica.job_name), "namespace": namespace,
+                         "labels": {MANAGED: "true", WORKSPACE: label_value(replica.workspace),
+                                    NOTEBOOK_NAME: label_value(replica.job_name)}},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": f"{max(1, replica.home_mib)}Mi"}}}}
+
+
+def notebook_service(replica: ReplicaLaunch, namespace: str) -> dict:
+    """A ClusterIP Service in front of the notebook's pod, reached by the portal's proxy."""
+    job_id = label_value(str(replica.job_id))
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": notebook_service_name(replica.job_id), "namespace": namespace,
+                         "labels": {MANAGED: "true", JOB_ID: job_id, NOTEBOOK_NAME: label_value(replica.job_name)}},
+            "spec": {"type": "ClusterIP", "selector": {MANAGED: "true", KIND: REPLICA_KIND, JOB_ID: job_id},
+                     "ports": [{"name": "http", "port": NOTEBOOK_PORT, "targetPort": "http", "protocol": "TCP"}]}}
 
 
 def reservation_pod(node: str, gpu: int, uuid: str, vendor: str, config: KubernetesConfig) -> dict:

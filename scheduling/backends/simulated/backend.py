@@ -4,12 +4,21 @@ A launched replica is Pending for a moment (image pull), then Running until its 
 duration (divided by SIM_SPEEDUP) has passed since the job's first replica started, then
 Succeeded, or Failed for a share SIM_FAILURE_RATE of jobs (decided by a hash, so reruns agree).
 A node that is not ready has lost its pods: they are no longer reported.
+
+A notebook replica is a real local process (`notebook_server`, started through `processes.py` under
+SIM_RUNTIME_DIR): Pending until it says it listens, Running while it lives, Failed if it exits on its own;
+evicting or forgetting the replica stops it. Its home folder (NOTEBOOK_HOME_DIR/<workspace>/<name>) is
+kept across stops and starts until `delete_home`. Training replicas stay as above.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+import shutil
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -21,15 +30,30 @@ from scheduling.backends.base import (
     PENDING,
     RUNNING,
     SUCCEEDED,
+    Endpoint,
     GpuInventory,
     NodeInventory,
     ReplicaKey,
     ReplicaLaunch,
     ReplicaStatus,
 )
+from scheduling.backends.simulated.processes import ProcessRuntime
 from scheduling.models import Node, SimulatedPod
 
 PULL_SECONDS = 1.0
+PROCESS_KINDS = ("notebook",)  # kinds whose replicas are real processes here
+NOTEBOOK_SERVER = "scheduling.backends.simulated.notebook_server"
+_HOME_PART = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # slugs and DNS-label names only
+
+
+def _gpu_share(replica: ReplicaLaunch) -> float:
+    """The GPUs the replica's slice amounts to (what the simulated server says it runs on)."""
+    s = replica.slice or {}
+    if s.get("kind") == "fraction":
+        return max(0.001, int(s.get("gpu_milli") or 0) / 1000)
+    if s.get("kind") == "mig" and str(s.get("mig_profile") or "")[:1].isdigit():
+        return int(str(s["mig_profile"])[0]) / 7
+    return float(max(1, len(replica.gpus)))
 
 
 def _fails(job_id: int, rate: float) -> bool:
@@ -40,11 +64,14 @@ def _fails(job_id: int, rate: float) -> bool:
 class SimulatedBackend:
     name = "simulated"
 
-    def __init__(self, *, speedup: float | None = None, failure_rate: float | None = None, clock=clock.now):
+    def __init__(self, *, speedup: float | None = None, failure_rate: float | None = None, clock=clock.now,
+                 runtime: ProcessRuntime | None = None, homes: Path | None = None):
         self.speedup = speedup if speedup is not None else settings.SIM_SPEEDUP
         self.failure_rate = failure_rate if failure_rate is not None else settings.SIM_FAILURE_RATE
         self.clock = clock
         self.clock_scale = self.speedup  # billing charges simulated time, as the tenant was quoted
+        self.runtime = runtime or ProcessRuntime(settings.SIM_RUNTIME_DIR)
+        self.homes = Path(homes or settings.NOTEBOOK_HOME_DIR)
 
     def inventory(self) -> list[NodeInventory]:
         nodes = Node.objects.select_related("pool").prefetch_related("gpus")
@@ -65,23 +92,51 @@ class SimulatedBackend:
     def launch(self, replica: ReplicaLaunch) -> None:
         self.launch_many([replica])
 
-    @transaction.atomic
     def launch_many(self, replicas: list[ReplicaLaunch]) -> None:
         """Start replicas; one that already runs is left as it is (launch is idempotent)."""
         now = self.clock()
         job_ids = {r.job_id for r in replicas}
-        first = dict(SimulatedPod.objects.filter(job_id__in=job_ids).values("job_id")
-                     .annotate(first=Min("job_started")).values_list("job_id", "first"))
-        SimulatedPod.objects.bulk_create([
-            SimulatedPod(job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image, gpus=list(r.gpus),
-                         launched=now, job_started=first.get(r.job_id) or now,
-                         run_seconds=r.expected_duration_s / self.speedup, fails=_fails(r.job_id, self.failure_rate))
-            for r in replicas
-        ], ignore_conflicts=True)
+        with transaction.atomic():
+            first = dict(SimulatedPod.objects.filter(job_id__in=job_ids).values("job_id")
+                         .annotate(first=Min("job_started")).values_list("job_id", "first"))
+            SimulatedPod.objects.bulk_create([
+                SimulatedPod(job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image,
+                             gpus=list(r.gpus), launched=now, job_started=first.get(r.job_id) or now,
+                             run_seconds=r.expected_duration_s / self.speedup,
+                             fails=_fails(r.job_id, self.failure_rate) and r.kind not in PROCESS_KINDS,
+                             kind=r.kind if r.kind in PROCESS_KINDS else "training")
+                for r in replicas
+            ], ignore_conflicts=True)
+        for replica in replicas:  # once the pods are recorded: a process is never left without its pod
+            if replica.kind == "notebook":
+                self._start_notebook(replica)
+
+    # -- notebooks: real processes -----------------------------------------------------------------
+    def home_of(self, workspace: str, name: str) -> Path:
+        if not (_HOME_PART.fullmatch(workspace) and _HOME_PART.fullmatch(name)):
+            raise ValueError(f"not a workspace slug and notebook name: {workspace!r}, {name!r}")
+        return self.homes / workspace / name
+
+    def _start_notebook(self, replica: ReplicaLaunch) -> None:
+        argv = [sys.executable, "-m", NOTEBOOK_SERVER, "--base-url", replica.base_url or "/",
+                "--gpu", f"{_gpu_share(replica):g}", "--title", replica.job_name]
+        if replica.home_mib:
+            home = self.home_of(replica.workspace, replica.job_name)
+            home.mkdir(parents=True, exist_ok=True)
+            argv += ["--home", str(home)]
+        self.runtime.start(replica.key, argv, env={"JUPYTER_TOKEN": replica.token} if replica.token else {},
+                           token=replica.token)
+
+    def endpoint(self, key: ReplicaKey, *, workspace: str = "", base_url: str = "") -> Endpoint | None:
+        return self.runtime.endpoint(key)  # the process said where it listens (under its base URL)
+
+    def delete_home(self, workspace: str, name: str) -> None:
+        shutil.rmtree(self.home_of(workspace, name), ignore_errors=True)
 
     def evict(self, key: ReplicaKey, reason: str) -> None:
         job_id, role, index = key
         SimulatedPod.objects.filter(job_id=job_id, role=role, index=index).delete()
+        self.runtime.stop(key)
 
     def forget(self, key: ReplicaKey) -> None:
         self.evict(key, "finished")
@@ -95,7 +150,7 @@ class SimulatedBackend:
     def next_change(self, after: datetime) -> datetime | None:
         """The first instant after `after` at which a pod starts or ends, for a caller that moves the
         clock from event to event rather than by a fixed step (the demo history)."""
-        pods = SimulatedPod.objects.only("launched", "job_started", "run_seconds")
+        pods = SimulatedPod.objects.filter(kind="training").only("launched", "job_started", "run_seconds")
         return min((at for pod in pods for at in self._instants(pod) if at > after), default=None)
 
     def _phase(self, pod: SimulatedPod, now: datetime) -> tuple[str, float | None, float | None]:
@@ -106,13 +161,36 @@ class SimulatedBackend:
             return RUNNING, started.timestamp(), None
         return (FAILED if pod.fails else SUCCEEDED), started.timestamp(), ends.timestamp()
 
+    def _process_phase(self, pod: SimulatedPod, now: datetime) -> tuple[str, float | None, float | None, str]:
+        """A process pod: Pending until its server listens, Running while it lives, Failed once it exited."""
+        info = self.runtime.find((pod.job_id, pod.role, pod.index))
+        launched = pod.launched.timestamp()  # the platform's clock, as billing counts the placement
+        if info is not None and info.alive:
+            return (RUNNING, launched, None, "") if info.url else (PENDING, None, None, "")
+        said = self.runtime.log_tail((pod.job_id, pod.role, pod.index), 1).strip()
+        code = f" with code {info.exit_code}" if info is not None and info.exit_code is not None else ""
+        why = f"the {pod.kind} server exited{code}" if info is not None else f"the {pod.kind} server is gone"
+        return FAILED, launched, now.timestamp(), (why + (f": {said}" if said else ""))[:500]
+
     def statuses(self) -> list[ReplicaStatus]:
         now = self.clock()
         ready = set(Node.objects.filter(ready=True).values_list("name", flat=True))
         result = []
-        for pod in SimulatedPod.objects.order_by("job_id", "role", "index"):
+        pods = list(SimulatedPod.objects.order_by("job_id", "role", "index"))
+        held = {(pod.job_id, pod.role, pod.index) for pod in pods}
+        for key in self.runtime.keys():
+            if key not in held:  # its pod was dropped (a launch rolled back, a worker killed mid-evict)
+                self.runtime.stop(key)
+        for pod in pods:
             if pod.node not in ready:
+                if pod.kind in PROCESS_KINDS:
+                    self.runtime.stop((pod.job_id, pod.role, pod.index))  # the node's processes went with it
                 continue  # the node is gone and its pods with it
+            if pod.kind in PROCESS_KINDS:
+                phase, started, finished, message = self._process_phase(pod, now)
+                result.append(ReplicaStatus(pod.job_id, pod.role, pod.index, phase, pod.node, message, started,
+                                            finished))
+                continue
             phase, started, finished = self._phase(pod, now)
             message = "simulated failure: CUDA error: an illegal memory access" if phase == FAILED else ""
             result.append(ReplicaStatus(pod.job_id, pod.role, pod.index, phase, pod.node, message, started, finished))
@@ -123,6 +201,9 @@ class SimulatedBackend:
         pod = SimulatedPod.objects.filter(job_id=job_id, role=role, index=index).first()
         if pod is None:
             return ""
+        if pod.kind in PROCESS_KINDS:
+            return (f"{pod.launched:%H:%M:%S} {pod.kind} {role}-{index} started on {pod.node}, GPUs {pod.gpus}\n"
+                    + self.runtime.log_tail(key, max(0, tail_lines - 1)))[-1024 * 1024:]
         now = self.clock()
         phase, _, _ = self._phase(pod, now)
         lines = [f"{pod.launched:%H:%M:%S} pulling image {pod.image}",

@@ -14,8 +14,8 @@ Kernel activity is what counts for the idle policy: starting a kernel and runnin
 the page. The figures give it as an age (`last_kernel_activity_age_s`, seconds since, measured by this
 process) and the simulated GPU use: the slice's share held since the start, busy in proportion to
 the running code's `gpu`. With `--token` every path needs `Authorization: token <T>` or `?token=<T>`,
-as Jupyter does. Standard library only; no Django. On start it prints one JSON line to stdout:
-{"listening": "http://HOST:PORT/BASE", "port": PORT}.
+as Jupyter does (or from $JUPYTER_TOKEN, kept off the command line). Standard library only; no
+Django. On start it prints one JSON line to stdout: {"listening": "http://HOST:PORT/BASE", "port": PORT}.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import re
 import sys
 import threading
@@ -354,7 +355,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--base-url", default="/", help="the path prefix the proxy forwards, e.g. /nb/ws/name/")
     parser.add_argument("--home", default=None, help="the persistent home directory (kept across restarts)")
     parser.add_argument("--gpu", type=float, default=0.5, help="the slice's share of a GPU, e.g. 0.5")
-    parser.add_argument("--token", default=None)
+    parser.add_argument("--token", default=os.environ.get("JUPYTER_TOKEN") or None,
+                        help="default: $JUPYTER_TOKEN (as Jupyter's images read it), so it is not on the command line")
     parser.add_argument("--title", default="notebook")
     args = parser.parse_args(argv)
     if not 0 < args.gpu <= 64:

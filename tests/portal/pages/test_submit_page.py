@@ -71,7 +71,7 @@ def test_clone_and_edit_starts_from_the_jobs_spec_and_workspace(client, cluster,
     for user in (cluster.bob, cluster.admin):  # another tenant's job; an operator is no member either
         client.force_login(user)
         response = client.get(f"/submit/?from={job.pk}")
-        assert response.status_code == 404 and "notebook" not in response.content.decode()
+        assert response.status_code == 404 and "jupyter/base" not in response.content.decode()  # nothing of its spec
     for bad in ("abc", "", "99999", "-1"):
         assert client.get(f"/submit/?from={bad}").status_code == 404
     client.force_login(cluster.alice)

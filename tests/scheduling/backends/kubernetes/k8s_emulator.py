@@ -1,6 +1,7 @@
 """A small emulated Kubernetes API server for tests: real HTTP on 127.0.0.1, the JSON API of the core
 resources the backend uses (nodes, namespaces, resourcequotas, pods incl. watch streams and logs,
-services, configmaps) and coordination.k8s.io/v1 leases, resourceVersions (a stale update is a 409), label and field selectors, 410 Gone after compaction, a
+services, configmaps, persistentvolumeclaims) and coordination.k8s.io/v1 leases, resourceVersions (a stale
+update is a 409), label and field selectors, 410 Gone after compaction, a
 kubelet that admits or rejects pods bound with nodeName by the node's extended resources,
 injectable faults (status codes with Retry-After, slow answers), hooks run before a request (another
 client writing in between) and HTTPS with a given certificate (as the in-cluster endpoint is).
@@ -29,13 +30,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-CORE_NAMESPACED = {"pods", "services", "configmaps", "resourcequotas"}
+CORE_NAMESPACED = {"pods", "services", "configmaps", "resourcequotas", "persistentvolumeclaims"}
 # resources of named API groups, served under /apis/<group/version>/namespaces/<ns>/<plural>
 GROUPS = {"leases": "coordination.k8s.io/v1"}
 NAMESPACED = CORE_NAMESPACED | set(GROUPS)
 CLUSTER_SCOPED = {"nodes", "namespaces"}
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "resourcequotas": "ResourceQuota",
-         "nodes": "Node", "namespaces": "Namespace", "leases": "Lease"}
+         "nodes": "Node", "namespaces": "Namespace", "leases": "Lease",
+         "persistentvolumeclaims": "PersistentVolumeClaim"}
 TERMINAL = ("Succeeded", "Failed")
 
 

@@ -58,17 +58,18 @@ def test_requests_queue_when_the_slots_are_full(start_process):
                            *FAST)
     answers: list[int] = []
     threads = [threading.Thread(target=lambda: answers.append(completion(server)[0])) for _ in range(3)]
+    began = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
+    took = time.monotonic() - began
     assert answers == [200, 200, 200]
     _, figures = server.call("GET", "/metrics?format=json")
     one = FAST_MODEL.service_s(1.0)
-    # one slot: the three ran one after the other, so together they waited at least 0 + 1 + 2 service times
-    assert figures["latency"]["sum_s"] >= (1 + 2 + 3) * one
-    assert figures["latency"]["p95_s"] >= 3 * one              # the last one waited for the other two
-    assert figures["in_flight_seconds_total"] >= (1 + 2 + 3) * one * 0.999
+    # one slot serves them one after the other, however the threads happened to arrive
+    assert took >= 3 * one
+    assert figures["latency"]["sum_s"] >= 3 * one and figures["in_flight_seconds_total"] >= 3 * one * 0.999
     assert (figures["in_service"], figures["waiting"]) == (0, 0)
     assert figures["requests_total"] == 3 and figures["tokens"]["completion"] == 24
 

@@ -1,0 +1,97 @@
+"""Tenant notebooks (`/notebooks/`): one of the caller's workspaces' notebooks with Open, Stop, Start and
+Delete, their slice, idle time, cost so far and the cost of their idle hours. Thin views over
+portal.notebooks (reads) and scheduling.services (stop_workload, start_workload, delete_notebook).
+Owners and members act; viewers see the list without controls and are refused (403)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from portal import notebooks
+from portal import selectors as portal_selectors
+from scheduling import clock, services
+from scheduling.backends import get_backend
+from scheduling.errors import Conflict
+
+MAX_PARAMETER_LENGTH = 200
+
+
+def _workspace(request):
+    slug = request.GET.get("workspace")
+    if slug:
+        return portal_selectors.get_workspace_for_user(request.user, slug[:MAX_PARAMETER_LENGTH])
+    return portal_selectors.current_workspace(request)
+
+
+def _may_act(user, workspace) -> bool:
+    membership = portal_selectors.membership_for(user, workspace)
+    return bool(membership and membership.can_submit)
+
+
+def _said(error: Conflict) -> str:
+    return "; ".join(m for ms in error.errors.values() for m in ms)
+
+
+def _back(job) -> str:
+    return f"{reverse('notebooks')}?workspace={job.workspace.slug}"
+
+
+@require_safe
+@login_required
+def notebook_list(request):
+    workspace = _workspace(request)
+    context = {"workspace": workspace, "rows": [], "may_act": False}
+    if workspace is not None:
+        now = clock.now()
+        live = notebooks.notebooks_for(request.user, workspace, ended=False)[:notebooks.MAX_LISTED]
+        ended = notebooks.notebooks_for(request.user, workspace, ended=True)[:notebooks.MAX_ENDED]
+        context.update(rows=notebooks.notebook_rows(live, backend=get_backend(), now=now),
+                       ended=notebooks.notebook_rows(ended, now=now), may_act=_may_act(request.user, workspace))
+    return render(request, "portal/notebooks.html", context)
+
+
+@require_POST
+@login_required
+def notebook_stop(request, pk):
+    job = notebooks.get_notebook_for_user(request.user, pk)
+    try:
+        services.stop_workload(request.user, job, "from the notebooks page")
+        messages.success(request, f"Notebook {job.name} stopped: its GPU is free, its home is kept.")
+    except Conflict as error:
+        messages.error(request, f"Notebook {job.name} was not stopped: {_said(error)}")
+    return redirect(_back(job))
+
+
+@require_POST
+@login_required
+def notebook_start(request, pk):
+    job = notebooks.get_notebook_for_user(request.user, pk)
+    try:
+        services.start_workload(request.user, job)
+        messages.success(request, f"Notebook {job.name} starts: it waits in queue {job.queue.name} for a GPU.")
+    except Conflict as error:
+        messages.error(request, f"Notebook {job.name} was not started: {_said(error)}")
+    return redirect(_back(job))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def notebook_delete(request, pk):
+    """GET: what deleting does; POST with confirm=1: delete (cancel), and the home volume with home=1."""
+    job = notebooks.get_notebook_for_user(request.user, pk)
+    if not _may_act(request.user, job.workspace):
+        services.require_submitter(request.user, job.workspace)  # raises: 403 with the reason
+    if request.method == "POST" and request.POST.get("confirm") == "1":
+        delete_home = request.POST.get("home") == "1"
+        try:
+            services.delete_notebook(request.user, job, delete_home=delete_home)
+            messages.success(request, f"Notebook {job.name} deleted"
+                             + (" with its home volume." if delete_home else "; its home volume is kept."))
+        except Conflict as error:
+            messages.error(request, f"Notebook {job.name} was not deleted: {_said(error)}")
+        return redirect(_back(job))
+    return render(request, "portal/notebook_delete.html", {"job": job, "back": _back(job)})

@@ -1,0 +1,213 @@
+"""Real local processes for the simulated cluster's serving replicas (notebooks, model servers).
+
+One directory per replica under the runtime root holds `process.json` (pid, command, when, the
+process's start time as the kernel counts it) and `output.log` (its stdout and stderr). A server
+prints one JSON line `{"listening": URL, ...}` when it is ready; that line is its URL. The records
+outlive the worker that started the processes, so a restarted worker finds them again (a pid that
+was reused by another program is told apart by its start time). Processes run in their own
+session, so stopping one stops what it started too. Standard library only; no Django.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scheduling.backends.base import Endpoint, ReplicaKey
+
+RECORD, LOG = "process.json", "output.log"
+URL_SCAN_BYTES = 16 * 1024  # the ready line comes first; never read a long log to find it
+STOP_WAIT_S = 5.0
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# Children started by this process, kept so that they are reaped (no zombies in a long-lived worker).
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    key: ReplicaKey
+    pid: int
+    started: float  # epoch seconds, this machine's clock
+    alive: bool
+    url: str | None  # None until the server said it listens
+    token: str
+    exit_code: int | None  # known only to the process that started it
+
+
+def _proc_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux), None where /proc cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    try:
+        return int(fields[19])  # field 22 of stat(5), counted after the command name
+    except (IndexError, ValueError):
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] == "Z"
+
+
+def _pid_alive(pid: int, ticks: int | None) -> bool:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # another user's process: the pid was reused
+    if _is_zombie(pid):
+        return False
+    now_ticks = _proc_start_ticks(pid)
+    return ticks is None or now_ticks is None or now_ticks == ticks
+
+
+class ProcessRuntime:
+    """Start, find and stop one process per replica key under `root`."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    # -- where -----------------------------------------------------------------------------------
+    def folder(self, key: ReplicaKey) -> Path:
+        job_id, role, index = key
+        return self.root / f"{int(job_id)}-{_SAFE.sub('_', role)[:64]}-{int(index)}"
+
+    def _record(self, key: ReplicaKey) -> dict | None:
+        try:
+            data = json.loads((self.folder(key) / RECORD).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
+
+    def keys(self) -> list[ReplicaKey]:
+        """Every replica that has a record (running or not)."""
+        found = []
+        if not self.root.is_dir():
+            return found
+        for folder in sorted(self.root.iterdir()):
+            try:
+                data = json.loads((folder / RECORD).read_text())
+                job_id, role, index = data["key"]
+                found.append((int(job_id), str(role), int(index)))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return found
+
+    def has(self, key: ReplicaKey) -> bool:
+        return self._record(key) is not None
+
+    # -- start ----------------------------------------------------------------------------------
+    def start(self, key: ReplicaKey, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+              token: str = "") -> bool:
+        """Start the replica's process unless it has one already (running or ended: its record says so
+        until stop()). Returns whether it started one now. Does not wait for it to be ready."""
+        folder = self.folder(key)
+        if self._record(key) is not None:
+            return False
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / LOG, "wb") as log:
+            popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=folder, env={**os.environ, **(env or {})}, start_new_session=True,
+                                     close_fds=True)
+        _CHILDREN[popen.pid] = popen
+        record = {"key": list(key), "pid": popen.pid, "argv": [a for a in argv], "started": time.time(),
+                  "ticks": _proc_start_ticks(popen.pid), "token": token}
+        tmp = folder / (RECORD + ".tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.chmod(0o600)  # the token is a secret
+        tmp.replace(folder / RECORD)
+        return True
+
+    # -- read -----------------------------------------------------------------------------------
+    def _url(self, key: ReplicaKey) -> str | None:
+        try:
+            with open(self.folder(key) / LOG, "rb") as log:
+                head = log.read(URL_SCAN_BYTES)
+        except OSError:
+            return None
+        for line in head.decode("utf-8", "replace").splitlines():
+            if '"listening"' not in line:
+                continue
+            with contextlib.suppress(ValueError):
+                said = json.loads(line)
+                if isinstance(said, dict) and isinstance(said.get("listening"), str):
+                    return said["listening"]
+        return None
+
+    def find(self, key: ReplicaKey) -> ProcessInfo | None:
+        record = self._record(key)
+        if record is None:
+            return None
+        pid = record["pid"]
+        alive = _pid_alive(pid, record.get("ticks"))
+        child = _CHILDREN.get(pid)
+        exit_code = child.returncode if child is not None and not alive else None
+        return ProcessInfo(key=key, pid=pid, started=float(record.get("started") or 0.0), alive=alive,
+                           url=self._url(key), token=str(record.get("token") or ""), exit_code=exit_code)
+
+    def endpoint(self, key: ReplicaKey) -> Endpoint | None:
+        """The URL and token of a running replica's server, None before it listens or once it ended."""
+        info = self.find(key)
+        if info is None or not info.alive or info.url is None:
+            return None
+        return Endpoint(url=info.url.rstrip("/") + "/", token=info.token)
+
+    def log_tail(self, key: ReplicaKey, lines: int = 200) -> str:
+        try:
+            text = (self.folder(key) / LOG).read_bytes()[-256 * 1024:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+        kept = text.splitlines()[-lines:] if lines > 0 else []
+        return "".join(line + "\n" for line in kept)
+
+    # -- stop -----------------------------------------------------------------------------------
+    def stop(self, key: ReplicaKey, wait_s: float = STOP_WAIT_S) -> None:
+        """Stop the replica's process (its whole session) and forget its record. Idempotent."""
+        record = self._record(key)
+        if record is not None:
+            self._terminate(record["pid"], record.get("ticks"), wait_s)
+        shutil.rmtree(self.folder(key), ignore_errors=True)
+
+    @staticmethod
+    def _terminate(pid: int, ticks: int | None, wait_s: float) -> None:
+        child = _CHILDREN.pop(pid, None)
+        if child is None and not _pid_alive(pid, ticks):
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+            if child is not None:
+                try:
+                    child.wait(wait_s)
+                    return
+                except subprocess.TimeoutExpired:
+                    continue
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if not _pid_alive(pid, ticks):
+                    return
+                time.sleep(0.05)
+
+    def stop_all(self) -> None:
+        """Every process under the root (tests, and a simulated cluster being torn down)."""
+        for key in self.keys():
+            self.stop(key, wait_s=2.0)
