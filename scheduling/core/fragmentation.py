@@ -96,6 +96,15 @@ class ShapeTable:
             return float("inf")
         return float((self.probs[g] * self.cpu_milli[g]).sum()) / gpu * MILLI_PER_GPU
 
+    @cached_property
+    def constrained(self) -> tuple[tuple[tuple[str, ...], float], ...]:
+        """(allowed models, summed probability) of the GPU shapes limited to some models."""
+        probs: dict[tuple[str, ...], float] = {}
+        for shape, p in zip(self.shapes, self.probs, strict=True):
+            if shape.models and shape.num_gpus > 0:
+                probs[shape.models] = probs.get(shape.models, 0.0) + float(p)
+        return tuple(sorted(probs.items()))
+
     def access(self, model_id: np.ndarray, model_names: Sequence[str]) -> np.ndarray:
         """bool [N, K]: may shape k run on node n's GPU model."""
         out = np.ones((len(model_id), len(self.shapes)), dtype=bool)
@@ -219,3 +228,28 @@ def cpu_stranded(free_total: np.ndarray, cpu_free: np.ndarray, cpu_per_gpu: floa
     if not np.isfinite(cpu_per_gpu) or cpu_per_gpu <= 0:
         return np.zeros(np.shape(free_total))
     return np.maximum(0.0, free_total - cpu_free * (MILLI_PER_GPU / cpu_per_gpu))
+
+
+def model_scarcity(table: ShapeTable, model_names: Sequence[str], free_per_model: np.ndarray) -> np.ndarray:
+    """float64 [M]: what one milli taken from a node of each model costs the model-limited shapes.
+
+    Taking x milli from a node lowers F by about x (1 - A), A the probability of the shapes that
+    may use the node, so F finds a node of a model few shapes are limited to cheap to fill:
+    unconstrained pods drift to the small models, and the pods limited to them find them full.
+    Counting each limited shape's claim by how scarce its models' capacity is (probability times
+    free_total / free_S for the set S of models it may use, instead of its probability alone)
+    adds p_S (free_total / free_S - 1) per set S, summed over the sets that include the model.
+    Zero for every model when no shape is limited.
+    """
+    cost = np.zeros(len(model_names))
+    if not table.constrained:
+        return cost
+    total = float(free_per_model.sum())
+    index = {name: i for i, name in enumerate(model_names)}
+    for models, p in table.constrained:
+        ids = [index[m] for m in models if m in index]
+        if not ids:
+            continue
+        free = float(free_per_model[ids].sum())
+        cost[ids] += p * (total / max(free, 1.0) - 1.0)
+    return cost

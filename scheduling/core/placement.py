@@ -6,7 +6,9 @@ Policies:
 - ``binpack``: fill the node with the least free GPU milli left (then the least CPU).
 - ``spread``: the opposite, most free GPU milli left.
 - ``frag``: fragmentation-aware: FGD's score over a fragmentation that also counts the GPU
-  milli a node strands for lack of CPU (see `fragmentation.py`, bench/PLACEMENT.md).
+  milli a node strands for lack of CPU and, when some typical shapes may use only some GPU
+  models, what taking a scarce model's capacity costs them (see `fragmentation.py`,
+  bench/PLACEMENT.md).
 - ``default``: what production uses (see `DEFAULT_POLICY`).
 - ``random``, ``bestfit``, ``fgd``: the baselines of the FGD paper (USENIX ATC'23), exactly as
   its artifact scores them, so the benchmark compares like with like.
@@ -36,6 +38,7 @@ from scheduling.core.fragmentation import (
     frag_after_whole,
     frag_terms,
     frag_value,
+    model_scarcity,
 )
 from scheduling.core.units import MILLI_PER_GPU
 
@@ -434,15 +437,28 @@ def _score_frag(arrays, request, cand, ctx) -> Scored:
     """FGD's score over a CPU-aware fragmentation: F plus the GPU milli stranded for lack of CPU."""
     delta = frag_deltas(arrays, request, cand, ctx)
     gpu = np.argmax(delta, axis=1)
-    ratio = _table_for(request, ctx).cpu_per_gpu
+    table = _table_for(request, ctx)
+    ratio = table.cpu_per_gpu
     free_total = arrays.gpu_free_milli[cand].sum(axis=1, dtype=np.int64)
     cpu = arrays.cpu_free[cand]
     stranded = cpu_stranded(free_total, cpu, ratio) - cpu_stranded(
         free_total - request.total_gpu_milli, cpu - request.cpu_milli, ratio
     )
     best = delta[np.arange(len(cand)), gpu] + stranded
+    if table.constrained and request.num_gpus > 0:
+        best -= _scarcity_cost(arrays, request, cand, table)
     # keep FGD's coarse integer score: its ties, settled by the node order, spread pods usefully
     return _fgd_score(best), _gpus_from_delta(arrays, request, cand, gpu)
+
+
+def _scarcity_cost(arrays: ClusterArrays, request: PlacementRequest, cand: np.ndarray, table: ShapeTable) -> np.ndarray:
+    """Milli-equivalent cost of taking capacity the model-limited shapes of `table` will need.
+
+    Relative to the cheapest candidate model, so a pod that may use one model only is scored as before.
+    """
+    free = np.bincount(arrays.model_id, weights=arrays.gpu_free_milli.sum(axis=1), minlength=len(arrays.model_names))
+    cost = model_scarcity(table, arrays.model_names, free)[arrays.model_id[cand]]
+    return request.total_gpu_milli * (cost - cost.min())
 
 
 _SCORERS: dict[str, Callable[..., Scored]] = {

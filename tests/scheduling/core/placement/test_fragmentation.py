@@ -11,6 +11,7 @@ from scheduling.core.fragmentation import (
     frag_after_fraction,
     frag_after_whole,
     frag_terms,
+    model_scarcity,
     node_fragmentation,
 )
 from scheduling.core.placement import (
@@ -155,3 +156,29 @@ def test_default_keeps_cpu_for_the_gpus_where_fgd_does_not():
     # would feed only 6 of its 7 remaining GPUs, so default goes to the CPU-rich node
     assert place(arrays, hungry, "fgd", ctx=PlacementContext(shapes=table)).node == 0
     assert place(arrays, hungry, "default", ctx=PlacementContext(shapes=table)).node == 1
+
+
+def test_model_scarcity_grows_as_a_limited_models_free_share_shrinks():
+    models = ("G2", "T4", "V100")
+    table = ShapeTable((FULL, Shape(1000, 1000, 1, ("T4",)), Shape(1000, 500, 1, ("G2", "T4"))), np.array([0.6, 0.1, 0.3]))
+    assert table.constrained == ((("G2", "T4"), 0.3), (("T4",), 0.1))
+    free = np.array([6000.0, 2000.0, 2000.0])  # total 10000; G2+T4 hold 8000, T4 alone 2000
+    cost = model_scarcity(table, models, free)
+    assert cost == pytest.approx([0.3 * (10 / 8 - 1), 0.3 * (10 / 8 - 1) + 0.1 * (10 / 2 - 1), 0.0])
+    assert model_scarcity(table, models, np.array([6000.0, 1000.0, 2000.0]))[1] > cost[1]
+    assert not model_scarcity(TABLE, models, free).any()  # no limited shape: no cost
+
+
+def test_default_leaves_a_scarce_model_to_the_pods_limited_to_it():
+    # one 2-GPU T4 node, one 8-GPU G2 node; 30 % of pods may use G2 only, 10 % T4 only
+    nodes = [NodeCapacity.empty("t4", "T4", 2, 64000, 512000), NodeCapacity.empty("g2", "G2", 8, 64000, 512000)]
+    table = ShapeTable((FULL, Shape(1000, 1000, 1, ("G2",)), Shape(1000, 1000, 1, ("T4",))), np.array([0.6, 0.3, 0.1]))
+    anywhere = PlacementRequest(gpu_milli=1000, num_gpus=1, gpu_mem_mib=0, cpu_milli=1000, mem_mib=100)
+    arrays = ClusterArrays.build(nodes)
+    # FGD: fewer typical shapes may use the T4 node, so taking it looks cheaper; but the T4 pods
+    # have 2 GPUs for a tenth of the demand, the G2 pods 8 for three tenths
+    assert place(arrays, anywhere, "fgd", ctx=PlacementContext(shapes=table)).node == 0
+    assert place(arrays, anywhere, "default", ctx=PlacementContext(shapes=table)).node == 1
+    # a pod limited to T4 still goes there, scored as before
+    only_t4 = arrays.model_mask(("T4",))
+    assert place(arrays, anywhere, "default", only_t4, ctx=PlacementContext(shapes=table)).node == 0
