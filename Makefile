@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test e2e lint demo clean
+.PHONY: install run test e2e lint demo clean messages compilemessages
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,14 @@ e2e: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+
+# The zh_Hans catalogue: `make messages` collects marked strings into locale/, translate the new
+# entries in the .po, then `make compilemessages` (the .mo is committed, so a fresh clone has it).
+messages: install
+	$(PY) manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'tests/*' --ignore 'gpuctl/*' --ignore 'nodeagent/*' --ignore 'bench/*'
+
+compilemessages: install
+	$(PY) manage.py compilemessages -l zh_Hans --ignore '.venv/*'
 
 clean:
 	rm -rf var staticfiles

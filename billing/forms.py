@@ -9,11 +9,11 @@ class PriceTableForm(forms.ModelForm):
     class Meta:
         model = PriceTable
         fields = ["name", "currency", "effective_from", "cpu_core_hour", "memory_gib_hour", "priority_base",
-                  "priority_step", "offpeak_windows", "offpeak_discount", "spot_discount"]
+                  "priority_step", "offpeak_windows", "offpeak_time_zone", "offpeak_discount", "spot_discount"]
         labels = {
             "name": "Name", "currency": "Currency", "effective_from": "Effective from",
             "cpu_core_hour": "CPU core-hour", "memory_gib_hour": "Memory GiB-hour", "priority_base": "Priority base",
-            "priority_step": "Priority step", "offpeak_windows": "Off-peak windows",
+            "priority_step": "Priority step", "offpeak_windows": "Off-peak windows", "offpeak_time_zone": "Off-peak time zone",
             "offpeak_discount": "Off-peak discount", "spot_discount": "Spot discount",
         }
         help_texts = {
@@ -24,7 +24,9 @@ class PriceTableForm(forms.ModelForm):
             "memory_gib_hour": "Price of one GiB of memory for an hour.",
             "priority_base": "The price multiplier of a priority-0 job.",
             "priority_step": "Multiplier = base + priority x step (default 1 + priority/100).",
-            "offpeak_windows": "HH:MM-HH:MM, comma-separated, in the platform's time zone. Empty: no off-peak.",
+            "offpeak_windows": "HH:MM-HH:MM, comma-separated, in the off-peak time zone. Empty: no off-peak.",
+            "offpeak_time_zone": "IANA zone the windows are read in, e.g. Asia/Shanghai for valley electricity; "
+                                 "blank: the platform's.",
             "offpeak_discount": "0 to 1: the share taken off during off-peak windows (0.40 = 40% off).",
             "spot_discount": "0 to 1: the share taken off on spot pools.",
         }

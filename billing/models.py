@@ -33,7 +33,10 @@ class PriceTable(models.Model):
     priority_step = models.DecimalField(max_digits=6, decimal_places=4, default=Decimal("0.01"),
                                         help_text="Multiplier = base + priority x step (default 1 + priority/100)")
     offpeak_windows = models.CharField(max_length=200, default="00:00-08:00",
-                                       help_text="Comma-separated HH:MM-HH:MM in the platform's time zone")
+                                       help_text="Comma-separated HH:MM-HH:MM in the table's off-peak time zone")
+    offpeak_time_zone = models.CharField(
+        max_length=64, blank=True,
+        help_text="The IANA zone the off-peak windows are read in, e.g. Asia/Shanghai; blank: the platform's.")
     offpeak_discount = models.DecimalField(max_digits=5, decimal_places=4, default=Decimal("0.40"))
     spot_discount = models.DecimalField(max_digits=5, decimal_places=4, default=Decimal("0.60"))
     created = models.DateTimeField(auto_now_add=True)
@@ -56,6 +59,11 @@ class PriceTable(models.Model):
             offpeak.parse_windows(self.offpeak_windows)
         except ValueError as error:
             errors["offpeak_windows"] = [str(error)]
+        if self.offpeak_time_zone:
+            try:
+                offpeak.as_zone(self.offpeak_time_zone)
+            except ValueError as error:
+                errors["offpeak_time_zone"] = [str(error)]
         try:
             pricing.minor_unit(self.currency)
         except ValueError as error:
@@ -88,6 +96,7 @@ class PriceTable(models.Model):
             cpu_core_hour=self.cpu_core_hour, memory_gib_hour=self.memory_gib_hour,
             priority_base=self.priority_base, priority_step=self.priority_step,
             offpeak_windows=offpeak.parse_windows(self.offpeak_windows),
+            offpeak_time_zone=self.offpeak_time_zone,
             offpeak_discount=self.offpeak_discount, spot_discount=self.spot_discount,
         )
         return pricing.PriceTable(effective_from=self.effective_from, rates=rates, name=self.name)

@@ -719,11 +719,12 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
         raise ValueError(f"pool names must be unique, got {names}")
 
     windows = rates.offpeak_windows
-    offpeak_now = bool(windows) and is_offpeak(now, windows, tz)
+    windows_tz = rates.windows_zone(tz)
+    offpeak_now = bool(windows) and is_offpeak(now, windows, windows_tz)
     starts: list[tuple[str, datetime]] = [(NOW, now)]
     # already off-peak: "now" is the off-peak start; interactive work (a notebook) is wanted now, not tonight
     if windows and not offpeak_now and spec.kind not in INTERACTIVE_KINDS:
-        starts.append((OFF_PEAK, next_offpeak_start(now, windows, tz)))
+        starts.append((OFF_PEAK, next_offpeak_start(now, windows, windows_tz)))
 
     options: list[QuoteOption] = []
     unavailable: list[str] = []

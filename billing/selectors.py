@@ -54,5 +54,7 @@ def off_peak_at(sender=None, *, now: datetime, **kwargs) -> OffPeak:
     table = PriceTable.objects.filter(effective_from__lte=now).order_by("-effective_from").first()
     windows = offpeak.parse_windows(table.offpeak_windows) if table else offpeak.DEFAULT_OFFPEAK_WINDOWS
     tz = offpeak.as_zone(settings.TIME_ZONE)
-    start = offpeak.next_offpeak_start(now, windows, tz)
-    return OffPeak(now=offpeak.is_offpeak(now, windows, tz), next_start=start.astimezone(tz).strftime("%H:%M %Z"))
+    windows_tz = offpeak.as_zone(table.offpeak_time_zone) if table and table.offpeak_time_zone else tz
+    start = offpeak.next_offpeak_start(now, windows, windows_tz)
+    return OffPeak(now=offpeak.is_offpeak(now, windows, windows_tz),
+                   next_start=start.astimezone(tz).strftime("%H:%M %Z"))

@@ -17,9 +17,11 @@ NO_OPERATION = "no API operation at "
 
 
 class Api:
-    def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None):
+    def __init__(self, settings: Settings, transport: httpx.BaseTransport | None = None,
+                 accept_language: str = "en"):
         self.settings = settings
-        headers = {"Accept": "application/json", "User-Agent": "gpuctl"}
+        # the server's error titles and details in the reader's language
+        headers = {"Accept": "application/json", "User-Agent": "gpuctl", "Accept-Language": accept_language}
         if settings.token:
             headers["Authorization"] = f"Bearer {settings.token}"
         self.http = httpx.Client(base_url=settings.url, headers=headers, timeout=TIMEOUT_S, transport=transport)

@@ -27,6 +27,7 @@ from typing import Any, NoReturn, TextIO
 
 import httpx
 
+from gpuctl import messages
 from gpuctl.api import Api, spec_error_line
 from gpuctl.completion import FILES, SCRIPTS
 from gpuctl.errors import (
@@ -88,6 +89,11 @@ class Run:
     err: TextIO
     stdin: TextIO
     env: Mapping[str, str]
+    lang: str = "en"
+
+    def say(self, text: str, **values) -> str:
+        """One of gpuctl's sentences in the reader's language (gpuctl.messages)."""
+        return messages.say(self.lang, text, **values)
 
     def print(self, text: str = "") -> None:
         print(text, file=self.out)
@@ -187,12 +193,12 @@ def cmd_submit(run: Run) -> int:
     if run.structured:
         run.emit(job)
         return EXIT_OK
-    run.print(f"submitted job {job['id']} ({job['name']}) to {job['workspace']}, queue {job['queue']}: "
-              f"{job['state']}")
+    run.print(run.say("submitted job {id} ({name}) to {workspace}, queue {queue}: {state}", id=job["id"],
+                      name=job["name"], workspace=job["workspace"], queue=job["queue"], state=job["state"]))
     if job.get("pending_reason"):
-        run.print(f"pending reason: {job['pending_reason']}")
+        run.print(run.say("pending reason: {reason}", reason=job["pending_reason"]))
     if job.get("quote"):
-        run.print(f"quote: {format_frozen_quote(job['quote'])}")
+        run.print(run.say("quote: {quote}", quote=format_frozen_quote(job["quote"])))
     return EXIT_OK
 
 
@@ -215,9 +221,10 @@ def list_jobs(run: Run) -> tuple[list[dict], str]:
         params["workspace"] = workspace
     if run.args.state:
         params["state"] = run.args.state.capitalize()  # `pending` means `Pending`
-    jobs = run.api.get_all("/api/v1/jobs/", params=params, not_found=f"no such workspace: {workspace}")
-    what = f"{params['state']} jobs" if "state" in params else "jobs"
-    return jobs, f"no {what}" + (f" in {workspace}" if workspace else "")
+    jobs = run.api.get_all("/api/v1/jobs/", params=params,
+                           not_found=run.say("no such workspace: {workspace}", workspace=workspace))
+    none = ("no {state} jobs" if "state" in params else "no jobs") + (" in {workspace}" if workspace else "")
+    return jobs, run.say(none, state=params.get("state"), workspace=workspace)
 
 
 def cmd_jobs(run: Run) -> int:
@@ -239,7 +246,7 @@ def cmd_get(run: Run) -> int:
         elif workspaces:
             run.print(format_workspaces(workspaces, headers_shown=run.headers))
         else:
-            run.note("you are a member of no workspace")
+            run.note(run.say("you are a member of no workspace"))
         return EXIT_OK
     jobs, none = list_jobs(run)
     if run.structured:
@@ -279,7 +286,7 @@ def cmd_cancel(run: Run) -> int:
             continue
         cancelled.append(job)
         if not run.structured:
-            run.print(f"job {job['id']} ({job['name']}): {job['state']}")
+            run.print(run.say("job {id} ({name}): {state}", id=job["id"], name=job["name"], state=job["state"]))
     if run.structured and (cancelled or len(ids) > 1):
         run.emit(cancelled[0] if len(ids) == 1 else cancelled)
     return worst
@@ -430,6 +437,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
     parser.add_argument("-w", "--workspace", default=unset, metavar="SLUG", help="the workspace to act in")
     parser.add_argument("--profile", default=unset, metavar="NAME",
                         help=f"a profile of the config file (default: {PROFILE_ENV}, then default_profile)")
+    parser.add_argument("--lang", default=unset, choices=messages.LANGUAGES,
+                        help="the language of gpuctl's messages (default: from LC_ALL / LC_MESSAGES / LANG)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if in_command else False,
                         help="print the API's JSON instead of tables (the same as -o json)")
 
@@ -535,10 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- the entry point
 
 
-def report(message: str, err: TextIO) -> None:
+def report(message: str, err: TextIO, lang: str = "en") -> None:
     """One line on stderr; a closed stderr is no reason to fail further."""
     try:
-        print(f"gpuctl: error: {one_line(message)}", file=err)
+        print(messages.say(lang, "gpuctl: error: {message}", message=one_line(message)), file=err)
     except (OSError, ValueError):
         pass
 
@@ -562,8 +571,10 @@ def main(argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = N
     """The `gpuctl` entry point; `env` and `transport` stand in for the real ones in tests."""
     env = os.environ if env is None else env
     out, err = sys.stdout, sys.stderr
+    lang = messages.language(None, env)
     try:
         args = build_parser().parse_args(argv)
+        lang = messages.language(getattr(args, "lang", None), env)
         code = _run(args, env, transport, out, err)
         out.flush()  # here, not at exit: a closed pipe is seen while it can still be handled
         return code
@@ -577,24 +588,27 @@ def main(argv: Sequence[str] | None = None, *, env: Mapping[str, str] | None = N
             print(line, file=err)
         return refused.exit_code
     except CliError as error:
-        report(str(error), err)
+        report(str(error), err, lang)
         return error.exit_code
     except Exception as error:  # one line, never a traceback, unless asked for
         if env.get(DEBUG_ENV):
             raise
-        report(f"unexpected {type(error).__name__}: {error} (run with {DEBUG_ENV}=1 for the traceback)", err)
+        report(f"unexpected {type(error).__name__}: {error} (run with {DEBUG_ENV}=1 for the traceback)", err, lang)
         return EXIT_ERROR
 
 
 def _run(args: argparse.Namespace, env: Mapping[str, str], transport: httpx.BaseTransport | None,
          out: TextIO, err: TextIO) -> int:
+    lang = messages.language(getattr(args, "lang", None), env)
     if not args.needs_settings:
-        return args.handler(Run(args=args, settings=None, api=None, out=out, err=err, stdin=sys.stdin, env=env))
+        return args.handler(Run(args=args, settings=None, api=None, out=out, err=err, stdin=sys.stdin, env=env,
+                                lang=lang))
     settings = resolve_settings(
         {"url": args.url, "token": args.token, "workspace": args.workspace, "profile": args.profile}, env)
-    api = Api(settings, transport=transport)
+    api = Api(settings, transport=transport, accept_language=messages.accept_language(lang))
     try:
-        return args.handler(Run(args=args, settings=settings, api=api, out=out, err=err, stdin=sys.stdin, env=env))
+        return args.handler(Run(args=args, settings=settings, api=api, out=out, err=err, stdin=sys.stdin, env=env,
+                                lang=lang))
     finally:
         api.close()
 

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import F, Q, QuerySet
+from django.utils.translation import gettext, gettext_lazy
 
 from billing.ledger.selectors import job_totals
 from scheduling import clock
@@ -109,13 +110,18 @@ class JobRow:
     duration: timedelta | None = None  # how long it has been (or was) so
 
     @property
+    def timing_label(self) -> str:
+        """timing in the reader's language (timing itself is the page's data-timing value)."""
+        return str(TIMING_LABELS.get(self.timing, self.timing))
+
+    @property
     def cost_final(self) -> bool:
         return self.job.final_cost is not None
 
     @property
     def gpus(self) -> str:
         """What the job asks for, per role: "2 GPUs", "2 × 0.5 GPU", "MIG 3g.40gb", "1–4 × 1 GPU"."""
-        return " + ".join(filter(None, (_role_gpus(role) for role in _roles(self.job)))) or "no GPU"
+        return " + ".join(filter(None, (_role_gpus(role) for role in _roles(self.job)))) or gettext("no GPU")
 
     @property
     def duration_text(self) -> str:
@@ -131,6 +137,10 @@ class JobRow:
         if hours:
             return f"{hours} h {minutes:02d} min"
         return f"{minutes} min" if minutes else f"{seconds} s"
+
+
+TIMING_LABELS = {"waiting": gettext_lazy("waiting"), "running": gettext_lazy("running"), "ran": gettext_lazy("ran"),
+                 "waited": gettext_lazy("waited")}
 
 
 def _timing(job: Job, now: datetime) -> tuple[str, timedelta | None]:

@@ -7,11 +7,11 @@ from django.conf import settings
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.views.defaults import page_not_found
 
 from portal import ratelimit
-from portal.selectors import time_zone_for
+from portal.selectors import chosen_language, time_zone_for
 from scheduling.errors import DomainError
 
 
@@ -100,6 +100,25 @@ class TimeZoneMiddleware:
         if request.path_info.startswith("/api/") or not request.user.is_authenticated:
             return None
         return time_zone_for(request.user)
+
+
+class UserLanguageMiddleware:
+    """A signed-in user's chosen language wins over the cookie and Accept-Language that
+    LocaleMiddleware read. The API answers by Accept-Language only, whoever asks."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.path_info.startswith("/api/") or not request.user.is_authenticated:
+            return self.get_response(request)
+        if not (language := chosen_language(request.user)):
+            return self.get_response(request)
+        with translation.override(language):
+            request.LANGUAGE_CODE = translation.get_language()
+            response = self.get_response(request)
+            response.headers.setdefault("Content-Language", request.LANGUAGE_CODE)
+            return response
 
 
 class StyledNotFoundMiddleware:

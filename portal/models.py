@@ -3,6 +3,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from portal import time_zones
 from scheduling import clock
@@ -24,10 +25,10 @@ class Workspace(models.Model):
 
 
 class Role(models.TextChoices):
-    OWNER = "owner", "Owner"
-    MEMBER = "member", "Member"
-    VIEWER = "viewer", "Viewer"
-    FINANCE = "finance", "Finance"
+    OWNER = "owner", _("Owner")
+    MEMBER = "member", _("Member")
+    VIEWER = "viewer", _("Viewer")
+    FINANCE = "finance", _("Finance")
 
 
 class Membership(models.Model):
@@ -113,6 +114,8 @@ class UserPreference(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
     time_zone = models.CharField(max_length=64, blank=True, validators=[time_zones.validate],
                                  help_text="An IANA zone such as Asia/Shanghai; blank: the platform's (TIME_ZONE).")
+    language = models.CharField(max_length=16, blank=True, choices=settings.LANGUAGES,
+                                help_text="The interface language; blank: the browser's (Accept-Language).")
 
     def __str__(self) -> str:
         return f"{self.user}: {self.time_zone or 'platform time zone'}"

@@ -55,6 +55,12 @@ def chosen_time_zone(user) -> str:
     return chosen or ""
 
 
+def chosen_language(user) -> str:
+    """The interface language the user chose, or "" for the browser's (Accept-Language)."""
+    chosen = UserPreference.objects.filter(user=user).values_list("language", flat=True).first()
+    return chosen if chosen in dict(settings.LANGUAGES) else ""
+
+
 def time_zone_for(user) -> str:
     """The zone the user's pages show times in: their choice, else the platform's. One query."""
     chosen = chosen_time_zone(user)

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from redis.exceptions import RedisError
 
@@ -77,6 +78,17 @@ def set_time_zone(user, zone: str) -> UserPreference:
         raise DomainError(f"{zone!r} is not a time zone; choose one from the list, e.g. Asia/Shanghai",
                           field="time_zone")
     preference, _ = UserPreference.objects.update_or_create(user=user, defaults={"time_zone": zone})
+    return preference
+
+
+def set_language(user, language: str) -> UserPreference:
+    """The interface language of the user's pages; "" goes back to the browser's. A language the
+    platform does not offer is refused and nothing changes."""
+    language = language.strip()
+    if language and language not in dict(settings.LANGUAGES):
+        offered = ", ".join(code for code, _ in settings.LANGUAGES)
+        raise DomainError(f"{language[:40]!r} is not a language; choose one of {offered}", field="language")
+    preference, _ = UserPreference.objects.update_or_create(user=user, defaults={"language": language})
     return preference
 
 

@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from portal.members import views as members
 from portal.notebook_proxy import notebook_proxy
 from portal.notifications import views as notifications
-from portal.pages import account, tokens
+from portal.pages import account, language, tokens
 from portal.pages import workspaces as views
 
 admin.site.site_header = "GPU Platform console"
@@ -27,6 +27,7 @@ urlpatterns = [
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
     path("account/preferences/", account.preferences, name="preferences"),
+    path("language/", language.switch_language, name="switch-language"),
     path("w/<slug:slug>/members/", members.members, name="workspace-members"),
     path("w/<slug:slug>/members/<int:member_id>/remove/", members.member_remove, name="workspace-member-remove"),
     path("w/<slug:slug>/webhook/", notifications.webhook, name="workspace-webhook"),

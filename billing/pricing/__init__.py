@@ -22,6 +22,7 @@ from enum import StrEnum
 from billing.pricing.offpeak import (
     DEFAULT_OFFPEAK_WINDOWS,
     Window,
+    as_zone,
     offpeak_intervals,
     require_aware,
     require_duration,
@@ -170,9 +171,18 @@ class Rates:
     offpeak_windows: tuple[Window, ...] = DEFAULT_OFFPEAK_WINDOWS
     offpeak_discount: Decimal = Decimal("0.40")
     spot_discount: Decimal = Decimal("0.60")
+    # The zone the off-peak windows are read in ("": the platform's, passed as tz), so a CNY table
+    # keeps its valley-electricity hours in Asia/Shanghai whatever the platform's zone.
+    offpeak_time_zone: str = ""
+
+    def windows_zone(self, platform_tz: tzinfo | str) -> tzinfo | str:
+        """The zone this table's off-peak windows are read in."""
+        return as_zone(self.offpeak_time_zone) if self.offpeak_time_zone else platform_tz
 
     def __post_init__(self) -> None:
         minor_unit(self.currency)
+        if self.offpeak_time_zone:
+            as_zone(self.offpeak_time_zone)  # an unknown zone is refused here
         gpu: dict[tuple[str, str], Decimal] = {}
         for key, price in dict(self.gpu).items():
             if not (
@@ -412,7 +422,7 @@ def estimate(
     require_aware(start, "start")
     require_duration(duration)
     _positive_int(replicas, "replicas")
-    split = split_hours(start, duration, rates.offpeak_windows, tz)
+    split = split_hours(start, duration, rates.offpeak_windows, rates.windows_zone(tz))
     peak_rate = hourly_price(rates, allocation, priority=priority, spot=spot)
     offpeak_rate = hourly_price(rates, allocation, priority=priority, offpeak=True, spot=spot)
     amount = replicas * (hours(split.peak) * peak_rate + hours(split.offpeak) * offpeak_rate)
@@ -507,7 +517,7 @@ def cost_for_intervals(
             table = table_in_force(tables, piece_start)
             rates = table.rates
             for part_start, part_end, is_off in _offpeak_parts(
-                piece_start, piece_end, rates.offpeak_windows, tz
+                piece_start, piece_end, rates.offpeak_windows, rates.windows_zone(tz)
             ):
                 rate = hourly_price(
                     rates, interval.allocation, priority=priority, offpeak=is_off, spot=interval.spot

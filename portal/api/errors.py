@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
+from django.utils.translation import gettext, gettext_noop
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -26,15 +27,33 @@ def problem_type(name: str) -> str:
     return "urn:gpu-platform:problem:" + re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
 
 
+# Titles of the platform's errors, in the catalogue so title (and a detail that is only the title)
+# reads in the request's language (Accept-Language). type and the errors' field stay as they are.
+KNOWN_TITLES = [
+    gettext_noop("The request was refused"), gettext_noop("Not allowed"),
+    gettext_noop("Conflicts with the current state"), gettext_noop("Not found"),
+    gettext_noop("The spec is not valid"), gettext_noop("No pool can run the spec"),
+    gettext_noop("Billed records cannot be changed"), gettext_noop("Request body too large"),
+    gettext_noop("Too many requests"), gettext_noop("Invalid request"),
+    gettext_noop("Service unavailable"), gettext_noop("Server error"),
+]
+
+
+def _localized(text: str) -> str:
+    """text in the active language when the catalogue has it, else as it is."""
+    return gettext(text) if text else text
+
+
 def problem(status: int, title: str, detail: str, errors: list[dict], kind: str) -> Response:
-    body = {"type": problem_type(kind), "title": title, "status": status, "detail": detail, "errors": errors}
+    body = {"type": problem_type(kind), "title": _localized(title), "status": status,
+            "detail": _localized(detail), "errors": errors}
     return Response(body, status=status, content_type=PROBLEM_JSON)
 
 
 def problem_response(exc: DomainError) -> JsonResponse:
     """The same body for a request refused before it reaches a DRF view (portal.middleware)."""
-    body = {"type": problem_type(type(exc).__name__), "title": exc.title, "status": exc.status,
-            "detail": str(exc) or exc.title, "errors": exc.to_dicts()}
+    body = {"type": problem_type(type(exc).__name__), "title": _localized(exc.title), "status": exc.status,
+            "detail": _localized(str(exc) or exc.title), "errors": exc.to_dicts()}
     return JsonResponse(body, status=exc.status, content_type=PROBLEM_JSON)
 
 
@@ -90,7 +109,7 @@ def exception_handler(exc, context):
 @csrf_exempt  # it changes nothing; a POST must get the same 404, not the CSRF page
 def not_found(request, *args, **kwargs) -> JsonResponse:
     """Any /api/v1/ path that names no operation."""
-    return problem_response(NotFound(f"no API operation at {request.path}"))
+    return problem_response(NotFound(gettext("no API operation at %(path)s") % {"path": request.path}))
 
 
 class NotFound(DomainError):

@@ -10,6 +10,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.forms.utils import ErrorDict
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy as _
 
 from portal.console import job_selectors
 from portal.console.job_selectors import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE, SORTS, JobFilters
@@ -43,33 +45,33 @@ def _choice(label: str, help_text: str, what: str) -> forms.ChoiceField:
 class JobFilterForm(forms.Form):
     """The operators' job list: filters, search, sort and page, read from GET parameters."""
 
-    q = forms.CharField(label="Search", required=False, max_length=MAX_PARAMETER_LENGTH,
-                        help_text="Job name or number, workspace or submitter")
-    workspace = _choice("Workspace", "", "a workspace")
-    queue = _choice("Queue", "", "a leaf queue")
-    pool = _choice("Pool", "Quoted for it, or a replica ran there", "a node pool")
-    node = forms.CharField(label="Node", required=False, max_length=253, help_text="A replica ran there")
-    state = _choice("State", "", "a job state")
-    submitter = forms.CharField(label="Submitter", required=False, max_length=150, help_text="User name")
-    gpu_model = _choice("GPU model", "", "a GPU model of the cluster")
-    sharing = _choice("Sharing mode", "", "a sharing mode")
-    min_age = forms.CharField(label="Older than", required=False, max_length=12,
-                              help_text="Submitted at least this long ago: 30m, 6h, 2d, 1w",
-                              widget=forms.TextInput(attrs={"placeholder": "e.g. 2h"}))
-    max_age = forms.CharField(label="Newer than", required=False, max_length=12,
-                              help_text="Submitted at most this long ago",
-                              widget=forms.TextInput(attrs={"placeholder": "e.g. 1d"}))
-    sort = forms.ChoiceField(label="Sort by", required=False, choices=SORT_CHOICES,
+    q = forms.CharField(label=_("Search"), required=False, max_length=MAX_PARAMETER_LENGTH,
+                        help_text=_("Job name or number, workspace or submitter"))
+    workspace = _choice(_("Workspace"), "", "a workspace")
+    queue = _choice(_("Queue"), "", "a leaf queue")
+    pool = _choice(_("Pool"), _("Quoted for it, or a replica ran there"), "a node pool")
+    node = forms.CharField(label=_("Node"), required=False, max_length=253, help_text=_("A replica ran there"))
+    state = _choice(_("State"), "", "a job state")
+    submitter = forms.CharField(label=_("Submitter"), required=False, max_length=150, help_text=_("User name"))
+    gpu_model = _choice(_("GPU model"), "", "a GPU model of the cluster")
+    sharing = _choice(_("Sharing mode"), "", "a sharing mode")
+    min_age = forms.CharField(label=_("Older than"), required=False, max_length=12,
+                              help_text=_("Submitted at least this long ago: 30m, 6h, 2d, 1w"),
+                              widget=forms.TextInput(attrs={"placeholder": _("e.g. 2h")}))
+    max_age = forms.CharField(label=_("Newer than"), required=False, max_length=12,
+                              help_text=_("Submitted at most this long ago"),
+                              widget=forms.TextInput(attrs={"placeholder": _("e.g. 1d")}))
+    sort = forms.ChoiceField(label=_("Sort by"), required=False, choices=SORT_CHOICES,
                              error_messages={"invalid_choice": "%(value)s is not a column to sort by"})
-    page_size = forms.IntegerField(label="Rows a page", required=False, min_value=1, max_value=MAX_PAGE_SIZE,
-                                   help_text=f"At most {MAX_PAGE_SIZE}",
+    page_size = forms.IntegerField(label=_("Rows a page"), required=False, min_value=1, max_value=MAX_PAGE_SIZE,
+                                   help_text=format_lazy(_("At most {rows}"), rows=MAX_PAGE_SIZE),
                                    widget=forms.NumberInput(attrs={"placeholder": DEFAULT_PAGE_SIZE}))
-    page = forms.IntegerField(label="Page", required=False, min_value=1, max_value=MAX_PAGE)
+    page = forms.IntegerField(label=_("Page"), required=False, min_value=1, max_value=MAX_PAGE)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name, values in self.choices().items():
-            self.fields[name].choices = [("", "all"), *((v, v) for v in values)]
+            self.fields[name].choices = [("", _("all")), *((v, v) for v in values)]
 
     def choices(self) -> dict[str, list[str]]:
         """The values each select offers: every workspace's here (the tenants' list offers its own)."""

@@ -11,6 +11,7 @@ from itertools import islice
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils.translation import gettext
 
 from billing import pricing
 from billing.models import ChargeLine
@@ -36,7 +37,7 @@ CSV_CHUNK = 500
 def get_job_for_operator(user, job_id) -> Job:
     """The one way the console fetches a job: any workspace's, for operators (staff) only."""
     if not (user.is_authenticated and user.is_staff):
-        raise PermissionDenied("the operator console is for operators (staff) only")
+        raise PermissionDenied(gettext("the operator console is for operators (staff) only"))
     try:
         return Job.objects.select_related("workspace", "queue", "submitted_by").get(pk=int(job_id))
     except (Job.DoesNotExist, ValueError, TypeError, OverflowError):

@@ -18,6 +18,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 
 from billing.ledger.jobs import job_cost
 from billing.ledger.prices import billed_priority
@@ -73,7 +74,7 @@ async def job_csv(request):
     if not user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     if not user.is_staff:
-        raise PermissionDenied("the operator console is for operators (staff) only")
+        raise PermissionDenied(gettext("the operator console is for operators (staff) only"))
     rows = await sync_to_async(_csv_source)(request.GET)
     response = StreamingHttpResponse(exports.csv_chunks(exports.aiter_rows(rows), header=job_selectors.CSV_HEADER),
                                      content_type="text/csv; charset=utf-8")

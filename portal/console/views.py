@@ -14,6 +14,7 @@ from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from billing.forms import PriceTableForm
@@ -38,7 +39,7 @@ def operator_required(view):
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         if not request.user.is_staff:
-            raise PermissionDenied("the operator console is for operators (staff) only")
+            raise PermissionDenied(gettext("the operator console is for operators (staff) only"))
         return view(request, *args, **kwargs)
 
     return wrapped

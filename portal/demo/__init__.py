@@ -5,13 +5,14 @@ from portal.demo.agents import write_agent_tokens
 
 
 def load_all(*, history: bool = True) -> None:
-    from portal.demo import cluster, prices, tenants
+    from portal.demo import chinese, cluster, prices, tenants
     from portal.demo.usage import load_demo_usage
 
     tenants.load_tenants()
     cluster.load_cluster()
     cluster.load_queues()
     prices.load_prices()
+    chinese.load_chinese_team()
     if history:
         load_demo_usage()  # the last 30 days of jobs, played through the live services
         from portal.console.planner_services import latest_savings, refresh_savings

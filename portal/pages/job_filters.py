@@ -4,6 +4,7 @@ bad one a 400 beside its field), offering one workspace's values only."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from portal.console.job_forms import JobFilterForm
 from portal.job_lists import workspace_filter_choices
@@ -13,7 +14,7 @@ class WorkspaceJobFilterForm(JobFilterForm):
     """One of the caller's workspaces: its queues, members and submitters; no node filter (nodes are
     the operators' business). The workspace itself is checked by the view first (404 for another's)."""
 
-    submitter = forms.ChoiceField(label="Submitter", required=False, choices=(),
+    submitter = forms.ChoiceField(label=_("Submitter"), required=False, choices=(),
                                   error_messages={"invalid_choice": "%(value)s is not a member or submitter here"})
 
     field_order = ["q", "workspace", "state", "queue", "submitter", "sharing", "pool", "gpu_model", "min_age",
@@ -23,7 +24,7 @@ class WorkspaceJobFilterForm(JobFilterForm):
         self.workspace = workspace
         super().__init__(data)
         del self.fields["node"]
-        self.fields["q"].help_text = "Job name or number, or submitter"
+        self.fields["q"].help_text = _("Job name or number, or submitter")
         self.fields["workspace"].choices = [(w.slug, w.name) for w in workspaces]
         self.fields["workspace"].error_messages["invalid_choice"] = "%(value)s is not a workspace of yours"
 

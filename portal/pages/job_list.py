@@ -14,6 +14,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_safe
 
 from portal import job_lists
@@ -157,9 +158,10 @@ def job_bulk_cancel(request):
     params = request.POST if request.method == "POST" else request.GET
     workspace = _workspace(request, params.get("workspace"))
     if workspace is None:
-        raise PermissionDenied("you are a member of no workspace")
+        raise PermissionDenied(gettext("you are a member of no workspace"))
     if not _may_cancel(request.user, workspace):
-        raise PermissionDenied(f"your role in '{workspace.slug}' may not submit or cancel jobs")
+        raise PermissionDenied(
+            gettext("your role in '%(workspace)s' may not submit or cancel jobs") % {"workspace": workspace.slug})
     context: dict[str, Any] = {"workspace": workspace, "next": _back(request, workspace), "selection": [],
                                "errors": []}
     try:

@@ -78,10 +78,12 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "portal.middleware.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",  # after sessions, before common: cookie, Accept-Language
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "portal.middleware.TimeZoneMiddleware",  # after auth: the signed-in user's zone
+    "portal.middleware.UserLanguageMiddleware",  # after auth: the signed-in user's language
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",
@@ -240,7 +242,11 @@ RATE_LIMITS = {
 }
 
 # --- i18n / time --------------------------------------------------------------------------
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The interface languages; a signed-in user's preference wins, else the language cookie (the
+# header switcher), else Accept-Language. `make messages` / `make compilemessages` keep locale/.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from scheduling.backends.simulated.json_body import read_json_object
 from scheduling.serving.latency import ServerModel, slice_share
 
 MAX_BODY = 1024 * 1024
@@ -262,20 +263,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, answer)
 
     def _body(self) -> dict[str, Any]:
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-        except ValueError:
-            raise ApiError(400, "Content-Length is not a number") from None
-        if length > MAX_BODY:
-            raise ApiError(413, f"the body is over {MAX_BODY} bytes")
-        raw = self.rfile.read(length) if length > 0 else b""
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "the body is not JSON") from None
-        if not isinstance(body, dict):
-            raise ApiError(400, "the body must be a JSON object")
-        return body
+        return read_json_object(self, MAX_BODY, ApiError)
 
     def _complete(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         replica = self.replica

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from scheduling.backends.simulated.json_body import read_json_object
+
 MAX_BODY = 1024 * 1024
 MAX_KERNELS = 16
 MAX_FILES = 1000
@@ -218,20 +220,7 @@ class Handler(BaseHTTPRequestHandler):
         return url.path[len(self.base_url):] if len(url.path) >= len(self.base_url) else "", query
 
     def _body(self) -> dict[str, Any]:
-        try:
-            length = int(self.headers.get("Content-Length", "0"))
-        except ValueError:
-            raise NotebookError(400, "Content-Length is not a number") from None
-        if length > MAX_BODY:
-            raise NotebookError(413, f"the body is over {MAX_BODY} bytes")
-        raw = self.rfile.read(length) if length > 0 else b"{}"
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise NotebookError(400, "the body is not JSON") from None
-        if not isinstance(body, dict):
-            raise NotebookError(400, "the body must be a JSON object")
-        return body
+        return read_json_object(self, MAX_BODY, NotebookError, empty=b"{}")
 
     def _handle(self, method: str) -> None:
         try:

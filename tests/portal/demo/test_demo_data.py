@@ -72,3 +72,22 @@ def test_load_demo_command_is_idempotent(db):
     counts = _tenant_counts() + _cluster_counts()
     call_command("load_demo")
     assert _tenant_counts() + _cluster_counts() == counts
+
+
+def test_the_chinese_demo_team_reads_the_portal_in_chinese(db):
+    from portal.demo import chinese
+    from portal.models import UserPreference
+
+    tenants.load_tenants()
+    cluster.load_cluster()
+    cluster.load_queues()
+    chinese.load_chinese_team()
+    chinese.load_chinese_team()  # idempotent
+    assert Workspace.objects.filter(slug="ai-lab").count() == 1
+    assert Membership.objects.get(workspace__slug="ai-lab").user.username == "chen"
+    assert UserPreference.objects.get(user__username="chen").language == "zh-hans"
+    assert QueueAccess.objects.get(workspace__slug="ai-lab", is_default=True).queue.name == "community"
+    client = Client()
+    assert client.post(reverse("login"), {"username": "chen", "password": "chen-demo"}).status_code == 302
+    page = client.get(reverse("dashboard"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert '<html lang="zh-hans">' in page and "仪表盘" in page

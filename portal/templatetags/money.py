@@ -1,0 +1,43 @@
+"""Money and dates for the reader's language: {{ amount|money:currency }} gives ¥1,234.50 or
+$1,234.50 (symbol, thousands separators, two places), and {{ day|long_date }} gives
+2026年11月24日 in Chinese, 24 Nov 2026 in English. Amounts are rounded for display only; the
+ledger's Decimal is never changed."""
+
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+from django import template
+from django.utils import formats, translation
+
+register = template.Library()
+
+SYMBOLS = {"CNY": "¥", "USD": "$", "EUR": "€"}
+
+
+def format_money(amount, currency: str = "") -> str:
+    """The amount with its currency's symbol, e.g. ¥1,234.50; an unknown currency keeps its code."""
+    try:
+        value = Decimal(str(amount)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    except (InvalidOperation, ValueError, TypeError):
+        return ""
+    sign = "-" if value < 0 else ""
+    digits = f"{abs(value):,.2f}"
+    if symbol := SYMBOLS.get((currency or "").upper()):
+        return f"{sign}{symbol}{digits}"
+    return f"{sign}{digits} {currency}".rstrip()
+
+
+@register.filter
+def money(amount, currency=""):
+    if amount is None or amount == "":
+        return ""
+    return format_money(amount, currency)
+
+
+@register.filter
+def long_date(value):
+    """A calendar day as the reader writes it: 2026年11月24日 / 24 Nov 2026."""
+    if not value:
+        return ""
+    if (translation.get_language() or "").startswith("zh"):
+        return f"{value.year}年{value.month}月{value.day}日"
+    return formats.date_format(value, "j M Y")
