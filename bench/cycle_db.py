@@ -7,11 +7,15 @@ nodes, GPUs, queues, jobs whose `roles` come from scheduling.spec.requests.role_
 replicas with their slices and their simulated pods), then times
 
   decide: build_snapshot(now) from the database + core.run_cycle (no writes), on the loaded database;
-  full:   run_scheduling_cycle with the simulated backend (reconcile, snapshot, decide, apply, launch),
-          each repeat on a fresh copy of the loaded database (CREATE DATABASE ... TEMPLATE), then the
-          cycles after it on the last copy until one changes nothing (the settled cycle).
+  first:  run_scheduling_cycle with the simulated backend (reconcile, snapshot, decide, apply, launch)
+          in a cold process (nothing kept: the snapshot read whole), each repeat on a fresh copy of the
+          loaded database (CREATE DATABASE ... TEMPLATE);
+  steady: on the last copy, the cycles after it, as the Celery worker runs them (its kept snapshot and
+          memo, `scheduling.cycle.run.Kept`): before each, `churn` running jobs end (their simulated
+          pods finish) and as many new jobs are submitted; `warmup` cycles, then `cycles` timed.
 
-Only JSON goes to the child's stdout.
+Wall and CPU seconds (this process; the database server's own CPU is not in it). Only JSON goes to
+the child's stdout.
 """
 
 from __future__ import annotations
@@ -98,7 +102,8 @@ def drop(url: str, name: str) -> None:
 
 # --- parent -----------------------------------------------------------------------------------
 
-def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800) -> dict:
+def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800, cycles: int = 5, churn: int = 100,
+                     seed: int = 42, warmup: int = 2) -> dict:
     """Load `rows` (bench.cycle.make_rows + place_running) into a fresh database and time cycles there."""
     from portal import embedded_redis
 
@@ -116,7 +121,9 @@ def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800)
                "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "portal.settings"}
         try:
             done = subprocess.run([sys.executable, "-m", "bench.cycle_db", "--rows", str(rows_file),
-                                   "--repeat", str(repeat)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                                   "--repeat", str(repeat), "--cycles", str(cycles), "--churn", str(churn),
+                                   "--seed", str(seed), "--warmup", str(warmup)],
+                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
                                   timeout=timeout_s)  # stderr passes through: progress and errors
         finally:
             if redis is not None:
@@ -254,6 +261,7 @@ def phase_timer():
     spots = {"sync_inventory": (scheduling.cycle.run, "sync_inventory"), "reconcile": (scheduling.cycle.run, "reconcile"),
              "build_snapshot": (scheduling.cycle.run, "build_snapshot"), "core_run_cycle": (scheduling.core, "run_cycle"),
              "apply": (scheduling.cycle.run, "apply"), "set_pending_reasons": (scheduling.cycle.run, "_set_pending_reasons"),
+             "write_pending_reasons": (scheduling.cycle.run, "_write_pending_reasons"),
              "backend_launch": (SimulatedBackend, "launch"), "publish_live_event": (portal.services, "_send")}
     seconds: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
@@ -282,7 +290,35 @@ def phases(seconds: dict[str, float], calls: dict[str, int]) -> dict:
     return {label: {"s": round(s, 3), "calls": calls[label]} for label, s in seconds.items()}
 
 
-def time_full(url: str, repeat: int) -> dict:
+def churn_database(rng, count: int, batch: int, leaf_names: list[str]) -> tuple[int, int]:
+    """Between two steady cycles: `count` running jobs end and `count` new jobs are submitted, the
+    rows those writes leave (an ended job's final cost and events are written where it ends, not in
+    the cycle; its pods are removed by the next reconcile). Returns (jobs ended, jobs submitted)."""
+    from django.utils import timezone
+
+    from bench.cycle import job_rows
+    from portal.models import Workspace
+    from scheduling.models import ACTIVE_STATES, Job, JobState, Queue, Replica
+
+    running = sorted(Job.objects.filter(state=JobState.RUNNING).values_list("pk", flat=True))
+    ending = rng.sample(running, min(count, len(running)))
+    now = timezone.now()
+    Job.objects.filter(pk__in=ending).update(state=JobState.SUCCEEDED, finished=now)
+    Replica.objects.filter(job_id__in=ending, state__in=ACTIVE_STATES).update(
+        state=JobState.SUCCEEDED, ended=now, end_reason="Completed")
+    workspace = Workspace.objects.get(slug="bench")
+    queues = {q.name: q for q in Queue.objects.filter(name__in=leaf_names)}
+    new = job_rows(rng, count, f"new{batch:04d}", 0.0, leaf_names)
+    Job.objects.bulk_create([
+        Job(workspace=workspace, queue=queues[r["queue"]], name=r["id"],
+            job_type="single" if r["replicas"] == 1 else "pytorch", state=JobState.PENDING, priority=r["priority"],
+            preemptible=r["preemptible"], reduce_cost=r["reduce_cost"], spec_text="", spec={},
+            expected_duration_s=RUN_FOR_S, roles=role_dicts(r)) for r in new])
+    return len(ending), len(new)
+
+
+def time_full(url: str, repeat: int, cycles: int, churn: int, seed: int, warmup: int, leaf_names: list[str]) -> dict:
+    import random
     from dataclasses import asdict
 
     from django.utils import timezone
@@ -291,8 +327,19 @@ def time_full(url: str, repeat: int) -> dict:
     from scheduling.cycle.run import run_scheduling_cycle
     from scheduling.cycle.snapshot import build_snapshot
 
+    try:   # a tree from before the worker kept anything runs every cycle cold (the "before" figures)
+        from scheduling.cycle.run import Kept
+    except ImportError:  # pragma: no cover
+        Kept = None
+
+    def cycle(kept):
+        if kept is None:
+            return run_scheduling_cycle(SimulatedBackend())
+        return run_scheduling_cycle(SimulatedBackend(), kept=kept)
+
     template = database_name(url)
-    copies, busy, busy_phases, reports, later = [], [], [], [], []
+    copies, busy, busy_cpu, busy_phases, reports = [], [], [], [], []
+    steady, steady_cpu, steady_phases, steady_reports = [], [], [], []
     try:
         for i in range(repeat):
             copy = f"{template}_run{i}"
@@ -301,48 +348,63 @@ def time_full(url: str, repeat: int) -> dict:
             recreate(url, copy, template=template)
             copies.append((copy, time.perf_counter() - t0))
             use_database(url, copy)
-            build_snapshot(timezone.now())  # warm, as a long-lived worker is
+            build_snapshot(timezone.now())  # warm the connection and imports; nothing is kept
+            kept = Kept() if Kept is not None else None   # a cold worker
             with phase_timer() as (seconds, calls):
-                t0 = time.perf_counter()
-                report = run_scheduling_cycle(SimulatedBackend())
+                t0, c0 = time.perf_counter(), time.process_time()
+                report = cycle(kept)
                 busy.append(time.perf_counter() - t0)
+                busy_cpu.append(time.process_time() - c0)
             busy_phases.append(phases(seconds, calls))
-            progress(f"full cycle {i + 1}/{repeat}: {busy[-1]:.2f} s {busy_phases[-1]}")
+            progress(f"first cycle {i + 1}/{repeat}: {busy[-1]:.2f} s (CPU {busy_cpu[-1]:.2f} s) {busy_phases[-1]}")
             reports.append(report)
             if i < repeat - 1:
                 use_database(url, template)
                 drop(url, copy)
-        # the cycles after the busy one, on the last copy, until one changes nothing
-        for _ in range(SETTLE_MAX_CYCLES):
+        # the steady cycles, on the last copy, by the same worker (its kept snapshot and memo)
+        rng = random.Random(seed + 1)
+        for k in range(warmup + cycles):
             time.sleep(1.1)  # past the simulated image pull: launched replicas report Running
+            ending, submitted = churn_database(rng, churn, k, leaf_names)
             with phase_timer() as (seconds, calls):
-                t0 = time.perf_counter()
-                report = run_scheduling_cycle(SimulatedBackend())
-                later.append((time.perf_counter() - t0, report, phases(seconds, calls)))
-            progress(f"later cycle: {later[-1][0]:.2f} s, {report}")
-            if not (report.binds or report.evicts or report.started or report.finished or report.requeued):
-                break
+                t0, c0 = time.perf_counter(), time.process_time()
+                report = cycle(kept)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            reads = dict(kept.snapshot.reads) if kept is not None else "all"
+            progress(f"steady cycle {k + 1}/{warmup + cycles}{' (warm-up)' if k < warmup else ''}: {wall:.2f} s "
+                     f"(CPU {cpu:.2f} s), {report}, rows read whole {reads}")
+            if k >= warmup:
+                steady.append(wall)
+                steady_cpu.append(cpu)
+                steady_phases.append(phases(seconds, calls))
+                steady_reports.append((report, ending, submitted, reads))
     finally:
         use_database(url, template)
         for copy, _ in copies:
             drop(url, copy)
     last = reports[-1]
-    settled = later and not (later[-1][1].binds or later[-1][1].evicts or later[-1][1].started)
     return {
-        **figures(busy),
-        "first_cycle": {k: v for k, v in asdict(last).items() if k != "seconds"},
-        "first_cycle_phases_median_s": {label: round(statistics.median(p[label]["s"] for p in busy_phases), 3)
-                                        for label in busy_phases[-1]},
-        "first_cycle_phase_calls": {label: c["calls"] for label, c in busy_phases[-1].items()},
+        "first_cycle": {
+            **figures(busy), "cpu_median_s": round(statistics.median(busy_cpu), 4),
+            "report": {k: v for k, v in asdict(last).items() if k != "seconds"},
+            "phases_median_s": {label: round(statistics.median(p[label]["s"] for p in busy_phases), 3)
+                                for label in busy_phases[-1]},
+            "phase_calls": {label: c["calls"] for label, c in busy_phases[-1].items()},
+        },
         "copy_database_median_s": round(statistics.median(s for _, s in copies), 2),
-        "later_cycles": [{"seconds": round(s, 3), "binds": r.binds, "evicts": r.evicts, "started": r.started,
-                          "finished": r.finished, "pending": r.pending, "phases": p} for s, r, p in later],
-        "cycles_to_settle": 1 + len(later) if settled else None,
-        "settled_cycle_s": round(later[-1][0], 4) if settled else None,
+        "steady_cycle": {
+            **figures(steady), "cpu_median_s": round(statistics.median(steady_cpu), 4),
+            "phases_median_s": {label: round(statistics.median(p[label]["s"] for p in steady_phases if label in p), 3)
+                                for label in steady_phases[-1]},
+            "cycles": [{"binds": r.binds, "evicts": r.evicts, "started": r.started, "finished": r.finished,
+                        "requeued": r.requeued, "pending": r.pending, "jobs_ended": ending, "submitted": submitted,
+                        "rows_read": reads} for r, ending, submitted, reads in steady_reports],
+            "warmup": warmup, "churn": churn,
+        },
     }
 
 
-def child(rows_file: Path, repeat: int) -> dict:
+def child(rows_file: Path, repeat: int, cycles: int, churn: int, seed: int, warmup: int) -> dict:
     import django
 
     django.setup()
@@ -365,22 +427,27 @@ def child(rows_file: Path, repeat: int) -> dict:
     progress(f"loaded {counts} in {t2 - t1:.1f} s")
     decide = time_decide(repeat)
     progress(f"decide: {decide['runs_s']}")
-    full = time_full(settings.DATABASE_URL, repeat)
+    leaf_names = [q["name"] for q in rows["queues"] if q["parent"] is not None]
+    full = time_full(settings.DATABASE_URL, repeat, cycles, churn, seed, warmup, leaf_names)
     return {"setup": {"migrate_s": round(t1 - t0, 2), "load_s": round(t2 - t1, 2), **counts},
-            "decide": decide, "full_cycle": full, "repeat": repeat}
+            "decide": decide, **full, "repeat": repeat}
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=Path, required=True, help="JSON rows written by bench.cycle")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="first cycles, each on a fresh copy")
+    parser.add_argument("--cycles", type=int, default=5, help="steady cycles timed")
+    parser.add_argument("--warmup", type=int, default=2, help="steady cycles run before those timed")
+    parser.add_argument("--churn", type=int, default=100, help="jobs ending and as many submitted before each")
+    parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
     if "DATABASE_URL" not in os.environ:
         parser.error("DATABASE_URL must name the benchmark's own database")
     database_name(os.environ["DATABASE_URL"])
-    if args.repeat < 1:
-        parser.error("--repeat must be >= 1")
-    print(json.dumps(child(args.rows, args.repeat)))
+    if min(args.repeat, args.cycles) < 1 or min(args.churn, args.warmup) < 0:
+        parser.error("--repeat and --cycles must be >= 1, --churn and --warmup >= 0")
+    print(json.dumps(child(args.rows, args.repeat, args.cycles, args.churn, args.seed, args.warmup)))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -87,21 +88,34 @@ def pending_by_queue(s: Session, kinds: Iterable[str | None] | None = None) -> d
     return out
 
 
-def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[JobState], object]) -> None:
+def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[JobState], object],
+              quiet: Quiet | None = None) -> None:
     """Visit jobs in fair order, as KAI-Scheduler pops them: from the top of the queue tree down, at
     each level the queue that comes first by `queue_order` (weighed with the first job under it),
     then that leaf's first job by `job_order`. After each visit the queues on its path are weighed
     again; after an eviction, all of them. `visit` returns STOP to end the walk, or AGAIN to put the
-    job back in its queue (it grew by a replica and asks for another)."""
-    queued: dict[str, list[tuple]] = {}      # leaf -> (job_order, state) sorted, from head[leaf] on
+    job back in its queue (it grew by a replica and asks for another). With `quiet` (not in an exact
+    session) the walk ends as soon as no job left to visit could change anything: `quiet` then does
+    for those jobs what their visits would have done."""
+    if s.exact:
+        quiet = None
+    queued: dict[str, list[JobState]] = {}    # leaf -> its jobs by job_order, from head[leaf] on
     head: dict[str, int] = {}
     for q, states in by_queue.items():
         if states:
-            entries = [(job_order(st), st) for st in states]
-            entries.sort(key=lambda e: e[0])
+            # the lists come in `Session.order`, which is job_order for jobs below their minimum;
+            # the others (elastic jobs that may grow) are put in their places
+            entries = [st for st in states if st.pending]
+            if len(entries) < len(states):
+                for st in sorted((st for st in states if not st.pending), key=job_order):
+                    bisect.insort(entries, st, key=job_order)
             queued[q], head[q] = entries, 0
     if not queued:
         return
+    if quiet is not None:
+        for entries in queued.values():
+            for st in entries:
+                quiet.add(st)
     kids: dict[str | None, list[str]] = {None: []}
     for leaf in queued:
         path = s.queue_path[leaf]
@@ -127,9 +141,8 @@ def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[
         entries, at = queued[leaf], head[leaf]
         if at >= len(entries):
             return None
-        state = entries[at][1]
-        cached = state.plan
-        need = cached.need if type(cached) is Plan and cached.version == state.version else plan(s, state).need
+        state = entries[at]
+        need = state.plan.need if state.plan_version == state.version else plan(s, state).need
         return queue_order(alloc[name], need, weights[name], state.job), name
 
     def rebuild() -> None:
@@ -146,6 +159,9 @@ def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[
         heap = heaps[None]
         if not heap:
             return
+        if quiet is not None and quiet.due() and quiet.settled():
+            quiet.finish()
+            return
         path = []
         while True:
             name = heapq.heappop(heap)[1]
@@ -154,25 +170,116 @@ def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[
                 break
             heap = heaps[name]
         entries, at = queued[name], head[name]
-        state = entries[at][1]
+        state = entries[at]
         head[name] = at + 1
+        if quiet is not None:
+            quiet.remove(state)
         result = visit(state)
         if result is STOP:
             return
         if result is AGAIN:
-            bisect.insort(entries, (job_order(state), state), lo=at + 1, key=lambda e: e[0])
+            bisect.insort(entries, state, lo=at + 1, key=job_order)
+            if quiet is not None:
+                quiet.add(state)
         for heap, node in reversed(path):
             entry = weighed(node)
             if entry is not None:
                 heapq.heappush(heap, entry)
 
 
-@dataclass
+class Quiet:
+    """When a walk may stop early. Most jobs an action walks cannot be served (the same shapes fail
+    again and again), and visiting each in fair order costs more than the rest of the cycle; but the
+    order matters only up to the last visit that changes something. So the jobs still to visit are
+    counted by group (`group`: everything their visit depends on besides the session's state), and
+    from time to time (`due`, at doubling gaps) `quiet` asks whether a visit of any group would now
+    change anything but its own job's `fail`. When none would, nothing changes any more: the walk
+    stops and `finish` records for each job left what its visit would have recorded. The decisions
+    are those of visiting every job (`Session.exact`; tests compare the two)."""
+
+    FIRST_GAP = 8
+
+    def __init__(self, s: Session) -> None:
+        self.s = s
+        self.members: dict[tuple, dict[str, JobState]] = {}   # group -> its jobs left to visit, by id
+        self.where: dict[str, tuple] = {}          # job id -> (group, job version) it is counted under
+        self.seen = len(s.touched)
+        self.wait = 0
+        self.gap = self.FIRST_GAP
+
+    def group(self, state: JobState) -> tuple:
+        raise NotImplementedError
+
+    def effective(self) -> bool:
+        """Whether visiting some job left (of a group with a count) could change anything now."""
+        raise NotImplementedError
+
+    def record(self, g: tuple, states: Iterable[JobState]) -> None:
+        """Do what visiting these jobs of group `g` now would do, knowing it changes nothing else."""
+
+    def add(self, state: JobState) -> None:
+        g = self.group(state)
+        members = self.members.get(g)
+        if members is None:
+            members = self.members[g] = {}
+            self.created(g, state)
+        members[state.job.id] = state
+        self.where[state.job.id] = (g, state.version)
+
+    def remove(self, state: JobState) -> None:
+        job_id = state.job.id
+        g = self.where.pop(job_id)[0]
+        members = self.members[g]
+        del members[job_id]
+        if not members:
+            del self.members[g]
+            self.forget(g)
+
+    def created(self, g: tuple, state: JobState) -> None:
+        """Group `g` was made for `state`, its first job."""
+
+    def forget(self, g: tuple) -> None:
+        """Group `g` has no job left (its key may be used again for another)."""
+
+    def refresh(self) -> None:
+        """Jobs left whose replicas changed since they were counted (victims) move to their group now."""
+        touched, jobs, where = self.s.touched, self.s.jobs, self.where
+        for job_id in touched[self.seen:]:
+            found = where.get(job_id)
+            if found is not None and found[1] != jobs[job_id].version:
+                self.remove(jobs[job_id])
+                self.add(jobs[job_id])
+        self.seen = len(touched)
+
+    def rep(self, g: tuple) -> JobState:
+        """A job left in group `g`."""
+        return next(iter(self.members[g].values()))
+
+    def due(self) -> bool:
+        if self.wait > 0:
+            self.wait -= 1
+            return False
+        return True
+
+    def settled(self) -> bool:
+        self.refresh()
+        if not self.effective():
+            return True
+        self.wait, self.gap = self.gap, self.gap * 2
+        return False
+
+    def finish(self) -> None:
+        """Record for every job left what its visit would have recorded now."""
+        for g, members in self.members.items():
+            self.record(g, members.values())
+
+
+@dataclass(frozen=True)
 class Plan:
     """What a job asks for next (`JobState.wanted`: the replicas missing to its gang minimum, or its
-    next elastic replica), cached until one of its replicas is bound or evicted."""
+    next elastic replica), cached until one of its replicas is bound or evicted. Jobs with nothing
+    running and the same roles share one (`Session.plans`, kept from cycle to cycle by a memo)."""
 
-    version: int
     missing: dict[str, list[int]]             # role -> replica indices wanted
     roles: list[Role]                          # roles with something missing, biggest replica first
     pools: dict[str, list[str]]                # role -> candidate pools (home pool first)
@@ -181,9 +288,24 @@ class Plan:
 
 
 def plan(s: Session, state: JobState) -> Plan:
-    cached = state.plan
-    if isinstance(cached, Plan) and cached.version == state.version:
-        return cached
+    if state.plan_version == state.version:
+        return state.plan
+    if any(state.running.values()):
+        found = make_plan(s, state)
+    else:
+        roles = state.job.roles
+        key = (id(roles), reduce_cost_waits(s, state.job))
+        cached = s.plans.get(key)
+        if cached is not None and cached[0] is roles:
+            found = cached[1]
+        else:
+            found = make_plan(s, state)
+            s.plans[key] = (roles, found)
+    state.plan, state.plan_version = found, state.version
+    return found
+
+
+def make_plan(s: Session, state: JobState) -> Plan:
     missing = state.wanted()
     roles = sorted((r for r in state.job.roles if r.name in missing), key=lambda r: -request_milli(r.request, None))
     pools = {r.name: role_pools(s, state, r, None) for r in roles}
@@ -193,8 +315,7 @@ def plan(s: Session, state: JobState) -> Plan:
         need += len(missing[r.name]) * request_milli(r.request, s.pools[serving[0]] if serving else None)
     sig = (tuple((r.request.shape(), len(missing[r.name]), tuple(pools[r.name])) for r in roles),
            reduce_cost_waits(s, state.job))
-    state.plan = Plan(state.version, missing, roles, pools, need, sig)
-    return state.plan
+    return Plan(missing, roles, pools, need, sig)
 
 
 def missing_milli(s: Session, state: JobState) -> int:
@@ -285,28 +406,106 @@ class NoFitCache:
         self.seen[sig] = s.freed
 
 
-def try_allocate(s: Session, state: JobState, cache: NoFitCache) -> bool:
-    job = state.job
+CAPACITY = ("capacity", None)
+
+
+def allocate_block(s: Session, state: JobState, cache: NoFitCache) -> tuple[str, Reason | None] | None:
+    """Why `try_allocate` fails for this job now without trying to place it (as `JobState.fail`),
+    or None when only trying can tell."""
     p = plan(s, state)
     for role in p.roles:
         if not s.pools_for(role.request):
-            state.fail = ("no-pool", Reason("role_no_pool", {"role": role.name,
-                                                             "reason": s.no_pool_reason(role.request).as_part()}))
-            return False
-    block = quota_block(s, job, p.need)
+            return ("no-pool", Reason("role_no_pool", {"role": role.name,
+                                                       "reason": s.no_pool_reason(role.request).as_part()}))
+    block = quota_block(s, state.job, p.need)
     if block:
-        state.fail = ("quota", block)
-        return False
+        return ("quota", block)
     if not all(p.pools.values()):
-        state.fail = ("reduce-cost", None)
-        return False
-    if not cache.known(s, p.sig):
+        return ("reduce-cost", None)
+    if cache.known(s, p.sig):
+        return CAPACITY
+    return None
+
+
+def try_allocate(s: Session, state: JobState, cache: NoFitCache) -> bool:
+    fail = allocate_block(s, state, cache)
+    if fail is None:
         if place_gang(s, state):
             state.fail = None
             return True
-        cache.add(s, p.sig)
-    state.fail = ("capacity", None)
+        cache.add(s, plan(s, state).sig)
+        fail = CAPACITY
+    state.fail = fail
     return False
+
+
+def would_place(s: Session, state: JobState, only: set[str] | None = None) -> bool:
+    """Whether `place_gang` would place the job now; nothing is kept."""
+    placed = []
+
+    def scenario() -> bool:
+        placed.append(place_gang(s, state, only))
+        return False
+
+    s.transaction(scenario)
+    return placed[0]
+
+
+class AllocateQuiet(Quiet):
+    """Allocate's jobs left, grouped by gang signature, then queue, need and preemptibility (what
+    `allocate_block` reads). A signature known not to fit, or that no pool serves, changes nothing
+    whatever the queue; otherwise a group within its quotas changes something if its gang places."""
+
+    def __init__(self, s: Session, cache: NoFitCache) -> None:
+        super().__init__(s)
+        self.cache = cache
+        self.tried: dict[tuple, tuple[int, int, bool]] = {}   # signature -> (stamp, freed, placed)
+        self.sigs: dict[tuple, tuple] = {}                    # group -> its signature
+        self.by_sig: dict[tuple, dict[tuple, None]] = {}      # signature -> its groups
+
+    def group(self, state: JobState) -> tuple:
+        job = state.job
+        if any(state.running.values()):
+            return id(plan(self.s, state)), job.queue, job.preemptible
+        # nothing running: the plan follows from the roles (see `plan`), no need to look it up
+        return id(job.roles), job.reduce_cost and not self.s.snapshot.off_peak, job.queue, job.preemptible
+
+    def created(self, g: tuple, state: JobState) -> None:
+        sig = self.sigs[g] = plan(self.s, state).sig
+        groups = self.by_sig.get(sig)
+        if groups is None:
+            groups = self.by_sig[sig] = {}
+        groups[g] = None
+
+    def forget(self, g: tuple) -> None:
+        sig = self.sigs.pop(g)
+        groups = self.by_sig[sig]
+        del groups[g]
+        if not groups:
+            del self.by_sig[sig]
+
+    def effective(self) -> bool:
+        s, cache = self.s, self.cache
+        for sig, groups in self.by_sig.items():
+            if cache.known(s, sig):
+                continue
+            free = next((g for g in groups if allocate_block(s, self.rep(g), cache) is None), None)
+            if free is None:
+                continue
+            tried = self.tried.get(sig)
+            if tried is None or tried[:2] != (s.stamp, s.freed):
+                placed = would_place(s, self.rep(free))
+                tried = self.tried[sig] = (s.stamp, s.freed, placed)
+            if tried[2]:
+                return True
+        return False
+
+    def record(self, g: tuple, states: Iterable[JobState]) -> None:
+        fail = None
+        for state in states:
+            if fail is None:
+                fail = allocate_block(self.s, state, self.cache) or CAPACITY
+            state.fail = fail
 
 
 def allocate(s: Session) -> None:
@@ -319,14 +518,13 @@ def allocate(s: Session) -> None:
             return AGAIN
         return None
 
-    fair_walk(s, pending_by_queue(s), visit)
+    fair_walk(s, pending_by_queue(s), visit, AllocateQuiet(s, cache))
 
 
 # ---------------------------------------------------------------------- evicting scenarios
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(NamedTuple):
     """What one eviction takes: one elastic extra replica, or a whole job."""
 
     order: tuple
@@ -343,26 +541,35 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
     leads the order, so that where units of several queues are merged, lower-priority queues give
     first. Built once per action; units gone stale are skipped when used."""
     by_job: dict[str, list[ReplicaKey]] = {}
+    new = s.new
     for key in s.assign:
-        if key not in s.new:
-            by_job.setdefault(key[0], []).append(key)
+        if key not in new:
+            found = by_job.get(key[0])
+            if found is None:
+                by_job[key[0]] = [key]
+            else:
+                found.append(key)
     out: dict[str, list[Unit]] = {}
+    jobs, queues = s.jobs, s.queues
     for job_id, keys in by_job.items():
-        state = s.jobs[job_id]
+        state = jobs[job_id]
         job = state.job
         if not job.preemptible:
             continue
-        units = out.setdefault(job.queue, [])
-        rank = s.queues[job.queue].priority
+        units = out.get(job.queue)
+        if units is None:
+            units = out[job.queue] = []
+        rank = queues[job.queue].priority
         base = (-job.created, job.id)
         # extras go the way they came: from the job with the most above its minimum first
-        above = state.extra
-        for k, (role, index) in enumerate(state.extras()):
-            if (job_id, role, index) in keys:
-                units.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
-                                  ((job_id, role, index),), "shrink", job))
+        if state.elastic:
+            above = state.extra
+            for k, (role, index) in enumerate(state.extras()):
+                if (job_id, role, index) in keys:
+                    units.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
+                                      ((job_id, role, index),), "shrink", job))
         units.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
-                          tuple(sorted(keys)), reason, job))
+                          tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
     for units in out.values():
         units.sort(key=lambda u: u.order)
     return out
@@ -518,6 +725,23 @@ def reclaim(s: Session) -> None:
         # lower-priority queues first, then queues over their own share before those that are not
         return unit.order[0], unit.queue not in over_own_share, unit.order
 
+    # the queues a leaf may take `need` from: the same for every job of that leaf and need until
+    # some queue's usage changes (`Session.stamp`), so kept for that long
+    found: dict[tuple, list[str]] = {}
+    found_at = [None]
+
+    def lenders_for(leaf: str, need: int, scope: str) -> list[str]:
+        at = (s.stamp, s.freed)
+        if found_at[0] != at:
+            found.clear()
+            found_at[0] = at
+        key = (leaf, need, scope)
+        lenders = found.get(key)
+        if lenders is None:
+            lenders = found[key] = [q for q in units if q != leaf and (scope == ANYWHERE or scope in s.queue_path[q])
+                                    and reclaim_rule(s, sides, leaf, q, need) is not None]
+        return lenders
+
     def prepare(state: JobState):
         job = state.job
         if not reclaim_can_lift(state):
@@ -526,8 +750,7 @@ def reclaim(s: Session) -> None:
         scope = victims_scope(s, job.queue, need)
         if scope is None:
             return None
-        lenders = [q for q in units if q != job.queue and (scope == ANYWHERE or scope in s.queue_path[q])
-                   and reclaim_rule(s, sides, job.queue, q, need) is not None]
+        lenders = lenders_for(job.queue, need, scope)
         if not lenders:
             return None
 
@@ -743,13 +966,21 @@ def movable_set(s: Session) -> MovableSet:
     """The replicas consolidation may move (preemptible, whole or fractional GPUs, not bound this
     cycle) as placement residents, each allowed on the pools that serve it."""
     residents = []
+    kinds: dict[tuple[int, str], tuple] = {}   # (id of the job's roles, role) -> placement request, mask
+    new, jobs, Placement = s.new, s.jobs, pl.Placement
     for key, a in s.assign.items():
-        if key in s.new or a.slice.kind not in ("whole", "fraction") or not s.jobs[key[0]].job.preemptible:
+        sl = a.slice
+        if key in new or sl.kind not in ("whole", "fraction"):
             continue
-        request = s.role(key[0], key[1]).request
-        residents.append(Resident(key, s.placement_request(request),
-                                     pl.Placement(a.row, a.gpus, a.slice.gpu_milli, a.slice.gpu_mem_mib),
-                                     request_mask(s, request, s.pools_for(request))))
+        job = jobs[key[0]].job
+        if not job.preemptible:
+            continue
+        kind = kinds.get((id(job.roles), key[1]))
+        if kind is None:
+            request = s.role(key[0], key[1]).request
+            kind = kinds[(id(job.roles), key[1])] = (s.placement_request(request),
+                                                     request_mask(s, request, s.pools_for(request)))
+        residents.append(Resident(key, kind[0], Placement(a.row, a.gpus, sl.gpu_milli, sl.gpu_mem_mib), kind[1]))
     return MovableSet.of(s.arrays, residents)
 
 
@@ -1008,31 +1239,37 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
     held: dict[str, Reason] = {}
     reduce_cost = reduce_cost_reason(s)
     over_share = {q for q in s.queues if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
+    evicted_by_job: dict[str, set[str]] = {}
+    for k, why in s.evict_reason.items():
+        evicted_by_job.setdefault(k[0], set()).add(why)
     for job_id, state in s.jobs.items():
-        if not state.is_pending():
+        if not state.pending:
             continue
         if state.fail is None or state.evicted:
-            evicted = sorted({s.evict_reason[k] for k in s.evict_reason if k[0] == job_id})
+            evicted = sorted(evicted_by_job.get(job_id, ()))
             out[job_id] = Reason("evicted_requeued", {"reasons": evicted}) if evicted else NEXT_CYCLE
             continue
         kind, reason = state.fail
         if kind == "capacity":
-            sig = gang_signature(s, state)
+            p = plan(s, state)
             queue = state.job.queue
             share = s.fair_share.get(queue, 0.0)
-            lenders = over_share - {queue}
-            holds = bool(lenders) and s.alloc[queue] + missing_milli(s, state) > share + EPS
+            # other queues over their fair shares lend: is there any?
+            holds = len(over_share) > (queue in over_share) and s.alloc[queue] + p.need > share + EPS
             waits = state.job.reduce_cost and reduce_cost_waits(s, state.job)
-            key = (sig, queue if holds else None, waits)
+            # by the plan itself: jobs with equal plans share one (a plan is alive all cycle)
+            key = (id(p), queue if holds else None, waits)
             reason = combined.get(key)
             if reason is None:
+                sig = p.sig
                 if sig not in capacity_cache:
                     capacity_cache[sig] = capacity_reason(s, state)
                 reason = capacity_cache[sig]
                 if holds:
                     if queue not in held:
                         held[queue] = Reason("fair_share_held", {"queue": queue, "held_milli": int(s.alloc[queue]),
-                                                                 "share_milli": float(share), "lenders": sorted(lenders)})
+                                                                 "share_milli": float(share),
+                                                                 "lenders": sorted(over_share - {queue})})
                     reason = joined(reason, held[queue])
                 if waits:
                     reason = joined(reduce_cost, reason)

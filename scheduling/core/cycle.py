@@ -3,30 +3,77 @@
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from . import actions
-from .model import Decisions, RunningReplica, Snapshot
+from .model import Decisions, Pool, RunningReplica, Snapshot
 from .session import Session
 
 ACTIONS = (actions.allocate, actions.consolidate, actions.reclaim, actions.preempt, actions.elastic)
 
 
-def run_cycle(snapshot: Snapshot) -> Decisions:
+@dataclass
+class CycleMemo:
+    """What one cycle leaves to the next in a long-lived process (the Celery worker): the plans of
+    jobs with nothing running, by their roles (`Session.plans`). A plan depends only on the job's
+    roles, whether it waits for off-peak and the pools, so the memo is dropped when the pools
+    change, and keeps only what the last cycle used. Never changes a decision: a cycle with a memo
+    decides as one without."""
+
+    pools: tuple[Pool, ...] | None = None
+    plans: dict[tuple, tuple] = field(default_factory=dict)
+    # the last cycle's snapshot and decisions: an unchanged snapshot (its time aside, which the
+    # cycle does not read) decides the same again, so an idle cluster's cycle costs a comparison
+    last: tuple[Snapshot, Decisions] | None = None
+
+    def for_pools(self, pools: tuple[Pool, ...]) -> dict[tuple, tuple]:
+        if self.pools != pools:
+            self.pools, self.plans = pools, {}
+        return self.plans
+
+    def same_as_last(self, snapshot: Snapshot) -> Decisions | None:
+        if self.last is None:
+            return None
+        before = self.last[0]
+        if all(getattr(before, f) == getattr(snapshot, f) for f in INPUT_FIELDS):
+            return self.last[1]
+        return None
+
+
+# what a cycle reads of a snapshot: all of it but `now`
+INPUT_FIELDS = ("pools", "nodes", "queues", "off_peak", "next_off_peak", "queue_usage", "usage_k", "running", "jobs")
+
+
+def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = False) -> Decisions:
     """Schedule once. Deterministic: the same snapshot always gives the same decisions.
 
     Replicas on nodes that are gone or not ready are evicted (node-lost) and their jobs
     requeued in the same cycle; then allocate, consolidate, reclaim, preempt and elastic run.
+    `memo` carries what may be kept to the next cycle; `exact` visits every job each action
+    walks, one by one (the reference the shortcuts are tested against: the same decisions).
     """
     # A cycle allocates many short-lived small objects and creates no garbage cycles worth
     # collecting mid-way; the cyclic GC's full-heap passes would otherwise cost a third of it.
+    if memo is not None and not exact:
+        again = memo.same_as_last(snapshot)
+        if again is not None:
+            return again
     collecting = gc.isenabled()
     gc.disable()
     try:
         session = Session.build(snapshot)
+        session.exact = exact
+        if memo is not None:
+            kept = memo.for_pools(snapshot.pools)
+            session.plans = dict(kept)
         for action in ACTIONS:
             action(session)
-        return session.decisions(actions.pending_reasons(session))
+        decisions = session.decisions(actions.pending_reasons(session))
+        if memo is not None:
+            live = {id(job.roles) for job in snapshot.jobs}
+            memo.plans = {key: found for key, found in session.plans.items() if key[0] in live}
+            memo.last = (snapshot, decisions)
+        return decisions
     finally:
         if collecting:
             gc.enable()

@@ -17,6 +17,7 @@ import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,9 +40,10 @@ ROOM_ATTEMPTS = 120  # placements one plan may try, so a plan costs a bounded ti
 ROOM_DEPTH = 5  # a displaced pod may displace others, this many levels deep
 
 
-@dataclass(frozen=True)
-class Resident:
-    """A running pod consolidation may move: what it asks, where it is, where it may go."""
+class Resident(NamedTuple):
+    """A running pod consolidation may move: what it asks, where it is, where it may go. (A named
+    tuple: the scheduling cycle makes one per movable replica, and a frozen dataclass costs three
+    times as much to make.)"""
 
     key: object  # the caller's id for the pod
     request: PlacementRequest
@@ -91,21 +93,32 @@ class MovableSet:
         rows: list[tuple[int, int, int, int, int]] = []  # node, gpu, milli, cpu, mem per GPU held
         slots: list[tuple[int, int, int, int, int, int]] = []
         count: dict[tuple[int, int], int] = {}
+        cpu, mem = [0] * arrays.size, [0] * arrays.size
+        buckets: dict[tuple[int, int], dict] = {}  # (id(request), id(allowed)) -> its kind's residents
         for r in residents:
             p = r.placement
-            if r.key in out.on_node[p.node]:
+            on = out.on_node[p.node]
+            if r.key in on:
                 raise ValueError(f"resident {r.key!r} is listed twice")
-            out.on_node[p.node][r.key] = r
-            out.kinds.setdefault(_kind(r), {})[r.key] = r
-            out.cpu[p.node] += r.request.cpu_milli
-            out.mem[p.node] += r.request.mem_mib
-            rows += [(p.node, g, p.gpu_milli) for g in p.gpus]
+            on[r.key] = r
+            bucket = buckets.get((id(r.request), id(r.allowed)))
+            if bucket is None:
+                bucket = buckets[(id(r.request), id(r.allowed))] = out.kinds.setdefault(_kind(r), {})
+            bucket[r.key] = r
+            cpu[p.node] += r.request.cpu_milli
+            mem[p.node] += r.request.mem_mib
+            if len(p.gpus) == 1:
+                rows.append((p.node, p.gpus[0], p.gpu_milli))
+            else:
+                rows += [(p.node, g, p.gpu_milli) for g in p.gpus]
             if r.request.is_fraction:
                 k = count.get((p.node, p.gpus[0]), 0)
                 count[(p.node, p.gpus[0])] = k + 1
                 slots.append((p.node, p.gpus[0], k, p.gpu_milli, r.request.cpu_milli, r.request.mem_mib))
                 out.slot_key[(p.node, p.gpus[0], k)] = r.key
                 out._slot_of[r.key] = (p.node, p.gpus[0], k)
+        out.cpu += np.array(cpu, dtype=np.int64)
+        out.mem += np.array(mem, dtype=np.int64)
         if rows:
             n, g, milli = np.array(rows, dtype=np.int64).T
             np.add.at(out.milli, (n, g), milli)

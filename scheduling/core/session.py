@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,9 +40,9 @@ from .model import (
 from .units import MILLI_PER_GPU
 
 
-@dataclass(frozen=True)
-class Assignment:
-    """Where one replica runs and what it holds there."""
+class Assignment(NamedTuple):
+    """Where one replica runs and what it holds there. (A named tuple: a cycle makes tens of
+    thousands, and a frozen dataclass costs three times as much to make.)"""
 
     row: int                                  # row in the session's arrays
     gpus: tuple[int, ...]
@@ -55,14 +56,15 @@ class Assignment:
         return self.slice.gpu_milli * len(self.gpus)
 
 
-@dataclass
+@dataclass(slots=True)
 class JobState:
     job: Job
     running: dict[str, set[int]]              # role name -> replica indices assigned now
     min_milli: int                            # GPU milli of the gang minimum
     fail: tuple[str, Reason | None] | None = None   # (kind, reason) of the last failed attempt
     version: int = 0                          # bumped whenever a replica of the job is (un)bound
-    plan: object = None                       # actions' cached view of what is missing (per version)
+    plan: object = None                       # actions' cached view of what is missing
+    plan_version: int = -1                    # the version `plan` was made for
     pending: bool = True                      # below the gang minimum
     elastic: bool = False                     # some role runs above its minimum
     grows: bool = False                       # at its minimum or above, and some role below its maximum
@@ -193,6 +195,14 @@ class Session:
     # what a queue's usage is weighed against when ordering queues: max(deserved, fair share), within
     # its limit (KAI-Scheduler's allocatable share)
     allocatable: dict[str, float] = field(default_factory=dict)
+    stamp: int = 0                             # bumped whenever capacity is taken or given back
+    touched: list[str] = field(default_factory=list)   # ids of jobs whose replicas changed, in order
+    # visit every job the actions walk, one by one (the reference for tests); when False a walk stops
+    # once no job left could change anything (`actions.Quiet`)
+    exact: bool = False
+    # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
+    # (roles, plan); a memo may carry them from cycle to cycle
+    plans: dict[tuple, tuple] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
 
@@ -251,6 +261,7 @@ class Session:
 
         initial: dict[ReplicaKey, Assignment] = {}
         lost: dict[ReplicaKey, str] = {}
+        gpu_count = [len(x.gpus) for x in nodes]
         for rep in snapshot.running:
             key = (rep.job_id, rep.role, rep.index)
             state = jobs.get(rep.job_id)
@@ -266,12 +277,37 @@ class Session:
             if row is None:
                 lost[key] = rep.node
                 continue
-            node = nodes[row]
             gpus = rep.gpus
-            if gpus and (min(gpus) < 0 or max(gpus) >= len(node.gpus) or len(set(gpus)) != len(gpus)):
-                raise ValueError(f"running replica {key}: bad GPU indices {rep.gpus} on node {rep.node!r}")
             s = rep.slice
             req = role.request
+            kind = s.kind
+            if len(gpus) == 1 and kind in ("whole", "fraction"):
+                # the common case, checked as the general one below
+                gi = gpus[0]
+                if not 0 <= gi < gpu_count[row]:
+                    raise ValueError(f"running replica {key}: bad GPU indices {rep.gpus} on node {rep.node!r}")
+                free_milli_row, free_mem_row = free_milli[row], free_mem[row]
+                if kind == "whole":
+                    if s.gpu_milli != MILLI_PER_GPU or s.gpu_mem_mib <= 0:
+                        raise not_a_whole_gpu(key, s)
+                    milli, mem = MILLI_PER_GPU, free_mem_row[gi]
+                    if free_milli_row[gi] != MILLI_PER_GPU or mem != total_mem[row]:
+                        raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is not wholly free")
+                else:
+                    milli, mem = s.gpu_milli, s.gpu_mem_mib
+                if free_milli_row[gi] < milli or free_mem_row[gi] < mem:
+                    raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is over-committed")
+                free_milli_row[gi] -= milli
+                free_mem_row[gi] -= mem
+                cpu_free[row] -= req.cpu_milli
+                mem_free[row] -= req.mem_mib
+                if cpu_free[row] < 0 or mem_free[row] < 0:
+                    raise ValueError(f"running replica {key}: node {rep.node!r} has not enough CPU or memory for it")
+                initial[key] = Assignment(row, tuple(gpus), s, req.cpu_milli, req.mem_mib)
+                continue
+            node = nodes[row]
+            if gpus and (min(gpus) < 0 or max(gpus) >= len(node.gpus) or len(set(gpus)) != len(gpus)):
+                raise ValueError(f"running replica {key}: bad GPU indices {rep.gpus} on node {rep.node!r}")
             if s.kind == "whole" and gpus and (s.gpu_milli != MILLI_PER_GPU or s.gpu_mem_mib <= 0):
                 raise not_a_whole_gpu(key, s)
             for gi in rep.gpus:
@@ -332,14 +368,36 @@ class Session:
             np_alloc={q.name: 0 for q in snapshot.queues}, initial=initial, lost=lost,
             profile_ids=profile_ids, order=order,
         )
-        for key, a in initial.items():
-            session._count(key, a, +1)
-            session.assign[key] = a
+        session.assign = dict(initial)
+        session._count_initial()
         for key in lost:
             session.evict_reason[key] = "node-lost"
             session.evict_cause[key] = NODE_LOST
         session._compute_fair_shares()
         return session
+
+    def _count_initial(self) -> None:
+        """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once."""
+        jobs = self.jobs
+        held: dict[str, int] = {}
+        held_np: dict[str, int] = {}
+        counted = set()
+        for key, a in self.initial.items():
+            state = jobs[key[0]]
+            state.version += 1
+            state.running[key[1]].add(key[2])
+            counted.add(key[0])
+            job = state.job
+            milli = a.slice.gpu_milli * len(a.gpus)
+            held[job.queue] = held.get(job.queue, 0) + milli
+            if not job.preemptible:
+                held_np[job.queue] = held_np.get(job.queue, 0) + milli
+        for job_id in counted:
+            jobs[job_id].refresh()
+        for totals, alloc in ((held, self.alloc), (held_np, self.np_alloc)):
+            for leaf, milli in totals.items():
+                for q in self.queue_path[leaf]:
+                    alloc[q] += milli
 
     def _compute_fair_shares(self) -> None:
         """Fair shares from every job's demand; on the way, the typical request shapes (pending and
@@ -347,21 +405,32 @@ class Session:
         demand: dict[str, float] = {}
         shape_counts: dict[tuple, int] = {}
         representative: dict[tuple, Request] = {}
+        # many jobs share their roles: each distinct tuple of them is weighed once
+        per_roles: dict[int, list] = {}            # id(roles) -> [total, minimum, roles, jobs]
         for state in self.jobs.values():
-            total = 0
-            for role in state.job.roles:
+            roles = state.job.roles
+            found = per_roles.get(id(roles))
+            if found is None:
+                total = minimum = 0
+                for role in roles:
+                    request = role.request
+                    pools = self._pools_for.get(request.shape())
+                    if pools is None:
+                        pools = self.pools_for(request)
+                    per = request_milli(request, self.pools[pools[0]] if pools else None)
+                    total += per * role.max_replicas
+                    minimum += per * role.min_replicas
+                found = per_roles[id(roles)] = [total, minimum, roles, 0]
+            found[3] += 1
+            state.min_milli += found[1]
+            demand[state.job.queue] = demand.get(state.job.queue, 0) + found[0]
+        for _, _, roles, count in per_roles.values():
+            for role in roles:
                 request = role.request
-                key = request.shape()
-                pools = self._pools_for.get(key)
-                if pools is None:
-                    pools = self.pools_for(request)
-                per = request_milli(request, self.pools[pools[0]] if pools else None)
-                total += per * role.max_replicas
-                state.min_milli += per * role.min_replicas
                 if request.mode in ("exclusive", "fraction"):
-                    shape_counts[key] = shape_counts.get(key, 0) + role.max_replicas
+                    key = request.shape()
+                    shape_counts[key] = shape_counts.get(key, 0) + role.max_replicas * count
                     representative.setdefault(key, request)
-            demand[state.job.queue] = demand.get(state.job.queue, 0) + total
         capacity = sum(len(x.gpus) for x in self.nodes) * MILLI_PER_GPU
         self.fair_share = fair_shares(self.snapshot.queues, capacity, demand, dict(self.snapshot.queue_usage),
                                       self.snapshot.usage_k)
@@ -543,6 +612,7 @@ class Session:
     def _take(self, a: Assignment, sign: int) -> None:
         """Take (sign -1) or give back (+1) the capacity of an assignment."""
         arr, s, row = self.arrays, a.slice, a.row
+        self.stamp += 1
         if sign > 0:
             self.returned += 1
         arr.cpu_free[row] += sign * a.cpu_milli
@@ -567,6 +637,7 @@ class Session:
         state = self.jobs[key[0]]
         job = state.job
         state.version += 1
+        self.touched.append(key[0])
         (state.running[key[1]].add if sign > 0 else state.running[key[1]].discard)(key[2])
         state.refresh()
         milli = a.gpu_milli * sign

@@ -39,31 +39,35 @@ def sync_inventory(backend: ClusterBackend) -> int:
     """Apply the backend's view of nodes and GPUs; returns how many rows changed."""
     inventory = backend.inventory()
     pools = {p.name: p for p in NodePool.objects.all()}
-    nodes = {n.name: n for n in Node.objects.all()}
-    gpus = {(g.node_id, g.index): g for g in Gpu.objects.all()}
+    # the columns compared, not the rows: thousands of nodes and GPUs are read every cycle
+    fields = ("pool_id", "cpu_milli", "memory_mib", "ready", "cordoned")
+    nodes = {row[1]: (row[0], row[2:]) for row in Node.objects.values_list("pk", "name", *fields)}
+    gpus = {(node_id, index): (pk, uuid, memory)
+            for pk, node_id, index, uuid, memory in Gpu.objects.values_list("pk", "node_id", "index", "uuid", "memory_mib")}
     changed = 0
     seen = set()
     for inv in inventory:
         seen.add(inv.name)
         pool = _pool_for(inv, pools)
-        node = nodes.get(inv.name)
-        wanted = {"pool_id": pool.pk, "cpu_milli": inv.cpu_milli, "memory_mib": inv.memory_mib,
-                  "ready": inv.ready, "cordoned": inv.cordoned}
-        if node is None:
-            node = Node.objects.create(name=inv.name, **wanted)
+        found = nodes.get(inv.name)
+        wanted = (pool.pk, inv.cpu_milli, inv.memory_mib, inv.ready, inv.cordoned)
+        if found is None:
+            node_id = Node.objects.create(name=inv.name, **dict(zip(fields, wanted, strict=True))).pk
             changed += 1
-        elif any(getattr(node, k) != v for k, v in wanted.items()):
-            Node.objects.filter(pk=node.pk).update(**wanted)
-            changed += 1
+        else:
+            node_id = found[0]
+            if found[1] != wanted:
+                Node.objects.filter(pk=node_id).update(**dict(zip(fields, wanted, strict=True)))
+                changed += 1
         for g in inv.gpus:
-            row = gpus.get((node.pk, g.index))
+            row = gpus.get((node_id, g.index))
             if row is None:
-                Gpu.objects.create(node=node, index=g.index, uuid=g.uuid, memory_mib=g.memory_mib)
+                Gpu.objects.create(node_id=node_id, index=g.index, uuid=g.uuid, memory_mib=g.memory_mib)
                 changed += 1
-            elif (row.uuid, row.memory_mib) != (g.uuid, g.memory_mib):
-                Gpu.objects.filter(pk=row.pk).update(uuid=g.uuid, memory_mib=g.memory_mib)
+            elif row[1:] != (g.uuid, g.memory_mib):
+                Gpu.objects.filter(pk=row[0]).update(uuid=g.uuid, memory_mib=g.memory_mib)
                 changed += 1
-    gone = [n.pk for name, n in nodes.items() if name not in seen and n.ready]
+    gone = [pk for name, (pk, values) in nodes.items() if name not in seen and values[3]]
     changed += Node.objects.filter(pk__in=gone).update(ready=False)  # vanished nodes: their work is lost
     return changed
 

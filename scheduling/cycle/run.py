@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import partial
+from typing import NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, TextField
+from django.db.models.functions import Cast
 
 from scheduling import clock, core, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
+from scheduling.core.cycle import CycleMemo
 from scheduling.core.fit import lead_code
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
-from scheduling.cycle.snapshot import build_snapshot
+from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
 from scheduling.evictions import eviction_cause, explain
 from scheduling.health import update_agent_silence
 from scheduling.logs import capture_replica_log
@@ -134,9 +138,20 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
     touched: set[int] = set()
     failures: dict[int, str] = {}
     relaunch, changed = [], []
-    for replica in Replica.objects.filter(state__in=ACTIVE_STATES).select_related("job__workspace", "node"):
+    # every active replica's state is compared; only those that change are read whole
+    todo = []
+    for pk, job_id, role, index, state in Replica.objects.filter(state__in=ACTIVE_STATES).values_list(
+            "pk", "job_id", "role", "index", "state"):
+        status = statuses.pop((job_id, role, index), None)
+        if status is None or status.phase in (SUCCEEDED, FAILED) or (
+                status.phase == RUNNING and state == JobState.SCHEDULED):
+            todo.append((pk, status))
+    rows = Replica.objects.select_related("job__workspace", "node").in_bulk([pk for pk, _ in todo])
+    for pk, status in todo:
+        replica = rows.get(pk)
+        if replica is None or replica.state not in ACTIVE_STATES:
+            continue   # ended since it was read
         key = (replica.job_id, replica.role, replica.index)
-        status = statuses.pop(key, None)
         if status is None:
             if replica.state == JobState.SCHEDULED:
                 relaunch.append(replica)  # decided, never applied: apply now
@@ -245,10 +260,19 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
 PENDING_FIELDS = ["pending_reason", "pending_code", "pending_params"]
 
 
-def _write_pending_reasons(jobs: list[Job]) -> None:
+class PendingReason(NamedTuple):
+    """A job's new reason, named as the Job's fields (`_write_pending_reasons` takes either)."""
+
+    pk: int
+    pending_reason: str
+    pending_code: str
+    pending_params: dict
+
+
+def _write_pending_reasons(jobs: list[Job] | list[PendingReason]) -> None:
     """Only to jobs still pending: one cancelled or started since it was read keeps no reason."""
     if connection.vendor != "postgresql":
-        groups: dict[str, list[Job]] = defaultdict(list)
+        groups: dict[str, list] = defaultdict(list)
         for job in jobs:  # few distinct reasons: one UPDATE each
             groups[json.dumps([job.pending_reason, job.pending_code, job.pending_params], sort_keys=True)].append(job)
         for same in groups.values():
@@ -257,47 +281,79 @@ def _write_pending_reasons(jobs: list[Job]) -> None:
                 pending_reason=first.pending_reason, pending_code=first.pending_code,
                 pending_params=first.pending_params)
         return
-    # Thousands of reasons change per cycle on a busy cluster: one statement, not a CASE per row.
+    # Thousands of reasons change per cycle on a busy cluster: one statement, not a CASE per row, and
+    # each distinct reason sent once with its jobs (the cycle shares one reason among many jobs: a
+    # tenth of the payload to encode and parse).
+    groups: dict[tuple, list] = {}
+    for job in jobs:
+        key = (job.pending_reason, job.pending_code, id(job.pending_params))
+        found = groups.get(key)
+        if found is None:
+            groups[key] = [job.pending_params, job.pk]
+        else:
+            found.append(job.pk)
     table = connection.ops.quote_name(Job._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} AS j SET pending_reason = v.reason, pending_code = v.code, pending_params = v.params "
-            "FROM json_to_recordset(%s::json) AS v(id bigint, reason text, code text, params jsonb) "
-            "WHERE j.id = v.id AND j.state = %s",
-            [json.dumps([{"id": job.pk, "reason": job.pending_reason, "code": job.pending_code,
-                          "params": job.pending_params} for job in jobs]), JobState.PENDING])
+            "FROM (SELECT r.reason, r.code, r.params, unnest(r.ids) AS id FROM json_to_recordset(%s::json) "
+            "AS r(ids bigint[], reason text, code text, params jsonb)) AS v WHERE j.id = v.id AND j.state = %s",
+            [json.dumps([{"ids": found[1:], "reason": text, "code": code, "params": found[0]}
+                         for (text, code, _), found in groups.items()]), JobState.PENDING])
 
 
 def _set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str]) -> None:
     """Keep every pending job's reason current; an event (and a live update) only when the reason
-    itself changes, not its figures, so a waiting cluster does not flood the pages every cycle."""
-    jobs = Job.objects.filter(pk__in=[int(j) for j in reasons], state=JobState.PENDING).select_related("workspace")
+    itself changes, not its figures, so a waiting cluster does not flood the pages every cycle.
+    The pending jobs' reason columns are read, not the jobs: those with news are read whole."""
     changed, news = [], []
-    for job in jobs:
-        key = str(job.pk)
-        reason, text = reasons[key], texts[key]
-        if text == job.pending_reason and reason.code == job.pending_code and reason.params == job.pending_params:
+    for pk, old_text, old_code, old_params in Job.objects.filter(state=JobState.PENDING).values_list(
+            "pk", "pending_reason", "pending_code", Cast("pending_params", TextField())):
+        key = str(pk)
+        reason = reasons.get(key)
+        if reason is None:
             continue
+        text, params = texts[key], None
+        if text == old_text and reason.code == old_code:
+            params = json.loads(old_params) if old_params else {}
+            if reason.params == params:
+                continue
         # a row from before reasons had codes takes its first code quietly
-        if job.pending_code or not job.pending_reason:
-            if lead_code(reason.code, reason.params) != lead_code(job.pending_code, job.pending_params):
-                news.append(job)
-        job.pending_reason, job.pending_code, job.pending_params = text, reason.code, reason.params
-        changed.append(job)
+        if old_code or not old_text:
+            if params is None:
+                params = json.loads(old_params) if old_params else {}
+            if lead_code(reason.code, reason.params) != lead_code(old_code, params):
+                news.append(pk)
+        changed.append(PendingReason(pk, text, reason.code, reason.params))
     if changed:
         _write_pending_reasons(changed)
-    record_events([(job, "pending", job.pending_reason, None) for job in news])
+    jobs = Job.objects.select_related("workspace").in_bulk(news) if news else {}
+    record_events([(jobs[pk], "pending", texts[str(pk)], None) for pk in news if pk in jobs])
 
 
 class NoLongerLeading(RuntimeError):
     """The cycle no longer holds its lock: another worker may be deciding on the same cluster."""
 
 
+class Kept:
+    """What the process that runs the cycles keeps from one to the next: the snapshot, read
+    incrementally (`cycle.snapshot.SnapshotCache`), and the core's memo (`core.cycle.CycleMemo`).
+    Neither changes a decision; a cold process builds both whole."""
+
+    def __init__(self) -> None:
+        self.snapshot = SnapshotCache()
+        self.memo = CycleMemo()
+        self.lock = threading.Lock()   # one cycle at a time uses them
+
+
+KEPT = Kept()
+
+
 def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
-                         still_leading: Callable[[], bool] = lambda: True) -> CycleReport:
+                         still_leading: Callable[[], bool] = lambda: True, kept: Kept | None = KEPT) -> CycleReport:
     """One cycle. Its decisions commit only if `still_leading()` holds once they are written, so a
     worker that lost its lock mid-cycle rolls them back (and launches nothing) instead of binding
-    beside the worker that took the lock over."""
+    beside the worker that took the lock over. `kept=None` reads the snapshot whole."""
     started = time.perf_counter()
     now = now or clock.now()
     report = CycleReport()
@@ -305,7 +361,11 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
         report.inventory_changes = sync_inventory(backend) + len(update_agent_silence(now))
         sync_workspaces(backend)
         reconcile(backend, now, report)
-        decisions = core.run_cycle(build_snapshot(now))
+        if kept is None:
+            decisions = core.run_cycle(build_snapshot(now))
+        else:
+            with kept.lock:
+                decisions = core.run_cycle(build_snapshot(now, kept.snapshot), kept.memo)
         with transaction.atomic():
             apply(decisions, backend, now, report)
             if not still_leading():

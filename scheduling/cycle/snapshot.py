@@ -1,4 +1,12 @@
-"""The scheduler's view of the database: one core Snapshot per cycle, built with a few queries."""
+"""The scheduler's view of the database: one core Snapshot per cycle, built with a few queries.
+
+`build_snapshot(now)` reads it whole. The process that runs the cycles passes a `SnapshotCache`: it
+keeps the last snapshot and, each cycle, reads every job and placement row's version only (`row_version`:
+the content of the columns the snapshot reads, an MD5 of it computed by PostgreSQL) and then only the
+rows that are new or changed since, so a cycle on a large cluster reads what changed, not everything.
+Pools, nodes, GPUs and queues are few and read whole. The snapshot is the one `build_snapshot(now)`
+would give (tests compare them after random changes).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +16,14 @@ from dataclasses import replace
 from datetime import datetime
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import TextField
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from scheduling import signals
 from scheduling.core import model as cm
+from scheduling.core.live import LiveSnapshot
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.cycle.usage import queue_usage
 from scheduling.models import (
@@ -75,43 +86,214 @@ def core_slice(slice_: dict, gpu_memory: list[int]) -> cm.Slice:
     return held
 
 
-def build_snapshot(now: datetime) -> cm.Snapshot:
-    pools = [core_pool(p) for p in NodePool.objects.all()]
-    gpus_by_node: dict[int, list[cm.Gpu]] = defaultdict(list)
-    for node_id, index, uuid, memory in Gpu.objects.values_list("node_id", "index", "uuid", "memory_mib"):
-        gpus_by_node[node_id].append(cm.Gpu(index=index, uuid=uuid, memory_mib=memory))
-    nodes = [
-        cm.Node(name=name, pool=pool, gpus=tuple(sorted(gpus_by_node[pk], key=lambda g: g.index)),
-                cpu_milli=cpu, memory_mib=mem, ready=ready and not silent, cordoned=cordoned)
+class Cluster:
+    """Pools, nodes (with their GPUs) and queues, read whole: a few thousand rows at most."""
+
+    def __init__(self) -> None:
+        self.pools = tuple(core_pool(p) for p in NodePool.objects.all())
+        gpus_by_node: dict[int, list[cm.Gpu]] = defaultdict(list)
+        for node_id, index, uuid, memory in Gpu.objects.values_list("node_id", "index", "uuid", "memory_mib"):
+            gpus_by_node[node_id].append(cm.Gpu(index=index, uuid=uuid, memory_mib=memory))
+        self.node_names: dict[int, str] = {}
+        nodes = []
         for pk, name, pool, cpu, mem, ready, silent, cordoned in Node.objects.values_list(
-            "pk", "name", "pool__name", "cpu_milli", "memory_mib", "ready", "agent_silent", "cordoned")
-    ]
-    queue_rows = list(Queue.objects.values_list("pk", "name", "parent_id"))
-    names = {pk: name for pk, name, _ in queue_rows}
-    queues = [core_queue(q, names.get(q.parent_id)) for q in Queue.objects.all()]
-    # Roles come as JSON text and are decoded once per distinct text: many jobs share their roles
-    # (the core's objects are immutable, so sharing them is safe), and decoding them was about half of the build.
-    roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
-    jobs = []
-    for pk, queue, roles_text, priority, preemptible, reduce_cost, created in Job.objects.exclude(
-            state__in=UNSCHEDULED_STATES).exclude(roles=[]).exclude(not_before__gt=now).values_list(
-            "pk", "queue__name", Cast("roles", TextField()), "priority", "preemptible", "reduce_cost", "created"):
-        roles = roles_by_text.get(roles_text)
-        if roles is None:
-            roles = roles_by_text[roles_text] = core_roles(json.loads(roles_text))
-        jobs.append(core_job(pk, queue, roles, priority, preemptible, reduce_cost, created))
-    memory = {(node.name, gpu.index): gpu.memory_mib for node in nodes for gpu in node.gpus}
-    running = [
-        cm.RunningReplica(job_id=str(job_id), role=role, index=index, node=node, gpus=tuple(gpus),
-                          slice=core_slice(slice_, [memory.get((node, g), 0) for g in gpus]))
-        for job_id, role, index, node, gpus, slice_ in Replica.objects.filter(
-            state__in=ACTIVE_STATES, node__isnull=False).exclude(job__state__in=FINAL_STATES).values_list(
-            "job_id", "role", "index", "node__name", "gpu_indices", "slice")
-    ]
-    when = signals.off_peak_at(now)
-    usage = queue_usage(now, sum(len(n.gpus) for n in nodes) * MILLI_PER_GPU)
-    return cm.Snapshot(pools=tuple(pools), nodes=tuple(nodes), queues=tuple(queues), jobs=tuple(jobs),
-                       running=tuple(sorted(running, key=lambda r: (r.job_id, r.role, r.index))),
-                       now=now.timestamp(), off_peak=when.now, next_off_peak=when.next_start,
-                       queue_usage=tuple(sorted(usage.items())), usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0)
+                "pk", "name", "pool__name", "cpu_milli", "memory_mib", "ready", "agent_silent", "cordoned"):
+            self.node_names[pk] = name
+            nodes.append(cm.Node(name=name, pool=pool, gpus=tuple(sorted(gpus_by_node[pk], key=lambda g: g.index)),
+                                 cpu_milli=cpu, memory_mib=mem, ready=ready and not silent, cordoned=cordoned))
+        self.nodes = tuple(nodes)
+        self.queue_names = dict(Queue.objects.values_list("pk", "name"))
+        self.queues = tuple(core_queue(q, self.queue_names.get(q.parent_id)) for q in Queue.objects.all())
+        self.memory = {(node.name, gpu.index): gpu.memory_mib for node in self.nodes for gpu in node.gpus}
+
+    def fields(self, now: datetime) -> dict:
+        """The Snapshot's fields besides jobs and replicas."""
+        when = signals.off_peak_at(now)
+        usage = queue_usage(now, sum(len(n.gpus) for n in self.nodes) * MILLI_PER_GPU)
+        return dict(pools=self.pools, nodes=self.nodes, queues=self.queues, now=now.timestamp(), off_peak=when.now,
+                    next_off_peak=when.next_start, queue_usage=tuple(sorted(usage.items())),
+                    usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0)
+
+    def running(self, job_id: int, role: str, index: int, node_id: int, gpus: list, slice_: dict) -> cm.RunningReplica:
+        node = self.node_names[node_id]
+        return cm.RunningReplica(job_id=str(job_id), role=role, index=index, node=node, gpus=tuple(gpus),
+                                 slice=core_slice(slice_, [self.memory.get((node, g), 0) for g in gpus]))
+
+
+def scheduled_jobs(now: datetime):
+    """The jobs the scheduler sees: not ended or stopped, with roles, not held for later."""
+    return Job.objects.exclude(state__in=UNSCHEDULED_STATES).exclude(roles=[]).exclude(not_before__gt=now)
+
+
+def placed_replicas():
+    """The replicas that hold capacity: active, on a node, of a job that has not ended."""
+    return Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False).exclude(job__state__in=FINAL_STATES)
+
+
+JOB_COLUMNS = ("pk", "queue_id", Cast("roles", TextField()), "priority", "preemptible", "reduce_cost", "created")
+REPLICA_COLUMNS = ("pk", "job_id", "role", "index", "node_id", "gpu_indices", "slice")
+
+
+class Roles:
+    """Roles decoded once per distinct JSON text: many jobs share their roles (the core's objects
+    are immutable, so sharing them is safe), and decoding them was about half of the build. Equal
+    roles are one tuple, so the core's per-roles caches (`Session.plans`) serve all their jobs."""
+
+    def __init__(self) -> None:
+        self.by_text: dict[str, tuple[cm.Role, ...]] = {}
+        self.interned: dict[tuple[cm.Role, ...], tuple[cm.Role, ...]] = {}
+
+    def __call__(self, text: str) -> tuple[cm.Role, ...]:
+        found = self.by_text.get(text)
+        if found is None:
+            decoded = core_roles(json.loads(text))
+            found = self.by_text[text] = self.interned.setdefault(decoded, decoded)
+        return found
+
+
+def build_snapshot(now: datetime, cache: SnapshotCache | None = None) -> cm.Snapshot:
+    """The scheduler's snapshot of the database at `now`; with `cache`, read incrementally."""
+    if cache is not None:
+        return cache.build(now)
+    cluster = Cluster()
+    roles = Roles()
+    queues = cluster.queue_names
+    jobs = [core_job(pk, queues[queue_id], roles(text), priority, preemptible, reduce_cost, created)
+            for pk, queue_id, text, priority, preemptible, reduce_cost, created in
+            scheduled_jobs(now).order_by("pk").values_list(*JOB_COLUMNS)]
+    running = [cluster.running(*row[1:]) for row in placed_replicas().values_list(*REPLICA_COLUMNS)]
+    return cm.Snapshot(jobs=tuple(jobs), running=tuple(sorted(running, key=lambda r: (r.job_id, r.role, r.index))),
+                       **cluster.fields(now))
+
+
+VERSION_COLUMNS = {Job: ("queue_id", "roles", "priority", "preemptible", "reduce_cost", "created"),
+                   Replica: ("job_id", "role", "index", "node_id", "gpu_indices", "slice")}
+
+
+def row_version(model) -> RawSQL:
+    """A row's version as the snapshot sees it: its content in the columns the snapshot reads (on
+    PostgreSQL their MD5, computed by the server), so writes to other columns (a pending job's
+    reason is rewritten most cycles) do not make the row read again. Which rows are taken at all
+    is the query's filter, read every cycle."""
+    table = connection.ops.quote_name(model._meta.db_table)
+    parts = [f"COALESCE(CAST({table}.{connection.ops.quote_name(c)} AS TEXT), '')" for c in VERSION_COLUMNS[model]]
+    content = " || '/' || ".join(parts)
+    return RawSQL(f"md5({content})" if connection.vendor == "postgresql" else content, ())
+
+
+class SnapshotCache:
+    """The last snapshot of a long-lived process (the Celery worker that runs the cycles; a cold
+    process builds it whole), kept per database, and each job and replica row's version when read.
+    `build(now)` reads the versions of the rows the snapshot takes, then the rows that are new or
+    changed, and drops those gone. A change of queue names, node names or GPU memory (which jobs
+    and replicas are read through) reads those rows whole again."""
+
+    CHUNK = 5000  # primary keys per query when reading changed rows
+
+    def __init__(self) -> None:
+        self.database: tuple | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.live: LiveSnapshot | None = None
+        self.jobs: dict[int, str] = {}            # job pk -> row version
+        self.replicas: dict[int, tuple] = {}      # replica pk -> (row version, replica key)
+        self.roles = Roles()
+        self.queue_names: dict[int, str] | None = None
+        self.node_names: dict[int, str] | None = None
+        self.memory: dict | None = None
+        self.reads = {"jobs": 0, "replicas": 0}  # rows read whole by the last build
+
+    def build(self, now: datetime) -> cm.Snapshot:
+        database = (connection.alias, connection.settings_dict.get("NAME"), connection.vendor)
+        if database != self.database:
+            self.database = database
+            self.reset()
+        try:
+            return self._build(now)
+        except BaseException:
+            self.reset()   # a half-applied read is not kept
+            raise
+
+    def _build(self, now: datetime) -> cm.Snapshot:
+        cluster = Cluster()
+        if self.live is None:
+            self.live = LiveSnapshot(cm.Snapshot(pools=(), nodes=(), queues=(), jobs=()), order=int)
+        live = self.live
+        if cluster.queue_names != self.queue_names:
+            for job_id in list(live.jobs):          # their queue names are read again
+                live.drop_job(job_id, replicas=False)
+            self.jobs = {}
+            self.queue_names = cluster.queue_names
+        if cluster.node_names != self.node_names or cluster.memory != self.memory:
+            for _, key in self.replicas.values():   # their nodes and slices are read again
+                live.drop_running(key)
+            self.replicas = {}
+            self.node_names, self.memory = cluster.node_names, cluster.memory
+        self._jobs(now, cluster)
+        self._replicas(cluster)
+        live.set_cluster(**cluster.fields(now))
+        return live.snapshot()
+
+    @staticmethod
+    def _changed(versions: dict, current, version_of) -> tuple[list[int], list[int]]:
+        """(pks new or changed, pks gone) between the kept versions and the rows' versions now."""
+        seen, changed = set(), []
+        for pk, version in current:
+            seen.add(pk)
+            kept = versions.get(pk)
+            if kept is None or version_of(kept) != version:
+                changed.append(pk)
+        return changed, [pk for pk in versions if pk not in seen]
+
+    def _jobs(self, now: datetime, cluster: Cluster) -> None:
+        live, queues = self.live, cluster.queue_names
+        query = scheduled_jobs(now)
+        changed, gone = self._changed(self.jobs, query.values_list("pk", row_version(Job)), lambda kept: kept)
+        for pk in gone:
+            del self.jobs[pk]
+            live.drop_job(str(pk), replicas=False)
+        self.reads["jobs"] = len(changed)
+        for start in range(0, len(changed), self.CHUNK):
+            chunk = changed[start:start + self.CHUNK]
+            found = set()
+            for pk, version, queue_id, text, priority, preemptible, reduce_cost, created in query.filter(
+                    pk__in=chunk).values_list("pk", row_version(Job), *JOB_COLUMNS[1:]):
+                found.add(pk)
+                self.jobs[pk] = version
+                live.put_job(core_job(pk, queues[queue_id], self.roles(text), priority, preemptible, reduce_cost,
+                                      created))
+            for pk in chunk:
+                if pk not in found:   # written again since its version was read, and no longer taken
+                    if self.jobs.pop(pk, None) is not None:
+                        live.drop_job(str(pk), replicas=False)
+        if len(self.roles.by_text) > 2 * len(live.jobs) + 1000:
+            kept = {id(job.roles) for job in live.jobs.values()}
+            self.roles.by_text = {t: r for t, r in self.roles.by_text.items() if id(r) in kept}
+            self.roles.interned = {r: r for r in self.roles.by_text.values()}
+
+    def _replicas(self, cluster: Cluster) -> None:
+        live = self.live
+        query = placed_replicas()
+        changed, gone = self._changed(self.replicas, query.values_list("pk", row_version(Replica)),
+                                      lambda kept: kept[0])
+        for pk in gone:
+            live.drop_running(self.replicas.pop(pk)[1])
+        self.reads["replicas"] = len(changed)
+        for start in range(0, len(changed), self.CHUNK):
+            chunk = changed[start:start + self.CHUNK]
+            found = set()
+            for pk, version, *row in query.filter(pk__in=chunk).values_list("pk", row_version(Replica),
+                                                                             *REPLICA_COLUMNS[1:]):
+                found.add(pk)
+                replica = cluster.running(*row)
+                key = (replica.job_id, replica.role, replica.index)
+                old = self.replicas.get(pk)
+                if old is not None and old[1] != key:
+                    live.drop_running(old[1])
+                self.replicas[pk] = (version, key)
+                live.put_running(replica)
+            for pk in chunk:
+                if pk not in found and pk in self.replicas:
+                    live.drop_running(self.replicas.pop(pk)[1])
 
