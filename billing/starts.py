@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from billing.quotes import NOW, Quote, QuoteOption, with_expected_starts
-from scheduling.core.session import Assignment, Session
+from scheduling.core.session import Session
 from scheduling.cycle.snapshot import build_snapshot, core_job, core_request, core_roles
 from scheduling.forecast import forecast_new_jobs
 from scheduling.spec import JobSpec
@@ -33,20 +33,9 @@ def fits_now(session: Session, spec: JobSpec, option: QuoteOption) -> bool:
     """Whether the whole job at MinReplicas finds room now in the option's pool; nothing is kept."""
     if option.pool not in session.pool_mask:
         return False
-    taken: list[Assignment] = []
-    try:
-        for role in role_requests(spec, option.to_json()):
-            request = core_request(role)
-            for _ in range(role["min_replicas"]):
-                spot = session.find_spot(request, option.pool)
-                if spot is None:
-                    return False
-                session._take(spot, -1)  # hold it while the next replicas look (the cycle's own bookkeeping)
-                taken.append(spot)
-        return True
-    finally:
-        for spot in reversed(taken):
-            session._take(spot, +1)
+    requests = [core_request(role) for role in role_requests(spec, option.to_json())
+                for _ in range(role["min_replicas"])]
+    return session.all_fit(requests, option.pool)
 
 
 def expected_start(option: QuoteOption, spec: JobSpec, session: Session | None, now: datetime) -> datetime | None:

@@ -520,6 +520,22 @@ class Session:
 
     # ------------------------------------------------------------------ finding room
 
+    def all_fit(self, requests: list[Request], pool_name: str) -> bool:
+        """Whether every request (one replica each) finds room in `pool_name` together now; each spot is
+        held while the next ones look, and all are given back (nothing is changed)."""
+        taken: list[Assignment] = []
+        try:
+            for request in requests:
+                spot = self.find_spot(request, pool_name)
+                if spot is None:
+                    return False
+                self._take(spot, -1)
+                taken.append(spot)
+            return True
+        finally:
+            for spot in reversed(taken):
+                self._take(spot, +1)
+
     def find_spot(self, request: Request, pool_name: str) -> Assignment | None:
         """Where one replica of `request` would go in `pool_name` now (nothing is changed)."""
         key = (request.shape(), pool_name)
