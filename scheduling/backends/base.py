@@ -71,6 +71,17 @@ class ReplicaLaunch:
     token: str = ""  # the secret the replica's server asks for; the portal's proxy sends it, never a browser
     base_url: str = ""  # the path prefix its server answers under, e.g. /nb/vision-lab/scratch/
     home_mib: int = 0  # 0: no persistent home volume
+    # An inference replica (scheduling.inference.launch_fields): its server (vllm | triton | custom)
+    # listens on `port` under `base_url` (/serve/<workspace>/<name>/), answers 200 on health_path once
+    # ready, and serves the model at model_path (a path on the models volume) or model_registry (a
+    # registry reference) under the name model_name; `token` is the API key the portal's proxy sends.
+    server: str = ""
+    port: int = 0
+    health_path: str = ""
+    model_path: str = ""
+    model_registry: str = ""
+    model_name: str = ""
+    gpu_mem_limit_mib: int = 0  # a fraction's burstable memory limit (0: none)
 
     @property
     def key(self) -> ReplicaKey:
