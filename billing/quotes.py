@@ -37,7 +37,9 @@ When
 
 Money
     ``price_per_hour`` / ``price_per_hour_offpeak``: the whole job at MinReplicas (every role at
-    its minimum), peak and off-peak, 4 decimal places, spot factor included. ``estimate_low`` /
+    its minimum), peak and off-peak, 4 decimal places, spot factor included;
+    ``price_per_hour_max`` / ``price_per_hour_max_offpeak`` the same at MaxReplicas (what an inference
+    service costs per hour scaled out; at its minimum, 0 when it scales to zero). ``estimate_low`` /
     ``estimate_high``: every role at its MinReplicas / MaxReplicas for the expected duration from
     ``starts_at``, split into peak and off-peak hours, summed unrounded and rounded once to the
     currency's minor unit. Price with the table in force when quoting (see :func:`quote_at`).
@@ -224,6 +226,8 @@ class QuoteOption:
     exclusive_amount: Decimal = field(repr=False, compare=False, default=Decimal(0))  # on whole GPUs, unrounded
     expected_start: datetime | None = None  # None: waits in the queue, no estimate
     earliest: bool = False
+    price_per_hour_max: Decimal = Decimal(0)  # whole job at MaxReplicas, peak
+    price_per_hour_max_offpeak: Decimal = Decimal(0)  # whole job at MaxReplicas, off-peak
 
     @property
     def starts_now(self) -> bool:
@@ -265,6 +269,8 @@ class QuoteOption:
             "currency": self.currency,
             "price_per_hour": _fmt(self.price_per_hour.quantize(_RATE_PLACES)),
             "price_per_hour_offpeak": _fmt(self.price_per_hour_offpeak.quantize(_RATE_PLACES)),
+            "price_per_hour_max": _fmt(self.price_per_hour_max.quantize(_RATE_PLACES)),
+            "price_per_hour_max_offpeak": _fmt(self.price_per_hour_max_offpeak.quantize(_RATE_PLACES)),
             "estimate_low": _fmt(self.estimate_low.quantize(places)),
             "estimate_high": _fmt(self.estimate_high.quantize(places)),
             "cheapest": self.cheapest,
@@ -574,7 +580,7 @@ def _price_option(
 ) -> QuoteOption:
     duration = timedelta(seconds=spec.expected_duration_s)
     roles: list[RoleQuote] = []
-    per_hour = per_hour_off = low = high = whole_low = gpus = Decimal(0)
+    per_hour = per_hour_off = per_hour_max = per_hour_max_off = low = high = whole_low = gpus = Decimal(0)
     for role, h in zip(spec.roles, holdings, strict=True):
         share = h.share if h is not None else Decimal(0)
         allocation = Allocation.from_units(
@@ -600,6 +606,8 @@ def _price_option(
         )
         per_hour += role.min_replicas * at_min.price_per_hour
         per_hour_off += role.min_replicas * at_min.price_per_hour_offpeak
+        per_hour_max += role.max_replicas * at_max.price_per_hour
+        per_hour_max_off += role.max_replicas * at_max.price_per_hour_offpeak
         low += at_min.amount if role.min_replicas else Decimal(0)
         high += at_max.amount
         gpus += role.min_replicas * share
@@ -667,6 +675,8 @@ def _price_option(
         hours=Decimal(spec.expected_duration_s) / 3600,
         exclusive_amount=whole_low,
         expected_start=_first_estimate(when, starts_at, when == NOW and enough_now),
+        price_per_hour_max=per_hour_max,
+        price_per_hour_max_offpeak=per_hour_max_off,
     )
 
 

@@ -20,6 +20,7 @@ from scheduling.errors import Forbidden
 from scheduling.models import Job
 from scheduling.selectors import default_queue
 from scheduling.services import read_spec, require_submitter, submit_job
+from scheduling.serving.latency import replicas_at_rate, slice_share
 from scheduling.spec import JobSpec, SpecError
 from scheduling.spec.load import load_yaml
 from scheduling.spec.workloads import NOTEBOOK_QUOTE_S
@@ -90,3 +91,26 @@ def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any],
               "expected_duration_hours": quote.to_json()["expected_duration_hours"]}
     not_before = chosen.starts_at if chosen.when == "off-peak" else None
     return submit_job(user=user, workspace=workspace, spec=spec, quote=frozen, parsed=parsed, not_before=not_before)
+
+
+def service_rates(spec: JobSpec, quote: Quote, rate_rps: float) -> dict[str, dict[str, Any]]:
+    """Per option of an inference service's quote: the replicas it settles at for a steady `rate_rps`
+    (scheduling.serving.latency.replicas_at_rate, on that option's slice) and what they cost per hour,
+    peak and off-peak (each replica at the option's per-replica rate)."""
+    if spec.inference is None:
+        return {}
+    out = {}
+    for option in quote.options:
+        [role] = option.roles
+        if role.sharing not in ("exclusive", "fraction", "mig", "timeslice"):
+            continue   # a CPU-only option serves no model
+        share = slice_share(role.sharing, role.num_gpus, role.gpu_milli, role.mig_profile or "")
+        replicas = replicas_at_rate(rate_rps, share, metric=spec.inference.target_metric,
+                                    target=float(spec.inference.target_value), low=role.min_replicas,
+                                    high=role.max_replicas)
+        out[option.id] = {"requests_per_second": rate_rps, "replicas": replicas,
+                           "price_per_hour": str((replicas * role.price_per_hour).quantize(Decimal("0.0001"))),
+                           "price_per_hour_offpeak": str((replicas * role.price_per_hour_offpeak)
+                                                         .quantize(Decimal("0.0001")))}
+    return out
+

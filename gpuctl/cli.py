@@ -55,6 +55,7 @@ from gpuctl.output import (
     to_json,
     to_yaml,
 )
+from gpuctl.serve import add_serve_commands
 from gpuctl.settings import (
     DEFAULT_URL,
     ENV_PREFIX,
@@ -534,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     use_profile.add_argument("name", metavar="NAME")
 
     add_notebook_commands(commands, command, _add_output)
+    add_serve_commands(commands, command, _add_output)
 
     completion = command(commands, "completion", cmd_completion,
                          "print the shell completion script: source <(gpuctl completion bash)", settings=False)

@@ -22,6 +22,21 @@ ZH = {
     "you are a member of no workspace": "您不是任何工作空间的成员",
     "no such workspace: {workspace}": "没有这个工作空间：{workspace}",
     "gpuctl: error: {message}": "gpuctl: 错误：{message}",
+    # gpuctl serve
+    "created service {name} ({id}) in {workspace}, queue {queue}: {state}":
+        "已在工作空间 {workspace} 创建推理服务 {name}（{id}），队列 {queue}：{state}",
+    "endpoint: {url}": "端点：{url}",
+    "no services": "没有推理服务",
+    "service {name} ({id}) in {workspace}: {action} -> {state}":
+        "工作空间 {workspace} 中的推理服务 {name}（{id}）：{action} -> {state}",
+    "service {name} ({id}) in {workspace}: replicas {low}-{high} (were {old}), {desired} wanted now":
+        "工作空间 {workspace} 中的推理服务 {name}（{id}）：副本 {low}-{high}（原为 {old}），当前期望 {desired} 个",
+    "deleted: its replicas ended, its endpoint is gone": "已删除：其副本已结束，端点已移除",
+    "stopped: its replicas end, nothing is billed until it starts": "已停止：其副本结束，再次启动前不计费",
+    "started: it waits in its queue for GPUs": "已启动：在队列中等待 GPU",
+    "delete service {name} ({id}) in {workspace}? Its replicas end and its endpoint goes. [y/N] ":
+        "删除工作空间 {workspace} 中的推理服务 {name}（{id}）？其副本将结束，端点将移除。[y/N] ",
+    "service {name} not deleted": "推理服务 {name} 未删除",
 }
 
 

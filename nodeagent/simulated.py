@@ -1,6 +1,8 @@
 """Simulated collector: usage for the pods a portal says run on this node, with believable utilisation.
 
-Utilisation is deterministic for a given seed, pod and timestamp, so runs can be replayed.
+Utilisation is deterministic for a given seed, pod and timestamp, so runs can be replayed. A pod that
+is a real process measuring its own GPU use (the simulated cluster's notebook and inference servers:
+its assignment has a `metrics_url`) reports what its server says instead, while the server answers.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import httpx
+
 from nodeagent.samples import GpuInfo, Reading, format_ts
 
 log = logging.getLogger(__name__)
 
 _GPU_NAMESPACE = uuid.UUID("0b6f2d1e-8c3a-4e59-b7d4-95a1f3c2e8a0")
+METRICS_TIMEOUT_S = 1.0  # a sample waits for no slow server: it falls back to invented figures
 
 
 @dataclass(frozen=True)
@@ -27,10 +32,13 @@ class Assignment:
     gpu_index: int
     milli: int  # 1000 = one whole GPU
     memory_mib: int
+    metrics_url: str = ""  # the pod's server's own figures (JSON with "gpu": {"utilisation"}), if any
+    metrics_auth: str = ""  # the Authorization header that server asks for
 
 
 def parse_assignments(payload: object) -> list[Assignment]:
-    """Parse ``{"assignments": [{"pod_uid"|"replica_id", "gpu_index", "milli", "memory_mib"}]}``."""
+    """Parse ``{"assignments": [{"pod_uid"|"replica_id", "gpu_index", "milli", "memory_mib",
+    "metrics_url"?, "metrics_auth"?}]}``."""
     if not isinstance(payload, dict) or not isinstance(payload.get("assignments"), list):
         raise ValueError('assignments payload must be an object with an "assignments" list')
     result = []
@@ -47,11 +55,70 @@ def parse_assignments(payload: object) -> list[Assignment]:
                     gpu_index=int(item["gpu_index"]),
                     milli=int(item["milli"]),
                     memory_mib=int(item.get("memory_mib") or 0),
+                    metrics_url=_optional_text(item, "metrics_url"),
+                    metrics_auth=_optional_text(item, "metrics_auth"),
                 )
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"assignments[{position}] is malformed ({exc!r}): {item!r}") from exc
     return result
+
+
+def _optional_text(item: dict, key: str) -> str:
+    value = item.get(key) or ""
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be text")
+    return value
+
+
+class ProcessMetrics:
+    """Reads how busy a pod's server kept the share it holds (0..1): over the time since the previous
+    read, from its busy and held GPU-seconds counters (as NVML averages over its sample period); at
+    the first read, or after a restart set them back, what it says now. A server that does not answer
+    gives None; that is logged once, not at every sample, until it answers again."""
+
+    def __init__(self, timeout_s: float = METRICS_TIMEOUT_S, transport: httpx.BaseTransport | None = None) -> None:
+        self._http = httpx.Client(timeout=timeout_s, transport=transport)
+        self._failing: set[str] = set()
+        self._last: dict[str, tuple[float, float]] = {}  # per URL: (busy, held) GPU-seconds at the last read
+
+    def close(self) -> None:
+        self._http.close()
+
+    def keep_only(self, urls: set[str]) -> None:
+        """Forget the servers no longer assigned (their pods ended)."""
+        for url in set(self._last) - urls:
+            del self._last[url]
+        self._failing &= urls
+
+    def utilisation(self, url: str, auth: str) -> float | None:
+        try:
+            response = self._http.get(url, headers={"Authorization": auth} if auth else {})
+            response.raise_for_status()
+            gpu = response.json()["gpu"]
+            now = _fraction(gpu, "utilisation")
+            busy, held = float(gpu.get("busy_seconds_total") or 0.0), float(gpu.get("held_seconds_total") or 0.0)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            if url not in self._failing:
+                self._failing.add(url)
+                log.warning("pod server at %s did not tell its GPU use (%s); inventing it until it does",
+                            url.split("?")[0], exc)
+            return None
+        if url in self._failing:
+            self._failing.discard(url)
+            log.info("pod server at %s tells its GPU use again", url.split("?")[0])
+        previous = self._last.get(url)
+        self._last[url] = (busy, held)
+        if previous is not None and held > previous[1] and busy >= previous[0]:
+            return min(1.0, (busy - previous[0]) / (held - previous[1]))
+        return now
+
+
+def _fraction(figures: dict, key: str) -> float:
+    value = figures[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"gpu.{key} {value!r} is not a number from 0 to 1")
+    return float(value)
 
 
 def _unit(*parts: object) -> float:
@@ -69,6 +136,7 @@ class SimulatedCollector:
         model: str = "NVIDIA A100-SXM4-80GB",
         memory_mib: int = 81920,
         seed: int = 0,
+        metrics: ProcessMetrics | None = None,
     ) -> None:
         if gpus < 1:
             raise ValueError(f"a simulated node needs at least one GPU, got gpus={gpus}")
@@ -78,6 +146,7 @@ class SimulatedCollector:
         self._model = model
         self._memory_mib = memory_mib
         self._seed = seed
+        self._metrics = metrics or ProcessMetrics()
         self._last_device: dict[int, Reading] = {}  # per GPU: the last whole-device reading
         self.xids: dict[int, list[int]] = {}  # per GPU: XID codes a test or a demo injects
 
@@ -91,11 +160,12 @@ class SimulatedCollector:
         ]
 
     def close(self) -> None:
-        pass
+        self._metrics.close()
 
     def sample(self, now: datetime) -> list[Reading]:
         ts = format_ts(now)
         per_gpu: dict[int, list[Reading]] = {i: [] for i in range(self._gpus)}
+        measured: dict[str, float | None] = {}  # per server, read once a sample (a pod holds several GPUs)
         for item in self._assignments():
             if item.gpu_index not in per_gpu:
                 log.warning("assignment of pod %s names GPU %d, this node has %d GPUs; ignored",
@@ -106,10 +176,11 @@ class SimulatedCollector:
                     gpu_uuid=self.gpu_uuid(item.gpu_index),
                     gpu_index=item.gpu_index,
                     pod_uid=item.pod_uid,
-                    gpu_util_pct=self._pod_util(item, ts),
+                    gpu_util_pct=self._pod_util(item, ts, measured),
                     mem_used_mib=self._pod_memory(item),
                 )
             )
+        self._metrics.keep_only(set(measured))
         readings = []
         for index, pods in per_gpu.items():
             device = Reading(
@@ -142,10 +213,15 @@ class SimulatedCollector:
             }
         return out
 
-    def _pod_util(self, item: Assignment, ts: str) -> float:
+    def _pod_util(self, item: Assignment, ts: str, measured: dict[str, float | None]) -> float:
+        share_pct = item.milli / 10
+        if item.metrics_url:
+            if item.metrics_url not in measured:
+                measured[item.metrics_url] = self._metrics.utilisation(item.metrics_url, item.metrics_auth)
+            if measured[item.metrics_url] is not None:  # busy in proportion to the share it holds
+                return round(min(100.0, share_pct * measured[item.metrics_url]), 2)
         # Each pod has its own efficiency (how much of its share it keeps busy), as real jobs do:
         # some train flat out, notebooks idle. Per interval it wobbles and sometimes stalls (I/O).
-        share_pct = item.milli / 10
         efficiency = 0.3 + 0.65 * _unit(self._seed, item.pod_uid, "efficiency")
         wobble = _unit(self._seed, item.pod_uid, ts, "wobble")
         if wobble < 0.05:

@@ -6,8 +6,8 @@ scheduling/notebooks.py `endpoint_of`) under the same path, with the notebook's 
 the browser never sees it. The portal's cookies and any Authorization header are not forwarded (the
 notebook runs the tenant's code), hop-by-hop headers are dropped both ways, and the answer is streamed
 back as it comes. Writes (POST, PUT, PATCH, DELETE) must come from a page of the portal itself (the
-Origin header), since the session cookie alone would let another site drive the notebook. Plain HTTP
-only: websockets (a real Jupyter's kernel channels) are not proxied.
+Origin header), since the session cookie alone would let another site drive the notebook. Websockets
+(a real Jupyter's kernel channels) are relayed by portal/notebook_socket.py.
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ def _target(user, workspace: str, name: str):
     return job, endpoint_of(job, get_backend())
 
 
-def _named_in_connection(value: str | None) -> set[str]:
+def named_in_connection(value: str | None) -> set[str]:
     """Headers a `Connection` header names are hop-by-hop too (RFC 9110, 7.6.1)."""
     return {token.strip().lower() for token in (value or "").split(",") if token.strip()}
 
 
 def _headers(request, token: str) -> dict[str, str]:
-    dropped = REQUEST_DROPPED | _named_in_connection(request.headers.get("Connection"))
+    dropped = REQUEST_DROPPED | named_in_connection(request.headers.get("Connection"))
     headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
     headers["Authorization"] = f"token {token}"
     headers["X-Forwarded-Proto"] = request.scheme
@@ -91,15 +91,15 @@ def _location(value: str, upstream: str) -> str:
     return value[len(origin):] or "/" if value.startswith(origin) else value
 
 
-def _copy_headers(upstream: httpx.Response, response: HttpResponse, url: str) -> None:
-    dropped = RESPONSE_DROPPED | _named_in_connection(upstream.headers.get("connection"))
+def copy_headers(upstream: httpx.Response, response: HttpResponse, url: str) -> None:
+    dropped = RESPONSE_DROPPED | named_in_connection(upstream.headers.get("connection"))
     for key, value in upstream.headers.multi_items():
         if key.lower() in dropped:
             continue
         response[key] = _location(value, url) if key.lower() == "location" else value
 
 
-async def _relay(upstream: httpx.Response, client: httpx.AsyncClient):
+async def relay(upstream: httpx.Response, client: httpx.AsyncClient):
     try:
         async for chunk in upstream.aiter_raw(CHUNK):
             yield chunk
@@ -146,7 +146,7 @@ async def notebook_proxy(request, workspace: str, name: str, path: str = ""):
             await client.aclose()
         response = HttpResponse(body, status=upstream.status_code)
     else:
-        response = StreamingHttpResponse(_relay(upstream, client), status=upstream.status_code)
-    _copy_headers(upstream, response, url)
+        response = StreamingHttpResponse(relay(upstream, client), status=upstream.status_code)
+    copy_headers(upstream, response, url)
     response["Cache-Control"] = upstream.headers.get("cache-control", "private, no-store")
     return response

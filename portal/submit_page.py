@@ -8,6 +8,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.utils.translation import gettext
+
 from billing.pricing import quantize_money
 from billing.quotes import DEFAULT_DURATION_S, Quote, tradeoff_tag
 from billing.services import states_duration
@@ -63,9 +65,28 @@ def common_tradeoffs(quote: Quote) -> list[str]:
     return [t for t in first.tradeoffs if all(t in o.tradeoffs for o in others)]
 
 
-def quote_rows(quote: Quote) -> list[dict[str, Any]]:
+def submit_texts() -> dict[str, str]:
+    """What the page's script writes beside each quote row, in the page's language (it fills in
+    the %(name)s parts)."""
+    return {"notebook": gettext("%(price)s %(currency)s per hour"),
+            "inference": gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s")}
+
+
+def rate_note(data: Mapping[str, Any], kind: str, currency: str) -> str:
+    """A notebook's price per hour; a service's per hour at its fewest and its most replicas."""
+    if kind == "notebook":
+        return submit_texts()["notebook"] % {"price": data["price_per_hour"], "currency": currency}
+    if kind == "inference" and data["roles"]:
+        role = data["roles"][0]
+        return submit_texts()["inference"] % {"low": data["price_per_hour"], "min": role["min_replicas"],
+                                              "high": data["price_per_hour_max"], "max": role["max_replicas"]}
+    return ""
+
+
+def quote_rows(quote: Quote, kind: str = "training") -> list[dict[str, Any]]:
     """The quote's options as the page's table shows them: the API's fields, the start as a time,
-    and the trade-offs of its own (those all options share left out)."""
+    the trade-offs of its own (those all options share left out), and for a notebook or a service
+    its rates per hour."""
     common = set(common_tradeoffs(quote))
     rows = []
     for option, data in zip(quote.options, quote.to_json()["options"], strict=True):
@@ -74,5 +95,6 @@ def quote_rows(quote: Quote) -> list[dict[str, Any]]:
         tags = [tag for tag in dict.fromkeys(tradeoff_tag(t) for t in own) if tag not in BADGED]
         rows.append({**data, "start_at": start, "pool_label": f"{option.gpu_model} · {option.pool}",
                      "has_saving": quantize_money(option.saving, option.currency) > 0,
-                     "own_tradeoffs": own, "tags": tags[:MAX_TAGS], "more_tags": len(tags[MAX_TAGS:])})
+                     "own_tradeoffs": own, "tags": tags[:MAX_TAGS], "more_tags": len(tags[MAX_TAGS:]),
+                     "rate_note": rate_note(data, kind, quote.currency)})
     return rows

@@ -10,6 +10,7 @@ from portal.notebook_proxy import notebook_proxy
 from portal.notifications import views as notifications
 from portal.pages import account, language, tokens
 from portal.pages import workspaces as views
+from portal.serve_proxy import serve_proxy
 
 admin.site.site_header = "GPU Platform console"
 admin.site.site_title = "GPU Platform console"
@@ -36,6 +37,9 @@ urlpatterns = [
     # a notebook through the portal: /nb/<workspace>/<name>/<its own path>
     re_path(r"^nb/(?P<workspace>[-a-zA-Z0-9_]+)/(?P<name>[a-z0-9-]+)/(?P<path>.*)$", notebook_proxy,
             name="notebook-proxy"),
+    # an inference service's endpoint: /serve/<workspace>/<name>/<the server's own path>
+    re_path(r"^serve/(?P<workspace>[-a-zA-Z0-9_]+)/(?P<name>[a-z0-9-]+)/(?P<path>.*)$", serve_proxy,
+            name="serve-proxy"),
     path("", include("portal.pages.urls")),
     path("console/", include("portal.console.urls")),
     path("admin/", admin.site.urls),

@@ -422,3 +422,41 @@ class ReplicaLog(models.Model):
     @property
     def name(self) -> str:
         return f"{self.role}-{self.index}"
+
+
+class ServiceScale(models.Model):
+    """An inference service's replica range and what its autoscaler decided (scheduling.inference).
+
+    The scheduler places `Job.roles`, which the autoscaler rewrites: min max(1, min_replicas) and max
+    `desired`; a service that scales to zero is Stopped, and the endpoint's first request starts it."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="service_scale")
+    min_replicas = models.PositiveSmallIntegerField(help_text="0: scales to zero after its scale-down delay")
+    max_replicas = models.PositiveSmallIntegerField()
+    desired = models.PositiveSmallIntegerField(default=0)
+    reason = models.CharField(max_length=200, blank=True, help_text="Why the autoscaler wants `desired`")
+    recommendations = models.JSONField(default=list, help_text="[[epoch seconds, replicas]] within the delay")
+    counters = models.JSONField(default=dict, help_text="Per replica, the last scrape of its cumulative counters")
+    scraped_at = models.DateTimeField(null=True, blank=True)
+    woken_at = models.DateTimeField(null=True, blank=True, help_text="A request arrived while at zero (cold start)")
+    cold_starts = models.PositiveIntegerField(default=0)
+
+
+class ServiceSample(models.Model):
+    """One autoscaler evaluation of a service: what its replicas did since the previous one."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="service_samples")
+    at = models.DateTimeField(db_index=True)
+    seconds = models.FloatField(help_text="Since the previous sample")
+    replicas = models.PositiveSmallIntegerField(help_text="Running when sampled")
+    desired = models.PositiveSmallIntegerField()
+    requests = models.PositiveIntegerField(default=0, help_text="Answered since the previous sample")
+    concurrency = models.FloatField(default=0.0, help_text="Mean requests in flight")
+    p50_ms = models.FloatField(null=True, blank=True)
+    p95_ms = models.FloatField(null=True, blank=True)
+    gpu_seconds = models.FloatField(default=0.0, help_text="GPU share held by its replicas times the seconds")
+    cold_start_s = models.FloatField(null=True, blank=True, help_text="A replica started from zero, this long")
+
+    class Meta:
+        ordering = ["job_id", "at"]
+        indexes = [models.Index(fields=["job", "at"])]

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
-from scheduling import clock, selectors, signals
+from scheduling import clock, inference, selectors, signals
 from scheduling.core.fit import reason_text
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.models import (
@@ -133,6 +133,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         quote=quote, roles=role_requests(parsed, quote), not_before=not_before,
         **_pending_fields(*pending),
     )
+    inference.create_scale(job)
     record_event(job, "submitted", reason=f"submitted to queue {queue.name} by {user.username}")
     return job
 
@@ -283,18 +284,20 @@ def stop_job_by_policy(job: Job, reason: str) -> Job:
 # them back in their queue as Pending, as a submitted job. A notebook's home volume stays.
 
 STOPPABLE_KINDS = (JobKind.NOTEBOOK, JobKind.INFERENCE)
-NOTEBOOK_NAME_TAKEN = ("notebook '{name}' already exists in workspace '{workspace}' ({state}): start or delete "
-                       "it, or choose another name")
+NAME_TAKEN = ("{kind} '{name}' already exists in workspace '{workspace}' ({state}): start or delete it, or choose "
+              "another name")
 
 
 def _check_notebook_name(workspace, parsed: JobSpec) -> None:
-    """A notebook's name picks its URL and its home volume in the workspace: one live notebook per name."""
-    if parsed.kind != JobKind.NOTEBOOK:
+    """A notebook's or a service's name picks its URL (and a notebook's home volume) in the workspace:
+    one live one per name."""
+    if parsed.kind not in STOPPABLE_KINDS:
         return
-    other = (Job.objects.filter(workspace=workspace, kind=JobKind.NOTEBOOK, name=parsed.name)
+    other = (Job.objects.filter(workspace=workspace, kind=parsed.kind, name=parsed.name)
              .exclude(state__in=FINAL_STATES).only("state").first())
     if other is not None:
-        message = NOTEBOOK_NAME_TAKEN.format(name=parsed.name, workspace=workspace.slug, state=other.state)
+        kind = "notebook" if parsed.kind == JobKind.NOTEBOOK else "service"
+        message = NAME_TAKEN.format(kind=kind, name=parsed.name, workspace=workspace.slug, state=other.state)
         raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
 
 
@@ -335,12 +338,18 @@ def start_workload(user, job: Job) -> Job:
     job = _locked_stoppable(job)
     if job.state != JobState.STOPPED:
         raise Conflict(f"job {job.pk} is {job.state}: only a stopped one can be started", field="state")
+    inference.restarted(job)
+    return resume_workload(job, f"started by {user.username}")
+
+
+def resume_workload(job: Job, said: str) -> Job:
+    """A stopped notebook or service (locked by the caller) goes back in its queue as Pending."""
     job.state = JobState.PENDING
     job.started = None
     for name, value in _pending_fields("waiting_for_cycle", {}).items():
         setattr(job, name, value)
     job.save(update_fields=["state", "started", "pending_reason", "pending_code", "pending_params"])
-    record_event(job, "start-requested", reason=f"started by {user.username}: back in queue {job.queue.name}")
+    record_event(job, "start-requested", reason=f"{said}: back in queue {job.queue.name}")
     return job
 
 

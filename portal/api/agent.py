@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import authentication, exceptions, permissions
@@ -12,6 +13,7 @@ from billing.metering.ingest import ingest
 from billing.models import NodeToken
 from portal.api.parsers import JSONParser
 from scheduling import clock
+from scheduling.backends import get_backend
 from scheduling.cycle.inventory import node_assignments, record_heartbeat
 
 # An agent posts every few seconds: "last used" to the minute is enough, and saves a write per batch.
@@ -77,7 +79,12 @@ class HeartbeatApi(AgentView):
 
 
 class AssignmentsApi(AgentView):
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=OpenApiTypes.OBJECT,
+                   description='-> {"node", "assignments": [{"pod_uid", "gpu_index", "milli", "memory_mib", '
+                               '"metrics_url"?, "metrics_auth"?}]}; the metrics keys only for a replica that is a '
+                               "real process of the simulated cluster (its server's own figures)")
     def get(self, request):
         node = self.own_node(request, request.query_params.get("node"))
-        return Response({"node": node.name, "assignments": node_assignments(node)})
+        # only the simulated cluster's replicas are local processes with figures of their own to read
+        backend = get_backend() if settings.SCHEDULER_BACKEND == "simulated" else None
+        return Response({"node": node.name, "assignments": node_assignments(node, backend=backend)})

@@ -1,22 +1,37 @@
 """Quotes API: what each way of running a spec costs, before submitting it."""
 
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.services import quote_for_workspace
+from billing.services import quote_for_workspace, service_rates
 from portal.api.jobs import JobSubmitInput
 from portal.selectors import get_workspace_for_user
+
+
+class QuoteInput(JobSubmitInput):
+    requests_per_second = serializers.FloatField(
+        required=False, min_value=0, max_value=1_000_000,
+        help_text="An inference service: also quote it at this steady request rate (`at_rate` per option: the "
+                  "replicas its autoscaler settles at and their price per hour)")
 
 
 class QuoteApi(APIView):
     token_scopes = {"POST": "read"}  # a price, nothing changes
 
-    @extend_schema(request=JobSubmitInput, responses={200: dict})
+    @extend_schema(request=QuoteInput, responses={200: dict})
     def post(self, request):
-        body = JobSubmitInput(data=request.data)
+        body = QuoteInput(data=request.data)
         body.is_valid(raise_exception=True)
         workspace = get_workspace_for_user(request.user, body.validated_data["workspace"])
-        _, quote = quote_for_workspace(workspace, body.validated_data["spec"],
-                                       duration_hours=body.validated_data.get("duration_hours"))
-        return Response(quote.to_json())
+        spec, quote = quote_for_workspace(workspace, body.validated_data["spec"],
+                                          duration_hours=body.validated_data.get("duration_hours"))
+        # the kind tells a page how to read the rates: per hour for a notebook, at min and max for a service
+        out = {**quote.to_json(), "kind": spec.kind}
+        rate = body.validated_data.get("requests_per_second")
+        if rate is not None and spec.kind == "inference":
+            rates = service_rates(spec, quote, rate)
+            for option in out["options"]:
+                option["at_rate"] = rates.get(option["id"])
+        return Response(out)

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from portal.api import agent, costs, errors, jobs, notebooks, quotes, specs, workspaces
+from portal.api import advice, agent, costs, errors, jobs, notebooks, quotes, services, specs, workspaces
 
 urlpatterns = [
     path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
@@ -22,6 +22,11 @@ urlpatterns = [
     path("jobs/<int:pk>/start/", notebooks.JobStartApi.as_view(), name="api-job-start"),
     path("notebooks/", notebooks.NotebookListApi.as_view(), name="api-notebooks"),
     path("notebooks/<int:pk>/delete/", notebooks.NotebookDeleteApi.as_view(), name="api-notebook-delete"),
+    path("services/", services.ServiceListApi.as_view(), name="api-services"),
+    path("services/<int:pk>/", services.ServiceDetailApi.as_view(), name="api-service"),
+    path("services/<int:pk>/scale/", services.ServiceScaleApi.as_view(), name="api-service-scale"),
+    path("services/<int:pk>/delete/", services.ServiceDeleteApi.as_view(), name="api-service-delete"),
+    path("advice/inference/", advice.InferenceAdviceApi.as_view(), name="api-advice-inference"),
     # Last: any other /api/v1/ path (e.g. /jobs/abc/) is a problem-details 404, not Django's HTML page.
     re_path(r"^", errors.not_found, name="api-not-found"),
 ]

@@ -25,10 +25,12 @@ from portal.submit_page import (
     examples_for,
     hours_of,
     quote_rows,
+    submit_texts,
 )
 from scheduling import selectors as scheduling_selectors
 from scheduling.errors import DomainError
 from scheduling.spec import MAX_BYTES
+from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE
 
 
 class SubmitForm(forms.Form):
@@ -53,6 +55,7 @@ def _context(request, workspace, **extra):
         "pools": [p.name for p in scheduling_selectors.cluster_info().pools],
         "examples": examples, "example_texts": {key: text for key, _, text in examples},
         "spec_text": "", "duration_hours": DEFAULT_HOURS, "errors": [], "quote": None, "rows": [], "common": [],
+        "kind": "training", "notebook_image": DEFAULT_NOTEBOOK_IMAGE, "submit_texts": submit_texts(),
         **extra,
     }
 
@@ -60,12 +63,12 @@ def _context(request, workspace, **extra):
 def _quoted(workspace, text: str, duration: Decimal | None) -> dict:
     """The quote for the page, or the errors that stop it (each with its line and column)."""
     try:
-        _, quote = quote_for_workspace(workspace, text, duration_hours=duration)
+        spec, quote = quote_for_workspace(workspace, text, duration_hours=duration)
     except DomainError as error:
         return {"errors": error.to_dicts(), "status": error.status}
     hours = hours_of(round(quote.expected_duration_hours * 3600))
-    return {"quote": quote, "rows": quote_rows(quote), "common": common_tradeoffs(quote), "duration_hours": hours,
-            "status": 200}
+    return {"quote": quote, "rows": quote_rows(quote, spec.kind), "common": common_tradeoffs(quote),
+            "duration_hours": hours, "kind": spec.kind, "status": 200}
 
 
 @login_required

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from portal.pages import job_list, job_page, jobs, notebooks, reports, submit
+from portal.pages import advice, job_list, job_page, jobs, notebooks, reports, services, submit
 
 urlpatterns = [
     path("submit/", submit.submit, name="submit"),
@@ -28,4 +28,11 @@ urlpatterns = [
     path("notebooks/<int:pk>/stop/", notebooks.notebook_stop, name="notebook-stop"),
     path("notebooks/<int:pk>/start/", notebooks.notebook_start, name="notebook-start"),
     path("notebooks/<int:pk>/delete/", notebooks.notebook_delete, name="notebook-delete"),
+    path("advice/inference/", advice.inference_advice_page, name="advice-inference"),
+    path("services/", services.service_list, name="services"),
+    path("services/<int:pk>/", services.service_detail, name="service"),
+    path("services/<int:pk>/series.json", services.service_series, name="service-series"),
+    path("services/<int:pk>/scale/", services.service_scale, name="service-scale"),
+    re_path(r"^services/(?P<pk>[0-9]+)/(?P<action>stop|start|delete)/$", services.service_action,
+            name="service-action"),
 ]

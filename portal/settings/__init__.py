@@ -293,6 +293,12 @@ SCHEDULER_BACKEND = os.environ.get("SCHEDULER_BACKEND", "simulated")  # simulate
 # /metrics asks for this bearer token when set; unset (make run), it is open and shows no workspace series
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
+# Inference services: how often the autoscaler scrapes and sizes each one (at most once a cycle), how
+# long the endpoint holds a request while a service starts from zero, and how long a simulated
+# replica takes to load its model.
+SERVICE_SCALE_INTERVAL_S = float(os.environ.get("SERVICE_SCALE_INTERVAL_S", "5"))
+SERVE_COLD_START_TIMEOUT_S = float(os.environ.get("SERVE_COLD_START_TIMEOUT_S", "120"))
+SIM_INFERENCE_STARTUP_S = float(os.environ.get("SIM_INFERENCE_STARTUP_S", "2"))
 # Time-based fair share (scheduling/cycle/usage.py): past usage over the window, halved every
 # half-life, shifts over-quota weights by K; a half-life of 0 turns it off.
 FAIR_SHARE_HALF_LIFE_H = float(os.environ.get("FAIR_SHARE_HALF_LIFE_H", "0"))

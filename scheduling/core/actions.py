@@ -324,14 +324,19 @@ def missing_milli(s: Session, state: JobState) -> int:
 
 def quota_block(s: Session, job: Job, add: int) -> Reason | None:
     """Why `job` may not take `add` more milli-GPU now (limit, non-preemptible quota), or None."""
+    np_add = 0
+    if not job.preemptible:
+        state = s.jobs[job.id]
+        np_add = state.np_milli(state.held + add) - state.np_milli(state.held)
     for name in s.queue_path[job.queue]:
         queue = s.queues[name]
         if queue.limit_milli is not None and s.alloc[name] + add > queue.limit_milli:
             return Reason("queue_over_limit", {"queue": name, "limit_milli": queue.limit_milli,
                                                "used_milli": int(s.alloc[name]), "need_milli": int(add)})
-        if not job.preemptible and s.np_alloc[name] + add > queue.deserved_milli:
+        if np_add and s.np_alloc[name] + np_add > queue.deserved_milli:
             return Reason("queue_non_preemptible_quota", {"queue": name, "deserved_milli": queue.deserved_milli,
-                                                          "used_milli": int(s.np_alloc[name]), "need_milli": int(add)})
+                                                          "used_milli": int(s.np_alloc[name]),
+                                                          "need_milli": int(np_add)})
     return None
 
 
@@ -554,8 +559,8 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
     for job_id, keys in by_job.items():
         state = jobs[job_id]
         job = state.job
-        if not job.preemptible:
-            continue
+        if not job.preemptible and not state.elastic:
+            continue   # a non-preemptible job gives up only its elastic replicas, above its minimum
         units = out.get(job.queue)
         if units is None:
             units = out[job.queue] = []
@@ -568,8 +573,9 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
                 if (job_id, role, index) in keys:
                     units.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
                                       ((job_id, role, index),), "shrink", job))
-        units.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
-                          tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
+        if job.preemptible:
+            units.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
+                              tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
     for units in out.values():
         units.sort(key=lambda u: u.order)
     return out

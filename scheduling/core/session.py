@@ -70,6 +70,12 @@ class JobState:
     grows: bool = False                       # at its minimum or above, and some role below its maximum
     extra: int = 0                            # replicas running above the minimums
     evicted: int = 0                          # replicas of the snapshot evicted in this session
+    held: int = 0                             # GPU milli its replicas hold now
+
+    def np_milli(self, held: int) -> int:
+        """What `held` milli count against non-preemptible quota: a non-preemptible job's gang
+        minimum; the elastic replicas above it may be reclaimed, so they count as preemptible."""
+        return 0 if self.job.preemptible else min(held, self.min_milli)
 
     def missing(self) -> dict[str, list[int]]:
         """Per role, the replica indices still needed to reach the gang minimum."""
@@ -374,13 +380,13 @@ class Session:
             session.evict_reason[key] = "node-lost"
             session.evict_cause[key] = NODE_LOST
         session._compute_fair_shares()
+        session._count_initial_np()   # needs each job's gang minimum, weighed with the fair shares
         return session
 
     def _count_initial(self) -> None:
         """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once."""
         jobs = self.jobs
         held: dict[str, int] = {}
-        held_np: dict[str, int] = {}
         counted = set()
         for key, a in self.initial.items():
             state = jobs[key[0]]
@@ -389,15 +395,22 @@ class Session:
             counted.add(key[0])
             job = state.job
             milli = a.slice.gpu_milli * len(a.gpus)
+            state.held += milli
             held[job.queue] = held.get(job.queue, 0) + milli
-            if not job.preemptible:
-                held_np[job.queue] = held_np.get(job.queue, 0) + milli
         for job_id in counted:
             jobs[job_id].refresh()
-        for totals, alloc in ((held, self.alloc), (held_np, self.np_alloc)):
-            for leaf, milli in totals.items():
-                for q in self.queue_path[leaf]:
-                    alloc[q] += milli
+        for leaf, milli in held.items():
+            for q in self.queue_path[leaf]:
+                self.alloc[q] += milli
+
+    def _count_initial_np(self) -> None:
+        held_np: dict[str, int] = {}
+        for state in self.jobs.values():
+            if state.held and not state.job.preemptible:
+                held_np[state.job.queue] = held_np.get(state.job.queue, 0) + state.np_milli(state.held)
+        for leaf, milli in held_np.items():
+            for q in self.queue_path[leaf]:
+                self.np_alloc[q] += milli
 
     def _compute_fair_shares(self) -> None:
         """Fair shares from every job's demand; on the way, the typical request shapes (pending and
@@ -657,10 +670,13 @@ class Session:
         (state.running[key[1]].add if sign > 0 else state.running[key[1]].discard)(key[2])
         state.refresh()
         milli = a.gpu_milli * sign
+        before = state.held
+        state.held += milli
+        np_change = 0 if job.preemptible else state.np_milli(state.held) - state.np_milli(before)
         for q in self.queue_path[job.queue]:
             self.alloc[q] += milli
-            if not job.preemptible:
-                self.np_alloc[q] += milli
+            if np_change:
+                self.np_alloc[q] += np_change
 
     def bind(self, key: ReplicaKey, a: Assignment) -> None:
         self._take(a, -1)

@@ -10,12 +10,22 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db import transaction
 
-from scheduling import clock
+from scheduling import clock, inference, notebooks
 from scheduling.backends.base import ClusterBackend, NodeInventory
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict, DomainError
 from scheduling.health import read_health
-from scheduling.models import ACTIVE_STATES, Gpu, Node, NodePool, PoolSharing, QueueAccess, Replica
+from scheduling.models import (
+    ACTIVE_STATES,
+    Gpu,
+    JobKind,
+    JobState,
+    Node,
+    NodePool,
+    PoolSharing,
+    QueueAccess,
+    Replica,
+)
 
 WORKSPACE_SYNC_EVERY_S = 60
 
@@ -139,12 +149,33 @@ def record_heartbeat(node: Node, gpus, payload: dict | None = None) -> Heartbeat
     return HeartbeatResult(gpus=len(gpus), rejected=health.rejected)
 
 
-def node_assignments(node: Node) -> list[dict]:
-    """What runs on the node's GPUs now, for its agent to attribute usage: one entry per GPU held."""
-    return [
-        {"pod_uid": str(uid), "gpu_index": index, "milli": (slice_ or {}).get("gpu_milli", 1000),
-         "memory_mib": (slice_ or {}).get("gpu_mem_mib", 0)}
-        for uid, gpus, slice_ in Replica.objects.filter(node=node, state__in=ACTIVE_STATES)
-        .values_list("uid", "gpu_indices", "slice")
-        for index in gpus
-    ]
+def node_assignments(node: Node, backend: ClusterBackend | None = None) -> list[dict]:
+    """What runs on the node's GPUs now, for its agent to attribute usage: one entry per GPU held.
+    On the simulated cluster a running notebook or inference replica is a real process that measures
+    its own GPU use: its entries add `metrics_url` and the `metrics_auth` header that server asks for."""
+    assignments = []
+    for uid, gpus, slice_, state, job_id, kind, name, workspace, role, replica_index in (
+            Replica.objects.filter(node=node, state__in=ACTIVE_STATES)
+            .values_list("uid", "gpu_indices", "slice", "state", "job_id", "job__kind", "job__name",
+                         "job__workspace__slug", "role", "index")):
+        metrics = {}
+        if backend is not None and getattr(backend, "name", "") == "simulated" and state == JobState.RUNNING:
+            metrics = _process_metrics(backend, (job_id, role, replica_index), kind, workspace, name)
+        assignments += [{"pod_uid": str(uid), "gpu_index": index, "milli": (slice_ or {}).get("gpu_milli", 1000),
+                         "memory_mib": (slice_ or {}).get("gpu_mem_mib", 0), **metrics} for index in gpus]
+    return assignments
+
+
+def _process_metrics(backend: ClusterBackend, key: tuple[int, str, int], kind: str, workspace: str,
+                     name: str) -> dict:
+    """Where the replica's server tells its own figures, and the header it asks for (as the portal's
+    proxies send it); nothing for a replica that is no process or does not listen yet."""
+    if kind == JobKind.NOTEBOOK:
+        found = backend.endpoint(key, workspace=workspace, base_url=notebooks.base_url(workspace, name))
+        auth = f"token {notebooks.notebook_token(key[0])}"
+    elif kind == JobKind.INFERENCE:
+        found = backend.endpoint(key, workspace=workspace, base_url=inference.base_url(workspace, name))
+        auth = f"Bearer {found.token or inference.api_key(key[0])}" if found is not None else ""
+    else:
+        return {}
+    return {} if found is None else {"metrics_url": found.url + "metrics?format=json", "metrics_auth": auth}

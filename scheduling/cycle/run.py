@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from django.db.models import Max, TextField
 from django.db.models.functions import Cast
 
-from scheduling import clock, core, signals
+from scheduling import clock, core, inference, notebooks, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.core.cycle import CycleMemo
 from scheduling.core.fit import lead_code
@@ -33,7 +33,6 @@ from scheduling.evictions import eviction_cause, explain
 from scheduling.health import update_agent_silence
 from scheduling.logs import capture_replica_log
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
-from scheduling.notebooks import launch_fields
 from scheduling.services import record_event, record_events, requeue_job
 
 log = logging.getLogger(__name__)
@@ -50,6 +49,7 @@ class CycleReport:
     orphans_removed: int = 0
     pending: int = 0
     inventory_changes: int = 0
+    services_scaled: int = 0
     seconds: float = 0.0
 
 
@@ -76,8 +76,13 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         env=tuple(sorted(role["env"].items())), node=replica.node.name, gpus=tuple(replica.gpu_indices),
         gpu_uuids=tuple(uuids.get(i, "") for i in replica.gpu_indices), slice=replica.slice,
         cpu_milli=role["cpu_milli"], mem_mib=role["mem_mib"], expected_duration_s=job.expected_duration_s,
-        world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)}, **launch_fields(job),
+        world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)}, **kind_fields(job),
     )
+
+
+def kind_fields(job: Job) -> dict:
+    """What a launch adds for the job's kind (a notebook's token and home, a service's server)."""
+    return inference.launch_fields(job) if job.kind == "inference" else notebooks.launch_fields(job)
 
 
 # --------------------------------------------------------------------------- reconcile
@@ -361,6 +366,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
         report.inventory_changes = sync_inventory(backend) + len(update_agent_silence(now))
         sync_workspaces(backend)
         reconcile(backend, now, report)
+        report.services_scaled = len(inference.scale_services(backend, now))
         if kept is None:
             decisions = core.run_cycle(build_snapshot(now))
         else:

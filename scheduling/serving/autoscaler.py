@@ -89,6 +89,15 @@ class Autoscaler:
         desired = self._remember(now, recommended)
         return ScaleDecision(desired, recommended, 0.0, "a request arrived while at zero: cold start")
 
+    def restore(self, recent: list[tuple[float, int]]) -> None:
+        """Take back the recommendations kept from earlier evaluations (`recent()`), for a caller that
+        keeps the autoscaler's memory between processes."""
+        self._recent = deque((float(t), int(n)) for t, n in recent)
+
+    def recent(self) -> list[tuple[float, int]]:
+        """The recommendations still within the scale-down delay, oldest first."""
+        return list(self._recent)
+
     def _remember(self, now: float, recommended: int) -> int:
         recent = self._recent
         recent.append((now, recommended))

@@ -169,3 +169,19 @@ def replicas_for_rate(rate: float, share: float, model: ServerModel | None = Non
     if not 0 < utilisation <= 1:
         raise ValueError("utilisation must be in (0, 1]")
     return math.ceil(rate / (model.capacity_rps(share) * utilisation) - 1e-9)
+
+
+def replicas_at_rate(rate: float, share: float, *, metric: str, target: float, low: int, high: int,
+                     model: ServerModel | None = None) -> int:
+    """The replicas a service settles at for a steady `rate` requests per second: what its autoscaler
+    asks for by its target (rps: rate / target; concurrency: rate * latency / target, by Little's law,
+    at the latency of `target` requests in service together), at least what keeps the replicas below
+    saturation (`replicas_for_rate`), within [low, high] and one at least while there is traffic."""
+    model = model or DEFAULT_MODEL
+    if rate <= 0:
+        return low
+    if metric == "rps":
+        wanted = math.ceil(rate / target - 1e-9)
+    else:
+        wanted = math.ceil(rate * model.service_s(share, max(1, math.floor(target))) / target - 1e-9)
+    return max(low, 1, min(high, max(wanted, replicas_for_rate(rate, share, model))))

@@ -1,7 +1,7 @@
 """GPU memory a model needs, and the smallest GPU slice that holds it (pure; no Django).
 
 Seed 004's rule of thumb, with phi the model's weights in bytes (P billion parameters times the
-bytes per parameter of the precision: fp32 4, fp16 / bf16 2, int8 1, int4 0.5):
+bytes per parameter of the precision: fp32 4, fp16 / bf16 2, fp8 / int8 1, int4 0.5):
   training (Adam, mixed precision): weights phi + gradients 2 phi + optimizer states 4 phi
   + activations about phi = 8 phi (fp16/bf16: 2 bytes per parameter, so 16 bytes per parameter);
   in plain fp32 (4 bytes) the gradients are phi and the Adam states 2 phi: 5 phi, 20 bytes per parameter.
@@ -33,8 +33,8 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from scheduling.core.model import MIG_PROFILES
 from scheduling.core.units import MILLI_PER_GPU
 
-BYTES_PER_PARAM = {"fp32": Decimal(4), "fp16": Decimal(2), "bf16": Decimal(2), "int8": Decimal(1),
-                   "int4": Decimal("0.5")}
+BYTES_PER_PARAM = {"fp32": Decimal(4), "fp16": Decimal(2), "bf16": Decimal(2), "fp8": Decimal(1),
+                   "int8": Decimal(1), "int4": Decimal("0.5")}
 TASKS = ("training", "inference")
 GIB = Decimal(2**30)
 # Multiples of the weights (phi), per task and precision family.
@@ -91,8 +91,8 @@ def memory_needed(params_b: Decimal | str | float, task: str, precision: str) ->
         raise ValueError(f"task: {task!r} is not one of {', '.join(TASKS)}")
     _check_precision(precision)
     if task == "training":
-        if precision in ("int8", "int4"):
-            raise ValueError("precision: training needs fp32, fp16 or bf16 (int8 / int4 are for serving)")
+        if precision in ("fp8", "int8", "int4"):
+            raise ValueError("precision: training needs fp32, fp16 or bf16 (fp8, int8 and int4 are for serving)")
         parts = TRAINING_PARTS["fp32" if precision == "fp32" else "mixed"]
     else:
         parts = INFERENCE_PARTS

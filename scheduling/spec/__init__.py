@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
+from scheduling.spec.kind_forms import FORM_KINDS, form_namer, kind_form_document, kind_form_values
 from scheduling.spec.kinds import kind_to_dict, locate_for, read_any_clean
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
 from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
@@ -147,8 +148,19 @@ def spec_from_image_form(
     """The portal's image form (values may be strings, as posted) -> JobSpec.
 
     Keys are those of IMAGE_FORM_FIELDS; blank values mean "default". Errors name the form
-    field (e.g. "gpus"), not a YAML path.
+    field (e.g. "gpus"), not a YAML path. `kind` (notebook, inference; default training) picks the
+    tab: a notebook's or a service's fields are `kind_forms.KIND_FORM_FIELDS`.
     """
+    kind = form.get("kind")
+    kind = kind.strip() if isinstance(kind, str) else kind
+    if kind in FORM_KINDS:
+        doc, problems = kind_form_document(kind, form)
+        if problems:
+            raise SpecError(problems)
+        return _read(load_object(doc), form_namer(kind), cluster, workspace_queues)
+    if kind not in (None, "", "training"):
+        raise SpecError([SpecIssue(None, None, "kind", f"kind: {kind!r} is not one of training, notebook, inference")])
+    form = {k: v for k, v in form.items() if k != "kind"}
     issues: list[SpecIssue] = []
 
     def bad(key: str, message: str) -> None:
@@ -187,11 +199,12 @@ def spec_from_image_form(
 
 def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     """The image form's fields for a spec, as text the form shows (blank: the default), and what
-    of the spec the form cannot show (filling the form in again would drop it)."""
+    of the spec the form cannot show (filling the form in again would drop it). `kind` says which
+    tab shows it."""
+    if spec.kind in FORM_KINDS:
+        return kind_form_values(spec)
     role = spec.roles[0]
     hidden = []
-    if spec.kind != "training":
-        hidden.append(f"kind {spec.kind}")
     if spec.type != "single":
         hidden.append(f"type {spec.type}")
     if len(spec.roles) > 1:
@@ -211,6 +224,7 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     else:
         gpus = str(role.num_gpus)
     values = {
+        "kind": "training",
         "name": spec.name,
         "image": role.image,
         "command": shlex.join(role.command),

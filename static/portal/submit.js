@@ -1,7 +1,7 @@
 // Submit page, made live: the YAML editor (vendored CodeMirror, static/vendor/README.md) with error
-// markers, the image form and the YAML kept in step both ways, examples, upload, and a quote that
-// follows every edit and the duration (debounced). Submitting an option posts the page's form, as it
-// does without JavaScript. Plain JS, no framework.
+// markers, the image form (a tab per kind: training, notebook, inference) and the YAML kept in step
+// both ways, examples, upload, and a quote that follows every edit and the duration (debounced).
+// Submitting an option posts the page's form, as it does without JavaScript. Plain JS, no framework.
 (function () {
   "use strict";
   const page = document.getElementById("submit-form");
@@ -16,9 +16,18 @@
   const unavailable = document.getElementById("quote-unavailable");
   const commonNote = document.getElementById("quote-common");
   const duration = document.getElementById("duration-hours");
-  const imageForm = document.getElementById("image-form");
+  const kindForms = {
+    training: document.getElementById("image-form"),
+    notebook: document.getElementById("notebook-form"),
+    inference: document.getElementById("inference-form"),
+  };
+  const kindTabs = document.getElementById("kind-tabs");
+  const preview = document.getElementById("form-yaml-preview");
   const notShown = document.getElementById("form-not-shown");
   const examples = JSON.parse(document.getElementById("submit-examples").textContent);
+  const texts = JSON.parse(document.getElementById("submit-texts").textContent);
+  const quotePanel = document.getElementById("quote-panel");
+  let kind = "training"; // the image form's tab
   const DEBOUNCE_MS = 400;
 
   // The editor, or the plain textarea when the bundle did not load.
@@ -30,6 +39,10 @@
       setDiagnostics: () => 0, goTo: () => textarea.focus(),
     };
   if (!window.GpuEditor) textarea.addEventListener("input", () => schedule(refreshFromYaml));
+
+  function showPreview() {
+    preview.textContent = editor.getValue();
+  }
 
   let timer = null;
   let generation = 0; // answers to older edits are dropped
@@ -157,6 +170,8 @@
     const total = cell("Total", "num total");
     total.append(`${o.total} ${quote.currency}`);
     if (o.estimate_high !== o.estimate_low) total.append(el("br"), el("span", "hint", `up to ${o.estimate_high}`));
+    const note = rateNote(o, quote);
+    if (note) total.append(el("br"), el("span", "hint rate", note));
 
     const perGpuHour = cell("Per GPU-hour", "num per-gpu-hour");
     perGpuHour.textContent = o.price_per_gpu_hour || "—";
@@ -193,7 +208,24 @@
     return tr;
   }
 
+  // "%(name)s" parts of a text the page gave in its language
+  function fill(text, values) {
+    return text.replace(/%\((\w+)\)s/g, (part, name) => (name in values ? String(values[name]) : part));
+  }
+
+  // A notebook is priced per hour; a service per hour at its fewest and at its most replicas.
+  function rateNote(o, quote) {
+    if (quote.kind === "notebook") return fill(texts.notebook, {price: o.price_per_hour, currency: quote.currency});
+    if (quote.kind === "inference" && o.roles && o.roles.length) {
+      const role = o.roles[0];
+      return fill(texts.inference, {low: o.price_per_hour, min: role.min_replicas,
+        high: o.price_per_hour_max, max: role.max_replicas});
+    }
+    return "";
+  }
+
   function renderQuote(quote) {
+    quotePanel.dataset.kind = quote.kind || "training";
     const common = commonTradeoffs(quote.options);
     commonNote.hidden = common.length === 0;
     commonNote.textContent = common.length ? `Every option: ${common.join("; ")}.` : "";
@@ -236,10 +268,32 @@
   // ------------------------------------------------------------------ YAML -> form
 
   function fields() {
-    return imageForm.querySelectorAll("[data-field]");
+    return kindForms[kind].querySelectorAll("[data-field]");
+  }
+
+  // The tab of a kind: its fieldset shown, the others hidden (their fields are not posted).
+  function showKind(name) {
+    kind = kindForms[name] ? name : "training";
+    for (const [key, fieldset] of Object.entries(kindForms)) fieldset.hidden = key !== kind;
+    for (const tab of kindTabs.querySelectorAll(".tab")) {
+      tab.classList.toggle("active", tab.dataset.kind === kind);
+      tab.setAttribute("aria-selected", String(tab.dataset.kind === kind));
+    }
+    for (const node of document.querySelectorAll("#tab-image [data-kind].hint")) node.hidden = node.dataset.kind !== kind;
+    showServerFields();
+  }
+
+  // A custom server names its port, health path and command; vLLM and Triton have their own.
+  function showServerFields() {
+    const form = kindForms.inference;
+    const custom = form.querySelector("[data-field='server']").value === "custom";
+    for (const label of form.querySelectorAll(".custom-only")) {
+      label.hidden = !custom && !label.querySelector("[data-field]").value;
+    }
   }
 
   function fillForm(values, hidden) {
+    if (values.kind && values.kind !== kind) showKind(values.kind);
     for (const input of fields()) {
       if (input === document.activeElement) continue; // never under the tenant's cursor
       const value = values[input.dataset.field];
@@ -249,6 +303,7 @@
       }
       input.value = value;
     }
+    showServerFields();
     notShown.hidden = !hidden.length;
     notShown.textContent = hidden.length
       ? `The form does not show ${hidden.join(", ")} of this spec: editing the form rewrites the YAML without them.`
@@ -266,6 +321,7 @@
         if (data.duration_hours && duration !== document.activeElement) duration.value = data.duration_hours;
       }
     }
+    showPreview();
     await refreshQuote(mine);
   }
 
@@ -273,7 +329,7 @@
 
   async function refreshFromForm() {
     const mine = ++generation;
-    const form = {};
+    const form = {kind};
     for (const input of fields()) form[input.dataset.field] = input.value;
     const hours = durationHours();
     if (hours) form.expectedDuration = `${Math.round(Number(hours) * 60)}m`;
@@ -281,12 +337,30 @@
     if (mine !== generation) return;
     if (!ok) { clearQuote("Fix the form to see a quote."); showErrors(data.errors); return; }
     editor.setValue(data.yaml, {silent: true});
+    showPreview();
     notShown.hidden = true;
     await refreshQuote(mine);
   }
 
-  imageForm.addEventListener("input", () => schedule(refreshFromForm));
-  imageForm.addEventListener("change", () => schedule(refreshFromForm));
+  for (const fieldset of Object.values(kindForms)) {
+    fieldset.addEventListener("input", () => schedule(refreshFromForm));
+    fieldset.addEventListener("change", () => schedule(refreshFromForm));
+  }
+  kindForms.inference.querySelector("[data-field='server']").addEventListener("change", showServerFields);
+
+  // Picking a kind writes its YAML at once. A notebook runs until it is stopped: unless the tenant set a
+  // duration, it is quoted for one hour (its price per hour).
+  const pageHours = duration.value;
+  let durationSet = false;
+  for (const tab of kindTabs.querySelectorAll(".tab")) {
+    tab.addEventListener("click", () => {
+      if (tab.dataset.kind === kind) return;
+      showKind(tab.dataset.kind);
+      if (!durationSet) duration.value = kind === "notebook" ? "1" : pageHours;
+      clearTimeout(timer);
+      refreshFromForm();
+    });
+  }
 
   // ------------------------------------------------------------------ duration
 
@@ -294,6 +368,7 @@
   const DURATION_LINE = /^expectedDuration:[^\S\n]*([^#\n]*?)([^\S\n]*#.*)?$/m;
 
   duration.addEventListener("input", () => {
+    durationSet = true;
     const hours = durationHours();
     const text = editor.getValue();
     if (hours && DURATION_LINE.test(text)) {
@@ -335,8 +410,10 @@
       }
       document.getElementById("tab-yaml").hidden = tab.dataset.tab !== "yaml";
       document.getElementById("tab-image").hidden = tab.dataset.tab !== "image";
+      showPreview();
     });
   }
+  showKind(quotePanel.dataset.kind || "training");
 
   // ------------------------------------------------------------------ the form itself
 

@@ -22,10 +22,13 @@ DOORS = {"login", "logout"}  # the admin's own login and logout show nothing to 
 FILLERS = {
     "slug": lambda bob, route: bob["workspace"].slug,
     "pk": lambda bob, route: (bob["export"].pk if "exports/" in route
-                              else bob["notebook"].pk if "notebooks/" in route else bob["job"].pk),
+                              else bob["notebook"].pk if "notebooks/" in route
+                              else bob["service"].pk if "services/" in route else bob["job"].pk),
+    "action": lambda bob, route: "stop",
     "month": lambda bob, route: bob["month"],
     # Staff-only areas: any of bob's objects, alice must be refused before it is looked at.
-    "name": lambda bob, route: bob["notebook"].name if route.startswith("nb/") else bob["workspace"].slug,
+    "name": lambda bob, route: (bob["notebook"].name if route.startswith("nb/")
+                                else bob["service"].name if route.startswith("serve/") else bob["workspace"].slug),
     "app_label": lambda bob, route: "portal",
     "object_id": lambda bob, route: bob["workspace"].pk,
     "content_type_id": lambda bob, route: 1,
@@ -77,8 +80,11 @@ def bob_world(cluster, clock):
     _bob_notifications(cluster)
     notebook = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp,
                                  spec="kind: notebook\nname: bob-secret-notebook\nqueue: nlp-group\n")
+    service = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp,
+                                spec="kind: inference\nname: bob-secret-service\nqueue: nlp-group\n"
+                                     "model: {path: /models/secret}\nresources: {gpu: 1}\n")
     return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m"),
-            "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook}
+            "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook, "service": service}
 
 
 def _bob_notifications(cluster):
@@ -151,7 +157,8 @@ def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_w
             continue
         for method in METHODS:
             client.force_login(cluster.alice)  # /logout/ may have ended the session
-            kwargs = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"} if url.startswith("/api/") else {}
+            # the API and service endpoints take her token (a service endpoint takes nothing else)
+            kwargs = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"} if url.startswith(("/api/", "/serve/")) else {}
             response = getattr(client, method)(url, data, **kwargs)
             requests += 1
             body = response_body(response)

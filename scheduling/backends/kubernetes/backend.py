@@ -301,6 +301,10 @@ class KubernetesBackend:
                 self._ensure_job_objects(replica, namespace)
             if replica.kind == m.NOTEBOOK:
                 self._ensure_notebook_objects(replica, namespace)
+            if replica.kind == m.INFERENCE:
+                svc = m.inference_service(replica, namespace)
+                self._create(f"service {namespace}/{svc['metadata']['name']}", self.core.create_namespaced_service,
+                             namespace, svc)
             if m.slice_kind(replica) == "fraction":
                 uuids = list(replica.gpu_uuids) + [""] * len(replica.gpus)
                 for gpu, uuid in zip(replica.gpus, uuids, strict=False):
@@ -346,8 +350,13 @@ class KubernetesBackend:
                      namespace, svc)
 
     def endpoint(self, key: ReplicaKey, *, workspace: str, base_url: str) -> Endpoint | None:
-        """The notebook's Service by its DNS name (reached from inside the cluster, where the portal runs)."""
-        return Endpoint(url=m.notebook_url(key[0], m.namespace_name(self.config, workspace), base_url))
+        """The notebook's or the inference service's Service by its DNS name (reached from inside the cluster,
+        where the portal runs); an inference base URL (/serve/...) names a service, whose servers answer at
+        their root."""
+        namespace = m.namespace_name(self.config, workspace)
+        if m.is_inference_base_url(base_url):
+            return Endpoint(url=m.inference_url(key[0], namespace))
+        return Endpoint(url=m.notebook_url(key[0], namespace, base_url))
 
     def delete_home(self, workspace: str, name: str) -> None:
         with self._lock:
@@ -397,6 +406,8 @@ class KubernetesBackend:
 
     def _remove_job_objects_if_done(self, pod: dict) -> None:
         namespace, job_id = pod["metadata"]["namespace"], m.replica_key(pod)[0]
+        if self.cache.resource_version is None:  # only what this process launched is known: see the others
+            self._sync()
         if any(m.replica_key(p)[0] == job_id and p["metadata"]["namespace"] == namespace
                for p in self.cache.replicas()):
             return
@@ -407,6 +418,9 @@ class KubernetesBackend:
         if (pod["metadata"].get("labels") or {}).get(m.NOTEBOOK_NAME):  # its home claim stays
             self._delete(f"service {namespace}/{m.notebook_service_name(job_id)}",
                          self.core.delete_namespaced_service, m.notebook_service_name(job_id), namespace)
+        if (pod["metadata"].get("labels") or {}).get(m.INFERENCE_NAME):
+            self._delete(f"service {namespace}/{m.inference_service_name(job_id)}",
+                         self.core.delete_namespaced_service, m.inference_service_name(job_id), namespace)
 
     # --- watching ----------------------------------------------------------------------------------------
     def statuses(self) -> list[ReplicaStatus]:

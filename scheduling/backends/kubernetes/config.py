@@ -45,6 +45,10 @@ class KubernetesConfig:
     lease_name: str = "gpu-platform-scheduler"  # the Lease the cycle holds (leader election between workers)
     lease_namespace: str | None = None  # None: the pod's own namespace in a cluster, else "default"
     lease_duration_s: float = 15.0  # a dead holder's Lease is taken over after this long
+    # inference servers read a model.path from this PersistentVolumeClaim (in each workspace's namespace),
+    # mounted read-only at models_mount
+    models_claim: str = "models"
+    models_mount: str = "/models"
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*)?", self.namespace_prefix) or len(self.namespace_prefix) > 40:
@@ -67,6 +71,11 @@ class KubernetesConfig:
         if self.scheduler_name is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?",
                                                                  self.scheduler_name):
             raise ValueError(f"K8S_SCHEDULER_NAME {self.scheduler_name!r} is not a DNS name")
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", self.models_claim):
+            raise ValueError(f"K8S_MODELS_CLAIM {self.models_claim!r} is not a DNS name")
+        if not re.fullmatch(r"/[A-Za-z0-9._/-]*", self.models_mount) or ".." in self.models_mount.split("/") \
+                or self.models_mount.rstrip("/") == "":
+            raise ValueError(f"K8S_MODELS_MOUNT {self.models_mount!r} is not an absolute path below /")
 
     def uses_service_account(self, env: Mapping[str, str] | None = None) -> bool:
         """In-cluster unless told otherwise: no kubeconfig given and the API server's Service in the env."""
@@ -92,7 +101,8 @@ class KubernetesConfig:
         K8S_DEFAULT_POOL, K8S_GPU_UUIDS_ANNOTATION, K8S_SPOT_MARKERS (comma list), K8S_RESERVATION_NAMESPACE,
         K8S_RESERVATION_IMAGE, K8S_MASTER_PORT, K8S_REQUEST_TIMEOUT_S, K8S_WATCH_TIMEOUT_S, K8S_WATCH_IDLE_S,
         K8S_ORPHAN_GRACE_S, K8S_RETRY_ATTEMPTS, K8S_RETRY_BASE_S, K8S_RETRY_CAP_S, K8S_SERVICE_ACCOUNT_DIR,
-        K8S_SCHEDULER_NAME, K8S_LEASE_NAME, K8S_LEASE_NAMESPACE, K8S_LEASE_DURATION_S."""
+        K8S_SCHEDULER_NAME, K8S_LEASE_NAME, K8S_LEASE_NAMESPACE, K8S_LEASE_DURATION_S, K8S_MODELS_CLAIM,
+        K8S_MODELS_MOUNT."""
         env = os.environ if env is None else env
         d = cls()
 
@@ -133,4 +143,6 @@ class KubernetesConfig:
             lease_name=get("K8S_LEASE_NAME", d.lease_name),
             lease_namespace=env.get("K8S_LEASE_NAMESPACE", "").strip() or None,
             lease_duration_s=number("K8S_LEASE_DURATION_S", d.lease_duration_s, float),
+            models_claim=get("K8S_MODELS_CLAIM", d.models_claim),
+            models_mount=get("K8S_MODELS_MOUNT", d.models_mount),
         )

@@ -1,7 +1,8 @@
 """Pure translation between the backend contract and Kubernetes objects (plain JSON dicts).
 
 Nodes -> NodeInventory, Pods -> ReplicaStatus, ReplicaLaunch -> Pod (+ reservation pods, headless
-Service, MPI hostfile ConfigMap; a notebook: its home PersistentVolumeClaim and a Service), workspace ->
+Service, MPI hostfile ConfigMap; a notebook: its home PersistentVolumeClaim and a Service; an inference
+service: its server's arguments, probes and models volume, and one Service for all its replicas), workspace ->
 Namespace + ResourceQuota. No API calls here.
 """
 
@@ -45,6 +46,13 @@ MPI_HOSTFILE_DIR = "/etc/mpi"
 NOTEBOOK, NOTEBOOK_NAME = "notebook", P + "notebook"
 NOTEBOOK_PORT = 8888
 NOTEBOOK_HOME = "/home/jovyan"  # Jupyter Docker Stacks' user home: the persistent volume goes there
+INFERENCE, INFERENCE_NAME = "inference", P + "inference"
+INFERENCE_BASE_PREFIX = "/serve/"  # an inference service's base URL: /serve/<workspace>/<name>/
+INFERENCE_SERVICE_PORT = 80  # the Service's port, whatever port the server listens on (targetPort "http")
+GPU_MEM_LIMIT = P + "gpu-mem-limit-mib"
+# loading a large model (or downloading it from a registry) takes minutes: 30 before the kubelet gives up
+STARTUP_PERIOD_S, STARTUP_FAILURES = 10, 180
+HF_PREFIXES = ("hf.co/", "huggingface.co/")
 
 
 # --- names -------------------------------------------------------------------------------------------
@@ -108,6 +116,20 @@ def notebook_service_name(job_id: object) -> str:
 def notebook_url(job_id: object, namespace: str, base_url: str) -> str:
     """Where the portal (in the cluster) reaches a notebook's server: its Service's DNS name."""
     return f"http://{notebook_service_name(job_id)}.{namespace}.svc:{NOTEBOOK_PORT}{base_url or '/'}"
+
+
+def inference_service_name(job_id: object) -> str:
+    return dns_label(f"inf-{job_id}")
+
+
+def inference_url(job_id: object, namespace: str) -> str:
+    """Where the portal (in the cluster) reaches an inference service: its Service's DNS name. Servers answer
+    at their root (/v1/..., /health), so the proxy forwards what follows the service's base URL."""
+    return f"http://{inference_service_name(job_id)}.{namespace}.svc:{INFERENCE_SERVICE_PORT}/"
+
+
+def is_inference_base_url(base_url: str) -> bool:
+    return (base_url or "").startswith(INFERENCE_BASE_PREFIX)
 
 
 # --- quantities and times ------------------------------------------------------------------------------
@@ -307,9 +329,11 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     distributed = replica.job_type in DISTRIBUTED
     if distributed:
         env += distributed_env(replica, namespace, config)
-    notebook = replica.kind == NOTEBOOK
+    notebook, inference = replica.kind == NOTEBOOK, replica.kind == INFERENCE
     if notebook:
         env += notebook_env(replica)
+    if inference:
+        env += inference_env(replica, vendor, config)
     merged = dict(env)  # ours win over the job's own variables of the same name
     container: dict = {
         "name": "main", "image": replica.image,
@@ -327,6 +351,8 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
             container["volumeMounts"] = [{"name": "home", "mountPath": NOTEBOOK_HOME}]
             spec["volumes"] = [{"name": "home",
                                 "persistentVolumeClaim": {"claimName": home_claim_name(replica.job_name)}}]
+    if inference:
+        _serve(container, spec, replica, config)
     if config.scheduler_name:  # nodeName bypasses any scheduler; the name tells whose pods these are
         spec["schedulerName"] = config.scheduler_name
     if distributed:
@@ -341,6 +367,12 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     if notebook:
         labels[NOTEBOOK_NAME] = label_value(replica.job_name)
         annotations[P + "base-url"] = replica.base_url
+    if inference:
+        labels[INFERENCE_NAME] = label_value(replica.job_name)
+        annotations.update({P + "base-url": replica.base_url, P + "server": replica.server,
+                            P + "model": model_location(replica, config)})
+        if gpu_mem_limit(replica):
+            annotations[GPU_MEM_LIMIT] = str(gpu_mem_limit(replica))
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(replica.key), "namespace": namespace, "labels": labels,
                          "annotations": annotations},
@@ -374,6 +406,122 @@ def notebook_service(replica: ReplicaLaunch, namespace: str) -> dict:
                          "labels": {MANAGED: "true", JOB_ID: job_id, NOTEBOOK_NAME: label_value(replica.job_name)}},
             "spec": {"type": "ClusterIP", "selector": {MANAGED: "true", KIND: REPLICA_KIND, JOB_ID: job_id},
                      "ports": [{"name": "http", "port": NOTEBOOK_PORT, "targetPort": "http", "protocol": "TCP"}]}}
+
+
+# --- inference services -------------------------------------------------------------------------------
+SERVERS = ("vllm", "triton", "custom")
+
+
+def _check_server(replica: ReplicaLaunch) -> None:
+    if replica.server not in SERVERS:
+        raise ValueError(f"replica {replica.key}: server {replica.server!r} is not vllm, triton or custom")
+    if not 0 < replica.port < 65536:
+        raise ValueError(f"replica {replica.key}: port {replica.port} is not a port")
+    if not replica.health_path.startswith("/"):
+        raise ValueError(f"replica {replica.key}: health path {replica.health_path!r} does not start with /")
+    if replica.server in ("vllm", "triton") and not (replica.model_path or replica.model_registry):
+        raise ValueError(f"replica {replica.key}: a {replica.server} server needs a model path or registry")
+
+
+def model_mount_path(replica: ReplicaLaunch, config: KubernetesConfig) -> str:
+    """Where the server reads a model_path: the models volume is mounted at config.models_mount, and a path
+    outside that directory is read as relative to the volume (/llama-3-8b -> /models/llama-3-8b)."""
+    path, mount = replica.model_path, config.models_mount.rstrip("/")
+    if ".." in path.split("/"):
+        raise ValueError(f"replica {replica.key}: model path {path!r} must not contain '..'")
+    if path == mount or path.startswith(mount + "/"):
+        return path
+    return f"{mount}/{path.lstrip('/')}".rstrip("/")
+
+
+def model_location(replica: ReplicaLaunch, config: KubernetesConfig) -> str:
+    """What the server is told to load: the model's path in the container, or its registry reference
+    (a Hugging Face reference as the id vLLM downloads: hf.co/org/model -> org/model)."""
+    if replica.model_path:
+        return model_mount_path(replica, config)
+    ref = replica.model_registry
+    for prefix in HF_PREFIXES:
+        if replica.server == "vllm" and ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref
+
+
+def gpu_mem_limit(replica: ReplicaLaunch) -> int:
+    """A fraction's burstable GPU memory limit in MiB (0: none, or not a fraction)."""
+    if slice_kind(replica) != "fraction" or replica.gpu_mem_limit_mib <= 0:
+        return 0
+    return max(replica.gpu_mem_limit_mib, int((replica.slice or {}).get("gpu_mem_mib") or 0))
+
+
+def inference_env(replica: ReplicaLaunch, vendor: str, config: KubernetesConfig) -> list[tuple[str, str]]:
+    """What every server is told (a custom image reads these); vLLM takes its API key from VLLM_API_KEY, which
+    keeps the key off its command line. A fraction with a burstable limit is capped at the limit (MPS), its
+    request staying what the scheduler reserved."""
+    _check_server(replica)
+    env = [("INFERENCE_SERVER", replica.server), ("INFERENCE_PORT", str(replica.port)),
+           ("INFERENCE_BASE_URL", replica.base_url), ("INFERENCE_HEALTH_PATH", replica.health_path),
+           ("INFERENCE_MODEL_NAME", replica.model_name or replica.job_name)]
+    if replica.model_path or replica.model_registry:
+        env.append(("INFERENCE_MODEL", model_location(replica, config)))
+    if replica.token:
+        env.append(("INFERENCE_API_KEY", replica.token))
+        if replica.server == "vllm":
+            env.append(("VLLM_API_KEY", replica.token))
+    limit = gpu_mem_limit(replica)
+    if limit:
+        env += [("GPU_MEM_REQUEST_MIB", str(int((replica.slice or {}).get("gpu_mem_mib") or 0))),
+                ("GPU_MEM_LIMIT_MIB", str(limit))]
+        if vendor != "amd":
+            env.append(("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", ",".join(f"{i}={limit}M" for i in range(len(replica.gpus)))))
+    return env
+
+
+def server_args(replica: ReplicaLaunch, config: KubernetesConfig) -> tuple[list[str], list[str]]:
+    """(command, args): vLLM keeps its image's entrypoint (the OpenAI server) and gets its flags; Triton
+    runs tritonserver on the model repository; a custom server runs its image's (or the spec's) command."""
+    command = list(replica.command)
+    if replica.server == "vllm":
+        return command, ["--model", model_location(replica, config),
+                         "--served-model-name", replica.model_name or replica.job_name, "--port", str(replica.port)]
+    if replica.server == "triton":
+        return command or ["tritonserver"], [f"--model-repository={model_location(replica, config)}",
+                                             f"--http-port={replica.port}"]
+    return command, []
+
+
+def _probe(replica: ReplicaLaunch, period_s: int, failures: int) -> dict:
+    return {"httpGet": {"path": replica.health_path, "port": "http"}, "periodSeconds": period_s,
+            "timeoutSeconds": 5, "failureThreshold": failures}
+
+
+def _serve(container: dict, spec: dict, replica: ReplicaLaunch, config: KubernetesConfig) -> None:
+    """The server's port and probes (the Service sends traffic only to ready pods), its command line, and the
+    models volume read-only when the model is a path on it."""
+    command, args = server_args(replica, config)
+    container.pop("command", None)
+    if command:
+        container["command"] = command
+    if args:
+        container["args"] = args
+    container["ports"] = [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}]
+    container["startupProbe"] = _probe(replica, STARTUP_PERIOD_S, STARTUP_FAILURES)
+    container["readinessProbe"] = _probe(replica, 5, 3)
+    if replica.model_path:
+        container["volumeMounts"] = [{"name": "models", "mountPath": config.models_mount, "readOnly": True}]
+        spec["volumes"] = [{"name": "models",
+                            "persistentVolumeClaim": {"claimName": config.models_claim, "readOnly": True}}]
+
+
+def inference_service(replica: ReplicaLaunch, namespace: str) -> dict:
+    """One ClusterIP Service for all the service's replicas: Kubernetes sends to the ready ones only."""
+    job_id = label_value(str(replica.job_id))
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": inference_service_name(replica.job_id), "namespace": namespace,
+                         "labels": {MANAGED: "true", JOB_ID: job_id, INFERENCE_NAME: label_value(replica.job_name)},
+                         "annotations": {P + "base-url": replica.base_url}},
+            "spec": {"type": "ClusterIP", "selector": {MANAGED: "true", KIND: REPLICA_KIND, JOB_ID: job_id},
+                     "ports": [{"name": "http", "port": INFERENCE_SERVICE_PORT, "targetPort": "http",
+                                "protocol": "TCP"}]}}
 
 
 def reservation_pod(node: str, gpu: int, uuid: str, vendor: str, config: KubernetesConfig) -> dict:

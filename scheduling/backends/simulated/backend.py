@@ -41,8 +41,10 @@ from scheduling.backends.simulated.processes import ProcessRuntime
 from scheduling.models import Node, SimulatedPod
 
 PULL_SECONDS = 1.0
-PROCESS_KINDS = ("notebook",)  # kinds whose replicas are real processes here
+PROCESS_KINDS = ("notebook", "inference")  # kinds whose replicas are real processes here
 NOTEBOOK_SERVER = "scheduling.backends.simulated.notebook_server"
+INFERENCE_SERVER = "scheduling.backends.simulated.inference_server"
+SLICE_MODES = {"whole": "exclusive", "fraction": "fraction", "mig": "mig", "timeslice": "timeslice"}
 _HOME_PART = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # slugs and DNS-label names only
 
 
@@ -65,13 +67,16 @@ class SimulatedBackend:
     name = "simulated"
 
     def __init__(self, *, speedup: float | None = None, failure_rate: float | None = None, clock=clock.now,
-                 runtime: ProcessRuntime | None = None, homes: Path | None = None):
+                 runtime: ProcessRuntime | None = None, homes: Path | None = None,
+                 server_startup_s: float | None = None):
         self.speedup = speedup if speedup is not None else settings.SIM_SPEEDUP
         self.failure_rate = failure_rate if failure_rate is not None else settings.SIM_FAILURE_RATE
         self.clock = clock
         self.clock_scale = self.speedup  # billing charges simulated time, as the tenant was quoted
         self.runtime = runtime or ProcessRuntime(settings.SIM_RUNTIME_DIR)
         self.homes = Path(homes or settings.NOTEBOOK_HOME_DIR)
+        self.server_startup_s = (server_startup_s if server_startup_s is not None
+                                 else settings.SIM_INFERENCE_STARTUP_S)
 
     def inventory(self) -> list[NodeInventory]:
         nodes = Node.objects.select_related("pool").prefetch_related("gpus")
@@ -110,6 +115,8 @@ class SimulatedBackend:
         for replica in replicas:  # once the pods are recorded: a process is never left without its pod
             if replica.kind == "notebook":
                 self._start_notebook(replica)
+            elif replica.kind == "inference":
+                self._start_server(replica)
 
     # -- notebooks: real processes -----------------------------------------------------------------
     def home_of(self, workspace: str, name: str) -> Path:
@@ -126,6 +133,19 @@ class SimulatedBackend:
             argv += ["--home", str(home)]
         self.runtime.start(replica.key, argv, env={"JUPYTER_TOKEN": replica.token} if replica.token else {},
                            token=replica.token)
+
+    def _start_server(self, replica: ReplicaLaunch) -> None:
+        """An inference replica: the OpenAI-compatible server, as fast as the slice it was given, that
+        takes `startup_s` to "load" its model (its /health answers 503 until then)."""
+        s = replica.slice or {}
+        argv = [sys.executable, "-m", INFERENCE_SERVER, "--model", replica.model_name or replica.job_name,
+                "--mode", SLICE_MODES.get(s.get("kind", "whole"), "exclusive"), "--num-gpus", str(len(replica.gpus)),
+                "--gpu-milli", str(int(s.get("gpu_milli") or 1000)), "--startup-s", f"{self.server_startup_s:g}"]
+        if s.get("kind") == "mig":
+            argv += ["--mig", str(s.get("mig_profile") or "")]
+        if replica.token:
+            argv += ["--api-key", replica.token]
+        self.runtime.start(replica.key, argv, token=replica.token)
 
     def endpoint(self, key: ReplicaKey, *, workspace: str = "", base_url: str = "") -> Endpoint | None:
         return self.runtime.endpoint(key)  # the process said where it listens (under its base URL)

@@ -10,6 +10,13 @@ persistent home directory `--home`: list, read, and write with PUT `api/contents
 POST `api/kernels/<id>/execute` `{"code", "seconds", "gpu"}`, keeps that kernel busy for `seconds`
 using `gpu` (0..1) of the slice; it answers at once (202).
 
+`api/kernels/<id>/channels` is Jupyter's kernel websocket (websocket.py; messaging v5 as JSON text frames,
+each with its `channel`, as Jupyter's single-socket protocol without a subprotocol): `kernel_info_request`
+and `execute_request` are answered as a kernel does (status busy, execute_input, the output, the reply,
+status idle, each with the request's header as parent). Nothing is evaluated: `print(<literals>)` prints
+them, a literal expression is its result, anything else only says it ran. Running code there counts as
+kernel activity, as the execute call does (a run of 0 seconds).
+
 Kernel activity is what counts for the idle policy: starting a kernel and running code, not opening
 the page. The figures give it as an age (`last_kernel_activity_age_s`, seconds since, measured by this
 process) and the simulated GPU use: the slice's share held since the start, busy in proportion to
@@ -21,6 +28,7 @@ Django. On start it prints one JSON line to stdout: {"listening": "http://HOST:P
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import json
 import os
@@ -36,6 +44,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from scheduling.backends.simulated import websocket
 from scheduling.backends.simulated.json_body import read_json_object
 
 MAX_BODY = 1024 * 1024
@@ -43,6 +52,8 @@ MAX_KERNELS = 16
 MAX_FILES = 1000
 MAX_RUN_S = 24 * 3600
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_MESSAGE = 16 * 1024 * 1024  # one websocket message
+PROTOCOL_VERSION = "5.3"  # Jupyter's messaging protocol
 
 
 class NotebookError(Exception):
@@ -90,6 +101,7 @@ class Notebook:
         self.kernels: dict[str, Kernel] = {}
         self.ended_runs: list[Run] = []           # runs of stopped kernels still count as GPU used
         self.last_kernel_activity = self.started
+        self.connections: dict[str, int] = {}     # open kernel websockets, by kernel
 
     def start_kernel(self, name: str) -> Kernel:
         with self._lock:
@@ -123,6 +135,12 @@ class Notebook:
             self.last_kernel_activity = max(self.last_kernel_activity, now)
             return kernel
 
+    def connected(self, ident: str, change: int) -> None:
+        with self._lock:
+            self.connections[ident] = self.connections.get(ident, 0) + change
+            if self.connections[ident] <= 0:
+                del self.connections[ident]
+
     def _runs(self) -> list[Run]:
         return [*self.ended_runs, *(r for k in self.kernels.values() for r in k.runs)]
 
@@ -144,14 +162,15 @@ class Notebook:
     def kernel_model(self, kernel: Kernel) -> dict[str, Any]:
         now = time.monotonic()
         return {"id": kernel.ident, "name": kernel.name, "last_activity": _iso(kernel.activity(now)),
-                "execution_state": "busy" if kernel.busy(now) else "idle", "connections": 0,
+                "execution_state": "busy" if kernel.busy(now) else "idle",
+                "connections": self.connections.get(kernel.ident, 0),
                 "execution_count": kernel.execution_count}
 
     def status(self) -> dict[str, Any]:
         figures = self.figures()
         now = time.monotonic()
         return {"started": _iso(self.started), "last_activity": _iso(now - figures["last_kernel_activity_age_s"]),
-                "connections": 0, "kernels": figures["kernels"]}
+                "connections": sum(self.connections.values()), "kernels": figures["kernels"]}
 
     # -- the home directory ---------------------------------------------------------------------
     def _file(self, name: str) -> Path:
@@ -283,6 +302,8 @@ class Handler(BaseHTTPRequestHandler):
         elif method == "DELETE" and len(rest) == 1:
             nb.stop_kernel(rest[0])
             self._send(204)
+        elif method == "GET" and len(rest) == 2 and rest[1] == "channels":
+            self._channels(rest[0])
         elif method == "POST" and len(rest) == 2 and rest[1] == "execute":
             body = self._body()
             seconds, gpu = body.get("seconds", 1.0), body.get("gpu", 0.0)
@@ -294,6 +315,29 @@ class Handler(BaseHTTPRequestHandler):
             self._send(202, nb.kernel_model(kernel))
         else:
             raise NotebookError(405, f"{method} is not allowed here")
+
+    def _channels(self, ident: str) -> None:
+        """Jupyter's kernel websocket: an unknown kernel or a request that is no handshake is refused before
+        the upgrade (404, 400)."""
+        if ident not in self.notebook.kernels:
+            raise NotebookError(404, f"no kernel {ident}")
+        problem = websocket.handshake_problem(self.command, self.headers)
+        if problem:
+            raise NotebookError(400, problem)
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", websocket.accept_key(self.headers["Sec-WebSocket-Key"]))
+        self.end_headers()
+        self.close_connection = True   # no HTTP after the websocket
+        socket = websocket.Connection(self.rfile, self.wfile, max_message=MAX_MESSAGE)
+        self.notebook.connected(ident, +1)
+        try:
+            KernelChannels(self.notebook, ident, socket).serve()
+        except websocket.Closed:
+            pass
+        finally:
+            self.notebook.connected(ident, -1)
 
     def _contents(self, method: str, rest: list[str]) -> None:
         nb = self.notebook
@@ -309,6 +353,101 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"name": rest[0], "type": "file", "size": len(content.encode())})
         else:
             raise NotebookError(405, f"{method} is not allowed here")
+
+
+class KernelChannels:
+    """One kernel websocket: Jupyter messages in, a simulated kernel's answers out."""
+
+    def __init__(self, notebook: Notebook, ident: str, socket: websocket.Connection):
+        self.notebook, self.ident, self.socket = notebook, ident, socket
+        self.session = uuid.uuid4().hex
+
+    def serve(self) -> None:
+        while True:
+            request = jupyter_message(self.socket.receive())
+            if request is None:
+                continue   # not a Jupyter message: ignored, as a kernel ignores what it cannot read
+            answer = {"kernel_info_request": self._kernel_info, "execute_request": self._execute}.get(
+                request["header"].get("msg_type"))
+            if answer is None:
+                continue   # other requests are ignored, as a kernel does
+            if self.ident not in self.notebook.kernels:
+                self.socket.close(websocket.NORMAL, "the kernel was shut down")
+                return
+            self._publish(request, "status", {"execution_state": "busy"})
+            try:
+                reply_type, content = answer(request)
+            except NotebookError:   # stopped meanwhile
+                self.socket.close(websocket.NORMAL, "the kernel was shut down")
+                return
+            self._send(request, reply_type, content, request.get("channel") or "shell")
+            self._publish(request, "status", {"execution_state": "idle"})
+
+    def _kernel_info(self, request: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return "kernel_info_reply", {
+            "status": "ok", "protocol_version": PROTOCOL_VERSION, "implementation": "simulated",
+            "implementation_version": "1", "banner": "a simulated kernel: nothing is evaluated",
+            "language_info": {"name": "python", "version": "3", "mimetype": "text/x-python",
+                              "file_extension": ".py"},
+            "help_links": []}
+
+    def _execute(self, request: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        code = request["content"].get("code")
+        if not isinstance(code, str):
+            return "execute_reply", {"status": "error", "ename": "TypeError", "evalue": "code must be text",
+                                     "traceback": [], "execution_count": None}
+        count = self.notebook.execute(self.ident, 0.0, 0.0).execution_count   # kernel activity, as the call's
+        self._publish(request, "execute_input", {"code": code, "execution_count": count})
+        stream, text = simulated_output(code)
+        if stream:
+            self._publish(request, "stream", {"name": "stdout", "text": text})
+        else:
+            self._publish(request, "execute_result", {"execution_count": count, "data": {"text/plain": text},
+                                                      "metadata": {}})
+        return "execute_reply", {"status": "ok", "execution_count": count, "user_expressions": {}, "payload": []}
+
+    def _publish(self, request: dict[str, Any], msg_type: str, content: dict[str, Any]) -> None:
+        self._send(request, msg_type, content, "iopub")
+
+    def _send(self, request: dict[str, Any], msg_type: str, content: dict[str, Any], channel: str) -> None:
+        header = {"msg_id": uuid.uuid4().hex, "session": self.session, "username": "kernel",
+                  "date": _iso(time.monotonic()), "msg_type": msg_type, "version": PROTOCOL_VERSION}
+        self.socket.send(json.dumps({"header": header, "parent_header": request["header"], "metadata": {},
+                                     "content": content, "buffers": [], "channel": channel}))
+
+
+def jupyter_message(data: str | bytes) -> dict[str, Any] | None:
+    """A Jupyter message from a text frame (JSON) or a binary one (Jupyter's framing: the count of parts,
+    their offsets, the JSON first); None when it is none."""
+    try:
+        if isinstance(data, bytes):
+            count = int.from_bytes(data[:4], "big")
+            offsets = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(min(count, 2))]
+            data = data[offsets[0]: offsets[1] if len(offsets) > 1 else None]
+        message = json.loads(data)
+    except (ValueError, IndexError):
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("header"), dict):
+        return None
+    if not isinstance(message.get("content", {}), dict):
+        return None
+    return {**message, "content": message.get("content") or {}}
+
+
+def simulated_output(code: str) -> tuple[bool, str]:
+    """(True, what it prints) or (False, its result's text). Nothing is run: only literals are read."""
+    try:
+        tree = ast.parse(code)
+        last = tree.body[-1].value if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        if (isinstance(last, ast.Call) and isinstance(last.func, ast.Name) and last.func.id == "print"
+                and not last.keywords):
+            return True, " ".join(str(ast.literal_eval(arg)) for arg in last.args) + "\n"
+        if last is not None:
+            return False, repr(ast.literal_eval(last))
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        pass
+    lines = len([line for line in code.splitlines() if line.strip()])
+    return True, f"(simulated) ran {lines} line{'s' if lines != 1 else ''}\n"
 
 
 def prometheus(figures: dict[str, Any]) -> str:

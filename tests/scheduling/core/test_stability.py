@@ -58,7 +58,8 @@ def check_cycle(snap: Snapshot, decisions) -> None:
     jobs = {j.id: j for j in snap.jobs}
     for e in decisions.evicts:
         assert e.reason in EVICT_REASONS
-        assert jobs[e.job_id].preemptible or e.reason == "node-lost", f"non-preemptible {e.job_id} evicted"
+        # a non-preemptible job loses only elastic replicas above its minimum (or a lost node's)
+        assert jobs[e.job_id].preemptible or e.reason in ("node-lost", "shrink"), f"non-preemptible {e.job_id} evicted"
     running = {}
     after = apply_decisions(snap, decisions)
     for r in after.running:

@@ -59,12 +59,26 @@ def test_a_preemptible_service_grows_on_idle_gpus_and_its_extras_yield_to_a_recl
     assert placed(snap) == {"svc": 2, "t": 1}
 
 
-def test_a_service_that_is_not_preemptible_grows_only_within_its_deserved_quota():
+def test_a_service_that_is_not_preemptible_keeps_its_minimum_and_its_extras_yield_to_a_reclaim():
+    """Its minimum is non-preemptible work (within deserved quota, never evicted); the replicas above it
+    are elastic: they borrow idle GPUs over the quota and are the first to go when others reclaim."""
     queues = (Queue("serve", deserved_milli=2000), Queue("train", deserved_milli=2000))
     snap, _ = cycles(cluster(4, queues, core_job("svc", "serve", service(False), desired=4)), 2)
-    assert placed(snap) == {"svc": 2}
-    snap, [decisions] = cycles(with_jobs(snap, job("t", "train", gpus=2, created=5)), 1)
-    assert decisions.evicts == () and placed(snap) == {"svc": 2, "t": 1}
+    assert placed(snap) == {"svc": 4}
+    snap, [decisions] = cycles(with_jobs(snap, job("t", "train", gpus=2, created=5, preemptible=False)), 1)
+    assert sorted((e.job_id, e.reason) for e in decisions.evicts) == [("svc", "shrink"), ("svc", "shrink")]
+    assert placed(snap) == {"svc": 2, "t": 1}
+    # the same cluster, the service at its minimum of 1: a higher-priority job in its own queue waits
+    snap, _ = cycles(cluster(1, queues, core_job("svc", "serve", service(False), desired=1)), 1)
+    snap, _ = cycles(with_jobs(snap, job("urgent", "serve", priority=90, created=5, preemptible=False)), 2)
+    assert placed(snap) == {"svc": 1}
+
+
+def test_a_non_preemptible_minimum_must_fit_the_deserved_quota():
+    queues = (Queue("serve", deserved_milli=1000), Queue("train", deserved_milli=3000))
+    text = service(False).replace("min: 1", "min: 2")
+    snap, [decisions] = cycles(cluster(4, queues, core_job("svc", "serve", text, desired=2)), 1)
+    assert placed(snap) == {} and decisions.binds == ()
 
 
 def test_a_service_at_its_minimum_and_scaled_to_zero():

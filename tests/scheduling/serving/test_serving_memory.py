@@ -38,10 +38,12 @@ def test_serving_memory_is_weights_plus_kv_plus_runtime():
     quantised = inference_memory("7", "int4", 4096, 1, layers=32, hidden=4096, overhead_gib=Decimal(0))
     assert dict(quantised.parts)["weights"] == Decimal(7 * 10**9) / 2 / GIB   # KV stays fp16: 2 GiB
     assert len(quantised.parts) == 2
+    fp8 = inference_memory("7", "fp8", 4096, 1, layers=32, hidden=4096)
+    assert dict(fp8.parts)["weights"] == Decimal(7 * 10**9) / GIB            # one byte per parameter, KV fp16
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
-    ({"precision": "fp8"}, "precision"), ({"context": 0}, "context"), ({"concurrency": -1}, "concurrency"),
+    ({"precision": "fp4"}, "precision"), ({"context": 0}, "context"), ({"concurrency": -1}, "concurrency"),
     ({"params_b": "big"}, "params_b"), ({"layers": 0}, "layers"),
 ])
 def test_bad_input_names_the_field(kwargs, field):

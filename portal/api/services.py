@@ -1,0 +1,129 @@
+"""Inference services API: the caller's services with their replicas, traffic, latency and cost; one service
+with its figures over time; change its replica range; delete it. Deploy one with POST /api/v1/jobs/ and
+a `kind: inference` spec; stop and start with the jobs' stop and start. Thin views over portal.serving,
+scheduling.inference and scheduling.services."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from portal import selectors as portal_selectors
+from portal import serving
+from portal.api.jobs import JobOutput
+from scheduling import clock, inference, services
+
+
+class ServiceOutput(serializers.Serializer):
+    id = serializers.IntegerField(source="job.pk")
+    name = serializers.CharField(source="job.name")
+    workspace = serializers.CharField(source="job.workspace.slug")
+    queue = serializers.CharField(source="job.queue.name")
+    state = serializers.CharField(source="job.state")
+    endpoint = serializers.SerializerMethodField(help_text="Call it with an API token that has the submit scope")
+    min_replicas = serializers.IntegerField()
+    max_replicas = serializers.IntegerField()
+    desired_replicas = serializers.IntegerField(source="desired", help_text="What the autoscaler wants now")
+    running_replicas = serializers.IntegerField(source="running")
+    scale_reason = serializers.CharField()
+    requests = serializers.IntegerField(help_text="Requests answered over its life")
+    requests_per_second = serializers.FloatField(source="rps", allow_null=True, help_text="Over the last samples")
+    p50_ms = serializers.FloatField(allow_null=True)
+    p95_ms = serializers.FloatField(allow_null=True)
+    cold_starts = serializers.IntegerField()
+    gpu_seconds = serializers.FloatField(help_text="GPU-seconds its replicas held")
+    gpu_seconds_per_request = serializers.FloatField(allow_null=True)
+    cost_so_far = serializers.DecimalField(source="row.cost", max_digits=14, decimal_places=2, allow_null=True)
+    cost_per_1000_requests = serializers.DecimalField(source="cost_per_1000", max_digits=18, decimal_places=4,
+                                                      allow_null=True)
+    currency = serializers.CharField(source="row.currency")
+    created = serializers.DateTimeField(source="job.created")
+
+    def get_endpoint(self, row) -> str:
+        return self.context["request"].build_absolute_uri(row.endpoint)
+
+
+class ServiceListApi(ListAPIView):
+    """The caller's services that have not been deleted (in `workspace`, else in all the caller's workspaces)."""
+
+    serializer_class = ServiceOutput
+    filter_params = ("workspace",)
+
+    @extend_schema(parameters=[OpenApiParameter("workspace", str, description="a workspace slug (default: all of mine)")])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        slug = self.request.query_params.get("workspace")
+        workspace = portal_selectors.get_workspace_for_user(self.request.user, slug) if slug else None
+        return serving.services_for(self.request.user, workspace, ended=False)
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.get_queryset())
+        rows = serving.service_rows(page, now=clock.now())
+        return self.get_paginated_response(ServiceOutput(rows, many=True, context={"request": request}).data)
+
+
+class ServiceSeriesOutput(serializers.Serializer):
+    start = serializers.CharField()
+    end = serializers.CharField()
+    times = serializers.ListField(child=serializers.CharField())
+    replicas = serializers.ListField(child=serializers.IntegerField())
+    desired = serializers.ListField(child=serializers.IntegerField())
+    rps = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    p50_ms = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    p95_ms = serializers.ListField(child=serializers.FloatField(allow_null=True))
+    cost_times = serializers.ListField(child=serializers.CharField())
+    cost = serializers.ListField(child=serializers.CharField(), help_text="Cost so far after each ledger line")
+    currency = serializers.CharField()
+
+
+class ServiceDetailOutput(ServiceOutput):
+    series = serializers.SerializerMethodField()
+
+    def get_series(self, row) -> dict:
+        return ServiceSeriesOutput(serving.service_series(row.job)).data
+
+
+class ServiceDetailApi(APIView):
+    """One service, with its figures over the last hours (one point per autoscaler evaluation)."""
+
+    @extend_schema(responses={200: ServiceDetailOutput})
+    def get(self, request, pk):
+        [row] = serving.service_rows([serving.get_service_for_user(request.user, pk)])
+        return Response(ServiceDetailOutput(row, context={"request": request}).data)
+
+
+class ScaleInput(serializers.Serializer):
+    min_replicas = serializers.IntegerField(min_value=0, max_value=inference.MAX_REPLICAS)
+    max_replicas = serializers.IntegerField(min_value=1, max_value=inference.MAX_REPLICAS)
+
+
+class ServiceScaleApi(APIView):
+    """Change the service's replica range (min 0: it scales to zero when idle)."""
+
+    token_scopes = {"POST": "submit"}
+
+    @extend_schema(request=ScaleInput, responses={200: ServiceOutput})
+    def post(self, request, pk):
+        job = serving.get_service_for_user(request.user, pk)
+        given = ScaleInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        inference.set_range(request.user, job, given.validated_data["min_replicas"],
+                            given.validated_data["max_replicas"])
+        [row] = serving.service_rows([serving.get_service_for_user(request.user, pk)])
+        return Response(ServiceOutput(row, context={"request": request}).data)
+
+
+class ServiceDeleteApi(APIView):
+    """Delete the service: its replicas end now (it is billed for what they held), its endpoint goes."""
+
+    token_scopes = {"POST": "submit"}
+
+    @extend_schema(request=None, responses={200: JobOutput})
+    def post(self, request, pk):
+        job = services.cancel_job(user=request.user, job=serving.get_service_for_user(request.user, pk))
+        return Response(JobOutput(portal_selectors.get_job_for_user(request.user, job.pk)).data)

@@ -1,0 +1,109 @@
+"""Tenant inference services (`/services/`): a workspace's services with their replicas, traffic, latency and
+cost, and a page per service with live charts, its endpoint and an example `curl`, where a member who may
+submit changes its replica range, stops, starts or deletes it. Thin views over portal.serving (reads),
+scheduling.inference (set_range) and scheduling.services (stop, start, cancel)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST, require_safe
+
+from portal import serving
+from portal.pages.notebooks import _may_act, _said, _workspace
+from scheduling import clock, inference, services
+from scheduling.errors import DomainError
+
+
+def _back(job) -> str:
+    return reverse("service", args=[job.pk])
+
+
+@require_safe
+@login_required
+def service_list(request):
+    workspace = _workspace(request)
+    context = {"workspace": workspace, "rows": [], "may_act": False}
+    if workspace is not None:
+        now = clock.now()
+        context.update(
+            rows=serving.service_rows(serving.services_for(request.user, workspace, ended=False)[:serving.MAX_LISTED],
+                                      now=now),
+            ended=serving.service_rows(serving.services_for(request.user, workspace, ended=True)[:20], now=now),
+            may_act=_may_act(request.user, workspace))
+    return render(request, "portal/services.html", context)
+
+
+@require_safe
+@login_required
+def service_detail(request, pk):
+    job = serving.get_service_for_user(request.user, pk)
+    [row] = serving.service_rows([job])
+    portal_url = settings.PORTAL_URL or request.build_absolute_uri("/").rstrip("/")
+    return render(request, "portal/service_detail.html", {
+        "job": job, "r": row, "may_act": _may_act(request.user, job.workspace),
+        "url": portal_url + row.endpoint, "model": (inference.inference_spec(job) or None),
+        "series": serving.service_series(job), "max_replicas": inference.MAX_REPLICAS,
+    })
+
+
+@require_safe
+@login_required
+def service_series(request, pk):
+    """The charts' data, polled by the page every few seconds."""
+    job = serving.get_service_for_user(request.user, pk)
+    [row] = serving.service_rows([job])
+    return JsonResponse({**serving.service_series(job), "state": job.state, "running": row.running,
+                         "desired": row.desired, "requests": row.requests,
+                         "cost_per_1000": None if row.cost_per_1000 is None else str(row.cost_per_1000),
+                         "gpu_seconds_per_request": row.gpu_seconds_per_request})
+
+
+def _replicas(value: str | None, name: str) -> int:
+    try:
+        return int(value or "")
+    except ValueError:
+        raise DomainError(_("%(name)s must be a whole number of replicas") % {"name": name}, field=name) from None
+
+
+@require_POST
+@login_required
+def service_scale(request, pk):
+    job = serving.get_service_for_user(request.user, pk)
+    try:
+        low, high = _replicas(request.POST.get("min"), "min"), _replicas(request.POST.get("max"), "max")
+        inference.set_range(request.user, job, low, high)
+        messages.success(request, _("Service %(name)s now runs %(low)d to %(high)d replicas.")
+                         % {"name": job.name, "low": low, "high": high})
+    except DomainError as error:
+        if error.status == 403:
+            raise
+        messages.error(request, _("The replica range was not changed: %(why)s") % {"why": _said(error)})
+    return redirect(_back(job))
+
+
+@require_POST
+@login_required
+def service_action(request, pk, action):
+    job = serving.get_service_for_user(request.user, pk)
+    try:
+        if action == "stop":
+            services.stop_workload(request.user, job, "from the service page")
+            messages.success(request, _("Service %(name)s stopped: its GPUs are free.") % {"name": job.name})
+        elif action == "start":
+            services.start_workload(request.user, job)
+            messages.success(request, _("Service %(name)s starts: it waits in its queue for GPUs.")
+                             % {"name": job.name})
+        else:
+            services.cancel_job(user=request.user, job=job)
+            messages.success(request, _("Service %(name)s deleted.") % {"name": job.name})
+    except DomainError as error:
+        if error.status == 403:
+            raise
+        messages.error(request, _("Service %(name)s: %(why)s") % {"name": job.name, "why": _said(error)})
+    return redirect(_back(job))

@@ -1,0 +1,196 @@
+"""`/serve/<workspace>/<name>/<path>`: an inference service's endpoint on the portal.
+
+Clients call it with a personal API token (`Authorization: Bearer gpt_...`) of a member of the
+workspace whose token has the submit scope; anyone else gets the same 404 as for a service that does
+not exist (a viewer, or a token without submit: 403). The request goes to one of the service's ready
+replicas under `<path>` (a model server answers at its root: /v1/completions...), with the replicas'
+own key in place of the client's token.
+
+A service scaled to zero (or one whose replicas are all still starting) does not refuse the request:
+the endpoint wakes it (`scheduling.inference.wake`: back in its queue), holds the request while the
+scheduler places a replica and its server loads the model, up to SERVE_COLD_START_TIMEOUT_S, then
+sends it on; the wait is recorded as a cold start. Errors are RFC 9457 problem details.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions
+
+from portal import selectors as portal_selectors
+from portal.api.authentication import ApiTokenAuthentication
+from portal.api.errors import problem_response
+from portal.models import TokenScope
+from portal.notebook_proxy import CHUNK, REQUEST_DROPPED, TIMEOUT, copy_headers, named_in_connection, relay
+from scheduling import inference
+from scheduling.backends import get_backend
+from scheduling.backends.base import Endpoint
+from scheduling.errors import DomainError, Forbidden
+from scheduling.models import FINAL_STATES, Job, JobKind, JobState
+
+log = logging.getLogger(__name__)
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+POLL_S = 0.25
+HEALTH_TIMEOUT_S = 2.0
+
+
+class Unauthorized(DomainError):
+    status = 401
+    title = "Not allowed"
+
+
+class NotFound(DomainError):
+    status = 404
+    title = "Not found"
+
+
+class Unavailable(DomainError):
+    status = 503
+    title = "Service unavailable"
+
+
+class BadGateway(DomainError):
+    status = 502
+    title = "Service unavailable"
+
+
+class ServeScopes:
+    """What the endpoint asks of a token, whatever the method: submit (it runs the tenant's model)."""
+
+    token_scopes = {method: TokenScope.SUBMIT for method in METHODS}
+
+
+def _caller(request):
+    """The token's user, or a problem: no token (401), bad or expired (401), below submit (403)."""
+    request.parser_context = {"view": ServeScopes}
+    try:
+        found = ApiTokenAuthentication().authenticate(request)
+    except exceptions.PermissionDenied as error:
+        raise Forbidden(str(error.detail)) from None
+    except exceptions.AuthenticationFailed as error:
+        raise Unauthorized(str(error.detail)) from None
+    if found is None:
+        raise Unauthorized("call the endpoint with 'Authorization: Bearer <API token>' (a token with the submit "
+                           "scope, from /account/tokens/)")
+    return found[0]
+
+
+def live_service(user, workspace_slug: str, name: str) -> Job:
+    """The service the URL names: 404 unless the caller is a member of its workspace who may submit."""
+    missing = NotFound(f"no service '{name}' in workspace '{workspace_slug}' that this token may call")
+    workspace = portal_selectors.workspaces_for(user).filter(slug=workspace_slug).first()
+    if workspace is None:
+        raise missing
+    membership = portal_selectors.membership_for(user, workspace)
+    if membership is None or not membership.can_submit:
+        raise Forbidden(f"your role in '{workspace.slug}' may not call its services")
+    job = (Job.objects.filter(workspace=workspace, kind=JobKind.INFERENCE, name=name)
+           .exclude(state__in=FINAL_STATES).select_related("workspace").order_by("-created", "-id").first())
+    if job is None:
+        raise missing
+    return job
+
+
+def _healthy(endpoint: Endpoint, health_path: str) -> bool:
+    try:
+        response = httpx.get(endpoint.url + health_path.lstrip("/"), timeout=HEALTH_TIMEOUT_S,
+                             headers={"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {})
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200
+
+
+def ready_endpoints(job: Job) -> list[Endpoint]:
+    """The running replicas whose server answers its health path now."""
+    job.refresh_from_db(fields=["state"])
+    if job.state != JobState.RUNNING and job.state != JobState.SCHEDULED:
+        return []
+    spec = inference.inference_spec(job)
+    health = spec.health_path if spec is not None else "/health"
+    return [e for e in inference.ready_endpoints(job, get_backend()) if _healthy(e, health)]
+
+
+async def _wait_for_replica(job: Job) -> tuple[list[Endpoint], float | None]:
+    """Ready replicas, waking the service and waiting for one when it has none; (endpoints, seconds
+    waited when it had to wait)."""
+    endpoints = await sync_to_async(ready_endpoints)(job)
+    if endpoints:
+        return endpoints, None
+    started = time.monotonic()
+    await sync_to_async(inference.wake)(job)
+    deadline = started + settings.SERVE_COLD_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        await asyncio.sleep(POLL_S)
+        endpoints = await sync_to_async(ready_endpoints)(job)
+        if endpoints:
+            return endpoints, time.monotonic() - started
+        await sync_to_async(job.refresh_from_db)(fields=["state"])
+        if job.state in FINAL_STATES:
+            break
+    raise Unavailable(f"service '{job.name}' has no ready replica after {time.monotonic() - started:.0f} s "
+                      f"(it is {job.state}); try again shortly")
+
+
+def _headers(request, token: str) -> dict[str, str]:
+    dropped = REQUEST_DROPPED | named_in_connection(request.headers.get("Connection"))
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    headers["X-Forwarded-Proto"] = request.scheme
+    headers["X-Forwarded-Host"] = request.get_host()
+    return headers
+
+
+@csrf_exempt  # token-authenticated: no session cookie is read, so no cross-site request can use one
+async def serve_proxy(request, workspace: str, name: str, path: str = ""):
+    if request.method not in METHODS:
+        return HttpResponse(status=405, headers={"Allow": ", ".join(METHODS)})
+    try:
+        user = await sync_to_async(_caller)(request)
+        job = await sync_to_async(live_service)(user, workspace, name)
+        endpoints, waited = await _wait_for_replica(job)
+    except DomainError as error:
+        response = problem_response(error)
+        if isinstance(error, Unavailable):
+            response["Retry-After"] = "5"
+        return response
+    if waited is not None:
+        await sync_to_async(inference.record_cold_start)(job, waited)
+    endpoint = random.choice(endpoints)
+    query = request.META.get("QUERY_STRING", "")
+    url = endpoint.url + path.lstrip("/")
+    client = httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False)
+    try:
+        upstream = await client.send(
+            client.build_request(request.method, url + (f"?{query}" if query else ""),
+                                 headers=_headers(request, endpoint.token), content=request.body or None),
+            stream=True)
+    except httpx.HTTPError as error:
+        await client.aclose()
+        log.warning("service %s/%s did not answer: %s", workspace, name, error)
+        return problem_response(BadGateway(f"a replica of service '{name}' did not answer; try again"))
+    if not isinstance(request, ASGIRequest):  # no event loop to stream on (tests' WSGI client): read it whole
+        try:
+            body = b"".join([chunk async for chunk in upstream.aiter_raw(CHUNK)])
+        finally:
+            await upstream.aclose()
+            await client.aclose()
+        response = HttpResponse(body, status=upstream.status_code)
+    else:
+        response = StreamingHttpResponse(relay(upstream, client), status=upstream.status_code)
+    copy_headers(upstream, response, url)
+    response["Cache-Control"] = upstream.headers.get("cache-control", "no-store")
+    if waited is not None:
+        response["X-Cold-Start-Seconds"] = f"{waited:.3f}"
+    return response

@@ -1,0 +1,151 @@
+"""Reads behind the service pages and API, each scoped to the caller's workspaces: a workspace's inference
+services with their replicas, traffic, latency and cost, and a service's figures over time for its
+charts. Cost comes from the ledger (its lines' sum); requests and GPU-seconds from the autoscaler's
+samples (scheduling.inference), so cost per 1,000 requests is the ledger's cost over the requests
+counted over the same life."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import Count, QuerySet, Sum
+from django.http import Http404
+
+from billing.models import ChargeLine
+from portal import job_lists
+from portal import selectors as portal_selectors
+from scheduling import clock, inference
+from scheduling.models import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    Job,
+    JobKind,
+    JobState,
+    Replica,
+    ServiceSample,
+    ServiceScale,
+)
+
+MAX_LISTED = 200
+SERIES_HOURS = 6          # the charts' default window
+MAX_SERIES_POINTS = 2000  # at most this many samples per chart (the newest)
+RATE_WINDOW = 3           # samples averaged for the "now" figures
+
+
+def services_for(user, workspace, *, ended: bool | None = None) -> QuerySet[Job]:
+    jobs = portal_selectors.jobs_for(user, workspace=workspace).filter(kind=JobKind.INFERENCE).select_related(
+        "workspace", "submitted_by", "queue")
+    if ended is True:
+        return jobs.filter(state__in=FINAL_STATES)
+    if ended is False:
+        return jobs.exclude(state__in=FINAL_STATES)
+    return jobs
+
+
+def get_service_for_user(user, job_id) -> Job:
+    """A service by id: 404 unless it is an inference service of one of the user's workspaces."""
+    job = portal_selectors.get_job_for_user(user, job_id)
+    if job.kind != JobKind.INFERENCE:
+        raise Http404("No such service")
+    return job
+
+
+@dataclass
+class ServiceRow:
+    job: Job
+    row: job_lists.JobRow          # cost so far (the ledger), timing
+    endpoint: str                  # the path on the portal
+    min_replicas: int
+    max_replicas: int
+    desired: int
+    running: int
+    requests: int                  # answered over its life
+    gpu_seconds: float             # held by its replicas over its life
+    rps: float | None              # over the last few samples
+    p50_ms: float | None
+    p95_ms: float | None
+    cold_starts: int
+    scale_reason: str
+
+    @property
+    def cost_per_1000(self) -> Decimal | None:
+        """Cost of 1,000 requests: the ledger's cost so far over the requests answered."""
+        if self.row.cost is None or not self.requests:
+            return None
+        return (self.row.cost * 1000 / self.requests).quantize(Decimal("0.0001"))
+
+    @property
+    def gpu_seconds_per_request(self) -> float | None:
+        return self.gpu_seconds / self.requests if self.requests else None
+
+    @property
+    def can_stop(self) -> bool:
+        return self.job.state in (JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTED)
+
+    @property
+    def can_start(self) -> bool:
+        return self.job.state == JobState.STOPPED
+
+
+def service_rows(jobs, *, now: datetime | None = None) -> list[ServiceRow]:
+    now = now or clock.now()
+    base = job_lists.job_rows(jobs, now=now)
+    ids = [r.job.pk for r in base]
+    scales = ServiceScale.objects.in_bulk(ids)
+    totals = {row["job_id"]: row for row in ServiceSample.objects.filter(job_id__in=ids).order_by()
+              .values("job_id").annotate(requests=Sum("requests"), gpu_seconds=Sum("gpu_seconds"))}
+    running = dict(inference_replicas(ids))
+    rows = []
+    for row in base:
+        job, scale = row.job, scales.get(row.job.pk)
+        recent = list(ServiceSample.objects.filter(job=job).order_by("-at")[:RATE_WINDOW])
+        sums = totals.get(job.pk, {})
+        rows.append(ServiceRow(
+            job=job, row=row, endpoint=inference.base_url(job.workspace.slug, job.name),
+            min_replicas=scale.min_replicas if scale else 0, max_replicas=scale.max_replicas if scale else 0,
+            desired=scale.desired if scale else 0, running=running.get(job.pk, 0),
+            requests=int(sums.get("requests") or 0), gpu_seconds=float(sums.get("gpu_seconds") or 0.0),
+            rps=_rate(recent), p50_ms=next((s.p50_ms for s in recent if s.p50_ms is not None), None),
+            p95_ms=next((s.p95_ms for s in recent if s.p95_ms is not None), None),
+            cold_starts=scale.cold_starts if scale else 0, scale_reason=scale.reason if scale else ""))
+    return rows
+
+
+def inference_replicas(job_ids) -> QuerySet:
+    return (Replica.objects.filter(job_id__in=job_ids, state=JobState.RUNNING).order_by()
+            .values_list("job_id").annotate(n=Count("pk")))
+
+
+def _rate(samples: list[ServiceSample]) -> float | None:
+    seconds = sum(s.seconds for s in samples)
+    return sum(s.requests for s in samples) / seconds if seconds > 0 else None
+
+
+def service_series(job: Job, *, since: datetime | None = None, now: datetime | None = None) -> dict:
+    """The charts' data: per sample its time (ISO), replicas running and wanted, request rate, p50 and
+    p95 latency and GPUs held; and the cost so far over time, from the ledger's lines."""
+    now = now or clock.now()
+    since = since or now - timedelta(hours=SERIES_HOURS)
+    samples = list(reversed(ServiceSample.objects.filter(job=job, at__gte=since).order_by("-at")[:MAX_SERIES_POINTS]))
+    times, replicas, desired, rps, p50, p95 = [], [], [], [], [], []
+    for s in samples:
+        times.append(s.at.isoformat())
+        replicas.append(s.replicas)
+        desired.append(s.desired)
+        rps.append(round(s.requests / s.seconds, 3) if s.seconds > 0 else None)
+        p50.append(None if s.p50_ms is None else round(s.p50_ms, 1))
+        p95.append(None if s.p95_ms is None else round(s.p95_ms, 1))
+    cost_times, cost = [], []
+    total = Decimal(0)
+    for end, line_cost in (ChargeLine.objects.filter(job=job).order_by("charge_end", "pk")
+                           .values_list("charge_end", "cost")):
+        total += line_cost
+        cost_times.append(end.isoformat())
+        cost.append(str(total))
+    return {"start": since.isoformat(), "end": now.isoformat(), "times": times, "replicas": replicas,
+            "desired": desired, "rps": rps, "p50_ms": p50, "p95_ms": p95, "cost_times": cost_times, "cost": cost,
+            "currency": job.currency or (ChargeLine.objects.filter(job=job).values_list("currency", flat=True)
+                                         .first() or ""),
+            "active": job.replicas.filter(state__in=ACTIVE_STATES).count()}

@@ -1,0 +1,231 @@
+"""The image form's notebook and inference tabs: their fields, the clean-form document each builds, and
+the fields read back from a spec (the other way, so that a tab follows the YAML).
+
+A tab's form is a flat mapping of text values (blank: the default), posted with `kind`. Each field
+has a place in the kind's top-level document (`kinds.py`), and errors name the field, as the
+training tab's do. Pure module: no Django import.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from scheduling.spec.load import Path
+from scheduling.spec.model import JobSpec, SpecIssue
+from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
+from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE, SERVER_DEFAULTS, TARGET_METRICS
+
+FORM_KINDS = ("notebook", "inference")
+
+_SLICE_FIELDS: dict[str, Path] = {
+    "gpus": ("resources", "gpu"),
+    "sharing": ("sharing",),
+    "gpuMemory": ("resources", "gpuMemory"),
+    "mig": ("resources", "mig"),
+    "cpu": ("resources", "cpu"),
+    "memory": ("resources", "memory"),
+    "vendor": ("vendor",),
+    "gpuModel": ("gpuModel",),
+    "nodePool": ("nodePool",),
+}
+_JOB_FIELDS: dict[str, Path] = {
+    "name": ("name",),
+    "queue": ("queue",),
+    "priority": ("priority",),
+    "expectedDuration": ("expectedDuration",),
+}
+
+# Form field -> where it goes in the kind's document. `targetMetric` and `targetValue` together make
+# `target: {metric: value}`.
+KIND_FORM_FIELDS: dict[str, dict[str, Path]] = {
+    "notebook": {
+        **_JOB_FIELDS,
+        "image": ("image",),
+        **_SLICE_FIELDS,
+        "homeSize": ("home", "size"),
+        "idleAfter": ("idleAfter",),
+    },
+    "inference": {
+        **_JOB_FIELDS,
+        "server": ("server",),
+        "image": ("image",),
+        "command": ("command",),
+        "port": ("port",),
+        "healthPath": ("healthPath",),
+        "modelPath": ("model", "path"),
+        "modelRegistry": ("model", "registry"),
+        "modelName": ("model", "name"),
+        **_SLICE_FIELDS,
+        "gpuMemoryLimit": ("resources", "gpuMemoryLimit"),
+        "minReplicas": ("replicas", "min"),
+        "maxReplicas": ("replicas", "max"),
+        "targetMetric": ("target",),
+        "targetValue": ("target",),
+        "scaleDownDelay": ("scaleDownDelay",),
+    },
+}
+# Paths the readers report that no one field owns: the field that fixes them.
+_EXTRA_NAMES: dict[str, dict[Path, str]] = {
+    "notebook": {("home",): "homeSize", ("resources",): "gpus"},
+    "inference": {("model",): "modelPath", ("replicas",): "minReplicas", ("resources",): "gpus",
+                  ("target", "concurrency"): "targetValue", ("target", "rps"): "targetValue"},
+}
+_WHOLE = {"priority", "minReplicas", "maxReplicas", "port"}
+
+
+def form_namer(kind: str) -> Callable[[Path], str]:
+    """A reader's namer for a kind's tab: a path in the document -> the form field that sets it."""
+    names = {path: name for name, path in KIND_FORM_FIELDS[kind].items() if name != "targetMetric"}
+    names.update(_EXTRA_NAMES[kind])
+
+    def namer(path: Path) -> str:
+        return names.get(path) or ".".join(str(p) for p in path)
+
+    return namer
+
+
+def _slug(text: str) -> str:
+    """The last part of an image or model reference as a DNS label: hf.co/meta/Llama-3:1 -> llama-3."""
+    base = re.split(r"[:@]", text.rstrip("/").rsplit("/", 1)[-1])[0].lower()
+    return re.sub(r"[^a-z0-9-]+", "-", base).strip("-")[:63].strip("-")
+
+
+def _default_name(kind: str, values: Mapping[str, Any]) -> str:
+    if kind == "notebook":
+        return _slug(str(values.get("image") or DEFAULT_NOTEBOOK_IMAGE)) or "notebook"
+    for key in ("modelName", "modelPath", "modelRegistry", "image"):
+        if isinstance(values.get(key), str) and (name := _slug(values[key])):
+            return name
+    return "service"
+
+
+def _coerce(key: str, value: str, bad: Callable[[str, str], None]) -> Any:
+    """Text as posted -> what the spec reader expects."""
+    if key in _WHOLE:
+        if not re.fullmatch(r"[0-9]{1,6}", value):
+            bad(key, f"'{value}' is not a whole number")
+            return None
+        return int(value)
+    if key in ("gpus", "targetValue"):
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            number = None
+        if number is None or not number.is_finite():
+            bad(key, f"'{value}' is not a number" + (" of GPUs (e.g. 1 or 0.5)" if key == "gpus" else ""))
+            return None
+        return int(number) if number == number.to_integral_value() else float(number)
+    if key == "command":
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            bad(key, f"cannot split the command: {exc}")
+            return None
+    return value
+
+
+def kind_form_document(kind: str, form: Mapping[str, Any]) -> tuple[dict[str, Any], list[SpecIssue]]:
+    """The clean-form document a notebook or inference tab stands for, or the problems with its
+    fields (unknown ones, text that is not a number): those come before the spec reader's."""
+    fields = KIND_FORM_FIELDS[kind]
+    issues: list[SpecIssue] = []
+
+    def bad(key: str, message: str) -> None:
+        issues.append(SpecIssue(None, None, key, f"{key}: {message}"))
+
+    values: dict[str, Any] = {}
+    for key, value in form.items():
+        if key == "kind":
+            continue
+        if key not in fields:
+            bad(key, f"unknown field '{key}' for kind {kind}")
+            continue
+        if isinstance(value, str):
+            value = value.strip()
+            if value == "":
+                continue
+            value = _coerce(key, value, bad)
+        if value is not None:
+            values[key] = value
+    metric = values.pop("targetMetric", None)
+    if metric is not None and metric not in TARGET_METRICS:
+        bad("targetMetric", f"'{metric}' is not one of {', '.join(TARGET_METRICS)}")
+    doc: dict[str, Any] = {"kind": kind, "name": values.pop("name", None) or _default_name(kind, values)}
+    target = values.pop("targetValue", None)
+    if target is not None:
+        doc["target"] = {metric or "concurrency": target}
+    for key, value in values.items():
+        place = doc
+        for part in fields[key][:-1]:
+            place = place.setdefault(part, {})
+        place[fields[key][-1]] = value
+    return doc, issues
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def kind_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
+    """A notebook's or service's tab fields as text (blank: the default), and what of the spec the
+    tab cannot show."""
+    role = spec.roles[0]
+    hidden = []
+    if role.env:
+        hidden.append("env")
+    if spec.preemptible:
+        hidden.append("preemptible: true")
+    if role.vendor != "nvidia":  # the tab has no vendor field
+        hidden.append(f"vendor: {role.vendor}")
+    if role.sharing == "mig":
+        gpus = ""
+    elif role.sharing == "fraction":
+        gpus = str(format_gpu_milli(role.gpu_milli))
+    else:
+        gpus = str(role.num_gpus)
+    values = {
+        "kind": spec.kind,
+        "name": spec.name,
+        "queue": spec.queue or "",
+        "priority": str(spec.priority),
+        "expectedDuration": format_duration(spec.expected_duration_s),
+        "gpus": gpus,
+        "sharing": role.sharing,
+        "gpuMemory": format_memory(role.gpu_mem_mib) if role.sharing == "fraction" and role.gpu_mem_mib else "",
+        "mig": role.mig_profile or "" if role.sharing == "mig" else "",
+        "cpu": str(format_cpu(role.cpu_milli)),
+        "memory": format_memory(role.mem_mib),
+        "vendor": role.vendor,
+        "gpuModel": role.gpu_model or "",
+        "nodePool": role.node_pool or "",
+    }
+    if spec.notebook is not None:
+        values["image"] = "" if role.image == DEFAULT_NOTEBOOK_IMAGE else role.image
+        values["homeSize"] = format_memory(spec.notebook.home_mib)
+        idle = spec.notebook.idle_after_s
+        values["idleAfter"] = "" if idle is None else format_duration(idle)
+    if spec.inference is not None:
+        serving = spec.inference
+        image, port, health = SERVER_DEFAULTS.get(serving.server, (None, None, None))
+        # a server's own image, port and path show blank, so that choosing another server takes its own
+        values.update({
+            "server": serving.server,
+            "image": "" if role.image == image else role.image,
+            "command": shlex.join(role.command),
+            "port": "" if serving.port == port else str(serving.port),
+            "healthPath": "" if serving.health_path == health else serving.health_path,
+            "modelPath": serving.model_path or "",
+            "modelRegistry": serving.model_registry or "",
+            "modelName": serving.model_name or "",
+            "gpuMemoryLimit": format_memory(serving.gpu_mem_limit_mib) if serving.gpu_mem_limit_mib else "",
+            "minReplicas": str(role.min_replicas),
+            "maxReplicas": str(role.max_replicas),
+            "targetMetric": serving.target_metric,
+            "targetValue": _number(serving.target_value),
+            "scaleDownDelay": format_duration(serving.scale_down_delay_s),
+        })
+    return values, hidden
