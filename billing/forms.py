@@ -2,6 +2,7 @@
 
 from django import forms
 
+from billing.currency import default_currency
 from billing.models import PriceTable
 
 
@@ -18,7 +19,7 @@ class PriceTableForm(forms.ModelForm):
         }
         help_texts = {
             "name": "Shown on statements, e.g. \"Prices from 2026-04-01\".",
-            "currency": "Three-letter code, e.g. USD.",
+            "currency": "Three-letter code, e.g. USD or CNY: each currency is a timeline of its own versions.",
             "effective_from": "YYYY-MM-DD HH:MM in the platform's time zone, in the future: past charges never change.",
             "cpu_core_hour": "Price of one CPU core for an hour.",
             "memory_gib_hour": "Price of one GiB of memory for an hour.",
@@ -32,4 +33,4 @@ class PriceTableForm(forms.ModelForm):
         }
 
     def clean_currency(self):
-        return (self.cleaned_data.get("currency") or "USD").strip().upper()
+        return (self.cleaned_data.get("currency") or default_currency()).strip().upper()

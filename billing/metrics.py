@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from prometheus_client import Counter
 
+from billing.currency import workspace_currencies
 from billing.models import Budget, UsageSample
 from billing.reports.services import spent_in_period
 from scheduling import clock
@@ -53,8 +54,10 @@ def budget_figures(now: datetime | None = None) -> list[tuple[str, str, float, f
     """(workspace slug, currency, budget amount, spent this month) for every workspace with a usable budget."""
     now = now or clock.now()
     out = []
-    for budget in Budget.objects.select_related("workspace"):
-        if not (budget.amount.is_finite() and budget.amount > 0):
+    budgets = list(Budget.objects.select_related("workspace"))
+    billed_in = workspace_currencies([b.workspace_id for b in budgets], at=now)
+    for budget in budgets:
+        if not (budget.amount.is_finite() and budget.amount > 0) or budget.currency != billed_in[budget.workspace_id]:
             continue
         spent = spent_in_period(budget.workspace, now=now)
         out.append((budget.workspace.slug, budget.currency, float(budget.amount), float(spent)))

@@ -24,9 +24,12 @@ def hash_token(raw: str) -> str:
 
 
 class PriceTable(models.Model):
+    """A version of one currency's price list: each currency is a timeline of its own, and a workspace
+    is priced on the timeline of the currency it is billed in (WorkspaceCurrency)."""
+
     name = models.CharField(max_length=100)
     currency = models.CharField(max_length=3, default="USD")
-    effective_from = models.DateTimeField(unique=True, db_index=True)
+    effective_from = models.DateTimeField(db_index=True)
     cpu_core_hour = models.DecimalField(max_digits=12, decimal_places=4)
     memory_gib_hour = models.DecimalField(max_digits=12, decimal_places=4)
     priority_base = models.DecimalField(max_digits=6, decimal_places=4, default=Decimal(1))
@@ -43,9 +46,11 @@ class PriceTable(models.Model):
 
     class Meta:
         ordering = ["-effective_from"]
+        constraints = [models.UniqueConstraint(fields=["currency", "effective_from"],
+                                               name="one_version_per_currency_and_time")]
 
     def __str__(self) -> str:
-        return f"{self.name} (from {self.effective_from:%Y-%m-%d %H:%M})"
+        return f"{self.name} ({self.currency}, from {self.effective_from:%Y-%m-%d %H:%M})"
 
     def clean(self):
         errors: dict[str, list[str]] = {}
@@ -64,30 +69,37 @@ class PriceTable(models.Model):
                 offpeak.as_zone(self.offpeak_time_zone)
             except ValueError as error:
                 errors["offpeak_time_zone"] = [str(error)]
+        self.currency = (self.currency or "").strip().upper()
         try:
             pricing.minor_unit(self.currency)
         except ValueError as error:
             errors["currency"] = [str(error)]
-        if self.effective_from is not None:
+        if self.effective_from is not None and "currency" not in errors:
             errors.update(self._period_errors())
         if errors:
             raise ValidationError(errors)
 
     def _period_errors(self) -> dict[str, list[str]]:
-        """A version is in force from its effective_from until the next one's: only future starts, one each."""
-        stored = PriceTable.objects.filter(pk=self.pk).values_list("effective_from", flat=True).first()
+        """A version is in force on its currency's timeline from its effective_from until the next one's:
+        only future starts, one each per currency."""
+        stored = PriceTable.objects.filter(pk=self.pk).values_list("effective_from", "currency").first()
         now = clock.now()
-        if stored != self.effective_from and self.effective_from <= now:
+        if stored != (self.effective_from, self.currency) and self.effective_from <= now:
             shown = timezone.localtime(now)  # in the zone the form was read in: the operator's
             return {"effective_from": [f"must be in the future (after {shown:%Y-%m-%d %H:%M %Z}): "
                                        "prices of the past never change"]}
-        if PriceTable.objects.filter(effective_from=self.effective_from).exclude(pk=self.pk).exists():
-            return {"effective_from": ["another version takes effect at that moment: their periods would overlap"]}
+        same_time = PriceTable.objects.filter(currency=self.currency, effective_from=self.effective_from)
+        if same_time.exclude(pk=self.pk).exists():
+            return {"effective_from": [f"another {self.currency} version takes effect at that moment: their "
+                                       "periods would overlap"]}
         return {}
 
     def validate_unique(self, exclude=None):
         # clean() says it in terms of periods
-        super().validate_unique(exclude={*(exclude or ()), "effective_from"})
+        super().validate_unique(exclude={*(exclude or ()), "effective_from", "currency"})
+
+    def validate_constraints(self, exclude=None):
+        super().validate_constraints(exclude={*(exclude or ()), "effective_from", "currency"})
 
     def to_pricing(self) -> pricing.PriceTable:
         rates = pricing.Rates(
@@ -270,6 +282,26 @@ class ClosedPeriod(WrittenOnce, models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workspace", "period"], name="one_close_per_period")]
         ordering = ["-period"]
+
+
+class WorkspaceCurrency(models.Model):
+    """The currency a workspace is billed in, from a billing month on: a month's currency is that of the
+    row with the latest period not after it (none: settings.BILLING_CURRENCY). Rows are written by
+    billing.currency.set_workspace_currency, which never lets a month hold two currencies."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="billing_currencies")
+    period = models.DateField(help_text="First day of the billing month it applies from")
+    currency = models.CharField(max_length=3)
+    set_at = models.DateTimeField()
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "period"], name="one_currency_per_period")]
+        ordering = ["workspace_id", "period"]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}: {self.currency} from {self.period:%Y-%m}"
 
 
 class Budget(models.Model):

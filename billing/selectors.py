@@ -1,4 +1,4 @@
-"""Reads for pricing: the price tables in force and what each pool offers right now."""
+"""Reads for pricing: a currency's price tables and what each pool offers right now."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from billing import pricing
+from billing.currency import default_currency
 from billing.models import GpuRate, PriceTable
 from billing.pricing import offpeak
 from billing.quotes import PoolOffer
@@ -18,8 +19,10 @@ from scheduling.selectors import PoolGpus, pool_gpu_counts
 from scheduling.signals import OffPeak
 
 
-def price_tables() -> list[pricing.PriceTable]:
-    tables = PriceTable.objects.prefetch_related(Prefetch("gpu_rates", queryset=GpuRate.objects.all()))
+def price_tables(currency: str | None = None) -> list[pricing.PriceTable]:
+    """The versions of one currency's timeline (default: the platform's billing currency)."""
+    tables = PriceTable.objects.filter(currency=currency or default_currency()).prefetch_related(
+        Prefetch("gpu_rates", queryset=GpuRate.objects.all()))
     return [table.to_pricing() for table in tables]
 
 
@@ -49,9 +52,11 @@ def pool_offers() -> list[PoolOffer]:
 
 
 def off_peak_at(sender=None, *, now: datetime, **kwargs) -> OffPeak:
-    """Connected to scheduling's off_peak_asked: the windows of the price table in force (the
-    platform default otherwise)."""
-    table = PriceTable.objects.filter(effective_from__lte=now).order_by("-effective_from").first()
+    """Connected to scheduling's off_peak_asked: the windows of the price table in force on the platform
+    currency's timeline (the platform default otherwise). The scheduler has one off-peak flag for every
+    job; an off-peak quote option waits for its own table's window through the job's not_before."""
+    table = (PriceTable.objects.filter(currency=default_currency(), effective_from__lte=now)
+             .order_by("-effective_from").first())
     windows = offpeak.parse_windows(table.offpeak_windows) if table else offpeak.DEFAULT_OFFPEAK_WINDOWS
     tz = offpeak.as_zone(settings.TIME_ZONE)
     windows_tz = offpeak.as_zone(table.offpeak_time_zone) if table and table.offpeak_time_zone else tz

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from billing import selectors
+from billing.currency import currency_at
 from billing.quotes import DEFAULT_DURATION_S, Quote, choose_option, quote_at, with_duration_source
 from billing.starts import with_cluster_starts
 from scheduling import clock
@@ -36,8 +37,9 @@ def platform_tz() -> ZoneInfo:
     return ZoneInfo(settings.TIME_ZONE)
 
 
-def quote_spec(spec: JobSpec, *, now: datetime | None = None) -> Quote:
-    return quote_at(spec, selectors.pool_offers(), selectors.price_tables(),
+def quote_spec(spec: JobSpec, *, now: datetime | None = None, currency: str | None = None) -> Quote:
+    """The spec priced on `currency`'s timeline (default: the platform's billing currency)."""
+    return quote_at(spec, selectors.pool_offers(), selectors.price_tables(currency),
                     now=now or clock.now(), tz=platform_tz())
 
 
@@ -67,11 +69,13 @@ def with_duration(parsed: JobSpec, spec: str | bytes | Mapping[str, Any], durati
 
 def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now: datetime | None = None,
                         duration_hours: Decimal | None = None) -> tuple[JobSpec, Quote]:
-    """Parse (SpecError) and quote (QuoteError) a spec as the workspace would submit it, for the
-    duration `with_duration` decides, each option's expected start read from the cluster now."""
+    """Parse (SpecError) and quote (QuoteError) a spec as the workspace would submit it, in the currency
+    it is billed in, for the duration `with_duration` decides, each option's expected start read from
+    the cluster now."""
     parsed, source = with_duration(read_spec(workspace, spec), spec, duration_hours)
     queue = parsed.queue or getattr(default_queue(workspace), "name", None)
-    quote = with_cluster_starts(quote_spec(parsed, now=now), parsed, queue)
+    now = now or clock.now()
+    quote = with_cluster_starts(quote_spec(parsed, now=now, currency=currency_at(workspace, now)), parsed, queue)
     return parsed, with_duration_source(quote, source)
 
 

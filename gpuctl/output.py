@@ -323,14 +323,22 @@ def format_costs(answer: Mapping[str, Any], *, title: str, wide: bool = False, h
     """A title line, one row per group and a TOTAL row; without headers, the group rows only."""
     keys, titles = COST_GROUPS.get(answer.get("group_by", ""), ((answer.get("group_by", ""),), ("GROUP",)))
     columns = COST_COLUMNS + (WIDE_COST_COLUMNS if wide else ())
-    currency = answer.get("currency", "")
-    headers = [*titles, *(label for _, label in columns), f"COST ({currency})"]
-    rows = [[row.get(key) for key in keys] + [row.get(key) for key, _ in columns] + [row.get("cost")]
-            for row in answer.get("rows", [])]
+    currency = answer.get("currency") or ""
+    totals = answer.get("totals") or [{"currency": currency, "total": answer.get("total")}]
+    # several currencies (workspaces billed in each): every amount names its own, one total each
+    named = not currency and len(totals) > 1
+
+    def cost(amount, code) -> str | None:
+        return f"{amount} {code}" if named and amount not in (None, "") else amount
+
+    headers = [*titles, *(label for _, label in columns), "COST" if named else f"COST ({currency})"]
+    rows = [[row.get(key) for key in keys] + [row.get(key) for key, _ in columns]
+            + [cost(row.get("cost"), row.get("currency"))] for row in answer.get("rows", [])]
     numbers = set(range(len(keys), len(headers)))
     if not headers_shown:
         return format_table(headers, rows, right=numbers, headers_shown=False)
-    total = ["TOTAL"] + [""] * (len(headers) - 2) + [answer.get("total")]
+    total_rows = [["TOTAL"] + [""] * (len(headers) - 2) + [cost(t.get("total"), t.get("currency"))]
+                  for t in (totals if named else totals[:1])]
     as_of = f", as of {format_time(answer['as_of'])} UTC" if answer.get("as_of") else ", no usage yet"
-    table = format_table(headers, [*rows, total], right=numbers)
+    table = format_table(headers, [*rows, *total_rows], right=numbers)
     return f"{title}{as_of}\n{table}"

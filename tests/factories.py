@@ -129,7 +129,7 @@ class PriceTableFactory(DjangoModelFactory):
 
     class Meta:
         model = PriceTable
-        django_get_or_create = ("effective_from",)
+        django_get_or_create = ("currency", "effective_from")
 
     name = "Test prices"
     currency = "USD"

@@ -11,7 +11,7 @@ from django.db.models import Sum
 
 from billing import pricing
 from billing.ledger.posting import post_ledger
-from billing.ledger.selectors import as_of, job_total, workspace_currency
+from billing.ledger.selectors import as_of, job_currency, job_total
 from billing.models import ChargeLine, UsageSample
 from scheduling.models import Job
 
@@ -26,7 +26,7 @@ class JobCost:
 
 def job_cost(job: Job) -> JobCost:
     lines = ChargeLine.objects.filter(job=job)
-    return JobCost(total=job_total(job.pk), currency=workspace_currency(job.workspace), as_of=as_of(lines),
+    return JobCost(total=job_total(job.pk), currency=job_currency(job), as_of=as_of(lines),
                    provisional=lines.filter(provisional=True).exists())
 
 
@@ -77,6 +77,8 @@ def estimate_check(job: Job) -> EstimateCheck | None:
     if job.final_cost is None or not quote:
         return None
     currency = job.currency or quote.get("currency") or "USD"
+    if quote.get("currency", currency) != currency:  # amounts of two currencies do not compare
+        return None
     try:
         low, high = Decimal(str(quote["estimate_low"])), Decimal(str(quote["estimate_high"]))
     except (KeyError, InvalidOperation):
@@ -99,7 +101,7 @@ def finalize_job_cost(job_id: int) -> Job:
     """Post the finished job's last lines and record their sum as its final cost (idempotent)."""
     post_ledger(job_ids=[job_id])
     job = Job.objects.select_for_update().get(pk=job_id)
-    job.final_cost, job.currency = job_total(job.pk), workspace_currency(job.workspace)
+    job.final_cost, job.currency = job_total(job.pk), job_currency(job)
     job.save(update_fields=["final_cost", "currency"])
     return job
 

@@ -1,7 +1,8 @@
 """Posting usage to the ledger.
 
 A line is one job's held slice on one price (price table, off-peak or not, spot or not) in one
-hour, on one node. Its quantities are exact; its money columns are rounded once, here. Hours
+hour, on one node, priced on the timeline of the currency its workspace is billed in that month
+(billing.currency). Its quantities are exact; its money columns are rounded once, here. Hours
 before the cursor's `closed_until` are final and never recomputed; later ones are provisional and
 rewritten whole on each post, so posting again never counts anything twice.
 """
@@ -20,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from billing import pricing
+from billing.currency import Currencies
 from billing.ledger import prices
 from billing.metering.costs import replica_allocation
 from billing.models import ChargeLine, LedgerCursor, PriceTable, UsageSample
@@ -55,16 +57,27 @@ class _Draft:
 
 @dataclass
 class _Tables:
-    priced: list[pricing.PriceTable]
-    ids: dict[datetime, int] = field(default_factory=dict)
+    """Every currency's timeline of price tables, and the stored row of each version."""
+
+    priced: dict[str, list[pricing.PriceTable]]
+    ids: dict[tuple[str, datetime], int] = field(default_factory=dict)
 
     @classmethod
     def load(cls) -> _Tables:
         rows = list(PriceTable.objects.prefetch_related("gpu_rates"))
-        return cls([t.to_pricing() for t in rows], {t.effective_from.astimezone(UTC): t.pk for t in rows})
+        priced: dict[str, list[pricing.PriceTable]] = defaultdict(list)
+        for row in rows:
+            priced[row.currency].append(row.to_pricing())
+        return cls(dict(priced), {(t.currency, t.effective_from.astimezone(UTC)): t.pk for t in rows})
+
+    def of(self, currency: str) -> list[pricing.PriceTable]:
+        tables = self.priced.get(currency)
+        if not tables:
+            raise ValueError(f"no {currency} price table: usage billed in {currency} cannot be priced")
+        return tables
 
     def pk(self, table: pricing.PriceTable) -> int:
-        return self.ids[table.effective_from.astimezone(UTC)]
+        return self.ids[(table.rates.currency, table.effective_from.astimezone(UTC))]
 
 
 def _used_gpu_hours(replica_ids: Iterable[int], start: datetime, end: datetime) -> dict[tuple[int, datetime], Decimal]:
@@ -94,6 +107,7 @@ def _sku(pool, replica: Replica) -> str:
 def _drafts(replicas, start: datetime, end: datetime, now: datetime, tables: _Tables) -> dict[tuple, _Draft]:
     tz = platform_tz()
     used = _used_gpu_hours([r.pk for r in replicas], start, end)
+    currencies = Currencies({r.job.workspace_id for r in replicas})
     drafts: dict[tuple, _Draft] = {}
     for replica in replicas:
         job, pool = replica.job, replica.node.pool
@@ -107,7 +121,9 @@ def _drafts(replicas, start: datetime, end: datetime, now: datetime, tables: _Ta
             a, b = max(replica.started, hour), min(held_until, hour + HOUR)
             hour_used = used.get((replica.pk, hour), ZERO)
             if b > a:
-                _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, hour_used, tables, tz)
+                currency = currencies.of(job.workspace_id, hour.astimezone(tz).date().replace(day=1))
+                _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, hour_used,
+                           tables.of(currency), tables.pk, tz)
             hour += HOUR
     return drafts
 
@@ -121,17 +137,17 @@ def _real(replica: Replica, scaled: datetime) -> datetime:
     return replica.started + (scaled - replica.started) / replica.clock_scale
 
 
-def _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, hour_used, tables, tz) -> None:
+def _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, hour_used, timeline, table_pk,
+               tz) -> None:
     piece = pricing.HeldInterval(_scaled(replica, a), _scaled(replica, b), allocation, spot=pool.spot)
     priority = prices.billed_priority(job)
-    segments = pricing.cost_for_intervals([piece], tables.priced, priority=priority, tz=tz).segments
+    segments = pricing.cost_for_intervals([piece], timeline, priority=priority, tz=tz).segments
     piece_hours = pricing.hours(piece.end - piece.start)
     sharing = (replica.slice or {}).get("kind", "whole")
     for seg in segments:
         rates, held = seg.table.rates, pricing.hours(seg.duration)
-        table_pk = tables.pk(seg.table)
-        key = (hour, job.pk, replica.node.name, pool.gpu_model, sharing, replica.slice_label, table_pk, seg.offpeak,
-               seg.spot)
+        key = (hour, job.pk, replica.node.name, pool.gpu_model, sharing, replica.slice_label, table_pk(seg.table),
+               seg.offpeak, seg.spot)
         draft = drafts.get(key)
         if draft is None:
             submitter = job.submitted_by.get_username() if job.submitted_by else ""
@@ -142,7 +158,7 @@ def _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, 
                 "queue": job.queue.name, "job_id": job.pk, "job_name": job.name, "submitter": submitter,
                 "pool": pool.name, "node": replica.node.name, "vendor": vendor, "gpu_model": model,
                 "sharing": SHARING_NAMES.get(sharing, sharing), "slice": replica.slice_label,
-                "sku_id": _sku(pool, replica) if model else "", "price_table_id": table_pk,
+                "sku_id": _sku(pool, replica) if model else "", "price_table_id": table_pk(seg.table),
                 "offpeak": seg.offpeak, "spot": seg.spot,
                 "list_unit_price": rates.gpu_rate(vendor, model) if model else ZERO,
             }, currency=rates.currency, start=_real(replica, seg.start), end=_real(replica, seg.end))

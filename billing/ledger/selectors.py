@@ -3,24 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 
 from django.db.models import Max, QuerySet, Sum
 
 from billing import pricing
-from billing.models import Budget, ChargeLine, LedgerCursor, PriceTable
+from billing.currency import currency_at, currency_in, default_currency
+from billing.models import ChargeLine, LedgerCursor
 
 
 def ledger_cursor() -> LedgerCursor:
     return LedgerCursor.objects.filter(pk=1).first() or LedgerCursor(pk=1)
 
 
-def money_sum(rows: QuerySet[ChargeLine]) -> Decimal:
-    """The sum of the lines' costs, exact (each line is in the currency's minor unit)."""
-    total = rows.aggregate(s=Sum("cost"))["s"] or Decimal(0)
-    currency = rows.order_by().values_list("currency", flat=True).first() or "USD"
-    return pricing.quantize_money(total, currency)  # only drops the zeros a database sum may add
+class MixedCurrencies(ValueError):
+    """A sum was asked of lines in more than one currency: a caller forgot to split it per currency."""
+
+
+def money_sum(rows: QuerySet[ChargeLine], currency: str | None = None) -> Decimal:
+    """The sum of the lines' costs (of `currency`'s lines only, when given), exact: each line is in the
+    currency's minor unit. Lines of two currencies are never added (MixedCurrencies)."""
+    if currency is not None:
+        rows = rows.filter(currency=currency)
+    sums = list(rows.order_by().values_list("currency").annotate(s=Sum("cost")))
+    if len(sums) > 1:
+        raise MixedCurrencies(f"lines in {', '.join(sorted(c for c, _ in sums))} cannot be added up")
+    if not sums:
+        return pricing.quantize_money(Decimal(0), currency or default_currency())
+    found, total = sums[0]
+    return pricing.quantize_money(Decimal(str(total or 0)), found)  # only drops the zeros a database sum may add
+
+
+def sums_by_currency(rows: QuerySet[ChargeLine]) -> list[tuple[str, Decimal]]:
+    """(currency, sum of the lines' costs) for each currency the lines are in, by currency code."""
+    sums = rows.order_by().values_list("currency").annotate(s=Sum("cost")).order_by("currency")
+    return [(currency, pricing.quantize_money(Decimal(str(total or 0)), currency)) for currency, total in sums]
 
 
 def job_total(job_id: int) -> Decimal:
@@ -48,14 +66,16 @@ def as_of(rows: QuerySet[ChargeLine]) -> datetime | None:
     return max((t for t in (posted, latest) if t is not None), default=None)
 
 
-def workspace_currency(workspace) -> str:
-    """The currency a workspace is billed in: its lines', else its budget's, else the price list's."""
-    for source in (ChargeLine.objects.filter(workspace=workspace), Budget.objects.filter(workspace=workspace),
-                   PriceTable.objects.all()):
-        currency = source.values_list("currency", flat=True).first()
-        if currency:
-            return currency
-    return "USD"
+def workspace_currency(workspace, month: date | None = None) -> str:
+    """The currency a workspace is billed in for the billing month starting `month` (default: now)."""
+    return currency_in(workspace, month) if month is not None else currency_at(workspace)
+
+
+def job_currency(job) -> str:
+    """The currency of a job's lines (one: a workspace's currency never changes under an unfinished
+    job), else the currency its workspace bills in now."""
+    found = ChargeLine.objects.filter(job=job).order_by().values_list("currency", flat=True).first()
+    return found or currency_at(job.workspace_id)
 
 
 def recent_adjustments(limit: int = 25) -> QuerySet[ChargeLine]:

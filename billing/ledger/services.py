@@ -11,7 +11,7 @@ from django.db import transaction
 from billing import pricing
 from billing.ledger.periods import period_bounds
 from billing.ledger.posting import close_grace, hour_floor, post_ledger
-from billing.ledger.selectors import job_total, ledger_cursor, money_sum, workspace_currency
+from billing.ledger.selectors import job_currency, job_total, ledger_cursor, money_sum, workspace_currency
 from billing.models import ChargeLine, ClosedPeriod
 from billing.services import platform_tz
 from scheduling import clock
@@ -81,12 +81,15 @@ def add_adjustment(*, user, workspace, amount, reason: str, job=None, period: da
     earlier month that is not closed); with `job` (one of the workspace's) it is part of that job's cost."""
     require_finance(user, workspace)
     now = now or clock.now()
-    currency = workspace_currency(workspace)
-    amount, reason = _amount(amount, currency), _reason(reason)
     if job is not None and job.workspace_id != workspace.pk:
         raise LedgerError(f"#{job.pk} is not a job of {workspace.slug}", field="job")
     at = _adjustment_time(workspace, period, now)
     day = at.astimezone(platform_tz()).date()
+    currency = workspace_currency(workspace, day.replace(day=1))  # the month's: a month has one currency
+    if job is not None and (billed := job_currency(job)) != currency:
+        raise LedgerError(f"#{job.pk} was billed in {billed} and {workspace.slug} bills {day:%Y-%m} in {currency}: "
+                          "adjust the month the job ran in instead", field="job")
+    amount, reason = _amount(amount, currency), _reason(reason)
     category = ChargeLine.Category.CREDIT if amount < 0 else ChargeLine.Category.ADJUSTMENT
     line = ChargeLine.objects.create(
         category=category, hour=hour_floor(at), day=day, period=day.replace(day=1), charge_start=at,
@@ -119,6 +122,6 @@ def close_period(*, user, workspace, month: date, now: datetime | None = None) -
     if cursor.closed_until is None or cursor.closed_until < end:
         raise Conflict(f"the ledger is not final up to {end:%Y-%m-%d %H:%M %Z}; try again shortly", field="month")
     lines = ChargeLine.objects.filter(workspace=workspace, period=month)
+    currency = workspace_currency(workspace, month)
     return ClosedPeriod.objects.create(workspace=workspace, period=month, closed_at=now, closed_by=user,
-                                       total=money_sum(lines),
-                                       currency=workspace_currency(workspace))
+                                       total=money_sum(lines), currency=currency)

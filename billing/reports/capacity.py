@@ -7,7 +7,8 @@ each workspace's forecast beside its budget).
 - Unallocated GPU-hours of a pool in an hour: its GPUs now (every node of the pool, cordoned or not
   ready included: capacity that is there to be paid for) minus the GPU-hours its usage lines
   allocated in that hour, never below zero; priced at list (the peak, on-demand price per GPU-hour of
-  the pool's model in the table in force that hour; an hour whose table prices no such model counts
+  the pool's model in the table in force that hour on the platform currency's timeline, since unused
+  capacity is no workspace's; an hour whose table prices no such model counts
   its GPU-hours without a price). Past node counts are not kept: a pool that grew
   or shrank is counted at today's size. A simulated cluster's lines count its fast clock, so they may
   allocate more than the hour held.
@@ -192,7 +193,8 @@ def forecast(workspace, *, now: datetime) -> Forecast:
     tz = platform_tz()
     today = now.astimezone(tz).date()
     month = period_start(now)
-    usage = ChargeLine.objects.filter(workspace=workspace, category=ChargeLine.Category.USAGE)
+    currency = workspace_currency(workspace, month)
+    usage = ChargeLine.objects.filter(workspace=workspace, category=ChargeLine.Category.USAGE, currency=currency)
     first = usage.aggregate(first=Min("day"))["first"]
     basis = 0 if first is None else max(0, min(FORECAST_DAYS, (today - first).days))
     recent = money_sum(usage.filter(day__gte=today - timedelta(days=basis), day__lt=today)) if basis else ZERO
@@ -201,7 +203,6 @@ def forecast(workspace, *, now: datetime) -> Forecast:
     days_left = Decimal((end - now).total_seconds()) / Decimal(86400)
     status = budget_status(workspace, now=now)  # None without a usable budget
     spent = status.spent if status else spent_in_period(workspace, now=now)
-    currency = workspace_currency(workspace)
     return Forecast(workspace=workspace, spent=spent, per_day=pricing.quantize_money(per_day, currency),
                     basis_days=basis, days_left=days_left.quantize(Decimal("0.1")),
                     forecast=pricing.quantize_money(spent + per_day * days_left, currency), currency=currency,

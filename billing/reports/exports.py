@@ -141,9 +141,11 @@ def grouped_header(columns: Sequence[str]) -> list[str]:
     return [*columns, *GROUP_SUMS, "currency"]
 
 
-def grouped_rows(rows: Iterable[dict], columns: Sequence[str], currency: str) -> Iterator[list[str]]:
-    """Rows of the costs selector's grouping, with the same fixed decimals as the API."""
+def grouped_rows(rows: Iterable[dict], columns: Sequence[str]) -> Iterator[list[str]]:
+    """Rows of the costs selector's grouping (each in one currency, its own column), with the same
+    fixed decimals as the API."""
     for row in rows:
+        currency = row["currency"]
         yield [str(row[c]) if row[c] is not None else "" for c in columns] + [
             str(pricing.quantize_money(row[k], currency)) if k.endswith("cost") else _qty(row[k])
             for k in GROUP_SUMS] + [currency]

@@ -16,7 +16,8 @@ from typing import Any
 from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
-from billing.ledger.selectors import as_of, money_sum, workspace_currency
+from billing.currency import default_currency, workspace_currencies
+from billing.ledger.selectors import as_of, money_sum, sums_by_currency, workspace_currency
 from billing.models import ChargeLine
 from billing.pricing import quantize_money
 from scheduling.errors import DomainError
@@ -238,22 +239,30 @@ def jobs_of(rows: QuerySet[ChargeLine]) -> list[dict]:
 
 
 def chart_data(rows: QuerySet[ChargeLine], filters: ReportFilters) -> dict:
-    """What the charts plot: cost and GPU-hours for every day of the range (zero where nothing
-    ran), and per GPU model. Floats only for drawing, never for money."""
-    per_day = {d["day"]: d for d in by_day(rows)}
+    """What the charts plot: cost (one series per currency) and GPU-hours for every day of the range
+    (zero where nothing ran), and per GPU model. Floats only for drawing, never for money."""
     days = [filters.start + timedelta(days=n) for n in range((filters.end - filters.start).days + 1)]
-    models = by_gpu_model(rows)
-
-    def series(field: str) -> list[float]:
-        return [float((per_day.get(day) or {}).get(field) or 0) for day in days]
-
+    cost: dict[str, dict[date, float]] = {}
+    hours: dict[date, list[float]] = {}
+    for d in by_day(rows):
+        cost.setdefault(d["currency"], {})[d["day"]] = float(d["cost"] or 0)
+        day_hours = hours.setdefault(d["day"], [0.0, 0.0])
+        day_hours[0] += float(d["allocated_gpu_hours"] or 0)
+        day_hours[1] += float(d["used_gpu_hours"] or 0)
+    model_rows = by_gpu_model(rows)
+    models = sorted({m["gpu_model"] for m in model_rows})
+    model_cost: dict[str, dict[str, float]] = {}
+    model_hours = dict.fromkeys(models, 0.0)
+    for m in model_rows:
+        model_cost.setdefault(m["currency"], {})[m["gpu_model"]] = float(m["cost"] or 0)
+        model_hours[m["gpu_model"]] += float(m["allocated_gpu_hours"] or 0)
     return {
         "days": [day.isoformat() for day in days],
-        "cost": series("cost"), "allocated": series("allocated_gpu_hours"), "used": series("used_gpu_hours"),
-        "models": [m["gpu_model"] for m in models],
-        "model_cost": [float(m["cost"] or 0) for m in models],
-        "model_hours": [float(m["allocated_gpu_hours"] or 0) for m in models],
-        "currency": next(iter(per_day.values()))["currency"] if per_day else "",
+        "costs": [{"currency": c, "cost": [cost[c].get(day, 0.0) for day in days],
+                   "model_cost": [model_cost.get(c, {}).get(m, 0.0) for m in models]} for c in sorted(cost)],
+        "allocated": [(hours.get(day) or [0.0, 0.0])[0] for day in days],
+        "used": [(hours.get(day) or [0.0, 0.0])[1] for day in days],
+        "models": models, "model_hours": [model_hours[m] for m in models],
     }
 
 
@@ -317,11 +326,13 @@ def monthly_statement(user, slug: str, month: date) -> Statement:
     month_lines = lines.filter(period=month)
     usage = month_lines.filter(category=ChargeLine.Category.USAGE)
     usage_totals = totals(usage)
+    currency = workspace_currency(workspace, month)  # a month has one currency
     return Statement(
-        workspace=workspace, month=month, currency=workspace_currency(workspace),
+        workspace=workspace, month=month, currency=currency,
         lines=by_model_and_sharing(usage), adjustments=list(month_lines.exclude(category=ChargeLine.Category.USAGE)
                                                             .select_related("author").order_by("hour", "id")),
-        total=money_sum(month_lines), opening=money_sum(lines.filter(period__lt=month)),
+        # the opening balance counts the earlier months billed in this currency
+        total=money_sum(month_lines), opening=money_sum(lines.filter(period__lt=month), currency),
         as_of=as_of(month_lines), closed=workspace.closed_periods.filter(period=month).first(),
         usage=usage_totals[0] if usage_totals else None,
     )
@@ -329,35 +340,43 @@ def monthly_statement(user, slug: str, month: date) -> Statement:
 
 @dataclass(frozen=True)
 class Costs:
-    """What /api/v1/costs/ answers: the whole period's total, and one page of grouped rows."""
+    """What /api/v1/costs/ answers: the whole period's total per currency, and one page of grouped rows
+    (a group billed in two currencies is two rows)."""
 
-    currency: str
+    totals: list[tuple[str, Decimal]]  # (currency, total), by currency code; never empty
     as_of: datetime | None
-    total: Decimal
     rows: list[dict]
     count: int
     group_by: str
 
+    @property
+    def currency(self) -> str | None:
+        """The one currency of every line, or None when the lines are in several."""
+        return self.totals[0][0] if len(self.totals) == 1 else None
 
-class CurrencyError(DomainError):
-    field = "workspace"
+    @property
+    def total(self) -> Decimal | None:
+        return self.totals[0][1] if len(self.totals) == 1 else None
+
+
+def _no_lines_currencies(user, filters: ReportFilters) -> list[str]:
+    """The currencies a report with no line is in: those its workspaces bill in now."""
+    visible = report_workspaces(user)
+    if filters.workspace:
+        visible = visible.filter(slug=filters.workspace)
+    return sorted(set(workspace_currencies(visible).values())) or [default_currency()]
 
 
 def costs(user, filters: ReportFilters, *, page: int = 1, page_size: int | None = MAX_PAGE_ROWS) -> Costs:
-    """Costs of the lines the user may see, grouped by `filters.group_by` (day by default); one
-    page of `page_size` groups, or all of them when it is None."""
+    """Costs of the lines the user may see, grouped by `filters.group_by` (day by default) and currency;
+    one page of `page_size` groups, or all of them when it is None. Totals are per currency."""
     rows = report_rows(user, filters)
-    currencies = sorted(set(rows.order_by().values_list("currency", flat=True).distinct()))
-    if len(currencies) > 1:
-        raise CurrencyError(f"these workspaces are billed in {', '.join(currencies)}: choose one workspace")
-    group = GROUPS[filters.group_by or "day"]
+    group = (*GROUPS[filters.group_by or "day"], "currency")
     grouped = _grouped(rows, *group)
     count = grouped.count()
     if page_size is not None:
         first = (page - 1) * page_size
         grouped = grouped[first:first + page_size]
     page_rows = _zero_missing(list(grouped))
-    currency = currencies[0] if currencies else (
-        workspace_currency(get_report_workspace(user, filters.workspace)) if filters.workspace else "USD")
-    return Costs(currency=currency, as_of=as_of(rows), total=money_sum(rows), rows=page_rows, count=count,
-                 group_by=filters.group_by or "day")
+    sums = sums_by_currency(rows) or [(c, quantize_money(Decimal(0), c)) for c in _no_lines_currencies(user, filters)]
+    return Costs(totals=sums, as_of=as_of(rows), rows=page_rows, count=count, group_by=filters.group_by or "day")

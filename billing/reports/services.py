@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
 from billing import pricing
+from billing.currency import currency_at
 from billing.ledger.periods import period_bounds, period_start
 from billing.ledger.selectors import as_of as ledger_as_of
 from billing.ledger.selectors import money_sum
@@ -72,16 +73,20 @@ class BudgetError(DomainError):
 MAX_BUDGET = Decimal("1e12")  # Budget.amount holds 14 digits, 2 after the point
 
 
-def set_budget(*, user, workspace, amount: Decimal | str, currency: str = "USD",
+def set_budget(*, user, workspace, amount: Decimal | str, currency: str | None = None,
                block_at_limit: bool = False, suspend_preemptible: bool = False,
                thresholds: str | None = None) -> Budget:
-    """Create or change a workspace's monthly budget. Only an owner may block submissions."""
+    """Create or change a workspace's monthly budget, in the currency the workspace is billed in (the
+    default; another is refused). Only an owner may block submissions."""
     membership = _can_manage(user, workspace)
-    currency = str(currency).upper()
+    billed = currency_at(workspace)
+    currency = str(currency or billed).strip().upper()
     try:
         places = pricing.minor_unit(currency)
     except ValueError as error:
-        raise BudgetError(str(error), field="currency") from None
+        raise BudgetError(str(error)[:200], field="currency") from None
+    if currency != billed:
+        raise BudgetError(f"{workspace.slug} is billed in {billed}: its budget is in {billed} too", field="currency")
     try:
         amount = Decimal(str(amount).strip())
     except ArithmeticError:
@@ -121,9 +126,10 @@ class BudgetStatus:
         return self.spent >= self.budget.amount
 
 
-def _usable_budget(workspace) -> Budget | None:
-    """The workspace's budget, or None when there is none or its stored amount is unusable (0, or
-    an overflow SQLite keeps as Infinity): such a row must not break the workspace's pages."""
+def _usable_budget(workspace, now: datetime) -> Budget | None:
+    """The workspace's budget, or None when there is none, its stored amount is unusable (0, or an
+    overflow SQLite keeps as Infinity: such a row must not break the workspace's pages), or it is in
+    another currency than the month's (the workspace's currency changed: its owner sets it again)."""
     try:
         budget = Budget.objects.filter(workspace=workspace).first()
     except ArithmeticError:  # the database value cannot be read back as a Decimal
@@ -132,14 +138,16 @@ def _usable_budget(workspace) -> Budget | None:
     if budget is not None and not (budget.amount.is_finite() and budget.amount > 0):
         log.warning("budget of workspace %s has amount %s; ignored", workspace.slug, budget.amount)
         return None
+    if budget is not None and budget.currency != currency_at(workspace, now):
+        return None
     return budget
 
 
 def budget_status(workspace, *, now: datetime | None = None) -> BudgetStatus | None:
-    budget = _usable_budget(workspace)
+    now = now or clock.now()
+    budget = _usable_budget(workspace, now)
     if budget is None:
         return None
-    now = now or clock.now()
     spent = spent_in_period(workspace, now=now)
     start = period_start(now)
     return BudgetStatus(budget=budget, spent=spent, percent=(spent * 100 / budget.amount).quantize(Decimal("0.1")),

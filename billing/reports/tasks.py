@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
+from billing.ledger.selectors import sums_by_currency
 from billing.models import ReportExport
 from billing.reports import exports
 from billing.reports import selectors as reports
@@ -29,8 +30,10 @@ def build_excel_export(export_id: str) -> str:
         filters = reports.parse_filters(export.filters, today=clock.now().date())
         rows = reports.report_rows(export.user, filters)
         as_of = reports.as_of(rows)
-        total = [("Currency", ", ".join(sorted(set(rows.values_list("currency", flat=True).distinct())))),
-                 ("Total", reports.money_sum(rows)), ("As of", as_of.isoformat() if as_of else ""),
+        # one total per currency: amounts of two currencies are never added
+        sums = sums_by_currency(rows)
+        labelled = [("Total" if len(sums) == 1 else f"Total {c}", t) for c, t in sums]
+        total = [("Currency", ", ".join(c for c, _ in sums)), *labelled, ("As of", as_of.isoformat() if as_of else ""),
                  ("From", filters.start.isoformat()), ("To", filters.end.isoformat())]
         ReportExport.objects.filter(pk=export.pk).update(rows_total=rows.count())
         name = f"report-{filters.start}-{filters.end}-{export.pk.hex[:8]}.xlsx"

@@ -31,7 +31,8 @@ def _page(raw: str | None) -> int:
 ROW_NAMES = {"job_id": "job", "submitter": "user", "workspace__slug": "workspace", "workspace__name": "workspace_name"}
 
 
-def cost_row(row: dict, group: tuple[str, ...], currency: str) -> dict:
+def cost_row(row: dict, group: tuple[str, ...]) -> dict:
+    currency = row["currency"]
     out = {ROW_NAMES.get(c, c): row[c] for c in group}
     if "day" in out:
         out["day"] = out["day"].isoformat()
@@ -43,8 +44,10 @@ def cost_row(row: dict, group: tuple[str, ...], currency: str) -> dict:
 
 
 class CostsApi(APIView):
-    """Costs of the caller's workspaces from the ledger: `total` covers the whole period and filter,
-    `rows` is one page (at most 500) of the grouping; `as_of` is the latest usage included."""
+    """Costs of the caller's workspaces from the ledger: `totals` has one total per currency for the whole
+    period and filter (`currency` and `total` repeat it when there is one currency, else are null: amounts
+    of two currencies are never added); `rows` is one page (at most 500) of the grouping, each row in one
+    currency; `as_of` is the latest usage included."""
 
     @extend_schema(
         parameters=[
@@ -58,8 +61,11 @@ class CostsApi(APIView):
             OpenApiParameter("job", int),
         ],
         responses={200: inline_serializer("Costs", {
-            "currency": serializers.CharField(), "as_of": serializers.DateTimeField(allow_null=True),
-            "total": serializers.CharField(), "group_by": serializers.CharField(),
+            "currency": serializers.CharField(allow_null=True), "as_of": serializers.DateTimeField(allow_null=True),
+            "total": serializers.CharField(allow_null=True),
+            "totals": serializers.ListField(child=inline_serializer("CurrencyTotal", {
+                "currency": serializers.CharField(), "total": serializers.CharField()})),
+            "group_by": serializers.CharField(),
             "count": serializers.IntegerField(), "page": serializers.IntegerField(),
             "pages": serializers.IntegerField(), "rows": serializers.ListField(child=serializers.DictField()),
         })},
@@ -76,7 +82,9 @@ class CostsApi(APIView):
         group = costs.GROUPS[report.group_by]
         return Response({
             "currency": report.currency, "as_of": report.as_of.isoformat() if report.as_of else None,
-            "total": money_text(report.total, report.currency), "group_by": report.group_by,
+            "total": money_text(report.total, report.currency) if report.currency else None,
+            "totals": [{"currency": c, "total": money_text(t, c)} for c, t in report.totals],
+            "group_by": report.group_by,
             "count": report.count, "page": page, "pages": max(1, -(-report.count // costs.MAX_PAGE_ROWS)),
-            "rows": [cost_row(r, group, report.currency) for r in report.rows],
+            "rows": [cost_row(r, (*group, "currency")) for r in report.rows],
         })

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 
+from billing.currency import currency_at
 from portal.models import Membership
 from portal.selectors import get_workspace_for_user, workspaces_for
 from portal.workspace_queues import workspace_queues
@@ -10,11 +11,15 @@ class WorkspaceOutput(serializers.Serializer):
     slug = serializers.SlugField()
     name = serializers.CharField()
     role = serializers.SerializerMethodField()
+    currency = serializers.SerializerMethodField(help_text="The currency the workspace is billed in this month")
     created = serializers.DateTimeField()
 
     def get_role(self, workspace) -> str | None:
         user = self.context["request"].user
         return Membership.objects.filter(user=user, workspace=workspace).values_list("role", flat=True).first()
+
+    def get_currency(self, workspace) -> str:
+        return currency_at(workspace)
 
 
 class WorkspaceListApi(ListAPIView):

@@ -73,7 +73,8 @@ class AdjustmentForm(forms.Form):
             self.add_error("job", "name the job the adjustment is for")
         if workspace is None:
             return data
-        data["currency"] = currency = ledger_selectors.workspace_currency(workspace)
+        month = data.get("period") if data.get("applies_to") == PERIOD else None  # a month has one currency
+        data["currency"] = currency = ledger_selectors.workspace_currency(workspace, month)
         if amount is not None and amount != pricing.quantize_money(amount, currency):
             places = pricing.minor_unit(currency)
             self.add_error("amount", f"{currency} amounts have at most {places} decimal places")

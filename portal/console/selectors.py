@@ -14,6 +14,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Min, Q, QuerySet
 
+from billing.currency import workspace_currencies
 from billing.models import ChargeLine, NodeToken, PriceTable
 from billing.quotes import QuoteError, quote
 from billing.reports.capacity import idle_cost
@@ -23,6 +24,7 @@ from billing.services import platform_tz
 from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample
+from portal.models import Workspace
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
@@ -227,8 +229,20 @@ class PoolUsage:
     allocated_total: Decimal
     used_total: Decimal
     waste_gpu_hours: Decimal
-    waste_cost: Decimal
-    currency: str
+    waste_costs: dict[str, Decimal]  # currency -> cost of the idle share: a pool serves workspaces of several
+
+    @property
+    def waste_by_currency(self) -> list[tuple[str, Decimal]]:
+        return sorted(self.waste_costs.items())
+
+    @property
+    def waste_cost(self) -> Decimal | None:
+        """The idle share's cost where the pool's lines are in one currency (a job's are)."""
+        return sum(self.waste_costs.values(), ZERO) if len(self.waste_costs) <= 1 else None
+
+    @property
+    def currency(self) -> str:
+        return ", ".join(sorted(self.waste_costs))
 
 
 def usage_by_pool(*, days: int = 2, now: datetime | None = None) -> list[PoolUsage]:
@@ -255,7 +269,7 @@ def pool_usage(rows, hours: list[datetime]) -> list[PoolUsage]:
         u = result.get(pool)
         if u is None:
             u = result[pool] = PoolUsage(pool, hours, [0.0] * len(hours), [0.0] * len(hours),
-                                         ZERO, ZERO, ZERO, ZERO, currency)
+                                         ZERO, ZERO, ZERO, {})
         i = index.get(hour)
         if i is not None:
             u.allocated[i] += float(alloc)
@@ -264,7 +278,7 @@ def pool_usage(rows, hours: list[datetime]) -> list[PoolUsage]:
         u.used_total += used
         idle = max(ZERO, alloc - used)
         u.waste_gpu_hours += idle
-        u.waste_cost += idle_cost(cost, alloc, idle)
+        u.waste_costs[currency] = u.waste_costs.get(currency, ZERO) + idle_cost(cost, alloc, idle)
     return [result[k] for k in sorted(result)]
 
 
@@ -323,11 +337,23 @@ def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = No
 
 
 def price_table_rows(now: datetime | None = None) -> list[dict]:
+    """Every version, by currency (each currency is a timeline of its own), newest first."""
     now = now or clock.now()
-    tables = list(PriceTable.objects.prefetch_related("gpu_rates").order_by("-effective_from"))
-    in_force = next((t for t in tables if t.effective_from <= now), None)
+    tables = list(PriceTable.objects.prefetch_related("gpu_rates").order_by("currency", "-effective_from"))
+    in_force = {}
+    for t in tables:
+        if t.effective_from <= now:
+            in_force.setdefault(t.currency, t)
     return [{"table": t, "status": "scheduled" if t.effective_from > now else
-             ("in force" if t == in_force else "past")} for t in tables]
+             ("in force" if in_force.get(t.currency) == t else "past")} for t in tables]
+
+
+def workspace_currency_rows(now: datetime | None = None) -> list[dict]:
+    """Each currency with a timeline, and the workspaces billed in it now."""
+    workspaces = list(Workspace.objects.order_by("slug"))
+    billed_in = workspace_currencies(workspaces, at=now)
+    currencies = sorted(set(PriceTable.objects.values_list("currency", flat=True)) | set(billed_in.values()))
+    return [{"currency": c, "workspaces": [w for w in workspaces if billed_in[w.pk] == c]} for c in currencies]
 
 
 def tokens_by_node() -> list[dict]:

@@ -13,9 +13,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from billing import currency as billing_currency
+from billing.currency import currency_at
 from billing.forms import PriceTableForm
 from billing.metering.tokens import create_node_token as _new_token
-from billing.models import GpuRate, NodeToken, PriceTable
+from billing.models import Budget, GpuRate, NodeToken, PriceTable
 from portal.console import audit, selectors
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Membership, Role, Workspace
@@ -38,7 +40,7 @@ QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_g
 POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot")
 POOL_LAYOUT_FIELDS = ("sharing", "timeslice_replicas", "mig_layout")
 PRICE_FIELDS = ("name", "currency", "effective_from", "cpu_core_hour", "memory_gib_hour", "priority_base",
-                "priority_step", "offpeak_windows", "offpeak_discount", "spot_discount")
+                "priority_step", "offpeak_windows", "offpeak_time_zone", "offpeak_discount", "spot_discount")
 
 
 
@@ -319,6 +321,24 @@ def create_workspace(user, slug: str, name: str, *, queue: Queue | None = None) 
     audit.record(user, "create", workspace, changes={"slug": [None, slug], "name": [None, workspace.name],
                                                      "default_queue": [None, queue.name if queue else None]})
     return workspace
+
+
+@transaction.atomic
+def set_workspace_currency(user, workspace: Workspace, currency: str) -> str:
+    """Bill the workspace in `currency` (billing.currency's rule: CurrencyError for an unknown code,
+    CurrencyChangeRefused, a 409, when it would mix currencies); audited. Returns what to tell the operator."""
+    before = currency_at(workspace)
+    row = billing_currency.set_workspace_currency(workspace, currency, user=user)
+    if row is None:
+        return f"{workspace.slug} is already billed in {before}."
+    since = "its whole history" if row.period == billing_currency.EVER else f"{row.period:%Y-%m}"
+    audit.record(user, "set currency", workspace, changes={"currency": [before, row.currency]},
+                 message=f"{workspace.slug} is billed in {row.currency} from {since} (was {before})")
+    note = f"{workspace.slug} is billed in {row.currency} from {since}."
+    budget = Budget.objects.filter(workspace=workspace).first()
+    if budget is not None and budget.currency != row.currency:
+        note += f" Its {budget.currency} budget no longer applies: its owner sets one in {row.currency}."
+    return note
 
 
 @transaction.atomic

@@ -19,6 +19,7 @@ urlpatterns = [
     path("workspaces/", views.workspaces, name="console-workspaces"),
     path("workspaces/<slug:slug>/", views.workspace_detail, name="console-workspace"),
     path("prices/", views.prices, name="console-prices"),
+    path("prices/currency/", views.workspace_currency, name="console-workspace-currency"),
     path("prices/<int:pk>/", views.price_edit, name="console-price"),
     path("prices/<int:pk>/withdraw/", views.price_withdraw, name="console-price-withdraw"),
     path("tokens/", views.tokens, name="console-tokens"),

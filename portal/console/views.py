@@ -17,8 +17,10 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
+from billing.currency import currency_at, default_currency
 from billing.forms import PriceTableForm
 from billing.models import NodeToken, PriceTable
+from billing.pricing import MINOR_UNITS
 from portal.console import selectors, services
 from portal.console.advice import BYTES_PER_PARAM, TASKS
 from portal.console.models import AuditEntry
@@ -29,6 +31,8 @@ from scheduling.errors import DomainError
 from scheduling.forms import NewPoolForm, PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 from scheduling.selectors import cluster_view
+
+KNOWN_CURRENCIES = tuple(sorted(MINOR_UNITS))
 
 
 def operator_required(view):
@@ -253,7 +257,7 @@ def workspace_detail(request, slug):
                     return redirect("console-workspace", slug=slug)
     return render(request, "console/workspace_detail.html", {
         "section": "workspaces", "workspace": workspace, "roles": Role.choices, "member_form": member_form,
-        "grant_errors": grant_errors,
+        "grant_errors": grant_errors, "currency": currency_at(workspace),
         "members": workspace.memberships.select_related("user").order_by("user__username"),
         "access": workspace.queue_access.select_related("queue").order_by("queue__name"),
         "queues": Queue.objects.filter(children__isnull=True).order_by("name"),
@@ -303,9 +307,9 @@ PRICE_FIELD_IDS = {"effective_from": "f-effective", "offpeak_windows": "f-offpea
 
 
 def _price_values(table: PriceTable | None, **overrides) -> dict:
-    values = {"currency": table.currency if table else "USD", "gpu_rates": _rates_text(table)}
+    values = {"currency": table.currency if table else default_currency(), "gpu_rates": _rates_text(table)}
     for f in ("name", "cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_windows",
-              "offpeak_discount", "spot_discount"):
+              "offpeak_time_zone", "offpeak_discount", "spot_discount"):
         v = getattr(table, f) if table else ""
         values[f] = f"{v.normalize():f}" if isinstance(v, Decimal) else v
     if table is not None:
@@ -325,24 +329,57 @@ def _render_price_form(request, template: str, form, errors: dict, **context):
     }, status=400 if errors else 200)
 
 
+def _new_version_form(rows: list[dict], currency: str) -> PriceTableConsoleForm:
+    """A new version of `currency`'s timeline, prefilled from its table in force (else its latest)."""
+    own = [r for r in rows if r["table"].currency == currency]
+    current = next((r["table"] for r in own if r["status"] == "in force"), None) or (own[0]["table"] if own else None)
+    tomorrow = (timezone.localtime() + timezone.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return PriceTableConsoleForm(initial=_price_values(
+        current, currency=currency, name=f"Prices from {tomorrow:%Y-%m-%d}",
+        effective_from=tomorrow.strftime("%Y-%m-%d %H:%M")))
+
+
+def _prices_page(request, form, errors: dict, *, currency_errors: dict | None = None, status: int | None = None):
+    response = _render_price_form(request, "console/prices.html", form, errors, rows=selectors.price_table_rows(),
+                                  currencies=selectors.workspace_currency_rows(),
+                                  workspaces=Workspace.objects.order_by("slug"), known_currencies=KNOWN_CURRENCIES,
+                                  currency_errors=currency_errors or {})
+    if status is not None:
+        response.status_code = status
+    return response
+
+
 @operator_required
 def prices(request):
     errors = {}
-    rows = selectors.price_table_rows()
     if request.method == "POST":
         try:
             table = services.create_price_table(request.user, request.POST)
-            messages.success(request, f"Price table {table.name} takes effect {table.effective_from:%Y-%m-%d %H:%M}.")
+            messages.success(request, f"Price table {table.name} takes effect {table.effective_from:%Y-%m-%d %H:%M} "
+                                      f"on the {table.currency} timeline.")
             return redirect("console-prices")
         except ConsoleError as error:
             errors = error.errors
         form = PriceTableConsoleForm(request.POST)
     else:
-        current = next((r["table"] for r in rows if r["status"] == "in force"), None) or (rows[0]["table"] if rows else None)
-        tomorrow = (timezone.localtime() + timezone.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        form = PriceTableConsoleForm(initial=_price_values(
-            current, name=f"Prices from {tomorrow:%Y-%m-%d}", effective_from=tomorrow.strftime("%Y-%m-%d %H:%M")))
-    return _render_price_form(request, "console/prices.html", form, errors, rows=rows)
+        wanted = str(request.GET.get("currency") or "").strip().upper()
+        currency = wanted if wanted in KNOWN_CURRENCIES else default_currency()
+        form = _new_version_form(selectors.price_table_rows(), currency)
+    return _prices_page(request, form, errors)
+
+
+@operator_required
+@require_POST
+def workspace_currency(request):
+    """Bill a workspace in a currency (refused, 409, where that would mix currencies in a month)."""
+    workspace = get_object_or_404(Workspace, slug=str(request.POST.get("workspace") or "")[:50])
+    try:
+        note = services.set_workspace_currency(request.user, workspace, request.POST.get("currency", ""))
+    except DomainError as error:
+        form = _new_version_form(selectors.price_table_rows(), default_currency())
+        return _prices_page(request, form, {}, currency_errors=error.errors, status=error.status)
+    messages.success(request, note)
+    return redirect("console-prices")
 
 
 @operator_required

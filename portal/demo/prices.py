@@ -1,24 +1,48 @@
-"""Demo prices (USD), idempotent."""
+"""Demo prices, idempotent: the USD table most workspaces are billed on, and a CNY table with a
+valley-electricity (谷电) off-peak window in Asia/Shanghai, the ai-lab team's (portal/demo/chinese.py)."""
 
+import dataclasses
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from django.db import transaction
 
 from billing import pricing
 from billing.models import GpuRate, PriceTable
+from billing.pricing.offpeak import parse_windows
+
+SINCE = datetime(2020, 1, 1, tzinfo=UTC)
+CNY_NAME = "演示价目表（人民币，谷电 23:00–07:00）"
+CNY_WINDOWS = "23:00-07:00"
+CNY_ZONE = "Asia/Shanghai"
 
 
-@transaction.atomic
-def load_prices() -> None:
-    demo = pricing.demo_price_table(effective_from=datetime(2020, 1, 1, tzinfo=UTC))
-    rates = demo.rates
+def cny_rates() -> pricing.Rates:
+    """The demo list in yuan: about 7.2 yuan to the dollar, half off in the valley hours."""
+    return dataclasses.replace(
+        pricing.demo_rates(), currency="CNY",
+        gpu={("nvidia", "H100-80GB"): Decimal("21.60"), ("nvidia", "A100-80GB"): Decimal("13.00"),
+             ("nvidia", "L40S-48GB"): Decimal("7.20"), ("nvidia", "RTX-4090-24GB"): Decimal("2.90"),
+             ("amd", "MI300X-192GB"): Decimal("15.10")},
+        cpu_core_hour=Decimal("0.15"), memory_gib_hour=Decimal("0.036"),
+        offpeak_windows=parse_windows(CNY_WINDOWS), offpeak_time_zone=CNY_ZONE, offpeak_discount=Decimal("0.50"))
+
+
+def _table(name: str, rates: pricing.Rates, windows: str) -> None:
     table, created = PriceTable.objects.get_or_create(
-        effective_from=demo.effective_from,
-        defaults={"name": "Demo prices", "currency": rates.currency, "cpu_core_hour": rates.cpu_core_hour,
-                  "memory_gib_hour": rates.memory_gib_hour},
+        currency=rates.currency, effective_from=SINCE,
+        defaults={"name": name, "cpu_core_hour": rates.cpu_core_hour, "memory_gib_hour": rates.memory_gib_hour,
+                  "offpeak_windows": windows, "offpeak_time_zone": rates.offpeak_time_zone,
+                  "offpeak_discount": rates.offpeak_discount, "spot_discount": rates.spot_discount},
     )
     if created:
         GpuRate.objects.bulk_create(
             GpuRate(table=table, vendor=vendor, gpu_model=model, per_gpu_hour=price)
             for (vendor, model), price in rates.gpu.items()
         )
+
+
+@transaction.atomic
+def load_prices() -> None:
+    _table("Demo prices", pricing.demo_rates(), "00:00-08:00")
+    _table(CNY_NAME, cny_rates(), CNY_WINDOWS)

@@ -17,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from billing.currency import workspace_currencies
 from billing.ledger import services as ledger_services
 from billing.ledger.periods import month_end
 from billing.models import ChargeLine, ReportExport
@@ -46,7 +47,9 @@ def report_page(request):
     rows = reports.report_rows(request.user, filters)
     query = filters.to_query()
     workspaces = list(reports.report_workspaces(request.user))
-    budgets = [(ws, report_services.budget_status(ws), membership_for(request.user, ws)) for ws in workspaces]
+    billed_in = workspace_currencies(workspaces)
+    budgets = [(ws, report_services.budget_status(ws), membership_for(request.user, ws), billed_in[ws.pk])
+               for ws in workspaces]
     context = {
         "filters": filters, "query": query, "qs": urlencode(query), "workspaces": workspaces,
         "qs_no_workspace": urlencode({k: v for k, v in query.items() if k not in ("workspace", "job")}),
@@ -71,7 +74,7 @@ def _csv_source(user, filters):
         return exports.HEADER, exports.line_rows(rows)
     report = reports.costs(user, filters, page_size=None)
     group = reports.GROUPS[filters.group_by]
-    return exports.grouped_header(group), exports.grouped_rows(report.rows, group, report.currency)
+    return exports.grouped_header(group), exports.grouped_rows(report.rows, group)
 
 
 @login_required
@@ -214,7 +217,7 @@ def budget_save(request, slug):
     workspace = reports.get_report_workspace(request.user, slug)
     try:
         report_services.set_budget(user=request.user, workspace=workspace, amount=request.POST.get("amount", ""),
-                                   currency=request.POST.get("currency") or "USD",
+                                   currency=request.POST.get("currency") or None,
                                    block_at_limit=request.POST.get("block_at_limit") == "on",
                                    suspend_preemptible=request.POST.get("suspend_preemptible") == "on",
                                    thresholds=request.POST.get("thresholds") or None)

@@ -320,6 +320,9 @@ JOB_LOG_POLL_SECONDS = float(os.environ.get("JOB_LOG_POLL_SECONDS", "2"))  # fol
 JOB_LOG_FOLLOW_SECONDS = float(os.environ.get("JOB_LOG_FOLLOW_SECONDS", "900"))  # follow=1: longest stream
 USAGE_RETENTION_DAYS = int(os.environ.get("USAGE_RETENTION_DAYS", "35"))  # raw samples; ledger lines forever
 LEDGER_CLOSE_GRACE_S = int(os.environ.get("LEDGER_CLOSE_GRACE_S", "300"))  # an hour's lines wait this long for late usage
+# A workspace with no currency of its own is billed in this one (billing.currency); unallocated capacity,
+# GPU advice and the scheduler's off-peak flag read this currency's price tables
+BILLING_CURRENCY = os.environ.get("BILLING_CURRENCY", "USD").strip().upper()
 # Node health: a node whose agent reported once and then stays silent this long is NotReady (its work evicted)
 NODE_NOT_READY_AFTER_S = float(os.environ.get("NODE_NOT_READY_AFTER_S", "60"))
 IDLE_CHECK_INTERVAL_S = float(os.environ.get("IDLE_CHECK_INTERVAL_S", "60"))  # how often idle GPU slices are looked for

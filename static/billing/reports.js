@@ -5,8 +5,10 @@
   if (dataNode && window.Plotly) {
     const d = JSON.parse(dataNode.textContent);
     const cfg = { displaylogo: false, responsive: true };
+    // one cost series per currency: amounts of two currencies are never added
+    const costs = d.costs.map((c) => ({ x: d.days, y: c.cost, type: "bar", name: "cost " + c.currency }));
     Plotly.newPlot("chart-time", [
-      { x: d.days, y: d.cost, type: "bar", name: "cost " + d.currency },
+      ...costs,
       { x: d.days, y: d.allocated, type: "scatter", mode: "lines+markers", name: "GPU-hours allocated", yaxis: "y2" },
       { x: d.days, y: d.used, type: "scatter", mode: "lines+markers", name: "GPU-hours used", yaxis: "y2" },
     ], { title: { text: "Cost and GPU-hours per day" }, margin: { t: 40, r: 50 },
@@ -14,9 +16,12 @@
          yaxis: { title: { text: "cost" }, rangemode: "tozero" },
          yaxis2: { title: { text: "GPU-hours" }, overlaying: "y", side: "right", rangemode: "tozero" },
          legend: { orientation: "h" } }, cfg);
+    const modelCosts = d.costs.map((c, i) => ({ x: d.models, y: c.model_cost, type: "bar",
+      name: "cost " + c.currency, offsetgroup: i + 1 }));
     Plotly.newPlot("chart-models", [
-      { x: d.models, y: d.model_cost, type: "bar", name: "cost " + d.currency, offsetgroup: 1 },
-      { x: d.models, y: d.model_hours, type: "bar", name: "GPU-hours allocated", yaxis: "y2", offsetgroup: 2 },
+      ...modelCosts,
+      { x: d.models, y: d.model_hours, type: "bar", name: "GPU-hours allocated", yaxis: "y2",
+        offsetgroup: d.costs.length + 1 },
     ], { title: { text: "By GPU model" }, barmode: "group", margin: { t: 40, r: 50 },
          yaxis: { title: { text: "cost" }, rangemode: "tozero" },
          yaxis2: { title: { text: "GPU-hours" }, overlaying: "y", side: "right", rangemode: "tozero" },

@@ -2,13 +2,16 @@
 module, test_demo_history). The only tests that use the demo data: every other test builds its
 world from tests/factories.py and tests/world.py."""
 
+from datetime import time
+
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from billing.currency import currency_at
 from billing.models import GpuRate, PriceTable
-from portal.demo import cluster, prices, tenants
+from portal.demo import chinese, cluster, prices, tenants
 from portal.demo.tenants import DEMO_PASSWORDS
 from portal.models import Membership, Workspace
 from scheduling.models import Gpu, Node, NodePool, Queue, QueueAccess
@@ -53,10 +56,21 @@ def test_demo_cluster_queues_and_prices_load_and_are_idempotent(db):
     assert set(Queue.objects.values_list("name", flat=True)) == {"root", "vision-lab", "nlp-group", "community"}
     for slug in ("vision-lab", "nlp-group"):
         assert QueueAccess.objects.get(workspace__slug=slug, is_default=True).queue.name == slug
-    table = PriceTable.objects.get()
-    assert table.to_pricing().rates.gpu  # every demo GPU model has a price
-    priced = set(GpuRate.objects.values_list("vendor", "gpu_model"))
-    assert set(NodePool.objects.values_list("vendor", "gpu_model")) <= priced
+    assert set(PriceTable.objects.values_list("currency", flat=True)) == {"USD", "CNY"}  # one table each
+    for table in PriceTable.objects.all():
+        assert table.to_pricing().rates.gpu
+        priced = set(GpuRate.objects.filter(table=table).values_list("vendor", "gpu_model"))
+        assert set(NodePool.objects.values_list("vendor", "gpu_model")) <= priced  # every demo GPU model
+    cny = PriceTable.objects.get(currency="CNY").to_pricing().rates
+    assert (cny.offpeak_time_zone, cny.offpeak_windows) == ("Asia/Shanghai", ((time(23), time(7)),))
+
+
+def test_the_chinese_team_is_billed_in_cny_and_the_others_in_usd(db):
+    _load_all()
+    chinese.load_chinese_team()
+    chinese.load_chinese_team()
+    assert {w.slug: currency_at(w) for w in Workspace.objects.all()} == {
+        "ai-lab": "CNY", "vision-lab": "USD", "nlp-group": "USD"}
 
 
 def test_demo_password_logs_in(db):
