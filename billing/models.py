@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
 from billing.pricing import offpeak
@@ -193,9 +194,9 @@ class ChargeLine(WrittenOnce, models.Model):
     """
 
     class Category(models.TextChoices):
-        USAGE = "Usage"
-        ADJUSTMENT = "Adjustment"
-        CREDIT = "Credit"
+        USAGE = "Usage", _("Usage")
+        ADJUSTMENT = "Adjustment", _("Adjustment")
+        CREDIT = "Credit", _("Credit")
 
     category = models.CharField(max_length=12, choices=Category.choices, default=Category.USAGE)
     hour = models.DateTimeField(db_index=True, help_text="The hour (UTC) the line belongs to")

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from scheduling import clock
 from scheduling.core import MIG_PROFILES
@@ -23,21 +24,21 @@ class Vendor(models.TextChoices):
 
 
 class Placement(models.TextChoices):
-    DEFAULT = "default", "Default (best)"
-    BINPACK = "binpack", "Bin-pack"
-    SPREAD = "spread", "Spread"
-    FRAG = "frag", "Fragmentation-aware"
+    DEFAULT = "default", _("Default (best)")
+    BINPACK = "binpack", _("Bin-pack")
+    SPREAD = "spread", _("Spread")
+    FRAG = "frag", _("Fragmentation-aware")
 
 
 class PoolSharing(models.TextChoices):
-    STANDARD = "standard", "Exclusive and fractions"
+    STANDARD = "standard", _("Exclusive and fractions")
     MIG = "mig", "MIG"
-    TIMESLICE = "timeslice", "Time-slicing"
+    TIMESLICE = "timeslice", _("Time-slicing")
 
 
 class IdleAction(models.TextChoices):
-    NOTIFY = "notify", "Notify the submitter"
-    NOTIFY_THEN_STOP = "notify-then-stop", "Notify, then stop after the grace period"
+    NOTIFY = "notify", _("Notify the submitter")
+    NOTIFY_THEN_STOP = "notify-then-stop", _("Notify, then stop after the grace period")
 
 
 class NodePool(models.Model):

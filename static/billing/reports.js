@@ -1,25 +1,29 @@
-// Reports page: draws the charts with the vendored plotly.js and follows Excel exports.
+// Reports page: draws the charts with the vendored plotly.js and follows Excel exports. Words come from
+// the page's data-*-text attributes (the reader's language), English when absent.
 (function () {
   "use strict";
+  const words = document.getElementById("report-charts");
+  const said = (el, key, english) => (el && el.dataset[key]) || english;
+  const title = (id, english) => said(document.getElementById(id), "title", english);
   const dataNode = document.getElementById("chart-data");
   if (dataNode && window.Plotly) {
     const d = JSON.parse(dataNode.textContent);
     const cfg = { displaylogo: false, responsive: true };
     Plotly.newPlot("chart-time", [
-      { x: d.days, y: d.cost, type: "bar", name: "cost " + d.currency },
-      { x: d.days, y: d.allocated, type: "scatter", mode: "lines+markers", name: "GPU-hours allocated", yaxis: "y2" },
-      { x: d.days, y: d.used, type: "scatter", mode: "lines+markers", name: "GPU-hours used", yaxis: "y2" },
-    ], { title: { text: "Cost and GPU-hours per day" }, margin: { t: 40, r: 50 },
+      { x: d.days, y: d.cost, type: "bar", name: said(words, "costText", "cost") + " " + d.currency },
+      { x: d.days, y: d.allocated, type: "scatter", mode: "lines+markers", name: said(words, "allocatedText", "GPU-hours allocated"), yaxis: "y2" },
+      { x: d.days, y: d.used, type: "scatter", mode: "lines+markers", name: said(words, "usedText", "GPU-hours used"), yaxis: "y2" },
+    ], { title: { text: title("chart-time", "Cost and GPU-hours per day") }, margin: { t: 40, r: 50 },
          xaxis: { type: "date", tickformat: "%b %d", dtick: d.days.length > 31 ? undefined : 86400000 },
-         yaxis: { title: { text: "cost" }, rangemode: "tozero" },
-         yaxis2: { title: { text: "GPU-hours" }, overlaying: "y", side: "right", rangemode: "tozero" },
+         yaxis: { title: { text: said(words, "costText", "cost") }, rangemode: "tozero" },
+         yaxis2: { title: { text: said(words, "hoursText", "GPU-hours") }, overlaying: "y", side: "right", rangemode: "tozero" },
          legend: { orientation: "h" } }, cfg);
     Plotly.newPlot("chart-models", [
-      { x: d.models, y: d.model_cost, type: "bar", name: "cost " + d.currency, offsetgroup: 1 },
-      { x: d.models, y: d.model_hours, type: "bar", name: "GPU-hours allocated", yaxis: "y2", offsetgroup: 2 },
-    ], { title: { text: "By GPU model" }, barmode: "group", margin: { t: 40, r: 50 },
-         yaxis: { title: { text: "cost" }, rangemode: "tozero" },
-         yaxis2: { title: { text: "GPU-hours" }, overlaying: "y", side: "right", rangemode: "tozero" },
+      { x: d.models, y: d.model_cost, type: "bar", name: said(words, "costText", "cost") + " " + d.currency, offsetgroup: 1 },
+      { x: d.models, y: d.model_hours, type: "bar", name: said(words, "allocatedText", "GPU-hours allocated"), yaxis: "y2", offsetgroup: 2 },
+    ], { title: { text: title("chart-models", "By GPU model") }, barmode: "group", margin: { t: 40, r: 50 },
+         yaxis: { title: { text: said(words, "costText", "cost") }, rangemode: "tozero" },
+         yaxis2: { title: { text: said(words, "hoursText", "GPU-hours") }, overlaying: "y", side: "right", rangemode: "tozero" },
          legend: { orientation: "h" } }, cfg);
   }
 
@@ -32,9 +36,9 @@
     const tick = async () => {
       const r = await fetch(statusUrl, { headers: { Accept: "application/json" } });
       const s = await r.json();
-      bar.value = s.percent; pct.textContent = s.percent + " % (" + s.rows_done + " / " + s.rows_total + " rows)";
+      bar.value = s.percent; pct.textContent = s.percent + " % (" + s.rows_done + " / " + s.rows_total + " " + said(words, "rowsText", "rows") + ")";
       if (s.state === "done") { link.href = s.download_url; link.hidden = false; return; }
-      if (s.state === "failed") { pct.textContent = "failed: " + s.error; return; }
+      if (s.state === "failed") { pct.textContent = said(words, "failedText", "failed") + ": " + s.error; return; }
       setTimeout(tick, 1000);
     };
     tick();

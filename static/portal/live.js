@@ -45,7 +45,8 @@
     setState(document.getElementById("job-state"), job.state);
     const pending = document.getElementById("pending-reason");
     pending.hidden = !job.pending_reason;
-    text(pending.querySelector("span"), job.pending_reason || "");
+    // the API's reason in the reader's language; a websocket event carries the English one until then
+    text(pending.querySelector("span"), job.pending_reason_text || job.pending_reason || "");
   }
 
   function showRow(row, job) {
