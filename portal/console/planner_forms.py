@@ -17,6 +17,7 @@ from portal.console.planner_services import (
     leaf_queues,
 )
 from scheduling.core import model as cm
+from scheduling.models import said
 from scheduling.queue_tree import QueueRow, validate_queue
 
 MAX_NODES = 1000
@@ -109,7 +110,7 @@ class PlannerForm(forms.Form):
             rows.append(QueueRow(q.name, parents[q.name], deserved, Decimal(str(q.over_quota_weight)),
                                  data.get(queue_field(q.name, "limit_gpus"))))
         for row in rows:
-            for field, messages in validate_queue(rows, row.name).items():
+            for field, messages in validate_queue(rows, row.name, say=said).items():
                 name = queue_field(row.name, "limit_gpus" if field == "limit_gpus" else "deserved_gpus")
                 for message in messages:
                     self.add_error(name, message)
