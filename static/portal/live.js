@@ -19,7 +19,9 @@
   }
 
   async function refreshJob(jobId) {
-    const response = await fetch(`/api/v1/jobs/${jobId}/`, {credentials: "same-origin"});
+    // the API follows Accept-Language only: ask in the page's language (pending_reason_text)
+    const response = await fetch(`/api/v1/jobs/${jobId}/`, {
+      credentials: "same-origin", headers: {"Accept-Language": document.documentElement.lang || "en"}});
     if (!response.ok) return;
     const job = await response.json();
     if (detail && String(job.id) === detail.dataset.job) showState(job);
