@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
 from billing.pricing import offpeak
@@ -57,9 +59,10 @@ class PriceTable(models.Model):
         for name in AMOUNT_FIELDS:
             value = getattr(self, name)
             if value is not None and value < 0:
-                errors.setdefault(name, []).append("must be 0 or more")
+                errors.setdefault(name, []).append(gettext("must be 0 or more"))
             if name.endswith("discount") and value is not None and value > 1:
-                errors.setdefault(name, []).append("is a fraction from 0 to 1 (0.40 = 40 % off)")
+                # xgettext:no-python-format
+                errors.setdefault(name, []).append(gettext("is a fraction from 0 to 1 (0.40 = 40 % off)"))
         try:
             offpeak.parse_windows(self.offpeak_windows)
         except ValueError as error:
@@ -86,12 +89,12 @@ class PriceTable(models.Model):
         now = clock.now()
         if stored != (self.effective_from, self.currency) and self.effective_from <= now:
             shown = timezone.localtime(now)  # in the zone the form was read in: the operator's
-            return {"effective_from": [f"must be in the future (after {shown:%Y-%m-%d %H:%M %Z}): "
-                                       "prices of the past never change"]}
+            return {"effective_from": [gettext("must be in the future (after %(now)s): prices of the past never change")
+                                       % {"now": f"{shown:%Y-%m-%d %H:%M %Z}"}]}
         same_time = PriceTable.objects.filter(currency=self.currency, effective_from=self.effective_from)
         if same_time.exclude(pk=self.pk).exists():
-            return {"effective_from": [f"another {self.currency} version takes effect at that moment: their "
-                                       "periods would overlap"]}
+            return {"effective_from": [gettext("another %(currency)s version takes effect at that moment: their "
+                                               "periods would overlap") % {"currency": self.currency}]}
         return {}
 
     def validate_unique(self, exclude=None):
@@ -129,7 +132,7 @@ class GpuRate(models.Model):
 
     def clean(self):
         if self.per_gpu_hour is not None and self.per_gpu_hour < 0:
-            raise ValidationError({"per_gpu_hour": "must be 0 or more"})
+            raise ValidationError({"per_gpu_hour": gettext("must be 0 or more")})
 
 
 class NodeToken(models.Model):
@@ -205,9 +208,9 @@ class ChargeLine(WrittenOnce, models.Model):
     """
 
     class Category(models.TextChoices):
-        USAGE = "Usage"
-        ADJUSTMENT = "Adjustment"
-        CREDIT = "Credit"
+        USAGE = "Usage", _("Usage")
+        ADJUSTMENT = "Adjustment", _("Adjustment")
+        CREDIT = "Credit", _("Credit")
 
     category = models.CharField(max_length=12, choices=Category.choices, default=Category.USAGE)
     hour = models.DateTimeField(db_index=True, help_text="The hour (UTC) the line belongs to")

@@ -64,9 +64,9 @@ class Membership(models.Model):
 class TokenScope(models.TextChoices):
     """What an API token may do; each scope includes the ones before it."""
 
-    READ = "read", "Read: GET requests only"
-    SUBMIT = "submit", "Submit: read, and submit and cancel jobs"
-    MANAGE = "manage", "Manage: everything the user may do"
+    READ = "read", _("Read: GET requests only")
+    SUBMIT = "submit", _("Submit: read, and submit and cancel jobs")
+    MANAGE = "manage", _("Manage: everything the user may do")
 
     @classmethod
     def rank(cls, scope: str) -> int:
@@ -124,11 +124,11 @@ class UserPreference(models.Model):
 class NotificationEvent(models.TextChoices):
     """What a user or a workspace's webhook is told about. The value is the webhook's `event`."""
 
-    JOB_STARTED = "job.started", "A job of mine starts running"
-    JOB_FINISHED = "job.finished", "A job of mine ends (succeeded or cancelled)"
-    JOB_FAILED = "job.failed", "A job of mine fails"
-    BUDGET_ALERT = "budget.alert", "A workspace budget threshold is crossed (owners and finance)"
-    IDLE_NOTICE = "idle.notice", "A job of mine holds idle GPUs"
+    JOB_STARTED = "job.started", _("A job of mine starts running")
+    JOB_FINISHED = "job.finished", _("A job of mine ends (succeeded or cancelled)")
+    JOB_FAILED = "job.failed", _("A job of mine fails")
+    BUDGET_ALERT = "budget.alert", _("A workspace budget threshold is crossed (owners and finance)")
+    IDLE_NOTICE = "idle.notice", _("A job of mine holds idle GPUs")
 
 
 class NotificationPreference(models.Model):
@@ -198,9 +198,9 @@ class WebhookDelivery(models.Model):
     """One event for one webhook: its exact signed body, and how the attempts went."""
 
     class State(models.TextChoices):
-        PENDING = "pending", "Pending"
-        DELIVERED = "delivered", "Delivered"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", _("Pending")
+        DELIVERED = "delivered", _("Delivered")
+        FAILED = "failed", _("Failed")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")

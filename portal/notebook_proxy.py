@@ -23,6 +23,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 
 from portal import selectors as portal_selectors
@@ -124,7 +125,8 @@ async def notebook_proxy(request, workspace: str, name: str, path: str = ""):
                             content_type="text/plain; charset=utf-8")
     job, endpoint = await sync_to_async(_target)(user, workspace, name)
     if endpoint is None:
-        why = ("it is starting" if job.state in ("Pending", "Scheduled") else f"it is {job.state.lower()}")
+        why = (gettext("it is starting") if job.state in ("Pending", "Scheduled")
+               else gettext("it is %(state)s") % {"state": job.state.lower()})
         return await sync_to_async(_unavailable)(request, job, 503, why)
     url = endpoint.url + quote(path, safe="/:@!$&'()*+,;=-._~")
     query = _query(request)
@@ -137,7 +139,7 @@ async def notebook_proxy(request, workspace: str, name: str, path: str = ""):
     except httpx.HTTPError as error:
         await client.aclose()
         log.warning("notebook %s/%s did not answer: %s", workspace, name, error)
-        return await sync_to_async(_unavailable)(request, job, 502, "its server did not answer")
+        return await sync_to_async(_unavailable)(request, job, 502, gettext("its server did not answer"))
     if not isinstance(request, ASGIRequest):  # no event loop to stream on (tests' WSGI client): read it whole
         try:
             body = b"".join([chunk async for chunk in upstream.aiter_raw(CHUNK)])  # as sent: still encoded

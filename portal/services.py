@@ -8,6 +8,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
+from django.utils.translation import gettext
 from redis.exceptions import RedisError
 
 from billing.models import hash_token
@@ -37,17 +38,18 @@ def create_api_token(user, name: str, *, scope: str = TokenScope.SUBMIT,
     errors: dict[str, list[str]] = {}
     name = (name or "").strip()
     if not name:
-        errors["name"] = ["a token needs a name"]
+        errors["name"] = [gettext("a token needs a name")]
     elif "\x00" in name or len(name) > 100:
-        errors["name"] = ["at most 100 characters, no NUL"]
+        errors["name"] = [gettext("at most 100 characters, no NUL")]
     if scope not in TokenScope.values:
-        errors["scope"] = [f"{str(scope)[:20]!r} is not a scope: one of {', '.join(TokenScope.values)}"]
+        errors["scope"] = [gettext("%(scope)s is not a scope: one of %(scopes)s") % {
+            "scope": repr(str(scope)[:20]), "scopes": ", ".join(TokenScope.values)}]
     try:
         days = int(days)
     except (TypeError, ValueError):
         days = None
     if days not in TOKEN_DAYS:
-        errors["days"] = [f"choose a lifetime of {', '.join(map(str, TOKEN_DAYS))} days"]
+        errors["days"] = [gettext("choose a lifetime of %(days)s days") % {"days": ", ".join(map(str, TOKEN_DAYS))}]
     if errors:
         raise DomainError(errors)
     raw = ApiToken.new_raw_value()
@@ -60,9 +62,9 @@ def revoke_api_token(user, token_id: int | str) -> None:
     try:
         token_id = int(token_id)
     except (TypeError, ValueError):
-        raise DomainError(f"{token_id!r} is not a token number", field="revoke") from None
+        raise DomainError(gettext("%(token)s is not a token number") % {"token": repr(token_id)}, field="revoke") from None
     if not 0 < token_id < 2**63:
-        raise DomainError(f"{token_id} is not a token number", field="revoke")
+        raise DomainError(gettext("%(token)s is not a token number") % {"token": token_id}, field="revoke")
     ApiToken.objects.filter(user=user, pk=token_id, revoked__isnull=True).update(revoked=clock.now())
 
 
@@ -71,12 +73,13 @@ def set_time_zone(user, zone: str) -> UserPreference:
     database does not know is refused and nothing changes."""
     zone = zone.strip()
     if "\x00" in zone:
-        raise DomainError("must not contain a NUL character", field="time_zone")
+        raise DomainError(gettext("must not contain a NUL character"), field="time_zone")
     if len(zone) > (longest := UserPreference._meta.get_field("time_zone").max_length):
-        raise DomainError(f"not a time zone: at most {longest} characters", field="time_zone")
-    if zone and not time_zones.is_known(zone):
-        raise DomainError(f"{zone!r} is not a time zone; choose one from the list, e.g. Asia/Shanghai",
+        raise DomainError(gettext("not a time zone: at most %(characters)s characters") % {"characters": longest},
                           field="time_zone")
+    if zone and not time_zones.is_known(zone):
+        raise DomainError(gettext("%(zone)s is not a time zone; choose one from the list, e.g. Asia/Shanghai") % {
+            "zone": repr(zone)}, field="time_zone")
     preference, _ = UserPreference.objects.update_or_create(user=user, defaults={"time_zone": zone})
     return preference
 
@@ -87,7 +90,8 @@ def set_language(user, language: str) -> UserPreference:
     language = language.strip()
     if language and language not in dict(settings.LANGUAGES):
         offered = ", ".join(code for code, _ in settings.LANGUAGES)
-        raise DomainError(f"{language[:40]!r} is not a language; choose one of {offered}", field="language")
+        raise DomainError(gettext("%(language)s is not a language; choose one of %(offered)s") % {
+            "language": repr(language[:40]), "offered": offered}, field="language")
     preference, _ = UserPreference.objects.update_or_create(user=user, defaults={"language": language})
     return preference
 

@@ -3,6 +3,7 @@
 They only parse input; the rules live in Queue.clean() and NodePool.clean()."""
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from scheduling.models import NodePool, Queue
 
@@ -10,31 +11,31 @@ from scheduling.models import NodePool, Queue
 class QueueForm(forms.ModelForm):
     # bounded: an integer column overflows beyond 2^31 on PostgreSQL
     priority = forms.IntegerField(
-        required=False, min_value=-1000, max_value=1000, label="Priority",
-        help_text="-1000 to 1000. Among sibling queues the highest is filled first and evicted last. Empty: 0.")
+        required=False, min_value=-1000, max_value=1000, label=_("Priority"),
+        help_text=_("-1000 to 1000. Among sibling queues the highest is filled first and evicted last. Empty: 0."))
 
     class Meta:
         model = Queue
         fields = ["name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
                   "preemptible_only"]
         labels = {
-            "name": "Name",
-            "parent": "Parent queue",
-            "deserved_gpus": "Deserved quota (GPUs)",
-            "over_quota_weight": "Over-quota weight",
-            "limit_gpus": "Limit (GPUs)",
-            "preemptible_only": "Preemptible work only",
+            "name": _("Name"),
+            "parent": _("Parent queue"),
+            "deserved_gpus": _("Deserved quota (GPUs)"),
+            "over_quota_weight": _("Over-quota weight"),
+            "limit_gpus": _("Limit (GPUs)"),
+            "preemptible_only": _("Preemptible work only"),
         }
         help_texts = {
-            "name": "Letters, digits, hyphens and underscores; task YAML names it in `queue:`.",
-            "parent": "Empty: a root queue. Not this queue or one of its sub-queues (the tree would loop), "
-                      "and not a queue that holds jobs or that workspaces submit to (jobs go to leaf queues).",
-            "deserved_gpus": "GPUs guaranteed to the queue while it has work; fractions allowed. The sub-queues of a "
-                             "parent together deserve at most the parent's quota.",
-            "over_quota_weight": "0 or more: the queue's share of the GPUs left over beyond deserved quotas, "
-                                 "against its siblings' weights. 0: no over-quota share.",
-            "limit_gpus": "The most GPUs the queue may hold, at least its deserved quota. Empty: no limit.",
-            "preemptible_only": "Accept only jobs that may be preempted.",
+            "name": _("Letters, digits, hyphens and underscores; task YAML names it in `queue:`."),
+            "parent": _("Empty: a root queue. Not this queue or one of its sub-queues (the tree would loop), "
+                      "and not a queue that holds jobs or that workspaces submit to (jobs go to leaf queues)."),
+            "deserved_gpus": _("GPUs guaranteed to the queue while it has work; fractions allowed. The sub-queues of a "
+                             "parent together deserve at most the parent's quota."),
+            "over_quota_weight": _("0 or more: the queue's share of the GPUs left over beyond deserved quotas, "
+                                 "against its siblings' weights. 0: no over-quota share."),
+            "limit_gpus": _("The most GPUs the queue may hold, at least its deserved quota. Empty: no limit."),
+            "preemptible_only": _("Accept only jobs that may be preempted."),
         }
 
     def clean_priority(self):
@@ -67,7 +68,7 @@ class MigLayoutField(forms.CharField):
 
 
 class NodePoolForm(forms.ModelForm):
-    mig_layout = MigLayoutField(required=False, help_text='Instances on every GPU, e.g. "3g.40gb, 2g.20gb"')
+    mig_layout = MigLayoutField(required=False, help_text=_('Instances on every GPU, e.g. "3g.40gb, 2g.20gb"'))
 
     class Meta:
         model = NodePool
@@ -84,27 +85,27 @@ class PoolPolicyForm(NodePoolForm):
     class Meta(NodePoolForm.Meta):
         fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot"]
         labels = {
-            "placement": "Placement policy",
-            "sharing": "Sharing mode",
-            "timeslice_replicas": "Time-slice replicas per GPU",
-            "mig_layout": "MIG layout",
-            "spot": "Spot / preemptible nodes",
+            "placement": _("Placement policy"),
+            "sharing": _("Sharing mode"),
+            "timeslice_replicas": _("Time-slice replicas per GPU"),
+            "mig_layout": _("MIG layout"),
+            "spot": _("Spot / preemptible nodes"),
         }
         help_texts = {
-            "placement": "Where the scheduler puts work: bin-pack fills nodes, spread balances them, "
-                         "fragmentation-aware keeps whole GPUs free for large jobs.",
-            "sharing": "Exclusive and fractions: whole GPUs or fractions of one. MIG: each GPU cut into the MIG "
+            "placement": _("Where the scheduler puts work: bin-pack fills nodes, spread balances them, "
+                         "fragmentation-aware keeps whole GPUs free for large jobs."),
+            "sharing": _("Exclusive and fractions: whole GPUs or fractions of one. MIG: each GPU cut into the MIG "
                        "layout below. Time-slicing: each GPU shared by several replicas. Changing it needs the "
-                       "pool's nodes drained.",
-            "timeslice_replicas": "1 to 64: replicas sharing one GPU in time-slicing mode.",
-            "spot": "Discounted nodes with no completion promise: jobs on them may be preempted.",
+                       "pool's nodes drained."),
+            "timeslice_replicas": _("1 to 64: replicas sharing one GPU in time-slicing mode."),
+            "spot": _("Discounted nodes with no completion promise: jobs on them may be preempted."),
         }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["mig_layout"].label = self.Meta.labels["mig_layout"]
-        self.fields["mig_layout"].help_text = ("MIG mode only: the instances on every GPU, comma-separated, e.g. "
-                                               '"3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb". At most 7 compute slices.')
+        self.fields["mig_layout"].help_text = _("MIG mode only: the instances on every GPU, comma-separated, e.g. "
+                                                '"3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb". At most 7 compute slices.')
 
 
 class NewPoolForm(PoolPolicyForm):
@@ -112,13 +113,13 @@ class NewPoolForm(PoolPolicyForm):
 
     class Meta(PoolPolicyForm.Meta):
         fields = ["name", "vendor", "gpu_model", "gpu_memory_mib", *PoolPolicyForm.Meta.fields]
-        labels = {**PoolPolicyForm.Meta.labels, "name": "Name", "vendor": "GPU vendor", "gpu_model": "GPU model",
-                  "gpu_memory_mib": "GPU memory (MiB)"}
+        labels = {**PoolPolicyForm.Meta.labels, "name": _("Name"), "vendor": _("GPU vendor"), "gpu_model": _("GPU model"),
+                  "gpu_memory_mib": _("GPU memory (MiB)")}
         help_texts = {
             **PoolPolicyForm.Meta.help_texts,
-            "name": "Letters, digits and hyphens; node agents name it in their pool setting, task YAML in `pool:`.",
-            "gpu_model": "As the GPU labels it (nvidia.com/gpu.product), e.g. H100-80GB.",
-            "gpu_memory_mib": "Memory of one GPU, e.g. 81920 for 80 GiB.",
+            "name": _("Letters, digits and hyphens; node agents name it in their pool setting, task YAML in `pool:`."),
+            "gpu_model": _("As the GPU labels it (nvidia.com/gpu.product), e.g. H100-80GB."),
+            "gpu_memory_mib": _("Memory of one GPU, e.g. 81920 for 80 GiB."),
         }
 
 
@@ -129,19 +130,20 @@ class IdlePolicyForm(forms.ModelForm):
         model = NodePool
         fields = ["idle_threshold_pct", "idle_window_min", "idle_action", "idle_grace_min", "idle_stop_training"]
         labels = {
-            "idle_threshold_pct": "Threshold (% utilisation)",
-            "idle_window_min": "Window (minutes)",
-            "idle_action": "Action",
-            "idle_grace_min": "Grace period (minutes)",
-            "idle_stop_training": "Stop training jobs too",
+            # xgettext:no-python-format
+            "idle_threshold_pct": _("Threshold (% utilisation)"),
+            "idle_window_min": _("Window (minutes)"),
+            "idle_action": _("Action"),
+            "idle_grace_min": _("Grace period (minutes)"),
+            "idle_stop_training": _("Stop training jobs too"),
         }
         help_texts = {
-            "idle_threshold_pct": "0 to 100. A held GPU slice whose mean utilisation (of the slice) stays below this "
-                                  "for the whole window is idle. 0: never idle.",
-            "idle_window_min": "1 to 1440 minutes.",
-            "idle_action": "Notify: the submitter gets an e-mail and a job event, once per idle spell. Notify, then "
-                           "stop: the job is also cancelled once the grace period after the notice is over.",
-            "idle_grace_min": "0 to 10080 minutes between the notice and the stop (notify, then stop only).",
-            "idle_stop_training": "Off: only interactive jobs (notebooks) are stopped; single, PyTorch and MPI "
-                                  "training jobs are only notified. On: they are stopped too.",
+            "idle_threshold_pct": _("0 to 100. A held GPU slice whose mean utilisation (of the slice) stays below this "
+                                  "for the whole window is idle. 0: never idle."),
+            "idle_window_min": _("1 to 1440 minutes."),
+            "idle_action": _("Notify: the submitter gets an e-mail and a job event, once per idle spell. Notify, then "
+                           "stop: the job is also cancelled once the grace period after the notice is over."),
+            "idle_grace_min": _("0 to 10080 minutes between the notice and the stop (notify, then stop only)."),
+            "idle_stop_training": _("Off: only interactive jobs (notebooks) are stopped; single, PyTorch and MPI "
+                                  "training jobs are only notified. On: they are stopped too."),
         }

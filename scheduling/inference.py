@@ -75,7 +75,7 @@ def create_scale(job: Job) -> ServiceScale | None:
     low, high = role.get("scale_min", role["min_replicas"]), role.get("scale_max", role["max_replicas"])
     # remembered as a recommendation: a new service keeps its first replica for a whole scale-down delay
     return ServiceScale.objects.create(job=job, min_replicas=low, max_replicas=high, desired=role["max_replicas"],
-                                       reason="as submitted",
+                                       reason="",
                                        recommendations=[[job.created.timestamp(), role["max_replicas"]]])
 
 

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from scheduling import clock
 from scheduling.core import MIG_PROFILES
@@ -17,27 +19,33 @@ MIG_FAMILIES = {40 * 1024: ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"
 MAX_TIMESLICE_REPLICAS = 64
 
 
+def said(message: str, **figures) -> str:
+    """A message of scheduling.queue_tree in the reader's language."""
+    text = gettext(message)
+    return text % figures if figures else text
+
+
 class Vendor(models.TextChoices):
     NVIDIA = "nvidia", "NVIDIA"
     AMD = "amd", "AMD"
 
 
 class Placement(models.TextChoices):
-    DEFAULT = "default", "Default (best)"
-    BINPACK = "binpack", "Bin-pack"
-    SPREAD = "spread", "Spread"
-    FRAG = "frag", "Fragmentation-aware"
+    DEFAULT = "default", _("Default (best)")
+    BINPACK = "binpack", _("Bin-pack")
+    SPREAD = "spread", _("Spread")
+    FRAG = "frag", _("Fragmentation-aware")
 
 
 class PoolSharing(models.TextChoices):
-    STANDARD = "standard", "Exclusive and fractions"
+    STANDARD = "standard", _("Exclusive and fractions")
     MIG = "mig", "MIG"
-    TIMESLICE = "timeslice", "Time-slicing"
+    TIMESLICE = "timeslice", _("Time-slicing")
 
 
 class IdleAction(models.TextChoices):
-    NOTIFY = "notify", "Notify the submitter"
-    NOTIFY_THEN_STOP = "notify-then-stop", "Notify, then stop after the grace period"
+    NOTIFY = "notify", _("Notify the submitter")
+    NOTIFY_THEN_STOP = "notify-then-stop", _("Notify, then stop after the grace period")
 
 
 class NodePool(models.Model):
@@ -75,9 +83,10 @@ class NodePool(models.Model):
         """What the scheduler core would refuse in this pool, by field."""
         errors: dict[str, list[str]] = {}
         if not 1 <= (self.timeslice_replicas or 0) <= MAX_TIMESLICE_REPLICAS:
-            errors["timeslice_replicas"] = [f"must be a whole number from 1 to {MAX_TIMESLICE_REPLICAS}"]
+            errors["timeslice_replicas"] = [gettext("must be a whole number from 1 to %(most)s") % {
+                "most": MAX_TIMESLICE_REPLICAS}]
         if not isinstance(self.mig_layout, list):
-            errors["mig_layout"] = ["must be a list of MIG profiles"]
+            errors["mig_layout"] = [gettext("must be a list of MIG profiles")]
         elif self.sharing == PoolSharing.MIG:
             errors.update(self._mig_errors())
         if not errors:
@@ -96,18 +105,19 @@ class NodePool(models.Model):
     def _mig_errors(self) -> dict[str, list[str]]:
         errors = {}
         if self.vendor != Vendor.NVIDIA:
-            errors["sharing"] = ["MIG is an NVIDIA feature"]
+            errors["sharing"] = [gettext("MIG is an NVIDIA feature")]
         family = MIG_FAMILIES.get(self.gpu_memory_mib)
         unknown = [p for p in self.mig_layout if p not in MIG_PROFILES]
         if unknown:
-            errors["mig_layout"] = [f"unknown MIG profiles {', '.join(unknown)}; known: {', '.join(MIG_PROFILES)}"]
+            errors["mig_layout"] = [gettext("unknown MIG profiles %(unknown)s; known: %(known)s") % {
+                "unknown": ", ".join(unknown), "known": ", ".join(MIG_PROFILES)}]
         elif family is None:
-            errors["mig_layout"] = [f"{self.gpu_model} ({self.gpu_memory_mib // 1024} GiB) has no MIG profiles; "
-                                    "MIG needs a 40 GB or 80 GB card"]
+            errors["mig_layout"] = [gettext("%(model)s (%(gib)s GiB) has no MIG profiles; MIG needs a 40 GB or 80 GB "
+                                            "card") % {"model": self.gpu_model, "gib": self.gpu_memory_mib // 1024}]
         elif any(p not in family for p in self.mig_layout):
             wrong = [p for p in self.mig_layout if p not in family]
-            errors["mig_layout"] = [f"{', '.join(wrong)} are not profiles of a {self.gpu_memory_mib // 1024} GB card "
-                                    f"(those are {', '.join(family)})"]
+            errors["mig_layout"] = [gettext("%(wrong)s are not profiles of a %(gb)s GB card (those are %(family)s)") % {
+                "wrong": ", ".join(wrong), "gb": self.gpu_memory_mib // 1024, "family": ", ".join(family)}]
         return errors
 
     @property
@@ -195,7 +205,7 @@ class Queue(models.Model):
         """The whole tree must stay valid with this queue as edited (rules in scheduling.queue_tree)."""
         if not self.name:
             return  # the name field reports it
-        errors = validate_queue(self.tree_rows(), self.name)
+        errors = validate_queue(self.tree_rows(), self.name, say=said)
         if errors:
             raise ValidationError(errors)
 

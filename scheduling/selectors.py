@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Count, Prefetch, QuerySet
+from django.utils.translation import gettext
 
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.models import ACTIVE_STATES, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
@@ -146,8 +147,9 @@ def node_health(now: datetime) -> list[dict]:
         nodes = []
         for node in pool.nodes.all():
             age = now - node.last_heartbeat if node.last_heartbeat else None
-            why = ("its agent is silent" if node.agent_silent else "the cluster reports it not ready" if not node.ready
-                   else "cordoned" if node.cordoned else "")
+            why = (gettext("its agent is silent") if node.agent_silent
+                   else gettext("the cluster reports it not ready") if not node.ready
+                   else gettext("cordoned") if node.cordoned else "")
             gpus = [{"gpu": g, "holders": held.get((node.pk, g.index), []),
                      "errors": bool(g.ecc_uncorrected or g.xid_count)} for g in node.gpus.all()]
             nodes.append(NodeHealth(node=node, state="Ready" if node.is_ready else "NotReady", why=why,

@@ -7,6 +7,7 @@ from decimal import Decimal, InvalidOperation
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils.translation import gettext
 
 from billing import pricing
 from billing.ledger.periods import period_bounds
@@ -31,38 +32,38 @@ def require_finance(user, workspace) -> None:
         return
     membership = workspace.memberships.filter(user=user).first() if user.is_authenticated else None
     if membership is None or membership.role != "finance":
-        raise PermissionDenied("Only finance may adjust or close a workspace's billing.")
+        raise PermissionDenied(gettext("Only finance may adjust or close a workspace's billing."))
 
 
 def _amount(raw, currency: str) -> Decimal:
     try:
         amount = Decimal(str(raw).strip())
     except (InvalidOperation, ValueError):
-        raise LedgerError(f"amount: {str(raw)[:40]!r} is not a number") from None
+        raise LedgerError(gettext("amount: %(amount)s is not a number") % {"amount": repr(str(raw)[:40])}) from None
     if not amount.is_finite() or abs(amount) >= MAX_AMOUNT:
-        raise LedgerError(f"amount: must be a number of magnitude below {MAX_AMOUNT:,.0f}")
+        raise LedgerError(gettext("amount: must be a number of magnitude below %(most)s") % {"most": f"{MAX_AMOUNT:,.0f}"})
     amount = pricing.quantize_money(amount, currency)
     if amount == 0:
-        raise LedgerError(f"amount: must not round to 0 {currency}")
+        raise LedgerError(gettext("amount: must not round to 0 %(currency)s") % {"currency": currency})
     return amount
 
 
 def _reason(raw) -> str:
     reason = str(raw or "").strip()
     if not reason:
-        raise LedgerError("reason: say why the adjustment is made", field="reason")
+        raise LedgerError(gettext("reason: say why the adjustment is made"), field="reason")
     if "\x00" in reason or len(reason) > MAX_REASON:
-        raise LedgerError(f"reason: at most {MAX_REASON} characters, no NUL", field="reason")
+        raise LedgerError(gettext("reason: at most %(most)s characters, no NUL") % {"most": MAX_REASON}, field="reason")
     return reason
 
 
 def check_adjustment_period(workspace, month: date, now: datetime) -> None:
     """Refuse a month that cannot take an adjustment: one that has not started, or is closed."""
     if month > now.astimezone(platform_tz()).date().replace(day=1):
-        raise LedgerError(f"{month:%Y-%m} has not started", field="period")
+        raise LedgerError(gettext("%(month)s has not started") % {"month": f"{month:%Y-%m}"}, field="period")
     if ClosedPeriod.objects.filter(workspace=workspace, period=month).exists():
-        raise Conflict(f"{month:%Y-%m} is closed for {workspace.slug}: nothing more may be billed in it",
-                       field="period")
+        raise Conflict(gettext("%(month)s is closed for %(workspace)s: nothing more may be billed in it") % {
+            "month": f"{month:%Y-%m}", "workspace": workspace.slug}, field="period")
 
 
 def _adjustment_time(workspace, period: date | None, now: datetime) -> datetime:
@@ -82,7 +83,8 @@ def add_adjustment(*, user, workspace, amount, reason: str, job=None, period: da
     require_finance(user, workspace)
     now = now or clock.now()
     if job is not None and job.workspace_id != workspace.pk:
-        raise LedgerError(f"#{job.pk} is not a job of {workspace.slug}", field="job")
+        raise LedgerError(gettext("#%(job)s is not a job of %(workspace)s") % {"job": job.pk, "workspace": workspace.slug},
+                          field="job")
     at = _adjustment_time(workspace, period, now)
     day = at.astimezone(platform_tz()).date()
     currency = workspace_currency(workspace, day.replace(day=1))  # the month's: a month has one currency
@@ -113,14 +115,16 @@ def close_period(*, user, workspace, month: date, now: datetime | None = None) -
     month = month.replace(day=1)
     _, end = period_bounds(month)
     if now < end + close_grace():
-        raise Conflict(f"{month:%Y-%m} has not ended (its last hour is final at "
-                       f"{end + close_grace():%Y-%m-%d %H:%M %Z})", field="month")
+        raise Conflict(gettext("%(month)s has not ended (its last hour is final at %(final)s)") % {
+            "month": f"{month:%Y-%m}", "final": f"{end + close_grace():%Y-%m-%d %H:%M %Z}"}, field="month")
     if ClosedPeriod.objects.filter(workspace=workspace, period=month).exists():
-        raise Conflict(f"{month:%Y-%m} is already closed for {workspace.slug}", field="month")
+        raise Conflict(gettext("%(month)s is already closed for %(workspace)s") % {
+            "month": f"{month:%Y-%m}", "workspace": workspace.slug}, field="month")
     post_ledger(now=now)
     cursor = ledger_cursor()
     if cursor.closed_until is None or cursor.closed_until < end:
-        raise Conflict(f"the ledger is not final up to {end:%Y-%m-%d %H:%M %Z}; try again shortly", field="month")
+        raise Conflict(gettext("the ledger is not final up to %(end)s; try again shortly") % {
+            "end": f"{end:%Y-%m-%d %H:%M %Z}"}, field="month")
     lines = ChargeLine.objects.filter(workspace=workspace, period=month)
     currency = workspace_currency(workspace, month)
     return ClosedPeriod.objects.create(workspace=workspace, period=month, closed_at=now, closed_by=user,

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext
 
 from billing import pricing
 from billing.currency import currency_at
@@ -52,17 +53,17 @@ def parse_thresholds(raw: str) -> tuple[int, ...]:
     try:
         values = sorted({int(part) for part in str(raw).replace(";", ",").split(",") if part.strip()})
     except ValueError:
-        raise BudgetError("thresholds: whole percentages separated by commas, e.g. 50,80,100",
+        raise BudgetError(gettext("thresholds: whole percentages separated by commas, e.g. 50,80,100"),
                           field="thresholds") from None
     if not values or len(values) > 10 or not all(1 <= v <= 1000 for v in values):
-        raise BudgetError("thresholds: 1 to 10 percentages, each from 1 to 1000", field="thresholds")
+        raise BudgetError(gettext("thresholds: 1 to 10 percentages, each from 1 to 1000"), field="thresholds")
     return tuple(values)
 
 
 def _can_manage(user, workspace):
     membership = workspace.memberships.filter(user=user).first() if user.is_authenticated else None
     if membership is None or not membership.can_manage_budget:
-        raise PermissionDenied("Only the workspace's owners and finance may set its budget.")
+        raise PermissionDenied(gettext("Only the workspace's owners and finance may set its budget."))
     return membership
 
 
@@ -90,17 +91,18 @@ def set_budget(*, user, workspace, amount: Decimal | str, currency: str | None =
     try:
         amount = Decimal(str(amount).strip())
     except ArithmeticError:
-        raise BudgetError(f"budget amount {str(amount)[:40]!r} is not a number") from None
+        raise BudgetError(gettext("budget amount %(amount)s is not a number") % {"amount": repr(str(amount)[:40])}) from None
     if not amount.is_finite() or amount <= 0 or amount >= MAX_BUDGET:
-        raise BudgetError(f"budget amount must be a positive number below {MAX_BUDGET:,.0f}")
+        raise BudgetError(gettext("budget amount must be a positive number below %(most)s") % {"most": f"{MAX_BUDGET:,.0f}"})
     amount = pricing.quantize_money(amount, currency)
     if amount <= 0:  # e.g. 0.001 USD: stored as 0, then every percentage divides by zero
-        raise BudgetError(f"budget amount must be at least {Decimal(1).scaleb(-places)} {currency}")
+        raise BudgetError(gettext("budget amount must be at least %(least)s %(currency)s") % {
+            "least": Decimal(1).scaleb(-places), "currency": currency})
     current = Budget.objects.filter(workspace=workspace).first()
     if not membership.can_block_submissions and (
             block_at_limit != bool(current and current.block_at_limit)
             or suspend_preemptible != bool(current and current.suspend_preemptible)):
-        raise PermissionDenied("Only an owner may choose to block submissions or suspend jobs at the limit.")
+        raise PermissionDenied(gettext("Only an owner may choose to block submissions or suspend jobs at the limit."))
     levels = parse_thresholds(thresholds) if thresholds is not None else (
         parse_thresholds(current.thresholds) if current else DEFAULT_THRESHOLDS)
     budget, _ = Budget.objects.update_or_create(

@@ -5,7 +5,7 @@ from decimal import Decimal
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotAcceptable, ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
@@ -18,6 +18,7 @@ from billing.ledger.selectors import job_total
 from billing.services import submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.api.outlook import PendingOutlookOutput
+from portal.pending_reasons import job_reason
 from portal.selectors import get_workspace_for_user
 from scheduling import logs, selectors, services
 from scheduling.backends import get_backend
@@ -44,6 +45,8 @@ class JobOutput(serializers.Serializer):
     queue = serializers.CharField(source="queue.name")
     state = serializers.CharField()
     pending_reason = serializers.CharField()
+    pending_reason_text = serializers.SerializerMethodField(
+        help_text="pending_reason in the request's language (Accept-Language or the user's choice)")
     pending_code = serializers.CharField(read_only=True)
     pending_params = serializers.JSONField(read_only=True)
     type = serializers.CharField(source="job_type")
@@ -60,6 +63,11 @@ class JobOutput(serializers.Serializer):
     created = serializers.DateTimeField()
     started = serializers.DateTimeField(allow_null=True)
     finished = serializers.DateTimeField(allow_null=True)
+
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_pending_reason_text(self, job) -> str:
+        return job_reason(job) if job.pending_reason or job.pending_code else ""
 
 
 class EventOutput(serializers.Serializer):

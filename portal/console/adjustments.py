@@ -15,6 +15,8 @@ from django import forms
 from django.contrib import messages
 from django.db import transaction
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
 from billing.ledger import selectors as ledger_selectors
@@ -24,6 +26,7 @@ from billing.models import ChargeLine
 from portal.console import audit
 from portal.console.views import operator_required
 from portal.models import Workspace
+from portal.templatetags.money import month_year
 from scheduling import clock
 from scheduling.errors import DomainError
 from scheduling.models import Job
@@ -35,27 +38,27 @@ JOB, PERIOD = "job", "period"
 
 class AdjustmentForm(forms.Form):
     workspace = forms.ModelChoiceField(
-        label="Workspace", queryset=Workspace.objects.order_by("slug"), to_field_name="slug",
-        empty_label="(choose a workspace)", help_text="The tenant whose bill is corrected",
-        error_messages={"invalid_choice": "no such workspace"})
+        label=_("Workspace"), queryset=Workspace.objects.order_by("slug"), to_field_name="slug",
+        empty_label=_("(choose a workspace)"), help_text=_("The tenant whose bill is corrected"),
+        error_messages={"invalid_choice": _("no such workspace")})
     kind = forms.ChoiceField(
-        label="Credit or debit", widget=forms.RadioSelect, initial=CREDIT,
-        choices=[(CREDIT, "Credit: lowers the bill"), (DEBIT, "Debit: raises the bill")])
+        label=_("Credit or debit"), widget=forms.RadioSelect, initial=CREDIT,
+        choices=[(CREDIT, _("Credit: lowers the bill")), (DEBIT, _("Debit: raises the bill"))])
     amount = forms.DecimalField(
-        label="Amount", min_value=Decimal("0.0001"), max_value=ledger_services.MAX_AMOUNT - 1, max_digits=18,
-        decimal_places=4, help_text="More than 0, in the workspace's currency and its smallest unit (0.01 USD)")
+        label=_("Amount"), min_value=Decimal("0.0001"), max_value=ledger_services.MAX_AMOUNT - 1, max_digits=18,
+        decimal_places=4, help_text=_("More than 0, in the workspace's currency and its smallest unit (0.01 USD)"))
     applies_to = forms.ChoiceField(
-        label="Applies to", widget=forms.RadioSelect, initial=PERIOD,
-        choices=[(JOB, "A job: booked now, part of the job's cost"),
-                 (PERIOD, "A billing month: booked in that month's statement")])
-    job = forms.IntegerField(label="Job number", required=False, min_value=1, max_value=2**63 - 1,
-                             help_text="A job of the workspace (its number, e.g. 42)")
-    period = forms.CharField(label="Billing month", required=False, max_length=7,
+        label=_("Applies to"), widget=forms.RadioSelect, initial=PERIOD,
+        choices=[(JOB, _("A job: booked now, part of the job's cost")),
+                 (PERIOD, _("A billing month: booked in that month's statement"))])
+    job = forms.IntegerField(label=_("Job number"), required=False, min_value=1, max_value=2**63 - 1,
+                             help_text=_("A job of the workspace (its number, e.g. 42)"))
+    period = forms.CharField(label=_("Billing month"), required=False, max_length=7,
                              widget=forms.TextInput(attrs={"placeholder": "YYYY-MM", "inputmode": "numeric"}),
-                             help_text="YYYY-MM: this month or an earlier one that is not closed")
-    reason = forms.CharField(label="Reason", max_length=ledger_services.MAX_REASON,
+                             help_text=_("YYYY-MM: this month or an earlier one that is not closed"))
+    reason = forms.CharField(label=_("Reason"), max_length=ledger_services.MAX_REASON,
                              widget=forms.Textarea(attrs={"rows": 3}),
-                             help_text="Why: shown on the statement and in the exports")
+                             help_text=_("Why: shown on the statement and in the exports"))
 
     def clean_period(self) -> date | None:
         text = self.cleaned_data["period"].strip()
@@ -63,21 +66,22 @@ class AdjustmentForm(forms.Form):
             return None
         match = MONTH.fullmatch(text)
         if not match or not 1 <= int(match[2]) <= 12:
-            raise forms.ValidationError("write a month as YYYY-MM, e.g. 2026-03")
+            raise forms.ValidationError(gettext("write a month as YYYY-MM, e.g. 2026-03"))
         return date(int(match[1]), int(match[2]), 1)
 
     def clean(self):
         data = super().clean()
         workspace, amount = data.get("workspace"), data.get("amount")
         if data.get("applies_to") == JOB and data.get("job") is None and "job" not in self.errors:
-            self.add_error("job", "name the job the adjustment is for")
+            self.add_error("job", gettext("name the job the adjustment is for"))
         if workspace is None:
             return data
         month = data.get("period") if data.get("applies_to") == PERIOD else None  # a month has one currency
         data["currency"] = currency = ledger_selectors.workspace_currency(workspace, month)
         if amount is not None and amount != pricing.quantize_money(amount, currency):
             places = pricing.minor_unit(currency)
-            self.add_error("amount", f"{currency} amounts have at most {places} decimal places")
+            self.add_error("amount", gettext("%(currency)s amounts have at most %(places)s decimal places") % {
+                "currency": currency, "places": places})
         if data.get("applies_to") == JOB:
             self._clean_job(workspace, data)
         elif data.get("applies_to") == PERIOD:
@@ -90,7 +94,8 @@ class AdjustmentForm(forms.Form):
             return
         job = Job.objects.filter(pk=number, workspace=workspace).select_related("queue").first()
         if job is None:
-            self.add_error("job", f"#{number} is not a job of {workspace.slug}")
+            self.add_error("job", gettext("#%(job)s is not a job of %(workspace)s") % {
+                "job": number, "workspace": workspace.slug})
         data["job_obj"], data["period"] = job, None
 
     def _clean_period(self, workspace: Workspace, data: dict) -> None:
@@ -137,9 +142,12 @@ def adjustments(request):
                     for message in msgs:
                         form.add_error(field if field in form.fields else None, message)
             else:
-                target = f"job #{line.job_id}" if line.job_id else f"{line.period:%B %Y}"
-                messages.success(request, f"{line.category} of {line.cost} {line.currency} recorded for "
-                                          f"{line.workspace.slug} ({target}).")
+                target = (gettext("job #%(job)s") % {"job": line.job_id} if line.job_id
+                          else month_year(line.period))
+                messages.success(request, gettext("%(kind)s of %(cost)s %(currency)s recorded for %(workspace)s "
+                                                  "(%(target)s).") % {
+                    "kind": line.get_category_display(), "cost": line.cost, "currency": line.currency,
+                    "workspace": line.workspace.slug, "target": target})
                 return redirect("console-adjustments")
         elif "edit" not in request.POST:
             return render(request, "console/adjustment_confirm.html", {

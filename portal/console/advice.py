@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from django.utils.translation import gettext_lazy as _
+
 from billing.quotes import PoolOffer
 from scheduling.serving.memory import (  # noqa: F401 - re-exported to the console's views and tests
     BYTES_PER_PARAM,
@@ -18,6 +20,17 @@ from scheduling.serving.memory import (  # noqa: F401 - re-exported to the conso
     parse_params,
 )
 from scheduling.spec.model import JobSpec, RoleSpec
+
+# The memory rule's parts (scheduling/serving/memory.py) as the page names them.
+PART_NAMES = {
+    "weights": _("weights"), "gradients": _("gradients"), "optimizer states (Adam)": _("optimizer states (Adam)"),
+    "activations (at least)": _("activations (at least)"), "activations and KV cache": _("activations and KV cache"),
+    "runtime (CUDA context, activations)": _("runtime (CUDA context, activations)"),
+}
+
+
+def part_name(what: str) -> str:
+    return str(PART_NAMES.get(what, what))
 
 
 def spec_for_pool(need: MemoryNeed, pool: PoolOffer) -> JobSpec:

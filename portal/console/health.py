@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 
 from billing.idle.selectors import idle_placements
 from billing.reports import capacity as capacity_reports
@@ -50,7 +51,7 @@ def idle_policy(request, name):
     if request.method == "POST":
         try:
             health_services.save_idle_policy(request.user, pool, request.POST)
-            messages.success(request, f"Idle policy of pool {pool.name} saved.")
+            messages.success(request, gettext("Idle policy of pool %(pool)s saved.") % {"pool": pool.name})
             return redirect(reverse("console-health") + "#idle-policies")
         except ConsoleError as error:
             errors = error.errors
@@ -72,7 +73,7 @@ def capacity(request):
     if filters.workspace:
         workspace = Workspace.objects.filter(slug=filters.workspace).first()
         if workspace is None:
-            raise Http404("No such workspace")
+            raise Http404(gettext("No such workspace"))
     workspaces = list(Workspace.objects.order_by("slug"))
     idle = capacity_reports.idle_by_workspace_pool_day(filters.start, filters.end)
     unallocated = capacity_reports.unallocated_by_pool_day(filters.start, filters.end, now=now)

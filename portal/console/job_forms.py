@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.forms.utils import ErrorDict
 from django.utils.text import format_lazy
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from portal.console import job_selectors
@@ -30,16 +31,16 @@ def parse_age(text: str) -> timedelta:
     """`30m`, `6h`, `2d` or `1w`."""
     match = AGE.fullmatch(text.strip().lower())
     if not match:
-        raise forms.ValidationError("write a number and a unit: 30m, 6h, 2d or 1w")
+        raise forms.ValidationError(gettext("write a number and a unit: 30m, 6h, 2d or 1w"))
     age = timedelta(**{AGE_UNITS[match[2]]: int(match[1])})
     if age > timedelta(days=MAX_AGE_DAYS):
-        raise forms.ValidationError(f"at most {MAX_AGE_DAYS} days")
+        raise forms.ValidationError(gettext("at most %(days)s days") % {"days": MAX_AGE_DAYS})
     return age
 
 
-def _choice(label: str, help_text: str, what: str) -> forms.ChoiceField:
+def _choice(label: str, help_text: str, invalid: str) -> forms.ChoiceField:
     return forms.ChoiceField(label=label, help_text=help_text, required=False, choices=(),
-                             error_messages={"invalid_choice": f"%(value)s is not {what}"})
+                             error_messages={"invalid_choice": invalid})
 
 
 class JobFilterForm(forms.Form):
@@ -47,14 +48,14 @@ class JobFilterForm(forms.Form):
 
     q = forms.CharField(label=_("Search"), required=False, max_length=MAX_PARAMETER_LENGTH,
                         help_text=_("Job name or number, workspace or submitter"))
-    workspace = _choice(_("Workspace"), "", "a workspace")
-    queue = _choice(_("Queue"), "", "a leaf queue")
-    pool = _choice(_("Pool"), _("Quoted for it, or a replica ran there"), "a node pool")
+    workspace = _choice(_("Workspace"), "", _("%(value)s is not a workspace"))
+    queue = _choice(_("Queue"), "", _("%(value)s is not a leaf queue"))
+    pool = _choice(_("Pool"), _("Quoted for it, or a replica ran there"), _("%(value)s is not a node pool"))
     node = forms.CharField(label=_("Node"), required=False, max_length=253, help_text=_("A replica ran there"))
-    state = _choice(_("State"), "", "a job state")
+    state = _choice(_("State"), "", _("%(value)s is not a job state"))
     submitter = forms.CharField(label=_("Submitter"), required=False, max_length=150, help_text=_("User name"))
-    gpu_model = _choice(_("GPU model"), "", "a GPU model of the cluster")
-    sharing = _choice(_("Sharing mode"), "", "a sharing mode")
+    gpu_model = _choice(_("GPU model"), "", _("%(value)s is not a GPU model of the cluster"))
+    sharing = _choice(_("Sharing mode"), "", _("%(value)s is not a sharing mode"))
     min_age = forms.CharField(label=_("Older than"), required=False, max_length=12,
                               help_text=_("Submitted at least this long ago: 30m, 6h, 2d, 1w"),
                               widget=forms.TextInput(attrs={"placeholder": _("e.g. 2h")}))
@@ -62,7 +63,7 @@ class JobFilterForm(forms.Form):
                               help_text=_("Submitted at most this long ago"),
                               widget=forms.TextInput(attrs={"placeholder": _("e.g. 1d")}))
     sort = forms.ChoiceField(label=_("Sort by"), required=False, choices=SORT_CHOICES,
-                             error_messages={"invalid_choice": "%(value)s is not a column to sort by"})
+                             error_messages={"invalid_choice": _("%(value)s is not a column to sort by")})
     page_size = forms.IntegerField(label=_("Rows a page"), required=False, min_value=1, max_value=MAX_PAGE_SIZE,
                                    help_text=format_lazy(_("At most {rows}"), rows=MAX_PAGE_SIZE),
                                    widget=forms.NumberInput(attrs={"placeholder": DEFAULT_PAGE_SIZE}))
@@ -105,7 +106,7 @@ class JobFilterForm(forms.Form):
         self._errors, self.cleaned_data = ErrorDict(), {}
         for key in too_long:
             where = key if key in self.fields else NON_FIELD_ERRORS
-            message = f"at most {MAX_PARAMETER_LENGTH} characters"
+            message = gettext("at most %(characters)s characters") % {"characters": MAX_PARAMETER_LENGTH}
             self._errors.setdefault(where, self.error_class()).append(
                 message if where == key else f"{key[:40]}: {message}")
 
@@ -113,7 +114,7 @@ class JobFilterForm(forms.Form):
         data = super().clean()
         low, high = data.get("min_age"), data.get("max_age")
         if low is not None and high is not None and low > high:
-            self.add_error("max_age", "must be more than “Older than”: no job is both")
+            self.add_error("max_age", gettext("must be more than “Older than”: no job is both"))
         return data
 
     def filters(self) -> JobFilters:
@@ -131,17 +132,18 @@ class JobFilterForm(forms.Form):
 class ReasonForm(forms.Form):
     """Cancel and requeue: an optional reason, shown to the tenant on the job's events and kept in the audit log."""
 
-    reason = forms.CharField(label="Reason", required=False, max_length=MAX_REASON_LENGTH,
-                             help_text="Optional; the job's owners see it on the job's events")
+    reason = forms.CharField(label=_("Reason"), required=False, max_length=MAX_REASON_LENGTH,
+                             help_text=_("Optional; the job's owners see it on the job's events"))
 
     def clean_reason(self) -> str:
         return " ".join(self.cleaned_data["reason"].split())
 
 
 class PriorityForm(ReasonForm):
-    priority = forms.IntegerField(label="New priority", min_value=0, max_value=MAX_PRIORITY,
-                                  help_text=f"0 to {MAX_PRIORITY}: the scheduler starts higher first and preempts "
-                                            "lower first; the job stays billed at its quoted priority")
+    priority = forms.IntegerField(label=_("New priority"), min_value=0, max_value=MAX_PRIORITY,
+                                  help_text=format_lazy(_("0 to {most}: the scheduler starts higher first and preempts "
+                                                          "lower first; the job stays billed at its quoted priority"),
+                                                        most=MAX_PRIORITY))
 
     field_order = ["priority", "reason"]
 
@@ -152,14 +154,14 @@ class PriorityForm(ReasonForm):
     def clean_priority(self) -> int:
         priority = self.cleaned_data["priority"]
         if priority == self.job.priority:
-            raise forms.ValidationError(f"the job's priority is already {priority}")
+            raise forms.ValidationError(gettext("the job's priority is already %(priority)s") % {"priority": priority})
         return priority
 
 
 class MoveForm(ReasonForm):
-    queue = forms.ModelChoiceField(label="Move to queue", queryset=None, to_field_name="name",
-                                   help_text="Leaf queues open to the job's workspace",
-                                   error_messages={"invalid_choice": "not a queue open to the job's workspace"})
+    queue = forms.ModelChoiceField(label=_("Move to queue"), queryset=None, to_field_name="name",
+                                   help_text=_("Leaf queues open to the job's workspace"),
+                                   error_messages={"invalid_choice": _("not a queue open to the job's workspace")})
 
     field_order = ["queue", "reason"]
 

@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from billing.ledger.jobs import job_cost
 from billing.ledger.prices import billed_priority
@@ -131,9 +132,9 @@ class Action:
     def blocked(self, job: Job) -> str:
         """Why the action cannot apply to the job now ("" when it can)."""
         if job.state not in self.states:
-            return f"job {job.pk} is {job.state}: {self.name} applies to {', '.join(self.states)} jobs"
+            return BLOCKED[self.name] % {"pk": job.pk, "state": job.state, "states": ", ".join(self.states)}
         if self.name == "move" and not job_selectors.move_targets(job).exists():
-            return f"workspace {job.workspace.slug} may use no other queue"
+            return gettext("workspace %(workspace)s may use no other queue") % {"workspace": job.workspace.slug}
         return ""
 
     def make_form(self, job: Job, data=None):
@@ -144,10 +145,16 @@ class Action:
 
 NOT_FINAL = (JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTED)
 ACTIONS = {
-    "cancel": Action("cancel", "Cancel", ReasonForm, False, NOT_FINAL),
-    "requeue": Action("requeue", "Requeue", ReasonForm, False, ACTIVE_STATES),
-    "priority": Action("priority", "Change priority", PriorityForm, True, NOT_FINAL),
-    "move": Action("move", "Move", MoveForm, True, (JobState.PENDING,)),
+    "cancel": Action("cancel", _("Cancel"), ReasonForm, False, NOT_FINAL),
+    "requeue": Action("requeue", _("Requeue"), ReasonForm, False, ACTIVE_STATES),
+    "priority": Action("priority", _("Change priority"), PriorityForm, True, NOT_FINAL),
+    "move": Action("move", _("Move"), MoveForm, True, (JobState.PENDING,)),
+}
+BLOCKED = {
+    "cancel": _("job %(pk)s is %(state)s: cancel applies to %(states)s jobs"),
+    "requeue": _("job %(pk)s is %(state)s: requeue applies to %(states)s jobs"),
+    "priority": _("job %(pk)s is %(state)s: priority applies to %(states)s jobs"),
+    "move": _("job %(pk)s is %(state)s: move applies to %(states)s jobs"),
 }
 
 
@@ -157,18 +164,25 @@ def _do(action: Action, operator, job: Job, data: dict) -> str:
     where = ", ".join(sorted({r.node.name for r in job_selectors.job_replicas(job) if r.is_active and r.node}))
     if action.name == "cancel":
         job = job_services.cancel(operator, job, reason=reason)
-        return f"Job {job.name} #{job.pk} cancelled" + (f"; its replicas on {where} are stopped." if where else ".")
+        said = {"name": job.name, "pk": job.pk, "nodes": where}
+        return (gettext("Job %(name)s #%(pk)s cancelled; its replicas on %(nodes)s are stopped.") if where
+                else gettext("Job %(name)s #%(pk)s cancelled.")) % said
     if action.name == "requeue":
         job = job_services.requeue(operator, job, reason=reason)
-        return (f"Job {job.name} #{job.pk} requeued: its replicas on {where or 'no node'} are stopped and it waits "
-                f"in queue {job.queue.name} for the next cycle.")
+        said = {"name": job.name, "pk": job.pk, "nodes": where, "queue": job.queue.name}
+        return (gettext("Job %(name)s #%(pk)s requeued: its replicas on %(nodes)s are stopped and it waits in queue "
+                        "%(queue)s for the next cycle.") if where else
+                gettext("Job %(name)s #%(pk)s requeued: its replicas on no node are stopped and it waits in queue "
+                        "%(queue)s for the next cycle.")) % said
     if action.name == "priority":
         old = job.priority
         job = job_services.change_priority(operator, job, data["priority"], reason=reason)
-        return f"Job {job.name} #{job.pk}: priority {old} → {job.priority}."
+        return gettext("Job %(name)s #%(pk)s: priority %(old)s → %(new)s.") % {
+            "name": job.name, "pk": job.pk, "old": old, "new": job.priority}
     old = job.queue.name
     job = job_services.move(operator, job, data["queue"], reason=reason)
-    return f"Job {job.name} #{job.pk} moved from queue {old} to {job.queue.name}."
+    return gettext("Job %(name)s #%(pk)s moved from queue %(old)s to %(new)s.") % {
+        "name": job.name, "pk": job.pk, "old": old, "new": job.queue.name}
 
 
 def _next_url(request, job: Job) -> str:

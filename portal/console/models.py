@@ -3,15 +3,16 @@ samples; the capacity planner's runs."""
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from scheduling import clock
 
 
 class AuditEntry(models.Model):
     class Source(models.TextChoices):
-        CONSOLE = "console", "Console"
-        ADMIN = "admin", "Django admin"
-        TENANT = "tenant", "Workspace pages"  # an owner managing their own workspace
+        CONSOLE = "console", _("Console")
+        ADMIN = "admin", _("Django admin")
+        TENANT = "tenant", _("Workspace pages")  # an owner managing their own workspace
 
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -58,15 +59,15 @@ class PlannerRun(models.Model):
     worker runs it, and its figures. Operators may save a run under a name to compare it later."""
 
     class Kind(models.TextChoices):
-        WHATIF = "whatif", "What-if on the platform's history"
-        TRACE = "trace", "What-if on an uploaded trace"
-        SAVINGS = "savings", "Pool against silos (last 30 days)"
+        WHATIF = "whatif", _("What-if on the platform's history")
+        TRACE = "trace", _("What-if on an uploaded trace")
+        SAVINGS = "savings", _("Pool against silos (last 30 days)")
 
     class State(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        DONE = "done", _("Done")
+        FAILED = "failed", _("Failed")
 
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.WHATIF)
     state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED, db_index=True)

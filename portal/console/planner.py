@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from portal.console import planner_services as services
@@ -89,9 +90,9 @@ def planner_save(request, pk: int):
     run = get_object_or_404(PlannerRun, pk=pk)
     name = request.POST.get("name", "").strip()
     if not name or len(name) > 120:
-        raise ConsoleError("give the saved result a name of 1 to 120 characters", field="name")
+        raise ConsoleError(gettext("give the saved result a name of 1 to 120 characters"), field="name")
     if run.state != PlannerRun.State.DONE:
-        raise ConsoleError("only a finished replay can be saved")
+        raise ConsoleError(gettext("only a finished replay can be saved"))
     PlannerRun.objects.filter(pk=run.pk).update(saved=True, name=name)
     return redirect("console-planner-run", pk=run.pk)
 
@@ -102,13 +103,13 @@ def planner_compare(request):
     runs of the same window)."""
     ids = [request.GET.get("a", ""), request.GET.get("b", "")]
     if not all(i.isdigit() and len(i) < 12 for i in ids):
-        raise ConsoleError("choose two replays to compare (a= and b=, their numbers)")
+        raise ConsoleError(gettext("choose two replays to compare (a= and b=, their numbers)"))
     runs = {r.pk: r for r in PlannerRun.objects.filter(pk__in=[int(i) for i in ids], state=PlannerRun.State.DONE)
             .exclude(kind=PlannerRun.Kind.SAVINGS)}
     try:
         a, b = runs[int(ids[0])], runs[int(ids[1])]
     except KeyError:
-        raise Http404("No such finished replay") from None
+        raise Http404(gettext("No such finished replay")) from None
     queues = sorted(set(a.results["edited"]["queues"]) | set(b.results["edited"]["queues"]))
     rows = [(q, a.results["edited"]["queues"].get(q), b.results["edited"]["queues"].get(q)) for q in queues]
     return render(request, "console/planner_compare.html", {"section": "planner", "a": a, "b": b, "rows": rows,

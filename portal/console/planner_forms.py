@@ -6,6 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django import forms
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from portal.console.planner_services import (
     MAX_TRACE_BYTES,
@@ -15,6 +17,7 @@ from portal.console.planner_services import (
     leaf_queues,
 )
 from scheduling.core import model as cm
+from scheduling.models import said
 from scheduling.queue_tree import QueueRow, validate_queue
 
 MAX_NODES = 1000
@@ -30,19 +33,19 @@ def queue_field(queue: str, what: str) -> str:
 
 
 class PlannerForm(forms.Form):
-    days = forms.IntegerField(label="Days of history", min_value=1, max_value=90, initial=30,
-                              help_text="Jobs submitted in the last this many days are replayed")
+    days = forms.IntegerField(label=_("Days of history"), min_value=1, max_value=90, initial=30,
+                              help_text=_("Jobs submitted in the last this many days are replayed"))
     checkpoint_min = forms.IntegerField(
-        label="Checkpoint every (minutes)", min_value=0, max_value=1440, initial=30, required=False,
-        help_text="A preempted job loses its work since its last checkpoint; 0: nothing lost; empty: it starts over")
+        label=_("Checkpoint every (minutes)"), min_value=0, max_value=1440, initial=30, required=False,
+        help_text=_("A preempted job loses its work since its last checkpoint; 0: nothing lost; empty: it starts over"))
     preemption = forms.BooleanField(
-        label="Best-effort preemption", required=False, initial=True,
-        help_text="Off: no job may be evicted, so work over a queue's deserved quota waits instead of borrowing")
-    trace = forms.FileField(label="Load a trace (Philly CSV)", required=False,
-                            help_text="Replay this trace instead of the history: user, num_gpu, submit_time, "
-                                      "duration, best_effort or job_type")
-    trace_queue = forms.ChoiceField(label="Queue for the trace's teams", required=False,
-                                    help_text="A team named like a queue goes there; the others here")
+        label=_("Best-effort preemption"), required=False, initial=True,
+        help_text=_("Off: no job may be evicted, so work over a queue's deserved quota waits instead of borrowing"))
+    trace = forms.FileField(label=_("Load a trace (Philly CSV)"), required=False,
+                            help_text=_("Replay this trace instead of the history: `user`, `num_gpu`, `submit_time`, "
+                                        "`duration`, `best_effort` or `job_type`"))
+    trace_queue = forms.ChoiceField(label=_("Queue for the trace's teams"), required=False,
+                                    help_text=_("A team named like a queue goes there; the others here"))
 
     def __init__(self, *args, cluster: cm.Snapshot, **kwargs):
         super().__init__(*args, **kwargs)
@@ -51,12 +54,12 @@ class PlannerForm(forms.Form):
         self.pool_rows, self.queue_rows = [], []
         for name, p in start["pools"].items():
             fields = {
-                "nodes": forms.IntegerField(label="Nodes", min_value=0, max_value=MAX_NODES, initial=p["nodes"]),
-                "gpus_per_node": forms.IntegerField(label="GPUs per node", min_value=1, max_value=16,
+                "nodes": forms.IntegerField(label=_("Nodes"), min_value=0, max_value=MAX_NODES, initial=p["nodes"]),
+                "gpus_per_node": forms.IntegerField(label=_("GPUs per node"), min_value=1, max_value=16,
                                                     initial=p["gpus_per_node"],
-                                                    help_text="Of the nodes added"),
-                "gpu_model": forms.CharField(label="GPU model", max_length=64, initial=p["gpu_model"]),
-                "gpu_memory_gib": forms.IntegerField(label="GPU memory (GiB)", min_value=1, max_value=4096,
+                                                    help_text=_("Of the nodes added")),
+                "gpu_model": forms.CharField(label=_("GPU model"), max_length=64, initial=p["gpu_model"]),
+                "gpu_memory_gib": forms.IntegerField(label=_("GPU memory (GiB)"), min_value=1, max_value=4096,
                                                      initial=p["gpu_memory_gib"]),
             }
             for what, field in fields.items():
@@ -64,9 +67,9 @@ class PlannerForm(forms.Form):
             self.pool_rows.append((name, [self[pool_field(name, w)] for w in fields]))
         for name, q in start["queues"].items():
             fields = {
-                "deserved_gpus": forms.DecimalField(label="Deserved GPUs", min_value=0, max_value=MAX_GPUS,
+                "deserved_gpus": forms.DecimalField(label=_("Deserved GPUs"), min_value=0, max_value=MAX_GPUS,
                                                     decimal_places=2, initial=Decimal(q["deserved_gpus"])),
-                "limit_gpus": forms.DecimalField(label="Limit (GPUs)", min_value=0, max_value=MAX_GPUS,
+                "limit_gpus": forms.DecimalField(label=_("Limit (GPUs)"), min_value=0, max_value=MAX_GPUS,
                                                  decimal_places=2, required=False,
                                                  initial=None if q["limit_gpus"] is None else Decimal(q["limit_gpus"])),
             }
@@ -81,13 +84,13 @@ class PlannerForm(forms.Form):
         if not upload:
             return None
         if upload.size > MAX_TRACE_BYTES:
-            raise forms.ValidationError(f"the trace is over {MAX_TRACE_BYTES // (1024 * 1024)} MiB")
+            raise forms.ValidationError(gettext("the trace is over %(mib)s MiB") % {"mib": MAX_TRACE_BYTES // (1024 * 1024)})
         try:
             text = upload.read().decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise forms.ValidationError("the trace is not UTF-8 text") from None
+            raise forms.ValidationError(gettext("the trace is not UTF-8 text")) from None
         if "\x00" in text:
-            raise forms.ValidationError("the trace is not text")
+            raise forms.ValidationError(gettext("the trace is not text"))
         try:
             self.trace_jobs = check_trace(text)
         except PlannerInputError as error:
@@ -98,7 +101,7 @@ class PlannerForm(forms.Form):
     def clean(self):
         data = super().clean()
         if data.get("trace") and not data.get("trace_queue"):
-            self.add_error("trace_queue", "choose the queue that takes the trace's teams")
+            self.add_error("trace_queue", gettext("choose the queue that takes the trace's teams"))
         rows, parents = [], {q.name: q.parent for q in self.cluster.queues}
         for q in self.cluster.queues:
             deserved = data.get(queue_field(q.name, "deserved_gpus"))
@@ -107,7 +110,7 @@ class PlannerForm(forms.Form):
             rows.append(QueueRow(q.name, parents[q.name], deserved, Decimal(str(q.over_quota_weight)),
                                  data.get(queue_field(q.name, "limit_gpus"))))
         for row in rows:
-            for field, messages in validate_queue(rows, row.name).items():
+            for field, messages in validate_queue(rows, row.name, say=said).items():
                 name = queue_field(row.name, "limit_gpus" if field == "limit_gpus" else "deserved_gpus")
                 for message in messages:
                     self.add_error(name, message)
@@ -119,9 +122,9 @@ class PlannerForm(forms.Form):
         pools = {name: {"nodes": data[pool_field(name, "nodes")], "gpus_per_node": data[pool_field(name, "gpus_per_node")],
                         "gpu_model": data[pool_field(name, "gpu_model")].strip(),
                         "gpu_memory_gib": data[pool_field(name, "gpu_memory_gib")]}
-                 for name, _ in self.pool_rows}
+                 for name, _fields in self.pool_rows}
         queues = {}
-        for name, _ in self.queue_rows:
+        for name, _fields in self.queue_rows:
             limit = data.get(queue_field(name, "limit_gpus"))
             queues[name] = {"deserved_gpus": str(data[queue_field(name, "deserved_gpus")]),
                             "limit_gpus": None if limit is None else str(limit)}

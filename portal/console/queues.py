@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from portal.console import selectors, services
 from portal.console.services import ConsoleError
@@ -35,7 +36,7 @@ def _queue_form(queue: Queue | None, data=None, initial=None) -> QueueByNameForm
     form = QueueByNameForm(data, instance=queue, initial=initial)
     if queue is not None:
         form.fields["parent"].queryset = Queue.objects.exclude(pk=queue.pk)
-    form.fields["parent"].empty_label = "(none: a root queue)"
+    form.fields["parent"].empty_label = gettext("(none: a root queue)")
     for name, element_id in FIELD_IDS.items():
         form.fields[name].widget.attrs["id"] = element_id
     return form
@@ -56,7 +57,8 @@ def queue_edit(request, name=None):
         except ConsoleError as error:
             errors = error.errors
         else:
-            messages.success(request, f"Queue {saved.name} {'saved' if queue else 'created'}.")
+            messages.success(request, (gettext("Queue %(queue)s saved.") if queue else gettext("Queue %(queue)s created."))
+                             % {"queue": saved.name})
             return redirect("console-queues")
         # the service's form changed `queue` in memory: show the refused values on a fresh copy
         queue = Queue.objects.get(pk=queue.pk) if queue else None
@@ -81,7 +83,7 @@ def queue_delete(request, name):
         except ConsoleError as error:
             errors = [m for msgs in error.errors.values() for m in msgs]
         else:
-            messages.success(request, f"Queue {name} deleted.")
+            messages.success(request, gettext("Queue %(queue)s deleted.") % {"queue": name})
             return redirect("console-queues")
     return render(request, "console/queue_delete.html", {
         "section": "queues", "queue": queue, "deletion": selectors.queue_deletion(queue), "errors": errors,

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, Min, Q, QuerySet
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from billing.currency import workspace_currencies
 from billing.models import ChargeLine, NodeToken, PriceTable
@@ -25,6 +26,7 @@ from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Workspace
+from portal.pending_reasons import job_reason
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
@@ -54,15 +56,15 @@ def heatmap(pools: list[dict]) -> dict:
     width = max((len(n["gpus"]) for _, n in rows), default=0)
     z, text, y = [], [], []
     for pool, node in rows:
-        y.append(f"{pool} · {node['name']}{' (cordoned)' if node['cordoned'] else ''}"
-                 f"{' (not ready)' if not node['ready'] else ''}")
+        y.append(f"{pool} · {node['name']}{' ' + gettext('(cordoned)') if node['cordoned'] else ''}"
+                 f"{' ' + gettext('(not ready)') if not node['ready'] else ''}")
         zr, tr = [], []
         for i in range(width):
             gpu = node["gpus"][i] if i < len(node["gpus"]) else None
             zr.append(None if gpu is None else gpu["used_milli"] / MILLI_PER_GPU)
             tr.append("" if gpu is None else "<br>".join(
                 f"{h['workspace']}/{h['name']} #{h['job']} {h['mig'] or h['kind']} {h['milli']}m" for h in gpu["holders"]
-            ) or "free")
+            ) or gettext("free"))
         z.append(zr)
         text.append(tr)
     return {"z": z, "x": [f"GPU {i}" for i in range(width)], "y": y, "text": text}
@@ -307,7 +309,7 @@ def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = No
     now = now or clock.now()
     tables = price_tables()
     if not tables:
-        return need, [], ["no price table: nothing to compare"]
+        return need, [], [gettext("no price table: nothing to compare")]
     from billing.pricing import table_in_force
 
     rates = table_in_force(tables, now).rates
@@ -384,7 +386,8 @@ def audit_entries(params) -> QuerySet[AuditEntry]:
             try:
                 entries = entries.filter(**{lookup: date.fromisoformat(params[name])})
             except ValueError:
-                raise ValueError(f"{name}: {params[name]!r} is not a date (YYYY-MM-DD)") from None
+                raise ValueError(gettext("%(field)s: %(value)s is not a date (YYYY-MM-DD)") % {
+                    "field": name, "value": repr(params[name])}) from None
     return entries
 
 
@@ -423,7 +426,7 @@ def audit_choices() -> dict[str, list[str]]:
 class PendingReason:
     code: str       # a code of core.fit.REASONS; "" while no cycle has looked at the job
     jobs: int
-    example: str    # one job's rendered reason (the figures differ from job to job)
+    example: str    # one job's reason in the reader's language (the figures differ from job to job)
 
 
 @dataclass(frozen=True)
@@ -432,7 +435,17 @@ class QueuePending:
     reasons: tuple[PendingReason, ...] = ()
 
 
-NOT_LOOKED_AT = "waiting for its first scheduling cycle"
+NOT_LOOKED_AT = gettext_noop("waiting for its first scheduling cycle")
+
+
+def _reasons_read(pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """Each (code, stored English text) in the reader's language, from the figures of one job that waits so."""
+    if not pairs:
+        return {}
+    first = (Job.objects.filter(state=JobState.PENDING, pending_reason__in={text for _, text in pairs}).order_by()
+             .values("pending_code", "pending_reason").annotate(first=Min("id")).values_list("first", flat=True))
+    jobs = Job.objects.filter(pk__in=list(first)).only("pending_code", "pending_params", "pending_reason")
+    return {(j.pending_code, j.pending_reason): job_reason(j) for j in jobs}
 
 
 def pending_by_queue(top: int = 3) -> dict[str, QueuePending]:
@@ -450,11 +463,17 @@ def pending_by_queue(top: int = 3) -> dict[str, QueuePending]:
             example = row["example"] or NOT_LOOKED_AT
             examples[(name, code)] = min(examples.get((name, code), example), example)
             name = parents.get(name)
+    read = _reasons_read({(code, text) for (_, code), text in examples.items() if text != NOT_LOOKED_AT})
+
+    def shown(name: str, code: str) -> str:
+        text = examples[(name, code)]
+        return gettext(NOT_LOOKED_AT) if text == NOT_LOOKED_AT else read.get((code, text), text)
+
     out = {}
     for name, by_code in jobs.items():
         ranked = sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
         out[name] = QueuePending(sum(by_code.values()),
-                                 tuple(PendingReason(code, n, examples[(name, code)]) for code, n in ranked))
+                                 tuple(PendingReason(code, n, shown(name, code)) for code, n in ranked))
     return out
 
 
@@ -494,12 +513,16 @@ def queue_deletion(queue: Queue) -> QueueDeletion:
     refusals = []
     children = sorted(queue.children.values_list("name", flat=True))
     if children:
-        refusals.append(f"it has sub-queues ({', '.join(children)}): move or delete them first")
+        refusals.append(gettext("it has sub-queues (%(queues)s): move or delete them first") % {
+            "queues": ", ".join(children)})
     jobs = queue.jobs.count()
     if jobs:
         unfinished = queue.jobs.exclude(state__in=FINAL_STATES).count()
-        refusals.append(f"it holds {jobs} job{'s' if jobs != 1 else ''} ({unfinished} not finished); jobs keep "
-                        "their queue for their history and costs, so a queue that ever held one stays")
+        refusals.append(ngettext(
+            "it holds %(jobs)s job (%(unfinished)s not finished); jobs keep their queue for their history and costs, "
+            "so a queue that ever held one stays",
+            "it holds %(jobs)s jobs (%(unfinished)s not finished); jobs keep their queue for their history and costs, "
+            "so a queue that ever held one stays", jobs) % {"jobs": jobs, "unfinished": unfinished})
     access = list(QueueAccess.objects.filter(queue=queue).values_list("workspace__slug", "is_default")
                   .order_by("workspace__slug"))
     return QueueDeletion(tuple(refusals), tuple(s for s, _ in access), tuple(s for s, d in access if d))

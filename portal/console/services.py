@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils.translation import gettext
 
 from billing import currency as billing_currency
 from billing.currency import currency_at
@@ -76,7 +77,8 @@ def delete_queue(user, queue: Queue) -> None:
     queue = Queue.objects.select_for_update().get(pk=queue.pk)
     deletion = selectors.queue_deletion(queue)
     if deletion.refusals:
-        raise ConsoleError({"": [f"queue '{queue.name}' cannot be deleted: {r}" for r in deletion.refusals]})
+        raise ConsoleError({"": [gettext("queue '%(queue)s' cannot be deleted: %(why)s") % {"queue": queue.name, "why": r}
+                                 for r in deletion.refusals]})
     message = f"workspaces that lost it: {', '.join(deletion.workspaces)}" if deletion.workspaces else ""
     audit.record(user, "delete", queue, changes={k: [v, None] for k, v in audit.snapshot(queue, QUEUE_FIELDS).items()},
                  message=message)
@@ -99,8 +101,9 @@ def save_pool(user, pool: NodePool, data: Mapping[str, Any]) -> NodePool:
     relayout = [f for f in POOL_LAYOUT_FIELDS if before[f] != after[f]]
     running = Replica.objects.filter(node__pool=pool, state__in=ACTIVE_STATES).count()
     if relayout and running:
-        raise ConsoleError({relayout[0]: f"{running} replicas hold slices of this pool's GPUs: drain its nodes "
-                                         f"before changing {', '.join(relayout)}"})
+        raise ConsoleError({relayout[0]: gettext("%(running)s replicas hold slices of this pool's GPUs: drain its "
+                                                 "nodes before changing %(fields)s") % {
+            "running": running, "fields": ", ".join(relayout)}})
     form.save()
     audit.record(user, "change", pool, changes=audit.diff(before, after))
     return pool
@@ -197,22 +200,26 @@ def parse_gpu_rates(text: str) -> list[tuple[str, str, Decimal]]:
         if not parts:
             continue
         if len(parts) != 3:
-            raise ConsoleError({"gpu_rates": f"line {n}: write `vendor gpu_model price`, got {line.strip()!r}"})
+            raise ConsoleError({"gpu_rates": gettext("line %(line)s: write `vendor gpu_model price`, got %(got)s") % {
+                "line": n, "got": repr(line.strip())}})
         vendor, model, raw = parts
         if vendor not in ("nvidia", "amd"):
-            raise ConsoleError({"gpu_rates": f"line {n}: vendor {vendor!r} is not nvidia or amd"})
+            raise ConsoleError({"gpu_rates": gettext("line %(line)s: vendor %(vendor)s is not nvidia or amd") % {
+                "line": n, "vendor": repr(vendor)}})
         try:
             price = Decimal(raw)
         except InvalidOperation:
-            raise ConsoleError({"gpu_rates": f"line {n}: price {raw!r} is not a number"}) from None
+            raise ConsoleError({"gpu_rates": gettext("line %(line)s: price %(price)s is not a number") % {
+                "line": n, "price": repr(raw)}}) from None
         if not price.is_finite() or price < 0:
-            raise ConsoleError({"gpu_rates": f"line {n}: price must be 0 or more"})
+            raise ConsoleError({"gpu_rates": gettext("line %(line)s: price must be 0 or more") % {"line": n}})
         if (vendor, model) in seen:
-            raise ConsoleError({"gpu_rates": f"line {n}: {vendor} {model} is listed twice"})
+            raise ConsoleError({"gpu_rates": gettext("line %(line)s: %(vendor)s %(model)s is listed twice") % {
+                "line": n, "vendor": vendor, "model": model}})
         seen.add((vendor, model))
         rates.append((vendor, model, price))
     if not rates:
-        raise ConsoleError({"gpu_rates": "give at least one GPU rate"})
+        raise ConsoleError({"gpu_rates": gettext("give at least one GPU rate")})
     return rates
 
 
@@ -237,8 +244,8 @@ def _price_state(table: PriceTable) -> dict[str, Any]:
 
 def _require_scheduled(table: PriceTable) -> None:
     if table.effective_from <= clock.now():
-        raise ConsoleError({"": f"{table.name} is in force or past, so it is read-only: prices of the past never "
-                                "change. Create a new version instead."})
+        raise ConsoleError({"": gettext("%(table)s is in force or past, so it is read-only: prices of the past never "
+                                        "change. Create a new version instead.") % {"table": table.name}})
 
 
 @transaction.atomic
@@ -308,11 +315,11 @@ def create_workspace(user, slug: str, name: str, *, queue: Queue | None = None) 
     errors = {}
     slug = (slug or "").strip()
     if not slug or slugify(slug) != slug:
-        errors["slug"] = ["use lower-case letters, digits and hyphens"]
+        errors["slug"] = [gettext("use lower-case letters, digits and hyphens")]
     elif Workspace.objects.filter(slug=slug).exists():
-        errors["slug"] = [f"workspace '{slug}' exists"]
+        errors["slug"] = [gettext("workspace '%(workspace)s' exists") % {"workspace": slug}]
     if not (name or "").strip():
-        errors["name"] = ["is required"]
+        errors["name"] = [gettext("is required")]
     if errors:
         raise ConsoleError(errors)
     workspace = Workspace.objects.create(slug=slug, name=name.strip())
@@ -347,15 +354,17 @@ def set_member(user, workspace: Workspace, username: str, role: str, *,
     """Add a member (named by username or e-mail) or change their role. `source`: where the change
     was made (the console, or the workspace's own Members page), for the audit log."""
     if role not in Role.values:
-        raise ConsoleError({"role": f"{role!r} is not one of {', '.join(Role.values)}"})
+        raise ConsoleError({"role": gettext("%(role)s is not one of %(roles)s") % {
+            "role": repr(role), "roles": ", ".join(Role.values)}})
     member = find_user(username)
     Workspace.objects.select_for_update().get(pk=workspace.pk)  # one owner change at a time
     membership, created = Membership.objects.get_or_create(user=member, workspace=workspace,
                                                            defaults={"role": role})
     old = None if created else membership.role
     if old == Role.OWNER and role != Role.OWNER:
-        _keep_an_owner(membership, "role", f"{member.username} is the last owner of {workspace.slug}: make "
-                                           "another member owner first")
+        _keep_an_owner(membership, "role", gettext("%(user)s is the last owner of %(workspace)s: make another "
+                                                   "member owner first") % {
+            "user": member.username, "workspace": workspace.slug})
     if not created and membership.role != role:
         membership.role = role
         membership.save(update_fields=["role"])
@@ -373,11 +382,13 @@ def find_user(username_or_email: str):
     if member is None and "@" in name:
         matches = list(users.filter(email__iexact=name)[:2])
         if len(matches) > 1:
-            raise ConsoleError({"username": f"several accounts have the e-mail {name!r}: give the username"})
+            raise ConsoleError({"username": gettext("several accounts have the e-mail %(email)s: give the username") % {
+                "email": repr(name)}})
         member = matches[0] if matches else None
     if member is None:
-        also = " and no account has that e-mail" if "@" in name else ""
-        raise ConsoleError({"username": f"no user named {name!r}{also}"})
+        said = (gettext("no user named %(name)s and no account has that e-mail") if "@" in name
+                else gettext("no user named %(name)s"))
+        raise ConsoleError({"username": said % {"name": repr(name)}})
     return member
 
 
@@ -387,8 +398,9 @@ def remove_member(user, membership: Membership, *, source: str = AuditEntry.Sour
     Workspace.objects.select_for_update().get(pk=membership.workspace_id)
     membership = Membership.objects.select_related("user", "workspace").get(pk=membership.pk)
     if membership.role == Role.OWNER:
-        _keep_an_owner(membership, "", f"{membership.user.username} is the last owner of "
-                                       f"{membership.workspace.slug}: make another member owner first")
+        _keep_an_owner(membership, "", gettext("%(user)s is the last owner of %(workspace)s: make another member "
+                                               "owner first") % {
+            "user": membership.user.username, "workspace": membership.workspace.slug})
     audit.record(user, "delete", membership, changes={"role": [membership.role, None]}, source=source)
     membership.delete()
 
@@ -402,7 +414,7 @@ def _keep_an_owner(membership: Membership, field: str, message: str) -> None:
 @transaction.atomic
 def grant_queue(user, workspace: Workspace, queue: Queue, *, is_default: bool = False) -> QueueAccess:
     if queue.children.exists():
-        raise ConsoleError({"queue": f"'{queue.name}' has sub-queues; jobs go to leaf queues"})
+        raise ConsoleError({"queue": gettext("'%(queue)s' has sub-queues; jobs go to leaf queues") % {"queue": queue.name}})
     if is_default:
         QueueAccess.objects.filter(workspace=workspace, is_default=True).exclude(queue=queue).update(is_default=False)
     access, created = QueueAccess.objects.update_or_create(queue=queue, workspace=workspace,

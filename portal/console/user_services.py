@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils.translation import gettext
 
 from portal.console import audit
 from portal.console.services import ConsoleError
@@ -32,11 +33,11 @@ def new_user_errors(*, username: str, email: str = "", password: str, is_staff: 
     username = (username or "").strip()
     errors: dict[str, list[str]] = {}
     if not username:
-        errors["username"] = ["a username is required"]
+        errors["username"] = [gettext("a username is required")]
     elif User.objects.filter(username__iexact=username).exists():
-        errors["username"] = [f"a user named '{username}' exists"]
+        errors["username"] = [gettext("a user named '%(user)s' exists") % {"user": username}]
     if not password:
-        errors["password"] = ["an initial password is required"]
+        errors["password"] = [gettext("an initial password is required")]
     elif problems := _password_errors(password, User(username=username, email=(email or "").strip())):
         errors["password"] = problems
     return errors
@@ -59,7 +60,7 @@ def set_active(actor, user, active: bool):
     """Deactivate (cannot log in any more; history kept) or reactivate an account."""
     user = get_user_model().objects.select_for_update().get(pk=user.pk)
     if not active and user.pk == actor.pk:
-        raise ConsoleError({"": ["you cannot deactivate your own account"]})
+        raise ConsoleError({"": [gettext("you cannot deactivate your own account")]})
     if user.is_active != active:
         user.is_active = active
         user.save(update_fields=["is_active"])
@@ -72,7 +73,7 @@ def reset_password(actor, user, password: str):
     """Set a new password (checked by the site's password validators); the old one stops working."""
     user = get_user_model().objects.select_for_update().get(pk=user.pk)
     if not password:
-        raise ConsoleError({"password": ["a new password is required"]})
+        raise ConsoleError({"password": [gettext("a new password is required")]})
     if problems := _password_errors(password, user):
         raise ConsoleError({"password": problems})
     user.set_password(password)

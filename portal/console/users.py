@@ -8,6 +8,8 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import password_validators_help_texts
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from portal.console import user_selectors, user_services
 from portal.console.services import ConsoleError
@@ -19,16 +21,17 @@ def _password_help() -> str:
 
 
 class UserCreateForm(forms.Form):
-    username = forms.CharField(label="Username", max_length=150,
-                               help_text="What the user logs in with: letters, digits and @ . + - _")
-    email = forms.EmailField(label="E-mail", required=False, help_text="Where budget and idle-GPU notices go")
-    password = forms.CharField(label="Initial password", strip=False, widget=forms.PasswordInput(render_value=False))
-    is_staff = forms.BooleanField(label="Operator (staff)", required=False,
-                                  help_text="May use this console. Leave off for tenants.")
+    username = forms.CharField(label=_("Username"), max_length=150,
+                               help_text=_("What the user logs in with: letters, digits and @ . + - _"))
+    email = forms.EmailField(label=_("E-mail"), required=False, help_text=_("Where budget and idle-GPU notices go"))
+    password = forms.CharField(label=_("Initial password"), strip=False, widget=forms.PasswordInput(render_value=False))
+    is_staff = forms.BooleanField(label=_("Operator (staff)"), required=False,
+                                  help_text=_("May use this console. Leave off for tenants."))
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["password"].help_text = f"Give it to the user; they can change it. {_password_help()}"
+        self.fields["password"].help_text = gettext("Give it to the user; they can change it. %(rules)s") % {
+            "rules": _password_help()}
         self.fields["username"].validators.append(get_user_model().username_validator)
 
     def clean(self):
@@ -43,7 +46,7 @@ class UserCreateForm(forms.Form):
 
 
 class PasswordResetForm(forms.Form):
-    password = forms.CharField(label="New password", strip=False, widget=forms.PasswordInput(render_value=False))
+    password = forms.CharField(label=_("New password"), strip=False, widget=forms.PasswordInput(render_value=False))
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -66,7 +69,8 @@ def users(request):
         except ConsoleError as error:
             _add_errors(form, error)
         else:
-            messages.success(request, f"User {user.username} created. Add them to a workspace to let them work.")
+            messages.success(request, gettext("User %(user)s created. Add them to a workspace to let them work.") % {
+                "user": user.username})
             return redirect("console-users")
     return render(request, "console/users.html", {
         "section": "users", "rows": user_selectors.user_rows(), "form": form,
@@ -84,7 +88,8 @@ def user_active(request, username, active: bool):
         except ConsoleError as error:
             errors = [m for msgs in error.errors.values() for m in msgs]
         else:
-            messages.success(request, f"User {user.username} {'reactivated' if active else 'deactivated'}.")
+            messages.success(request, (gettext("User %(user)s reactivated.") if active
+                                       else gettext("User %(user)s deactivated.")) % {"user": user.username})
             return redirect("console-users")
     elif not active and user.pk == request.user.pk:
         errors = ["you cannot deactivate your own account"]
@@ -105,7 +110,8 @@ def user_password(request, username):
         except ConsoleError as error:
             _add_errors(form, error)
         else:
-            messages.success(request, f"Password of {user.username} reset. Give them the new one.")
+            messages.success(request, gettext("Password of %(user)s reset. Give them the new one.") % {
+                "user": user.username})
             return redirect("console-users")
     return render(request, "console/user_password.html", {"section": "users", "account": user, "form": form},
                   status=400 if form.errors else 200)

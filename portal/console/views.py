@@ -15,6 +15,7 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from billing.currency import currency_at, default_currency
@@ -22,7 +23,7 @@ from billing.forms import PriceTableForm
 from billing.models import NodeToken, PriceTable
 from billing.pricing import MINOR_UNITS
 from portal.console import selectors, services
-from portal.console.advice import BYTES_PER_PARAM, TASKS
+from portal.console.advice import BYTES_PER_PARAM, TASKS, part_name
 from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
@@ -92,7 +93,8 @@ def advice(request):
     if context["form"]["params_b"]:
         try:
             need, options, refused = selectors.gpu_advice(**context["form"])
-            context.update(need=need, options=options, refused=refused)
+            context.update(need=need, options=options, refused=refused,
+                           need_parts=[(part_name(what), gib) for what, gib in need.parts])
         except ValueError as error:
             context["error"] = str(error)
     return render(request, "console/advice.html", context)
@@ -107,7 +109,8 @@ def pools(request):
     if request.method == "POST":
         try:
             pool = services.create_pool(request.user, request.POST)
-            messages.success(request, f"Pool {pool.name} created; nodes join it when their agents report.")
+            messages.success(request, gettext("Pool %(pool)s created; nodes join it when their agents report.") % {
+                "pool": pool.name})
             return redirect("console-pools")
         except ConsoleError as error:
             errors = error.errors
@@ -135,7 +138,7 @@ def pool_edit(request, name):
     if request.method == "POST":
         try:
             services.save_pool(request.user, pool, request.POST)
-            messages.success(request, f"Pool {pool.name} saved.")
+            messages.success(request, gettext("Pool %(pool)s saved.") % {"pool": pool.name})
             return redirect("console-pools")
         except ConsoleError as error:
             errors = error.errors
@@ -164,7 +167,8 @@ def node_cordon(request, name):
     node = get_object_or_404(Node, name=name)
     cordon = request.POST.get("cordon") == "1"
     services.set_cordoned(request.user, node, cordon)
-    messages.info(request, f"Node {node.name} {'cordoned' if cordon else 'uncordoned'}.")
+    said = gettext("Node %(node)s cordoned.") if cordon else gettext("Node %(node)s uncordoned.")
+    messages.info(request, said % {"node": node.name})
     return redirect("console-nodes")
 
 
@@ -173,8 +177,9 @@ def node_drain(request, name):
     node = get_object_or_404(Node, name=name)
     if request.method == "POST":
         done = services.drain(request.user, node)
-        messages.success(request, f"Node {node.name} drained: {len(done.moves)} preemptible replicas requeued, "
-                                  f"{len(done.stays)} finish in place.")
+        messages.success(request, gettext("Node %(node)s drained: %(moves)s preemptible replicas requeued, "
+                                          "%(stays)s finish in place.") % {
+            "node": node.name, "moves": len(done.moves), "stays": len(done.stays)})
         return redirect("console-nodes")
     return render(request, "console/drain.html", {"section": "nodes", "preview": services.drain_preview(node)})
 
@@ -197,7 +202,7 @@ def workspaces(request):
         try:
             ws = services.create_workspace(request.user, request.POST.get("slug", ""), request.POST.get("name", ""),
                                            queue=queue)
-            messages.success(request, f"Workspace {ws.slug} created.")
+            messages.success(request, gettext("Workspace %(workspace)s created.") % {"workspace": ws.slug})
             return redirect("console-workspace", slug=ws.slug)
         except ConsoleError as error:
             errors = error.errors
@@ -211,12 +216,12 @@ def workspaces(request):
 class MemberForm(forms.Form):
     """Add a member to a workspace, or change a member's role."""
 
-    username = forms.CharField(label="User", max_length=150, widget=forms.TextInput(attrs={"id": "f-username"}),
-                               help_text="The username of an existing account (create accounts on the Users page)")
-    role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.MEMBER,
-                             help_text="Owner: submits jobs, manages the budget and may block submissions. Member: "
-                                       "submits jobs. Viewer: sees jobs and reports. Finance: budget and reports. "
-                                       "A workspace keeps at least one owner.")
+    username = forms.CharField(label=_("User"), max_length=150, widget=forms.TextInput(attrs={"id": "f-username"}),
+                               help_text=_("The username of an existing account (create accounts on the Users page)"))
+    role = forms.ChoiceField(label=_("Role"), choices=Role.choices, initial=Role.MEMBER,
+                             help_text=_("Owner: submits jobs, manages the budget and may block submissions. Member: "
+                                         "submits jobs. Viewer: sees jobs and reports. Finance: budget and reports. "
+                                         "A workspace keeps at least one owner."))
 
 
 def _form_fail(form: forms.Form, error: ConsoleError) -> None:
@@ -240,7 +245,8 @@ def workspace_detail(request, slug):
             except ConsoleError as error:
                 grant_errors = error.errors
             else:
-                messages.success(request, f"Queue {queue.name} granted to {workspace.slug}.")
+                messages.success(request, gettext("Queue %(queue)s granted to %(workspace)s.") % {
+                    "queue": queue.name, "workspace": workspace.slug})
                 return redirect("console-workspace", slug=slug)
         else:
             member_form = MemberForm(request.POST)
@@ -251,9 +257,9 @@ def workspace_detail(request, slug):
                 except ConsoleError as error:
                     _form_fail(member_form, error)
                 else:
-                    role = m.get_role_display().lower()
-                    messages.success(request, f"{m.user.username} is now {role} of {workspace.slug}." if existing
-                                     else f"{m.user.username} added to {workspace.slug} as {role}.")
+                    said = {"user": m.user.username, "role": m.get_role_display().lower(), "workspace": workspace.slug}
+                    messages.success(request, (gettext("%(user)s is now %(role)s of %(workspace)s.") if existing
+                                               else gettext("%(user)s added to %(workspace)s as %(role)s.")) % said)
                     return redirect("console-workspace", slug=slug)
     return render(request, "console/workspace_detail.html", {
         "section": "workspaces", "workspace": workspace, "roles": Role.choices, "member_form": member_form,
@@ -276,7 +282,8 @@ def member_remove(request, slug, pk):
         except ConsoleError as error:
             errors = [m for msgs in error.errors.values() for m in msgs]
         else:
-            messages.success(request, f"{membership.user.username} removed from {slug}.")
+            messages.success(request, gettext("%(user)s removed from %(workspace)s.") % {
+                "user": membership.user.username, "workspace": slug})
             return redirect("console-workspace", slug=slug)
     return render(request, "console/member_remove.html", {
         "section": "workspaces", "membership": membership, "errors": errors,
@@ -298,9 +305,9 @@ class PriceTableConsoleForm(PriceTableForm):
     """The price-table form with the GPU rates as text (the service parses them)."""
 
     gpu_rates = forms.CharField(
-        label="GPU rates", widget=forms.Textarea(attrs={"rows": 7, "id": "f-rates"}),
-        help_text="One a line: vendor gpu_model price_per_gpu_hour, e.g. \"nvidia H100-80GB 3.20\". Vendor: nvidia "
-                  "or amd.")
+        label=_("GPU rates"), widget=forms.Textarea(attrs={"rows": 7, "id": "f-rates"}),
+        help_text=_("One a line: vendor gpu_model price_per_gpu_hour, e.g. \"nvidia H100-80GB 3.20\". Vendor: nvidia "
+                    "or amd."))
 
 
 PRICE_FIELD_IDS = {"effective_from": "f-effective", "offpeak_windows": "f-offpeak"}
@@ -321,8 +328,8 @@ def _render_price_form(request, template: str, form, errors: dict, **context):
     for field, element_id in PRICE_FIELD_IDS.items():
         form.fields[field].widget.attrs["id"] = element_id
     # times are read in the operator's zone: say which
-    form.fields["effective_from"].label = (f"Effective from (YYYY-MM-DD HH:MM in "
-                                           f"{timezone.get_current_timezone_name()}, future)")
+    form.fields["effective_from"].label = gettext("Effective from (YYYY-MM-DD HH:MM in %(zone)s, future)") % {
+        "zone": timezone.get_current_timezone_name()}
     return render(request, template, {
         "section": "prices", "field_rows": _field_rows(form, errors),
         "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs], **context,
@@ -355,8 +362,9 @@ def prices(request):
     if request.method == "POST":
         try:
             table = services.create_price_table(request.user, request.POST)
-            messages.success(request, f"Price table {table.name} takes effect {table.effective_from:%Y-%m-%d %H:%M} "
-                                      f"on the {table.currency} timeline.")
+            messages.success(request, gettext("Price table %(table)s takes effect %(when)s on the %(currency)s "
+                                              "timeline.") % {"table": table.name, "currency": table.currency,
+                                                              "when": f"{table.effective_from:%Y-%m-%d %H:%M}"})
             return redirect("console-prices")
         except ConsoleError as error:
             errors = error.errors
@@ -389,8 +397,8 @@ def price_edit(request, pk):
     if request.method == "POST":
         try:
             table = services.update_price_table(request.user, table, request.POST)
-            messages.success(request, f"Price table {table.name} saved; it takes effect "
-                                      f"{timezone.localtime(table.effective_from):%Y-%m-%d %H:%M}.")
+            messages.success(request, gettext("Price table %(table)s saved; it takes effect %(when)s.") % {
+                "table": table.name, "when": f"{timezone.localtime(table.effective_from):%Y-%m-%d %H:%M}"})
             return redirect("console-prices")
         except ConsoleError as error:
             errors = error.errors
@@ -398,8 +406,8 @@ def price_edit(request, pk):
     else:
         form = PriceTableConsoleForm(initial=_price_values(table))
         if table.effective_from <= clock.now():
-            errors = {"": ["This version is in force or past, so it is read-only: prices of the past never change. "
-                           "Create a new version instead."]}
+            errors = {"": [gettext("This version is in force or past, so it is read-only: prices of the past never "
+                                   "change. Create a new version instead.")]}
     return _render_price_form(request, "console/price_form.html", form, errors, table=table,
                               read_only=table.effective_from <= clock.now())
 
@@ -411,12 +419,14 @@ def price_withdraw(request, pk):
     if request.method == "POST":
         try:
             services.withdraw_price_table(request.user, table)
-            messages.success(request, f"Price table {table.name} withdrawn; the version in force stays in force.")
+            messages.success(request, gettext("Price table %(table)s withdrawn; the version in force stays in force.")
+                             % {"table": table.name})
             return redirect("console-prices")
         except ConsoleError as error:
             errors = [m for msgs in error.errors.values() for m in msgs]
     elif table.effective_from <= clock.now():
-        errors = ["This version is in force or past, so it cannot be withdrawn: prices of the past never change."]
+        errors = [gettext("This version is in force or past, so it cannot be withdrawn: prices of the past never "
+                          "change.")]
     return render(request, "console/price_withdraw.html", {"section": "prices", "table": table, "errors": errors},
                   status=400 if errors else 200)
 
@@ -431,7 +441,8 @@ def tokens(request):
         if "revoke" in request.POST:
             token = get_object_or_404(NodeToken, pk=request.POST["revoke"])
             services.revoke_node_token(request.user, token)
-            messages.info(request, f"Token {token.hint}… of {token.node.name} revoked.")
+            messages.info(request, gettext("Token %(hint)s… of %(node)s revoked.") % {
+                "hint": token.hint, "node": token.node.name})
             return redirect("console-tokens")
         node = get_object_or_404(Node, name=request.POST.get("node", ""))
         token, raw = services.create_node_token(request.user, node)

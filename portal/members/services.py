@@ -5,6 +5,7 @@ service (one transaction, the workspace locked, the last owner kept, an audit li
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
+from django.utils.translation import gettext
 
 from portal.console import services as console
 from portal.console.models import AuditEntry
@@ -21,7 +22,7 @@ class NotOwner(PermissionDenied):
 def require_owner(user, workspace: Workspace) -> Membership:
     membership = membership_of(user, workspace)
     if membership is None or not membership.can_manage_members:
-        raise NotOwner(f"only an owner of {workspace.slug} manages its members")
+        raise NotOwner(gettext("only an owner of %(workspace)s manages its members") % {"workspace": workspace.slug})
     return membership
 
 
@@ -32,8 +33,9 @@ def add_member(owner, workspace: Workspace, username_or_email: str, role: str) -
     user = console.find_user(username_or_email)
     existing = workspace.memberships.filter(user=user).first()
     if existing is not None:
-        raise console.ConsoleError({"username": f"{user.username} is already {existing.get_role_display().lower()} "
-                                                f"of {workspace.slug}: change their role in the list"})
+        raise console.ConsoleError({"username": gettext("%(user)s is already %(role)s of %(workspace)s: change their "
+                                                        "role in the list") % {
+            "user": user.username, "role": existing.get_role_display().lower(), "workspace": workspace.slug}})
     return console.set_member(owner, workspace, user.username, role, source=TENANT)
 
 

@@ -7,6 +7,8 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from portal.console.services import ConsoleError
@@ -14,20 +16,20 @@ from portal.members import selectors, services
 from portal.models import Role
 from portal.selectors import get_workspace_for_user
 
-ROLE_HELP = ("Owner: manages members, the budget and the webhook, and submits jobs. Member: submits and cancels "
-             "jobs. Viewer: sees jobs and reports, and cannot act. Finance: budgets and reports.")
+ROLE_HELP = _("Owner: manages members, the budget and the webhook, and submits jobs. Member: submits and cancels "
+              "jobs. Viewer: sees jobs and reports, and cannot act. Finance: budgets and reports.")
 
 
 class AddMemberForm(forms.Form):
-    username = forms.CharField(label="Username or e-mail", max_length=254,
+    username = forms.CharField(label=_("Username or e-mail"), max_length=254,
                                widget=forms.TextInput(attrs={"id": "f-member-user", "autocomplete": "off"}),
-                               help_text="An existing account of the platform")
-    role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.MEMBER, help_text=ROLE_HELP,
+                               help_text=_("An existing account of the platform"))
+    role = forms.ChoiceField(label=_("Role"), choices=Role.choices, initial=Role.MEMBER, help_text=ROLE_HELP,
                              widget=forms.Select(attrs={"id": "f-member-role"}))
 
 
 class RoleForm(forms.Form):
-    role = forms.ChoiceField(label="Role", choices=Role.choices)
+    role = forms.ChoiceField(label=_("Role"), choices=Role.choices)
 
 
 def _into(form: forms.Form, error: ConsoleError) -> None:
@@ -54,8 +56,8 @@ def members(request, slug):
             except ConsoleError as error:
                 role_errors = {membership.pk: [m for msgs in error.errors.values() for m in msgs]}
             else:
-                messages.success(request, f"{changed.user.username} is now {changed.get_role_display().lower()} "
-                                          f"of {workspace.slug}.")
+                messages.success(request, gettext("%(user)s is now %(role)s of %(workspace)s.") % {
+                    "user": changed.user.username, "role": changed.get_role_display().lower(), "workspace": workspace.slug})
                 return redirect("workspace-members", slug=slug)
         else:
             add_form = AddMemberForm(request.POST)
@@ -66,8 +68,9 @@ def members(request, slug):
                 except ConsoleError as error:
                     _into(add_form, error)
                 else:
-                    messages.success(request, f"{added.user.username} added to {workspace.slug} as "
-                                              f"{added.get_role_display().lower()}.")
+                    messages.success(request, gettext("%(user)s added to %(workspace)s as %(role)s.") % {
+                        "user": added.user.username, "workspace": workspace.slug,
+                        "role": added.get_role_display().lower()})
                     return redirect("workspace-members", slug=slug)
     return render(request, "portal/members.html", {
         "workspace": workspace, "membership": mine, "is_owner": bool(mine and mine.can_manage_members),
@@ -90,7 +93,8 @@ def member_remove(request, slug, member_id):
         except ConsoleError as error:
             errors = [m for msgs in error.errors.values() for m in msgs]
         else:
-            messages.success(request, f"{membership.user.username} removed from {workspace.slug}.")
+            messages.success(request, gettext("%(user)s removed from %(workspace)s.") % {
+                "user": membership.user.username, "workspace": workspace.slug})
             if membership.user == request.user:  # an owner who left: the workspace is no longer theirs
                 return redirect("dashboard")
             return redirect("workspace-members", slug=slug)

@@ -17,6 +17,7 @@ from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import URLValidator
 from django.db import transaction
+from django.utils.translation import gettext
 
 from billing.notices import Notice
 from portal.console import audit
@@ -261,22 +262,22 @@ def _clean_url(url: str) -> str:
     url = (url or "").strip()
     max_length = Webhook._meta.get_field("url").max_length
     if not url:
-        raise DomainError("give the URL the events are posted to", field="url")
+        raise DomainError(gettext("give the URL the events are posted to"), field="url")
     if len(url) > max_length or "\x00" in url:
-        raise DomainError(f"at most {max_length} characters", field="url")
+        raise DomainError(gettext("at most %(characters)s characters") % {"characters": max_length}, field="url")
     try:
         _url_check(url)
     except ValidationError:
-        raise DomainError("an http:// or https:// URL, e.g. https://example.com/hooks/gpu", field="url") from None
+        raise DomainError(gettext("an http:// or https:// URL, e.g. https://example.com/hooks/gpu"), field="url") from None
     if urlsplit(url).username or urlsplit(url).password:
-        raise DomainError("put no user or password in the URL: the signature proves who sends", field="url")
+        raise DomainError(gettext("put no user or password in the URL: the signature proves who sends"), field="url")
     return url
 
 
 def _require_owner(user, workspace) -> None:
     membership = Membership.objects.filter(user=user, workspace=workspace).first()
     if membership is None or not membership.can_manage_members:
-        raise PermissionDenied(f"only an owner of {workspace.slug} manages its webhook")
+        raise PermissionDenied(gettext("only an owner of %(workspace)s manages its webhook") % {"workspace": workspace.slug})
 
 
 @transaction.atomic
@@ -304,7 +305,7 @@ def new_webhook_secret(user, workspace) -> str:
     _require_owner(user, workspace)
     hook = Webhook.objects.select_for_update().filter(workspace=workspace).first()
     if hook is None:
-        raise DomainError("the workspace has no webhook yet", field="url")
+        raise DomainError(gettext("the workspace has no webhook yet"), field="url")
     hook.secret = Webhook.new_secret()
     hook.save(update_fields=["secret"])
     audit.record(user, "change", hook, message="new signing secret", source=AuditEntry.Source.TENANT)
@@ -325,7 +326,7 @@ def ping_webhook(user, workspace) -> WebhookDelivery:
     _require_owner(user, workspace)
     hook = selectors.webhook_of(workspace)
     if hook is None:
-        raise DomainError("the workspace has no webhook yet", field="url")
+        raise DomainError(gettext("the workspace has no webhook yet"), field="url")
     delivery = _delivery(hook, PING, workspace.slug, f"Test event from {workspace.slug}", "",
                          {"sent_by": user.username})
     delivery.save()
@@ -342,7 +343,7 @@ def save_choices(user, data: Mapping[str, str]) -> None:
     unknown = [key for key in data if key.rsplit(":", 1)[0] not in NotificationEvent.values
                and key not in ("csrfmiddlewaretoken",)]
     if unknown:
-        raise DomainError(f"unknown choice {unknown[0][:60]!r}", field="")
+        raise DomainError(gettext("unknown choice %(choice)s") % {"choice": repr(unknown[0][:60])}, field="")
     with transaction.atomic():
         for event in NotificationEvent.values:
             NotificationPreference.objects.update_or_create(
@@ -355,6 +356,6 @@ def mark_read(user, which: str) -> int:
     unread = Notification.objects.filter(user=user, in_app=True, read__isnull=True)
     if which != "all":
         if not which.isdigit() or len(which) > 18:
-            raise DomainError(f"{which[:30]!r} is not a notification", field="read")
+            raise DomainError(gettext("%(which)s is not a notification") % {"which": repr(which[:30])}, field="read")
         unread = unread.filter(pk=int(which))
     return unread.update(read=clock.now())

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_http_methods
 
 from portal.members.services import require_owner
@@ -23,7 +24,8 @@ def notification_list(request):
     if request.method == "POST":
         which = request.POST.get("read", "")
         count = services.mark_read(request.user, which)  # a bad value: DomainError, a 400 page
-        messages.success(request, f"{count} notification{'s' if count != 1 else ''} marked read.")
+        messages.success(request, ngettext("%(count)s notification marked read.", "%(count)s notifications marked read.",
+                                           count) % {"count": count})
         return redirect("notifications")
     page = Paginator(selectors.notifications_of(request.user), PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "portal/notifications.html", {"page": page})
@@ -34,7 +36,7 @@ def notification_list(request):
 def notification_settings(request):
     if request.method == "POST":
         services.save_choices(request.user, request.POST)
-        messages.success(request, "Notification choices saved.")
+        messages.success(request, gettext("Notification choices saved."))
         return redirect("notification-settings")
     return render(request, "portal/notification_settings.html", {"choices": selectors.choices_of(request.user)})
 
@@ -53,18 +55,18 @@ def webhook(request, slug):
             if action == "save":
                 _, new_secret = services.save_webhook(request.user, workspace, url_value,
                                                       active=request.POST.get("active") == "on")
-                done = "Webhook saved." if new_secret is None else "Webhook created."
+                done = gettext("Webhook saved.") if new_secret is None else gettext("Webhook created.")
             elif action == "secret":
                 new_secret = services.new_webhook_secret(request.user, workspace)
-                done = "New secret made: deliveries from now on are signed with it."
+                done = gettext("New secret made: deliveries from now on are signed with it.")
             elif action == "ping":
                 services.ping_webhook(request.user, workspace)
-                done = "Test event queued: see it below in a moment."
+                done = gettext("Test event queued: see it below in a moment.")
             elif action == "remove":
                 services.remove_webhook(request.user, workspace)
-                done = "Webhook removed."
+                done = gettext("Webhook removed.")
             else:
-                raise DomainError(f"unknown action {action[:20]!r}", field="")
+                raise DomainError(gettext("unknown action %(action)s") % {"action": repr(action[:20])}, field="")
         except DomainError as error:
             errors, status = error.errors, 400
         else:

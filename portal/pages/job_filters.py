@@ -15,7 +15,7 @@ class WorkspaceJobFilterForm(JobFilterForm):
     the operators' business). The workspace itself is checked by the view first (404 for another's)."""
 
     submitter = forms.ChoiceField(label=_("Submitter"), required=False, choices=(),
-                                  error_messages={"invalid_choice": "%(value)s is not a member or submitter here"})
+                                  error_messages={"invalid_choice": _("%(value)s is not a member or submitter here")})
 
     field_order = ["q", "workspace", "state", "queue", "submitter", "sharing", "pool", "gpu_model", "min_age",
                    "max_age", "page_size"]
@@ -26,7 +26,7 @@ class WorkspaceJobFilterForm(JobFilterForm):
         del self.fields["node"]
         self.fields["q"].help_text = _("Job name or number, or submitter")
         self.fields["workspace"].choices = [(w.slug, w.name) for w in workspaces]
-        self.fields["workspace"].error_messages["invalid_choice"] = "%(value)s is not a workspace of yours"
+        self.fields["workspace"].error_messages["invalid_choice"] = _("%(value)s is not a workspace of yours")
 
     def choices(self) -> dict[str, list[str]]:
         return workspace_filter_choices(self.workspace)

@@ -89,14 +89,14 @@ class Selected:
 def _selected_ids(values: list[str]) -> list[int]:
     """The `job` parameters as ids, each once, in order; a clear error for anything else."""
     if not values:
-        raise DomainError("select at least one job to cancel", field="job")
+        raise DomainError(gettext("select at least one job to cancel"), field="job")
     if len(values) > MAX_BULK:
-        raise DomainError(f"at most {MAX_BULK} jobs at once", field="job")
+        raise DomainError(gettext("at most %(jobs)s jobs at once") % {"jobs": MAX_BULK}, field="job")
     ids: list[int] = []
     for value in values:
         text = value.strip().removeprefix("#")
         if not text.isdigit() or len(text) > JOB_ID_DIGITS:
-            raise DomainError(f"{value[:40]} is not a job number", field="job")
+            raise DomainError(gettext("%(value)s is not a job number") % {"value": value[:40]}, field="job")
         if int(text) not in ids:
             ids.append(int(text))
     return ids
@@ -108,9 +108,9 @@ def _selection(user, workspace, ids: list[int]) -> list[Selected]:
     for pk in ids:
         job = found.get(pk)
         if job is None:
-            out.append(Selected(pk, None, f"no job #{pk} in {workspace.slug}"))
+            out.append(Selected(pk, None, gettext("no job #%(job)s in %(workspace)s") % {"job": pk, "workspace": workspace.slug}))
         elif job.is_final:
-            out.append(Selected(pk, job, f"already {job.state}"))
+            out.append(Selected(pk, job, gettext("already %(state)s") % {"state": job.state}))
         else:
             out.append(Selected(pk, job, ""))
     return out
@@ -146,9 +146,11 @@ def _cancel_each(request, selection: list[Selected]) -> None:
         except (DomainError, PermissionDenied) as error:
             refused.append(f"{item.job.name} #{item.id} ({_said(error)})")
     if done:
-        messages.success(request, f"Cancelled {len(done)} job{'s' if len(done) > 1 else ''}: {', '.join(done)}.")
+        messages.success(request, (gettext("Cancelled %(count)s jobs: %(jobs)s.") if len(done) > 1
+                                   else gettext("Cancelled %(count)s job: %(jobs)s.")) % {
+            "count": len(done), "jobs": ", ".join(done)})
     if refused:
-        messages.error(request, f"Not cancelled: {'; '.join(refused)}.")
+        messages.error(request, gettext("Not cancelled: %(jobs)s.") % {"jobs": "; ".join(refused)})
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from portal import notebooks
@@ -60,9 +61,11 @@ def notebook_stop(request, pk):
     job = notebooks.get_notebook_for_user(request.user, pk)
     try:
         services.stop_workload(request.user, job, "from the notebooks page")
-        messages.success(request, f"Notebook {job.name} stopped: its GPU is free, its home is kept.")
+        messages.success(request, gettext("Notebook %(name)s stopped: its GPU is free, its home is kept.") % {
+            "name": job.name})
     except Conflict as error:
-        messages.error(request, f"Notebook {job.name} was not stopped: {_said(error)}")
+        messages.error(request, gettext("Notebook %(name)s was not stopped: %(why)s") % {
+            "name": job.name, "why": _said(error)})
     return redirect(_back(job))
 
 
@@ -72,9 +75,11 @@ def notebook_start(request, pk):
     job = notebooks.get_notebook_for_user(request.user, pk)
     try:
         services.start_workload(request.user, job)
-        messages.success(request, f"Notebook {job.name} starts: it waits in queue {job.queue.name} for a GPU.")
+        messages.success(request, gettext("Notebook %(name)s starts: it waits in queue %(queue)s for a GPU.") % {
+            "name": job.name, "queue": job.queue.name})
     except Conflict as error:
-        messages.error(request, f"Notebook {job.name} was not started: {_said(error)}")
+        messages.error(request, gettext("Notebook %(name)s was not started: %(why)s") % {
+            "name": job.name, "why": _said(error)})
     return redirect(_back(job))
 
 
@@ -89,9 +94,11 @@ def notebook_delete(request, pk):
         delete_home = request.POST.get("home") == "1"
         try:
             services.delete_notebook(request.user, job, delete_home=delete_home)
-            messages.success(request, f"Notebook {job.name} deleted"
-                             + (" with its home volume." if delete_home else "; its home volume is kept."))
+            said = (gettext("Notebook %(name)s deleted with its home volume.") if delete_home
+                    else gettext("Notebook %(name)s deleted; its home volume is kept."))
+            messages.success(request, said % {"name": job.name})
         except Conflict as error:
-            messages.error(request, f"Notebook {job.name} was not deleted: {_said(error)}")
+            messages.error(request, gettext("Notebook %(name)s was not deleted: %(why)s") % {
+                "name": job.name, "why": _said(error)})
         return redirect(_back(job))
     return render(request, "portal/notebook_delete.html", {"job": job, "back": _back(job)})

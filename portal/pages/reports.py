@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from billing.currency import workspace_currencies
@@ -27,6 +28,7 @@ from billing.reports import services as report_services
 from billing.reports.tasks import export_dir
 from portal.console import audit
 from portal.selectors import membership_for
+from portal.templatetags.money import month_year
 from scheduling import clock
 
 ROWS_ON_PAGE = 500
@@ -99,14 +101,14 @@ def excel_start(request):
     status_url = reverse("reports-export", args=[export.pk])
     if request.headers.get("Accept", "").startswith("application/json"):
         return JsonResponse({"id": str(export.pk), "status_url": status_url}, status=202)
-    messages.info(request, "The Excel export is being built; it appears below when done.")
+    messages.info(request, gettext("The Excel export is being built; it appears below when done."))
     return redirect(f"{reverse('reports')}?{urlencode(filters.to_query())}")
 
 
 def _own_export(request, pk) -> ReportExport:
     export = ReportExport.objects.filter(pk=pk, user=request.user).first()
     if export is None:
-        raise Http404("No such export")
+        raise Http404(gettext("No such export"))
     return export
 
 
@@ -127,10 +129,10 @@ def excel_status(request, pk):
 def excel_download(request, pk):
     export = _own_export(request, pk)
     if export.state != ReportExport.State.DONE:
-        raise Http404("The export is not ready")
+        raise Http404(gettext("The export is not ready"))
     path = export_dir() / export.file_name
     if not path.exists():
-        raise Http404("The export file is gone")
+        raise Http404(gettext("The export file is gone"))
     return FileResponse(path.open("rb"), as_attachment=True, filename=export.file_name,
                         content_type=XLSX)
 
@@ -195,7 +197,8 @@ def statement_close(request, slug, month):
     closed = ledger_services.close_period(user=request.user, workspace=stmt.workspace, month=first)
     audit.record(request.user, "close period", closed, message=f"{slug} {first:%Y-%m}: {closed.total} "
                  f"{closed.currency}")
-    messages.success(request, f"{first:%B %Y} is closed for {stmt.workspace.name}: its lines are final.")
+    messages.success(request, gettext("%(month)s is closed for %(workspace)s: its lines are final.") % {
+        "month": month_year(first), "workspace": stmt.workspace.name})
     return redirect("reports-statement", slug=slug, month=month)
 
 
@@ -207,7 +210,8 @@ def adjustment_add(request, slug):
                                           amount=request.POST.get("amount", ""), reason=request.POST.get("reason", ""))
     audit.record(request.user, "adjust", line, message=f"{line.category} {line.cost} {line.currency} for {slug}: "
                  f"{line.reason}")
-    messages.success(request, f"{line.category} of {line.cost} {line.currency} recorded.")
+    messages.success(request, gettext("%(kind)s of %(cost)s %(currency)s recorded.") % {
+        "kind": line.get_category_display(), "cost": line.cost, "currency": line.currency})
     return redirect("reports-statement", slug=slug, month=f"{line.period:%Y-%m}")
 
 
@@ -221,7 +225,7 @@ def budget_save(request, slug):
                                    block_at_limit=request.POST.get("block_at_limit") == "on",
                                    suspend_preemptible=request.POST.get("suspend_preemptible") == "on",
                                    thresholds=request.POST.get("thresholds") or None)
-        messages.success(request, f"Budget of {workspace.name} saved.")
+        messages.success(request, gettext("Budget of %(workspace)s saved.") % {"workspace": workspace.name})
     except PermissionDenied as error:
         messages.error(request, str(error))
     return redirect("reports")  # a refused amount is a DomainError: a 400 page saying why

@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods
 
 from portal import services
@@ -19,7 +20,7 @@ from scheduling.errors import DomainError
 def api_tokens(request):
     if request.method == "POST" and "revoke" in request.POST:
         services.revoke_api_token(request.user, request.POST["revoke"])  # a bad id: DomainError, a 400 page
-        messages.success(request, "Token revoked: it is refused from now on.")
+        messages.success(request, gettext("Token revoked: it is refused from now on."))
         return redirect("api-tokens")
     values = {"name": "", "scope": TokenScope.SUBMIT, "days": str(services.DEFAULT_TOKEN_DAYS)}
     errors, new_raw, new_token, status = {}, None, None, 200

@@ -1,6 +1,6 @@
 """Money and dates for the reader's language: {{ amount|money:currency }} gives ¥1,234.50 or
-$1,234.50 (symbol, thousands separators, two places), and {{ day|long_date }} gives
-2026年11月24日 in Chinese, 24 Nov 2026 in English. Amounts are rounded for display only; the
+$1,234.50 (symbol, thousands separators, two places), {{ day|long_date }} gives
+2026年11月24日 in Chinese, 24 Nov 2026 in English, and {{ day|month_year }} 2026年11月 or November 2026. Amounts are rounded for display only; the
 ledger's Decimal is never changed."""
 
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -41,3 +41,13 @@ def long_date(value):
     if (translation.get_language() or "").startswith("zh"):
         return f"{value.year}年{value.month}月{value.day}日"
     return formats.date_format(value, "j M Y")
+
+
+@register.filter
+def month_year(value):
+    """A billing month as the reader writes it: 2026年11月 / November 2026."""
+    if not value:
+        return ""
+    if (translation.get_language() or "").startswith("zh"):
+        return f"{value.year}年{value.month}月"
+    return formats.date_format(value, "F Y")

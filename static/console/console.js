@@ -1,9 +1,11 @@
 // Operator console: live sections and plotly charts (plotly served from static/vendor, no CDN).
 // Every element with data-live-src is re-fetched (server-rendered HTML) when a job event arrives
-// on the operators' websocket; charts are drawn from JSON embedded in the page.
+// on the operators' websocket; charts are drawn from JSON embedded in the page. Words come from the
+// page's data-*-text / data-*-label attributes (in the reader's language), English when absent.
 (function () {
   "use strict";
   const status = document.getElementById("live-status");
+  const said = (el, key, english) => (el && el.dataset[key]) || english;
   const scheme = window.location.protocol === "https:" ? "wss" : "ws";
   let timer = null;
   let retry = 500;
@@ -16,8 +18,8 @@
     Plotly.react(el, [{
       type: "heatmap", z: h.z, x: h.x, y: h.y, text: h.text, zmin: 0, zmax: 1,
       colorscale: [[0, "#f4f8fb"], [0.5, "#7fb8dd"], [1, "#14507a"]],
-      hovertemplate: "%{y} %{x}<br>allocated %{z:.0%}<br>%{text}<extra></extra>",
-      colorbar: {title: "allocated", tickformat: ".0%"}, xgap: 2, ygap: 2,
+      hovertemplate: `%{y} %{x}<br>${said(el, "allocatedLabel", "allocated")} %{z:.0%}<br>%{text}<extra></extra>`,
+      colorbar: {title: said(el, "allocatedLabel", "allocated"), tickformat: ".0%"}, xgap: 2, ygap: 2,
     }], {margin: {l: 190, r: 20, t: 10, b: 30}, height: Math.max(220, 22 * h.y.length + 60),
          yaxis: {autorange: "reversed"}}, {displayModeBar: false, responsive: true});
   }
@@ -32,12 +34,12 @@
       div.dataset.pool = u.pool;
       holder.appendChild(div);
       Plotly.newPlot(div, [
-        {x: u.hours, y: u.used, name: "used", type: "scatter", mode: "lines", line: {shape: "hv", color: "#1f6f3a"},
+        {x: u.hours, y: u.used, name: said(holder, "usedLabel", "used"), type: "scatter", mode: "lines", line: {shape: "hv", color: "#1f6f3a"},
          fill: "tozeroy", fillcolor: "rgba(31,111,58,0.25)"},
-        {x: u.hours, y: u.allocated, name: "allocated (shaded gap: waste)", type: "scatter", mode: "lines",
+        {x: u.hours, y: u.allocated, name: said(holder, "allocatedLabel", "allocated (shaded gap: waste)"), type: "scatter", mode: "lines",
          line: {shape: "hv", color: "#2d6a8f"}, fill: "tonexty", fillcolor: "rgba(163,35,31,0.22)"},
       ], {title: {text: u.pool, font: {size: 14}}, height: 230, margin: {l: 50, r: 10, t: 30, b: 40},
-          yaxis: {title: "GPU-hours / hour"}, legend: {orientation: "h"}}, {displayModeBar: false, responsive: true});
+          yaxis: {title: said(holder, "axisLabel", "GPU-hours / hour")}, legend: {orientation: "h"}}, {displayModeBar: false, responsive: true});
     });
   }
 
@@ -58,7 +60,7 @@
   function connect() {
     if (!document.querySelector("[data-live-src]")) return;
     const socket = new WebSocket(`${scheme}://${window.location.host}/ws/cluster/`);
-    socket.onopen = () => { document.body.dataset.live = "open"; if (status) status.textContent = "live"; };
+    socket.onopen = () => { document.body.dataset.live = "open"; if (status) status.textContent = said(status, "liveText", "live"); };
     socket.onmessage = (message) => {
       const type = JSON.parse(message.data).type;
       // Joined (see live.js): re-read the sections, events sent while the socket was down are not replayed.
@@ -68,7 +70,7 @@
     };
     socket.onclose = () => {
       document.body.dataset.live = "disconnected";
-      if (status) status.textContent = "reconnecting…";
+      if (status) status.textContent = said(status, "reconnectingText", "reconnecting…");
       setTimeout(connect, retry);
       retry = Math.min(retry * 2, 10000);
     };

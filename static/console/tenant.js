@@ -6,8 +6,8 @@
   if (!el || !data || !window.Plotly) return;
   const d = JSON.parse(data.textContent);
   Plotly.newPlot(el, [
-    {x: d.days, y: d.allocated, name: "allocated", type: "bar"},
-    {x: d.days, y: d.used, name: "used", type: "bar"},
-  ], {barmode: "group", height: 260, margin: {l: 50, r: 10, t: 10, b: 40}, yaxis: {title: "GPU-hours"},
+    {x: d.days, y: d.allocated, name: el.dataset.allocatedText || "allocated", type: "bar"},
+    {x: d.days, y: d.used, name: el.dataset.usedText || "used", type: "bar"},
+  ], {barmode: "group", height: 260, margin: {l: 50, r: 10, t: 10, b: 40}, yaxis: {title: el.dataset.hoursText || "GPU-hours"},
       legend: {orientation: "h"}}, {displayModeBar: false, responsive: true});
 })();

@@ -22,9 +22,12 @@
     }
     if (button) button.disabled = picked.size === 0;
     if (status) {
+      // the words come from the page (the reader's language), English when absent
+      const said = (key, english) => (status.dataset[key] || english).replace("{count}", picked.size);
       status.textContent = picked.size
-        ? `${picked.size} job${picked.size > 1 ? "s" : ""} selected; you confirm on the next page.`
-        : "Tick the jobs to cancel (those not ended); you confirm on the next page.";
+        ? (picked.size > 1 ? said("manyText", "{count} jobs selected; you confirm on the next page.")
+          : said("oneText", "{count} job selected; you confirm on the next page."))
+        : said("noneText", "Tick the jobs to cancel (those not ended); you confirm on the next page.");
     }
   }
 

@@ -19,7 +19,9 @@
   }
 
   async function refreshJob(jobId) {
-    const response = await fetch(`/api/v1/jobs/${jobId}/`, {credentials: "same-origin"});
+    // the API follows Accept-Language only: ask in the page's language (pending_reason_text)
+    const response = await fetch(`/api/v1/jobs/${jobId}/`, {
+      credentials: "same-origin", headers: {"Accept-Language": document.documentElement.lang || "en"}});
     if (!response.ok) return;
     const job = await response.json();
     if (detail && String(job.id) === detail.dataset.job) showState(job);
@@ -45,7 +47,8 @@
     setState(document.getElementById("job-state"), job.state);
     const pending = document.getElementById("pending-reason");
     pending.hidden = !job.pending_reason;
-    text(pending.querySelector("span"), job.pending_reason || "");
+    // the API's reason in the reader's language; a websocket event carries the English one until then
+    text(pending.querySelector("span"), job.pending_reason_text || job.pending_reason || "");
   }
 
   function showRow(row, job) {

@@ -1,0 +1,14 @@
+"""{{ job|pending_reason }}: why the job waits, in the reader's language (portal.pending_reasons)."""
+
+from django import template
+
+from portal.pending_reasons import job_reason
+
+register = template.Library()
+
+
+@register.filter
+def pending_reason(job) -> str:
+    if job is None or not getattr(job, "pending_reason", "") and not getattr(job, "pending_code", ""):
+        return ""
+    return job_reason(job)
