@@ -45,8 +45,13 @@ class World:
                            preemptible=rng.random() < 0.8, spec_text="", spec={}, roles=roles(rng),
                            not_before=self.clock.now + timedelta(hours=1) if rng.random() < 0.15 else None)
 
+    def pick(self, rows):
+        """One row of `rows` chosen by the test's seed (the database's own random order is not seeded)."""
+        pks = sorted(rows.values_list("pk", flat=True))
+        return rows.model.objects.get(pk=self.rng.choice(pks)) if pks else None
+
     def job(self) -> Job | None:
-        return Job.objects.order_by("?").first()
+        return self.pick(Job.objects.all())
 
     def reprioritise(self) -> None:
         job = self.job()
@@ -82,7 +87,7 @@ class World:
             Job.objects.filter(pk=job.pk).update(not_before=later)
 
     def place(self) -> None:
-        job = Job.objects.exclude(state__in=(JobState.SUCCEEDED, JobState.CANCELLED)).order_by("?").first()
+        job = self.pick(Job.objects.exclude(state__in=(JobState.SUCCEEDED, JobState.CANCELLED)))
         if job is None:
             return
         role = job.roles[0]
@@ -97,12 +102,12 @@ class World:
             Job.objects.filter(pk=job.pk).update(state=JobState.SCHEDULED)
 
     def unplace(self) -> None:
-        replica = Replica.objects.filter(state__in=ACTIVE_STATES).order_by("?").first()
+        replica = self.pick(Replica.objects.filter(state__in=ACTIVE_STATES))
         if replica:
             Replica.objects.filter(pk=replica.pk).update(state=self.rng.choice([JobState.SUCCEEDED, JobState.PREEMPTED]))
 
     def reslice(self) -> None:
-        replica = Replica.objects.filter(state__in=ACTIVE_STATES).order_by("?").first()
+        replica = self.pick(Replica.objects.filter(state__in=ACTIVE_STATES))
         if replica:
             Replica.objects.filter(pk=replica.pk).update(gpu_indices=[self.rng.randrange(8)],
                                                          node=self.rng.choice(self.nodes))
@@ -114,7 +119,7 @@ class World:
             node = rng.choice(self.nodes)
             Node.objects.filter(pk=node.pk).update(name=f"{node.name.split('~')[0]}~{rng.randrange(1000)}")
         elif what == "gpu":
-            Gpu.objects.filter(pk=Gpu.objects.order_by("?").first().pk).update(memory_mib=rng.choice([40960, 81920]))
+            Gpu.objects.filter(pk=self.pick(Gpu.objects.all()).pk).update(memory_mib=rng.choice([40960, 81920]))
         elif what == "queue":
             queue = Queue.objects.get(name="community")
             queue.priority = rng.choice([0, 1])
