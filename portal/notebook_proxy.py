@@ -109,6 +109,33 @@ async def relay(upstream: httpx.Response, client: httpx.AsyncClient):
         await client.aclose()
 
 
+async def forward(request, url: str, query: str, headers: dict[str, str]) -> HttpResponse | None:
+    """Send the request on to `url` (with `query` and `headers`) and give its answer back, streamed under
+    ASGI; None when the upstream did not answer."""
+    client = httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False)
+    try:
+        upstream = await client.send(
+            client.build_request(request.method, url + (f"?{query}" if query else ""), headers=headers,
+                                 content=request.body or None),
+            stream=True)
+    except httpx.HTTPError as error:
+        await client.aclose()
+        log.info("%s did not answer: %s", url, error)
+        return None
+    if not isinstance(request, ASGIRequest):  # no event loop to stream on (tests' WSGI client): read it whole
+        try:
+            body = b"".join([chunk async for chunk in upstream.aiter_raw(CHUNK)])  # as sent: still encoded
+        finally:
+            await upstream.aclose()
+            await client.aclose()
+        response = HttpResponse(body, status=upstream.status_code)
+    else:
+        response = StreamingHttpResponse(relay(upstream, client), status=upstream.status_code)
+    copy_headers(upstream, response, url)
+    response["Cache-Control"] = upstream.headers.get("cache-control", "private, no-store")
+    return response
+
+
 def _unavailable(request, job, status: int, why: str) -> HttpResponse:
     return render(request, "portal/notebook_unavailable.html", {"job": job, "why": why}, status=status)
 
@@ -130,25 +157,8 @@ async def notebook_proxy(request, workspace: str, name: str, path: str = ""):
         return await sync_to_async(_unavailable)(request, job, 503, why)
     url = endpoint.url + quote(path, safe="/:@!$&'()*+,;=-._~")
     query = _query(request)
-    client = httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False)
-    try:
-        upstream = await client.send(
-            client.build_request(request.method, url + (f"?{query}" if query else ""),
-                                 headers=_headers(request, endpoint.token), content=request.body or None),
-            stream=True)
-    except httpx.HTTPError as error:
-        await client.aclose()
-        log.warning("notebook %s/%s did not answer: %s", workspace, name, error)
+    response = await forward(request, url, query, _headers(request, endpoint.token))
+    if response is None:
+        log.warning("notebook %s/%s did not answer", workspace, name)
         return await sync_to_async(_unavailable)(request, job, 502, gettext("its server did not answer"))
-    if not isinstance(request, ASGIRequest):  # no event loop to stream on (tests' WSGI client): read it whole
-        try:
-            body = b"".join([chunk async for chunk in upstream.aiter_raw(CHUNK)])  # as sent: still encoded
-        finally:
-            await upstream.aclose()
-            await client.aclose()
-        response = HttpResponse(body, status=upstream.status_code)
-    else:
-        response = StreamingHttpResponse(relay(upstream, client), status=upstream.status_code)
-    copy_headers(upstream, response, url)
-    response["Cache-Control"] = upstream.headers.get("cache-control", "private, no-store")
     return response

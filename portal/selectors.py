@@ -49,6 +49,27 @@ def get_job_for_user(user, job_id):
         raise Http404("No such job") from None
 
 
+def workloads_for(user, workspace, kind: str, *, ended: bool | None = None) -> QuerySet:
+    """The workspace's jobs of one kind (notebooks, services), newest first (404 before this for a
+    workspace that is not the user's); `ended` True: only those that ended, False: only the others."""
+    from scheduling.models import FINAL_STATES
+
+    jobs = jobs_for(user, workspace=workspace).filter(kind=kind).select_related("workspace", "submitted_by", "queue")
+    if ended is True:
+        return jobs.filter(state__in=FINAL_STATES)
+    if ended is False:
+        return jobs.exclude(state__in=FINAL_STATES)
+    return jobs
+
+
+def get_workload_for_user(user, job_id, kind: str, noun: str):
+    """A job of one kind by id: 404 unless it is one of the user's workspaces' jobs of that kind."""
+    job = get_job_for_user(user, job_id)
+    if job.kind != kind:
+        raise Http404(f"No such {noun}")
+    return job
+
+
 def chosen_time_zone(user) -> str:
     """The zone the user chose, or "" for the platform's."""
     chosen = UserPreference.objects.filter(user=user).values_list("time_zone", flat=True).first()

@@ -22,8 +22,7 @@ import time
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
@@ -31,7 +30,7 @@ from portal import selectors as portal_selectors
 from portal.api.authentication import ApiTokenAuthentication
 from portal.api.errors import problem_response
 from portal.models import TokenScope
-from portal.notebook_proxy import CHUNK, REQUEST_DROPPED, TIMEOUT, copy_headers, named_in_connection, relay
+from portal.notebook_proxy import REQUEST_DROPPED, forward, named_in_connection
 from scheduling import inference
 from scheduling.backends import get_backend
 from scheduling.backends.base import Endpoint
@@ -170,27 +169,10 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
     endpoint = random.choice(endpoints)
     query = request.META.get("QUERY_STRING", "")
     url = endpoint.url + path.lstrip("/")
-    client = httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False)
-    try:
-        upstream = await client.send(
-            client.build_request(request.method, url + (f"?{query}" if query else ""),
-                                 headers=_headers(request, endpoint.token), content=request.body or None),
-            stream=True)
-    except httpx.HTTPError as error:
-        await client.aclose()
-        log.warning("service %s/%s did not answer: %s", workspace, name, error)
+    response = await forward(request, url, query, _headers(request, endpoint.token))
+    if response is None:
+        log.warning("service %s/%s did not answer", workspace, name)
         return problem_response(BadGateway(f"a replica of service '{name}' did not answer; try again"))
-    if not isinstance(request, ASGIRequest):  # no event loop to stream on (tests' WSGI client): read it whole
-        try:
-            body = b"".join([chunk async for chunk in upstream.aiter_raw(CHUNK)])
-        finally:
-            await upstream.aclose()
-            await client.aclose()
-        response = HttpResponse(body, status=upstream.status_code)
-    else:
-        response = StreamingHttpResponse(relay(upstream, client), status=upstream.status_code)
-    copy_headers(upstream, response, url)
-    response["Cache-Control"] = upstream.headers.get("cache-control", "no-store")
     if waited is not None:
         response["X-Cold-Start-Seconds"] = f"{waited:.3f}"
     return response

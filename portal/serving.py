@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, QuerySet, Sum
-from django.http import Http404
 
 from billing.models import ChargeLine
 from portal import job_lists
@@ -19,7 +18,6 @@ from portal import selectors as portal_selectors
 from scheduling import clock, inference
 from scheduling.models import (
     ACTIVE_STATES,
-    FINAL_STATES,
     Job,
     JobKind,
     JobState,
@@ -35,21 +33,12 @@ RATE_WINDOW = 3           # samples averaged for the "now" figures
 
 
 def services_for(user, workspace, *, ended: bool | None = None) -> QuerySet[Job]:
-    jobs = portal_selectors.jobs_for(user, workspace=workspace).filter(kind=JobKind.INFERENCE).select_related(
-        "workspace", "submitted_by", "queue")
-    if ended is True:
-        return jobs.filter(state__in=FINAL_STATES)
-    if ended is False:
-        return jobs.exclude(state__in=FINAL_STATES)
-    return jobs
+    return portal_selectors.workloads_for(user, workspace, JobKind.INFERENCE, ended=ended)
 
 
 def get_service_for_user(user, job_id) -> Job:
     """A service by id: 404 unless it is an inference service of one of the user's workspaces."""
-    job = portal_selectors.get_job_for_user(user, job_id)
-    if job.kind != JobKind.INFERENCE:
-        raise Http404("No such service")
-    return job
+    return portal_selectors.get_workload_for_user(user, job_id, JobKind.INFERENCE, "service")
 
 
 @dataclass

@@ -45,25 +45,42 @@ class NotebookOutput(serializers.Serializer):
         return None if row.idle_for is None else int(row.idle_for.total_seconds())
 
 
-class NotebookListApi(ListAPIView):
-    """The caller's notebooks that have not ended (in `workspace`, else in all the caller's workspaces)."""
+class WorkloadListApi(ListAPIView):
+    """The caller's jobs of one kind that have not ended (in `workspace`, else in all the caller's
+    workspaces); a subclass says which (`workloads`) and how a page of them reads (`rows`)."""
 
-    serializer_class = NotebookOutput
     filter_params = ("workspace",)
 
     @extend_schema(parameters=[OpenApiParameter("workspace", str, description="a workspace slug (default: all of mine)")])
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
+    def workloads(self, user, workspace):
+        raise NotImplementedError
+
+    def rows(self, page) -> list:
+        raise NotImplementedError
+
     def get_queryset(self):
         slug = self.request.query_params.get("workspace")
         workspace = portal_selectors.get_workspace_for_user(self.request.user, slug) if slug else None
-        return notebooks.notebooks_for(self.request.user, workspace, ended=False)
+        return self.workloads(self.request.user, workspace)
 
     def list(self, request, *args, **kwargs):
-        page = self.paginate_queryset(self.get_queryset())
-        rows = notebooks.notebook_rows(page, backend=get_backend(), now=clock.now())
-        return self.get_paginated_response(NotebookOutput(rows, many=True, context={"request": request}).data)
+        rows = self.rows(self.paginate_queryset(self.get_queryset()))
+        return self.get_paginated_response(self.serializer_class(rows, many=True, context={"request": request}).data)
+
+
+class NotebookListApi(WorkloadListApi):
+    """The caller's notebooks that have not ended (in `workspace`, else in all the caller's workspaces)."""
+
+    serializer_class = NotebookOutput
+
+    def workloads(self, user, workspace):
+        return notebooks.notebooks_for(user, workspace, ended=False)
+
+    def rows(self, page) -> list:
+        return notebooks.notebook_rows(page, backend=get_backend(), now=clock.now())
 
 
 class JobStopApi(APIView):

@@ -5,15 +5,15 @@ scheduling.inference and scheduling.services."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal import selectors as portal_selectors
 from portal import serving
 from portal.api.jobs import JobOutput
+from portal.api.notebooks import WorkloadListApi
 from scheduling import clock, inference, services
 
 
@@ -46,25 +46,16 @@ class ServiceOutput(serializers.Serializer):
         return self.context["request"].build_absolute_uri(row.endpoint)
 
 
-class ServiceListApi(ListAPIView):
+class ServiceListApi(WorkloadListApi):
     """The caller's services that have not been deleted (in `workspace`, else in all the caller's workspaces)."""
 
     serializer_class = ServiceOutput
-    filter_params = ("workspace",)
 
-    @extend_schema(parameters=[OpenApiParameter("workspace", str, description="a workspace slug (default: all of mine)")])
-    def get(self, request, *args, **kwargs):
-        return super().get(request, *args, **kwargs)
+    def workloads(self, user, workspace):
+        return serving.services_for(user, workspace, ended=False)
 
-    def get_queryset(self):
-        slug = self.request.query_params.get("workspace")
-        workspace = portal_selectors.get_workspace_for_user(self.request.user, slug) if slug else None
-        return serving.services_for(self.request.user, workspace, ended=False)
-
-    def list(self, request, *args, **kwargs):
-        page = self.paginate_queryset(self.get_queryset())
-        rows = serving.service_rows(page, now=clock.now())
-        return self.get_paginated_response(ServiceOutput(rows, many=True, context={"request": request}).data)
+    def rows(self, page) -> list:
+        return serving.service_rows(page, now=clock.now())
 
 
 class ServiceSeriesOutput(serializers.Serializer):
