@@ -8,10 +8,12 @@ Options
     pool and the same sharing mode; CPU-only roles (``num_gpus == 0``) are priced for CPU and
     memory only, with the same time-of-day and spot factors as the pool the job lands in.
     Hard filters, per role: ``nodePool``, ``gpuModel`` and vendor (``nvidia`` / ``amd`` /
-    ``any``); a pool that fails one for any role gives no option. The spec's own sharing is the
-    preferred choice (``matches_spec`` True); alternative modes are extra options flagged
-    ``matches_spec`` False. When the roles ask different modes, the spec's own combination is
-    one more option, labelled e.g. ``exclusive+fraction``.
+    ``any``); a pool that fails one for any role gives no option. Nor does a pool whose GPU model
+    the price table has no rate for: a workspace is quoted (and so runs) only on pools its
+    currency's table prices. The spec's own sharing is the preferred choice (``matches_spec``
+    True); alternative modes are extra options flagged ``matches_spec`` False. When the roles ask
+    different modes, the spec's own combination is one more option, labelled e.g.
+    ``exclusive+fraction``.
 
 Which alternative modes are offered (the honesty rule)
     An alternative must give each role at least the compute and GPU memory it asked for, counting
@@ -101,6 +103,8 @@ VENDORS = ("nvidia", "amd")
 _MIG_MEMORY = re.compile(r"^[1-7]g\.(\d{1,3})gb$")
 _RATE_PLACES = Decimal("0.0001")
 _SHARE_PLACES = Decimal("0.0001")
+_WAITS = "may wait for capacity"
+_WAIT_CODES = ("may_wait_for_capacity", "no_room_now")  # a "now" option that has to wait
 
 
 # --------------------------------------------------------------------------- inputs
@@ -166,6 +170,23 @@ def _require_int(value: Any, what: str, *, minimum: int) -> None:
 # --------------------------------------------------------------------------- outputs
 
 
+@dataclass(frozen=True, eq=False)
+class Note:
+    """A trade-off or a pool's refusal: a stable code, its figures (JSON values) and the English text.
+    The API keeps the text; pages render the code in the reader's language (portal/quote_texts.py)."""
+
+    code: str
+    params: dict[str, Any]
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "params": self.params}
+
+
+def _note(code: str, text: str, **params: Any) -> Note:
+    return Note(code, params, text)
+
+
 @dataclass(frozen=True)
 class RoleQuote:
     """How one role runs in an option, and its per-replica rates."""
@@ -228,6 +249,7 @@ class QuoteOption:
     earliest: bool = False
     price_per_hour_max: Decimal = Decimal(0)  # whole job at MaxReplicas, peak
     price_per_hour_max_offpeak: Decimal = Decimal(0)  # whole job at MaxReplicas, off-peak
+    tradeoff_notes: tuple[Note, ...] = field(default=(), compare=False)  # tradeoffs[i] is tradeoff_notes[i].text
 
     @property
     def starts_now(self) -> bool:
@@ -289,6 +311,7 @@ class QuoteOption:
             "saving_percent": None if percent is None else _fmt(percent.quantize(Decimal("0.1"))),
             "earliest": self.earliest,
             "tradeoff_tags": [tradeoff_tag(t) for t in self.tradeoffs],  # one per trade-off
+            "tradeoff_codes": [note.to_json() for note in self.tradeoff_notes],  # one per trade-off
         }
 
 
@@ -300,6 +323,7 @@ class Quote:
     quoted_at: datetime
     unavailable: tuple[str, ...] = ()  # "pool: why it gives no option", for pools left out
     duration_source: str = "spec"  # request | spec | default: who chose expected_duration_hours
+    refusals: tuple[Note, ...] = field(default=(), compare=False)  # unavailable[i] is its pool's refusals[i]
 
     @property
     def cheapest(self) -> QuoteOption:
@@ -319,17 +343,23 @@ class Quote:
             "quoted_at": self.quoted_at.isoformat(),
             "options": [option.to_json() for option in self.options],
             "unavailable": list(self.unavailable),
+            "unavailable_codes": [note.to_json() for note in self.refusals],  # params name the pool
             "duration_hours": _hours_text(self.expected_duration_hours),
             "duration_source": self.duration_source,
         }
 
 
 class QuoteError(DomainError):
-    """No pool can run the spec; the message lists why for each pool."""
+    """No pool can run the spec; the message lists why for each pool, `refusals` the same as codes
+    (a refusal whose params name no pool is about the whole cluster)."""
 
     status = 422
     title = "No pool can run the spec"
     field = "spec"
+
+    def __init__(self, *args: Any, refusals: Sequence[Note] = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.refusals = tuple(refusals)
 
 
 # A trade-off's short name for a table cell, by what this module writes (first match wins).
@@ -340,8 +370,8 @@ _TAGS = (
     ("AMD GPU", "ROCm image"),
     ("waits ", "waits for off-peak"),
     ("may wait for capacity", "may queue"),
+    ("ReduceCost", "no completion promise"),  # before spot: it says "spot capacity" too
     ("spot capacity", "reclaimable"),
-    ("ReduceCost", "no completion promise"),
     ("preemptible", "preemptible"),
 )
 
@@ -445,25 +475,41 @@ def _cpu_only(role: RoleSpec) -> bool:
     return role.num_gpus == 0
 
 
-def _pool_refusal(spec: JobSpec, pool: PoolOffer) -> str | None:
-    """Why a role's pins (nodePool, vendor, gpuModel) rule the pool out, if they do."""
+def _pool_refusal(spec: JobSpec, pool: PoolOffer) -> Note | None:
+    """Why a role's pins (nodePool, vendor, gpuModel) rule the pool out, if they do (the reason is
+    scheduling.core.fit's code)."""
     for role in spec.roles:
         request = role_request(role)
         if _cpu_only(role):  # CPU-only roles run on any vendor's nodes
             request = replace(request, vendor="any", gpu_model="")
         unfit = check_pool_identity(pool.traits, request)
         if unfit is not None:
-            return f"role '{role.name}' {unfit.text}"
+            return _note("role_pool", f"role '{role.name}' {unfit.text}", pool=pool.name, role=role.name,
+                         reason=unfit.as_part())
     return None
 
 
-def _cluster_refusal(spec: JobSpec, pools: Sequence[PoolOffer]) -> str | None:
+def _price_refusal(spec: JobSpec, pool: PoolOffer, rates: Rates) -> Note | None:
+    """A pool whose GPUs the price table does not price (one of another currency's timeline) is not
+    offered: a workspace is quoted, and runs, only where its currency has a rate."""
+    if all(_cpu_only(role) for role in spec.roles):
+        return None  # CPU-only work pays no GPU rate
+    try:
+        rates.gpu_rate(pool.vendor, pool.gpu_model)
+    except ValueError:
+        return _note("not_priced", f"the {rates.currency} price table has no rate for {pool.vendor} {pool.gpu_model}",
+                     pool=pool.name, currency=rates.currency, vendor=pool.vendor, gpu_model=pool.gpu_model)
+    return None
+
+
+def _cluster_refusal(spec: JobSpec, pools: Sequence[PoolOffer]) -> Note | None:
     """The first role constraint no pool at all can meet (naming what is on offer), if any."""
     traits = [pool.traits for pool in pools]
     for role in spec.roles:
         unfit = check_pools(traits, role_request(role))
         if unfit is not None:
-            return f"role '{role.name}': {unfit.text}"
+            return _note("role_cluster", f"role '{role.name}': {unfit.text}", pool=None, role=role.name,
+                         reason=unfit.as_part())
     return None
 
 
@@ -497,22 +543,35 @@ def _ask_text(role: RoleSpec) -> str:
     return f"{role.num_gpus} whole GPU{'s' if role.num_gpus != 1 else ''}"
 
 
-def _no_fit_reason(spec: JobSpec, pool: PoolOffer) -> str:
-    offered = ", ".join(mode for mode in MODES if mode in pool.sharing_modes)
-    if pool.mig_profiles and "mig" in pool.sharing_modes:
-        offered += f" ({', '.join(sorted(pool.mig_profiles))})"
+def _ask_params(role: RoleSpec) -> dict[str, Any]:
+    """What _ask_text says, as figures: the mode, whole GPUs, the share and memory of a fraction, the
+    MIG profile."""
+    return {"sharing": role.sharing, "gpus": role.num_gpus,
+            "share": _number_text(Decimal(role.gpu_milli) / MILLI_PER_GPU), "gpu_mem_mib": role.gpu_mem_mib,
+            "profile": role.mig_profile}
+
+
+def _no_fit_reason(spec: JobSpec, pool: PoolOffer) -> Note:
+    modes = [mode for mode in MODES if mode in pool.sharing_modes]
+    profiles = sorted(pool.mig_profiles) if pool.mig_profiles and "mig" in pool.sharing_modes else []
+    offered = ", ".join(modes) + (f" ({', '.join(profiles)})" if profiles else "")
+    figures = {"pool": pool.name, "modes": modes, "profiles": profiles}
     for role in spec.roles:
         if not _cpu_only(role) and all(_hold(role, pool, mode) is None for mode in MODES):
-            return f"its {offered} cannot guarantee role '{role.name}' {_ask_text(role)} per replica"
-    return f"no one sharing mode of its {offered} fits every role"
+            return _note("cannot_guarantee", f"its {offered} cannot guarantee role '{role.name}' {_ask_text(role)} "
+                         "per replica", **figures, role=role.name, ask=_ask_params(role))
+    return _note("no_one_mode_fits", f"no one sharing mode of its {offered} fits every role", **figures)
 
 
 # --------------------------------------------------------------------------- pricing an option
 
 
+def _number_text(share: Decimal) -> str:
+    return format(share.quantize(Decimal("0.01")).normalize(), "f")
+
+
 def _share_text(share: Decimal) -> str:
-    text = format(share.quantize(Decimal("0.01")).normalize(), "f")
-    return f"{text} GPU"
+    return f"{_number_text(share)} GPU"
 
 
 def _needed_milli(spec: JobSpec, holdings: Sequence[_Holding | None]) -> int:
@@ -527,31 +586,35 @@ def _gpus_text(milli: int) -> str:
     return _share_text(Decimal(milli) / MILLI_PER_GPU) + ("" if milli == MILLI_PER_GPU else "s")
 
 
-def _isolation_tradeoffs(spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None]) -> list[str]:
-    notes: list[str] = []
+def _isolation_tradeoffs(spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None]) -> list[Note]:
+    notes: list[Note] = []
     for role, h in zip(spec.roles, holdings, strict=True):
         if h is None:
             continue
-        who = f"role '{role.name}': " if len(spec.roles) > 1 else ""
+        named = len(spec.roles) > 1
+        who = f"role '{role.name}': " if named else ""
+        role_name = role.name if named else None
         if h.sharing == "timeslice":
             others = pool.timeslice_replicas - 1
-            notes.append(
+            notes.append(_note(
+                "time_sliced",
                 f"{who}time-sliced: shares the GPU with up to {others} other job{'s' if others != 1 else ''}, "
-                f"compute not guaranteed, no GPU memory isolation"
-            )
+                f"compute not guaranteed, no GPU memory isolation", role=role_name, others=others))
         elif h.sharing == "fraction":
             memory = (
                 f"GPU memory capped at {_mib_text(h.gpu_mem_mib)}"
                 if h.gpu_mem_mib is not None
                 else "no GPU memory reserved"
             )
-            notes.append(f"{who}shares the GPU with other jobs (no hardware isolation); {memory}")
+            notes.append(_note("shared_gpu", f"{who}shares the GPU with other jobs (no hardware isolation); {memory}",
+                               role=role_name, gpu_mem_mib=h.gpu_mem_mib))
         asked = _ask(role)[0] * role.num_gpus
         if not h.exact and Fraction(h.share) > asked:
-            notes.append(
-                f"{who}pays for {_share_text(h.share)} per replica, more than the "
-                f"{_share_text(Decimal(asked.numerator) / asked.denominator)} asked"
-            )
+            asked_gpus = Decimal(asked.numerator) / asked.denominator
+            notes.append(_note(
+                "pays_for_more",
+                f"{who}pays for {_share_text(h.share)} per replica, more than the {_share_text(asked_gpus)} asked",
+                role=role_name, share=_number_text(h.share), asked=_number_text(asked_gpus)))
     return notes
 
 
@@ -559,11 +622,12 @@ def _mib_text(mib: int) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
-def _wait_text(now: datetime, starts_at: datetime, tz: tzinfo) -> str:
+def _wait_note(now: datetime, starts_at: datetime, tz: tzinfo) -> Note:
     local = starts_at.astimezone(tz)
     minutes = int((starts_at - now).total_seconds() // 60)
     wait = f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
-    return f"waits {wait} for the off-peak window at {local:%H:%M} ({local.tzname()})"
+    return _note("waits_for_off_peak", f"waits {wait} for the off-peak window at {local:%H:%M} ({local.tzname()})",
+                 minutes=minutes, at=f"{local:%H:%M}", zone=local.tzname())
 
 
 def _price_option(
@@ -634,20 +698,21 @@ def _price_option(
     enough_now = pool.free_milli_now is None or pool.free_milli_now >= needed
     tradeoffs = _isolation_tradeoffs(spec, pool, holdings)
     if pool.vendor == "amd" and any(h is not None for h in holdings):
-        tradeoffs.append("AMD GPU: the image must support ROCm")
+        tradeoffs.append(_note("amd_rocm", "AMD GPU: the image must support ROCm"))
     if when == OFF_PEAK:
-        tradeoffs.append(_wait_text(now, starts_at, tz))
+        tradeoffs.append(_wait_note(now, starts_at, tz))
     elif not enough_now:
-        tradeoffs.append(
-            f"may wait for capacity: {_gpus_text(pool.free_milli_now or 0)} free in {pool.name} now, "
-            f"the job needs {_gpus_text(needed)} to start"
-        )
+        free = pool.free_milli_now or 0
+        tradeoffs.append(_note(
+            "may_wait_for_capacity",
+            f"{_WAITS}: {_gpus_text(free)} free in {pool.name} now, the job needs {_gpus_text(needed)} to start",
+            pool=pool.name, free_milli=free, needed_milli=needed))
     if pool.spot:
-        tradeoffs.append("spot capacity: can be reclaimed at any time")
+        tradeoffs.append(_note("spot", "spot capacity: can be reclaimed at any time"))
     if spec.reduce_cost:
-        tradeoffs.append("ReduceCost: no completion promise; runs only off-peak or on spot capacity")
+        tradeoffs.append(_note("reduce_cost", "ReduceCost: no completion promise; runs only off-peak or on spot capacity"))
     elif spec.preemptible:
-        tradeoffs.append("preemptible: can be evicted for higher-priority work")
+        tradeoffs.append(_note("preemptible", "preemptible: can be evicted for higher-priority work"))
 
     gpu_holdings = [h for h in holdings if h is not None]
     return QuoteOption(
@@ -666,7 +731,8 @@ def _price_option(
         cheapest=False,
         can_start_now=when == NOW and enough_now,
         matches_spec=all(h.exact for h in gpu_holdings),
-        tradeoffs=tuple(tradeoffs),
+        tradeoffs=tuple(note.text for note in tradeoffs),
+        tradeoff_notes=tuple(tradeoffs),
         roles=tuple(roles),
         currency=rates.currency,
         amount_low=low,
@@ -737,9 +803,9 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
         starts.append((OFF_PEAK, next_offpeak_start(now, windows, windows_tz)))
 
     options: list[QuoteOption] = []
-    unavailable: list[str] = []
+    refusals: list[Note] = []
     for pool in pools:
-        refusal = _pool_refusal(spec, pool)
+        refusal = _pool_refusal(spec, pool) or _price_refusal(spec, pool, rates)
         placements = [] if refusal else _placements(spec, pool)
         if not refusal and not placements:
             refusal = _no_fit_reason(spec, pool)
@@ -749,17 +815,18 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
             ]
             if not fitting:
                 needed = min(_needed_milli(spec, hs) for _, hs in placements)
-                refusal = (
-                    f"the pool has {pool.total_gpus} GPUs, the job needs {_gpus_text(needed)} "
-                    f"to start at MinReplicas ({spec.min_replicas})"
-                )
+                refusal = _note(
+                    "pool_too_small", f"the pool has {pool.total_gpus} GPUs, the job needs {_gpus_text(needed)} "
+                    f"to start at MinReplicas ({spec.min_replicas})", pool=pool.name, total_gpus=pool.total_gpus,
+                    needed_milli=needed, min_replicas=spec.min_replicas)
             placements = fitting
         if not refusal and spec.reduce_cost and not pool.spot and not windows:
-            refusal = (
-                "a ReduceCost job runs only off-peak or on spot capacity, and there is no off-peak window"
-            )
+            refusal = _note(
+                "reduce_cost_no_window",
+                "a ReduceCost job runs only off-peak or on spot capacity, and there is no off-peak window",
+                pool=pool.name)
         if refusal:
-            unavailable.append(f"{pool.name}: {refusal}")
+            refusals.append(refusal)
             continue
         for when, starts_at in starts:
             if spec.reduce_cost and when == NOW and not pool.spot and not offpeak_now:
@@ -770,9 +837,11 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
                         spec, pool, label, holdings, rates, when=when, starts_at=starts_at, now=now, tz=tz
                     )
                 )
+    unavailable = [f"{note.params['pool']}: {note.text}" for note in refusals]
     if not options:
         why = _cluster_refusal(spec, pools)
-        raise QuoteError("no pool can run this job: " + "; ".join(([why] if why else []) + unavailable))
+        raise QuoteError("no pool can run this job: " + "; ".join(([why.text] if why else []) + unavailable),
+                         refusals=([why] if why else []) + refusals)
 
     options.sort(key=_cheapness)
     options[0] = replace(options[0], cheapest=True)
@@ -782,6 +851,7 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
         options=_mark_earliest(options),
         quoted_at=now,
         unavailable=tuple(unavailable),
+        refusals=tuple(refusals),
     )
 
 
@@ -791,9 +861,6 @@ def _mark_earliest(options: Sequence[QuoteOption]) -> tuple[QuoteOption, ...]:
     dated = [o for o in options if o.expected_start is not None]
     first = min(dated, key=lambda o: (o.expected_start, _cheapness(o)), default=None)
     return tuple(replace(o, earliest=o is first) for o in options)
-
-
-_WAITS = "may wait for capacity"
 
 
 def with_expected_starts(quote: Quote, starts: Mapping[str, datetime | None]) -> Quote:
@@ -806,11 +873,13 @@ def with_expected_starts(quote: Quote, starts: Mapping[str, datetime | None]) ->
             options.append(option)
             continue
         moved = replace(option, expected_start=starts[option.id])
-        tradeoffs = [t for t in option.tradeoffs if not t.startswith(_WAITS)]
+        notes = [n for n in option.tradeoff_notes if n.code not in _WAIT_CODES]
         if option.when == NOW and not moved.starts_now:
-            waits = next((t for t in option.tradeoffs if t.startswith(_WAITS)), None)
-            tradeoffs.insert(0, waits or f"{_WAITS}: no node of {option.pool} has room for it now")
-        options.append(replace(moved, can_start_now=moved.starts_now, tradeoffs=tuple(tradeoffs)))
+            waits = next((n for n in option.tradeoff_notes if n.code in _WAIT_CODES), None)
+            notes.insert(0, waits or _note("no_room_now", f"{_WAITS}: no node of {option.pool} has room for it now",
+                                           pool=option.pool))
+        options.append(replace(moved, can_start_now=moved.starts_now, tradeoffs=tuple(n.text for n in notes),
+                               tradeoff_notes=tuple(notes)))
     return replace(quote, options=_mark_earliest(options))
 
 

@@ -8,27 +8,34 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext
 
 from billing.pricing import quantize_money
-from billing.quotes import DEFAULT_DURATION_S, Quote, tradeoff_tag
+from billing.quotes import DEFAULT_DURATION_S, Quote
 from billing.services import states_duration
+from portal import quote_texts
 from portal.selectors import get_job_for_user
+from portal.templatetags.money import MONTHS, SYMBOLS
 from scheduling import selectors as scheduling_selectors
 from scheduling.spec import image_form_values, parse_job_spec, parse_job_spec_obj
 from scheduling.spec.examples import workspace_examples
 
+EXAMPLE_LABELS = {"single": gettext_lazy("1 GPU"), "clean": gettext_lazy("Shared GPU, every field"),
+                  "spare": gettext_lazy("Spare capacity"), "seed": gettext_lazy("Task form (seed)")}
+
 
 def examples_for(workspace) -> list[tuple[str, str, str]]:
-    """(key, label, YAML) of the examples for `workspace`: its queues and the cluster's pools."""
+    """(key, label, YAML) of the examples for `workspace`: its queues and the cluster's pools, each
+    label in the reader's language."""
     queues = list(scheduling_selectors.queues_for_workspace(workspace))
     default = scheduling_selectors.default_queue(workspace)
     plain = [q for q in queues if not q.preemptible_only]
     queue = default if default is not None and not default.preemptible_only else (plain[0] if plain else None)
     spare = next((q for q in queues if q.preemptible_only), None)
     pools = [p for p in scheduling_selectors.cluster_info().pools if p.gpus_per_node > 0]
-    return workspace_examples(queue=queue.name if queue else None, spare_queue=spare.name if spare else None,
-                              pools=pools)
+    examples = workspace_examples(queue=queue.name if queue else None, spare_queue=spare.name if spare else None,
+                                  pools=pools)
+    return [(key, str(EXAMPLE_LABELS.get(key, label)), text) for key, label, text in examples]
 
 
 def clone_source(user, job_id: str):
@@ -54,22 +61,56 @@ def image_form_for(spec: str | bytes | Mapping[str, Any]) -> dict[str, Any]:
 
 
 MAX_TAGS = 3  # trade-off names a row shows; the rest are counted ("+2"), all are in its details
-BADGED = ("waits for off-peak", "reclaimable")  # the row's spot and off-peak badges say these
 
 
-def common_tradeoffs(quote: Quote) -> list[str]:
-    """Trade-offs every option shares (said once above the table rather than on every row)."""
+def _common_notes(quote: Quote) -> list:
     if len(quote.options) < 2:
         return []
     first, *others = quote.options
-    return [t for t in first.tradeoffs if all(t in o.tradeoffs for o in others)]
+    return [n for n in first.tradeoff_notes if all(n.text in o.tradeoffs for o in others)]
 
 
-def submit_texts() -> dict[str, str]:
+def common_tradeoffs(quote: Quote) -> list[str]:
+    """Trade-offs every option shares (said once above the table rather than on every row), in the
+    reader's language."""
+    return [quote_texts.tradeoff_text(n.code, n.params, n.text) for n in _common_notes(quote)]
+
+
+def submit_texts() -> dict[str, Any]:
     """What the page's script writes beside each quote row, in the page's language (it fills in
-    the %(name)s parts)."""
+    the %(name)s parts), and the currencies' symbols for its amounts."""
     return {"notebook": gettext("%(price)s %(currency)s per hour"),
-            "inference": gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s")}
+            "inference": gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s"),
+            "symbols": SYMBOLS}
+
+
+def page_words() -> dict[str, str]:
+    """The words the page's script writes, in the page's language: the form's data-<key>-text
+    attributes (submit.js reads them, English when absent). %(name)s parts are filled in there."""
+    status = "%(n)s option, assuming %(hours)s h, in %(currency)s."
+    statuses = "%(n)s options, assuming %(hours)s h, in %(currency)s."
+    return {
+        "unreachable": gettext("the server could not be reached; try again"),
+        "line": gettext("line %(line)s, col %(column)s"), "editor-label": gettext("Task YAML"),
+        "quoting": gettext("Quoting…"), "fix-spec": gettext("Fix the spec to see a quote."),
+        "fix-form": gettext("Fix the form to see a quote."), "quote-failed": gettext("the quote failed"),
+        "empty": gettext("Type, upload or pick an example spec to see what each option costs."),
+        "not-shown": gettext("The form does not show %(fields)s of this spec: editing the form rewrites the YAML "
+                             "without them."),
+        "too-large": gettext("%(name)s is %(size)s bytes; specs are limited to 64 KiB"),
+        "option": gettext("Option"), "starts": gettext("Starts"), "total": gettext("Total"),
+        "per-gpu-hour": gettext("Per GPU-hour"), "saving": gettext("Saving vs whole GPUs"),
+        "tradeoffs": gettext("Trade-offs"), "spot": gettext("spot"), "off-peak": gettext("off-peak"),
+        "cheapest": gettext("cheapest"), "earliest": gettext("earliest"), "now": gettext("now"),
+        "queued": gettext("queued"), "up-to": gettext("up to %(high)s"),
+        "show-tradeoffs": gettext("Show the trade-offs in full"), "details": gettext("details"),
+        "none": gettext("none"), "submit": gettext("Submit"), "every-option": gettext("Every option:"),
+        "between": pgettext("between reasons", "; "), "assuming": gettext("assuming %(hours)s h"),
+        "status-one": ngettext(status, statuses, 1), "status-other": ngettext(status, statuses, 2),
+        "not-offered": gettext("Not offered (%(n)s)"),
+        "months": gettext(MONTHS),
+        "start": gettext("%(month)s %(day)s, %(time)s"),
+    }
 
 
 def rate_note(data: Mapping[str, Any], kind: str, currency: str) -> str:
@@ -87,14 +128,17 @@ def quote_rows(quote: Quote, kind: str = "training") -> list[dict[str, Any]]:
     """The quote's options as the page's table shows them: the API's fields, the start as a time,
     the trade-offs of its own (those all options share left out), and for a notebook or a service
     its rates per hour."""
-    common = set(common_tradeoffs(quote))
+    common = {n.text for n in _common_notes(quote)}
     rows = []
     for option, data in zip(quote.options, quote.to_json()["options"], strict=True):
         start: datetime | None = option.expected_start
-        own = [t for t in option.tradeoffs if t not in common]
-        tags = [tag for tag in dict.fromkeys(tradeoff_tag(t) for t in own) if tag not in BADGED]
+        own = [n for n in option.tradeoff_notes if n.text not in common]
+        english_tags = dict(zip(option.tradeoffs, data["tradeoff_tags"], strict=True))
+        tags = list(dict.fromkeys(quote_texts.tradeoff_tag(n.code, english_tags[n.text]) for n in own
+                                  if n.code not in quote_texts.BADGED))
         rows.append({**data, "start_at": start, "pool_label": f"{option.gpu_model} · {option.pool}",
                      "has_saving": quantize_money(option.saving, option.currency) > 0,
-                     "own_tradeoffs": own, "tags": tags[:MAX_TAGS], "more_tags": len(tags[MAX_TAGS:]),
+                     "own_tradeoffs": [quote_texts.tradeoff_text(n.code, n.params, n.text) for n in own],
+                     "tags": tags[:MAX_TAGS], "more_tags": len(tags[MAX_TAGS:]),
                      "rate_note": rate_note(data, kind, quote.currency)})
     return rows

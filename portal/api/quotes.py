@@ -5,7 +5,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from billing.quotes import QuoteError
 from billing.services import quote_for_workspace, service_rates
+from portal import quote_texts
 from portal.api.jobs import JobSubmitInput
 from portal.selectors import get_workspace_for_user
 
@@ -25,10 +27,14 @@ class QuoteApi(APIView):
         body = QuoteInput(data=request.data)
         body.is_valid(raise_exception=True)
         workspace = get_workspace_for_user(request.user, body.validated_data["workspace"])
-        spec, quote = quote_for_workspace(workspace, body.validated_data["spec"],
-                                          duration_hours=body.validated_data.get("duration_hours"))
-        # the kind tells a page how to read the rates: per hour for a notebook, at min and max for a service
-        out = {**quote.to_json(), "kind": spec.kind}
+        try:
+            spec, quote = quote_for_workspace(workspace, body.validated_data["spec"],
+                                              duration_hours=body.validated_data.get("duration_hours"))
+        except QuoteError as error:  # why each pool cannot, in the request's language
+            raise quote_texts.localized_error(error) from error
+        # the kind tells a page how to read the rates: per hour for a notebook, at min and max for a service;
+        # the English trade-offs and refusals keep their fields, *_text beside them are in the request's language
+        out = quote_texts.localized({**quote.to_json(), "kind": spec.kind})
         rate = body.validated_data.get("requests_per_second")
         if rate is not None and spec.kind == "inference":
             rates = service_rates(spec, quote, rate)

@@ -27,6 +27,7 @@ from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentati
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Workspace
 from portal.pending_reasons import job_reason
+from portal.quote_texts import refusals_text, tradeoff_text
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
@@ -298,13 +299,13 @@ class AdviceOption:
     price_per_hour_offpeak: Decimal
     currency: str
     can_start_now: bool
-    tradeoffs: tuple[str, ...]
+    tradeoffs: tuple[str, ...]  # in the reader's language
 
 
 def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = None
                ) -> tuple[advice_rules.MemoryNeed, list[AdviceOption], list[str]]:
-    """The memory the model needs and every pool / sharing mode that fits, cheapest first.
-    Raises ValueError naming the bad field."""
+    """The memory the model needs, every pool / sharing mode that fits, cheapest first, and why the
+    other pools cannot ("pool: why"), in the reader's language. Raises ValueError naming the bad field."""
     need = advice_rules.memory_needed(params_b, task, precision)
     now = now or clock.now()
     tables = price_tables()
@@ -320,7 +321,10 @@ def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = No
         spec = advice_rules.spec_for_pool(need, offer)
         try:
             q = quote(spec, [offer], rates, now=now, tz=platform_tz())
-        except (QuoteError, ValueError) as error:
+        except QuoteError as error:
+            refused.append(f"{offer.name}: {refusals_text(error.refusals, pool=offer.name) or error}")
+            continue
+        except ValueError as error:
             refused.append(f"{offer.name}: {error}")
             continue
         for o in q.options:
@@ -330,7 +334,8 @@ def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = No
             held = (f"{role.num_gpus} × {role.min_replicas}" if role.sharing == "exclusive" and role.min_replicas > 1
                     else f"{role.gpu_share.normalize():f} GPU" + (f" ({role.mig_profile})" if role.mig_profile else ""))
             options.append(AdviceOption(o.pool, o.gpu_model, o.sharing, o.spot, held, o.price_per_hour,
-                                        o.price_per_hour_offpeak, o.currency, o.can_start_now, o.tradeoffs))
+                                        o.price_per_hour_offpeak, o.currency, o.can_start_now,
+                                        tuple(tradeoff_text(n.code, n.params, n.text) for n in o.tradeoff_notes)))
     options.sort(key=lambda o: (o.price_per_hour, o.pool, o.sharing))
     return need, options, refused
 

@@ -27,6 +27,7 @@ from portal.console.advice import BYTES_PER_PARAM, TASKS, part_name
 from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
+from portal.quote_texts import between
 from scheduling import clock
 from scheduling.errors import DomainError
 from scheduling.forms import NewPoolForm, PoolPolicyForm
@@ -93,7 +94,7 @@ def advice(request):
     if context["form"]["params_b"]:
         try:
             need, options, refused = selectors.gpu_advice(**context["form"])
-            context.update(need=need, options=options, refused=refused,
+            context.update(need=need, options=options, refused=refused, between=between(),
                            need_parts=[(part_name(what), gib) for what, gib in need.parts])
         except ValueError as error:
             context["error"] = str(error)

@@ -13,9 +13,11 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from billing.services import quote_for_workspace, submit_quoted_job
+from portal import quote_texts
 from portal import selectors as portal_selectors
 from portal.selectors import current_workspace
 from portal.submit_page import (
@@ -24,6 +26,7 @@ from portal.submit_page import (
     common_tradeoffs,
     examples_for,
     hours_of,
+    page_words,
     quote_rows,
     submit_texts,
 )
@@ -35,10 +38,10 @@ from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE
 
 class SubmitForm(forms.Form):
     workspace = forms.SlugField(max_length=64)
-    spec = forms.CharField(max_length=MAX_BYTES, strip=False, error_messages={"required": "the spec is empty"})
+    spec = forms.CharField(max_length=MAX_BYTES, strip=False, error_messages={"required": _("the spec is empty")})
     duration_hours = forms.DecimalField(
         min_value=Decimal("0.01"), max_value=Decimal("2160"), max_digits=6, decimal_places=2, required=False,
-        error_messages={"invalid": "enter the duration in hours, e.g. 2 or 0.5"})
+        error_messages={"invalid": _("enter the duration in hours, e.g. 2 or 0.5")})
     option = forms.CharField(max_length=200, required=False)
 
     def clean_spec(self):
@@ -56,6 +59,7 @@ def _context(request, workspace, **extra):
         "examples": examples, "example_texts": {key: text for key, _, text in examples},
         "spec_text": "", "duration_hours": DEFAULT_HOURS, "errors": [], "quote": None, "rows": [], "common": [],
         "kind": "training", "notebook_image": DEFAULT_NOTEBOOK_IMAGE, "submit_texts": submit_texts(),
+        "words": page_words(), "between": quote_texts.between(), "unavailable": [],
         **extra,
     }
 
@@ -65,10 +69,11 @@ def _quoted(workspace, text: str, duration: Decimal | None) -> dict:
     try:
         spec, quote = quote_for_workspace(workspace, text, duration_hours=duration)
     except DomainError as error:
-        return {"errors": error.to_dicts(), "status": error.status}
+        return {"errors": quote_texts.error_dicts(error), "status": error.status}
     hours = hours_of(round(quote.expected_duration_hours * 3600))
     return {"quote": quote, "rows": quote_rows(quote, spec.kind), "common": common_tradeoffs(quote),
-            "duration_hours": hours, "kind": spec.kind, "status": 200}
+            "unavailable": quote_texts.unavailable(quote.to_json()), "duration_hours": hours, "kind": spec.kind,
+            "status": 200}
 
 
 @login_required
@@ -119,7 +124,7 @@ def _post(request):
             job = submit_quoted_job(user=request.user, workspace=workspace, spec=data["spec"], option=data["option"],
                                     duration_hours=duration)
         except DomainError as error:
-            context.update(errors=error.to_dicts(), duration_hours=duration or DEFAULT_HOURS)
+            context.update(errors=quote_texts.error_dicts(error), duration_hours=duration or DEFAULT_HOURS)
             return render(request, "scheduling/submit.html", context, status=error.status)
         return redirect("job", pk=job.pk)
     quoted = _quoted(workspace, data["spec"], duration)

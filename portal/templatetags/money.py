@@ -1,16 +1,19 @@
 """Money and dates for the reader's language: {{ amount|money:currency }} gives ¥1,234.50 or
 $1,234.50 (symbol, thousands separators, two places), {{ day|long_date }} gives
 2026年11月24日 in Chinese, 24 Nov 2026 in English, and {{ day|month_year }} 2026年11月 or November 2026. Amounts are rounded for display only; the
-ledger's Decimal is never changed."""
+ledger's Decimal is never changed. {{ instant|day_time }} gives 11月25日 00:00 or Nov 25, 00:00 in the
+reader's zone, from the words static/portal/submit.js writes the same with."""
 
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from django import template
-from django.utils import formats, translation
+from django.utils import formats, timezone, translation
+from django.utils.translation import gettext, gettext_noop
 
 register = template.Library()
 
 SYMBOLS = {"CNY": "¥", "USD": "$", "EUR": "€"}
+MONTHS = gettext_noop("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec")  # one word per month
 
 
 def format_money(amount, currency: str = "") -> str:
@@ -51,3 +54,16 @@ def month_year(value):
     if (translation.get_language() or "").startswith("zh"):
         return f"{value.year}年{value.month}月"
     return formats.date_format(value, "F Y")
+
+
+@register.filter
+def day_time(value):
+    """An instant's day and time in the reader's zone: 11月25日 00:00 / Nov 25, 00:00."""
+    if not value:
+        return ""
+    local = timezone.localtime(value)
+    months = gettext(MONTHS).split()
+    if len(months) != 12:
+        months = MONTHS.split()
+    return gettext("%(month)s %(day)s, %(time)s") % {"month": months[local.month - 1], "day": local.day,
+                                                     "time": f"{local:%H:%M}"}

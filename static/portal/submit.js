@@ -2,10 +2,18 @@
 // markers, the image form (a tab per kind: training, notebook, inference) and the YAML kept in step
 // both ways, examples, upload, and a quote that follows every edit and the duration (debounced).
 // Submitting an option posts the page's form, as it does without JavaScript. Plain JS, no framework.
+// Words come from the form's data-*-text attributes (the reader's language), English when absent; the
+// quote API is asked in the page's language for the trade-offs and the pools' refusals.
 (function () {
   "use strict";
   const page = document.getElementById("submit-form");
   if (!page) return;
+  const said = (key, english) => page.dataset[key] || english;
+  // "%(name)s" parts of a text the page gave in its language
+  function fill(text, values) {
+    return text.replace(/%\((\w+)\)s/g, (part, name) => (name in values ? String(values[name]) : part));
+  }
+  const saidWith = (key, english, values) => fill(said(key, english), values);
   const workspace = page.dataset.workspace;
   const textarea = document.getElementById("spec-yaml");
   const errors = document.getElementById("spec-errors");
@@ -32,7 +40,7 @@
 
   // The editor, or the plain textarea when the bundle did not load.
   const editor = window.GpuEditor
-    ? window.GpuEditor.create(textarea, {onChange: () => schedule(refreshFromYaml), label: "Task YAML"})
+    ? window.GpuEditor.create(textarea, {onChange: () => schedule(refreshFromYaml), label: said("editorLabelText", "Task YAML")})
     : {
       getValue: () => textarea.value,
       setValue(text, {silent = false} = {}) { textarea.value = text; if (!silent) schedule(refreshFromYaml); },
@@ -61,14 +69,16 @@
     try {
       const response = await fetch(url, {
         method: "POST", credentials: "same-origin",
-        headers: {"Content-Type": "application/json", "X-CSRFToken": csrf(), "Accept": "application/json"},
+        headers: {"Content-Type": "application/json", "X-CSRFToken": csrf(), "Accept": "application/json",
+          "Accept-Language": document.documentElement.lang || "en"}, // the API follows Accept-Language only
         body: JSON.stringify(body),
       });
       let data = {};
       try { data = await response.json(); } catch (e) { /* not JSON */ }
       return {ok: response.ok, status: response.status, data};
     } catch (e) {
-      return {ok: false, status: 0, data: {errors: [{message: "the server could not be reached; try again"}]}};
+      return {ok: false, status: 0,
+        data: {errors: [{message: said("unreachableText", "the server could not be reached; try again")}]}};
     }
   }
 
@@ -86,7 +96,7 @@
         const at = document.createElement("a");
         at.href = "#spec-yaml";
         at.className = "error-at";
-        at.textContent = `line ${e.line}, col ${e.column}`;
+        at.textContent = saidWith("lineText", "line %(line)s, col %(column)s", {line: e.line, column: e.column});
         li.append(at, `: ${field}${e.message}`);
       } else {
         li.textContent = field + e.message;
@@ -124,20 +134,38 @@
     return td;
   }
 
-  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  const ENGLISH_MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec";
+  const pageMonths = said("monthsText", ENGLISH_MONTHS).split(/\s+/);
+  const MONTHS = pageMonths.length === 12 ? pageMonths : ENGLISH_MONTHS.split(" ");
+  const SYMBOLS = texts.symbols || {};
   const MAX_TAGS = 3; // as portal/submit_page.py
-  const BADGED = ["waits for off-peak", "reclaimable"]; // the row's spot and off-peak badges say these
+  const BADGED = ["waits_for_off_peak", "spot"]; // codes the row's off-peak and spot badges say
 
   function startText(o) {
-    if (o.expected_start === null || o.expected_start === undefined) return "queued";
-    if (o.expected_start === "now") return "now";
-    // "Nov 25, 00:00" in the viewer's zone, as the server writes it
+    if (o.expected_start === null || o.expected_start === undefined) return said("queuedText", "queued");
+    if (o.expected_start === "now") return said("nowText", "now");
+    // "Nov 25, 00:00" in the viewer's zone, as the server writes it (portal/templatetags/money.py day_time)
     const text = window.portalTimes ? window.portalTimes.dateTime(o.expected_start) : "";
     const m = text.match(/^\d{4}-(\d{2})-(\d{2}) (\d{2}:\d{2})/);
-    return m ? `${MONTHS[Number(m[1]) - 1]} ${Number(m[2])}, ${m[3]}` : o.expected_start;
+    return m ? saidWith("startText", "%(month)s %(day)s, %(time)s",
+      {month: MONTHS[Number(m[1]) - 1], day: Number(m[2]), time: m[3]}) : o.expected_start;
   }
 
-  // Trade-offs every option shares are said once above the table.
+  // An amount as the money filter writes it: ¥1,234.50, $0.85; a currency without a symbol keeps its code.
+  function money(amount, currency) {
+    const value = Number(amount);
+    if (amount === null || amount === undefined || amount === "" || !Number.isFinite(value)) return `${amount} ${currency}`;
+    const digits = Math.abs(value).toLocaleString("en-US", {minimumFractionDigits: 2, maximumFractionDigits: 2});
+    const sign = value < 0 ? "-" : "";
+    return SYMBOLS[currency] ? `${sign}${SYMBOLS[currency]}${digits}` : `${sign}${digits} ${currency}`;
+  }
+
+  // An option's trade-offs in the page's language (the API's *_text), else its English ones.
+  const tradeoffText = (o, i) => (o.tradeoffs_text && o.tradeoffs_text[i]) || o.tradeoffs[i];
+  const tagText = (o, i) => (o.tradeoff_tags_text && o.tradeoff_tags_text[i]) || (o.tradeoff_tags || [])[i];
+  const codeOf = (o, i) => ((o.tradeoff_codes || [])[i] || {}).code;
+
+  // Trade-offs every option shares are said once above the table (compared by their English text).
   function commonTradeoffs(options) {
     if (options.length < 2) return [];
     const [first, ...others] = options;
@@ -150,15 +178,15 @@
     tr.classList.toggle("cheapest", o.cheapest);
     tr.classList.toggle("earliest", o.earliest);
 
-    const option = cell("Option", "option");
+    const option = cell(said("optionText", "Option"), "option");
     option.append(el("strong", null, o.sharing));
-    if (o.spot) option.append(" ", el("span", "badge spot", "spot"));
-    if (o.when === "off-peak") option.append(" ", el("span", "badge offpeak", "off-peak"));
+    if (o.spot) option.append(" ", el("span", "badge spot", said("spotText", "spot")));
+    if (o.when === "off-peak") option.append(" ", el("span", "badge offpeak", said("offPeakText", "off-peak")));
     option.append(el("br"), el("span", "hint", `${o.gpu_model} · ${o.pool}`));
-    if (o.cheapest) option.append(" ", el("span", "badge flag-cheapest", "cheapest"));
-    if (o.earliest) option.append(" ", el("span", "badge flag-earliest", "earliest"));
+    if (o.cheapest) option.append(" ", el("span", "badge flag-cheapest", said("cheapestText", "cheapest")));
+    if (o.earliest) option.append(" ", el("span", "badge flag-earliest", said("earliestText", "earliest")));
 
-    const starts = cell("Starts", "starts");
+    const starts = cell(said("startsText", "Starts"), "starts");
     if (o.expected_start && o.expected_start !== "now") {
       const time = el("time", null, startText(o));
       time.dateTime = o.expected_start;
@@ -167,50 +195,49 @@
       starts.textContent = startText(o);
     }
 
-    const total = cell("Total", "num total");
-    total.append(`${o.total} ${quote.currency}`);
-    if (o.estimate_high !== o.estimate_low) total.append(el("br"), el("span", "hint", `up to ${o.estimate_high}`));
+    const total = cell(said("totalText", "Total"), "num total");
+    total.append(money(o.total, quote.currency));
+    if (o.estimate_high !== o.estimate_low) {
+      total.append(el("br"), el("span", "hint", saidWith("upToText", "up to %(high)s",
+        {high: money(o.estimate_high, quote.currency)})));
+    }
     const note = rateNote(o, quote);
     if (note) total.append(el("br"), el("span", "hint rate", note));
 
-    const perGpuHour = cell("Per GPU-hour", "num per-gpu-hour");
+    const perGpuHour = cell(said("perGpuHourText", "Per GPU-hour"), "num per-gpu-hour");
     perGpuHour.textContent = o.price_per_gpu_hour || "—";
-    const saving = cell("Saving vs whole GPUs", "num saving");
-    saving.textContent = o.saving_percent && Number(o.saving) > 0 ? `${o.saving} (${o.saving_percent}%)` : "—";
+    const saving = cell(said("savingText", "Saving vs whole GPUs"), "num saving");
+    saving.textContent = o.saving_percent && Number(o.saving) > 0
+      ? `${money(o.saving, quote.currency)} (${o.saving_percent}%)` : "—";
 
-    const tradeoffs = cell("Trade-offs", "tradeoffs");
-    const own = (o.tradeoffs || []).filter((t) => !common.includes(t));
+    const tradeoffs = cell(said("tradeoffsText", "Trade-offs"), "tradeoffs");
+    const own = (o.tradeoffs || []).map((t, i) => i).filter((i) => !common.includes(o.tradeoffs[i]));
     if (own.length) {
       const details = el("details");
       const summary = el("summary");
-      summary.title = "Show the trade-offs in full";
+      summary.title = said("showTradeoffsText", "Show the trade-offs in full");
       // the short names of this row's own trade-offs (tradeoff_tags[i] names tradeoffs[i]), each once
-      const mine = [...new Set(o.tradeoffs.map((t, i) => (common.includes(t) ? null : o.tradeoff_tags[i]))
-        .filter((tag) => tag && !BADGED.includes(tag)))];
+      const mine = [...new Set(own.filter((i) => !BADGED.includes(codeOf(o, i))).map((i) => tagText(o, i))
+        .filter((tag) => tag))];
       for (const tag of mine.slice(0, MAX_TAGS)) summary.append(el("span", "chip", tag));
-      if (!mine.length) summary.append(el("span", "hint", "details"));
+      if (!mine.length) summary.append(el("span", "hint", said("detailsText", "details")));
       if (mine.length > MAX_TAGS) summary.append(el("span", "chip more", `+${mine.length - MAX_TAGS}`));
       const list = el("ul");
-      for (const text of own) list.append(el("li", null, text));
+      for (const i of own) list.append(el("li", null, tradeoffText(o, i)));
       details.append(summary, list);
       tradeoffs.append(details);
     } else {
-      tradeoffs.append(el("span", "hint", "none"));
+      tradeoffs.append(el("span", "hint", said("noneText", "none")));
     }
 
     const act = cell(null, "act");
-    const button = el("button", "submit-option", "Submit");
+    const button = el("button", "submit-option", said("submitText", "Submit"));
     button.type = "submit";
     button.name = "option";
     button.value = o.id;
     act.append(button);
     tr.append(option, starts, total, perGpuHour, saving, tradeoffs, act);
     return tr;
-  }
-
-  // "%(name)s" parts of a text the page gave in its language
-  function fill(text, values) {
-    return text.replace(/%\((\w+)\)s/g, (part, name) => (name in values ? String(values[name]) : part));
   }
 
   // A notebook is priced per hour; a service per hour at its fewest and at its most replicas.
@@ -227,18 +254,24 @@
   function renderQuote(quote) {
     quotePanel.dataset.kind = quote.kind || "training";
     const common = commonTradeoffs(quote.options);
+    const first = quote.options[0];
+    const commonText = common.map((t) => tradeoffText(first, first.tradeoffs.indexOf(t)));
     commonNote.hidden = common.length === 0;
-    commonNote.textContent = common.length ? `Every option: ${common.join("; ")}.` : "";
+    commonNote.textContent = common.length
+      ? `${said("everyOptionText", "Every option:")} ${commonText.join(said("betweenText", "; "))}.` : "";
     tbody.replaceChildren(...quote.options.map((o) => row(o, quote, common)));
     table.hidden = quote.options.length === 0;
     const hours = quote.duration_hours;
-    assumption.textContent = `assuming ${hours} h`;
+    assumption.textContent = saidWith("assumingText", "assuming %(hours)s h", {hours});
     const n = quote.options.length;
     status.className = "";
-    status.textContent = `${n} option${n === 1 ? "" : "s"}, assuming ${hours} h, in ${quote.currency}.`;
-    const list = quote.unavailable || [];
+    status.textContent = n === 1
+      ? saidWith("statusOneText", "%(n)s option, assuming %(hours)s h, in %(currency)s.", {n, hours, currency: quote.currency})
+      : saidWith("statusOtherText", "%(n)s options, assuming %(hours)s h, in %(currency)s.", {n, hours, currency: quote.currency});
+    const english = quote.unavailable || [];
+    const list = english.map((u, i) => (quote.unavailable_text && quote.unavailable_text[i]) || u);
     unavailable.hidden = list.length === 0;
-    unavailable.querySelector("summary").textContent = `Not offered (${list.length})`;
+    unavailable.querySelector("summary").textContent = saidWith("notOfferedText", "Not offered (%(n)s)", {n: list.length});
     unavailable.querySelector("ul").replaceChildren(...list.map((u) => el("li", null, u)));
   }
 
@@ -253,16 +286,21 @@
 
   async function refreshQuote(mine) {
     const text = editor.getValue();
-    if (!text.trim()) { clearQuote("Type, upload or pick an example spec to see what each option costs."); showErrors([]); return; }
+    if (!text.trim()) {
+      clearQuote(said("emptyText", "Type, upload or pick an example spec to see what each option costs."));
+      showErrors([]);
+      return;
+    }
     const body = {workspace, spec: text};
     const hours = durationHours();
     if (hours) body.duration_hours = hours;
-    status.textContent = "Quoting…";
+    status.textContent = said("quotingText", "Quoting…");
     const {ok, data} = await post("/api/v1/quotes/", body);
     if (mine !== generation) return;
     if (ok) { showErrors([]); renderQuote(data); return; }
-    clearQuote("Fix the spec to see a quote.");
-    showErrors(data.errors && data.errors.length ? data.errors : [{message: data.detail || "the quote failed"}]);
+    clearQuote(said("fixSpecText", "Fix the spec to see a quote."));
+    showErrors(data.errors && data.errors.length ? data.errors
+      : [{message: data.detail || said("quoteFailedText", "the quote failed")}]);
   }
 
   // ------------------------------------------------------------------ YAML -> form
@@ -306,7 +344,8 @@
     showServerFields();
     notShown.hidden = !hidden.length;
     notShown.textContent = hidden.length
-      ? `The form does not show ${hidden.join(", ")} of this spec: editing the form rewrites the YAML without them.`
+      ? saidWith("notShownText", "The form does not show %(fields)s of this spec: editing the form rewrites the YAML "
+        + "without them.", {fields: hidden.join(", ")})
       : "";
   }
 
@@ -335,7 +374,7 @@
     if (hours) form.expectedDuration = `${Math.round(Number(hours) * 60)}m`;
     const {ok, data} = await post("/api/v1/specs/image-form/", {workspace, form});
     if (mine !== generation) return;
-    if (!ok) { clearQuote("Fix the form to see a quote."); showErrors(data.errors); return; }
+    if (!ok) { clearQuote(said("fixFormText", "Fix the form to see a quote.")); showErrors(data.errors); return; }
     editor.setValue(data.yaml, {silent: true});
     showPreview();
     notShown.hidden = true;
@@ -396,7 +435,11 @@
   upload.addEventListener("change", () => {
     const file = upload.files[0];
     if (!file) return;
-    if (file.size > 65536) { showErrors([{message: `${file.name} is ${file.size} bytes; specs are limited to 64 KiB`}]); return; }
+    if (file.size > 65536) {
+      showErrors([{message: saidWith("tooLargeText", "%(name)s is %(size)s bytes; specs are limited to 64 KiB",
+        {name: file.name, size: file.size})}]);
+      return;
+    }
     file.text().then((text) => { editor.setValue(text); clearTimeout(timer); refreshFromYaml(); });
   });
 

@@ -123,6 +123,57 @@ def test_a_cny_workspace_is_quoted_in_yuan_on_its_table_and_its_shanghai_valley_
     assert (usd["currency"], usd_now["price_per_hour"], usd_now["total"]) == ("USD", "3.0400", "6.08")
 
 
+ANY_GPU = "name: {name}\nroles:\n  - name: main\n    image: busybox\n    resources: {{gpu: 1}}\n{pin}"
+
+
+def test_pools_its_currencys_table_does_not_price_are_not_offered_to_a_workspace(cluster, yuan, clock):
+    """The CNY table prices H100 and A100 only: nlp-group is offered neither the RTX 4090 nor the L40S
+    pool (priced in USD only) and says why; vision-lab, in USD, is offered them."""
+    api = APIClient()
+    api.force_authenticate(cluster.bob)
+    body = api.post("/api/v1/quotes/", {"workspace": "nlp-group", "spec": ANY_GPU.format(name="q", pin="")},
+                    format="json").json()
+    assert {o["pool"] for o in body["options"]} == {"h100", "a100-spot"}
+    assert all(o["currency"] == "CNY" for o in body["options"])
+    assert "rtx4090: the CNY price table has no rate for nvidia RTX-4090-24GB" in body["unavailable"]
+    refused = {c["params"]["pool"]: c for c in body["unavailable_codes"]}
+    assert refused["rtx4090"] == {"code": "not_priced", "params": {
+        "pool": "rtx4090", "currency": "CNY", "vendor": "nvidia", "gpu_model": "RTX-4090-24GB"}}
+    assert refused["l40s-shared"]["code"] == "not_priced"  # mi300x: refused first for its vendor
+
+    api.force_authenticate(cluster.alice)
+    usd = api.post("/api/v1/quotes/", {"workspace": "vision-lab", "spec": ANY_GPU.format(name="q", pin="")},
+                   format="json").json()
+    assert "rtx4090" in {o["pool"] for o in usd["options"]} and usd["currency"] == "USD"
+
+
+def test_a_workspace_cannot_submit_to_a_pool_its_currency_does_not_price(cluster, yuan, clock):
+    api = APIClient()
+    api.force_authenticate(cluster.bob)
+    named = api.post("/api/v1/jobs/", {"workspace": "nlp-group", "spec": ANY_GPU.format(name="q", pin=""),
+                                       "option": "rtx4090.exclusive.now"}, format="json")
+    assert named.status_code == 400 and "unknown quote option 'rtx4090.exclusive.now'" in named.json()["detail"]
+    pinned = api.post("/api/v1/jobs/", {"workspace": "nlp-group",
+                                        "spec": ANY_GPU.format(name="q", pin="    nodePool: rtx4090\n")}, format="json")
+    assert pinned.status_code == 422, pinned.json()
+    assert "rtx4090: the CNY price table has no rate for nvidia RTX-4090-24GB" in pinned.json()["detail"]
+    with pytest.raises(DomainError):
+        submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=ANY_GPU.format(name="q", pin=""),
+                          option="rtx4090.exclusive.now")
+    assert not Job.objects.filter(workspace=cluster.nlp).exists()
+    # what it may submit runs where it was quoted, in yuan
+    job = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=ANY_GPU.format(name="q", pin=""))
+    assert job.quote["pool"] in {"h100", "a100-spot"} and job.quote["currency"] == "CNY"
+
+
+def test_the_submit_page_says_in_chinese_why_a_pool_is_not_offered(client, cluster, yuan, clock):
+    client.force_login(cluster.bob)
+    page = client.post("/submit/", {"workspace": "nlp-group", "spec": ANY_GPU.format(name="q", pin=""),
+                                    "duration_hours": "2"}, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "rtx4090: CNY 价目表没有 nvidia RTX-4090-24GB 的价格" in page
+    assert "¥" in page.split('id="quote-table"')[1]
+
+
 def test_ledger_lines_are_in_each_workspaces_currency_at_its_tables_rates(side_by_side, yuan):
     usd_job, cny_job = side_by_side
     cny = list(ChargeLine.objects.filter(job=cny_job).order_by("hour"))

@@ -64,7 +64,7 @@ def test_the_inference_tab_writes_a_service_and_its_quote_follows(live_daphne, c
     # a replica: 0.5 A100 (0.90) + 1 CPU (0.02) + 4 GiB (0.02) = 0.94 / h, spot 60 % off = 0.376 / h
     row = page.locator(ROW)
     expect(row.locator(".rate")).to_have_text("0.0000 per hour at 0 replicas, 1.1280 at 3")
-    expect(row.locator(".total")).to_contain_text("0.00 USD")  # nothing at its minimum of 0
+    expect(row.locator(".total")).to_contain_text("$0.00")  # nothing at its minimum of 0
     shot(page, "submit-inference-tab")
 
     form.locator("[data-field='maxReplicas']").fill("5")
@@ -106,7 +106,7 @@ def test_the_notebook_tab_is_quoted_per_hour_and_follows_the_yaml(live_daphne, c
     expect(page.locator("#quote-table tbody tr")).to_have_count(2)  # the pool's fraction and whole GPU
     row = page.locator(ROW)
     expect(row.locator(".rate")).to_have_text("0.3760 USD per hour")
-    expect(row.locator(".total")).to_contain_text("0.38 USD")
+    expect(row.locator(".total")).to_contain_text("$0.38")
     shot(page, "submit-notebook-tab")
 
     # edited as YAML, the tab follows; a training spec takes the training tab back

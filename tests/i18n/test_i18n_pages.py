@@ -19,19 +19,23 @@ ALLOWED = {
     # vendors, products, protocols, units and formats
     "NVIDIA", "AMD", "nvidia", "amd", "ROCm", "NVML", "XID", "ECC", "PyTorch", "MPI", "Django", "Celery", "Philly",
     "Adam", "ReduceCost", "REST", "GET", "POST", "HTTP", "JSON", "URL", "HMAC-SHA256", "IANA",
-    "GiB", "MiB", "GB", "Gi", "Mi", "mCPU", "fp16", "bf16", "fp32", "int8", "int4", "p50", "p95",
+    "GiB", "MiB", "GB", "Gi", "Mi", "mCPU", "fp8", "fp16", "bf16", "fp32", "int8", "int4", "p50", "p95",
     "YYYY-MM", "YYYY-MM-DD", "HH", "MM", "MM-HH", "Asia", "Shanghai",
+    # model servers, notebook and command names a form's examples show
+    "vLLM", "Triton", "JupyterLab", "python",
 }
 # GPU models (H100-80GB), one-letter units (30m, 6h, 2d, 1w) and the hour of an ISO time (T12)
 IDENTIFIER = re.compile(r"[A-Za-z0-9-]+-\d+GB|[a-z]|T\d\d")
-# identifiers inside text: `code`, URLs, HTTP status classes (2xx), snake_case names, dotted names and e-mail
-# addresses
-INLINE_IDENTIFIER = re.compile(r"`[^`]*`|https?://\S+|\b\dxx\b|\b\w+_\w+\b|\b[\w.+-]+@[\w-]+(\.[\w-]+)+|\b\w+(\.\w+)+\b")
+# identifiers inside text: `code`, URLs, HTTP status classes (2xx), snake_case names, dotted names, e-mail
+# addresses, and paths and image references (/models/llama-3-8b, pytorch/pytorch:2.4.0-cuda12.1)
+INLINE_IDENTIFIER = re.compile(r"(?<!\S)[\w.:@-]*/[\w.:@/-]+|`[^`]*`|https?://\S+|\b\dxx\b|\b\w+_\w+\b"
+                               r"|\b[\w.+-]+@[\w-]+(\.[\w-]+)+|\b\w+(\.\w+)+\b")
 # The test world's data (user, workspace, queue names), which no page translates; `cluster` gives
 # the pages queues, pools and prices to show.
 WORLD_DATA = {"alice", "bob", "carol", "finance", "admin", "Vision", "Lab", "NLP", "Group", "vision-lab", "community",
               "nlp-group", "root", "chat", "job-0", "job-1", "job-2", "job-3", "main-0", "lab", "laptop", "Test", "prices",
-              "a100-spot", "h100", "h100-mig", "l40s-shared", "mi300x", "rtx4090"}
+              "a100-spot", "h100", "h100-mig", "l40s-shared", "mi300x", "rtx4090",
+              "main", "master", "worker"}  # role names of the examples and of the advice's spec
 # the world's nodes (h100-01) and GPUs (GPU-h100-01-3)
 WORLD_NAME = re.compile(r"(GPU-)?(a100-spot|h100|h100-mig|l40s-shared|mi300x|rtx4090)-\d\d(-\d+)?")
 
@@ -69,7 +73,8 @@ class VisibleText(HTMLParser):
 def english_words(html: str) -> list[str]:
     parser = VisibleText()
     parser.feed(html)
-    words = re.findall(r"[A-Za-z][A-Za-z0-9'-]*", INLINE_IDENTIFIER.sub(" ", " ".join(parser.parts)))
+    words = [w.rstrip("'") for w in  # a closing quote ('h100') is not part of the word
+             re.findall(r"[A-Za-z][A-Za-z0-9'-]*", INLINE_IDENTIFIER.sub(" ", " ".join(parser.parts)))]
     return sorted({w for w in words if w not in ALLOWED and w not in WORLD_DATA and not IDENTIFIER.fullmatch(w)
                    and not WORLD_NAME.fullmatch(w)})
 
@@ -107,6 +112,21 @@ def _forbidden(client, tenants):
 def _submit(client, tenants):
     client.force_login(tenants.alice)
     return "/submit/"
+
+
+def _submit_quote(client, tenants):
+    """An example quoted: the table's words, every option's trade-offs and the pools not offered."""
+    client.force_login(tenants.alice)
+    return "/submit/?example=clean"
+
+
+def _submit_refused(client, tenants):
+    """A spec no pool can run: why each pool cannot, from the quote's codes."""
+    client.force_login(tenants.alice)
+    spec = "name: big\ntype: pytorch\nroles:\n" + "".join(  # 24 GPUs: the pool has 16
+        f"  - name: {role}\n    image: busybox\n    replicas: {n}\n    resources: {{gpu: 8}}\n    nodePool: h100\n"
+        for role, n in (("master", 1), ("worker", 2)))
+    return "post", "/submit/", {"workspace": "vision-lab", "spec": spec, "duration_hours": "2"}
 
 
 def _jobs(client, tenants):
@@ -445,14 +465,14 @@ COVERED = {
     "console planner": (_operator("/console/planner/"), 200),
     "console planner run": (_console_planner_run, 200),
     "console planner compare": (_console_planner_compare, 200),
+    "submit": (_submit, 200),
+    "submit quote": (_submit_quote, 200),
+    "submit refused": (_submit_refused, 422),
+    "console advice": (_operator("/console/advice/?params_b=7&task=training&precision=fp16"), 200),
 }
 # Still (partly) English; move a page to COVERED once its template, forms and messages are marked
 # and translated.
-PENDING_TRANSLATION = {
-    "submit": (_submit, 200),
-    # its options' trade-offs and the pools' refusals are the quote engine's English (billing/quotes.py)
-    "console advice": (_operator("/console/advice/?params_b=7&task=training&precision=fp16"), 200),
-}
+PENDING_TRANSLATION: dict = {}
 
 
 def _get(client, reach, tenants, language):

@@ -1,0 +1,215 @@
+"""A quote's trade-offs and the pools' refusals in the reader's language.
+
+billing/quotes.py (no Django) gives each trade-off and each refusal a code and its figures beside
+its English text (QuoteOption.tradeoff_notes, Quote.refusals, QuoteError.refusals; in the JSON
+`tradeoff_codes` and `unavailable_codes`). Pages render the code here, as portal/pending_reasons.py
+does for waiting reasons: the English below is the quote's text word for word
+(tests/i18n/test_quote_texts.py holds them together). A code this module does not know, or figures
+it cannot read, fall back to the English text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext, pgettext
+
+from billing.quotes import QuoteError
+from portal.pending_reasons import reason_text
+from scheduling.core.units import MILLI_PER_GPU
+
+Figures = Mapping[str, Any]
+
+
+def _memory(mib: int) -> str:
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def _gpus(milli: int) -> str:
+    """As the quote writes GPUs: 1000 -> '1 GPU', 500 -> '0.5 GPUs', 0 -> '0 GPUs'."""
+    number = f"{milli / MILLI_PER_GPU:.2f}".rstrip("0").rstrip(".")
+    return (_("%(gpus)s GPU") if milli == MILLI_PER_GPU else _("%(gpus)s GPUs")) % {"gpus": number}
+
+
+def _wait(minutes: int) -> str:
+    if minutes >= 60:
+        return pgettext("a wait", "%(hours)sh%(minutes)sm") % {"hours": minutes // 60, "minutes": f"{minutes % 60:02d}"}
+    return pgettext("a wait", "%(minutes)sm") % {"minutes": minutes}
+
+
+def _offered(p: Figures) -> str:
+    modes = ", ".join(p["modes"])
+    return f"{modes} ({', '.join(p['profiles'])})" if p["profiles"] else modes
+
+
+def _ask(ask: Figures) -> str:
+    if ask["sharing"] == "fraction":
+        if ask["gpu_mem_mib"] is not None:
+            return _("%(share)s GPU with %(memory)s") % {"share": ask["share"], "memory": _memory(ask["gpu_mem_mib"])}
+        return _("%(gpus)s GPU") % {"gpus": ask["share"]}
+    if ask["sharing"] == "mig":
+        return _("a MIG %(profile)s instance") % {"profile": ask["profile"]}
+    if ask["sharing"] == "timeslice":
+        return _("a time-slice slot")
+    return ngettext("%(gpus)s whole GPU", "%(gpus)s whole GPUs", ask["gpus"]) % {"gpus": ask["gpus"]}
+
+
+def _shared_gpu(p: Figures) -> str:
+    if p["gpu_mem_mib"] is not None:
+        return _("shares the GPU with other jobs (no hardware isolation); GPU memory capped at %(memory)s") % {
+            "memory": _memory(p["gpu_mem_mib"])}
+    return _("shares the GPU with other jobs (no hardware isolation); no GPU memory reserved")
+
+
+# Code -> the trade-off in the reader's language (a role's name is put before it by tradeoff_text).
+TRADEOFFS: dict[str, Callable[[Figures], str]] = {
+    "time_sliced": lambda p: ngettext(
+        "time-sliced: shares the GPU with up to %(others)s other job, compute not guaranteed, no GPU memory "
+        "isolation",
+        "time-sliced: shares the GPU with up to %(others)s other jobs, compute not guaranteed, no GPU memory "
+        "isolation", p["others"]) % {"others": p["others"]},
+    "shared_gpu": _shared_gpu,
+    "pays_for_more": lambda p: _("pays for %(share)s GPU per replica, more than the %(asked)s GPU asked") % {
+        "share": p["share"], "asked": p["asked"]},
+    "amd_rocm": lambda p: _("AMD GPU: the image must support ROCm"),
+    "waits_for_off_peak": lambda p: _("waits %(wait)s for the off-peak window at %(at)s (%(zone)s)") % {
+        "wait": _wait(p["minutes"]), "at": p["at"], "zone": p["zone"]},
+    "may_wait_for_capacity": lambda p: _("may wait for capacity: %(free)s free in %(pool)s now, the job needs "
+                                         "%(needed)s to start") % {
+        "free": _gpus(p["free_milli"]), "pool": p["pool"], "needed": _gpus(p["needed_milli"])},
+    "no_room_now": lambda p: _("may wait for capacity: no node of %(pool)s has room for it now") % {"pool": p["pool"]},
+    "spot": lambda p: _("spot capacity: can be reclaimed at any time"),
+    "reduce_cost": lambda p: _("ReduceCost: no completion promise; runs only off-peak or on spot capacity"),
+    "preemptible": lambda p: _("preemptible: can be evicted for higher-priority work"),
+}
+
+# Code -> a trade-off's short name for a table cell (billing.quotes.tradeoff_tag in English).
+TAGS = {
+    "time_sliced": gettext_lazy("time-sliced"), "shared_gpu": gettext_lazy("shared GPU"),
+    "pays_for_more": gettext_lazy("pays for more"), "amd_rocm": gettext_lazy("ROCm image"),
+    "waits_for_off_peak": gettext_lazy("waits for off-peak"), "may_wait_for_capacity": gettext_lazy("may queue"),
+    "no_room_now": gettext_lazy("may queue"), "spot": gettext_lazy("reclaimable"),
+    "reduce_cost": gettext_lazy("no completion promise"), "preemptible": gettext_lazy("preemptible"),
+}
+BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot badges say these
+
+# Code -> why a pool gives no option (after "pool: "), in the reader's language.
+REFUSALS: dict[str, Callable[[Figures], str]] = {
+    "role_pool": lambda p: _("role '%(role)s' %(reason)s") % {
+        "role": p["role"], "reason": reason_text(p["reason"]["code"], p["reason"]["params"])},
+    "role_cluster": lambda p: _("role '%(role)s': %(reason)s") % {
+        "role": p["role"], "reason": reason_text(p["reason"]["code"], p["reason"]["params"])},
+    "not_priced": lambda p: _("the %(currency)s price table has no rate for %(vendor)s %(gpu_model)s") % p,
+    "cannot_guarantee": lambda p: _("its %(offered)s cannot guarantee role '%(role)s' %(ask)s per replica") % {
+        "offered": _offered(p), "role": p["role"], "ask": _ask(p["ask"])},
+    "no_one_mode_fits": lambda p: _("no one sharing mode of its %(offered)s fits every role") % {
+        "offered": _offered(p)},
+    "pool_too_small": lambda p: _("the pool has %(total)s GPUs, the job needs %(needed)s to start at MinReplicas "
+                                  "(%(min)s)") % {"total": p["total_gpus"], "needed": _gpus(p["needed_milli"]),
+                                                  "min": p["min_replicas"]},
+    "reduce_cost_no_window": lambda p: _("a ReduceCost job runs only off-peak or on spot capacity, and there is no "
+                                         "off-peak window"),
+}
+
+_UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def tradeoff_text(code: str, params: Figures, english: str = "") -> str:
+    """A trade-off in the active language; `english` when the code or its figures are not known."""
+    try:
+        text = TRADEOFFS[code](params)
+        if params.get("role"):
+            return _("role '%(role)s': %(tradeoff)s") % {"role": params["role"], "tradeoff": text}
+        return text
+    except _UNREADABLE:
+        return english
+
+
+def tradeoff_tag(code: str, english: str = "") -> str:
+    return str(TAGS[code]) if code in TAGS else english
+
+
+def refusal_text(code: str, params: Figures, english: str = "") -> str:
+    """Why a pool gives no option (without the pool's name) in the active language, else `english`."""
+    try:
+        return REFUSALS[code](params)
+    except _UNREADABLE:
+        return english
+
+
+def between() -> str:
+    """What stands between trade-offs or refusals said in one line."""
+    return pgettext("between reasons", "; ")
+
+
+def _coded(codes: Sequence[Mapping[str, Any]] | None, texts: Sequence[str]) -> list[tuple[str, Figures, str]]:
+    """(code, params, English) per text; a text without its code (a quote stored before codes) has none."""
+    codes = list(codes or ())
+    if len(codes) != len(texts):
+        return [("", {}, text) for text in texts]
+    return [(c.get("code", ""), c.get("params") or {}, text) for c, text in zip(codes, texts, strict=True)]
+
+
+def option_tradeoffs(option: Mapping[str, Any]) -> list[str]:
+    """An option's trade-offs (its JSON) in the active language, one per `tradeoffs` entry."""
+    return [tradeoff_text(code, params, english)
+            for code, params, english in _coded(option.get("tradeoff_codes"), option.get("tradeoffs") or [])]
+
+
+def option_tags(option: Mapping[str, Any]) -> list[str]:
+    """An option's trade-offs' short names in the active language, one per `tradeoffs` entry."""
+    english = option.get("tradeoff_tags") or [""] * len(option.get("tradeoffs") or [])
+    coded = _coded(option.get("tradeoff_codes"), option.get("tradeoffs") or [])
+    return [tradeoff_tag(code, tag) for (code, _params, _text), tag in zip(coded, english, strict=True)]
+
+
+def unavailable(quote: Mapping[str, Any]) -> list[str]:
+    """The quote's "pool: why" lines in the active language, one per `unavailable` entry."""
+    lines = quote.get("unavailable") or []
+    coded = _coded(quote.get("unavailable_codes"), lines)
+    return [f"{params['pool']}: {refusal_text(code, params, line)}" if code and params.get("pool") else line
+            for code, params, line in coded]
+
+
+def refusals_text(notes: Iterable[Any], *, pool: str | None = None) -> str:
+    """Refusals (billing.quotes.Note) in one line in the active language; those of another pool than
+    `pool` (when given) are named, the cluster's and `pool`'s own are not."""
+    parts = []
+    for note in notes:
+        text = refusal_text(note.code, note.params, note.text)
+        named = note.params.get("pool")
+        parts.append(f"{named}: {text}" if named and named != pool else text)
+    return between().join(parts)
+
+
+def quote_error_text(error: Any) -> str:
+    """A QuoteError's message in the active language (its English one when it carries no codes)."""
+    if not getattr(error, "refusals", None):
+        return "; ".join(m for ms in error.errors.values() for m in ms)
+    return _("no pool can run this job: %(reasons)s") % {"reasons": refusals_text(error.refusals)}
+
+
+def error_dicts(error: Any) -> list[dict[str, Any]]:
+    """A refused quote's or submission's errors as the page lists them: a QuoteError's in the active
+    language, others as they are."""
+    if isinstance(error, QuoteError) and error.refusals:
+        return [{"line": None, "column": None, "field": error.field, "message": quote_error_text(error)}]
+    return error.to_dicts()
+
+
+def localized_error(error: QuoteError) -> QuoteError:
+    """The same refusal with its message in the active language (an API's problem detail)."""
+    if not error.refusals:
+        return error
+    return QuoteError(quote_error_text(error), refusals=error.refusals)
+
+
+def localized(quote: dict[str, Any]) -> dict[str, Any]:
+    """A quote's JSON with its words in the active language beside the English ones: per option
+    `tradeoffs_text` and `tradeoff_tags_text`, and `unavailable_text`."""
+    for option in quote.get("options", ()):
+        option["tradeoffs_text"] = option_tradeoffs(option)
+        option["tradeoff_tags_text"] = option_tags(option)
+    quote["unavailable_text"] = unavailable(quote)
+    return quote
