@@ -4,17 +4,23 @@ importing the portal, which delivers it.
 `raise_notice` sends `notice_raised`; the portal connects it in its AppConfig.ready and delivers the
 notice through its one notification system: by each recipient's choices (e-mail, in-app) and to
 the workspace's webhook. With no receiver (billing alone), billing e-mails the recipients itself.
+
+A notice's `subject` and `body` are English (the webhook's and the logs' record); `render` writes them
+again in the active language, so the portal tells each recipient in their own (`written_in_english`
+makes both from one function).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.dispatch import Signal
+from django.utils import translation
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +31,8 @@ notice_raised = Signal()
 @dataclass(frozen=True)
 class Notice:
     """One thing to tell some users of a workspace: `event` is a notification event name
-    (portal.models.NotificationEvent, e.g. "budget.alert"), `data` what a webhook receives."""
+    (portal.models.NotificationEvent, e.g. "budget.alert"), `data` what a webhook receives, `render`
+    (subject, body) in the active language (None: `subject` and `body` in every language)."""
 
     event: str
     workspace: Any
@@ -34,6 +41,15 @@ class Notice:
     body: str
     link: str = ""
     data: dict = field(default_factory=dict)
+    render: Callable[[], tuple[str, str]] | None = field(default=None, compare=False, repr=False)
+
+
+def written_in_english(render: Callable[[], tuple[str, str]]) -> dict[str, Any]:
+    """A Notice's subject, body and render from one function that writes (subject, body) in the active
+    language: subject and body are its English."""
+    with translation.override("en"):
+        subject, body = render()
+    return {"subject": subject, "body": body, "render": render}
 
 
 def raise_notice(notice: Notice) -> None:

@@ -178,7 +178,7 @@ def cmd_submit(run: Run) -> int:
         if run.structured:
             run.emit(answer)
         else:
-            run.print(format_quote(answer, label, workspace, numbered=True))
+            run.print(format_quote(answer, label, workspace, numbered=True, lang=run.lang))
         return EXIT_OK
     option = args.option
     if option and option.isdigit():  # a row of `--quote-only`; option ids are never all digits
@@ -199,7 +199,7 @@ def cmd_submit(run: Run) -> int:
     if job.get("pending_reason"):
         run.print(run.say("pending reason: {reason}", reason=job["pending_reason"]))
     if job.get("quote"):
-        run.print(run.say("quote: {quote}", quote=format_frozen_quote(job["quote"])))
+        run.print(run.say("quote: {quote}", quote=format_frozen_quote(job["quote"], run.lang)))
     return EXIT_OK
 
 
@@ -210,7 +210,7 @@ def cmd_quote(run: Run) -> int:
     if run.structured:
         run.emit(answer)
     else:
-        run.print(format_quote(answer, label, workspace))
+        run.print(format_quote(answer, label, workspace, lang=run.lang))
     return EXIT_OK
 
 
@@ -233,7 +233,7 @@ def cmd_jobs(run: Run) -> int:
     if run.structured:
         run.emit(jobs)
     elif jobs:
-        run.print(format_jobs(jobs, wide=run.output == "wide", headers_shown=run.headers))
+        run.print(format_jobs(jobs, wide=run.output == "wide", headers_shown=run.headers, lang=run.lang))
     else:
         run.print(none)
     return EXIT_OK
@@ -245,7 +245,7 @@ def cmd_get(run: Run) -> int:
         if run.structured:
             run.emit(workspaces)
         elif workspaces:
-            run.print(format_workspaces(workspaces, headers_shown=run.headers))
+            run.print(format_workspaces(workspaces, headers_shown=run.headers, lang=run.lang))
         else:
             run.note(run.say("you are a member of no workspace"))
         return EXIT_OK
@@ -253,7 +253,7 @@ def cmd_get(run: Run) -> int:
     if run.structured:
         run.emit(jobs)
     elif jobs:
-        run.print(format_jobs(jobs, wide=run.output == "wide", headers_shown=run.headers))
+        run.print(format_jobs(jobs, wide=run.output == "wide", headers_shown=run.headers, lang=run.lang))
     else:
         run.note(none)  # on stderr, as kubectl does: a pipe reading rows gets none
     return EXIT_OK
@@ -267,7 +267,7 @@ def cmd_show(run: Run) -> int:
     if run.structured:
         run.emit({**job, "events": events})
     else:
-        run.print(format_job(job, events))
+        run.print(format_job(job, events, lang=run.lang))
     return EXIT_OK
 
 
@@ -317,9 +317,9 @@ def cmd_quota(run: Run) -> int:
     if run.structured:
         run.emit(entries)
     elif entries:
-        run.print(format_quota(entries, wide=run.output == "wide", headers_shown=run.headers))
+        run.print(format_quota(entries, wide=run.output == "wide", headers_shown=run.headers, lang=run.lang))
     else:
-        run.note("no queues" + (f" for {slugs[0]}" if len(slugs) == 1 else ""))
+        run.note(run.say("no queues for {workspace}", workspace=slugs[0]) if len(slugs) == 1 else run.say("no queues"))
     return EXIT_OK
 
 
@@ -350,9 +350,11 @@ def cmd_cost(run: Run) -> int:
     if run.structured:
         run.emit(report_)
         return EXIT_OK
-    title = (f"costs of {workspace or 'all my workspaces'} in {report_['month']} "
-             f"({params['start']} to {params['end']}), by {report_['group_by']}")
-    run.print(format_costs(report_, title=title, wide=run.output == "wide", headers_shown=run.headers))
+    title = run.say("costs of {workspace} in {month} ({start} to {end}), by {group_by}",
+                    workspace=workspace or run.say("all my workspaces"), month=report_["month"], start=params["start"],
+                    end=params["end"], group_by=report_["group_by"])
+    run.print(format_costs(report_, title=title, wide=run.output == "wide", headers_shown=run.headers,
+                           lang=run.lang))
     return EXIT_OK
 
 

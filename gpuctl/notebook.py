@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuctl.errors import EXIT_OK, CliError
-from gpuctl.output import format_table
+from gpuctl.output import format_table, headers_in
 
 NOTEBOOKS = "/api/v1/notebooks/"
 RUNNING = "Running"
@@ -49,8 +49,9 @@ def _said(run, notebook: dict, action: str) -> None:
     if run.structured:
         run.emit(notebook)
     else:
-        run.print(f"notebook {notebook['name']} ({notebook['id']}) in {notebook['workspace']}: {action} "
-                  f"-> {notebook['state']}")
+        run.print(run.say("notebook {name} ({id}) in {workspace}: {action} -> {state}", name=notebook["name"],
+                          id=notebook["id"], workspace=notebook["workspace"], action=run.say(action),
+                          state=notebook["state"]))
 
 
 def cmd_notebook_list(run) -> int:
@@ -59,14 +60,14 @@ def cmd_notebook_list(run) -> int:
         run.emit(notebooks)
         return EXIT_OK
     if not notebooks:
-        run.note("no notebooks")
+        run.note(run.say("no notebooks"))
         return EXIT_OK
     rows = [[str(n["id"]), n["name"], n["workspace"], n["state"], n["slice"],
-             "-" if n["idle_s"] is None else f"{n['idle_s'] // 60} min",
+             "-" if n["idle_s"] is None else run.say("{minutes} min", minutes=n["idle_s"] // 60),
              "-" if n["cost_so_far"] is None else f"{n['cost_so_far']} {n['currency']}", n["url"]]
             for n in notebooks]
-    run.print(format_table(["ID", "NAME", "WORKSPACE", "STATE", "SLICE", "IDLE", "COST", "URL"], rows,
-                           headers_shown=run.headers))
+    run.print(format_table(headers_in(run.lang, ["ID", "NAME", "WORKSPACE", "STATE", "SLICE", "IDLE", "COST", "URL"]),
+                           rows, headers_shown=run.headers, lang=run.lang))
     return EXIT_OK
 
 
@@ -95,7 +96,7 @@ def cmd_notebook_open(run) -> int:
     else:
         run.print(notebook["url"])
     if state != RUNNING:
-        run.note(f"notebook {notebook['name']} is {state}: the URL answers once it runs")
+        run.note(run.say("notebook {name} is {state}: the URL answers once it runs", name=notebook["name"], state=state))
     return EXIT_OK
 
 

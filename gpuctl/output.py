@@ -1,37 +1,60 @@
 """What gpuctl prints: aligned tables, JSON, YAML, and the readable pages of a job, a quote, costs
-and quotas. Pure functions of the API's JSON."""
+and quotas. Pure functions of the API's JSON.
+
+`lang` ("en" or "zh", gpuctl.messages) says table headers, labels and fixed words in the reader's
+language; values, states and the keys of JSON and YAML output stay as the API gives them. Columns are
+aligned by their width on a terminal (a Chinese character takes two columns)."""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
+from gpuctl.messages import say
+
 FORMATS = ("table", "wide", "json", "yaml")
 
 
-def cell(value: Any) -> str:
+def cell(value: Any, lang: str = "en") -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return say(lang, "yes" if value else "no")
     return " ".join(str(value).split())  # one line per row keeps the columns aligned
 
 
+def width(text: str) -> int:
+    """Columns `text` takes on a terminal: East Asian wide and full-width characters take two."""
+    if text.isascii():
+        return len(text)
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, size: int, *, right: bool = False) -> str:
+    fill = " " * max(0, size - width(text))
+    return fill + text if right else text + fill
+
+
+def headers_in(lang: str, names: Sequence[str], **values) -> list[str]:
+    return [say(lang, name, **values) for name in names]
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, right: Collection[int] = (),
-                 headers_shown: bool = True) -> str:
-    """Columns padded to their widest cell, two spaces apart; `right` holds numeric columns."""
-    cells = ([list(headers)] if headers_shown else []) + [[cell(value) for value in row] for row in rows]
+                 headers_shown: bool = True, lang: str = "en") -> str:
+    """Columns padded to their widest cell, two spaces apart; `right` holds numeric columns. `headers`
+    are shown as given (callers say them in the reader's language); `lang` says yes and no."""
+    cells = ([list(headers)] if headers_shown else []) + [[cell(value, lang) for value in row] for row in rows]
     if not cells:
         return ""
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    widths = [max(width(row[i]) for row in cells) for i in range(len(headers))]
     lines = []
     for row in cells:
-        parts = [text.rjust(width) if i in right else text.ljust(width)
-                 for i, (text, width) in enumerate(zip(row, widths, strict=True))]
+        parts = [pad(text, size, right=i in right) for i, (text, size) in enumerate(zip(row, widths, strict=True))]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
@@ -67,21 +90,23 @@ def money(amount: Any, currency: str | None) -> str | None:
 # --------------------------------------------------------------------------- jobs
 
 
-def job_cost(job: Mapping[str, Any]) -> str | None:
+def job_cost(job: Mapping[str, Any], lang: str = "en") -> str | None:
     """The final cost once a job ended, what it has cost so far while it runs, else None."""
     currency = job.get("currency") or (job.get("quote") or {}).get("currency")
     if job.get("final_cost") not in (None, ""):
-        return f"{money(job['final_cost'], currency)} (final)"
+        return say(lang, "{cost} (final)", cost=money(job["final_cost"], currency))
     if job.get("cost_so_far") not in (None, ""):
-        return f"{money(job['cost_so_far'], currency)} so far"
+        return say(lang, "{cost} so far", cost=money(job["cost_so_far"], currency))
     return None
 
 
-def format_jobs(jobs: Sequence[Mapping[str, Any]], *, wide: bool = False, headers_shown: bool = True) -> str:
+def format_jobs(jobs: Sequence[Mapping[str, Any]], *, wide: bool = False, headers_shown: bool = True,
+                lang: str = "en") -> str:
     headers = ["ID", "NAME", "WORKSPACE", "QUEUE", "STATE", "PRIORITY", "REPLICAS", "CREATED (UTC)"]
     if wide:
         headers += ["TYPE", "PREEMPTIBLE", "NODES", "OPTION", "STARTED (UTC)", "FINISHED (UTC)", "COST"]
     headers.append("REASON")
+    headers = headers_in(lang, headers)
     rows = []
     for job in jobs:
         replicas = job.get("replicas") or ()
@@ -96,18 +121,20 @@ def format_jobs(jobs: Sequence[Mapping[str, Any]], *, wide: bool = False, header
         row.append((job.get("pending_reason") or None) if job["state"] == "Pending" else None)
         rows.append(row)
     numbers = {0, 5, 6} | ({len(headers) - 2} if wide else set())
-    return format_table(headers, rows, right=numbers, headers_shown=headers_shown)
+    return format_table(headers, rows, right=numbers, headers_shown=headers_shown, lang=lang)
 
 
-def format_workspaces(workspaces: Sequence[Mapping[str, Any]], *, headers_shown: bool = True) -> str:
+def format_workspaces(workspaces: Sequence[Mapping[str, Any]], *, headers_shown: bool = True,
+                      lang: str = "en") -> str:
     rows = [(w.get("slug"), w.get("name"), w.get("role"), format_time(w.get("created"))) for w in workspaces]
-    return format_table(("SLUG", "NAME", "ROLE", "CREATED (UTC)"), rows, headers_shown=headers_shown)
+    return format_table(headers_in(lang, ("SLUG", "NAME", "ROLE", "CREATED (UTC)")), rows,
+                        headers_shown=headers_shown, lang=lang)
 
 
 JOB_LABELS = ("pending reason", "queue position", "expected start")
 
 
-def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str:
+def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, lang: str = "en") -> str:
     """One job: its fields (with the cost, and where a pending job stands), replicas (node, GPUs, what
     each holds), frozen quote and events."""
     pending = job.get("state") == "Pending"
@@ -123,7 +150,7 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> s
     if job.get("queue_position") is not None:
         fields.append(("queue position", job["queue_position"]))
     if job.get("expected_start") is not None or ("expected_start" in job and pending):
-        fields.append(("expected start", _expected_start(job.get("expected_start"))))
+        fields.append(("expected start", _expected_start(job.get("expected_start"), lang)))
     reason = _last_reason(job, events)
     if reason:
         fields.append(("reason", reason))
@@ -136,48 +163,50 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> s
         ("created", format_time(job.get("created"))),
         ("started", format_time(job.get("started"))),
         ("finished", format_time(job.get("finished"))),
-        ("cost", job_cost(job) or _estimate(job.get("quote"))),
+        ("cost", job_cost(job, lang) or _estimate(job.get("quote"), lang)),
     ]
-    width = max(len(name) for name in (*JOB_LABELS, *(name for name, _ in fields)))  # the same for every job
-    lines = [f"{name.ljust(width)}  {cell(value)}" for name, value in fields]
+    labels = {name: say(lang, name) for name in (*JOB_LABELS, *(name for name, _ in fields))}
+    size = max(width(label) for label in labels.values())  # the same for every job
+    lines = [f"{pad(labels[name], size)}  {cell(value, lang)}" for name, value in fields]
 
-    lines += ["", "replicas"]
+    lines += ["", say(lang, "replicas")]
     replicas = job.get("replicas") or []
     if replicas:
         rows = [(r.get("role"), r.get("index"), r.get("state"), r.get("node"),
                  ",".join(str(gpu) for gpu in r.get("gpus") or ()), r.get("slice_label") or _slice_text(r.get("slice")),
                  format_time(r.get("started")), format_time(r.get("ended")))
                 for r in replicas]
-        lines.append(format_table(("ROLE", "INDEX", "STATE", "NODE", "GPUS", "HOLDS", "STARTED", "ENDED"),
-                                  rows, right={1}))
+        lines.append(format_table(headers_in(lang, ("ROLE", "INDEX", "STATE", "NODE", "GPUS", "HOLDS", "STARTED",
+                                                    "ENDED")), rows, right={1}, lang=lang))
     else:
-        lines.append("(none placed yet)" if pending else "(none)")
+        lines.append(say(lang, "(none placed yet)" if pending else "(none)"))
 
-    lines += ["", "quote"]
-    lines.append(format_frozen_quote(job.get("quote")))
+    lines += ["", say(lang, "quote")]
+    lines.append(format_frozen_quote(job.get("quote"), lang))
 
-    lines += ["", "events"]
+    lines += ["", say(lang, "events")]
     if events:
         rows = [(format_time(e.get("time")), e.get("kind"), e.get("state"), e.get("reason")) for e in events]
-        lines.append(format_table(("TIME (UTC)", "KIND", "STATE", "REASON"), rows))
+        lines.append(format_table(headers_in(lang, ("TIME (UTC)", "KIND", "STATE", "REASON")), rows, lang=lang))
     else:
-        lines.append("(none)")
+        lines.append(say(lang, "(none)"))
     return "\n".join(lines)
 
 
-def _expected_start(window: Any) -> str:
+def _expected_start(window: Any, lang: str = "en") -> str:
     if not isinstance(window, Mapping):
-        return "unknown"
+        return say(lang, "unknown")
     earliest, latest = window.get("earliest"), window.get("latest")
     if earliest and latest:
         if earliest == latest:
             return f"{format_time(earliest)} UTC"
-        return f"between {format_time(earliest)} and {format_time(latest)} UTC"
+        return say(lang, "between {earliest} and {latest} UTC", earliest=format_time(earliest),
+                   latest=format_time(latest))
     if earliest:
-        return f"not before {format_time(earliest)} UTC"
+        return say(lang, "not before {earliest} UTC", earliest=format_time(earliest))
     if latest:
-        return f"by {format_time(latest)} UTC"
-    return "unknown"
+        return say(lang, "by {latest} UTC", latest=format_time(latest))
+    return say(lang, "unknown")
 
 
 def _last_reason(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> str | None:
@@ -190,30 +219,30 @@ def _last_reason(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) ->
     return None
 
 
-def _estimate(quote: Any) -> str | None:
+def _estimate(quote: Any, lang: str = "en") -> str | None:
     if not isinstance(quote, Mapping) or quote.get("estimate_low") is None:
         return None
     low, high = quote["estimate_low"], quote.get("estimate_high")
     figure = low if high in (None, low) else f"{low}-{high}"
-    return f"none yet (estimate {money(figure, quote.get('currency'))})"
+    return say(lang, "none yet (estimate {estimate})", estimate=money(figure, quote.get("currency")))
 
 
-def format_frozen_quote(quote: Any) -> str:
+def format_frozen_quote(quote: Any, lang: str = "en") -> str:
     if not quote:
-        return "(none)"
+        return say(lang, "(none)")
     if not isinstance(quote, Mapping):
         return _compact(quote)
     option = quote.get("option") if isinstance(quote.get("option"), Mapping) else quote
     currency = option.get("currency") or quote.get("currency") or ""
-    parts = [f"option {option.get('id', '-')}"]
+    parts = [say(lang, "option {id}", id=option.get("id", "-"))]
     for key, label in (("price_per_hour", "price/h"), ("price_per_hour_offpeak", "off-peak price/h")):
         if option.get(key) is not None:
-            parts.append(f"{label} {option[key]} {currency}".rstrip())
+            parts.append(f"{say(lang, label)} {option[key]} {currency}".rstrip())
     if option.get("estimate_low") is not None:
         low, high = option["estimate_low"], option.get("estimate_high")
         figure = low if high in (None, low) else f"{low}-{high}"
-        parts.append(f"estimate {figure} {currency}".rstrip())
-    return ", ".join(parts)
+        parts.append(f"{say(lang, 'estimate')} {figure} {currency}".rstrip())
+    return say(lang, ", ").join(parts)
 
 
 def _slice_text(value: Any) -> str | None:
@@ -242,7 +271,7 @@ def _duration(seconds: Any) -> str | None:
 # --------------------------------------------------------------------------- quotes
 
 
-def format_quote_options(answer: Mapping[str, Any], *, numbered: bool = False) -> str:
+def format_quote_options(answer: Mapping[str, Any], *, numbered: bool = False, lang: str = "en") -> str:
     """The options of a `POST /api/v1/quotes/` answer, cheapest marked with `*`; `numbered` puts
     each option's number (for `submit --option N`) first."""
     currency = answer.get("currency", "")
@@ -256,34 +285,37 @@ def format_quote_options(answer: Mapping[str, Any], *, numbered: bool = False) -
             low if low == high else f"{low}-{high}", "*" if option.get("cheapest") else "",
         ]
         rows.append([number, *row] if numbered else row)
-    headers = ["ID", "SHARING", "VENDOR", "GPU MODEL", "POOL", "SPOT", "WHEN", f"PRICE/H ({currency})",
-               f"PRICE/H OFF-PEAK ({currency})", f"ESTIMATE ({currency})", "CHEAPEST"]
+    headers = headers_in(lang, ["ID", "SHARING", "VENDOR", "GPU MODEL", "POOL", "SPOT", "WHEN", "PRICE/H ({currency})",
+                                "PRICE/H OFF-PEAK ({currency})", "ESTIMATE ({currency})", "CHEAPEST"], currency=currency)
     right = {7, 8, 9}
     if numbered:
         headers, right = ["#", *headers], {0} | {i + 1 for i in right}
-    return format_table(headers, rows, right=right)
+    return format_table(headers, rows, right=right, lang=lang)
 
 
-def format_quote(answer: Mapping[str, Any], spec_file: str, workspace: str, *, numbered: bool = False) -> str:
+def format_quote(answer: Mapping[str, Any], spec_file: str, workspace: str, *, numbered: bool = False,
+                 lang: str = "en") -> str:
     hours = answer.get("expected_duration_hours")
-    lines = [f"quote for {spec_file} in {workspace}, {answer.get('currency', '')}"
-             + (f", expected duration {hours} h" if hours is not None else "")]
+    lines = [say(lang, "quote for {spec} in {workspace}, {currency}", spec=spec_file, workspace=workspace,
+                 currency=answer.get("currency", ""))
+             + (say(lang, ", expected duration {hours} h", hours=hours) if hours is not None else "")]
     options = answer.get("options") or []
     if options:
-        lines.append(format_quote_options(answer, numbered=numbered))
+        lines.append(format_quote_options(answer, numbered=numbered, lang=lang))
         cheapest = next(((n, o["id"]) for n, o in enumerate(options, start=1) if o.get("cheapest")), None)
         if cheapest and numbered:
-            lines.append(f"cheapest: #{cheapest[0]} {cheapest[1]}  "
-                         f"(gpuctl submit -f {spec_file} --option {cheapest[0]})")
+            lines.append(say(lang, "cheapest: #{number} {id}  (gpuctl submit -f {spec} --option {number})",
+                             number=cheapest[0], id=cheapest[1], spec=spec_file))
         elif cheapest:
-            lines.append(f"cheapest: {cheapest[1]}  (gpuctl submit {spec_file} --option {cheapest[1]})")
+            lines.append(say(lang, "cheapest: {id}  (gpuctl submit {spec} --option {id})", id=cheapest[1],
+                             spec=spec_file))
         tradeoffs = [(option["id"], option.get("tradeoffs")) for option in options if option.get("tradeoffs")]
         if tradeoffs:  # below the table: they are sentences, too long for a column
-            lines += ["", "trade-offs:"]
+            lines += ["", say(lang, "trade-offs:")]
             lines.extend(f"  {option_id}: {'; '.join(items)}" for option_id, items in tradeoffs)
     else:
-        lines.append("no option can run this spec")
-    lines.extend(f"not offered: {reason}" for reason in answer.get("unavailable") or ())
+        lines.append(say(lang, "no option can run this spec"))
+    lines.extend(say(lang, "not offered: {reason}", reason=reason) for reason in answer.get("unavailable") or ())
     return "\n".join(lines)
 
 
@@ -292,15 +324,16 @@ def format_quote(answer: Mapping[str, Any], spec_file: str, workspace: str, *, n
 QUOTA_FIELDS = ("name", "deserved", "limit", "allocated", "fair_share", "pending")
 
 
-def format_quota(entries: Sequence[Mapping[str, Any]], *, wide: bool = False, headers_shown: bool = True) -> str:
+def format_quota(entries: Sequence[Mapping[str, Any]], *, wide: bool = False, headers_shown: bool = True,
+                 lang: str = "en") -> str:
     """One row per queue a workspace submits to; GPUs, and the count of pending jobs. A missing
     limit is shown as `-` (none)."""
     extra = sorted({key for e in entries for key in e if key not in (*QUOTA_FIELDS, "workspace")}) if wide else []
-    headers = ["WORKSPACE", "QUEUE", "DESERVED", "LIMIT", "ALLOCATED", "FAIR SHARE", "PENDING"]
-    headers += [key.upper().replace("_", " ") for key in extra]
+    headers = headers_in(lang, ["WORKSPACE", "QUEUE", "DESERVED", "LIMIT", "ALLOCATED", "FAIR SHARE", "PENDING"])
+    headers += [key.upper().replace("_", " ") for key in extra]  # the API's own fields, as named
     rows = [[e.get("workspace"), e.get("name"), e.get("deserved"), e.get("limit"), e.get("allocated"),
              e.get("fair_share"), e.get("pending")] + [_compact(e.get(key)) for key in extra] for e in entries]
-    return format_table(headers, rows, right={2, 3, 4, 5, 6}, headers_shown=headers_shown)
+    return format_table(headers, rows, right={2, 3, 4, 5, 6}, headers_shown=headers_shown, lang=lang)
 
 
 # group_by -> (the row's naming keys, their column titles)
@@ -319,7 +352,8 @@ WIDE_COST_COLUMNS = (("exclusive_gpu_hours", "EXCLUSIVE GPU-H"), ("cpu_core_hour
                      ("exclusive_cost", "EXCLUSIVE COST"))
 
 
-def format_costs(answer: Mapping[str, Any], *, title: str, wide: bool = False, headers_shown: bool = True) -> str:
+def format_costs(answer: Mapping[str, Any], *, title: str, wide: bool = False, headers_shown: bool = True,
+                 lang: str = "en") -> str:
     """A title line, one row per group and a TOTAL row; without headers, the group rows only."""
     keys, titles = COST_GROUPS.get(answer.get("group_by", ""), ((answer.get("group_by", ""),), ("GROUP",)))
     columns = COST_COLUMNS + (WIDE_COST_COLUMNS if wide else ())
@@ -331,14 +365,16 @@ def format_costs(answer: Mapping[str, Any], *, title: str, wide: bool = False, h
     def cost(amount, code) -> str | None:
         return f"{amount} {code}" if named and amount not in (None, "") else amount
 
-    headers = [*titles, *(label for _, label in columns), "COST" if named else f"COST ({currency})"]
+    headers = headers_in(lang, [*titles, *(label for _, label in columns), "COST" if named else "COST ({currency})"],
+                         currency=currency)
     rows = [[row.get(key) for key in keys] + [row.get(key) for key, _ in columns]
             + [cost(row.get("cost"), row.get("currency"))] for row in answer.get("rows", [])]
     numbers = set(range(len(keys), len(headers)))
     if not headers_shown:
-        return format_table(headers, rows, right=numbers, headers_shown=False)
-    total_rows = [["TOTAL"] + [""] * (len(headers) - 2) + [cost(t.get("total"), t.get("currency"))]
+        return format_table(headers, rows, right=numbers, headers_shown=False, lang=lang)
+    total_rows = [[say(lang, "TOTAL")] + [""] * (len(headers) - 2) + [cost(t.get("total"), t.get("currency"))]
                   for t in (totals if named else totals[:1])]
-    as_of = f", as of {format_time(answer['as_of'])} UTC" if answer.get("as_of") else ", no usage yet"
-    table = format_table(headers, [*rows, *total_rows], right=numbers)
+    as_of = (say(lang, ", as of {time} UTC", time=format_time(answer["as_of"])) if answer.get("as_of")
+             else say(lang, ", no usage yet"))
+    table = format_table(headers, [*rows, *total_rows], right=numbers, lang=lang)
     return f"{title}{as_of}\n{table}"

@@ -14,7 +14,8 @@ import yaml
 
 from gpuctl.completion import FILES
 from gpuctl.errors import EXIT_OK, EXIT_SPEC, CliError, SpecRefused
-from gpuctl.output import cell, format_quote_options, format_table, format_time
+from gpuctl.messages import say
+from gpuctl.output import cell, format_quote_options, format_table, format_time, headers_in, pad, width
 
 SERVICES = "/api/v1/services/"
 JOBS = "/api/v1/jobs/"
@@ -118,19 +119,21 @@ def _flag_errors(refused: SpecRefused) -> SpecRefused:
     return SpecRefused(lines)
 
 
-def format_quote(answer: dict, label: str, workspace: str) -> str:
+def format_quote(answer: dict, label: str, workspace: str, lang: str = "en") -> str:
     """The numbered options (--option N picks one), with the trade-offs and what is not offered."""
-    lines = [f"quote for {label} in {workspace}, {answer.get('currency', '')}"]
+    lines = [say(lang, "quote for {spec} in {workspace}, {currency}", spec=label, workspace=workspace,
+                 currency=answer.get("currency", ""))]
     options = answer.get("options") or []
     if not options:
-        lines.append("no option can run this service")
+        lines.append(say(lang, "no option can run this service"))
     else:
-        lines.append(format_quote_options(answer, numbered=True))
+        lines.append(format_quote_options(answer, numbered=True, lang=lang))
         cheapest = next((n for n, o in enumerate(options, start=1) if o.get("cheapest")), None)
         if cheapest:
-            lines.append(f"cheapest: #{cheapest} {options[cheapest - 1]['id']}  (deploy it with --option {cheapest})")
+            lines.append(say(lang, "cheapest: #{number} {id}  (deploy it with --option {number})", number=cheapest,
+                             id=options[cheapest - 1]["id"]))
         lines.extend(f"  {o['id']}: {'; '.join(o['tradeoffs'])}" for o in options if o.get("tradeoffs"))
-    lines.extend(f"not offered: {reason}" for reason in answer.get("unavailable") or ())
+    lines.extend(say(lang, "not offered: {reason}", reason=reason) for reason in answer.get("unavailable") or ())
     return "\n".join(lines)
 
 
@@ -161,7 +164,8 @@ def cmd_serve_create(run) -> int:
             if run.structured:
                 run.emit(answer)
             else:
-                run.print(format_quote(answer, f"service {args.name}" if label == FLAGS_LABEL else label, workspace))
+                run.print(format_quote(answer, run.say("service {name}", name=args.name) if label == FLAGS_LABEL
+                                       else label, workspace, run.lang))
             return EXIT_OK
         option = args.option
         if option and option.isdigit():  # a row of `gpuctl submit --quote-only`; option ids are never all digits
@@ -204,10 +208,11 @@ def replicas_text(service: dict) -> str:
             f"{service['min_replicas']}-{service['max_replicas']}")
 
 
-def format_services(services: list[dict], *, wide: bool = False, headers_shown: bool = True) -> str:
+def format_services(services: list[dict], *, wide: bool = False, headers_shown: bool = True, lang: str = "en") -> str:
     headers = ["NAME", "ID", "STATE", "REPLICAS", "RPS", "P95", "COST/1K", "ENDPOINT"]
     if wide:
         headers += ["WORKSPACE", "QUEUE", "REQUESTS", "P50", "COLD STARTS", "GPU-S/REQ", "COST", "SCALE REASON"]
+    headers = headers_in(lang, headers)
     rows = []
     for s in services:
         row = [s["name"], s["id"], s["state"], replicas_text(s), _number(s.get("requests_per_second")),
@@ -219,15 +224,16 @@ def format_services(services: list[dict], *, wide: bool = False, headers_shown: 
                     _money(s.get("cost_so_far"), s.get("currency")), s.get("scale_reason") or None]
         rows.append(row)
     right = {1, 4, 5, 6} | ({10, 11, 12, 13} if wide else set())
-    return format_table(headers, rows, right=right, headers_shown=headers_shown)
+    return format_table(headers, rows, right=right, headers_shown=headers_shown, lang=lang)
 
 
-def format_service(service: dict) -> str:
+def format_service(service: dict, lang: str = "en") -> str:
     """One service: its fields, then its newest evaluations (replicas, traffic, latency)."""
     fields = [
         ("service", service["id"]), ("name", service.get("name")), ("workspace", service.get("workspace")),
         ("queue", service.get("queue")), ("state", service.get("state")), ("endpoint", service.get("endpoint")),
-        ("replicas", f"{service.get('running_replicas')} running, {service.get('desired_replicas')} wanted"),
+        ("replicas", say(lang, "{running} running, {desired} wanted", running=service.get("running_replicas"),
+                         desired=service.get("desired_replicas"))),
         ("range", f"{service.get('min_replicas')}-{service.get('max_replicas')}"),
         ("scale reason", service.get("scale_reason") or None),
         ("requests", service.get("requests")), ("requests/s", _number(service.get("requests_per_second"))),
@@ -238,11 +244,12 @@ def format_service(service: dict) -> str:
         ("cost/1K req", _money(service.get("cost_per_1000_requests"), service.get("currency"))),
         ("created", format_time(service.get("created"))),
     ]
-    width = max(len(name) for name, _ in fields)
-    lines = [f"{name.ljust(width)}  {cell(value)}" for name, value in fields]
+    labels = {name: say(lang, name) for name, _ in fields}
+    size = max(width(label) for label in labels.values())
+    lines = [f"{pad(labels[name], size)}  {cell(value, lang)}" for name, value in fields]
     series = service.get("series") or {}
     times = list(series.get("times") or [])[-SERIES_POINTS:]
-    lines += ["", "evaluations (newest last)"]
+    lines += ["", say(lang, "evaluations (newest last)")]
     if times:
         start = len(series["times"]) - len(times)
 
@@ -251,11 +258,11 @@ def format_service(service: dict) -> str:
 
         rows = zip(times, column("replicas"), column("desired"), column("rps"), column("p50_ms"), column("p95_ms"),
                    strict=True)
-        lines.append(format_table(("TIME (UTC)", "REPLICAS", "DESIRED", "RPS", "P50 MS", "P95 MS"),
+        lines.append(format_table(headers_in(lang, ("TIME (UTC)", "REPLICAS", "DESIRED", "RPS", "P50 MS", "P95 MS")),
                                   [(format_time(t), n, d, _number(r), _number(p50, 0), _number(p95, 0))
-                                   for t, n, d, r, p50, p95 in rows], right={1, 2, 3, 4, 5}))
+                                   for t, n, d, r, p50, p95 in rows], right={1, 2, 3, 4, 5}, lang=lang))
     else:
-        lines.append("(none yet)")
+        lines.append(say(lang, "(none yet)"))
     return "\n".join(lines)
 
 
@@ -264,7 +271,7 @@ def cmd_serve_list(run) -> int:
     if run.structured:
         run.emit(services)
     elif services:
-        run.print(format_services(services, wide=run.output == "wide", headers_shown=run.headers))
+        run.print(format_services(services, wide=run.output == "wide", headers_shown=run.headers, lang=run.lang))
     else:
         run.note(run.say("no services"))
     return EXIT_OK
@@ -277,7 +284,7 @@ def cmd_serve_show(run) -> int:
     if run.structured:
         run.emit(service)
     else:
-        run.print(format_service(service))
+        run.print(format_service(service, run.lang))
     return EXIT_OK
 
 

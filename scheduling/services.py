@@ -7,6 +7,8 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from scheduling import clock, inference, selectors, signals
 from scheduling.core.fit import reason_text
@@ -58,9 +60,11 @@ def _resolve_queue(workspace, spec: JobSpec):
     else:
         queue = selectors.default_queue(workspace)
         if queue is None:
-            raise _queue_error(f"workspace '{workspace.slug}' has no default queue: name one with `queue:`")
+            raise _queue_error(_("workspace '%(workspace)s' has no default queue: name one with `queue:`") % {
+                "workspace": workspace.slug})
     if queue.preemptible_only and not spec.preemptible:
-        raise _queue_error(f"queue '{queue.name}' accepts preemptible work only: set `preemptible: true`")
+        raise _queue_error(_("queue '%(queue)s' accepts preemptible work only: set `preemptible: true`") % {
+            "queue": queue.name})
     return queue
 
 
@@ -284,8 +288,10 @@ def stop_job_by_policy(job: Job, reason: str) -> Job:
 # them back in their queue as Pending, as a submitted job. A notebook's home volume stays.
 
 STOPPABLE_KINDS = (JobKind.NOTEBOOK, JobKind.INFERENCE)
-NAME_TAKEN = ("{kind} '{name}' already exists in workspace '{workspace}' ({state}): start or delete it, or choose "
-              "another name")
+NAME_TAKEN = {"notebook": gettext_noop("notebook '%(name)s' already exists in workspace '%(workspace)s' (%(state)s): "
+                                       "start or delete it, or choose another name"),
+              "service": gettext_noop("service '%(name)s' already exists in workspace '%(workspace)s' (%(state)s): "
+                                      "start or delete it, or choose another name")}
 
 
 def _check_notebook_name(workspace, parsed: JobSpec) -> None:
@@ -297,7 +303,7 @@ def _check_notebook_name(workspace, parsed: JobSpec) -> None:
              .exclude(state__in=FINAL_STATES).only("state").first())
     if other is not None:
         kind = "notebook" if parsed.kind == JobKind.NOTEBOOK else "service"
-        message = NAME_TAKEN.format(kind=kind, name=parsed.name, workspace=workspace.slug, state=other.state)
+        message = _(NAME_TAKEN[kind]) % {"name": parsed.name, "workspace": workspace.slug, "state": other.state}
         raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
 
 

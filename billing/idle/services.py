@@ -31,9 +31,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
+from django.utils import translation
+from django.utils.translation import gettext
 
 from billing.models import UsageSample
-from billing.notices import Notice, raise_notice
+from billing.notices import Notice, raise_notice, written_in_english
 from scheduling import clock, notebooks
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict
@@ -236,35 +238,56 @@ def _stop_reason(pool: NodePool) -> str:
             f"{pool.idle_grace_min} min after notice (pool {pool.name}'s idle policy)")
 
 
+def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> str:
+    """What is idle and what happens next, in the active language."""
+    pool = replicas[0].node.pool
+    where = ", ".join(gettext("%(replica)s on %(node)s (%(slice)s)") % {
+        "replica": f"{r.role}-{r.index}", "node": r.node.name, "slice": r.slice_label} for r in replicas)
+    figures = {"where": where, "stop": f"{stop:%Y-%m-%d %H:%M %Z}" if stop else "", "pool": pool.name,
+               "threshold": pool.idle_threshold_pct, "window": pool.idle_window_min}
+    if job.kind == JobKind.NOTEBOOK:
+        figures["minutes"] = -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
+        if stop <= now:
+            return gettext("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s min; it is "
+                           "stopped now (its slice is freed, its home kept: start it again at will)") % figures
+        return gettext("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s min; it will be "
+                       "stopped at %(stop)s unless it gets busy") % figures
+    if stop is not None:
+        return gettext("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min (pool "
+                       "%(pool)s); the job will be stopped at %(stop)s unless it gets busy") % figures
+    return gettext("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min (pool "
+                   "%(pool)s)") % figures
+
+
+def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> tuple[str, str]:
+    """The idle notice's subject and body in the active language."""
+    figures = {"platform": settings.PLATFORM_NAME, "name": job.name, "job": job.pk, "workspace": job.workspace.slug,
+               "text": _idle_text(job, replicas, stop, now)}
+    if job.kind == JobKind.NOTEBOOK:
+        return (gettext("[%(platform)s] notebook %(name)s (#%(job)s) is idle") % figures,
+                gettext("Your notebook %(name)s (#%(job)s) in workspace %(workspace)s:") % figures + "\n"
+                + gettext("%(text)s.") % figures + "\n")
+    return (gettext("[%(platform)s] %(name)s (#%(job)s) holds idle GPUs") % figures,
+            gettext("Your job %(name)s (#%(job)s) in workspace %(workspace)s holds GPUs it does not use.") % figures
+            + "\n" + gettext("%(text)s.") % figures + "\n"
+            + gettext("Stop the job if it is done, or put its GPUs to work.") + "\n")
+
+
 def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
     pool = replicas[0].node.pool
     since = min(r.idle_since for r in replicas)
-    where = ", ".join(f"{r.role}-{r.index} on {r.node.name} ({r.slice_label})" for r in replicas)
     for r in replicas:
         r.idle_notified = now
     Replica.objects.bulk_update(replicas, ["idle_notified"])
     stop = stop_at(replicas[0])
-    if job.kind == JobKind.NOTEBOOK:
-        minutes = -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
-        text = f"Notebook idle: no kernel activity and no GPU use on {where} for {minutes} min"
-        text += ("; it is stopped now (its slice is freed, its home kept: start it again at will)" if stop <= now
-                 else f"; it will be stopped at {stop:%Y-%m-%d %H:%M %Z} unless it gets busy")
-    else:
-        text = (f"GPU slice idle: {where} below {pool.idle_threshold_pct} % utilisation for {pool.idle_window_min} "
-                f"min (pool {pool.name})")
-        if stop is not None:
-            text += f"; the job will be stopped at {stop:%Y-%m-%d %H:%M %Z} unless it gets busy"
+    with translation.override("en"):  # the job's history is English
+        text = _idle_text(job, replicas, stop, now)
     record_event(job, "idle", reason=text, data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
                                                  "stop_at": stop.isoformat() if stop else None})
     user = job.submitted_by
     if user is not None:
-        subject = f"[{settings.PLATFORM_NAME}] {job.name} (#{job.pk}) holds idle GPUs"
-        body = (f"Your job {job.name} (#{job.pk}) in workspace {job.workspace.slug} holds GPUs it does not use.\n"
-                f"{text}.\nStop the job if it is done, or put its GPUs to work.\n")
-        if job.kind == JobKind.NOTEBOOK:
-            subject = f"[{settings.PLATFORM_NAME}] notebook {job.name} (#{job.pk}) is idle"
-            body = f"Your notebook {job.name} (#{job.pk}) in workspace {job.workspace.slug}:\n{text}.\n"
-        notice = Notice(event="idle.notice", workspace=job.workspace, users=(user,), subject=subject, body=body,
+        texts = written_in_english(lambda: _idle_notice_texts(job, replicas, stop, now))
+        notice = Notice(event="idle.notice", workspace=job.workspace, users=(user,), **texts,
                         link=f"/notebooks/?workspace={job.workspace.slug}" if job.kind == JobKind.NOTEBOOK
                         else f"/jobs/{job.pk}/",
                         data={"job": job.pk, "name": job.name, "idle_since": since.isoformat(),

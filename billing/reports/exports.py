@@ -2,6 +2,8 @@
 columns plus the platform's own (x_-prefixed); UTF-8 CSV streamed from an async iterator, Excel
 written in constant memory. Money has the currency's fixed decimals, times are ISO 8601 UTC, and
 the rows add up exactly to the costs API's total (both are sums of the same stored lines).
+The columns are a data contract and stay English; the Excel file's sheet names and the labels of its
+Totals sheet are for people, in the active language.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import xlsxwriter
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
+from django.utils.translation import pgettext
 
 from billing import pricing
 from billing.ledger.periods import period_bounds
@@ -226,7 +229,8 @@ def write_xlsx(path: Path | str, rows: Iterable[Sequence[str]], *, total: Sequen
     for row in rows:
         if sheet_row >= max_rows:
             sheets += 1
-            sheet = workbook.add_worksheet("Costs" if sheets == 1 else f"Costs {sheets}")
+            sheet = workbook.add_worksheet(pgettext("excel sheet", "Costs") if sheets == 1
+                                           else pgettext("excel sheet", "Costs %(number)s") % {"number": sheets})
             sheet.write_row(0, 0, header, bold)
             sheet.set_column(0, len(header) - 1, 14)
             sheet_row = 1
@@ -240,8 +244,8 @@ def write_xlsx(path: Path | str, rows: Iterable[Sequence[str]], *, total: Sequen
         if progress and done % every == 0:
             progress(done)
     if sheet is None:  # no rows: still a valid workbook with the header
-        workbook.add_worksheet("Costs").write_row(0, 0, header, bold)
-    summary = workbook.add_worksheet("Totals")
+        workbook.add_worksheet(pgettext("excel sheet", "Costs")).write_row(0, 0, header, bold)
+    summary = workbook.add_worksheet(pgettext("excel sheet", "Totals"))
     for r, (label, value) in enumerate(total):
         summary.write_string(r, 0, label, bold)
         summary.write_string(r, 1, str(value))

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.utils import translation
 from django.utils.translation import gettext
 
 from billing import pricing
@@ -17,7 +18,7 @@ from billing.ledger.periods import period_bounds, period_start
 from billing.ledger.selectors import as_of as ledger_as_of
 from billing.ledger.selectors import money_sum
 from billing.models import Budget, BudgetAlert, ChargeLine, ReportExport
-from billing.notices import Notice, raise_notice
+from billing.notices import Notice, raise_notice, written_in_english
 from billing.services import platform_tz
 from scheduling import clock
 from scheduling.errors import DomainError
@@ -225,18 +226,34 @@ def _suspend_preemptible(workspace, status: BudgetStatus, now: datetime) -> None
         log.info("budget of %s: suspended preemptible jobs %s", workspace.slug, [j.pk for j in jobs])
 
 
+def _alert_texts(budget: Budget, alert: BudgetAlert) -> tuple[str, str]:
+    """The alert's subject and body in the active language."""
+    ws = budget.workspace
+    figures = {"workspace": ws.name, "slug": ws.slug, "percent": alert.percent, "threshold": alert.threshold,
+               "spent": alert.spent, "budget": budget.amount, "currency": budget.currency,
+               "start": alert.period_start, "as_of": f"{alert.as_of:%Y-%m-%d %H:%M %Z}" if alert.as_of else ""}
+    subject = "[GPU Platform] " + gettext(
+        "%(workspace)s: %(percent)s %% of the monthly budget spent (alert at %(threshold)s %%)") % figures
+    if alert.as_of:
+        body = gettext("Workspace %(workspace)s (%(slug)s) has spent %(spent)s %(currency)s of its %(budget)s "
+                       "%(currency)s budget for the month starting %(start)s as of %(as_of)s: %(percent)s %%.")
+    else:
+        body = gettext("Workspace %(workspace)s (%(slug)s) has spent %(spent)s %(currency)s of its %(budget)s "
+                       "%(currency)s budget for the month starting %(start)s: %(percent)s %%.")
+    body = body % figures + "\n"
+    if alert.threshold >= 100 and budget.block_at_limit:
+        body += gettext("New submissions are blocked until the next month or a higher budget.") + "\n"
+    return subject, body
+
+
 def _send_alert(budget: Budget, alert: BudgetAlert) -> None:
     ws = budget.workspace
-    subject = (f"[GPU Platform] {ws.name}: {alert.percent} % of the monthly budget spent "
-               f"(alert at {alert.threshold} %)")
-    as_of = f" as of {alert.as_of:%Y-%m-%d %H:%M %Z}" if alert.as_of else ""
-    body = (f"Workspace {ws.name} ({ws.slug}) has spent {alert.spent} {budget.currency} of its {budget.amount} "
-            f"{budget.currency} budget for the month starting {alert.period_start}{as_of}: {alert.percent} %.\n")
-    if alert.threshold >= 100 and budget.block_at_limit:
-        body += "New submissions are blocked until the next month or a higher budget.\n"
-    # E-mail and in-app by each recipient's choices, and the workspace's webhook (the portal delivers)
+    texts = written_in_english(lambda: _alert_texts(budget, alert))
+    subject = texts["subject"]
+    # E-mail and in-app by each recipient's choices (each in their language), and the workspace's webhook
+    # (the portal delivers)
     raise_notice(Notice(
-        event="budget.alert", workspace=ws, users=_recipients(ws), subject=subject, body=body, link="/reports/",
+        event="budget.alert", workspace=ws, users=_recipients(ws), **texts, link="/reports/",
         data={"threshold": alert.threshold, "percent": str(alert.percent), "spent": str(alert.spent),
               "budget": str(budget.amount), "currency": budget.currency, "period_start": alert.period_start.isoformat(),
               "as_of": alert.as_of.isoformat() if alert.as_of else None,
@@ -248,10 +265,11 @@ def _send_alert(budget: Budget, alert: BudgetAlert) -> None:
 
 
 def start_excel_export(user, filters: dict) -> ReportExport:
-    """Record an export for `user` and queue the Celery task that builds it."""
+    """Record an export for `user` and queue the Celery task that builds it, in the active language (the
+    one the user asked in: the file's sheet names and labels)."""
     from billing.reports.tasks import build_excel_export
 
-    export = ReportExport.objects.create(user=user, filters=filters)
+    export = ReportExport.objects.create(user=user, filters={**filters, "language": translation.get_language()})
     transaction.on_commit(lambda: enqueue_export(build_excel_export, export.pk))
     return export
 

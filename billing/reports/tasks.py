@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import translation
+from django.utils.translation import pgettext
 
 from billing.ledger.selectors import sums_by_currency
 from billing.models import ReportExport
@@ -26,15 +28,24 @@ def build_excel_export(export_id: str) -> str:
     if not ReportExport.objects.filter(pk=export.pk, state=ReportExport.State.QUEUED).update(
             state=ReportExport.State.RUNNING):
         return export.file_name
+    # the sheets and labels in the language the user asked in (the columns are English whatever it is)
+    with translation.override(export.filters.get("language") or settings.LANGUAGE_CODE):
+        return _build(export)
+
+
+def _build(export: ReportExport) -> str:
     try:
         filters = reports.parse_filters(export.filters, today=clock.now().date())
         rows = reports.report_rows(export.user, filters)
         as_of = reports.as_of(rows)
         # one total per currency: amounts of two currencies are never added
         sums = sums_by_currency(rows)
-        labelled = [("Total" if len(sums) == 1 else f"Total {c}", t) for c, t in sums]
-        total = [("Currency", ", ".join(c for c, _ in sums)), *labelled, ("As of", as_of.isoformat() if as_of else ""),
-                 ("From", filters.start.isoformat()), ("To", filters.end.isoformat())]
+        labelled = [(pgettext("excel totals", "Total") if len(sums) == 1
+                     else pgettext("excel totals", "Total %(currency)s") % {"currency": c}, t) for c, t in sums]
+        total = [(pgettext("excel totals", "Currency"), ", ".join(c for c, _ in sums)), *labelled,
+                 (pgettext("excel totals", "As of"), as_of.isoformat() if as_of else ""),
+                 (pgettext("excel totals", "From"), filters.start.isoformat()),
+                 (pgettext("excel totals", "To"), filters.end.isoformat())]
         ReportExport.objects.filter(pk=export.pk).update(rows_total=rows.count())
         name = f"report-{filters.start}-{filters.end}-{export.pk.hex[:8]}.xlsx"
 

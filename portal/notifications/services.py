@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from urllib.parse import urlsplit
 
 import httpx
@@ -17,9 +18,10 @@ from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import URLValidator
 from django.db import transaction
-from django.utils.translation import gettext
+from django.utils import translation
+from django.utils.translation import gettext, gettext_noop
 
-from billing.notices import Notice
+from billing.notices import Notice, written_in_english
 from portal.console import audit
 from portal.console.models import AuditEntry
 from portal.models import (
@@ -27,6 +29,7 @@ from portal.models import (
     Notification,
     NotificationEvent,
     NotificationPreference,
+    UserPreference,
     Webhook,
     WebhookDelivery,
 )
@@ -50,20 +53,29 @@ def notify(notices: Sequence[Notice], *, email_now: bool = False) -> list[Notifi
     never), and one WebhookDelivery per notice whose workspace has an active webhook.
 
     E-mails go out from a task after commit, or here and now with `email_now` (billing's notices,
-    which were always sent at once). Webhooks always go out from a task after commit."""
+    which were always sent at once). Webhooks always go out from a task after commit.
+
+    Each recipient's notification (in the app and by e-mail) is written in their language (their
+    preference, else the platform's LANGUAGE_CODE); the webhook gets the notice's English."""
     if not notices:
         return []
     users = {u.pk: u for n in notices for u in n.users if u is not None and u.is_active}
     chosen = selectors.channels_for(users, {n.event for n in notices})
+    languages = _languages(users)
     rows, now = [], clock.now()  # one time for all: the rows of a notice are e-mailed together
     for notice in notices:
+        written: dict[str, tuple[str, str]] = {}
         for user_id in dict.fromkeys(u.pk for u in notice.users if u is not None and u.pk in users):
             user, channels = users[user_id], chosen[(user_id, notice.event)]
             wants_mail = channels.email and bool(user.email)
             if channels.in_app or wants_mail:
+                language = languages.get(user_id, settings.LANGUAGE_CODE)
+                if language not in written:
+                    written[language] = _written_in(notice, language)
+                subject, body = written[language]
                 rows.append(Notification(
-                    user=user, workspace=notice.workspace, event=notice.event, created=now, subject=notice.subject[:300],
-                    body=notice.body, link=notice.link[:200], in_app=channels.in_app,
+                    user=user, workspace=notice.workspace, event=notice.event, created=now, subject=subject[:300],
+                    body=body, link=notice.link[:200], in_app=channels.in_app,
                     email_state=Notification.EmailState.PENDING if wants_mail else Notification.EmailState.NONE))
     Notification.objects.bulk_create(rows)
     to_mail = [r.pk for r in rows if r.email_state == Notification.EmailState.PENDING]
@@ -73,6 +85,25 @@ def notify(notices: Sequence[Notice], *, email_now: bool = False) -> list[Notifi
         transaction.on_commit(lambda: _enqueue("send_notification_emails", to_mail))
     _queue_webhooks(notices)
     return rows
+
+
+def _languages(users: Mapping[int, object]) -> dict[int, str]:
+    """Each user's chosen language (those who chose one), in one query."""
+    known = dict(settings.LANGUAGES)
+    chosen = UserPreference.objects.filter(user_id__in=list(users)).exclude(language="").values_list("user_id", "language")
+    return {user_id: language for user_id, language in chosen if language in known}
+
+
+def _written_in(notice: Notice, language: str) -> tuple[str, str]:
+    """The notice's subject and body in `language`; as they are when the notice cannot say them again."""
+    if notice.render is None:
+        return notice.subject, notice.body
+    try:
+        with translation.override(language):
+            return notice.render()
+    except Exception:  # a notice that cannot be written again is still told, in English
+        log.exception("notice %r not written in %s", notice.subject, language)
+        return notice.subject, notice.body
 
 
 def send_emails(notification_ids: Sequence[int]) -> int:
@@ -138,8 +169,25 @@ def resend_waiting(*, now: datetime) -> tuple[int, int]:
 
 KIND_EVENTS = {"running": NotificationEvent.JOB_STARTED, "succeeded": NotificationEvent.JOB_FINISHED,
                "cancelled": NotificationEvent.JOB_FINISHED, "failed": NotificationEvent.JOB_FAILED}
-VERBS = {NotificationEvent.JOB_STARTED: "started", NotificationEvent.JOB_FINISHED: "ended",
-         NotificationEvent.JOB_FAILED: "failed"}
+# Per event: the subject and the body's first line (msgids); job states stay as they are (identifiers).
+JOB_TEXTS = {
+    NotificationEvent.JOB_STARTED: (
+        gettext_noop("[%(platform)s] %(name)s (#%(job)s) started: %(state)s"),
+        gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s started at %(time)s: %(state)s.")),
+    NotificationEvent.JOB_FINISHED: (
+        gettext_noop("[%(platform)s] %(name)s (#%(job)s) ended: %(state)s"),
+        gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s ended at %(time)s: %(state)s.")),
+    NotificationEvent.JOB_FAILED: (
+        gettext_noop("[%(platform)s] %(name)s (#%(job)s) failed: %(state)s"),
+        gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s failed at %(time)s: %(state)s.")),
+}
+
+
+def _job_texts(event: str, figures: dict, reason: str) -> tuple[str, str]:
+    """A job notice's subject and body in the active language; the event's reason is the job's stored
+    (English) history."""
+    subject, first = JOB_TEXTS[event]
+    return gettext(subject) % figures, gettext(first) % figures + "\n" + (f"{reason}\n" if reason else "")
 
 
 def job_notices(events: Sequence[tuple], *, now: datetime) -> list[Notice]:
@@ -165,12 +213,11 @@ def job_notices(events: Sequence[tuple], *, now: datetime) -> list[Notice]:
         event = KIND_EVENTS[message["kind"]]
         submitter = job.submitted_by if (job.workspace_id, job.submitted_by_id) in members else None
         state, reason = message.get("state", job.state), message.get("reason", "")
-        subject = f"[{settings.PLATFORM_NAME}] {job.name} (#{job.pk}) {VERBS[event]}: {state}"
-        body = (f"Job {job.name} (#{job.pk}) in workspace {job.workspace.slug} {VERBS[event]} at "
-                f"{message.get('time', '')}: {state}.\n" + (f"{reason}\n" if reason else ""))
+        figures = {"platform": settings.PLATFORM_NAME, "name": job.name, "job": job.pk,
+                   "workspace": job.workspace.slug, "time": message.get("time", ""), "state": state}
         notices.append(Notice(
-            event=event, workspace=job.workspace, users=(submitter,) if submitter else (), subject=subject,
-            body=body, link=f"/jobs/{job.pk}/",
+            event=event, workspace=job.workspace, users=(submitter,) if submitter else (),
+            **written_in_english(partial(_job_texts, event, figures, reason)), link=f"/jobs/{job.pk}/",
             data={"job": job.pk, "name": job.name, "state": state, "kind": message["kind"], "reason": reason,
                   "time": message.get("time"), "submitted_by": job.submitted_by.username if job.submitted_by else None}))
     return notices

@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext
 from django.views.decorators.http import require_POST
 
 from billing.currency import workspace_currencies
@@ -179,9 +179,12 @@ def statement_csv(request, slug, month):
 @login_required
 def statement_xlsx(request, slug, month):
     _, stmt = _statement(request, slug, month)
-    total = [("Workspace", stmt.workspace.slug), ("Month", f"{stmt.month:%Y-%m}"), ("Currency", stmt.currency),
-             ("Opening", stmt.opening), ("Total", stmt.total), ("Closing", stmt.closing),
-             ("As of", stmt.as_of.isoformat() if stmt.as_of else "")]
+    # the Totals sheet's labels in the reader's language; the cost columns stay FOCUS's English
+    total = [(pgettext("excel totals", "Workspace"), stmt.workspace.slug),
+             (pgettext("excel totals", "Month"), f"{stmt.month:%Y-%m}"),
+             (pgettext("excel totals", "Currency"), stmt.currency), (pgettext("excel totals", "Opening"), stmt.opening),
+             (pgettext("excel totals", "Total"), stmt.total), (pgettext("excel totals", "Closing"), stmt.closing),
+             (pgettext("excel totals", "As of"), stmt.as_of.isoformat() if stmt.as_of else "")]
     with tempfile.NamedTemporaryFile(suffix=".xlsx") as handle:
         exports.write_xlsx(handle.name, exports.line_rows(_statement_lines(stmt)), total=total)
         content = Path(handle.name).read_bytes()

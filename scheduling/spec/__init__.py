@@ -16,6 +16,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
+from django.utils.translation import gettext as _
 
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
 from scheduling.spec.kind_forms import FORM_KINDS, form_namer, kind_form_document, kind_form_values
@@ -85,8 +86,8 @@ def _read(
     if seed and clean:
         reader.error(
             (clean[0],),
-            f"the spec mixes task-form fields ({', '.join(seed)}) with clean-form fields "
-            f"({', '.join(clean)}); use one form",
+            _("the spec mixes task-form fields (%(seed)s) with clean-form fields (%(clean)s); use one form") % {
+                "seed": ", ".join(seed), "clean": ", ".join(clean)},
             key=True,
         )
         raise SpecError(reader.issues)
@@ -95,7 +96,7 @@ def _read(
     use_seed = bool(seed) or (not clean and any(k[:1].isupper() or k.casefold() in seed_folded for k in keys))
     result = read_seed(reader) if use_seed else read_any_clean(reader)
     if result.spec is None:
-        raise SpecError(reader.issues or [SpecIssue(None, None, None, "the spec is not valid")])
+        raise SpecError(reader.issues or [SpecIssue(None, None, None, _("the spec is not valid"))])
     for problem in check_cluster(result.spec, cluster, workspace_queues):
         reader.error_at_first(result.locate(problem), problem.message)
     if reader.issues:
@@ -159,7 +160,8 @@ def spec_from_image_form(
             raise SpecError(problems)
         return _read(load_object(doc), form_namer(kind), cluster, workspace_queues)
     if kind not in (None, "", "training"):
-        raise SpecError([SpecIssue(None, None, "kind", f"kind: {kind!r} is not one of training, notebook, inference")])
+        raise SpecError([SpecIssue(None, None, "kind", _("kind: %(kind)s is not one of training, notebook, inference")
+                                   % {"kind": repr(kind)})])
     form = {k: v for k, v in form.items() if k != "kind"}
     issues: list[SpecIssue] = []
 
@@ -169,7 +171,7 @@ def spec_from_image_form(
     values: dict[str, Any] = {}
     for key, value in form.items():
         if key not in IMAGE_FORM_FIELDS:
-            bad(key, f"unknown form field '{key}'")
+            bad(key, _("unknown form field '%(key)s'") % {"key": key})
             continue
         if isinstance(value, str):
             value = value.strip()
@@ -257,24 +259,24 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
         except InvalidOperation:
             number = None
         if number is None or not number.is_finite():
-            bad(key, f"'{value}' is not a number of GPUs (e.g. 1, 2 or 0.5)")
+            bad(key, _("'%(value)s' is not a number of GPUs (e.g. 1, 2 or 0.5)") % {"value": value})
             return None
         return int(number) if number == number.to_integral_value() else float(number)
     if key in ("minReplicas", "maxReplicas", "priority"):
         if not re.fullmatch(r"[0-9]{1,6}", value):
-            bad(key, f"'{value}' is not a whole number")
+            bad(key, _("'%(value)s' is not a whole number") % {"value": value})
             return None
         return int(value)
     if key == "reduceCost":
         if value.lower() in _TRUE | _FALSE:
             return value.lower() in _TRUE
-        bad(key, f"'{value}' is not true or false")
+        bad(key, _("'%(value)s' is not true or false") % {"value": value})
         return None
     if key == "command":
         try:
             return shlex.split(value)
         except ValueError as exc:
-            bad(key, f"cannot split the command: {exc}")
+            bad(key, _("cannot split the command: %(error)s") % {"error": exc})
             return None
     return value
 

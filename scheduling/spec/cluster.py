@@ -1,12 +1,16 @@
-"""Can a spec run on this cluster at all? Pure checks against a description of the node pools."""
+"""Can a spec run on this cluster at all? Checks against a description of the node pools (the core's
+fit checks), said in the active language."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from django.utils.translation import gettext as _
+
 from scheduling.core.fit import PoolTraits, check_pools, closest
 from scheduling.core.model import Request
+from scheduling.reasons import text_or
 from scheduling.spec.model import JobSpec, RoleSpec
 
 DEFAULT_POOL_SHARING = frozenset({"exclusive", "fraction"})
@@ -45,11 +49,11 @@ class ClusterProblem:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     close = closest(word, choices)
-    return f"; did you mean '{close}'?" if close else ""
+    return _("; did you mean '%(suggestion)s'?") % {"suggestion": close} if close else ""
 
 
 def _names(items: Iterable[str]) -> str:
-    return ", ".join(sorted(set(items))) or "none"
+    return ", ".join(sorted(set(items))) or _("none")
 
 
 def check_queue(queue: str | None, workspace_queues: Collection[str] | None) -> list[ClusterProblem]:
@@ -60,7 +64,8 @@ def check_queue(queue: str | None, workspace_queues: Collection[str] | None) -> 
         ClusterProblem(
             None,
             "queue",
-            f"queue '{queue}' is not open to this workspace{hint} (open: {_names(workspace_queues)})",
+            _("queue '%(queue)s' is not open to this workspace%(hint)s (open: %(open)s)") % {
+                "queue": queue, "hint": hint, "open": _names(workspace_queues)},
         )
     ]
 
@@ -84,7 +89,9 @@ def check_role(index: int, role: RoleSpec, cluster: ClusterInfo) -> list[Cluster
     unfit = check_pools([p.traits for p in cluster.pools], role_request(role))
     if unfit is None:
         return []
-    return [ClusterProblem(index, _ROLE_ATTR.get(unfit.field, unfit.field), f"role '{role.name}': {unfit.text}")]
+    reason = text_or(unfit.code, unfit.params, unfit.text)
+    return [ClusterProblem(index, _ROLE_ATTR.get(unfit.field, unfit.field),
+                           _("role '%(role)s': %(reason)s") % {"role": role.name, "reason": reason})]
 
 
 def check_cluster(

@@ -3,7 +3,7 @@ the fields read back from a spec (the other way, so that a tab follows the YAML)
 
 A tab's form is a flat mapping of text values (blank: the default), posted with `kind`. Each field
 has a place in the kind's top-level document (`kinds.py`), and errors name the field, as the
-training tab's do. Pure module: no Django import.
+training tab's do, in the active language (gettext).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import shlex
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from django.utils.translation import gettext as _
 
 from scheduling.spec.load import Path
 from scheduling.spec.model import JobSpec, SpecIssue
@@ -107,7 +109,7 @@ def _coerce(key: str, value: str, bad: Callable[[str, str], None]) -> Any:
     """Text as posted -> what the spec reader expects."""
     if key in _WHOLE:
         if not re.fullmatch(r"[0-9]{1,6}", value):
-            bad(key, f"'{value}' is not a whole number")
+            bad(key, _("'%(value)s' is not a whole number") % {"value": value})
             return None
         return int(value)
     if key in ("gpus", "targetValue"):
@@ -116,14 +118,15 @@ def _coerce(key: str, value: str, bad: Callable[[str, str], None]) -> Any:
         except InvalidOperation:
             number = None
         if number is None or not number.is_finite():
-            bad(key, f"'{value}' is not a number" + (" of GPUs (e.g. 1 or 0.5)" if key == "gpus" else ""))
+            bad(key, (_("'%(value)s' is not a number of GPUs (e.g. 1 or 0.5)") if key == "gpus"
+                      else _("'%(value)s' is not a number")) % {"value": value})
             return None
         return int(number) if number == number.to_integral_value() else float(number)
     if key == "command":
         try:
             return shlex.split(value)
         except ValueError as exc:
-            bad(key, f"cannot split the command: {exc}")
+            bad(key, _("cannot split the command: %(error)s") % {"error": exc})
             return None
     return value
 
@@ -142,7 +145,7 @@ def kind_form_document(kind: str, form: Mapping[str, Any]) -> tuple[dict[str, An
         if key == "kind":
             continue
         if key not in fields:
-            bad(key, f"unknown field '{key}' for kind {kind}")
+            bad(key, _("unknown field '%(key)s' for kind %(kind)s") % {"key": key, "kind": kind})
             continue
         if isinstance(value, str):
             value = value.strip()
@@ -153,7 +156,8 @@ def kind_form_document(kind: str, form: Mapping[str, Any]) -> tuple[dict[str, An
             values[key] = value
     metric = values.pop("targetMetric", None)
     if metric is not None and metric not in TARGET_METRICS:
-        bad("targetMetric", f"'{metric}' is not one of {', '.join(TARGET_METRICS)}")
+        bad("targetMetric", _("'%(value)s' is not one of %(choices)s") % {"value": metric,
+                                                                          "choices": ", ".join(TARGET_METRICS)})
     doc: dict[str, Any] = {"kind": kind, "name": values.pop("name", None) or _default_name(kind, values)}
     target = values.pop("targetValue", None)
     if target is not None:

@@ -3,7 +3,7 @@
 A notebook or an inference service is one role written at the top level of the document (image,
 sharing, resources, vendor, gpuModel, nodePool, as in a role) plus the fields of its kind. They
 are read with the role readers of `read.py`, so every error names its line, column and field the
-same way, and they become a `single` JobSpec with one role, `kind` and the kind's own part
+same way (in the active language), and they become a `single` JobSpec with one role, `kind` and the kind's own part
 (`workloads.NotebookSpec`, `workloads.InferenceSpec`).
 """
 
@@ -13,6 +13,9 @@ import math
 import re
 from typing import Any
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
 from scheduling.core.units import gpu_model_name
 from scheduling.spec.cluster import ClusterProblem
 from scheduling.spec.load import Path
@@ -21,6 +24,7 @@ from scheduling.spec.read import (
     CLEAN_ROLE_SOURCES,
     DNS_HINT,
     DNS_LABEL,
+    GPU_MODEL_HINT,
     IMAGE_RE,
     MISSING,
     MODEL_RE,
@@ -67,16 +71,16 @@ MODEL_KEYS = ("path", "registry", "name")
 BURST_KEY = "gpuMemoryLimit"   # resources: a fraction's burstable memory limit (inference)
 MIN_HOME_MIB = 1024
 
-# Fields of the training form that a notebook or a service does not take, and why.
+# Fields of the training form that a notebook or a service does not take, and why (msgids).
 NOT_FOR_KIND = {
-    "type": "{noun} runs one role; type applies to training",
-    "roles": "{noun}'s image and resources are top-level fields, not roles",
-    "reduceCost": "{noun} is not reduced-cost work; preemptible: true lets other work reclaim it",
-    "checkpointPath": "checkpointPath applies to training",
-    "replicas": "a notebook has exactly one replica",
-    "command": "a notebook runs its image's own command",
+    "type": gettext_noop("%(noun)s runs one role; type applies to training"),
+    "roles": gettext_noop("%(noun)s's image and resources are top-level fields, not roles"),
+    "reduceCost": gettext_noop("%(noun)s is not reduced-cost work; preemptible: true lets other work reclaim it"),
+    "checkpointPath": gettext_noop("checkpointPath applies to training"),
+    "replicas": gettext_noop("a notebook has exactly one replica"),
+    "command": gettext_noop("a notebook runs its image's own command"),
 }
-NOUNS = {"notebook": "a notebook", "inference": "an inference service"}
+NOUNS = {"notebook": gettext_noop("a notebook"), "inference": gettext_noop("an inference service")}
 MODEL_PATH_RE = re.compile(r"^/[A-Za-z0-9._\-/]{0,1023}$")
 SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:]{0,127}$")
 HEALTH_PATH_RE = re.compile(r"^/[A-Za-z0-9._~\-/]{0,255}$")
@@ -109,10 +113,12 @@ def locate_for(spec: JobSpec):
 
 def _check_kind_keys(r: Reader, doc: dict[str, Any], kind: str, allowed: tuple[str, ...]) -> None:
     misplaced = [k for k in doc if k not in allowed and k in NOT_FOR_KIND]
+    noun = _(NOUNS[kind])
     for key in misplaced:
-        r.error((key,), f"{key} does not apply to kind {kind}: {NOT_FOR_KIND[key].format(noun=NOUNS[kind])}",
+        why = _(NOT_FOR_KIND[key]) % {"noun": noun}
+        r.error((key,), _("%(key)s does not apply to kind %(kind)s: %(why)s") % {"key": key, "kind": kind, "why": why},
                 key=True)
-    r.check_keys({k: v for k, v in doc.items() if k not in misplaced}, (), allowed, where=NOUNS[kind])
+    r.check_keys({k: v for k, v in doc.items() if k not in misplaced}, (), allowed, where=noun)
 
 
 def _job_fields(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +134,7 @@ def _job_fields(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
 
 def _placement(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
     vendor = r.choice(doc, (), "vendor", VENDORS, default="nvidia", fold_case=True)
-    gpu_model = r.text(doc, (), "gpuModel", pattern=MODEL_RE, hint="a GPU model such as A100-80GB")
+    gpu_model = r.text(doc, (), "gpuModel", pattern=MODEL_RE, hint=GPU_MODEL_HINT)
     node_pool = r.text(doc, (), "nodePool", pattern=DNS_LABEL, hint=DNS_HINT)
     return {"vendor": vendor, "gpu_model": gpu_model_name(gpu_model) if gpu_model else gpu_model,
             "node_pool": node_pool}
@@ -136,14 +142,14 @@ def _placement(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
 
 def _image(r: Reader, doc: dict[str, Any], default: str | None) -> Any:
     return r.text(doc, (), "image", pattern=IMAGE_RE, default=default,
-                  hint="an image reference such as registry.io/team/server:1.0")
+                  hint=gettext_noop("an image reference such as registry.io/team/server:1.0"))
 
 
 def _bounded_duration(r: Reader, doc: dict[str, Any], key: str, lo: int, hi: int, default: Any) -> Any:
     seconds = r.quantity(doc, (), key, parse_duration, default)
     if doc.get(key) is not None and isinstance(seconds, int) and not lo <= seconds <= hi:
-        r.error((key,), f"{key} ({format_duration(seconds)}) must be from {format_duration(lo)} to "
-                        f"{format_duration(hi)}")
+        r.error((key,), _("%(name)s (%(value)s) must be from %(lo)s to %(hi)s") % {
+            "name": key, "value": format_duration(seconds), "lo": format_duration(lo), "hi": format_duration(hi)})
         return None
     return seconds
 
@@ -184,14 +190,15 @@ def read_notebook(r: Reader) -> ReadResult:
 def _read_home(r: Reader, doc: dict[str, Any]) -> int | None:
     if doc.get("home") is None:
         return DEFAULT_HOME_MIB
-    home = r.mapping(doc["home"], ("home",), "the home volume's size, e.g. {size: 20Gi}")
+    home = r.mapping(doc["home"], ("home",), _("the home volume's size, e.g. {size: 20Gi}"))
     if home is None:
         return None
     r.check_keys(home, ("home",), HOME_KEYS, where="home")
     size = r.quantity(home, ("home",), "size", parse_memory, DEFAULT_HOME_MIB)
     if isinstance(size, int) and not MIN_HOME_MIB <= size <= MAX_HOME_MIB:
-        r.error(("home", "size"), f"home.size ({format_memory(size)}) must be from {format_memory(MIN_HOME_MIB)} "
-                                  f"to {format_memory(MAX_HOME_MIB)}")
+        r.error(("home", "size"), _("%(name)s (%(value)s) must be from %(lo)s to %(hi)s") % {
+            "name": "home.size", "value": format_memory(size), "lo": format_memory(MIN_HOME_MIB),
+            "hi": format_memory(MAX_HOME_MIB)})
         return None
     return size
 
@@ -206,14 +213,14 @@ def read_inference(r: Reader) -> ReadResult:
     server = r.choice(doc, (), "server", SERVERS, default="vllm", fold_case=True)
     image_default, port_default, health_default = SERVER_DEFAULTS.get(server or "vllm", (None, None, None))
     custom = server == "custom"
-    hint = ": a custom server names its image, port and healthPath"
+    hint = gettext_noop(": a custom server names its image, port and healthPath")
     for key in ("image", "port", "healthPath"):
         if custom and doc.get(key) is None:
             r.required(doc, (), key, hint)
     image = _image(r, doc, image_default)
     port = r.integer(doc, (), "port", lo=1, hi=65535, default=port_default)
     health = r.text(doc, (), "healthPath", pattern=HEALTH_PATH_RE, default=health_default,
-                    hint="a path such as /health")
+                    hint=gettext_noop("a path such as /health"))
     command = read_command(r, doc, ())
     env = read_env(r, doc, ())
     model = _read_model(r, doc, server)
@@ -240,27 +247,28 @@ def _read_model(r: Reader, doc: dict[str, Any], server: str | None) -> Any:
     """(path, registry, served name); the model is required unless the server is a custom image."""
     if doc.get("model") is None:
         if server in ("vllm", "triton"):
-            r.error(("model",), f"model is required with server {server}: "
-                                "{path: /models/...} on a volume or {registry: ...}")
+            r.error(("model",), _("model is required with server %(server)s: "
+                                  "{path: /models/...} on a volume or {registry: ...}") % {"server": server})
             return None
         return (None, None, None)
-    model = r.mapping(doc["model"], ("model",), "path or registry, e.g. {path: /models/llama-3-8b}")
+    model = r.mapping(doc["model"], ("model",), _("path or registry, e.g. {path: /models/llama-3-8b}"))
     if model is None:
         return None
     r.check_keys(model, ("model",), MODEL_KEYS, where="model")
     before = len(r.issues)
     path = r.text(model, ("model",), "path", pattern=MODEL_PATH_RE,
-                  hint="an absolute path on a volume, such as /models/llama-3-8b")
+                  hint=gettext_noop("an absolute path on a volume, such as /models/llama-3-8b"))
     if isinstance(path, str) and ".." in path.split("/"):
-        r.error(("model", "path"), "model.path must not contain '..'")
+        r.error(("model", "path"), _("model.path must not contain '..'"))
     registry = r.text(model, ("model",), "registry", pattern=IMAGE_RE,
-                      hint="a registry reference such as hf.co/meta-llama/Meta-Llama-3-8B")
+                      hint=gettext_noop("a registry reference such as hf.co/meta-llama/Meta-Llama-3-8B"))
     served = r.text(model, ("model",), "name", pattern=SERVED_NAME_RE,
-                    hint="the name clients ask for, such as llama-3-8b")
+                    hint=gettext_noop("the name clients ask for, such as llama-3-8b"))
     given = [k for k in ("path", "registry") if model.get(k) is not None]
     if len(given) != 1:
         where = ("model", given[1]) if len(given) == 2 else ("model",)
-        r.error(where, "model needs exactly one of path and registry" + (", not both" if given else ""))
+        r.error(where, _("model needs exactly one of path and registry, not both") if given
+                else _("model needs exactly one of path and registry"))
     return (path, registry, served) if len(r.issues) == before else None
 
 
@@ -279,16 +287,18 @@ def _read_server_resources(r: Reader, doc: dict[str, Any], vendor: str | None) -
         return None, limit
     sharing = resources["sharing"]
     if sharing == "fraction" and resources.get("gpu_mem_mib") is None:
-        r.error((*res_path, "gpuMemory"), "resources.gpuMemory is required for an inference server on a fraction: "
-                                    "the memory its model needs (see the GPU advice)")
+        r.error((*res_path, "gpuMemory"), _("resources.gpuMemory is required for an inference server on a fraction: "
+                                            "the memory its model needs (see the GPU advice)"))
         return None, limit
     if limit:
         if sharing != "fraction":
-            r.error((*res_path, BURST_KEY), f"resources.{BURST_KEY} applies only to sharing fraction")
+            r.error((*res_path, BURST_KEY), _("%(field)s applies only to sharing fraction") % {
+                "field": f"resources.{BURST_KEY}"})
             return resources, None
         if limit < resources["gpu_mem_mib"]:
-            r.error((*res_path, BURST_KEY), f"resources.{BURST_KEY} ({format_memory(limit)}) is less than "
-                                            f"resources.gpuMemory ({format_memory(resources['gpu_mem_mib'])})")
+            r.error((*res_path, BURST_KEY), _("%(field)s (%(limit)s) is less than resources.gpuMemory (%(memory)s)") % {
+                "field": f"resources.{BURST_KEY}", "limit": format_memory(limit),
+                "memory": format_memory(resources["gpu_mem_mib"])})
             return resources, None
     return resources, limit
 
@@ -297,22 +307,23 @@ def _read_target(r: Reader, doc: dict[str, Any]) -> Any:
     """(metric, value): in-flight requests per replica, or requests per second per replica."""
     if doc.get("target") is None:
         return ("concurrency", 4.0)
-    target = r.mapping(doc["target"], ("target",), "concurrency or rps, e.g. {concurrency: 4}")
+    target = r.mapping(doc["target"], ("target",), _("concurrency or rps, e.g. {concurrency: 4}"))
     if target is None:
         return None
     r.check_keys(target, ("target",), TARGET_METRICS, where="target")
     given = [k for k in TARGET_METRICS if k in target]
     if len(given) != 1:
         where = ("target", given[1]) if len(given) == 2 else ("target",)
-        r.error(where, "target needs exactly one of concurrency and rps" + (", not both" if given else ""))
+        r.error(where, _("target needs exactly one of concurrency and rps, not both") if given
+                else _("target needs exactly one of concurrency and rps"))
         return None
     if given == ["concurrency"]:
         value = r.integer(target, ("target",), "concurrency", lo=1, hi=MAX_TARGET_CONCURRENCY, default=None)
         return None if value is None else ("concurrency", float(value))
     value = target["rps"]
     if not is_number(value) or not math.isfinite(value) or not 0 < value <= MAX_TARGET_RPS:
-        r.error(("target", "rps"), f"target.rps must be a number above 0 and at most {MAX_TARGET_RPS}, "
-                                   f"not {show(value)}")
+        r.error(("target", "rps"), _("target.rps must be a number above 0 and at most %(most)s, not %(value)s") % {
+            "most": MAX_TARGET_RPS, "value": show(value)})
         return None
     return ("rps", float(value))
 

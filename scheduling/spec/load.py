@@ -3,7 +3,8 @@
 PyYAML's SafeLoader only composes the node graph here; values are built by hand so that each
 keeps its line/column, duplicate keys are caught, and only plain YAML types get through
 (no Python or custom tags). Size, alias count, nesting depth and value count are bounded so
-that hostile input (alias bombs, deep nesting, huge files) fails fast with a clear message.
+that hostile input (alias bombs, deep nesting, huge files) fails fast with a clear message, in the
+active language.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from django.utils.translation import gettext as _
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from scheduling.spec.model import SpecError, SpecIssue
@@ -58,35 +60,44 @@ def decode_text(text: str | bytes) -> str:
     if isinstance(text, bytes | bytearray | memoryview):
         data = bytes(text)
         if len(data) > MAX_BYTES:
-            raise _fail(f"the spec is {len(data)} bytes; the limit is {MAX_BYTES} bytes (64 KiB)")
+            raise _fail(_too_big(len(data)))
         if b"\x00" in data:
-            raise _fail("the spec is binary data (it contains NUL bytes), not YAML text")
+            raise _fail(_("the spec is binary data (it contains NUL bytes), not YAML text"))
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             pos = _line_col(data, exc.start)
-            raise _fail(
-                f"the spec is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be decoded", pos
-            ) from None
+            raise _fail(_("the spec is not UTF-8 text: byte 0x%(byte)s cannot be decoded") % {
+                "byte": f"{data[exc.start]:02x}"}, pos) from None
     elif isinstance(text, str):
         try:
             size = len(text.encode("utf-8"))
         except UnicodeEncodeError as exc:
-            raise _fail("the spec is not valid Unicode text", _line_col(text, exc.start)) from None
+            raise _fail(_("the spec is not valid Unicode text"), _line_col(text, exc.start)) from None
         if size > MAX_BYTES:
-            raise _fail(f"the spec is {size} bytes; the limit is {MAX_BYTES} bytes (64 KiB)")
+            raise _fail(_too_big(size))
         text = text.removeprefix("\ufeff")
     else:
-        raise _fail(f"the spec must be YAML text, not {type(text).__name__}")
+        raise _fail(_("the spec must be YAML text, not %(type)s") % {"type": type(text).__name__})
     if "\x00" in text:
-        raise _fail("the spec is binary data (it contains NUL characters), not YAML text")
+        raise _fail(_("the spec is binary data (it contains NUL characters), not YAML text"))
     bad = _NON_PRINTABLE.search(text)
     if bad:
-        raise _fail(
-            f"the spec contains the control character U+{ord(bad.group()):04X}; it must be plain text",
-            _line_col(text, bad.start()),
-        )
+        raise _fail(_("the spec contains the control character U+%(code)s; it must be plain text") % {
+            "code": f"{ord(bad.group()):04X}"}, _line_col(text, bad.start()))
     return text
+
+
+def _too_big(size: int) -> str:
+    return _("the spec is %(size)s bytes; the limit is %(most)s bytes (64 KiB)") % {"size": size, "most": MAX_BYTES}
+
+
+def _too_deep() -> str:
+    return _("the spec is nested more than %(most)s levels deep") % {"most": MAX_DEPTH}
+
+
+def _too_many_values() -> str:
+    return _("the spec has more than %(most)s values") % {"most": MAX_VALUES}
 
 
 class _Limit(Exception):
@@ -113,11 +124,12 @@ class _BoundedLoader(yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             self.alias_count += 1
             if self.alias_count > MAX_ALIASES:
-                raise _Limit(f"the spec uses more than {MAX_ALIASES} aliases (*name)", _pos(event))
+                raise _Limit(_("the spec uses more than %(most)s aliases (*name)") % {"most": MAX_ALIASES},
+                             _pos(event))
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
-                raise _Limit(f"the spec is nested more than {MAX_DEPTH} levels deep", _pos(event))
+                raise _Limit(_too_deep(), _pos(event))
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
@@ -130,8 +142,8 @@ def _clip(text: str) -> str:
 def _tag_message(tag: str, plain: str) -> str:
     short = "!!" + tag[len(_STD) :] if tag.startswith(_STD) else tag
     if "python" in tag:
-        return f"Python tags are not allowed ({short})"
-    return f"the tag {short} is not allowed; use {plain}"
+        return _("Python tags are not allowed (%(tag)s)") % {"tag": short}
+    return _("the tag %(tag)s is not allowed; use %(plain)s") % {"tag": short, "plain": plain}
 
 
 class _Converter:
@@ -151,20 +163,20 @@ class _Converter:
     def convert(self, node: Node, path: Path, depth: int) -> Any:
         self.count += 1
         if self.count > MAX_VALUES:
-            raise _Limit(f"the spec has more than {MAX_VALUES} values", _pos(node))
+            raise _Limit(_too_many_values(), _pos(node))
         if depth > MAX_DEPTH:  # aliases can nest deeper than the text does
-            raise _Limit(f"the spec is nested more than {MAX_DEPTH} levels deep", _pos(node))
+            raise _Limit(_too_deep(), _pos(node))
         self.value_pos[path] = _pos(node)
         if isinstance(node, ScalarNode):
             return self.scalar(node)
         if isinstance(node, SequenceNode):
             if node.tag != _STD + "seq":
-                self.issue(node, _tag_message(node.tag, "a plain list"))
+                self.issue(node, _tag_message(node.tag, _("a plain list")))
                 return None
             return [self.convert(child, (*path, i), depth + 1) for i, child in enumerate(node.value)]
         if isinstance(node, MappingNode):
             if node.tag != _STD + "map":
-                self.issue(node, _tag_message(node.tag, "a plain mapping"))
+                self.issue(node, _tag_message(node.tag, _("a plain mapping")))
                 return None
             return self.mapping(node, path, depth)
         raise AssertionError(f"unexpected YAML node {node!r}")  # pragma: no cover
@@ -185,13 +197,13 @@ class _Converter:
                     else self.loader.construct_yaml_float(node)
                 )
             except ValueError:
-                self.issue(node, f"the number {_clip(node.value)} is too long or malformed")
+                self.issue(node, _("the number %(number)s is too long or malformed") % {"number": _clip(node.value)})
                 return None
             if isinstance(number, int) and abs(number) > MAX_INT:
-                self.issue(node, f"the number {_clip(node.value)} is too large")
+                self.issue(node, _("the number %(number)s is too large") % {"number": _clip(node.value)})
                 return None
             return number
-        self.issue(node, _tag_message(tag, "plain values"))
+        self.issue(node, _tag_message(tag, _("plain values")))
         return None
 
     def mapping(self, node: MappingNode, path: Path, depth: int) -> dict[str, Any]:
@@ -202,13 +214,14 @@ class _Converter:
                 merges.append(value_node)
                 continue
             if not isinstance(key_node, ScalarNode):
-                self.issue(key_node, "a key must be plain text, not a list or mapping")
+                self.issue(key_node, _("a key must be plain text, not a list or mapping"))
                 continue
             key = key_node.value
             key_path = (*path, key)
             if key in result:
                 first_line = self.key_pos[key_path][0]
-                self.issue(key_node, f"duplicate key '{key}' (first given on line {first_line})")
+                self.issue(key_node, _("duplicate key '%(key)s' (first given on line %(line)s)") % {
+                    "key": key, "line": first_line})
                 continue
             self.key_pos[key_path] = _pos(key_node)
             result[key] = self.convert(value_node, key_path, depth + 1)
@@ -216,7 +229,7 @@ class _Converter:
             sources = merge.value if isinstance(merge, SequenceNode) else [merge]
             for source in sources:
                 if not isinstance(source, MappingNode):
-                    self.issue(source, "'<<' must merge a mapping or a list of mappings")
+                    self.issue(source, _("'<<' must merge a mapping or a list of mappings"))
                     continue
                 self.merge(source, path, depth, result)
         return result
@@ -250,41 +263,42 @@ def syntax_message(exc: yaml.MarkedYAMLError) -> tuple[str, Any]:
     here, opened = exc.problem_mark or exc.context_mark, exc.context_mark or exc.problem_mark
 
     def said(text: str, mark: Any = here) -> tuple[str, Any]:
-        return f"YAML syntax: {text}", mark
+        return _("YAML syntax: %(problem)s") % {"problem": text}, mark
 
     if problem == "mapping values are not allowed here":
-        return said("unexpected ':' here: indent this line like the keys above it, "
-                    "or put a value that contains ': ' in quotes")
+        return said(_("unexpected ':' here: indent this line like the keys above it, "
+                      "or put a value that contains ': ' in quotes"))
     if "expected ',' or ']'" in problem:
-        return said("the list opened here with '[' is not closed with ']'", opened)
+        return said(_("the list opened here with '[' is not closed with ']'"), opened)
     if "expected ',' or '}'" in problem:
-        return said("the mapping opened here with '{' is not closed with '}'", opened)
+        return said(_("the mapping opened here with '{' is not closed with '}'"), opened)
     if "quoted scalar" in context and "end of stream" in problem:
-        return said("the quoted value opened here is not closed", opened)
+        return said(_("the quoted value opened here is not closed"), opened)
     if problem == "could not find expected ':'":
-        return said("this line is not a 'key: value' pair: add ':' after the key, or indent it as part of "
-                    "the value above", opened)
+        return said(_("this line is not a 'key: value' pair: add ':' after the key, or indent it as part of "
+                      "the value above"), opened)
     if problem.startswith("expected <block end>"):
         found = _FOUND.search(problem)
         token = found.group(1) if found else ""
         if token in ("<block mapping start>", "<block sequence start>", "?", "-", "<scalar>"):
-            return said("this line's indentation does not match the lines above it")
-        return said(f"unexpected '{token}' here: check the brackets and indentation")
+            return said(_("this line's indentation does not match the lines above it"))
+        return said(_("unexpected '%(token)s' here: check the brackets and indentation") % {"token": token})
     if (character := _CHARACTER.search(problem)) is not None:
         if character.group(1) == "\\t":
-            return said("a tab cannot indent YAML: use spaces")
-        return said(f"'{character.group(1)}' cannot start a value: put the value in quotes")
+            return said(_("a tab cannot indent YAML: use spaces"))
+        return said(_("'%(character)s' cannot start a value: put the value in quotes") % {
+            "character": character.group(1)})
     if problem == "but found another document":
-        return said("the spec must be one YAML document: remove the '---' line and what follows it")
+        return said(_("the spec must be one YAML document: remove the '---' line and what follows it"))
     if problem.startswith("found undefined alias"):
         name = _NAMED.search(problem)
-        return said(f"*{name.group(1) if name else ''} names no anchor: define &name before it, "
-                    "or quote the value")
+        return said(_("*%(name)s names no anchor: define &name before it, or quote the value") % {
+            "name": name.group(1) if name else ""})
     if "duplicate anchor" in context:
         name = _NAMED.search(context)
-        return said(f"the anchor &{name.group(1) if name else ''} is defined twice")
+        return said(_("the anchor &%(name)s is defined twice") % {"name": name.group(1) if name else ""})
     if problem.startswith("found unknown escape character"):
-        return said("a backslash escape that YAML does not know: use single quotes, or write \\\\")
+        return said(_("a backslash escape that YAML does not know: use single quotes, or write \\\\"))
     return said(" ".join(p for p in (context, problem) if p))
 
 
@@ -292,12 +306,12 @@ def load_yaml(text: str | bytes) -> Loaded:
     """Parse spec text into a mapping with positions, or raise SpecError."""
     source = decode_text(text)
     if not source.strip():
-        raise _fail("the spec is empty")
+        raise _fail(_("the spec is empty"))
     loader = _BoundedLoader(source)
     try:
         node = loader.get_single_node()
         if node is None:
-            raise _fail("the spec is empty (only comments)")
+            raise _fail(_("the spec is empty (only comments)"))
         converter = _Converter(loader)
         value = converter.convert(node, (), 0)
     except _Limit as exc:
@@ -306,18 +320,17 @@ def load_yaml(text: str | bytes) -> Loaded:
         message, mark = syntax_message(exc)
         raise _fail(message, _pos(mark) if mark else None) from None
     except yaml.YAMLError as exc:
-        raise _fail(f"YAML error: {exc}") from None
+        raise _fail(_("YAML error: %(error)s") % {"error": exc}) from None
     except RecursionError:
-        raise _fail("the spec is nested too deeply") from None
+        raise _fail(_("the spec is nested too deeply")) from None
     finally:
         loader.dispose()
     if converter.issues:
         raise SpecError(converter.issues)
     if not isinstance(value, dict):
-        kind = "a list" if isinstance(value, list) else "a single value"
-        raise _fail(
-            f"the top level must be a mapping of fields (name: ..., roles: ...), not {kind}", _pos(node)
-        )
+        kind = _("a list") if isinstance(value, list) else _("a single value")
+        raise _fail(_("the top level must be a mapping of fields (name: ..., roles: ...), not %(kind)s") % {
+            "kind": kind}, _pos(node))
     return Loaded(value, converter.value_pos, converter.key_pos)
 
 
@@ -329,19 +342,23 @@ def load_object(obj: object) -> Loaded:
     def where(path: Path) -> str:
         return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "the spec"
 
+    def said(path: Path) -> str:  # where(path) in a message: the field's name, else "the spec" translated
+        return where(path) if path else _("the spec")
+
     def copy(value: Any, path: Path) -> Any:
         nonlocal count
         count += 1
         if count > MAX_VALUES:
-            raise _Limit(f"the spec has more than {MAX_VALUES} values", (0, 0))
+            raise _Limit(_too_many_values(), (0, 0))
         if len(path) > MAX_DEPTH:
-            raise _Limit(f"the spec is nested more than {MAX_DEPTH} levels deep", (0, 0))
+            raise _Limit(_too_deep(), (0, 0))
         if isinstance(value, Mapping):
             out = {}
             for key, item in value.items():
                 if not isinstance(key, str):
                     issues.append(
-                        SpecIssue(None, None, where(path) or None, f"{where(path)}: keys must be text")
+                        SpecIssue(None, None, where(path) or None,
+                                  _("%(where)s: keys must be text") % {"where": said(path)})
                     )
                     continue
                 out[key] = copy(item, (*path, key))
@@ -349,25 +366,27 @@ def load_object(obj: object) -> Loaded:
         if isinstance(value, list | tuple):
             return [copy(item, (*path, i)) for i, item in enumerate(value)]
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-            issues.append(SpecIssue(None, None, where(path), f"{where(path)}: the number is too large"))
+            issues.append(SpecIssue(None, None, where(path),
+                                    _("%(where)s: the number is too large") % {"where": said(path)}))
             return None
         if isinstance(value, float) and not math.isfinite(value):
             return value  # rejected with its field name by the reader
         if value is None or isinstance(value, str | int | float | bool):
             return value
         issues.append(
-            SpecIssue(None, None, where(path), f"{where(path)}: {type(value).__name__} is not a JSON value")
+            SpecIssue(None, None, where(path), _("%(where)s: %(type)s is not a JSON value") % {
+                "where": said(path), "type": type(value).__name__})
         )
         return None
 
     if not isinstance(obj, Mapping):
-        raise _fail(f"the spec must be a JSON object of fields, not {type(obj).__name__}")
+        raise _fail(_("the spec must be a JSON object of fields, not %(type)s") % {"type": type(obj).__name__})
     try:
         value = copy(obj, ())
     except _Limit as exc:
         raise _fail(str(exc)) from None
     except RecursionError:  # pragma: no cover - MAX_DEPTH stops well before
-        raise _fail("the spec is nested too deeply") from None
+        raise _fail(_("the spec is nested too deeply")) from None
     if issues:
         raise SpecError(issues)
     return Loaded(value)

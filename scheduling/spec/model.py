@@ -1,4 +1,5 @@
-"""The validated job spec and its errors (pure data, no Django).
+"""The validated job spec and its errors (data; an error's message is in the language active when it was
+found, its field and position are not translated).
 
 Units are the ones the scheduler and billing use: milli-GPU (1000 = one GPU), MiB of memory,
 milli-CPU, seconds.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from decimal import Decimal
+
+from django.utils.translation import gettext as _
 
 from scheduling.core.units import MILLI_PER_CPU, MILLI_PER_GPU
 from scheduling.errors import DomainError
@@ -33,7 +36,8 @@ class SpecIssue:
     def __str__(self) -> str:
         if self.line is None:
             return self.message
-        return f"line {self.line}, col {self.column}: {self.message}"
+        return _("line %(line)s, col %(column)s: %(message)s") % {
+            "line": self.line, "column": self.column, "message": self.message}
 
     def to_dict(self) -> dict[str, int | str | None]:
         return asdict(self)

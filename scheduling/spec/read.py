@@ -1,7 +1,8 @@
 """Readers that turn a loaded document (clean form or the seed's task form) into a JobSpec.
 
 Every problem is recorded with the field's path and position and reading goes on, so one
-pass reports all errors.
+pass reports all errors. Messages are in the active language (gettext; English is the msgid, word for
+word); field names, values and YAML words stay as written.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name
 from scheduling.spec.cluster import ClusterProblem, did_you_mean
@@ -40,7 +44,9 @@ from scheduling.spec.units import (
 MISSING: Any = object()
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DNS_HINT = "lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit"
+DNS_HINT = gettext_noop("lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit")
+IMAGE_HINT = gettext_noop("an image reference such as registry.io/team/train:1.0")
+GPU_MODEL_HINT = gettext_noop("a GPU model such as A100-80GB")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:@+]{0,511}$")
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,62}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -120,9 +126,9 @@ def show(value: Any) -> str:
     if isinstance(value, str):
         return repr(value if len(value) <= 40 else value[:37] + "...")
     if isinstance(value, list):
-        return "a list"
+        return _("a list")
     if isinstance(value, dict):
-        return "a mapping"
+        return _("a mapping")
     return repr(value)
 
 
@@ -177,20 +183,22 @@ class Reader:
         allowed = tuple(allowed)
         for key in mapping:
             if key not in allowed:
-                hint = did_you_mean(key, allowed)
-                if not hint:
-                    hint = f" (allowed: {', '.join(allowed)})"
-                self.error((*path, key), f"unknown field '{key}' in {where}{hint}", key=True)
+                hint = did_you_mean(key, allowed) or _(" (allowed: %(allowed)s)") % {"allowed": ", ".join(allowed)}
+                self.error((*path, key), _("unknown field '%(key)s' in %(where)s%(hint)s") % {
+                    "key": key, "where": where, "hint": hint}, key=True)
 
     def mapping(self, value: Any, path: Path, what: str) -> dict[str, Any] | None:
         if isinstance(value, dict):
             return value
-        self.error(path, f"{self.namer(path)} must be a mapping of {what}, not {show(value)}")
+        self.error(path, _("%(name)s must be a mapping of %(what)s, not %(value)s") % {
+            "name": self.namer(path), "what": what, "value": show(value)})
         return None
 
     def required(self, mapping: dict[str, Any], path: Path, key: str, hint: str = "") -> Any:
+        """`hint`: a msgid (gettext_noop), said in the active language after "... is required"."""
         if key not in mapping or mapping[key] is None:
-            self.error((*path, key), f"{self.namer((*path, key))} is required{hint}")
+            self.error((*path, key), _("%(name)s is required%(hint)s") % {
+                "name": self.namer((*path, key)), "hint": _(hint) if hint else ""})
             return MISSING
         return mapping[key]
 
@@ -213,16 +221,18 @@ class Reader:
         field_path = (*path, key)
         name = self.namer(field_path)
         if not isinstance(value, str):
-            self.error(field_path, f"{name} must be text, not {show(value)}")
+            self.error(field_path, _("%(name)s must be text, not %(value)s") % {"name": name, "value": show(value)})
             return None
         if not value.strip():
-            self.error(field_path, f"{name} is empty")
+            self.error(field_path, _("%(name)s is empty") % {"name": name})
             return None
         if len(value) > MAX_TEXT:
-            self.error(field_path, f"{name} is longer than {MAX_TEXT} characters")
+            self.error(field_path, _("%(name)s is longer than %(most)s characters") % {"name": name, "most": MAX_TEXT})
             return None
         if pattern is not None and not pattern.fullmatch(value):
-            self.error(field_path, f"{name} {show(value)} is not valid: {hint}")
+            # `hint`: a msgid (gettext_noop)
+            self.error(field_path, _("%(name)s %(value)s is not valid: %(hint)s") % {
+                "name": name, "value": show(value), "hint": _(hint) if hint else ""})
             return None
         return value
 
@@ -237,10 +247,12 @@ class Reader:
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            self.error(field_path, f"{name} must be a whole number from {lo} to {hi}, not {show(value)}")
+            self.error(field_path, _("%(name)s must be a whole number from %(lo)s to %(hi)s, not %(value)s") % {
+                "name": name, "lo": lo, "hi": hi, "value": show(value)})
             return None
         if not lo <= value <= hi:
-            self.error(field_path, f"{name} ({value}) must be from {lo} to {hi}")
+            self.error(field_path, _("%(name)s (%(value)s) must be from %(lo)s to %(hi)s") % {
+                "name": name, "value": value, "lo": lo, "hi": hi})
             return None
         return value
 
@@ -250,7 +262,8 @@ class Reader:
             return default
         if not isinstance(value, bool):
             field_path = (*path, key)
-            self.error(field_path, f"{self.namer(field_path)} must be true or false, not {show(value)}")
+            self.error(field_path, _("%(name)s must be true or false, not %(value)s") % {
+                "name": self.namer(field_path), "value": show(value)})
             return None
         return value
 
@@ -274,9 +287,8 @@ class Reader:
             return lookup[probe]
         field_path = (*path, key)
         hint = did_you_mean(value, table) if isinstance(value, str) else ""
-        self.error(
-            field_path, f"{self.namer(field_path)} {show(value)} is not one of {' | '.join(table)}{hint}"
-        )
+        self.error(field_path, _("%(name)s %(value)s is not one of %(choices)s%(hint)s") % {
+            "name": self.namer(field_path), "value": show(value), "choices": " | ".join(table), "hint": hint})
         return None
 
     def quantity(
@@ -304,7 +316,7 @@ class ReadResult:
 
 def read_clean(r: Reader) -> ReadResult:
     doc: dict[str, Any] = r.doc.value
-    r.check_keys(doc, (), CLEAN_KEYS, where="the job")
+    r.check_keys(doc, (), CLEAN_KEYS, where=_("the job"))
     name = r.text(doc, (), "name", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
     job_type = r.choice(doc, (), "type", JOB_TYPES, default="single")
     queue = r.text(doc, (), "queue", pattern=DNS_LABEL, hint=DNS_HINT)
@@ -314,20 +326,21 @@ def read_clean(r: Reader) -> ReadResult:
     if reduce_cost and preemptible is False:
         r.error(
             ("preemptible",),
-            "preemptible: false conflicts with reduceCost: true (reduced-cost work can always be preempted)",
+            _("preemptible: false conflicts with reduceCost: true (reduced-cost work can always be preempted)"),
         )
     duration = r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S)
     checkpoint = r.text(doc, (), "checkpointPath")
 
     roles: list[RoleSpec | None] = []
-    raw_roles = r.required(doc, (), "roles", ": a list of roles (name, image, replicas, resources)")
+    raw_roles = r.required(doc, (), "roles", gettext_noop(": a list of roles (name, image, replicas, resources)"))
     if raw_roles is not MISSING:
         if not isinstance(raw_roles, list):
-            r.error(("roles",), f"roles must be a list of roles, not {show(raw_roles)}")
+            r.error(("roles",), _("roles must be a list of roles, not %(value)s") % {"value": show(raw_roles)})
         elif not raw_roles:
-            r.error(("roles",), "roles is empty; give at least one role")
+            r.error(("roles",), _("roles is empty; give at least one role"))
         elif len(raw_roles) > MAX_ROLES:
-            r.error(("roles",), f"roles has {len(raw_roles)} entries; at most {MAX_ROLES}")
+            r.error(("roles",), _("roles has %(count)s entries; at most %(most)s") % {
+                "count": len(raw_roles), "most": MAX_ROLES})
         else:
             roles = [read_role(r, raw, ("roles", i)) for i, raw in enumerate(raw_roles)]
             check_role_set(r, job_type, raw_roles, roles)
@@ -363,29 +376,28 @@ def check_role_set(
         if role is None:
             continue
         if role.name in seen:
-            r.error(
-                ("roles", i, "name"), f"role name '{role.name}' is used twice (also roles[{seen[role.name]}])"
-            )
+            r.error(("roles", i, "name"), _("role name '%(name)s' is used twice (also roles[%(index)s])") % {
+                "name": role.name, "index": seen[role.name]})
         seen.setdefault(role.name, i)
         if job_type in ("pytorch", "mpi") and role.name not in ("master", "worker"):
             r.error(
                 ("roles", i, "name"),
-                f"a {job_type} job has roles named 'master' and 'worker', not '{role.name}'",
+                _("a %(type)s job has roles named 'master' and 'worker', not '%(name)s'") % {
+                    "type": job_type, "name": role.name},
             )
     if job_type == "single" and len(raw_roles) > 1:
-        r.error(
-            ("roles",), f"a single job has exactly one role, not {len(raw_roles)}; use type pytorch or mpi"
-        )
+        r.error(("roles",), _("a single job has exactly one role, not %(count)s; use type pytorch or mpi") % {
+            "count": len(raw_roles)})
     complete = [role for role in roles if role is not None]
     if complete and len(complete) == len(roles) and sum(role.min_replicas for role in complete) == 0:
-        r.error(("roles",), "every role has replicas.min 0; at least one replica must start")
+        r.error(("roles",), _("every role has replicas.min 0; at least one replica must start"))
 
 
 def read_role(r: Reader, raw: Any, path: Path) -> RoleSpec | None:
-    role = r.mapping(raw, path, "role fields (name, image, replicas, resources)")
+    role = r.mapping(raw, path, _("role fields (name, image, replicas, resources)"))
     if role is None:
         return None
-    r.check_keys(role, path, ROLE_KEYS, where="a role")
+    r.check_keys(role, path, ROLE_KEYS, where=_("a role"))
     name = r.text(role, path, "name", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
     image = r.text(
         role,
@@ -393,13 +405,13 @@ def read_role(r: Reader, raw: Any, path: Path) -> RoleSpec | None:
         "image",
         required=True,
         pattern=IMAGE_RE,
-        hint="an image reference such as registry.io/team/train:1.0",
+        hint=IMAGE_HINT,
     )
     command = read_command(r, role, path)
     env = read_env(r, role, path)
     replicas = read_replicas(r, role, path)
     vendor = r.choice(role, path, "vendor", VENDORS, default="nvidia", fold_case=True)
-    gpu_model = r.text(role, path, "gpuModel", pattern=MODEL_RE, hint="a GPU model such as A100-80GB")
+    gpu_model = r.text(role, path, "gpuModel", pattern=MODEL_RE, hint=GPU_MODEL_HINT)
     if gpu_model is not None:
         gpu_model = gpu_model_name(gpu_model)
     node_pool = r.text(role, path, "nodePool", pattern=DNS_LABEL, hint=DNS_HINT)
@@ -428,7 +440,8 @@ def read_command(r: Reader, role: dict[str, Any], path: Path) -> tuple[str, ...]
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        r.error(field_path, f'{r.namer(field_path)} must be a list of text, e.g. ["python", "train.py"]')
+        r.error(field_path, _('%(name)s must be a list of text, e.g. ["python", "train.py"]') % {
+            "name": r.namer(field_path)})
         return None
     return tuple(value)
 
@@ -437,7 +450,7 @@ def read_env(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, st
     value = role.get("env")
     if value is None:
         return ()
-    env = r.mapping(value, (*path, "env"), "variable names to values")
+    env = r.mapping(value, (*path, "env"), _("variable names to values"))
     if env is None:
         return None
     pairs = []
@@ -447,7 +460,7 @@ def read_env(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, st
         if not ENV_NAME_RE.fullmatch(key):
             r.error(
                 item_path,
-                f"env name '{key}' must be letters, digits and '_', not starting with a digit",
+                _("env name '%(key)s' must be letters, digits and '_', not starting with a digit") % {"key": key},
                 key=True,
             )
             ok = False
@@ -456,7 +469,8 @@ def read_env(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, st
         elif isinstance(item, str):
             pairs.append((key, item))
         else:
-            r.error(item_path, f"{r.namer(item_path)} must be text, not {show(item)} (quote it)")
+            r.error(item_path, _("%(name)s must be text, not %(value)s (quote it)") % {
+                "name": r.namer(item_path), "value": show(item)})
             ok = False
     return tuple(pairs) if ok else None
 
@@ -469,7 +483,7 @@ def read_replicas(r: Reader, role: dict[str, Any], path: Path) -> tuple[int, int
     if is_number(value):  # `replicas: 3` = exactly 3
         count = r.integer(role, path, "replicas", lo=1, hi=MAX_REPLICAS, default=1)
         return None if count is None else (count, count)
-    replicas = r.mapping(value, field_path, "min and max, e.g. {min: 1, max: 4}")
+    replicas = r.mapping(value, field_path, _("min and max, e.g. {min: 1, max: 4}"))
     if replicas is None:
         return None
     r.check_keys(replicas, field_path, REPLICA_KEYS, where=r.namer(field_path))
@@ -483,7 +497,8 @@ def read_replicas(r: Reader, role: dict[str, Any], path: Path) -> tuple[int, int
         high = max(low, 1)
     if high < low:
         min_name, max_name = r.namer((*field_path, "min")), r.namer((*field_path, "max"))
-        r.error((*field_path, "max"), f"{max_name} ({high}) is less than {min_name} ({low})")
+        r.error((*field_path, "max"), _("%(max_name)s (%(high)s) is less than %(min_name)s (%(low)s)") % {
+            "max_name": max_name, "high": high, "min_name": min_name, "low": low})
         return None
     return (low, high)
 
@@ -508,7 +523,7 @@ def read_resources(r: Reader, role: dict[str, Any], path: Path, vendor: str | No
             r.error(gpu_path, f"{gpu_name} {show(res['gpu'])} {exc}")
     gpu_mem = r.quantity(res, res_path, "gpuMemory", parse_memory, None)
     mig = r.text(
-        res, res_path, "mig", pattern=MIG_PROFILE_RE, hint="a MIG profile such as 3g.40gb or 1g.10gb"
+        res, res_path, "mig", pattern=MIG_PROFILE_RE, hint=gettext_noop("a MIG profile such as 3g.40gb or 1g.10gb")
     )
     cpu = r.quantity(res, res_path, "cpu", parse_cpu, DEFAULT_CPU_MILLI)
     mem = r.quantity(res, res_path, "memory", parse_memory, DEFAULT_MEM_MIB)
@@ -525,62 +540,59 @@ def read_resources(r: Reader, role: dict[str, Any], path: Path, vendor: str | No
     sharing_name = r.namer((*path, "sharing"))
     out: dict[str, Any] = {"sharing": sharing, "cpu_milli": cpu, "mem_mib": mem}
     if sharing != "mig" and res.get("mig") is not None:
-        r.error(mig_path, f"{mig_name} needs {sharing_name} mig, not {sharing}")
+        r.error(mig_path, _("%(mig)s needs %(sharing)s mig, not %(mode)s") % {
+            "mig": mig_name, "sharing": sharing_name, "mode": sharing})
     if sharing != "fraction" and res.get("gpuMemory") is not None:
         why = {
-            "exclusive": "whole GPUs come with all their memory",
-            "mig": "the MIG profile fixes the memory",
-            "timeslice": "time-slicing has no memory isolation",
+            "exclusive": _("whole GPUs come with all their memory"),
+            "mig": _("the MIG profile fixes the memory"),
+            "timeslice": _("time-slicing has no memory isolation"),
         }[sharing]
-        r.error(mem_path, f"{mem_name} applies only to {sharing_name} fraction ({why})")
+        r.error(mem_path, _("%(memory)s applies only to %(sharing)s fraction (%(why)s)") % {
+            "memory": mem_name, "sharing": sharing_name, "why": why})
 
     if sharing == "exclusive":
         count = Decimal(1) if gpu is None else gpu
         if count != count.to_integral_value():
-            r.error(
-                gpu_path,
-                f"{gpu_name} ({gpu}) must be a whole number of GPUs with {sharing_name} exclusive; "
-                "use sharing: fraction for part of a GPU",
-            )
+            r.error(gpu_path, _("%(gpu)s (%(value)s) must be a whole number of GPUs with %(sharing)s exclusive; "
+                                "use sharing: fraction for part of a GPU") % {
+                "gpu": gpu_name, "value": gpu, "sharing": sharing_name})
         elif count > MAX_GPUS_PER_REPLICA:
-            r.error(gpu_path, f"{gpu_name} ({gpu}) is more than {MAX_GPUS_PER_REPLICA} GPUs per replica")
+            r.error(gpu_path, _("%(gpu)s (%(value)s) is more than %(most)s GPUs per replica") % {
+                "gpu": gpu_name, "value": gpu, "most": MAX_GPUS_PER_REPLICA})
         else:
             out.update(num_gpus=int(count), gpu_milli=MILLI_PER_GPU if count else 0)
     elif sharing == "fraction":
         if gpu is None:
-            r.error(gpu_path, f"{gpu_name} is required with {sharing_name} fraction (e.g. 0.5)")
+            r.error(gpu_path, _("%(gpu)s is required with %(sharing)s fraction (e.g. 0.5)") % {
+                "gpu": gpu_name, "sharing": sharing_name})
         elif not 0 < gpu < 1:
-            r.error(
-                gpu_path,
-                f"{gpu_name} ({gpu}) must be between 0.01 and 0.99 with {sharing_name} fraction; "
-                "use sharing: exclusive for whole GPUs",
-            )
+            r.error(gpu_path, _("%(gpu)s (%(value)s) must be between 0.01 and 0.99 with %(sharing)s fraction; "
+                                "use sharing: exclusive for whole GPUs") % {
+                "gpu": gpu_name, "value": gpu, "sharing": sharing_name})
         elif (gpu * 100) != (gpu * 100).to_integral_value():
-            r.error(gpu_path, f"{gpu_name} ({gpu}) must be in steps of 0.01")
+            r.error(gpu_path, _("%(gpu)s (%(value)s) must be in steps of 0.01") % {"gpu": gpu_name, "value": gpu})
         else:
             out.update(num_gpus=1, gpu_milli=int(gpu * MILLI_PER_GPU), gpu_mem_mib=gpu_mem)
     elif sharing == "mig":
         if res.get("mig") is None:
-            r.error(mig_path, f"{mig_name} is required with {sharing_name} mig (e.g. 3g.40gb)")
+            r.error(mig_path, _("%(mig)s is required with %(sharing)s mig (e.g. 3g.40gb)") % {
+                "mig": mig_name, "sharing": sharing_name})
         if gpu is not None and gpu != 1:
-            r.error(
-                gpu_path,
-                f"{gpu_name} ({gpu}) must be 1 or left out with {sharing_name} mig "
-                "(one MIG instance per replica)",
-            )
+            r.error(gpu_path, _("%(gpu)s (%(value)s) must be 1 or left out with %(sharing)s mig "
+                                "(one MIG instance per replica)") % {
+                "gpu": gpu_name, "value": gpu, "sharing": sharing_name})
         if vendor == "amd":
-            r.error(mig_path, f"{mig_name}: MIG is an NVIDIA feature; vendor amd cannot use it")
+            r.error(mig_path, _("%(mig)s: MIG is an NVIDIA feature; vendor amd cannot use it") % {"mig": mig_name})
         if mig is not None:
             out.update(
                 num_gpus=1, gpu_milli=mig_compute_milli(mig), gpu_mem_mib=mig_memory_mib(mig), mig_profile=mig
             )
     else:  # timeslice
         if gpu is not None and gpu != 1:
-            r.error(
-                gpu_path,
-                f"{gpu_name} ({gpu}) must be 1 or left out with {sharing_name} timeslice "
-                "(one time-sliced GPU per replica)",
-            )
+            r.error(gpu_path, _("%(gpu)s (%(value)s) must be 1 or left out with %(sharing)s timeslice "
+                                "(one time-sliced GPU per replica)") % {
+                "gpu": gpu_name, "value": gpu, "sharing": sharing_name})
         out.update(num_gpus=1, gpu_milli=MILLI_PER_GPU)
     return out if len(r.issues) == problems_before else None
 
@@ -590,19 +602,19 @@ def read_resources(r: Reader, role: dict[str, Any], path: Path, vendor: str | No
 
 def read_seed(r: Reader) -> ReadResult:
     doc: dict[str, Any] = r.doc.value
-    r.check_keys(doc, (), SEED_KEYS, where="the task")
+    r.check_keys(doc, (), SEED_KEYS, where=_("the task"))
     name = r.text(doc, (), "TaskName", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
     priority = r.integer(doc, (), "Priority", lo=0, hi=100, default=0)
     job_type = r.choice(doc, (), "TaskType", SEED_TASK_TYPES, default="single", fold_case=True)
     low = r.integer(doc, (), "MinReplicas", lo=1, hi=MAX_REPLICAS, default=1)
     high = r.integer(doc, (), "MaxReplicas", lo=1, hi=MAX_REPLICAS, default=low or 1)
     if low is not None and high is not None and high < low:
-        r.error(("MaxReplicas",), f"MaxReplicas ({high}) is less than MinReplicas ({low})")
+        r.error(("MaxReplicas",), _("MaxReplicas (%(high)s) is less than MinReplicas (%(low)s)") % {
+            "high": high, "low": low})
     amd = r.boolean(doc, (), "AMDSupport", default=False)
     reduce_cost = r.boolean(doc, (), "ReduceCost", default=False)
-    image_hint = "an image reference such as registry.io/team/train:1.0"
     images = {
-        k: r.text(doc, (), k, pattern=IMAGE_RE, hint=image_hint)
+        k: r.text(doc, (), k, pattern=IMAGE_RE, hint=IMAGE_HINT)
         for k in ("TaskImage", "MasterImage", "WorkerImage")
     }
     master_max = r.integer(doc, (), "MasterMaxReplicas", lo=1, hi=MAX_REPLICAS, default=MAX_REPLICAS)
@@ -614,7 +626,7 @@ def read_seed(r: Reader) -> ReadResult:
     if job_type == "single":
         for key in ("MasterImage", "WorkerImage", "MasterMaxReplicas", "WorkerMaxReplicas"):
             if key in doc:
-                r.error((key,), f"{key} applies only to TaskType MPI or PyTorch", key=True)
+                r.error((key,), _("%(key)s applies only to TaskType MPI or PyTorch") % {"key": key}, key=True)
         image = images["TaskImage"]
         if doc.get("TaskImage") is None:
             r.required(doc, (), "TaskImage")
@@ -627,19 +639,16 @@ def read_seed(r: Reader) -> ReadResult:
         # One master replica; the rest are workers, capped by WorkerMaxReplicas.
         for key in ("MasterImage", "WorkerImage"):
             if doc.get(key) is None and doc.get("TaskImage") is None:
-                r.error(
-                    (key,), f"{key} (or TaskImage for both roles) is required for TaskType {doc['TaskType']}"
-                )
+                r.error((key,), _("%(key)s (or TaskImage for both roles) is required for TaskType %(type)s") % {
+                    "key": key, "type": doc["TaskType"]})
         master_image = images["MasterImage"] or images["TaskImage"]
         worker_image = images["WorkerImage"] or images["TaskImage"]
         if master_image and worker_image and None not in (low, high, master_max, worker_max):
             workers_min, workers_max = low - 1, min(high - 1, worker_max)
             if workers_min > worker_max:
-                r.error(
-                    ("WorkerMaxReplicas",),
-                    f"WorkerMaxReplicas ({worker_max}) is less than the "
-                    f"{workers_min} workers that MinReplicas ({low}) needs besides the master",
-                )
+                r.error(("WorkerMaxReplicas",), _("WorkerMaxReplicas (%(most)s) is less than the %(workers)s "
+                                                  "workers that MinReplicas (%(low)s) needs besides the master") % {
+                    "most": worker_max, "workers": workers_min, "low": low})
             roles.append(RoleSpec(name="master", image=master_image, vendor=vendor))
             sources.append(
                 {

@@ -1,7 +1,7 @@
 """Quantities in job specs: CPU, memory, durations, GPU fractions, MIG profiles.
 
-Parsers raise ValueError with a message that completes "<field> <value> ..."; callers add the
-field name and position.
+Parsers raise ValueError with a message that completes "<field> <value> ..." (in the active
+language); callers add the field name and position.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+
+from django.utils.translation import gettext as _
 
 from scheduling.core.units import mig_slices_milli
 
@@ -50,18 +52,18 @@ def parse_cpu(value: object) -> int:
     elif isinstance(value, str):
         text = value.strip()
     else:
-        raise ValueError("is not a CPU amount (e.g. 4, 0.5 or 500m)")
+        raise ValueError(_("is not a CPU amount (e.g. 4, 0.5 or 500m)"))
     match = _CPU_RE.fullmatch(text)
     if not match:
-        raise ValueError("is not a CPU amount (e.g. 4, 0.5 or 500m)")
+        raise ValueError(_("is not a CPU amount (e.g. 4, 0.5 or 500m)"))
     amount = Decimal(match.group(1))
     milli = amount if match.group(2) else amount * 1000
     if milli != milli.to_integral_value():
-        raise ValueError("is finer than 1m (one thousandth of a CPU)")
+        raise ValueError(_("is finer than 1m (one thousandth of a CPU)"))
     if milli <= 0:
-        raise ValueError("must be more than 0")
+        raise ValueError(_("must be more than 0"))
     if milli > MAX_CPU_MILLI:
-        raise ValueError(f"is more than {MAX_CPU_MILLI // 1000} CPUs")
+        raise ValueError(_("is more than %(most)s CPUs") % {"most": MAX_CPU_MILLI // 1000})
     return int(milli)
 
 
@@ -70,56 +72,56 @@ def parse_memory(value: object) -> int:
     text = value.strip() if isinstance(value, str) else None
     if text is None or not _MEM_RE.fullmatch(text):
         if _is_number(value) or (text and text.replace(".", "", 1).isdigit()):
-            raise ValueError("has no unit; write e.g. 16Gi or 512Mi")
+            raise ValueError(_("has no unit; write e.g. 16Gi or 512Mi"))
         mistake = _MEM_MISTAKE_RE.fullmatch(text or "")
         if mistake:
             hint = f"{mistake.group(1)}{mistake.group(2).upper()}i"
-            raise ValueError(f"uses an unknown unit; write {hint} (Ki, Mi, Gi, Ti)")
-        raise ValueError("is not a memory amount (e.g. 16Gi or 512Mi)")
+            raise ValueError(_("uses an unknown unit; write %(hint)s (Ki, Mi, Gi, Ti)") % {"hint": hint})
+        raise ValueError(_("is not a memory amount (e.g. 16Gi or 512Mi)"))
     match = _MEM_RE.fullmatch(text)
     assert match is not None
     number, unit = match.groups()
     if unit is None:
-        raise ValueError("has no unit; write e.g. 16Gi or 512Mi")
+        raise ValueError(_("has no unit; write e.g. 16Gi or 512Mi"))
     mib = (Decimal(number) * _MEM_UNITS[unit] / MIB).to_integral_value(rounding=ROUND_CEILING)
     if mib <= 0:
-        raise ValueError("must be more than 0")
+        raise ValueError(_("must be more than 0"))
     if mib > MAX_MEM_MIB:
-        raise ValueError("is more than 16Ti")
+        raise ValueError(_("is more than 16Ti"))
     return int(mib)
 
 
 def parse_duration(value: object) -> int:
     """ "30m" | "2h" | "1d" | "1h30m" | "1.5h" -> seconds."""
     if _is_number(value):
-        raise ValueError("has no unit; write e.g. 30m, 2h or 1d")
+        raise ValueError(_("has no unit; write e.g. 30m, 2h or 1d"))
     if not isinstance(value, str):
-        raise ValueError("is not a duration (e.g. 30m, 2h or 1d)")
+        raise ValueError(_("is not a duration (e.g. 30m, 2h or 1d)"))
     text = value.strip().replace(" ", "")
     parts = _DURATION_PART_RE.findall(text)
     units = [u for _, u in parts]
     if not parts or "".join(n + u for n, u in parts) != text or len(set(units)) != len(units):
         if text.replace(".", "", 1).isdigit():
-            raise ValueError("has no unit; write e.g. 30m, 2h or 1d")
-        raise ValueError("is not a duration (e.g. 30m, 2h, 1d or 1h30m)")
+            raise ValueError(_("has no unit; write e.g. 30m, 2h or 1d"))
+        raise ValueError(_("is not a duration (e.g. 30m, 2h, 1d or 1h30m)"))
     seconds = sum(Decimal(n) * _DURATION_UNITS[u] for n, u in parts)
     if seconds < 1:
-        raise ValueError("must be at least 1s")
+        raise ValueError(_("must be at least 1s"))
     if seconds > MAX_DURATION_S:
-        raise ValueError("is longer than 90d")
+        raise ValueError(_("is longer than 90d"))
     return int(seconds.to_integral_value(rounding=ROUND_CEILING))
 
 
 def parse_gpu_amount(value: object) -> Decimal:
     """A GPU count or fraction as an exact Decimal (0.5 stays 0.5, not 0.5000000001)."""
     if not _is_number(value) or (isinstance(value, float) and not math.isfinite(value)):
-        raise ValueError("is not a number of GPUs (e.g. 1, 2 or 0.5)")
+        raise ValueError(_("is not a number of GPUs (e.g. 1, 2 or 0.5)"))
     try:
         amount = Decimal(repr(value))
     except InvalidOperation as exc:  # pragma: no cover - repr of a finite number always parses
-        raise ValueError("is not a number of GPUs") from exc
+        raise ValueError(_("is not a number of GPUs")) from exc
     if amount < 0:
-        raise ValueError("must not be negative")
+        raise ValueError(_("must not be negative"))
     return amount
 
 
