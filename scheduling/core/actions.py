@@ -368,7 +368,7 @@ def place_gang(s: Session, state: JobState, only: set[str] | None = None) -> boo
             for index in p.missing[role.name]:
                 spot = None
                 for pool in pools:
-                    spot = s.find_spot(role.request, pool)
+                    spot = s.find_spot(role.request, pool, state.job.queue)
                     if spot is not None:
                         break
                 if spot is None:
@@ -739,7 +739,7 @@ def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
     if reduce_cost_waits(s, s.jobs[key[0]].job):
         pools = [p for p in pools if p == home or s.pools[p].spot]
     for pool in sorted(pools, key=lambda p: p != home):
-        spot = s.find_spot(request, pool)
+        spot = s.find_spot(request, pool, s.jobs[key[0]].job.queue)
         if spot is not None:
             s.bind(key, spot)
             return True
@@ -809,7 +809,10 @@ def without_idle_branches(s: Session, by_queue: dict[str, list[JobState]],
 
 def waits_whole(state: JobState) -> bool:
     """Nothing of the job runs: only its own visit can change what it asks for."""
-    return not any(state.running.values())
+    for held in state.running.values():
+        if held:
+            return False
+    return True
 
 
 class EvictionQuiet(Quiet):
@@ -842,6 +845,8 @@ def reclaim(s: Session) -> None:
 
     The taker's queue and every ancestor must end within their fair shares (and limits) once the
     victims are gone; victims under an ancestor that would go over are the only ones that help it."""
+    if not reclaim_may_help(s):
+        return
     units = victim_units(s, "reclaim")
     over_own_share = {q for q in units if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
     sides: dict[tuple[str, str], tuple[str, str]] = {}
@@ -889,12 +894,39 @@ def reclaim(s: Session) -> None:
 
         return merged((units[q] for q in lenders), victim_order), cause_of, final_check
 
+    shares = s.fair_share
+
     def never(state: JobState) -> bool:
+        if not waits_whole(state):
+            return False
+        if not reclaim_can_lift(state):
+            return True
         # a queue's usage is never negative: a job asking more than its queue's fair share never reclaims
-        return waits_whole(state) and (not reclaim_can_lift(state) or
-                                       missing_milli(s, state) > s.fair_share.get(state.job.queue, 0.0) + EPS)
+        p = state.plan if state.plan_version == state.version else plan(s, state)
+        return p.need > shares.get(state.job.queue, 0.0) + EPS
 
     run_eviction_action(s, {"capacity", "quota"}, prepare, never)
+
+
+def reclaim_may_help(s: Session) -> bool:
+    """Whether some job `reclaim` walks may take anything: one whose last failure evicting could lift and
+    whose queue could take what it asks for within its fair share (`victims_scope`). When none may, every
+    visit would pass, so the action is left out (a scan of the jobs instead)."""
+    kinds = ("capacity", "quota")
+    scope: dict[tuple[str, int], bool] = {}
+    for state in s.order:
+        fail = state.fail
+        if fail is None or fail[0] not in kinds or not (state.pending or state.grows) or state.evicted:
+            continue
+        if not reclaim_can_lift(state):
+            continue
+        key = (state.job.queue, missing_milli(s, state))
+        found = scope.get(key)
+        if found is None:
+            found = scope[key] = victims_scope(s, key[0], key[1]) is not None
+        if found:
+            return True
+    return False
 
 
 def reclaim_can_lift(state: JobState) -> bool:
@@ -1117,7 +1149,10 @@ def consolidate(s: Session) -> None:
     free = int(s.arrays.gpu_free_milli.sum())
 
     def never(state: JobState) -> bool:
-        return waits_whole(state) and missing_milli(s, state) > free
+        if not waits_whole(state):
+            return False
+        p = state.plan if state.plan_version == state.version else plan(s, state)
+        return p.need > free
 
     by_queue = without_idle_branches(s, pending_by_queue(s, {"capacity"}), never)
     fair_walk(s, by_queue, visit, ConsolidateQuiet(s, acts))

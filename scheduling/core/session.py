@@ -295,6 +295,9 @@ class ClusterBase:
                                 version=np.zeros(n, dtype=np.int64), **fixed)
 
 
+NO_SHARE_MILLI = 1e-6        # a fair share at most this is none
+
+
 class Placed(NamedTuple):
     """A running replica of a snapshot as a build checked it: its key and assignment (None: its node is
     gone or not ready), and the roles of its job then."""
@@ -307,13 +310,14 @@ class Placed(NamedTuple):
 
 @dataclass
 class BuildCache:
-    """What `Session.build` may keep between the cycles of one long-lived caller: the cluster's part, and
-    the last build's running replicas (by object) with the free figures they left."""
+    """What `Session.build` may keep between the cycles of one long-lived caller: the cluster's part, the
+    last build's running replicas (by object) with the free figures they left, and its job states."""
 
     cluster: ClusterBase | None = None
     placed_for: ClusterBase | None = None
     placed: dict[int, Placed] = field(default_factory=dict)     # id of the RunningReplica -> it, checked
     free: tuple = ()                                            # free milli, memory, CPU, memory per row
+    jobs: dict[str, JobState] = field(default_factory=dict)     # the last session's job states
 
 
 def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[int, Placed],
@@ -414,6 +418,12 @@ class Session:
     # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
     # (roles, plan); a memo may carry them from cycle to cycle
     plans: dict[tuple, tuple] = field(default_factory=dict)
+    # Queues with jobs but no fair share (best-effort: they deserve nothing and get no over-quota share):
+    # any queue within its share may reclaim their work. Placement keeps their replicas and those of the
+    # other queues on different nodes where it can (`find_spot`), so that reclaiming them frees whole nodes
+    # rather than GPUs scattered between others' replicas. Empty unless both kinds have jobs.
+    no_share: set[str] = field(default_factory=set)
+    kinds: np.ndarray | None = None            # int [N, 2]: replicas per row of other / no-share queues' jobs
 
     # ------------------------------------------------------------------ building
 
@@ -429,6 +439,9 @@ class Session:
         pools, queues, parents, nodes, row_of = cluster.pools, cluster.queues, cluster.parents, cluster.nodes, cluster.row_of
 
         jobs: dict[str, JobState] = {}
+        # the last session's states of the same jobs that nothing touched (nothing ran, nothing was bound,
+        # its `version` still 0) are as a new state would be but for what the actions noted: made new again
+        before = cache.jobs if cache is not None else {}
         for job in snapshot.jobs:
             if job.id in jobs:
                 raise ValueError(f"job {job.id!r}: duplicate job id")
@@ -436,7 +449,12 @@ class Session:
                 raise ValueError(f"job {job.id!r}: unknown queue {job.queue!r}")
             if job.queue in parents:
                 raise ValueError(f"job {job.id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
-            jobs[job.id] = JobState(job, {r.name: set() for r in job.roles}, 0)
+            state = before.get(job.id)
+            if state is not None and state.version == 0 and state.job is job:
+                state.fail, state.min_milli, state.plan, state.plan_version = None, 0, None, -1
+                jobs[job.id] = state
+            else:
+                jobs[job.id] = JobState(job, {r.name: set() for r in job.roles}, 0)
 
         free_milli = [row[:] for row in cluster.free_milli]
         free_mem = [row[:] for row in cluster.free_mem]
@@ -591,6 +609,7 @@ class Session:
         if cache is not None:
             cache.placed_for, cache.placed = cluster, placed
             cache.free = (free_milli, free_mem, cpu_free, mem_free)
+            cache.jobs = jobs
         return session
 
     def _count_initial(self) -> None:
@@ -660,6 +679,13 @@ class Session:
         for name, q in queues.items():
             most = max(float(q.deserved_milli), self.fair_share.get(name, 0.0))
             self.allocatable[name] = most if q.limit_milli is None else min(most, float(q.limit_milli))
+        no_share = {q for q in demand if self.fair_share.get(q, 0.0) <= NO_SHARE_MILLI}
+        if no_share and len(no_share) < len(demand):
+            self.no_share = no_share
+            kinds = self.kinds = np.zeros((len(self.nodes), 2), dtype=np.int32)
+            jobs = self.jobs
+            for key, a in self.initial.items():
+                kinds[a.row, int(jobs[key[0]].job.queue in no_share)] += 1
 
         shapes: dict[Shape, float] = {}
         for key, n in shape_counts.items():
@@ -759,17 +785,24 @@ class Session:
             for spot in reversed(taken):
                 self._take(spot, +1)
 
-    def find_spot(self, request: Request, pool_name: str) -> Assignment | None:
-        """Where one replica of `request` would go in `pool_name` now (nothing is changed)."""
+    def find_spot(self, request: Request, pool_name: str, queue: str | None = None) -> Assignment | None:
+        """Where one replica of `request` would go in `pool_name` now (nothing is changed). For a job of
+        `queue`: nodes without replicas of the other kind of queue first (see `no_share`), when some has room."""
         key = (request.shape(), pool_name)
         if self._no_room.get(key) == self.returned:
             return None                      # failed before, and no capacity came back since
-        spot = self._find_spot(request, pool_name)
+        spot = None
+        if queue is not None and self.kinds is not None and request.mode in ("exclusive", "fraction"):
+            apart = self.kinds[:, int(queue not in self.no_share)] == 0
+            if not apart.all():
+                spot = self._find_spot(request, pool_name, apart)
+        if spot is None:
+            spot = self._find_spot(request, pool_name)
         if spot is None:
             self._no_room[key] = self.returned
         return spot
 
-    def _find_spot(self, request: Request, pool_name: str) -> Assignment | None:
+    def _find_spot(self, request: Request, pool_name: str, among: np.ndarray | None = None) -> Assignment | None:
         pool = self.pools[pool_name]
         mask = self.pool_mask[pool_name]
         if request.mode in ("exclusive", "fraction"):
@@ -777,6 +810,10 @@ class Session:
             allowed = mask
             if request.mode == "exclusive" and request.gpu_mem_mib:
                 allowed = mask & (self.arrays.gpu_total_mem >= request.gpu_mem_mib)
+            if among is not None:
+                allowed = allowed & among
+                if not allowed.any():
+                    return None
             spot = pl.place(self.arrays, preq, pool.placement, allowed, self.ctx)
             if spot is None:
                 return None
@@ -879,6 +916,8 @@ class Session:
         self.touched.append(key[0])
         (state.running[key[1]].add if sign > 0 else state.running[key[1]].discard)(key[2])
         state.refresh()
+        if self.kinds is not None:
+            self.kinds[a.row, int(job.queue in self.no_share)] += sign
         milli = a.gpu_milli * sign
         for q in self.queue_path[job.queue]:
             self.alloc[q] += milli
