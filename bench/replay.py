@@ -260,20 +260,25 @@ def node_bounds(trace: list[TraceJob], s: Settings, length: float | None = None)
 
 
 def smallest(feasible: Callable[[int], bool], lo: int, hi: int, log: Callable[[str], None], *,
-             upward: bool = False) -> int:
+             near: int | None = None) -> int:
     """The smallest n in [lo, ...) with feasible(n), assuming feasibility only grows with n; `hi` is a first
-    guess of a feasible size, raised by half until it is. `upward`: `lo` is a close lower bound, so sizes are
-    tried from it up, doubling the step (lo, lo+1, lo+3, lo+7...), before halving back: fewest probes near it."""
-    if upward:
-        if feasible(lo):
-            return lo
-        step = 1
-        while lo + step < hi:
-            if feasible(lo + step):
-                hi = lo + step
-                break
-            lo, step = lo + step, step * 2
-        lo += 1
+    guess of a feasible size, raised by half until it is. `near`: a close guess, so sizes are tried from it,
+    down while they meet the target (near-1, near-2, near-4...) or else up (near+1, near+3, near+7...),
+    doubling the step, before halving back: fewest probes near it."""
+    if near is not None:
+        near, step = max(lo, near), 1
+        if feasible(near):
+            hi = near
+            while hi - step >= lo and feasible(hi - step):
+                hi, step = hi - step, step * 2
+            lo = max(lo, hi - step + 1)
+        else:
+            while near + step < hi:
+                if feasible(near + step):
+                    hi = near + step
+                    break
+                near, step = near + step, step * 2
+            lo = near + 1
     while not feasible(hi):
         lo, hi = hi + 1, math.ceil(hi * 1.5)
         log(f"  raising the upper bound to {hi} nodes")
@@ -309,11 +314,16 @@ def find_silos(trace: list[TraceJob], s: Settings, log: Callable[[str], None]) -
 def find_pool(trace: list[TraceJob], mode: str, silo_gpus: dict[str, int], s: Settings,
               log: Callable[[str], None], *, at_least: int | None = None) -> tuple[int, Outcome]:
     """The smallest pool meeting the target, and its replay (a size that meets it was replayed to the end).
-    `at_least`: a size known to be needed (the strict jobs' own pool): the search then goes up from it."""
+    `at_least`: the strict jobs' own smallest pool. `pool` needs at least that; for `pool-besteffort` it is
+    only a close guess, searched from (best-effort work in queues that deserve nothing changes how the strict
+    jobs' queues share the pool: it may meet the target where the strict jobs alone do not)."""
     lo, hi = node_bounds(trace, s)
     hi = min(hi, max(lo, sum(silo_gpus.values()) // s.gpus_per_node))
+    near = at_least if mode == "pool-besteffort" else None
     if at_least is not None:
-        lo, hi = max(lo, at_least), max(hi, at_least)
+        hi = max(hi, at_least)
+        if near is None:
+            lo = max(lo, at_least)
     tried: dict[int, bool] = {}
     met: dict[int, Outcome] = {}
 
@@ -327,7 +337,7 @@ def find_pool(trace: list[TraceJob], mode: str, silo_gpus: dict[str, int], s: Se
                 f"({out.cycles} cycles, {out.wall_s:.1f} s wall, {out.cpu_s:.1f} s CPU)")
         return tried[n]
 
-    found = smallest(feasible, lo, hi, log, upward=at_least is not None and mode == "pool-besteffort")
+    found = smallest(feasible, lo, hi, log, near=near)
     return found, met[found]
 
 
@@ -459,8 +469,10 @@ def main(argv: list[str] | None = None) -> int:
     summary["silo_gpus"] = silo_gpus
     strict_nodes = None
     if args.find_min_gpus and any(m != "silos" for m in modes):
-        # the strict jobs alone need a pool this big: the pools with best-effort work too need at least as much
-        log("pool, strict jobs only: searching the smallest pool (a lower bound for the pools)")
+        # the strict jobs alone need a pool this big: `pool` needs at least as much, and `pool-besteffort`
+        # is searched from it
+        log("pool, strict jobs only: searching the smallest pool (a lower bound for `pool`, a first guess for "
+            "`pool-besteffort`)")
         strict_nodes, _ = find_pool([j for j in trace if not j.best_effort], "pool", silo_gpus, s, log)
         summary["strict_only_min_gpus"] = strict_nodes * s.gpus_per_node
         log(f"  strict jobs only: {strict_nodes * s.gpus_per_node} GPUs")

@@ -373,7 +373,7 @@ def place_gang(s: Session, state: JobState, only: set[str] | None = None) -> boo
             for index in p.missing[role.name]:
                 spot = None
                 for pool in pools:
-                    spot = s.find_spot(role.request, pool)
+                    spot = s.find_spot(role.request, pool, state.job.queue)
                     if spot is not None:
                         break
                 if spot is None:
@@ -595,7 +595,10 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
                        cause_of: Callable[[Unit], EvictCause | None], holds: Callable[[], bool]) -> bool:
     """Scenario body: evict units in order until the job's gang fits and `holds()` (quotas, fair
     share) is true; then give back the evictions that were not needed and move the victims that can
-    be moved (`keep_victims`). `cause_of(unit)` says why a unit may go now, or None when it may not."""
+    be moved (`keep_victims`). `cause_of(unit)` says why a unit may go now, or None when it may not.
+    After a few evictions without success, the scenario gives up at once when evicting every unit the
+    loop would still take could not make room (`could_still_fit`): the same outcome, without evicting
+    them one by one."""
     def placed() -> bool:
         return s.transaction(lambda: place_gang(s, state) and holds())
 
@@ -607,7 +610,8 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
     p = plan(s, state)
     single = p.roles[0].request if sum(len(v) for v in p.missing.values()) == 1 else None
     evicted: list[list[tuple[ReplicaKey, Assignment]]] = []
-    for unit in units:
+    left = iter(units)
+    while (unit := next(left, None)) is not None:
         keys = live_keys(s, unit)
         if not keys:
             continue
@@ -619,6 +623,11 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
         evicted.append([(k, s.assign[k]) for k in keys])
         for k in keys:
             s.unbind(k, unit.reason, cause)
+        if len(evicted) == HOPELESS_CHECK_AFTER and whole_only:
+            rest = list(left)
+            if not could_still_fit(s, p, pools, rest, cause_of):
+                return False
+            left = iter(rest)
         if single is not None:
             # one replica missing: only the nodes just freed can have become able to take it
             if not any(s.row_fits(row, single) for row in {a.row for _, a in evicted[-1]}):
@@ -629,6 +638,70 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
             keep_victims(s, evicted[::-1], holds)
             return True
     return False
+
+
+# evictions after which `evict_until_placed` asks whether going on can succeed at all
+HOPELESS_CHECK_AFTER = 8
+
+
+def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
+                    cause_of: Callable[[Unit], EvictCause | None]) -> bool:
+    """Whether the gang of plan `p` could fit once `evict_until_placed` evicted every unit of `units` it
+    would evict, were the gang never to fit on the way (a necessary condition of its success). Which
+    those are follows the loop's own tests; `cause_of` reads the queues' usage, so each unit taken is
+    counted off `Session.alloc` as its eviction would, and put back before returning."""
+    alloc, path, assign, new, node_pool = s.alloc, s.queue_path, s.assign, s.new, s.node_pool
+    gone: set[ReplicaKey] = set()
+    taken: list[tuple[str, int]] = []
+    try:
+        for unit in units:
+            keys = [k for k in unit.keys if k in assign and k not in new and k not in gone]
+            if not keys or cause_of(unit) is None or not any(node_pool[assign[k].row] in pools for k in keys):
+                continue
+            gone.update(keys)
+            milli = sum(assign[k].gpu_milli for k in keys)
+            for q in path[unit.queue]:
+                alloc[q] -= milli
+            taken.append((unit.queue, milli))
+    finally:
+        for queue, milli in taken:
+            for q in path[queue]:
+                alloc[q] += milli
+    return fits_without(s, p, gone)
+
+
+def fits_without(s: Session, p: Plan, gone: set[ReplicaKey]) -> bool:
+    """Whether the gang of plan `p` could fit were the replicas `gone` evicted (a necessary condition only:
+    whole-GPU roles are counted by whole GPUs free per node, CPU and memory aside; other roles are not
+    checked)."""
+    roles = [r for r in p.roles if r.request.mode == "exclusive" and r.request.num_gpus > 0]
+    if not roles:
+        return True
+    arr = s.arrays
+    rows, gpus, milli, mem = [], [], [], []
+    for k in gone:
+        a = s.assign[k]
+        sl = a.slice
+        if sl.kind not in ("whole", "fraction"):
+            continue
+        for g in a.gpus:
+            rows.append(a.row)
+            gpus.append(g)
+            milli.append(sl.gpu_milli)
+            mem.append(sl.gpu_mem_mib)
+    free_milli = arr.gpu_free_milli.astype(np.int64)
+    free_mem = arr.gpu_free_mem.copy()
+    if rows:
+        np.add.at(free_milli, (rows, gpus), milli)
+        np.add.at(free_mem, (rows, gpus), mem)
+    whole = (free_milli == MILLI_PER_GPU) & (free_mem == arr.gpu_total_mem[:, None]) & arr.gpu_present
+    per_node = whole.sum(axis=1)
+    for role in roles:
+        request = role.request
+        mask = request_mask(s, request, p.pools[role.name])
+        if int((per_node[mask] // request.num_gpus).sum()) < len(p.missing[role.name]):
+            return False
+    return True
 
 
 def keep_victims(s: Session, groups: list[list[tuple[ReplicaKey, Assignment]]], holds: Callable[[], bool]) -> None:
@@ -672,17 +745,26 @@ def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
     if reduce_cost_waits(s, s.jobs[key[0]].job):
         pools = [p for p in pools if p == home or s.pools[p].spot]
     for pool in sorted(pools, key=lambda p: p != home):
-        spot = s.find_spot(request, pool)
+        spot = s.find_spot(request, pool, s.jobs[key[0]].job.queue)
         if spot is not None:
             s.bind(key, spot)
             return True
     return False
 
 
-def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState], tuple | None]) -> None:
-    """Walk pending jobs fairly; `prepare` returns (units, cause_of, final_check) or None to skip."""
+def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState], tuple | None],
+                        never: Callable[[JobState], bool] | None = None) -> None:
+    """Walk pending jobs fairly; `prepare` returns (units, cause_of, final_check) or None to skip.
+    `never(job)`: the job's visit passes whatever happens in this walk (see `without_idle_branches`)."""
     budget, fails = [MAX_EVICTION_SCENARIOS], [0]
     failed: dict[tuple, int] = {}
+
+    def acts(state: JobState) -> bool:
+        """Whether visiting the job now would try a scenario (else the visit changes nothing)."""
+        if budget[0] <= 0 or not state.wants() or prepare(state) is None:
+            return False
+        return failed.get((gang_signature(s, state), state.job.queue, state.job.priority,
+                           state.job.preemptible)) != s.freed
 
     def visit(state: JobState) -> object:
         if budget[0] <= 0:
@@ -709,7 +791,53 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
                 budget[0] = 0
         return None
 
-    fair_walk(s, pending_by_queue(s, kinds), visit)
+    by_queue = pending_by_queue(s, kinds)
+    if never is not None:
+        by_queue = without_idle_branches(s, by_queue, never)
+    fair_walk(s, by_queue, visit, EvictionQuiet(s, acts))
+
+
+def without_idle_branches(s: Session, by_queue: dict[str, list[JobState]],
+                          never: Callable[[JobState], bool]) -> dict[str, list[JobState]]:
+    """`by_queue` without the branches of the queue tree's root none of whose jobs' visits could change
+    anything in this walk (`never`). Their visits would pass, and a branch of the root weighs nothing in
+    the order of the others (each is weighed by its own usage and first job), so the walk visits the
+    rest in the same order and decides the same."""
+    idle: dict[str, bool] = {}
+    for queue, states in by_queue.items():
+        top = s.queue_path[queue][-1]
+        if idle.get(top, True):
+            idle[top] = all(never(state) for state in states)
+    if not any(idle.values()):
+        return by_queue
+    return {q: states for q, states in by_queue.items() if not idle[s.queue_path[q][-1]]}
+
+
+def waits_whole(state: JobState) -> bool:
+    """Nothing of the job runs: only its own visit can change what it asks for."""
+    for held in state.running.values():
+        if held:
+            return False
+    return True
+
+
+class EvictionQuiet(Quiet):
+    """An evicting action's jobs left, grouped by what `prepare` and the failed-scenario check read of a
+    job (its plan's signature, queue, priority, preemptibility, ReduceCost flag, whether evicting could
+    lift its last failure, whether it wants replicas). `acts(job)` says whether its visit would try a
+    scenario now; once no group's would, the rest of the walk would change nothing."""
+
+    def __init__(self, s: Session, acts: Callable[[JobState], bool]) -> None:
+        super().__init__(s)
+        self.acts = acts
+
+    def group(self, state: JobState) -> tuple:
+        job = state.job
+        return (plan(self.s, state).sig, job.queue, job.priority, job.preemptible, job.reduce_cost,
+                reclaim_can_lift(state), state.pending, state.grows)
+
+    def effective(self) -> bool:
+        return any(self.acts(self.rep(g)) for g in self.members)
 
 
 def reclaim(s: Session) -> None:
@@ -723,6 +851,8 @@ def reclaim(s: Session) -> None:
 
     The taker's queue and every ancestor must end within their fair shares (and limits) once the
     victims are gone; victims under an ancestor that would go over are the only ones that help it."""
+    if not reclaim_may_help(s):
+        return
     units = victim_units(s, "reclaim")
     over_own_share = {q for q in units if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
     sides: dict[tuple[str, str], tuple[str, str]] = {}
@@ -770,7 +900,39 @@ def reclaim(s: Session) -> None:
 
         return merged((units[q] for q in lenders), victim_order), cause_of, final_check
 
-    run_eviction_action(s, {"capacity", "quota"}, prepare)
+    shares = s.fair_share
+
+    def never(state: JobState) -> bool:
+        if not waits_whole(state):
+            return False
+        if not reclaim_can_lift(state):
+            return True
+        # a queue's usage is never negative: a job asking more than its queue's fair share never reclaims
+        p = state.plan if state.plan_version == state.version else plan(s, state)
+        return p.need > shares.get(state.job.queue, 0.0) + EPS
+
+    run_eviction_action(s, {"capacity", "quota"}, prepare, never)
+
+
+def reclaim_may_help(s: Session) -> bool:
+    """Whether some job `reclaim` walks may take anything: one whose last failure evicting could lift and
+    whose queue could take what it asks for within its fair share (`victims_scope`). When none may, every
+    visit would pass, so the action is left out (a scan of the jobs instead)."""
+    kinds = ("capacity", "quota")
+    scope: dict[tuple[str, int], bool] = {}
+    for state in s.order:
+        fail = state.fail
+        if fail is None or fail[0] not in kinds or not (state.pending or state.grows) or state.evicted:
+            continue
+        if not reclaim_can_lift(state):
+            continue
+        key = (state.job.queue, missing_milli(s, state))
+        found = scope.get(key)
+        if found is None:
+            found = scope[key] = victims_scope(s, key[0], key[1]) is not None
+        if found:
+            return True
+    return False
 
 
 def reclaim_can_lift(state: JobState) -> bool:
@@ -832,6 +994,8 @@ def reclaim_rule(s: Session, cache: dict, mine: str, theirs: str, need: int) -> 
 def preempt(s: Session) -> None:
     """Higher priority evicts lower priority within a queue. ReduceCost jobs running on-peak on
     non-spot capacity (it was idle when they started) yield to any pending job."""
+    if not preempt_may_help(s):
+        return
     units = victim_units(s, "preempt")
     lowest = {q: min(u.job.priority for u in lst) for q, lst in units.items() if lst}
     borrowed = [u for lst in units.values() for u in lst
@@ -849,6 +1013,29 @@ def preempt(s: Session) -> None:
         return merged([others, list(lower)]), preempt_causes(job), lambda: within_quota(s, job)
 
     run_eviction_action(s, {"capacity", "quota"}, prepare)
+
+
+def preempt_may_help(s: Session) -> bool:
+    """Whether some job may preempt: one that wants replicas with a higher priority than some preemptible
+    job of its queue, or a preemptible ReduceCost job on-peak (it may have to yield). When none may, every
+    visit of `preempt`'s walk would pass, so the walk is left out (a cheap scan instead)."""
+    waits = not s.snapshot.off_peak
+    lowest: dict[str, int] = {}
+    highest: dict[str, int] = {}
+    for state in s.jobs.values():
+        job = state.job
+        queue, priority = job.queue, job.priority
+        if job.preemptible:
+            if waits and job.reduce_cost:
+                return True
+            low = lowest.get(queue)
+            if low is None or priority < low:
+                lowest[queue] = priority
+        if state.pending or state.grows:
+            high = highest.get(queue)
+            if high is None or priority > high:
+                highest[queue] = priority
+    return any(queue in lowest and top > lowest[queue] for queue, top in highest.items())
 
 
 def preempt_causes(job: Job) -> Callable[[Unit], EvictCause]:
@@ -915,6 +1102,15 @@ def consolidate(s: Session) -> None:
     residents: list[MovableSet] = []
     steps = Steps()  # repack search steps, shared by this cycle's plans
 
+    def acts(state: JobState) -> bool:
+        """Whether visiting the job now could do more than pass (see `visit`)."""
+        if budget[0] <= 0 or not state.wants():
+            return False
+        pools = gang_pools(s, state)
+        if not pools or any(s.pools[p].gpu_mode != "whole" for p in pools):
+            return False
+        return s.pool_free_milli(pools) >= missing_milli(s, state) and failed.get(gang_signature(s, state)) != s.freed
+
     def visit(state: JobState) -> object:
         if budget[0] <= 0:
             return STOP
@@ -954,7 +1150,26 @@ def consolidate(s: Session) -> None:
         failed[sig] = s.freed
         return None
 
-    fair_walk(s, pending_by_queue(s, {"capacity"}), visit)
+    # moves keep what is free and placements take from it: a job asking more than is free in the whole
+    # cluster now never finds room by moving in this walk
+    free = int(s.arrays.gpu_free_milli.sum())
+
+    def never(state: JobState) -> bool:
+        if not waits_whole(state):
+            return False
+        p = state.plan if state.plan_version == state.version else plan(s, state)
+        return p.need > free
+
+    by_queue = without_idle_branches(s, pending_by_queue(s, {"capacity"}), never)
+    fair_walk(s, by_queue, visit, ConsolidateQuiet(s, acts))
+
+
+class ConsolidateQuiet(EvictionQuiet):
+    """Consolidation's jobs left, grouped by their plan's signature (pools, need, the failed-scenario
+    check) and whether they want replicas."""
+
+    def group(self, state: JobState) -> tuple:
+        return plan(self.s, state).sig, state.pending, state.grows
 
 
 def single_missing(s: Session, state: JobState) -> tuple[Role, int] | None:
@@ -1104,9 +1319,16 @@ def _move_from_nodes(s: Session, state: JobState, lists: list[list[ReplicaKey]])
 def wanted_pools(s: Session) -> set[str]:
     """Pools some still-pending (non-ReduceCost) job waits on for capacity."""
     wanted: set[str] = set()
+    seen: set[int] = set()          # plans already counted (jobs share them)
+    every = len(s.pools)
     for state in s.jobs.values():
-        if state.is_pending() and state.fail and state.fail[0] == "capacity" and not state.job.reduce_cost:
-            wanted |= gang_pools(s, state)
+        if state.pending and state.fail and state.fail[0] == "capacity" and not state.job.reduce_cost:
+            p = plan(s, state)
+            if id(p) not in seen:
+                seen.add(id(p))
+                wanted |= gang_pools(s, state)
+                if len(wanted) == every:
+                    break           # nothing more to add
     return wanted
 
 
@@ -1243,6 +1465,7 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
     # thousands of pending jobs share a few reasons: build (and render) each combination once
     combined: dict[tuple, Reason] = {}
     held: dict[str, Reason] = {}
+    by_plan: dict[tuple, Reason] = {}
     reduce_cost = reduce_cost_reason(s)
     over_share = {q for q in s.queues if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
     evicted_by_job: dict[str, set[str]] = {}
@@ -1259,11 +1482,16 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
         if kind == "capacity":
             p = plan(s, state)
             queue = state.job.queue
+            # all that decides the reason below (a plan is alive all cycle)
+            reason = by_plan.get((id(p), queue, state.job.reduce_cost))
+            if reason is not None:
+                out[job_id] = reason
+                continue
             share = s.fair_share.get(queue, 0.0)
             # other queues over their fair shares lend: is there any?
             holds = len(over_share) > (queue in over_share) and s.alloc[queue] + p.need > share + EPS
             waits = state.job.reduce_cost and reduce_cost_waits(s, state.job)
-            # by the plan itself: jobs with equal plans share one (a plan is alive all cycle)
+            # by the plan itself: jobs with equal plans share one
             key = (id(p), queue if holds else None, waits)
             reason = combined.get(key)
             if reason is None:
@@ -1280,6 +1508,7 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
                 if waits:
                     reason = joined(reduce_cost, reason)
                 combined[key] = reason
+            by_plan[(id(p), queue, state.job.reduce_cost)] = reason
         elif kind == "reduce-cost":
             reason = reduce_cost
         out[job_id] = reason

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from . import actions
 from .model import Decisions, Pool, RunningReplica, Snapshot
-from .session import Session
+from .session import BuildCache, Session
 
 ACTIONS = (actions.allocate, actions.consolidate, actions.reclaim, actions.preempt, actions.elastic)
 
@@ -25,6 +25,8 @@ class CycleMemo:
     # the last cycle's snapshot and decisions: an unchanged snapshot (its time aside, which the
     # cycle does not read) decides the same again, so an idle cluster's cycle costs a comparison
     last: tuple[Snapshot, Decisions] | None = None
+    # what building a session takes from the pools, nodes and queues alone, while they stay the same
+    build: BuildCache = field(default_factory=BuildCache)
 
     def for_pools(self, pools: tuple[Pool, ...]) -> dict[tuple, tuple]:
         if self.pools != pools:
@@ -61,7 +63,7 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
     collecting = gc.isenabled()
     gc.disable()
     try:
-        session = Session.build(snapshot)
+        session = Session.build(snapshot, memo.build if memo is not None else None)
         session.exact = exact
         if memo is not None:
             kept = memo.for_pools(snapshot.pools)

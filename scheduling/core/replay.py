@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 
 from . import builders
-from .cycle import run_cycle
+from .cycle import CycleMemo, run_cycle
 from .model import Decisions, Job, ReplicaKey, RunningReplica, Snapshot
 
 INF = math.inf
@@ -142,8 +142,16 @@ class Replay:
         self.completions: list[tuple[float, str, int]] = []
         self.short: set[str] = set()          # active jobs holding fewer than all their replicas
         self.allocation: list[tuple[float, str, str, int]] | None = [] if record_allocation else None
+        # what the Celery worker keeps between cycles (plans by roles); never changes a decision
+        self.memo = CycleMemo()
+        # jobs with equal roles share one roles tuple, so the core weighs and plans them once per shape
+        # (its caches key on the tuple's identity), as the service's snapshot shares them
+        same_roles: dict[tuple, tuple] = {}
         arrivals = []
         for spec in jobs:
+            roles = same_roles.setdefault(spec.job.roles, spec.job.roles)
+            if roles is not spec.job.roles:
+                spec = replace(spec, job=replace(spec.job, roles=roles))
             jid = spec.job.id
             if jid in self.jobs:
                 raise ValueError(f"replay job {jid!r}: duplicate job id")
@@ -197,7 +205,7 @@ class Replay:
                 self.last_cycle, self.dirty, self.skipped = at, False, self.skipped + 1
                 continue
             snapshot = self._snapshot(at)
-            decisions = run_cycle(snapshot)
+            decisions = run_cycle(snapshot, self.memo)
             self._apply(at, decisions)
             if self.on_cycle is not None:
                 self.on_cycle(at, snapshot, decisions)

@@ -33,6 +33,8 @@ from .model import (
     Queue,
     ReplicaKey,
     Request,
+    Role,
+    RunningReplica,
     Slice,
     Snapshot,
     mig_milli,
@@ -163,6 +165,218 @@ def request_milli(request: Request, pool: Pool | None) -> int:
 
 
 @dataclass
+class ClusterBase:
+    """What a session takes from a snapshot's pools, nodes and queues alone, checked once: kept
+    (`BuildCache`) while a snapshot's pools, nodes and queues are the same objects. Nothing here is
+    changed by a session (the free lists and arrays are copied)."""
+
+    sources: tuple[tuple[Pool, ...], tuple[Node, ...], tuple[Queue, ...]]
+    pools: dict[str, Pool]
+    queues: dict[str, Queue]
+    parents: set[str | None]
+    nodes: list[Node]                          # ready nodes, one per row
+    row_of: dict[str, int]
+    node_pool: list[str]
+    pool_mask: dict[str, np.ndarray]
+    queue_path: dict[str, tuple[str, ...]]
+    profile_ids: dict[str, int]
+    gpu_count: list[int]
+    free_milli: list[list[int]]                # per row and GPU, nothing running
+    free_mem: list[list[int]]
+    total_mem: list[int]
+    cpu_total: list[int]
+    mem_total: list[int]
+    mig_free: np.ndarray
+    mig_profile: np.ndarray
+    ts_free: np.ndarray
+    shape: tuple[int, int]                     # rows, most GPUs on one node
+    fixed: dict[str, np.ndarray]               # ClusterArrays' columns that follow from the nodes alone
+    model_names: tuple[str, ...]
+    whole_only: bool                           # every pool's GPUs whole or fractional (no MIG, no time-slicing)
+
+    def serves(self, snapshot: Snapshot) -> bool:
+        pools, nodes, queues = self.sources
+        return snapshot.pools is pools and snapshot.nodes is nodes and snapshot.queues is queues
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> ClusterBase:
+        pools = {p.name: p for p in snapshot.pools}
+        if len(pools) != len(snapshot.pools):
+            raise ValueError("snapshot: duplicate pool names")
+        queue_children(snapshot.queues)            # validates the tree
+        queues = {q.name: q for q in snapshot.queues}
+        parents = {q.parent for q in snapshot.queues}
+        for node in snapshot.nodes:
+            if node.pool not in pools:
+                raise ValueError(f"node {node.name!r}: unknown pool {node.pool!r}")
+        names = [n.name for n in snapshot.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("snapshot: duplicate node names")
+        nodes = [n for n in snapshot.nodes if n.ready]
+        row_of = {n.name: i for i, n in enumerate(nodes)}
+
+        n, g = len(nodes), max((len(x.gpus) for x in nodes), default=0)
+        free_milli = [[MILLI_PER_GPU] * len(x.gpus) for x in nodes]
+        free_mem = [[gpu.memory_mib or pools[x.pool].gpu_memory_mib for gpu in x.gpus] for x in nodes]
+        total_mem = [free_mem[i][0] if free_mem[i] else pools[x.pool].gpu_memory_mib for i, x in enumerate(nodes)]
+        layouts = {p.name: p.mig_layout for p in snapshot.pools if p.gpu_mode == "mig"}
+        k = max((len(lay) for lay in layouts.values()), default=0)
+        profile_ids = {name: i for i, name in enumerate(sorted(MIG_PROFILES))}
+        mig_free = np.zeros((n, g, k), dtype=bool)
+        mig_profile = np.full((n, max(k, 0)), -1, dtype=np.int32)
+        ts_free = np.zeros((n, g), dtype=np.int32)
+        for i, x in enumerate(nodes):
+            pool = pools[x.pool]
+            if pool.gpu_mode == "mig":
+                lay = pool.mig_layout
+                mig_profile[i, : len(lay)] = [profile_ids[p] for p in lay]
+                mig_free[i, : len(x.gpus), : len(lay)] = True
+            elif pool.gpu_mode == "timeslice":
+                ts_free[i, : len(x.gpus)] = pool.timeslice_replicas
+            if pool.gpu_mode != "whole":
+                # MIG and time-sliced GPUs are not offered to whole/fraction placement.
+                free_milli[i] = [0] * len(x.gpus)
+                free_mem[i] = [0] * len(x.gpus)
+
+        node_pool = [x.pool for x in nodes]
+        pool_arr = np.array(node_pool, dtype=object)
+        schedulable = np.array([not x.cordoned for x in nodes], dtype=bool)
+        pool_mask = {name: (pool_arr == name) & schedulable for name in pools}
+        queue_path = {}
+        for q in snapshot.queues:
+            path, cur = [], q.name
+            while cur is not None:
+                path.append(cur)
+                cur = queues[cur].parent
+            queue_path[q.name] = tuple(path)
+
+        gpu_count = [len(x.gpus) for x in nodes]
+        models = [pools[x.pool].gpu_model or pools[x.pool].name for x in nodes]
+        model_names = tuple(sorted(set(models)))
+        index = {name: i for i, name in enumerate(model_names)}
+        present = np.zeros((n, g), dtype=bool)
+        for i, count in enumerate(gpu_count):
+            present[i, :count] = True
+        fixed = {
+            "model_id": np.array([index[m] for m in models], dtype=np.int32),
+            "gpu_present": present,
+            "gpu_total_mem": np.array(total_mem, dtype=np.int64),
+            "num_gpus": np.array(gpu_count, dtype=np.int32),
+            "cpu_total": np.array([x.cpu_milli for x in nodes], dtype=np.int64),
+            "mem_total": np.array([x.memory_mib for x in nodes], dtype=np.int64),
+        }
+        return cls((snapshot.pools, snapshot.nodes, snapshot.queues), pools, queues, parents, nodes, row_of,
+                   node_pool, pool_mask, queue_path, profile_ids, gpu_count, free_milli, free_mem, total_mem,
+                   [x.cpu_milli for x in nodes], [x.memory_mib for x in nodes], mig_free, mig_profile, ts_free,
+                   (n, g), fixed, model_names, all(p.gpu_mode == "whole" for p in snapshot.pools))
+
+    def arrays(self, free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
+               mem_free: list[int]) -> pl.ClusterArrays:
+        """The session's placement arrays for these free figures. Any figure out of its node's range is
+        refused by `placement.NodeCapacity`, which says which (as building the arrays through it would)."""
+        n, g = self.shape
+        fixed = self.fixed
+        milli = np.zeros((n, g), dtype=np.int32)
+        mem = np.zeros((n, g), dtype=np.int64)
+        if all(count == g for count in self.gpu_count):
+            if g:
+                milli[:] = free_milli
+                mem[:] = free_mem
+        else:
+            for i, count in enumerate(self.gpu_count):
+                milli[i, :count] = free_milli[i]
+                mem[i, :count] = free_mem[i]
+        cpu = np.array(cpu_free, dtype=np.int64)
+        memory = np.array(mem_free, dtype=np.int64)
+        total = fixed["gpu_total_mem"]
+        if not ((milli >= 0).all() and (milli <= MILLI_PER_GPU).all() and (mem >= 0).all()
+                and (mem <= total[:, None]).all() and (cpu >= 0).all() and (cpu <= fixed["cpu_total"]).all()
+                and (memory >= 0).all() and (memory <= fixed["mem_total"]).all()):
+            for i, x in enumerate(self.nodes):       # raises, naming the node and the figure
+                pool = self.pools[x.pool]
+                pl.NodeCapacity(x.name, pool.gpu_model or pool.name, self.total_mem[i], len(x.gpus), x.cpu_milli,
+                                x.memory_mib, tuple(free_milli[i]), tuple(free_mem[i]), cpu_free[i], mem_free[i])
+        return pl.ClusterArrays(names=tuple(x.name for x in self.nodes), model_names=self.model_names,
+                                gpu_free_milli=milli, gpu_free_mem=mem, cpu_free=cpu, mem_free=memory,
+                                version=np.zeros(n, dtype=np.int64), **fixed)
+
+
+NO_SHARE_MILLI = 1e-6        # a fair share at most this is none
+
+
+class Placed(NamedTuple):
+    """A running replica of a snapshot as a build checked it: its key and assignment (None: its node is
+    gone or not ready), and the roles of its job then."""
+
+    rep: RunningReplica
+    roles: tuple[Role, ...]
+    key: ReplicaKey
+    assignment: Assignment | None
+
+
+@dataclass
+class BuildCache:
+    """What `Session.build` may keep between the cycles of one long-lived caller: the cluster's part, the
+    last build's running replicas (by object) with the free figures they left, and its job states."""
+
+    cluster: ClusterBase | None = None
+    placed_for: ClusterBase | None = None
+    placed: dict[int, Placed] = field(default_factory=dict)     # id of the RunningReplica -> it, checked
+    free: tuple = ()                                            # free milli, memory, CPU, memory per row
+    jobs: dict[str, JobState] = field(default_factory=dict)     # the last session's job states
+
+
+def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[int, Placed],
+                   placed_of: Callable[[RunningReplica, Callable[[ReplicaKey], bool]], Placed],
+                   free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
+                   mem_free: list[int], total_mem: list[int]) -> dict[int, Placed] | None:
+    """The snapshot's running replicas, those of the last build (`before`, whose free figures the lists
+    hold) kept as they were checked when they are the same objects of jobs with the same roles; the others
+    given back or checked and taken (`placed_of`). None when most are new (a whole build costs no more).
+    Raises ValueError as soon as something is wrong; the caller then builds afresh, which says what."""
+    placed: dict[int, Placed] = {}
+    added = []
+    for rep in snapshot.running:
+        p = before.get(id(rep))
+        if p is not None and p.rep is rep and id(rep) not in placed:
+            state = jobs.get(rep.job_id)
+            if state is not None and state.job.roles is p.roles:
+                placed[id(rep)] = p
+                continue
+        added.append(rep)
+    if len(added) > len(placed):
+        return None
+    for i, p in before.items():
+        a = p.assignment
+        if a is None or placed.get(i) is p:
+            continue
+        sl, row = a.slice, a.row
+        if sl.kind == "whole":
+            milli, mem = MILLI_PER_GPU, total_mem[row]          # what taking it took (a whole GPU)
+        elif sl.kind == "fraction":
+            milli, mem = sl.gpu_milli, sl.gpu_mem_mib
+        else:
+            return None
+        for g in a.gpus:
+            free_milli[row][g] += milli
+            free_mem[row][g] += mem
+        cpu_free[row] += a.cpu_milli
+        mem_free[row] += a.mem_mib
+    if added:
+        keys = {p.key for p in placed.values()}
+
+        def known(key: ReplicaKey) -> bool:
+            if key in keys:
+                return True
+            keys.add(key)
+            return False
+
+        for rep in added:
+            placed[id(rep)] = placed_of(rep, known)
+    return placed
+
+
+@dataclass
 class Session:
     snapshot: Snapshot
     pools: dict[str, Pool]
@@ -198,6 +412,7 @@ class Session:
     _masks: dict[frozenset, np.ndarray] = field(default_factory=dict)
     _no_room: dict[tuple, int] = field(default_factory=dict)   # (shape, pool) -> `returned` when it failed
     _preq: dict[tuple, pl.PlacementRequest] = field(default_factory=dict)
+    _free_milli: dict[frozenset, tuple[int, int]] = field(default_factory=dict)   # pools -> (stamp, free)
     # what a queue's usage is weighed against when ordering queues: max(deserved, fair share), within
     # its limit (KAI-Scheduler's allocatable share)
     allocatable: dict[str, float] = field(default_factory=dict)
@@ -209,27 +424,30 @@ class Session:
     # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
     # (roles, plan); a memo may carry them from cycle to cycle
     plans: dict[tuple, tuple] = field(default_factory=dict)
+    # Queues with jobs but no fair share (best-effort: they deserve nothing and get no over-quota share):
+    # any queue within its share may reclaim their work. Placement keeps their replicas and those of the
+    # other queues on different nodes where it can (`find_spot`), so that reclaiming them frees whole nodes
+    # rather than GPUs scattered between others' replicas. Empty unless both kinds have jobs.
+    no_share: set[str] = field(default_factory=set)
+    kinds: np.ndarray | None = None            # int [N, 2]: replicas per row of other / no-share queues' jobs
 
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def build(cls, snapshot: Snapshot) -> Session:
-        pools = {p.name: p for p in snapshot.pools}
-        if len(pools) != len(snapshot.pools):
-            raise ValueError("snapshot: duplicate pool names")
-        queue_children(snapshot.queues)            # validates the tree
-        queues = {q.name: q for q in snapshot.queues}
-        parents = {q.parent for q in snapshot.queues}
-        for node in snapshot.nodes:
-            if node.pool not in pools:
-                raise ValueError(f"node {node.name!r}: unknown pool {node.pool!r}")
-        names = [n.name for n in snapshot.nodes]
-        if len(set(names)) != len(names):
-            raise ValueError("snapshot: duplicate node names")
-        nodes = [n for n in snapshot.nodes if n.ready]
-        row_of = {n.name: i for i, n in enumerate(nodes)}
+    def build(cls, snapshot: Snapshot, cache: BuildCache | None = None) -> Session:
+        """The session of a snapshot. `cache` (kept by a long-lived caller, `cycle.CycleMemo`) keeps what
+        depends only on the pools, nodes and queues while the snapshot's are the same objects."""
+        cluster = cache.cluster if cache is not None else None
+        if cluster is None or not cluster.serves(snapshot):
+            cluster = ClusterBase.of(snapshot)
+            if cache is not None:
+                cache.cluster = cluster
+        pools, queues, parents, nodes, row_of = cluster.pools, cluster.queues, cluster.parents, cluster.nodes, cluster.row_of
 
         jobs: dict[str, JobState] = {}
+        # the last session's states of the same jobs that nothing touched (nothing ran, nothing was bound,
+        # its `version` still 0) are as a new state would be but for what the actions noted: made new again
+        before = cache.jobs if cache is not None else {}
         for job in snapshot.jobs:
             if job.id in jobs:
                 raise ValueError(f"job {job.id!r}: duplicate job id")
@@ -237,52 +455,28 @@ class Session:
                 raise ValueError(f"job {job.id!r}: unknown queue {job.queue!r}")
             if job.queue in parents:
                 raise ValueError(f"job {job.id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
-            jobs[job.id] = JobState(job, {r.name: set() for r in job.roles}, 0)
+            state = before.get(job.id)
+            if state is not None and state.version == 0 and state.job is job:
+                state.fail, state.min_milli, state.plan, state.plan_version = None, 0, None, -1
+                jobs[job.id] = state
+            else:
+                jobs[job.id] = JobState(job, {r.name: set() for r in job.roles}, 0)
 
-        n, g = len(nodes), max((len(x.gpus) for x in nodes), default=0)
-        free_milli = [[MILLI_PER_GPU] * len(x.gpus) for x in nodes]
-        free_mem = [[gpu.memory_mib or pools[x.pool].gpu_memory_mib for gpu in x.gpus] for x in nodes]
-        total_mem = [free_mem[i][0] if free_mem[i] else pools[x.pool].gpu_memory_mib for i, x in enumerate(nodes)]
-        cpu_free = [x.cpu_milli for x in nodes]
-        mem_free = [x.memory_mib for x in nodes]
-        layouts = {p.name: p.mig_layout for p in snapshot.pools if p.gpu_mode == "mig"}
-        k = max((len(lay) for lay in layouts.values()), default=0)
-        profile_ids = {name: i for i, name in enumerate(sorted(MIG_PROFILES))}
-        mig_free = np.zeros((n, g, k), dtype=bool)
-        mig_profile = np.full((n, max(k, 0)), -1, dtype=np.int32)
-        ts_free = np.zeros((n, g), dtype=np.int32)
-        for i, x in enumerate(nodes):
-            pool = pools[x.pool]
-            if pool.gpu_mode == "mig":
-                lay = pool.mig_layout
-                mig_profile[i, : len(lay)] = [profile_ids[p] for p in lay]
-                mig_free[i, : len(x.gpus), : len(lay)] = True
-            elif pool.gpu_mode == "timeslice":
-                ts_free[i, : len(x.gpus)] = pool.timeslice_replicas
-            if pool.gpu_mode != "whole":
-                # MIG and time-sliced GPUs are not offered to whole/fraction placement.
-                free_milli[i] = [0] * len(x.gpus)
-                free_mem[i] = [0] * len(x.gpus)
+        free_milli = [row[:] for row in cluster.free_milli]
+        free_mem = [row[:] for row in cluster.free_mem]
+        total_mem = cluster.total_mem
+        cpu_free = list(cluster.cpu_total)
+        mem_free = list(cluster.mem_total)
+        profile_ids = cluster.profile_ids
+        mig_free = cluster.mig_free.copy()
+        mig_profile = cluster.mig_profile
+        ts_free = cluster.ts_free.copy()
         ts_used: list[dict[int, set[int]]] = [{} for _ in nodes]
 
-        initial: dict[ReplicaKey, Assignment] = {}
-        lost: dict[ReplicaKey, str] = {}
-        gpu_count = [len(x.gpus) for x in nodes]
-        for rep in snapshot.running:
-            key = (rep.job_id, rep.role, rep.index)
-            state = jobs.get(rep.job_id)
-            if state is None:
-                raise ValueError(f"running replica {key}: job {rep.job_id!r} is not in the snapshot")
-            roles = state.job.roles
-            role = roles[0] if roles[0].name == rep.role else next((r for r in roles if r.name == rep.role), None)
-            if role is None or not 0 <= rep.index < role.max_replicas:
-                raise ValueError(f"running replica {key}: no such role or replica index out of range")
-            if key in initial or key in lost:
-                raise ValueError(f"running replica {key}: listed twice")
-            row = row_of.get(rep.node)
-            if row is None:
-                lost[key] = rep.node
-                continue
+        gpu_count = cluster.gpu_count
+
+        def take(rep: RunningReplica, key: ReplicaKey, role: Role, row: int) -> Assignment:
+            """Check a running replica against what is free on its node and take it."""
             gpus = rep.gpus
             s = rep.slice
             req = role.request
@@ -309,8 +503,7 @@ class Session:
                 mem_free[row] -= req.mem_mib
                 if cpu_free[row] < 0 or mem_free[row] < 0:
                     raise ValueError(f"running replica {key}: node {rep.node!r} has not enough CPU or memory for it")
-                initial[key] = Assignment(row, tuple(gpus), s, req.cpu_milli, req.mem_mib)
-                continue
+                return Assignment(row, tuple(gpus), s, req.cpu_milli, req.mem_mib)
             node = nodes[row]
             if gpus and (min(gpus) < 0 or max(gpus) >= len(node.gpus) or len(set(gpus)) != len(gpus)):
                 raise ValueError(f"running replica {key}: bad GPU indices {rep.gpus} on node {rep.node!r}")
@@ -342,27 +535,66 @@ class Session:
             mem_free[row] -= req.mem_mib
             if cpu_free[row] < 0 or mem_free[row] < 0:
                 raise ValueError(f"running replica {key}: node {rep.node!r} has not enough CPU or memory for it")
-            initial[key] = Assignment(row, tuple(rep.gpus), s, req.cpu_milli, req.mem_mib)
+            return Assignment(row, tuple(rep.gpus), s, req.cpu_milli, req.mem_mib)
 
-        caps = [
-            pl.NodeCapacity(x.name, pools[x.pool].gpu_model or pools[x.pool].name, total_mem[i], len(x.gpus),
-                            x.cpu_milli, x.memory_mib, tuple(free_milli[i]), tuple(free_mem[i]),
-                            cpu_free[i], mem_free[i])
-            for i, x in enumerate(nodes)
-        ]
-        arrays = pl.ClusterArrays.build(caps)
-        node_pool = [x.pool for x in nodes]
-        pool_arr = np.array(node_pool, dtype=object)
-        schedulable = np.array([not x.cordoned for x in nodes], dtype=bool)
-        pool_mask = {name: (pool_arr == name) & schedulable for name in pools}
+        def placed_of(rep: RunningReplica, known: Callable[[ReplicaKey], bool]) -> Placed:
+            """A running replica checked and taken (`known(key)`: whether its key came before)."""
+            key = (rep.job_id, rep.role, rep.index)
+            state = jobs.get(rep.job_id)
+            if state is None:
+                raise ValueError(f"running replica {key}: job {rep.job_id!r} is not in the snapshot")
+            roles = state.job.roles
+            role = roles[0] if roles[0].name == rep.role else next((r for r in roles if r.name == rep.role), None)
+            if role is None or not 0 <= rep.index < role.max_replicas:
+                raise ValueError(f"running replica {key}: no such role or replica index out of range")
+            if known(key):
+                raise ValueError(f"running replica {key}: listed twice")
+            row = row_of.get(rep.node)
+            if row is None:
+                return Placed(rep, roles, key, None)
+            return Placed(rep, roles, key, take(rep, key, role, row))
 
-        queue_path = {}
-        for q in snapshot.queues:
-            path, cur = [], q.name
-            while cur is not None:
-                path.append(cur)
-                cur = queues[cur].parent
-            queue_path[q.name] = tuple(path)
+        placed = None
+        if cache is not None and cache.placed_for is cluster and cluster.whole_only:
+            # the replicas of the last build still running (the same objects, of jobs with the same roles)
+            # keep their checked assignments; the free figures are the last build's, give or take the others
+            carried = (cache.placed, cache.free)
+            free_milli = [row[:] for row in carried[1][0]]
+            free_mem = [row[:] for row in carried[1][1]]
+            cpu_free, mem_free = list(carried[1][2]), list(carried[1][3])
+            try:
+                placed = carry_replicas(snapshot, jobs, carried[0], placed_of, free_milli, free_mem, cpu_free,
+                                        mem_free, total_mem)
+            except ValueError:
+                placed = None              # the whole build below says what is wrong, as without a cache
+            if placed is None:
+                free_milli = [row[:] for row in cluster.free_milli]
+                free_mem = [row[:] for row in cluster.free_mem]
+                cpu_free = list(cluster.cpu_total)
+                mem_free = list(cluster.mem_total)
+        if placed is None:
+            placed = {}
+            seen: set[ReplicaKey] = set()
+
+            def known(key: ReplicaKey) -> bool:
+                if key in seen:
+                    return True
+                seen.add(key)
+                return False
+
+            for rep in snapshot.running:
+                placed[id(rep)] = placed_of(rep, known)
+        initial: dict[ReplicaKey, Assignment] = {}
+        lost: dict[ReplicaKey, str] = {}
+        for rep in snapshot.running:
+            p = placed[id(rep)]
+            if p.assignment is None:
+                lost[p.key] = rep.node
+            else:
+                initial[p.key] = p.assignment
+
+        arrays = cluster.arrays(free_milli, free_mem, cpu_free, mem_free)
+        node_pool, pool_mask, queue_path = cluster.node_pool, cluster.pool_mask, cluster.queue_path
 
         # every job, in the order actions visit a queue's jobs: higher priority, then older
         order = sorted(jobs.values(), key=lambda st: (-st.job.priority, st.job.created, st.job.id))
@@ -381,6 +613,10 @@ class Session:
             session.evict_cause[key] = NODE_LOST
         session._compute_fair_shares()
         session._count_initial_np()   # needs each job's gang minimum, weighed with the fair shares
+        if cache is not None:
+            cache.placed_for, cache.placed = cluster, placed
+            cache.free = (free_milli, free_mem, cpu_free, mem_free)
+            cache.jobs = jobs
         return session
 
     def _count_initial(self) -> None:
@@ -456,6 +692,13 @@ class Session:
         for name, q in queues.items():
             most = max(float(q.deserved_milli), self.fair_share.get(name, 0.0))
             self.allocatable[name] = most if q.limit_milli is None else min(most, float(q.limit_milli))
+        no_share = {q for q in demand if self.fair_share.get(q, 0.0) <= NO_SHARE_MILLI}
+        if no_share and len(no_share) < len(demand):
+            self.no_share = no_share
+            kinds = self.kinds = np.zeros((len(self.nodes), 2), dtype=np.int32)
+            jobs = self.jobs
+            for key, a in self.initial.items():
+                kinds[a.row, int(jobs[key[0]].job.queue in no_share)] += 1
 
         shapes: dict[Shape, float] = {}
         for key, n in shape_counts.items():
@@ -513,7 +756,13 @@ class Session:
 
     def pool_free_milli(self, pools: Iterable[str]) -> int:
         """GPU milli free on schedulable whole/fraction GPUs of these pools."""
-        return int(self.arrays.gpu_free_milli[self.pools_mask(pools)].sum())
+        key = frozenset(pools)
+        found = self._free_milli.get(key)
+        if found is not None and found[0] == self.stamp:
+            return found[1]
+        free = int(self.arrays.gpu_free_milli[self.pools_mask(key)].sum())
+        self._free_milli[key] = (self.stamp, free)      # good until capacity is taken or given back
+        return free
 
     def row_fits(self, row: int, request: Request) -> bool:
         """Whether one replica of `request` fits on node `row` now (pool rules aside)."""
@@ -549,17 +798,24 @@ class Session:
             for spot in reversed(taken):
                 self._take(spot, +1)
 
-    def find_spot(self, request: Request, pool_name: str) -> Assignment | None:
-        """Where one replica of `request` would go in `pool_name` now (nothing is changed)."""
+    def find_spot(self, request: Request, pool_name: str, queue: str | None = None) -> Assignment | None:
+        """Where one replica of `request` would go in `pool_name` now (nothing is changed). For a job of
+        `queue`: nodes without replicas of the other kind of queue first (see `no_share`), when some has room."""
         key = (request.shape(), pool_name)
         if self._no_room.get(key) == self.returned:
             return None                      # failed before, and no capacity came back since
-        spot = self._find_spot(request, pool_name)
+        spot = None
+        if queue is not None and self.kinds is not None and request.mode in ("exclusive", "fraction"):
+            apart = self.kinds[:, int(queue not in self.no_share)] == 0
+            if not apart.all():
+                spot = self._find_spot(request, pool_name, apart)
+        if spot is None:
+            spot = self._find_spot(request, pool_name)
         if spot is None:
             self._no_room[key] = self.returned
         return spot
 
-    def _find_spot(self, request: Request, pool_name: str) -> Assignment | None:
+    def _find_spot(self, request: Request, pool_name: str, among: np.ndarray | None = None) -> Assignment | None:
         pool = self.pools[pool_name]
         mask = self.pool_mask[pool_name]
         if request.mode in ("exclusive", "fraction"):
@@ -567,6 +823,10 @@ class Session:
             allowed = mask
             if request.mode == "exclusive" and request.gpu_mem_mib:
                 allowed = mask & (self.arrays.gpu_total_mem >= request.gpu_mem_mib)
+            if among is not None:
+                allowed = allowed & among
+                if not allowed.any():
+                    return None
             spot = pl.place(self.arrays, preq, pool.placement, allowed, self.ctx)
             if spot is None:
                 return None
@@ -669,6 +929,8 @@ class Session:
         self.touched.append(key[0])
         (state.running[key[1]].add if sign > 0 else state.running[key[1]].discard)(key[2])
         state.refresh()
+        if self.kinds is not None:
+            self.kinds[a.row, int(job.queue in self.no_share)] += sign
         milli = a.gpu_milli * sign
         before = state.held
         state.held += milli
@@ -760,7 +1022,9 @@ class Session:
 
     def decisions(self, pending: dict[str, Reason]) -> Decisions:
         evicts, binds = [], []
-        for key in sorted(set(self.initial) | set(self.lost)):
+        # only the replicas of jobs bound or evicted in this session (`touched`) can have changed
+        changed = set(self.touched)
+        for key in sorted([k for k in self.initial if k[0] in changed] + list(self.lost)):
             now = self.assign.get(key)
             before = self.initial.get(key)
             if now is not None and now == before:
@@ -769,7 +1033,7 @@ class Session:
             cause = self.evict_cause.get(key, MOVED)
             evicts.append(Evict(key[0], key[1], key[2], node, self.evict_reason.get(key, "consolidate"),
                                 cause.by_job, cause.by_queue, cause.level, cause.rule))
-        for key in sorted(self.assign):
+        for key in sorted([k for k in self.assign if k[0] in changed]):
             now = self.assign[key]
             if self.initial.get(key) == now:
                 continue
