@@ -28,7 +28,7 @@ from rest_framework import exceptions
 
 from portal import selectors as portal_selectors
 from portal.api.authentication import ApiTokenAuthentication
-from portal.api.errors import problem_response
+from portal.api.errors import NotFound, problem_response
 from portal.models import TokenScope
 from portal.notebook_proxy import REQUEST_DROPPED, forward, named_in_connection
 from scheduling import inference
@@ -47,11 +47,6 @@ HEALTH_TIMEOUT_S = 2.0
 class Unauthorized(DomainError):
     status = 401
     title = "Not allowed"
-
-
-class NotFound(DomainError):
-    status = 404
-    title = "Not found"
 
 
 class Unavailable(DomainError):
