@@ -21,6 +21,8 @@ def test_alice_logs_in_sees_dashboard_switches_workspace_and_logs_out(live_daphn
 
     # The switcher posts and redirects back to the dashboard; its HTML is what matters here, not
     # the chart library the page goes on loading (4.8 MB, slow on a busy test server).
+    # the switcher's script must have run before it is used (it loads after the page's other scripts)
+    page.wait_for_load_state("load", timeout=60_000)
     with page.expect_navigation(wait_until="domcontentloaded", timeout=30_000):
         page.select_option("#workspace-switcher", "vision-lab")
     expect(page.locator("#current-workspace h2")).to_have_text("Vision Lab")
