@@ -14,6 +14,7 @@ def test_alice_switches_to_chinese(live_daphne, cluster, browser):
     page = context.new_page()
     login(page, live_daphne, "alice", PASSWORDS["alice"])
     expect(page.locator("h1")).to_have_text("Dashboard")
+    page.wait_for_load_state("load", timeout=60_000)   # the switcher's script runs after the others load
     page.select_option("#language-select", "zh-hans")
     expect(page.locator("h1")).to_have_text("仪表盘")
     expect(page.locator("html")).to_have_attribute("lang", "zh-hans")

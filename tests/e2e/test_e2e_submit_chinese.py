@@ -55,6 +55,7 @@ def test_a_cny_workspace_quotes_and_submits_in_chinese(live_daphne, cluster, yua
     try:
         login(page, live_daphne, "bob", PASSWORDS["bob"])
         expect(page.locator("h1")).to_have_text("Dashboard")
+        page.wait_for_load_state("load", timeout=60_000)   # the switcher's script runs after the others load
         page.select_option("#language-select", "zh-hans")
         expect(page.locator("h1")).to_have_text("仪表盘")
 
