@@ -96,41 +96,63 @@ def live_service(user, workspace_slug: str, name: str) -> Job:
     return job
 
 
+# A server found healthy is trusted this long: a busy service is not probed on every request.
+HEALTHY_FOR_S = 5.0
+_healthy_until: dict[str, float] = {}
+
+
 def _healthy(endpoint: Endpoint, health_path: str) -> bool:
+    now = time.monotonic()
     try:
         response = httpx.get(endpoint.url + health_path.lstrip("/"), timeout=HEALTH_TIMEOUT_S,
                              headers={"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {})
     except httpx.HTTPError:
+        response = None
+    if response is None or response.status_code != 200:
+        _healthy_until.pop(endpoint.url, None)
         return False
-    return response.status_code == 200
+    if len(_healthy_until) > 1000:   # replicas come and go: forget the expired ones
+        for url in [u for u, until in _healthy_until.items() if until <= now]:
+            del _healthy_until[url]
+    _healthy_until[endpoint.url] = now + HEALTHY_FOR_S
+    return True
 
 
-def ready_endpoints(job: Job) -> list[Endpoint]:
-    """The running replicas whose server answers its health path now."""
+def ready_endpoint(job: Job) -> Endpoint | None:
+    """A running replica whose server answers its health path, tried in random order (which spreads the
+    requests); None when there is none. Refreshes `job.state`."""
     job.refresh_from_db(fields=["state"])
-    if job.state != JobState.RUNNING and job.state != JobState.SCHEDULED:
-        return []
-    spec = inference.inference_spec(job)
-    health = spec.health_path if spec is not None else "/health"
-    return [e for e in inference.ready_endpoints(job, get_backend()) if _healthy(e, health)]
+    if job.state not in (JobState.RUNNING, JobState.SCHEDULED):
+        return None
+    endpoints = inference.ready_endpoints(job, get_backend())
+    random.shuffle(endpoints)
+    health = None
+    for endpoint in endpoints:
+        if _healthy_until.get(endpoint.url, 0.0) > time.monotonic():
+            return endpoint
+        if health is None:
+            spec = inference.inference_spec(job)
+            health = spec.health_path if spec is not None else "/health"
+        if _healthy(endpoint, health):
+            return endpoint
+    return None
 
 
-async def _wait_for_replica(job: Job) -> tuple[list[Endpoint], float | None]:
-    """Ready replicas, waking the service and waiting for one when it has none; (endpoints, seconds
+async def _wait_for_replica(job: Job) -> tuple[Endpoint, float | None]:
+    """A ready replica, waking the service and waiting for one when it has none; (endpoint, seconds
     waited when it had to wait)."""
-    endpoints = await sync_to_async(ready_endpoints)(job)
-    if endpoints:
-        return endpoints, None
+    endpoint = await sync_to_async(ready_endpoint)(job)
+    if endpoint is not None:
+        return endpoint, None
     started = time.monotonic()
     await sync_to_async(inference.wake)(job)
     deadline = started + settings.SERVE_COLD_START_TIMEOUT_S
     while time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)
-        endpoints = await sync_to_async(ready_endpoints)(job)
-        if endpoints:
-            return endpoints, time.monotonic() - started
-        await sync_to_async(job.refresh_from_db)(fields=["state"])
-        if job.state in FINAL_STATES:
+        endpoint = await sync_to_async(ready_endpoint)(job)
+        if endpoint is not None:
+            return endpoint, time.monotonic() - started
+        if job.state in FINAL_STATES:   # ready_endpoint read it
             break
     raise Unavailable(f"service '{job.name}' has no ready replica after {time.monotonic() - started:.0f} s "
                       f"(it is {job.state}); try again shortly")
@@ -153,7 +175,7 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
     try:
         user = await sync_to_async(_caller)(request)
         job = await sync_to_async(live_service)(user, workspace, name)
-        endpoints, waited = await _wait_for_replica(job)
+        endpoint, waited = await _wait_for_replica(job)
     except DomainError as error:
         response = problem_response(error)
         if isinstance(error, Unavailable):
@@ -161,7 +183,6 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
         return response
     if waited is not None:
         await sync_to_async(inference.record_cold_start)(job, waited)
-    endpoint = random.choice(endpoints)
     query = request.META.get("QUERY_STRING", "")
     url = endpoint.url + path.lstrip("/")
     response = await forward(request, url, query, _headers(request, endpoint.token))

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum, Window
+from django.db.models.functions import RowNumber
 
 from billing.models import ChargeLine
 from portal import job_lists
@@ -86,20 +87,31 @@ def service_rows(jobs, *, now: datetime | None = None) -> list[ServiceRow]:
     totals = {row["job_id"]: row for row in ServiceSample.objects.filter(job_id__in=ids).order_by()
               .values("job_id").annotate(requests=Sum("requests"), gpu_seconds=Sum("gpu_seconds"))}
     running = dict(inference_replicas(ids))
+    recent = recent_samples(ids)
     rows = []
     for row in base:
         job, scale = row.job, scales.get(row.job.pk)
-        recent = list(ServiceSample.objects.filter(job=job).order_by("-at")[:RATE_WINDOW])
-        sums = totals.get(job.pk, {})
+        sums, last = totals.get(job.pk, {}), recent.get(job.pk, [])
         rows.append(ServiceRow(
             job=job, row=row, endpoint=inference.base_url(job.workspace.slug, job.name),
             min_replicas=scale.min_replicas if scale else 0, max_replicas=scale.max_replicas if scale else 0,
             desired=scale.desired if scale else 0, running=running.get(job.pk, 0),
             requests=int(sums.get("requests") or 0), gpu_seconds=float(sums.get("gpu_seconds") or 0.0),
-            rps=_rate(recent), p50_ms=next((s.p50_ms for s in recent if s.p50_ms is not None), None),
-            p95_ms=next((s.p95_ms for s in recent if s.p95_ms is not None), None),
+            rps=_rate(last), p50_ms=next((s.p50_ms for s in last if s.p50_ms is not None), None),
+            p95_ms=next((s.p95_ms for s in last if s.p95_ms is not None), None),
             cold_starts=scale.cold_starts if scale else 0, scale_reason=scale.reason if scale else ""))
     return rows
+
+
+def recent_samples(job_ids) -> dict[int, list[ServiceSample]]:
+    """Per job, its last RATE_WINDOW samples, newest first (one query for a page of services)."""
+    ranked = (ServiceSample.objects.filter(job_id__in=job_ids)
+              .annotate(rank=Window(RowNumber(), partition_by=F("job_id"), order_by=F("at").desc()))
+              .filter(rank__lte=RATE_WINDOW).order_by("job_id", "-at"))
+    out: dict[int, list[ServiceSample]] = {}
+    for sample in ranked:
+        out.setdefault(sample.job_id, []).append(sample)
+    return out
 
 
 def inference_replicas(job_ids) -> QuerySet:

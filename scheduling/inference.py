@@ -79,11 +79,6 @@ def create_scale(job: Job) -> ServiceScale | None:
                                        recommendations=[[job.created.timestamp(), role["max_replicas"]]])
 
 
-def scale_of(job: Job) -> ServiceScale:
-    found = ServiceScale.objects.filter(job=job).first()
-    return found or create_scale(job)
-
-
 def with_bounds(roles: list[dict], scale: ServiceScale, desired: int) -> list[dict]:
     """The roles the scheduler places for a service wanting `desired` replicas (its minimum when it
     wants none: a stopped service is not scheduled, and its roles say what a wake asks for)."""
@@ -166,7 +161,7 @@ class Window:
 def live_services():
     return (Job.objects.filter(kind=JobKind.INFERENCE)
             .filter(state__in=(JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING))
-            .select_related("workspace"))
+            .select_related("workspace", "service_scale"))
 
 
 def scale_services(backend, now: datetime | None = None) -> list[ServiceSample]:
@@ -175,7 +170,8 @@ def scale_services(backend, now: datetime | None = None) -> list[ServiceSample]:
     due = now - timedelta(seconds=settings.SERVICE_SCALE_INTERVAL_S)
     samples = []
     for job in live_services():
-        scale = scale_of(job)
+        # a service submitted before services kept a range gets one now
+        scale = getattr(job, "service_scale", None) or create_scale(job)
         if scale is None or (scale.scraped_at is not None and scale.scraped_at > due):
             continue
         try:

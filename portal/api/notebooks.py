@@ -16,12 +16,17 @@ from scheduling import clock, services
 from scheduling.backends import get_backend
 
 
-class NotebookOutput(serializers.Serializer):
+class WorkloadOutput(serializers.Serializer):
+    """What a notebook and a service row share: the job it is."""
+
     id = serializers.IntegerField(source="job.pk")
     name = serializers.CharField(source="job.name")
     workspace = serializers.CharField(source="job.workspace.slug")
     queue = serializers.CharField(source="job.queue.name")
     state = serializers.CharField(source="job.state")
+
+
+class NotebookOutput(WorkloadOutput):
     pending_reason = serializers.CharField(source="job.pending_reason")
     url = serializers.SerializerMethodField(help_text="Where it opens, through the portal (a member's session)")
     slice = serializers.CharField(help_text="What it holds while it runs, else what it asks for")

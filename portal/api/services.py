@@ -13,16 +13,11 @@ from rest_framework.views import APIView
 from portal import selectors as portal_selectors
 from portal import serving
 from portal.api.jobs import JobOutput
-from portal.api.notebooks import WorkloadListApi
+from portal.api.notebooks import WorkloadListApi, WorkloadOutput
 from scheduling import clock, inference, services
 
 
-class ServiceOutput(serializers.Serializer):
-    id = serializers.IntegerField(source="job.pk")
-    name = serializers.CharField(source="job.name")
-    workspace = serializers.CharField(source="job.workspace.slug")
-    queue = serializers.CharField(source="job.queue.name")
-    state = serializers.CharField(source="job.state")
+class ServiceOutput(WorkloadOutput):
     endpoint = serializers.SerializerMethodField(help_text="Call it with an API token that has the submit scope")
     min_replicas = serializers.IntegerField()
     max_replicas = serializers.IntegerField()

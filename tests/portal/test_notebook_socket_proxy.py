@@ -17,7 +17,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from datetime import datetime
 
@@ -32,33 +31,10 @@ from websockets.sync.client import connect
 from billing.services import submit_quoted_job
 from scheduling import services
 from scheduling.backends.base import Endpoint
-from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.models import JobState
 from scheduling.notebooks import notebook_token
+from tests.portal.conftest import NOTEBOOK  # the running notebook fixture's spec
 
-NOTEBOOK = "kind: notebook\nname: lab\nqueue: vision-lab\nresources: {gpu: 0.5, gpuMemory: 10Gi}\n"
 JUPYTER_SUBPROTOCOL = "v1.kernel.websocket.jupyter.org"  # what JupyterLab offers; the simulated one picks none
-
-
-class WallClock:
-    @property
-    def now(self):
-        from scheduling import clock
-
-        return clock.now()
-
-
-@pytest.fixture
-def running_notebook(cluster, run):
-    backend = SimulatedBackend(speedup=60, failure_rate=0)
-    job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=NOTEBOOK)
-    deadline = time.monotonic() + 20
-    while job.state != JobState.RUNNING and time.monotonic() < deadline:
-        run(backend, WallClock())
-        job.refresh_from_db()
-        time.sleep(0.1)
-    assert job.state == JobState.RUNNING
-    return job
 
 
 def cookie(client, user) -> str:
