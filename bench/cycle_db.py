@@ -15,12 +15,13 @@ replicas with their slices and their simulated pods), then times
           pods finish) and as many new jobs are submitted; `warmup` cycles, then `cycles` timed.
 
 Wall and CPU seconds (this process; the database server's own CPU is not in it). Only JSON goes to
-the child's stdout.
+the child's stdout. `BENCH_CYCLE_DB_PROFILE=FILE` writes a cProfile of the timed steady cycles there.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import secrets
@@ -260,8 +261,8 @@ def phase_timer():
 
     spots = {"sync_inventory": (scheduling.cycle.run, "sync_inventory"), "reconcile": (scheduling.cycle.run, "reconcile"),
              "build_snapshot": (scheduling.cycle.run, "build_snapshot"), "core_run_cycle": (scheduling.core, "run_cycle"),
-             "apply": (scheduling.cycle.run, "apply"), "set_pending_reasons": (scheduling.cycle.run, "_set_pending_reasons"),
-             "write_pending_reasons": (scheduling.cycle.run, "_write_pending_reasons"),
+             "apply": (scheduling.cycle.run, "apply"), "set_pending_reasons": (scheduling.cycle.run, "set_pending_reasons"),
+             "write_pending_reasons": (scheduling.cycle.pending, "write_pending_reasons"),
              "backend_launch": (SimulatedBackend, "launch"), "publish_live_event": (portal.services, "_send")}
     seconds: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
@@ -363,13 +364,19 @@ def time_full(url: str, repeat: int, cycles: int, churn: int, seed: int, warmup:
                 drop(url, copy)
         # the steady cycles, on the last copy, by the same worker (its kept snapshot and memo)
         rng = random.Random(seed + 1)
+        profile_to = os.environ.get("BENCH_CYCLE_DB_PROFILE")  # a cProfile file of the timed steady cycles
+        profiler = cProfile.Profile() if profile_to else None
         for k in range(warmup + cycles):
             time.sleep(1.1)  # past the simulated image pull: launched replicas report Running
             ending, submitted = churn_database(rng, churn, k, leaf_names)
             with phase_timer() as (seconds, calls):
+                if profiler is not None and k >= warmup:
+                    profiler.enable()
                 t0, c0 = time.perf_counter(), time.process_time()
                 report = cycle(kept)
                 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                if profiler is not None:
+                    profiler.disable()
             reads = dict(kept.snapshot.reads) if kept is not None else "all"
             progress(f"steady cycle {k + 1}/{warmup + cycles}{' (warm-up)' if k < warmup else ''}: {wall:.2f} s "
                      f"(CPU {cpu:.2f} s), {report}, rows read whole {reads}")
@@ -378,6 +385,8 @@ def time_full(url: str, repeat: int, cycles: int, churn: int, seed: int, warmup:
                 steady_cpu.append(cpu)
                 steady_phases.append(phases(seconds, calls))
                 steady_reports.append((report, ending, submitted, reads))
+        if profiler is not None:
+            profiler.dump_stats(profile_to)
     finally:
         use_database(url, template)
         for copy, _ in copies:

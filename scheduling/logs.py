@@ -79,39 +79,79 @@ def fit(text: str, budget: int, cap: int) -> tuple[str, bool]:
     return marker(len(data) - len(tail)) + tail.decode("utf-8", "ignore"), True
 
 
-@transaction.atomic
 def store_replica_log(replica: Replica, text: str, *, now: datetime | None = None) -> ReplicaLog:
     """Keep a placement's log within what is left of its job's cap; a second copy of it is not kept."""
-    list(Job.objects.select_for_update().filter(pk=replica.job_id).values_list("pk"))  # one writer per job's cap
-    existing = ReplicaLog.objects.filter(job_id=replica.job_id, role=replica.role, index=replica.index,
-                                         attempt=replica.attempt).first()
-    if existing is not None:
-        return existing
-    cap = settings.JOB_LOG_MAX_BYTES
-    used = ReplicaLog.objects.filter(job_id=replica.job_id).aggregate(total=Sum("size"))["total"] or 0
-    text, truncated = fit(clean(text), cap - used, cap)
-    return ReplicaLog.objects.create(
-        job_id=replica.job_id, role=replica.role, index=replica.index, attempt=replica.attempt,
-        node=replica.node.name if replica.node else "", text=text, size=len(text.encode()), truncated=truncated,
-        captured_at=now or clock.now())
+    return store_replica_logs([(replica, text)], now=now)[0]
+
+
+@transaction.atomic
+def store_replica_logs(items: list[tuple[Replica, str]], *, now: datetime | None = None) -> list[ReplicaLog]:
+    """`store_replica_log` for many placements in a few queries: each job's logs stay within its cap,
+    taken in the order given."""
+    job_ids = sorted({replica.job_id for replica, _ in items})
+    list(Job.objects.select_for_update().filter(pk__in=job_ids).order_by("pk").values_list("pk"))  # one writer per cap
+    existing = {(job_id, role, index, attempt): pk for pk, job_id, role, index, attempt in ReplicaLog.objects.filter(
+        job_id__in=job_ids).values_list("pk", "job_id", "role", "index", "attempt")}
+    used = dict(ReplicaLog.objects.filter(job_id__in=job_ids).values("job_id").annotate(total=Sum("size"))
+                .values_list("job_id", "total"))
+    cap, captured_at = settings.JOB_LOG_MAX_BYTES, now or clock.now()
+    found = ReplicaLog.objects.in_bulk([existing[k] for k in (_log_key(r) for r, _ in items) if k in existing])
+    result, new = [], {}
+    for replica, text in items:
+        key = _log_key(replica)
+        if key in existing:
+            result.append(found[existing[key]])
+            continue
+        if key not in new:
+            text, truncated = fit(clean(text), cap - used.get(replica.job_id, 0), cap)
+            size = len(text.encode())
+            used[replica.job_id] = used.get(replica.job_id, 0) + size
+            new[key] = ReplicaLog(job_id=replica.job_id, role=replica.role, index=replica.index, attempt=replica.attempt,
+                                  node=replica.node.name if replica.node else "", text=text, size=size,
+                                  truncated=truncated, captured_at=captured_at)
+        result.append(new[key])
+    ReplicaLog.objects.bulk_create(list(new.values()))
+    return result
+
+
+def _log_key(replica: Replica) -> tuple[int, str, int, int]:
+    return replica.job_id, replica.role, replica.index, replica.attempt
 
 
 def capture_replica_log(backend: ClusterBackend, key: ReplicaKey) -> ReplicaLog | None:
     """Read from the backend and keep the log of the key's last ended placement, unless kept already.
     Called before the backend deletes the pod; a backend that does not answer loses that log, not the
     deletion."""
-    job_id, role, index = key
-    replica = (Replica.objects.filter(job_id=job_id, role=role, index=index).exclude(state__in=ACTIVE_STATES)
-               .select_related("node").order_by("-attempt").first())
-    if replica is None or ReplicaLog.objects.filter(job_id=job_id, role=role, index=index,
-                                                    attempt=replica.attempt).exists():
-        return None
-    try:
-        text = backend.logs(key, tail_lines=settings.JOB_LOG_TAIL_LINES)
-    except Exception:
-        log.warning("the log of replica %s/%s-%s could not be read", job_id, role, index, exc_info=True)
-        return None
-    return store_replica_log(replica, text)
+    return next(iter(capture_replica_logs(backend, [key])), None)
+
+
+def capture_replica_logs(backend: ClusterBackend, keys: list[ReplicaKey]) -> list[ReplicaLog]:
+    """`capture_replica_log` for many keys: the placements and kept logs read once for all, and the
+    backend asked once when it can answer for many (`logs_many`)."""
+    keys = list(dict.fromkeys(keys))
+    job_ids = {key[0] for key in keys}
+    last: dict[ReplicaKey, Replica] = {}
+    for replica in Replica.objects.filter(job_id__in=job_ids).exclude(state__in=ACTIVE_STATES).select_related(
+            "node").order_by("attempt", "pk"):
+        last[(replica.job_id, replica.role, replica.index)] = replica
+    kept = set(ReplicaLog.objects.filter(job_id__in=job_ids).values_list("job_id", "role", "index", "attempt"))
+    wanted = [key for key in keys if key in last and _log_key(last[key]) not in kept]
+    if not wanted:
+        return []
+    tail, texts = settings.JOB_LOG_TAIL_LINES, {}
+    if hasattr(backend, "logs_many"):
+        try:
+            texts = {key: "" for key in wanted} | backend.logs_many(wanted, tail_lines=tail)  # no pod: no lines
+        except Exception:
+            log.warning("the logs of %d replicas could not be read", len(wanted), exc_info=True)
+    else:
+        for key in wanted:
+            try:
+                texts[key] = backend.logs(key, tail_lines=tail)
+            except Exception:
+                log.warning("the log of replica %s/%s-%s could not be read", *key, exc_info=True)
+    items = [(last[key], texts[key]) for key in wanted if key in texts]
+    return store_replica_logs(items) if items else []
 
 
 def purge_expired_logs(*, now: datetime | None = None) -> int:

@@ -145,6 +145,19 @@ def run(django_capture_on_commit_callbacks):
 
 
 @pytest.fixture(autouse=True)
+def pending_reasons_forgotten():
+    """The cycle worker's kept pending reasons name rows by primary key; a test's rolled-back rows
+    may reuse another test's keys, so each test starts with none kept."""
+    yield
+    if not _django_configured():
+        return
+    from scheduling.cycle.pending import PendingReasons
+    from scheduling.cycle.run import KEPT
+
+    KEPT.reasons = PendingReasons()
+
+
+@pytest.fixture(autouse=True)
 def simulated_processes_stopped():
     """The simulated cluster's real processes (notebook servers) a test started are stopped after it, and
     their folders (homes included) removed: the next test starts from none."""

@@ -17,21 +17,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import partial
-from typing import NamedTuple
 
-from django.db import connection, transaction
-from django.db.models import Max, TextField
-from django.db.models.functions import Cast
+from django.db import transaction
+from django.db.models import Max
 
 from scheduling import clock, core, inference, notebooks, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
+from scheduling.bulk import update_rows
 from scheduling.core.cycle import CycleMemo
-from scheduling.core.fit import lead_code
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
+from scheduling.cycle.pending import PENDING_FIELDS, PendingReasons, set_pending_reasons
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
 from scheduling.evictions import eviction_cause, explain
 from scheduling.health import update_agent_silence
-from scheduling.logs import capture_replica_log
+from scheduling.logs import capture_replica_logs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event, record_events, requeue_job
 
@@ -88,22 +87,33 @@ def kind_fields(job: Job) -> dict:
 # --------------------------------------------------------------------------- reconcile
 
 
-def _release(backend: ClusterBackend, key: tuple, evict_reason: str | None = None) -> None:
-    """After commit: evict a pod (with a reason) or forget an ended one. Its log goes with it, so it is
-    kept first."""
-    capture_replica_log(backend, key)
-    if evict_reason is None:
-        backend.forget(key)
-    else:
-        backend.evict(key, evict_reason)
+Release = tuple[tuple, str | None]   # a pod to delete after commit: its key, and the eviction's reason or None
 
 
-def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: ClusterBackend, report: CycleReport):
+def release_all(backend: ClusterBackend, releases: list[Release]) -> None:
+    """After commit: evict pods (with a reason) or forget ended ones. Their logs go with them, so they
+    are kept first; a backend that can (the simulated cluster) deletes them all in one call."""
+    capture_replica_logs(backend, [key for key, _ in releases])
+    if hasattr(backend, "release_many"):
+        backend.release_many(releases)
+        return
+    for key, evict_reason in releases:
+        if evict_reason is None:
+            backend.forget(key)
+        else:
+            backend.evict(key, evict_reason)
+
+
+def _release_on_commit(backend: ClusterBackend, releases: list[Release]) -> None:
+    if releases:
+        transaction.on_commit(partial(release_all, backend, releases))
+
+
+def _finish_job(job: Job, state: str, now: datetime, reason: str, report: CycleReport, releases: list[Release]):
     for other in job.replicas.filter(state__in=ACTIVE_STATES):
         other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
         other.save(update_fields=["state", "ended", "end_reason"])
-        transaction.on_commit(partial(_release, backend, (job.pk, other.role, other.index),
-                                      "job finished"))
+        releases.append(((job.pk, other.role, other.index), "job finished"))
     job.state, job.finished, job.pending_reason, job.pending_code, job.pending_params = state, now, "", "", {}
     job.save(update_fields=["state", "finished", "pending_reason", "pending_code", "pending_params"])
     notes = signals.finish_notes(job)  # in this transaction: the event below already carries them
@@ -111,8 +121,8 @@ def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: Clust
     report.finished += 1
 
 
-def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend, report: CycleReport,
-                       failures: dict[int, str]) -> None:
+def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, failures: dict[int, str],
+                       releases: list[Release]) -> None:
     states: dict[int, list[str]] = defaultdict(list)
     for job_id, state in Replica.objects.filter(job_id__in=job_ids).values_list("job_id", "state"):
         states[job_id].append(state)
@@ -121,18 +131,18 @@ def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend
         if job.is_final:
             continue
         if job.pk in failures:
-            _finish_job(job, JobState.FAILED, now, failures[job.pk], backend, report)
+            _finish_job(job, JobState.FAILED, now, failures[job.pk], report, releases)
             continue
         active = [s for s in states[job.pk] if s in ACTIVE_STATES]
         if not active and JobState.SUCCEEDED in states[job.pk] and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            _finish_job(job, JobState.SUCCEEDED, now, "every replica finished", backend, report)
+            _finish_job(job, JobState.SUCCEEDED, now, "every replica finished", report, releases)
         elif active and all(s == JobState.RUNNING for s in active) and job.state == JobState.SCHEDULED:
             job.state, job.started = JobState.RUNNING, job.started or now
             started.append((job, len(active)))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
             requeue_job(job, "its replicas were lost with their node", "node-lost")
             report.requeued += 1
-    Job.objects.bulk_update([job for job, _ in started], ["state", "started"])
+    update_rows([job for job, _ in started], ["state", "started"])
     record_events([(job, "running", f"{count} replicas running", None) for job, count in started])
     report.started += len(started)
 
@@ -142,7 +152,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
     statuses: dict[tuple, ReplicaStatus] = {s.key: s for s in backend.statuses()}
     touched: set[int] = set()
     failures: dict[int, str] = {}
-    relaunch, changed = [], []
+    relaunch, changed, releases = [], [], []
     # every active replica's state is compared; only those that change are read whole
     todo = []
     for pk, job_id, role, index, state in Replica.objects.filter(state__in=ACTIVE_STATES).values_list(
@@ -168,23 +178,24 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
             replica.state = JobState.SUCCEEDED if status.phase == SUCCEEDED else JobState.FAILED
             replica.started = replica.started or _at(status.started_at, now)
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
-            transaction.on_commit(partial(_release, backend, key))
+            releases.append((key, None))
             if status.phase == FAILED:
                 failures[replica.job_id] = f"replica {replica.role}-{replica.index} failed: {status.message}"
         else:
             continue
         changed.append(replica)
         touched.add(replica.job_id)
-    Replica.objects.bulk_update(changed, ["state", "started", "ended", "end_reason"], batch_size=1000)
+    update_rows(changed, ["state", "started", "ended", "end_reason"])
     if relaunch:
         uuids = gpu_uuids({r.node_id for r in relaunch})
         launches = [launch_for(r, uuids) for r in relaunch]
         transaction.on_commit(lambda: launch_all(backend, launches))
         report.relaunched += len(relaunch)
     for key in statuses:  # the backend runs something the database does not hold
-        transaction.on_commit(partial(_release, backend, key, "not held by the scheduler"))
+        releases.append((key, "not held by the scheduler"))
         report.orphans_removed += 1
-    _update_job_states(touched, now, backend, report, failures)
+    _update_job_states(touched, now, report, failures, releases)
+    _release_on_commit(backend, releases)
 
 
 def launch_all(backend: ClusterBackend, launches: list[ReplicaLaunch]) -> None:
@@ -200,16 +211,19 @@ def launch_all(backend: ClusterBackend, launches: list[ReplicaLaunch]) -> None:
 
 
 @transaction.atomic
-def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, report: CycleReport) -> None:
+def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, report: CycleReport,
+          kept_reasons: PendingReasons | None = None) -> None:
     evicted_jobs: dict[int, list[core.Evict]] = defaultdict(list)
+    releases: list[Release] = []
     for e in decisions.evicts:
         job_id = int(e.job_id)
         updated = Replica.objects.filter(job_id=job_id, role=e.role, index=e.replica, state__in=ACTIVE_STATES
                                          ).update(state=JobState.PREEMPTED, ended=now, end_reason=e.reason)
         if updated:
             evicted_jobs[job_id].append(e)
-            transaction.on_commit(partial(_release, backend, (job_id, e.role, e.replica), e.reason))
+            releases.append(((job_id, e.role, e.replica), e.reason))
             report.evicts += 1
+    _release_on_commit(backend, releases)
     takers = {e.by_job for evicts in evicted_jobs.values() for e in evicts if e.by_job.isdigit()}
     workspace_of = dict(Job.objects.filter(pk__in=takers).values_list("pk", "workspace_id"))
     for job in Job.objects.filter(pk__in=evicted_jobs).select_related("workspace"):
@@ -252,88 +266,14 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
             events.append((job, "scheduled", f"{len(bound[job_id])} replicas on {where}", None))
         else:
             events.append((job, "grown", f"{len(bound[job_id])} more replicas on {where}", None))
-    Job.objects.bulk_update(scheduled, ["state", *PENDING_FIELDS], batch_size=1000)
+    update_rows(scheduled, ["state", *PENDING_FIELDS])
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})
     launches = [launch_for(r, uuids) for r in new]
     transaction.on_commit(lambda: launch_all(backend, launches))
 
-    _set_pending_reasons(decisions.pending_codes, decisions.pending)
+    set_pending_reasons(decisions.pending_codes, decisions.pending, kept_reasons)
     report.pending = len(decisions.pending)
-
-
-PENDING_FIELDS = ["pending_reason", "pending_code", "pending_params"]
-
-
-class PendingReason(NamedTuple):
-    """A job's new reason, named as the Job's fields (`_write_pending_reasons` takes either)."""
-
-    pk: int
-    pending_reason: str
-    pending_code: str
-    pending_params: dict
-
-
-def _write_pending_reasons(jobs: list[Job] | list[PendingReason]) -> None:
-    """Only to jobs still pending: one cancelled or started since it was read keeps no reason."""
-    if connection.vendor != "postgresql":
-        groups: dict[str, list] = defaultdict(list)
-        for job in jobs:  # few distinct reasons: one UPDATE each
-            groups[json.dumps([job.pending_reason, job.pending_code, job.pending_params], sort_keys=True)].append(job)
-        for same in groups.values():
-            first = same[0]
-            Job.objects.filter(pk__in=[job.pk for job in same], state=JobState.PENDING).update(
-                pending_reason=first.pending_reason, pending_code=first.pending_code,
-                pending_params=first.pending_params)
-        return
-    # Thousands of reasons change per cycle on a busy cluster: one statement, not a CASE per row, and
-    # each distinct reason sent once with its jobs (the cycle shares one reason among many jobs: a
-    # tenth of the payload to encode and parse).
-    groups: dict[tuple, list] = {}
-    for job in jobs:
-        key = (job.pending_reason, job.pending_code, id(job.pending_params))
-        found = groups.get(key)
-        if found is None:
-            groups[key] = [job.pending_params, job.pk]
-        else:
-            found.append(job.pk)
-    table = connection.ops.quote_name(Job._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} AS j SET pending_reason = v.reason, pending_code = v.code, pending_params = v.params "
-            "FROM (SELECT r.reason, r.code, r.params, unnest(r.ids) AS id FROM json_to_recordset(%s::json) "
-            "AS r(ids bigint[], reason text, code text, params jsonb)) AS v WHERE j.id = v.id AND j.state = %s",
-            [json.dumps([{"ids": found[1:], "reason": text, "code": code, "params": found[0]}
-                         for (text, code, _), found in groups.items()]), JobState.PENDING])
-
-
-def _set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str]) -> None:
-    """Keep every pending job's reason current; an event (and a live update) only when the reason
-    itself changes, not its figures, so a waiting cluster does not flood the pages every cycle.
-    The pending jobs' reason columns are read, not the jobs: those with news are read whole."""
-    changed, news = [], []
-    for pk, old_text, old_code, old_params in Job.objects.filter(state=JobState.PENDING).values_list(
-            "pk", "pending_reason", "pending_code", Cast("pending_params", TextField())):
-        key = str(pk)
-        reason = reasons.get(key)
-        if reason is None:
-            continue
-        text, params = texts[key], None
-        if text == old_text and reason.code == old_code:
-            params = json.loads(old_params) if old_params else {}
-            if reason.params == params:
-                continue
-        # a row from before reasons had codes takes its first code quietly
-        if old_code or not old_text:
-            if params is None:
-                params = json.loads(old_params) if old_params else {}
-            if lead_code(reason.code, reason.params) != lead_code(old_code, params):
-                news.append(pk)
-        changed.append(PendingReason(pk, text, reason.code, reason.params))
-    if changed:
-        _write_pending_reasons(changed)
-    jobs = Job.objects.select_related("workspace").in_bulk(news) if news else {}
-    record_events([(jobs[pk], "pending", texts[str(pk)], None) for pk in news if pk in jobs])
 
 
 class NoLongerLeading(RuntimeError):
@@ -342,12 +282,14 @@ class NoLongerLeading(RuntimeError):
 
 class Kept:
     """What the process that runs the cycles keeps from one to the next: the snapshot, read
-    incrementally (`cycle.snapshot.SnapshotCache`), and the core's memo (`core.cycle.CycleMemo`).
-    Neither changes a decision; a cold process builds both whole."""
+    incrementally (`cycle.snapshot.SnapshotCache`), the core's memo (`core.cycle.CycleMemo`) and the
+    reasons the pending rows hold (`cycle.pending.PendingReasons`). None changes a decision; a cold
+    process builds them whole."""
 
     def __init__(self) -> None:
         self.snapshot = SnapshotCache()
         self.memo = CycleMemo()
+        self.reasons = PendingReasons()
         self.lock = threading.Lock()   # one cycle at a time uses them
 
 
@@ -373,7 +315,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
             with kept.lock:
                 decisions = core.run_cycle(build_snapshot(now, kept.snapshot), kept.memo)
         with transaction.atomic():
-            apply(decisions, backend, now, report)
+            apply(decisions, backend, now, report, kept.reasons if kept is not None else None)
             if not still_leading():
                 raise NoLongerLeading("the scheduling cycle lost its lock before committing its decisions")
     report.seconds = time.perf_counter() - started

@@ -43,14 +43,15 @@ class RecordingBackend(SimulatedBackend):
         super().__init__(**kwargs)
         self.calls: list[tuple] = []
 
-    def logs(self, key, tail_lines=200):
-        there = SimulatedPod.objects.filter(job_id=key[0], role=key[1], index=key[2]).exists()
-        self.calls.append(("logs", key, there))
-        return super().logs(key, tail_lines)
+    def logs_many(self, keys, tail_lines=200):
+        for key in keys:
+            there = SimulatedPod.objects.filter(job_id=key[0], role=key[1], index=key[2]).exists()
+            self.calls.append(("logs", key, there))
+        return super().logs_many(keys, tail_lines)
 
-    def evict(self, key, reason):
-        self.calls.append(("delete", key))
-        super().evict(key, reason)
+    def release_many(self, releases):
+        self.calls.extend(("delete", key) for key, _ in releases)
+        super().release_many(releases)
 
     def of(self, key) -> list[tuple]:
         return [call for call in self.calls if call[1] == key]
@@ -130,8 +131,8 @@ def test_a_preempted_replicas_log_is_kept(cluster, backend, clock, run):
 
 def test_a_backend_that_cannot_read_the_log_still_deletes_the_pod(cluster, clock, run, caplog):
     class Broken(RecordingBackend):
-        def logs(self, key, tail_lines=200):
-            super().logs(key, tail_lines)
+        def logs_many(self, keys, tail_lines=200):
+            super().logs_many(keys, tail_lines)
             raise ConnectionError("the cluster is gone")
 
     backend = Broken(speedup=60, failure_rate=0, clock=clock)
@@ -174,6 +175,23 @@ def test_a_jobs_logs_are_capped_with_a_marker_line(cluster, clock, settings):
     assert full.truncated and full.text.startswith(f"[truncated: {len(late)} earlier bytes dropped")
     assert full.text.count("\n") == 1
     assert logs.store_replica_log(third, "another copy\n") == full  # once per placement
+
+
+def test_logs_stored_together_share_their_jobs_cap_in_order(cluster, clock, settings):
+    """A cycle keeps a hundred logs at once: the cap holds across them as if kept one by one."""
+    settings.JOB_LOG_MAX_BYTES = 400
+    job, other = JobFactory(workspace=cluster.vision), JobFactory(workspace=cluster.nlp)
+    first, second = ended_replicas(job, 2)
+    (elsewhere,) = ended_replicas(other, 1)
+    stored = logs.store_replica_logs([(first, numbered(15)), (elsewhere, numbered(15)), (second, numbered(15)),
+                                      (first, "a second copy\n")])
+    assert [log.truncated for log in stored] == [False, False, True, False]
+    assert stored[3] is stored[0] and ReplicaLog.objects.filter(job=job).count() == 2
+    assert sum(ReplicaLog.objects.filter(job=job).values_list("size", flat=True)) <= 400
+    assert ReplicaLog.objects.get(job=other).text == numbered(15)
+    # stored again later: the copies already kept are returned, nothing is added
+    again = logs.store_replica_logs([(second, "late\n"), (elsewhere, "late\n")])
+    assert [log.pk for log in again] == [stored[2].pk, stored[1].pk] and ReplicaLog.objects.count() == 3
 
 
 def test_a_log_without_a_cap_problem_is_kept_whole_and_cleaned(cluster, clock):

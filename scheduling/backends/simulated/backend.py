@@ -17,6 +17,7 @@ import hashlib
 import re
 import shutil
 import sys
+from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from scheduling.backends.base import (
     ReplicaStatus,
 )
 from scheduling.backends.simulated.processes import ProcessRuntime
-from scheduling.models import Node, SimulatedPod
+from scheduling.models import Gpu, Node, NodePool, SimulatedPod
 
 PULL_SECONDS = 1.0
 PROCESS_KINDS = ("notebook", "inference")  # kinds whose replicas are real processes here
@@ -79,17 +80,23 @@ class SimulatedBackend:
                                  else settings.SIM_INFERENCE_STARTUP_S)
 
     def inventory(self) -> list[NodeInventory]:
-        nodes = Node.objects.select_related("pool").prefetch_related("gpus")
-        return [
-            NodeInventory(
-                name=n.name, pool=n.pool.name, vendor=n.pool.vendor, gpu_model=n.pool.gpu_model,
-                gpus=tuple(GpuInventory(g.index, g.uuid, g.memory_mib, tuple(n.pool.mig_layout or ()))
-                           for g in n.gpus.all()),
-                cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, ready=n.ready, cordoned=n.cordoned,
-                spot=n.pool.spot, timeslice_replicas=n.pool.timeslice_replicas if n.pool.sharing == "timeslice" else 0,
-            )
-            for n in nodes
-        ]
+        # rows, not model instances: read every cycle, for thousands of GPUs
+        pools = {p.pk: p for p in NodePool.objects.all()}
+        gpus: dict[int, list] = defaultdict(list)
+        for node_id, index, uuid, memory in Gpu.objects.order_by("node_id", "index").values_list(
+                "node_id", "index", "uuid", "memory_mib"):
+            gpus[node_id].append((index, uuid, memory))
+        result = []
+        for pk, name, pool_id, cpu, memory, ready, cordoned in Node.objects.order_by("pk").values_list(
+                "pk", "name", "pool_id", "cpu_milli", "memory_mib", "ready", "cordoned"):
+            pool = pools[pool_id]
+            mig = tuple(pool.mig_layout or ())
+            result.append(NodeInventory(
+                name=name, pool=pool.name, vendor=pool.vendor, gpu_model=pool.gpu_model,
+                gpus=tuple(GpuInventory(index, uuid, gpu_memory, mig) for index, uuid, gpu_memory in gpus[pk]),
+                cpu_milli=cpu, memory_mib=memory, ready=ready, cordoned=cordoned, spot=pool.spot,
+                timeslice_replicas=pool.timeslice_replicas if pool.sharing == "timeslice" else 0))
+        return result
 
     def sync_workspace(self, workspace: str, gpu_quota_milli: int | None) -> None:
         return None  # nothing to create: the simulated cluster has no namespaces
@@ -154,9 +161,16 @@ class SimulatedBackend:
         shutil.rmtree(self.home_of(workspace, name), ignore_errors=True)
 
     def evict(self, key: ReplicaKey, reason: str) -> None:
-        job_id, role, index = key
-        SimulatedPod.objects.filter(job_id=job_id, role=role, index=index).delete()
-        self.runtime.stop(key)
+        self.release_many([(key, reason)])
+
+    def release_many(self, releases: list[tuple[ReplicaKey, str | None]]) -> None:
+        """Evict or forget many pods in one delete (a cycle ends a hundred at a time on a busy cluster)."""
+        keys = {key for key, _ in releases}
+        pks = [pk for pk, *key in SimulatedPod.objects.filter(job_id__in={k[0] for k in keys}).values_list(
+            "pk", "job_id", "role", "index") if tuple(key) in keys]
+        SimulatedPod.objects.filter(pk__in=pks).delete()
+        for key in keys:
+            self.runtime.stop(key)
 
     def forget(self, key: ReplicaKey) -> None:
         self.evict(key, "finished")
@@ -217,10 +231,17 @@ class SimulatedBackend:
         return result
 
     def logs(self, key: ReplicaKey, tail_lines: int = 200) -> str:
-        job_id, role, index = key
-        pod = SimulatedPod.objects.filter(job_id=job_id, role=role, index=index).first()
-        if pod is None:
-            return ""
+        return self.logs_many([key], tail_lines).get(key, "")
+
+    def logs_many(self, keys: list[ReplicaKey], tail_lines: int = 200) -> dict[ReplicaKey, str]:
+        """The logs of many pods, read in one query; a key without a pod has none."""
+        wanted = set(keys)
+        return {key: self._pod_log(pod, key, tail_lines)
+                for pod in SimulatedPod.objects.filter(job_id__in={k[0] for k in wanted})
+                if (key := (pod.job_id, pod.role, pod.index)) in wanted}
+
+    def _pod_log(self, pod: SimulatedPod, key: ReplicaKey, tail_lines: int) -> str:
+        role, index = key[1], key[2]
         if pod.kind in PROCESS_KINDS:
             return (f"{pod.launched:%H:%M:%S} {pod.kind} {role}-{index} started on {pod.node}, GPUs {pod.gpus}\n"
                     + self.runtime.log_tail(key, max(0, tail_lines - 1)))[-1024 * 1024:]

@@ -70,7 +70,7 @@ def test_a_job_that_runs_or_ended_has_no_pending_reason(cluster, backend, clock,
 
 def test_a_reason_computed_before_a_cancel_is_not_written_after_it(cluster, clock):
     """The cycle read the job as pending, the owner cancelled it, then the cycle wrote its reasons."""
-    from scheduling.cycle.run import _write_pending_reasons
+    from scheduling.cycle.pending import write_pending_reasons
 
     waiting, cancelled = (submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(name))
                           for name in ("still-waiting", "cancelled-meanwhile"))
@@ -78,7 +78,7 @@ def test_a_reason_computed_before_a_cancel_is_not_written_after_it(cluster, cloc
     cancel_job(user=cluster.alice, job=cancelled)
     for job in read_by_the_cycle:
         job.pending_reason, job.pending_code, job.pending_params = "no GPU free", "no-room", {"gpus": 1}
-    _write_pending_reasons(read_by_the_cycle)
+    write_pending_reasons(read_by_the_cycle)
     waiting.refresh_from_db()
     cancelled.refresh_from_db()
     assert waiting.pending_reason == "no GPU free"
