@@ -20,6 +20,7 @@ import sys
 from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -40,6 +41,21 @@ from scheduling.backends.base import (
 )
 from scheduling.backends.simulated.processes import ProcessRuntime
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
+
+
+class PodRow(NamedTuple):
+    """The columns of a SimulatedPod that its status needs."""
+
+    job_id: int
+    role: str
+    index: int
+    node: str
+    launched: datetime
+    job_started: datetime
+    run_seconds: float
+    fails: bool
+    kind: str
+
 
 PULL_SECONDS = 1.0
 PROCESS_KINDS = ("notebook", "inference")  # kinds whose replicas are real processes here
@@ -176,7 +192,7 @@ class SimulatedBackend:
         self.evict(key, "finished")
 
     @staticmethod
-    def _instants(pod: SimulatedPod) -> tuple[datetime, datetime]:
+    def _instants(pod: SimulatedPod | PodRow) -> tuple[datetime, datetime]:
         """When the pod starts running and when it ends."""
         started = pod.launched + timedelta(seconds=PULL_SECONDS)
         return started, max(pod.job_started + timedelta(seconds=pod.run_seconds + PULL_SECONDS), started)
@@ -187,7 +203,7 @@ class SimulatedBackend:
         pods = SimulatedPod.objects.filter(kind="training").only("launched", "job_started", "run_seconds")
         return min((at for pod in pods for at in self._instants(pod) if at > after), default=None)
 
-    def _phase(self, pod: SimulatedPod, now: datetime) -> tuple[str, float | None, float | None]:
+    def _phase(self, pod: SimulatedPod | PodRow, now: datetime) -> tuple[str, float | None, float | None]:
         started, ends = self._instants(pod)
         if now < started:
             return PENDING, None, None
@@ -195,7 +211,7 @@ class SimulatedBackend:
             return RUNNING, started.timestamp(), None
         return (FAILED if pod.fails else SUCCEEDED), started.timestamp(), ends.timestamp()
 
-    def _process_phase(self, pod: SimulatedPod, now: datetime) -> tuple[str, float | None, float | None, str]:
+    def _process_phase(self, pod: SimulatedPod | PodRow, now: datetime) -> tuple[str, float | None, float | None, str]:
         """A process pod: Pending until its server listens, Running while it lives, Failed once it exited."""
         info = self.runtime.find((pod.job_id, pod.role, pod.index))
         launched = pod.launched.timestamp()  # the platform's clock, as billing counts the placement
@@ -210,7 +226,9 @@ class SimulatedBackend:
         now = self.clock()
         ready = set(Node.objects.filter(ready=True).values_list("name", flat=True))
         result = []
-        pods = list(SimulatedPod.objects.order_by("job_id", "role", "index"))
+        # rows, not model instances: every pod is read every cycle
+        pods = [PodRow(*row) for row in SimulatedPod.objects.order_by("job_id", "role", "index").values_list(
+            *PodRow._fields)]
         held = {(pod.job_id, pod.role, pod.index) for pod in pods}
         for key in self.runtime.keys():
             if key not in held:  # its pod was dropped (a launch rolled back, a worker killed mid-evict)
