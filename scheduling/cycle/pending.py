@@ -1,7 +1,7 @@
 """Pending jobs' reasons, written by the cycle: why each waiting job waits, in Job.pending_*.
 
-A new reason (its lead code changes: "no room" became "over the queue's limit") is written at
-once, with an event and a live update. A reason whose figures alone move ("only 2 free" became
+A new reason (its lead code changes: "no room" became "over the queue's limit"; the shortages of
+room in a pool count as one) is written at once, with an event and a live update. A reason whose figures alone move ("only 2 free" became
 "only 3 free") is rewritten too, but at most `FIGURES_PER_CYCLE` such rows a cycle, those written
 longest ago first: on a cluster with tens of thousands of waiting jobs every bind moves the
 figures of all of them, and rewriting every row every cycle cost more than the decision itself.
@@ -33,6 +33,20 @@ FIGURES_PER_CYCLE = 2000   # rows whose figures alone changed, rewritten per cyc
 READ_CHUNK = 5000          # primary keys per query when reading rows not kept
 
 PENDING_FIELDS = ["pending_reason", "pending_code", "pending_params"]
+
+
+# Shortages of room in a pool: which of them leads moves with the free figures (8 GPUs free but at
+# most 7 on a node, then 7 free) and flipped between them every cycle for a thousand jobs; for the
+# job's events they are one piece of news, "no room yet", and their changes are figures.
+ROOM_SHORT = frozenset({"cpu_memory_short", "gpus_short", "gang_gpus_short", "gpus_not_on_one_node",
+                        "gpu_shares_short", "mig_none_free", "gang_mig_short", "timeslice_slots_short",
+                        "timeslice_not_on_one_node", "host_short", "gang_does_not_fit"})
+
+
+def news_kind(code: str, params: dict) -> str:
+    """What a reason says for the job's events: its lead code, the room shortages as one."""
+    lead = lead_code(code, params)
+    return "room_short" if lead in ROOM_SHORT else lead
 
 
 class PendingReason(NamedTuple):
@@ -128,7 +142,7 @@ def set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str],
         if text == old.text and reason.code == old.code and reason.params == old.params:
             continue
         # a row from before reasons had codes takes its first code quietly
-        if (old.code or not old.text) and lead_code(reason.code, reason.params) != lead_code(old.code, old.params):
+        if (old.code or not old.text) and news_kind(reason.code, reason.params) != news_kind(old.code, old.params):
             news.append(pk)
         else:
             figures.append(pk)

@@ -4,7 +4,7 @@ cycle, and the reasons a worker keeps between cycles never hiding a row someone 
 import pytest
 from django.db import transaction
 
-from scheduling.core.fit import Reason, reason_text
+from scheduling.core.fit import REASONS, Reason, reason_text
 from scheduling.cycle import pending
 from scheduling.cycle.pending import PendingReasons, set_pending_reasons
 from scheduling.models import Job, JobState
@@ -103,3 +103,20 @@ def test_a_cycle_rolled_back_keeps_nothing(waiting, django_capture_on_commit_cal
     with django_capture_on_commit_callbacks(execute=True):
         cycle(waiting, lambda job: short(5), kept)
     assert stored(waiting) == [5] * 5
+
+
+def test_shortages_of_room_are_one_piece_of_news(waiting, django_capture_on_commit_callbacks):
+    """"8 free, at most 7 on a node" and "only 7 free" flip with every bind: the row follows, the events do not."""
+    assert pending.ROOM_SHORT <= set(REASONS)
+    kept = PendingReasons()
+    scattered = Reason("gpus_not_on_one_node", {"gpus": 8, "free": 8, "most": 7, "pool": "h100"})
+    for reason in (short(7), scattered, short(7), scattered):
+        with django_capture_on_commit_callbacks(execute=True):
+            cycle(waiting[:1], lambda job, reason=reason: reason, kept)
+        row = Job.objects.get(pk=waiting[0].pk)
+        assert (row.pending_code, row.pending_reason) == (reason.code, reason.text)
+    assert list(waiting[0].events.filter(kind="pending").values_list("reason", flat=True)) == [short(7).text]
+    over = Reason("queue_over_limit", {"queue": "q", "limit_milli": 8000, "used_milli": 8000, "need_milli": 8000})
+    with django_capture_on_commit_callbacks(execute=True):
+        cycle(waiting[:1], lambda job: over, kept)
+    assert waiting[0].events.filter(kind="pending").count() == 2
