@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
@@ -478,6 +478,7 @@ def audit_log(request):
 def audit_csv(request):
     """The filtered audit log as UTF-8 CSV, every entry (not one page), times in ISO 8601 UTC."""
     entries = _audit_entries(request)  # checked before the first byte is sent
-    response = StreamingHttpResponse(selectors.audit_csv_lines(entries), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(selectors.audit_csv_lines(entries, translation.get_language() or "en"),
+                                     content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="audit-{clock.now():%Y%m%d-%H%M%S}.csv"'
     return response

@@ -36,6 +36,7 @@ from portal.models import (
 from portal.notifications import selectors, signing
 from scheduling import clock
 from scheduling.errors import DomainError
+from scheduling.history_texts import said
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +356,8 @@ def new_webhook_secret(user, workspace) -> str:
         raise DomainError(gettext("the workspace has no webhook yet"), field="url")
     hook.secret = Webhook.new_secret()
     hook.save(update_fields=["secret"])
-    audit.record(user, "change", hook, message="new signing secret", source=AuditEntry.Source.TENANT)
+    audit.record(user, "change", hook, message=said(gettext_noop("new signing secret")),
+                 source=AuditEntry.Source.TENANT)
     return hook.secret
 
 

@@ -22,6 +22,7 @@ from typing import NamedTuple
 from django.db import connection, transaction
 from django.db.models import Max, TextField
 from django.db.models.functions import Cast
+from django.utils.translation import gettext_noop
 
 from scheduling import clock, core, inference, notebooks, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
@@ -29,8 +30,9 @@ from scheduling.core.cycle import CycleMemo
 from scheduling.core.fit import lead_code
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
-from scheduling.evictions import eviction_cause, explain
+from scheduling.evictions import eviction_cause, explain_said
 from scheduling.health import update_agent_silence
+from scheduling.history_texts import Code, Worded, english, joined, said
 from scheduling.logs import capture_replica_log
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event, record_events, requeue_job
@@ -98,7 +100,7 @@ def _release(backend: ClusterBackend, key: tuple, evict_reason: str | None = Non
         backend.evict(key, evict_reason)
 
 
-def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: ClusterBackend, report: CycleReport):
+def _finish_job(job: Job, state: str, now: datetime, reason, backend: ClusterBackend, report: CycleReport):
     for other in job.replicas.filter(state__in=ACTIVE_STATES):
         other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
         other.save(update_fields=["state", "ended", "end_reason"])
@@ -107,12 +109,12 @@ def _finish_job(job: Job, state: str, now: datetime, reason: str, backend: Clust
     job.state, job.finished, job.pending_reason, job.pending_code, job.pending_params = state, now, "", "", {}
     job.save(update_fields=["state", "finished", "pending_reason", "pending_code", "pending_params"])
     notes = signals.finish_notes(job)  # in this transaction: the event below already carries them
-    record_event(job, state.lower(), reason="; ".join([reason, *notes]))
+    record_event(job, state.lower(), reason=joined([reason, *notes]))
     report.finished += 1
 
 
 def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend, report: CycleReport,
-                       failures: dict[int, str]) -> None:
+                       failures: dict) -> None:
     states: dict[int, list[str]] = defaultdict(list)
     for job_id, state in Replica.objects.filter(job_id__in=job_ids).values_list("job_id", "state"):
         states[job_id].append(state)
@@ -125,15 +127,16 @@ def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend
             continue
         active = [s for s in states[job.pk] if s in ACTIVE_STATES]
         if not active and JobState.SUCCEEDED in states[job.pk] and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            _finish_job(job, JobState.SUCCEEDED, now, "every replica finished", backend, report)
+            _finish_job(job, JobState.SUCCEEDED, now, said(gettext_noop("every replica finished")), backend, report)
         elif active and all(s == JobState.RUNNING for s in active) and job.state == JobState.SCHEDULED:
             job.state, job.started = JobState.RUNNING, job.started or now
             started.append((job, len(active)))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            requeue_job(job, "its replicas were lost with their node", "node-lost")
+            requeue_job(job, said(gettext_noop("its replicas were lost with their node")), "node-lost")
             report.requeued += 1
     Job.objects.bulk_update([job for job, _ in started], ["state", "started"])
-    record_events([(job, "running", f"{count} replicas running", None) for job, count in started])
+    record_events([(job, "running", said(gettext_noop("%(count)s replicas running"), count=count), None)
+                   for job, count in started])
     report.started += len(started)
 
 
@@ -141,7 +144,7 @@ def _update_job_states(job_ids: set[int], now: datetime, backend: ClusterBackend
 def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> None:
     statuses: dict[tuple, ReplicaStatus] = {s.key: s for s in backend.statuses()}
     touched: set[int] = set()
-    failures: dict[int, str] = {}
+    failures: dict = {}
     relaunch, changed = [], []
     # every active replica's state is compared; only those that change are read whole
     todo = []
@@ -170,7 +173,8 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
             transaction.on_commit(partial(_release, backend, key))
             if status.phase == FAILED:
-                failures[replica.job_id] = f"replica {replica.role}-{replica.index} failed: {status.message}"
+                failures[replica.job_id] = said(gettext_noop("replica %(replica)s failed: %(message)s"),
+                                                replica=f"{replica.role}-{replica.index}", message=status.message)
         else:
             continue
         changed.append(replica)
@@ -217,13 +221,19 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         reasons = ", ".join(sorted({e.reason for e in evicts}))
         causes = [eviction_cause(e, same_workspace=e.by_job.isdigit() and workspace_of.get(int(e.by_job))
                                  == job.workspace_id) for e in evicts]
-        why = "; ".join(dict.fromkeys(text for text in map(explain, causes) if text))
+        sentences = [s for s in map(explain_said, causes) if s]
+        why = joined({english(s): s for s in sentences}.values())   # each sentence once
         details = {"causes": list({json.dumps(c, sort_keys=True): c for c in causes}.values())}
         if job.replicas.filter(state__in=ACTIVE_STATES).exists():
-            record_event(job, "shrunk", reason=f"{len(evicts)} replicas evicted ({reasons})" + (f": {why}" if why else ""),
-                         data=details)
+            reason = (said(gettext_noop("%(count)s replicas evicted (%(reasons)s): %(why)s"), count=len(evicts),
+                           reasons=reasons, why=why) if sentences
+                      else said(gettext_noop("%(count)s replicas evicted (%(reasons)s)"), count=len(evicts),
+                                reasons=reasons))
+            record_event(job, "shrunk", reason=reason, data=details)
         else:
-            requeue_job(job, f"evicted: {reasons}" + (f": {why}" if why else ""), reasons, details=details)
+            reason = (said(gettext_noop("evicted: %(reasons)s: %(why)s"), reasons=reasons, why=why) if sentences
+                      else said(gettext_noop("evicted: %(reasons)s"), reasons=reasons))
+            requeue_job(job, reason, reasons, details=details)
             report.requeued += 1
 
     nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}
@@ -249,9 +259,11 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         if job.state == JobState.PENDING:
             job.state, job.pending_reason, job.pending_code, job.pending_params = JobState.SCHEDULED, "", "", {}
             scheduled.append(job)
-            events.append((job, "scheduled", f"{len(bound[job_id])} replicas on {where}", None))
+            events.append((job, "scheduled", said(gettext_noop("%(count)s replicas on %(nodes)s"),
+                                                  count=len(bound[job_id]), nodes=where), None))
         else:
-            events.append((job, "grown", f"{len(bound[job_id])} more replicas on {where}", None))
+            events.append((job, "grown", said(gettext_noop("%(count)s more replicas on %(nodes)s"),
+                                              count=len(bound[job_id]), nodes=where), None))
     Job.objects.bulk_update(scheduled, ["state", *PENDING_FIELDS], batch_size=1000)
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})
@@ -333,7 +345,9 @@ def _set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str])
     if changed:
         _write_pending_reasons(changed)
     jobs = Job.objects.select_related("workspace").in_bulk(news) if news else {}
-    record_events([(jobs[pk], "pending", texts[str(pk)], None) for pk in news if pk in jobs])
+    record_events([(jobs[pk], "pending", Worded(texts[str(pk)], Code(reasons[str(pk)].code,
+                                                                         reasons[str(pk)].params)), None)
+                   for pk in news if pk in jobs])
 
 
 class NoLongerLeading(RuntimeError):
