@@ -303,13 +303,14 @@ class AdviceOption:
     tradeoffs: tuple[str, ...]  # in the reader's language
 
 
-def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = None
+def gpu_advice(params_b, task: str, precision: str, *, currency: str | None = None, now: datetime | None = None
                ) -> tuple[advice_rules.MemoryNeed, list[AdviceOption], list[str]]:
-    """The memory the model needs, every pool / sharing mode that fits, cheapest first, and why the
-    other pools cannot ("pool: why"), in the reader's language. Raises ValueError naming the bad field."""
+    """The memory the model needs, every pool / sharing mode that fits, cheapest first at the prices of
+    `currency`'s table in force (default: the platform's), and why the other pools cannot ("pool: why"),
+    in the reader's language. Raises ValueError naming the bad field."""
     need = advice_rules.memory_needed(params_b, task, precision)
     now = now or clock.now()
-    tables = price_tables()
+    tables = price_tables(currency)
     if not tables:
         return need, [], [gettext("no price table: nothing to compare")]
     from billing.pricing import table_in_force
