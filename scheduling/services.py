@@ -103,7 +103,8 @@ def requeue_job(job: Job, reason: Any, kind: str, *, pending: tuple[str, dict] =
 
 def job_event_message(job: Job, event: JobEvent) -> dict:
     return {"job": job.pk, "name": job.name, "kind": event.kind, "state": job.state,
-            "reason": event.reason, "pending_reason": job.pending_reason, "time": event.time.isoformat()}
+            "reason": event.reason, "said": event.said, "pending_reason": job.pending_reason,
+            "time": event.time.isoformat()}
 
 
 class NotSubmitter(Forbidden, PermissionDenied):
