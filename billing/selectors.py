@@ -26,6 +26,13 @@ def price_tables(currency: str | None = None) -> list[pricing.PriceTable]:
     return [table.to_pricing() for table in tables]
 
 
+def price_currencies() -> list[str]:
+    """The currencies with a price timeline, the platform's first (it alone when there is none)."""
+    platform = default_currency()
+    others = PriceTable.objects.exclude(currency=platform).order_by("currency").values_list("currency", flat=True)
+    return [platform, *dict.fromkeys(others)]
+
+
 def _held_milli_by_pool() -> dict[int, int]:
     """GPU milli held by replicas that are scheduled or running, per pool."""
     held: dict[int, int] = defaultdict(int)

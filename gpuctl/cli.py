@@ -52,8 +52,10 @@ from gpuctl.output import (
     format_quote,
     format_table,
     format_workspaces,
+    pad,
     to_json,
     to_yaml,
+    width,
 )
 from gpuctl.serve import add_serve_commands
 from gpuctl.settings import (
@@ -382,16 +384,29 @@ def cmd_config_view(run: Run) -> int:
     if run.structured:
         run.emit(view)
         return EXIT_OK
-    fields = [("config file", view["config_file"]), ("profile", settings.profile)]
-    fields += [(key, f"{view[key]}  ({settings.sources[key]})" if view[key] else None)
+    config_file = (str(settings.config_file) if config.exists
+                   else run.say("{path} (none yet)", path=settings.config_file))
+    fields = [(run.say("config file"), config_file), (run.say("profile"), settings.profile)]
+    fields += [(run.say(key), f"{view[key]}  ({_source(run, settings.sources[key])})" if view[key] else None)
                for key in ("url", "token", "workspace")]
-    run.print("\n".join(f"{name.ljust(11)}  {value if value is not None else '-'}" for name, value in fields))
+    size = max(11, *(width(name) for name, _ in fields))
+    run.print("\n".join(f"{pad(name, size)}  {value if value is not None else '-'}" for name, value in fields))
     if config.profiles:
         rows = [("*" if name == config.default_profile else "", name, values.get("url"), values.get("workspace"),
                  masked(values.get("token"))) for name, values in sorted(config.profiles.items())]
         run.print()
-        run.print(format_table(("DEFAULT", "PROFILE", "URL", "WORKSPACE", "TOKEN"), rows))
+        run.print(format_table([run.say(h) for h in ("DEFAULT", "PROFILE", "URL", "WORKSPACE", "TOKEN")], rows,
+                               lang=run.lang))
     return EXIT_OK
+
+
+def _source(run: Run, source: str) -> str:
+    """Where a setting came from, in the reader's words (flags, variables and paths as they are)."""
+    if source == "default":
+        return run.say("default")
+    if source.startswith("profile "):
+        return run.say("profile {name}", name=source.removeprefix("profile "))
+    return source
 
 
 def cmd_config_set_profile(run: Run) -> int:
@@ -403,15 +418,16 @@ def cmd_config_set_profile(run: Run) -> int:
     path = config_file_path(run.env)
     update_config_file(path, profile=args.name, values=values,
                        default_profile=args.name if args.default else None)
-    changed = ", ".join(key for key, value in values.items() if value) or "nothing"
-    run.print(f"profile {args.name} in {path}: set {changed}" + ("; it is the default" if args.default else ""))
+    changed = ", ".join(key for key, value in values.items() if value) or run.say("nothing")
+    run.print(run.say("profile {name} in {path}: set {changed}", name=args.name, path=path, changed=changed)
+              + (run.say("; it is the default") if args.default else ""))
     return EXIT_OK
 
 
 def cmd_config_use_profile(run: Run) -> int:
     path = config_file_path(run.env)
     update_config_file(path, default_profile=run.args.name)
-    run.print(f"default profile: {run.args.name} ({path})")
+    run.print(run.say("default profile: {name} ({path})", name=run.args.name, path=path))
     return EXIT_OK
 
 

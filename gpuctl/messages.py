@@ -181,6 +181,21 @@ ZH = {
     "GPU-S/REQ": "每请求 GPU 秒",
     "SCALE REASON": "扩缩容原因",
     "DESIRED": "期望副本",
+    # gpuctl config
+    "config file": "配置文件",
+    "profile": "配置档",
+    "url": "URL",
+    "token": "令牌",
+    "{path} (none yet)": "{path}（尚不存在）",
+    "default": "默认",
+    "profile {name}": "配置档 {name}",
+    "DEFAULT": "默认",
+    "PROFILE": "配置档",
+    "TOKEN": "令牌",
+    "nothing": "无",
+    "profile {name} in {path}: set {changed}": "{path} 中的配置档 {name}：已设置 {changed}",
+    "; it is the default": "；它是默认配置档",
+    "default profile: {name} ({path})": "默认配置档：{name}（{path}）",
 }
 
 

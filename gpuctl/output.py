@@ -215,7 +215,7 @@ def _last_reason(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) ->
         return None
     for event in reversed(events):
         if event.get("state") == job.get("state") and event.get("reason"):
-            return event["reason"]
+            return event.get("reason_text") or event["reason"]
     return None
 
 

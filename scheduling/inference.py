@@ -23,11 +23,13 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils.crypto import salted_hmac
+from django.utils.translation import gettext_noop
 
 from scheduling import clock
 from scheduling.backends.base import Endpoint
+from scheduling.history_texts import Said, said
 from scheduling.models import ACTIVE_STATES, Job, JobKind, JobState, Replica, ServiceSample, ServiceScale
-from scheduling.serving.autoscaler import Autoscaler, ScalePolicy
+from scheduling.serving.autoscaler import Autoscaler, ScaleDecision, ScalePolicy
 from scheduling.spec import SpecError, parse_job_spec_obj
 from scheduling.spec.kinds import service_bounds
 from scheduling.spec.workloads import InferenceSpec
@@ -37,6 +39,26 @@ log = logging.getLogger(__name__)
 SCRAPE_TIMEOUT_S = 2.0
 WOKEN_HOLD_S = 120.0       # a wake keeps one replica wanted until one runs, at most this long
 MAX_REPLICAS = 64          # the most replicas `set_range` accepts
+
+
+# The autoscaler's reasons (serving/autoscaler.py REASON_TEXTS, word for word) for the service's events.
+SCALE_LOAD = gettext_noop("%(metric)s %(observed)s for a target of %(target)s per replica")
+SCALE_REASONS = {
+    "up": gettext_noop("up from %(current)s to %(desired)s: %(load)s"),
+    "down": gettext_noop("down from %(current)s to %(desired)s: %(load)s for %(delay)s s"),
+    "stays_delayed": gettext_noop("stays at %(desired)s: %(load)s wants %(recommended)s, after %(delay)s s"),
+    "stays": gettext_noop("stays at %(desired)s: %(load)s"),
+    "woken": gettext_noop("a request arrived while at zero: cold start"),
+}
+
+
+def scale_said(decision: ScaleDecision) -> Said | str:
+    """The decision's reason as said (its English text when the key is not known here)."""
+    template = SCALE_REASONS.get(decision.reason_key)
+    if template is None:
+        return decision.reason
+    figures = dict(decision.figures)
+    return said(template, **figures, load=said(SCALE_LOAD, **figures)) if figures else said(template)
 
 
 def base_url(workspace: str, name: str) -> str:
@@ -228,7 +250,7 @@ def evaluate(job: Job, backend, now: datetime) -> ServiceSample:
         scale.counters, scale.scraped_at = scraped, now
         scale.recommendations = [list(r) for r in autoscaler.recent()]
         if live:   # not stopped, cancelled or deleted since it was read
-            _apply(job, scale, decision.desired, decision.reason, active, now)
+            _apply(job, scale, decision.desired, decision, active, now)
         scale.save()
     return sample
 
@@ -238,14 +260,16 @@ def held_share(replica: Replica) -> float:
     return int((replica.slice or {}).get("gpu_milli") or 1000) * len(replica.gpu_indices or ()) / 1000
 
 
-def _apply(job: Job, scale: ServiceScale, desired: int, reason: str, active: list[Replica], now: datetime) -> None:
+def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision, active: list[Replica],
+           now: datetime) -> None:
     from scheduling.services import record_event, stop_workload  # services imports this module
 
     changed = desired != scale.desired
-    scale.desired, scale.reason = desired, reason[:200]
+    scale.desired, scale.reason = desired, decision.reason[:200]
+    reason = scale_said(decision)
     if desired == 0:
         if active or job.state != JobState.STOPPED:
-            stop_workload(None, job, f"scaled to zero: {reason}")
+            stop_workload(None, job, said(gettext_noop("scaled to zero: %(reason)s"), reason=reason))
         return
     roles = with_bounds(job.roles, scale, desired)
     if roles != job.roles:
@@ -283,11 +307,11 @@ def wake(job: Job, now: datetime | None = None) -> bool:
         scale.recommendations = [list(r) for r in autoscaler.recent()]
         job.roles = with_bounds(job.roles, scale, decision.desired)
         job.save(update_fields=["roles"])
-        resume_workload(job, "a request arrived while at zero: cold start")
+        resume_workload(job, scale_said(decision))
         scale.cold_starts += 1
     scale.save()
     if started:
-        record_event(job, "woken", reason="a request arrived while the service had no replica")
+        record_event(job, "woken", reason=said(gettext_noop("a request arrived while the service had no replica")))
     return started
 
 
@@ -311,7 +335,8 @@ def record_cold_start(job: Job, seconds: float) -> None:
     """The portal held a request this long while a replica started."""
     from scheduling.services import record_event
 
-    record_event(job, "cold-start", reason=f"a replica started from zero in {seconds:.1f} s",
+    record_event(job, "cold-start", reason=said(gettext_noop("a replica started from zero in %(seconds)s s"),
+                                                seconds=f"{seconds:.1f}"),
                  data={"seconds": round(seconds, 3)})
 
 
@@ -348,9 +373,11 @@ def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceSc
     scale.save()
     job.roles = with_bounds(job.roles, scale, scale.desired)
     job.save(update_fields=["roles"])
-    record_event(job, "rescaled", reason=f"replicas {min_replicas}..{max_replicas}, set by {user.username}",
+    record_event(job, "rescaled", reason=said(gettext_noop("replicas %(min)s..%(max)s, set by %(user)s"),
+                                              min=min_replicas, max=max_replicas, user=user.username),
                  data={"min": min_replicas, "max": max_replicas})
     if job.state == JobState.STOPPED and min_replicas >= 1:   # a minimum means replicas that always run
         restarted(job)
-        resume_workload(job, f"minimum of {min_replicas} set by {user.username}")
+        resume_workload(job, said(gettext_noop("minimum of %(min)s set by %(user)s"), min=min_replicas,
+                                  user=user.username))
     return scale

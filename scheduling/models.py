@@ -6,10 +6,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from scheduling import clock
+from scheduling import clock, history_texts
 from scheduling.core import MIG_PROFILES
 from scheduling.queue_tree import QueueRow, validate_queue
 
@@ -368,7 +368,10 @@ class JobEvent(models.Model):
     time = models.DateTimeField(default=clock.now, editable=False, db_index=True)
     kind = models.CharField(max_length=32)
     state = models.CharField(max_length=16, choices=JobState.choices, blank=True)
-    reason = models.TextField(blank=True)
+    reason = models.TextField(blank=True, help_text="In English, as written")
+    said = models.JSONField(null=True, blank=True,
+                            help_text="The reason as a msgid and its figures (scheduling.history_texts), for "
+                                      "readers of other languages; empty on rows written before it was kept")
     data = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -376,6 +379,41 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.kind} {self.state}"
+
+    @property
+    def reason_text(self) -> str:
+        """The reason in the active language (the stored English text when it cannot be rendered)."""
+        return history_texts.text(self.said, self.reason)
+
+    @property
+    def kind_label(self) -> str:
+        label = EVENT_KINDS.get(self.kind)
+        return str(label) if label else self.kind
+
+
+# What an event's kind reads as on the pages (the API keeps `kind` as it is).
+EVENT_KINDS = {
+    "submitted": pgettext_lazy("job event", "submitted"),
+    "scheduled": pgettext_lazy("job event", "scheduled"),
+    "running": pgettext_lazy("job event", "running"),
+    "grown": pgettext_lazy("job event", "grown"),
+    "shrunk": pgettext_lazy("job event", "shrunk"),
+    "pending": pgettext_lazy("job event", "waiting"),
+    "preempted": pgettext_lazy("job event", "preempted"),
+    "requeued": pgettext_lazy("job event", "requeued"),
+    "succeeded": pgettext_lazy("job event", "succeeded"),
+    "failed": pgettext_lazy("job event", "failed"),
+    "cancelled": pgettext_lazy("job event", "cancelled"),
+    "priority-changed": pgettext_lazy("job event", "priority changed"),
+    "queue-changed": pgettext_lazy("job event", "queue changed"),
+    "stopped": pgettext_lazy("job event", "stopped"),
+    "start-requested": pgettext_lazy("job event", "start requested"),
+    "idle": pgettext_lazy("job event", "idle"),
+    "scaled": pgettext_lazy("job event", "scaled"),
+    "woken": pgettext_lazy("job event", "woken"),
+    "cold-start": pgettext_lazy("job event", "cold start"),
+    "rescaled": pgettext_lazy("job event", "replica range changed"),
+}
 
 
 class HeartbeatWatch(models.Model):

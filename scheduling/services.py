@@ -10,9 +10,10 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from scheduling import clock, inference, selectors, signals
+from scheduling import clock, history_texts, inference, selectors, signals
 from scheduling.core.fit import reason_text
 from scheduling.errors import Conflict, DomainError, Forbidden
+from scheduling.history_texts import joined, said
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -68,21 +69,26 @@ def _resolve_queue(workspace, spec: JobSpec):
     return queue
 
 
-def record_event(job: Job, kind: str, *, reason: str = "", data: dict | None = None) -> JobEvent:
+def record_event(job: Job, kind: str, *, reason: Any = "", data: dict | None = None) -> JobEvent:
     return record_events([(job, kind, reason, data)])[0]
 
 
-def record_events(items: list[tuple[Job, str, str, dict | None]]) -> list[JobEvent]:
+def _event(job: Job, kind: str, reason: Any, data: dict | None) -> JobEvent:
+    """`reason` is plain text or a history_texts value: stored as its English text and as said."""
+    english = reason if isinstance(reason, str) else history_texts.english(reason)
+    return JobEvent(job=job, kind=kind, state=job.state, reason=english, said=history_texts.stored(reason),
+                    data=data or {})
+
+
+def record_events(items: list[tuple[Job, str, Any, dict | None]]) -> list[JobEvent]:
     """Store job events (each with the job's current state) and publish them once committed."""
-    events = JobEvent.objects.bulk_create(
-        [JobEvent(job=job, kind=kind, state=job.state, reason=reason, data=data or {})
-         for job, kind, reason, data in items])
+    events = JobEvent.objects.bulk_create([_event(*item) for item in items])
     committed = [(job, job_event_message(job, event)) for (job, *_), event in zip(items, events, strict=True)]
     transaction.on_commit(lambda: signals.send_committed(committed))
     return events
 
 
-def requeue_job(job: Job, reason: str, kind: str, *, pending: tuple[str, dict] = ("requeued", {}),
+def requeue_job(job: Job, reason: Any, kind: str, *, pending: tuple[str, dict] = ("requeued", {}),
                 details: dict | None = None) -> None:
     """A job whose last replica was evicted: Preempted, then back in its queue as Pending, with
     `pending` as its reason code and params."""
@@ -92,12 +98,13 @@ def requeue_job(job: Job, reason: str, kind: str, *, pending: tuple[str, dict] =
     job.state, job.pending_code, job.pending_params = JobState.PENDING, code, params
     job.pending_reason = reason_text(code, params)
     job.save(update_fields=["state", "pending_reason", "pending_code", "pending_params"])
-    record_event(job, "requeued", reason="back in its queue")
+    record_event(job, "requeued", reason=said(gettext_noop("back in its queue")))
 
 
 def job_event_message(job: Job, event: JobEvent) -> dict:
     return {"job": job.pk, "name": job.name, "kind": event.kind, "state": job.state,
-            "reason": event.reason, "pending_reason": job.pending_reason, "time": event.time.isoformat()}
+            "reason": event.reason, "said": event.said, "pending_reason": job.pending_reason,
+            "time": event.time.isoformat()}
 
 
 class NotSubmitter(Forbidden, PermissionDenied):
@@ -138,7 +145,8 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         **_pending_fields(*pending),
     )
     inference.create_scale(job)
-    record_event(job, "submitted", reason=f"submitted to queue {queue.name} by {user.username}")
+    record_event(job, "submitted", reason=said(gettext_noop("submitted to queue %(queue)s by %(user)s"),
+                                               queue=queue.name, user=user.username))
     return job
 
 
@@ -146,10 +154,10 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
 def cancel_job(*, user, job: Job) -> Job:
     """A member who may submit in the job's workspace cancels it."""
     require_submitter(user, job.workspace)
-    return _cancel(job, f"cancelled by {user.username}")
+    return _cancel(job, said(gettext_noop("cancelled by %(user)s"), user=user.username))
 
 
-def _cancel(job: Job, said: str) -> Job:
+def _cancel(job: Job, why: Any) -> Job:
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.is_final:
         raise Conflict(f"job {job.pk} is already {job.state}", field="state")
@@ -161,7 +169,7 @@ def _cancel(job: Job, said: str) -> Job:
     # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
     job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
     notes = signals.finish_notes(job)  # cancelled jobs pay for the time they held their GPUs
-    record_event(job, "cancelled", reason="; ".join([said, *notes]))
+    record_event(job, "cancelled", reason=joined([why, *notes]))
     return job
 
 
@@ -181,15 +189,17 @@ def require_operator(user) -> None:
         raise NotOperator("only operators (staff) may act on other workspaces' jobs")
 
 
-def _by_operator(user, reason: str) -> str:
-    return f"by operator {user.username}" + (f": {reason}" if reason else "")
+def _by_operator(user, reason: str):
+    if reason:
+        return said(gettext_noop("by operator %(operator)s: %(reason)s"), operator=user.username, reason=reason)
+    return said(gettext_noop("by operator %(operator)s"), operator=user.username)
 
 
 @transaction.atomic
 def cancel_job_as_operator(*, operator, job: Job, reason: str = "") -> Job:
     """Cancel any workspace's job; it pays for the time it held its GPUs, as a tenant's cancel."""
     require_operator(operator)
-    return _cancel(job, f"cancelled {_by_operator(operator, reason)}")
+    return _cancel(job, said(gettext_noop("cancelled %(by)s"), by=_by_operator(operator, reason)))
 
 
 @transaction.atomic
@@ -204,7 +214,7 @@ def requeue_job_as_operator(*, operator, job: Job, reason: str = "") -> Job:
     now = clock.now()
     stopped = job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.PREEMPTED, ended=now,
                                                                   end_reason="operator")
-    requeue_job(job, f"requeued {_by_operator(operator, reason)}", "operator",
+    requeue_job(job, said(gettext_noop("requeued %(by)s"), by=_by_operator(operator, reason)), "operator",
                 details={"operator": operator.username, "replicas": stopped})
     return job
 
@@ -224,7 +234,8 @@ def change_job_priority(*, operator, job: Job, priority: int, reason: str = "") 
         raise DomainError(f"the job's priority is already {old}", field="priority")
     job.priority = priority
     job.save(update_fields=["priority"])
-    record_event(job, "priority-changed", reason=f"priority {old} → {priority} {_by_operator(operator, reason)}",
+    record_event(job, "priority-changed", reason=said(gettext_noop("priority %(old)s → %(new)s %(by)s"), old=old,
+                                                      new=priority, by=_by_operator(operator, reason)),
                  data={"from": old, "to": priority, "operator": operator.username})
     return job, old
 
@@ -248,13 +259,14 @@ def move_job_to_queue(*, operator, job: Job, queue, reason: str = "") -> tuple[J
     old = job.queue.name
     job.queue = queue
     job.save(update_fields=["queue"])
-    record_event(job, "queue-changed", reason=f"moved from queue {old} to {queue.name} {_by_operator(operator, reason)}",
+    record_event(job, "queue-changed", reason=said(gettext_noop("moved from queue %(old)s to %(new)s %(by)s"),
+                                                   old=old, new=queue.name, by=_by_operator(operator, reason)),
                  data={"from": old, "to": queue.name, "operator": operator.username})
     return job, old
 
 
 @transaction.atomic
-def suspend_jobs(jobs, *, until, reason: str) -> list[Job]:
+def suspend_jobs(jobs, *, until, reason: Any) -> list[Job]:
     """Stop the given running or waiting jobs and hold them as Pending until `until` (or until
     `release_suspended` lets them go). Their pods are stopped by the next cycle's reconcile."""
     now = clock.now()
@@ -276,10 +288,10 @@ def release_suspended(workspace) -> int:
 
 
 @transaction.atomic
-def stop_job_by_policy(job: Job, reason: str) -> Job:
+def stop_job_by_policy(job: Job, reason: Any) -> Job:
     """The platform's own policy stops a job (GPUs left idle past their grace): no member asked, so no
     permission check; it pays for what it held, as a cancel does."""
-    return _cancel(job, f"stopped by policy: {reason}")
+    return _cancel(job, said(gettext_noop("stopped by policy: %(reason)s"), reason=reason))
 
 
 # --------------------------------------------------------------------------- stop and start
@@ -316,7 +328,7 @@ def _locked_stoppable(job: Job) -> Job:
 
 
 @transaction.atomic
-def stop_workload(user, job: Job, reason: str = "") -> Job:
+def stop_workload(user, job: Job, reason: Any = "") -> Job:
     """Stop a notebook (or service): its replicas end now and free their slices for the next cycle (which
     stops the processes or pods), and it waits as Stopped, billed nothing, until started. `user` None is
     the platform itself (an idle policy): no permission check then."""
@@ -331,8 +343,13 @@ def stop_workload(user, job: Job, reason: str = "") -> Job:
     job.state, job.not_before = JobState.STOPPED, None
     job.pending_reason, job.pending_code, job.pending_params = "", "", {}
     job.save(update_fields=["state", "not_before", "pending_reason", "pending_code", "pending_params"])
-    who = f"stopped by {user.username}" if user is not None else "stopped by policy"
-    record_event(job, "stopped", reason=f"{who}: {reason}" if reason else who,
+    if user is not None:
+        who = said(gettext_noop("stopped by %(user)s: %(reason)s") if reason else gettext_noop("stopped by %(user)s"),
+                   user=user.username, **({"reason": reason} if reason else {}))
+    else:
+        who = (said(gettext_noop("stopped by policy: %(reason)s"), reason=reason) if reason
+               else said(gettext_noop("stopped by policy")))
+    record_event(job, "stopped", reason=who,
                  data={"replicas": ended, "by": user.username if user is not None else None})
     return job
 
@@ -345,17 +362,18 @@ def start_workload(user, job: Job) -> Job:
     if job.state != JobState.STOPPED:
         raise Conflict(f"job {job.pk} is {job.state}: only a stopped one can be started", field="state")
     inference.restarted(job)
-    return resume_workload(job, f"started by {user.username}")
+    return resume_workload(job, said(gettext_noop("started by %(user)s"), user=user.username))
 
 
-def resume_workload(job: Job, said: str) -> Job:
+def resume_workload(job: Job, why: Any) -> Job:
     """A stopped notebook or service (locked by the caller) goes back in its queue as Pending."""
     job.state = JobState.PENDING
     job.started = None
     for name, value in _pending_fields("waiting_for_cycle", {}).items():
         setattr(job, name, value)
     job.save(update_fields=["state", "started", "pending_reason", "pending_code", "pending_params"])
-    record_event(job, "start-requested", reason=f"{said}: back in queue {job.queue.name}")
+    record_event(job, "start-requested", reason=said(gettext_noop("%(why)s: back in queue %(queue)s"), why=why,
+                                                     queue=job.queue.name))
     return job
 
 
@@ -369,7 +387,8 @@ def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) 
     if job.kind != JobKind.NOTEBOOK:
         raise Conflict(f"job {job.pk} is not a notebook: cancel it instead", field="kind")
     if not job.is_final:
-        job = _cancel(job, f"deleted by {user.username}" + ("; its home volume deleted" if delete_home else ""))
+        job = _cancel(job, said(gettext_noop("deleted by %(user)s; its home volume deleted") if delete_home
+                                else gettext_noop("deleted by %(user)s"), user=user.username))
     elif not delete_home:
         raise Conflict(f"notebook {job.pk} is already {job.state}", field="state")
     if delete_home:

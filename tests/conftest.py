@@ -145,6 +145,18 @@ def run(django_capture_on_commit_callbacks):
 
 
 @pytest.fixture(autouse=True)
+def language_reset():
+    """A request leaves its language active in the thread (LocaleMiddleware activates, nothing
+    deactivates; a server's next request activates its own): each test starts in the default."""
+    yield
+    if not _django_configured():
+        return
+    from django.utils import translation
+
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def pending_reasons_forgotten():
     """The cycle worker's kept pending reasons name rows by primary key; a test's rolled-back rows
     may reuse another test's keys, so each test starts with none kept."""

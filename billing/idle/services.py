@@ -31,14 +31,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
-from django.utils import translation
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from billing.models import UsageSample
 from billing.notices import Notice, raise_notice, written_in_english
-from scheduling import clock, notebooks
+from scheduling import clock, history_texts, notebooks
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict
+from scheduling.history_texts import Said, joined, said
 from scheduling.models import ACTIVE_STATES, IdleAction, Job, JobKind, JobState, NodePool, Replica
 from scheduling.services import record_event, stop_job_by_policy, stop_workload
 from scheduling.serving.idle import idle_since as notebook_idle_since
@@ -228,35 +228,43 @@ def _due_for_stop(job: Job, replicas: list[Replica], now: datetime) -> bool:
     return bool(due) and all(at is not None and at <= now for at in due)
 
 
-def _notebook_stop_reason(job: Job, replica: Replica) -> str:
+def _notebook_stop_reason(job: Job, replica: Replica) -> Said:
     minutes = -(-notebooks.idle_after_s(job, replica.node.pool.idle_window_min) // 60)
-    return f"no kernel activity and no GPU use for {minutes} min (its idle policy); start it again at will"
+    return said(gettext_noop("no kernel activity and no GPU use for %(minutes)s min (its idle policy); start it "
+                             "again at will"), minutes=minutes)
 
 
-def _stop_reason(pool: NodePool) -> str:
-    return (f"its GPUs stayed below {pool.idle_threshold_pct} % for {pool.idle_window_min} min and "
-            f"{pool.idle_grace_min} min after notice (pool {pool.name}'s idle policy)")
+def _stop_reason(pool: NodePool) -> Said:
+    return said(gettext_noop("its GPUs stayed below %(threshold)s %% for %(window)s min and %(grace)s min after "
+                             "notice (pool %(pool)s's idle policy)"), threshold=pool.idle_threshold_pct,
+                window=pool.idle_window_min, grace=pool.idle_grace_min, pool=pool.name)
 
 
-def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> str:
-    """What is idle and what happens next, in the active language."""
+def _idle_said(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> Said:
+    """What is idle and what happens next (a job event's reason, rendered in its reader's language)."""
     pool = replicas[0].node.pool
-    where = ", ".join(gettext("%(replica)s on %(node)s (%(slice)s)") % {
-        "replica": f"{r.role}-{r.index}", "node": r.node.name, "slice": r.slice_label} for r in replicas)
+    where = joined([said(gettext_noop("%(replica)s on %(node)s (%(slice)s)"), replica=f"{r.role}-{r.index}",
+                         node=r.node.name, slice=r.slice_label) for r in replicas], sep=", ")
     figures = {"where": where, "stop": f"{stop:%Y-%m-%d %H:%M %Z}" if stop else "", "pool": pool.name,
                "threshold": pool.idle_threshold_pct, "window": pool.idle_window_min}
     if job.kind == JobKind.NOTEBOOK:
         figures["minutes"] = -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
         if stop <= now:
-            return gettext("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s min; it is "
-                           "stopped now (its slice is freed, its home kept: start it again at will)") % figures
-        return gettext("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s min; it will be "
-                       "stopped at %(stop)s unless it gets busy") % figures
+            return said(gettext_noop("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s "
+                                     "min; it is stopped now (its slice is freed, its home kept: start it again at "
+                                     "will)"), **figures)
+        return said(gettext_noop("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s min; "
+                                 "it will be stopped at %(stop)s unless it gets busy"), **figures)
     if stop is not None:
-        return gettext("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min (pool "
-                       "%(pool)s); the job will be stopped at %(stop)s unless it gets busy") % figures
-    return gettext("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min (pool "
-                   "%(pool)s)") % figures
+        return said(gettext_noop("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min "
+                                 "(pool %(pool)s); the job will be stopped at %(stop)s unless it gets busy"), **figures)
+    return said(gettext_noop("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min (pool "
+                             "%(pool)s)"), **figures)
+
+
+def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> str:
+    """What is idle and what happens next, in the active language."""
+    return history_texts.text(_idle_said(job, replicas, stop, now))
 
 
 def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> tuple[str, str]:
@@ -280,9 +288,7 @@ def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
         r.idle_notified = now
     Replica.objects.bulk_update(replicas, ["idle_notified"])
     stop = stop_at(replicas[0])
-    with translation.override("en"):  # the job's history is English
-        text = _idle_text(job, replicas, stop, now)
-    record_event(job, "idle", reason=text, data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
+    record_event(job, "idle", reason=_idle_said(job, replicas, stop, now), data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
                                                  "stop_at": stop.isoformat() if stop else None})
     user = job.submitted_by
     if user is not None:

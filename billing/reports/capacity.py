@@ -7,9 +7,9 @@ each workspace's forecast beside its budget).
 - Unallocated GPU-hours of a pool in an hour: its GPUs now (every node of the pool, cordoned or not
   ready included: capacity that is there to be paid for) minus the GPU-hours its usage lines
   allocated in that hour, never below zero; priced at list (the peak, on-demand price per GPU-hour of
-  the pool's model in the table in force that hour on the platform currency's timeline, since unused
-  capacity is no workspace's; an hour whose table prices no such model counts
-  its GPU-hours without a price). Past node counts are not kept: a pool that grew
+  the pool's model in the table in force that hour), once per currency with a price timeline, since
+  unused capacity is no workspace's (an hour whose table prices no such model counts its GPU-hours
+  without a price). Past node counts are not kept: a pool that grew
   or shrank is counted at today's size. A simulated cluster's lines count its fast clock, so they may
   allocate more than the hour held.
 - Usage by submitter: a workspace's lines grouped by the user who submitted each job.
@@ -32,7 +32,7 @@ from billing.ledger.selectors import money_sum, workspace_currency
 from billing.models import Budget, ChargeLine
 from billing.reports.selectors import _sums
 from billing.reports.services import budget_status, day_bounds, spent_in_period
-from billing.selectors import price_tables
+from billing.selectors import price_currencies, price_tables
 from billing.services import platform_tz
 from scheduling.models import NodePool
 
@@ -122,8 +122,10 @@ def _hours_of(day: date, now: datetime) -> list[datetime]:
 
 
 def unallocated_by_pool_day(start: date, end: date, *, now: datetime) -> list[UnallocatedRow]:
-    """Per pool and day: GPU capacity, what usage allocated of it, and the rest priced at list."""
-    tables = price_tables()
+    """Per pool and day: GPU capacity, what usage allocated of it, and the rest priced at list, once per
+    currency that has a price timeline (unused capacity is no workspace's: each currency prices it on its
+    own tables, and no total adds two)."""
+    timelines = {currency: price_tables(currency) for currency in price_currencies()}
     gpus = dict(NodePool.objects.annotate(n=Count("nodes__gpus")).values_list("name", "n"))
     allocated: dict[tuple[str, datetime], Decimal] = defaultdict(Decimal)
     for pool, hour, amount in _usage(start, end).values_list("pool", "hour", "allocated_gpu_hours").iterator():
@@ -133,22 +135,22 @@ def unallocated_by_pool_day(start: date, end: date, *, now: datetime) -> list[Un
         count = gpus.get(pool.name, 0)
         day = start
         while day <= end:
-            capacity = used = free = cost = ZERO
-            currency = ""
+            capacity = used = free = ZERO
+            costs = dict.fromkeys(timelines, ZERO)
             for hour in _hours_of(day, now):
                 held = allocated.get((pool.name, hour), ZERO)
                 rest = max(ZERO, count - held)
                 capacity, used, free = capacity + count, used + min(held, Decimal(count)), free + rest
-                try:
-                    rates = pricing.table_in_force(tables, hour).rates
-                    cost += rest * rates.gpu_rate(pool.vendor, pool.gpu_model)
-                    currency = rates.currency
-                except ValueError:  # no table then, or no rate for the model: capacity without a price
-                    pass
+                for currency, tables in timelines.items():
+                    try:
+                        rates = pricing.table_in_force(tables, hour).rates
+                        costs[currency] += rest * rates.gpu_rate(pool.vendor, pool.gpu_model)
+                    except ValueError:  # no table then, or no rate for the model: capacity without a price
+                        pass
             if capacity:
-                rows.append(UnallocatedRow(day, pool.name, count, capacity, used.quantize(QUANTITY),
-                                           free.quantize(QUANTITY),
-                                           pricing.quantize_money(cost, currency or "USD"), currency or "USD"))
+                rows.extend(UnallocatedRow(day, pool.name, count, capacity, used.quantize(QUANTITY),
+                                           free.quantize(QUANTITY), pricing.quantize_money(cost, currency), currency)
+                            for currency, cost in costs.items())
             day += timedelta(days=1)
     return rows
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import translation
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from billing import pricing
 from billing.currency import currency_at
@@ -22,6 +22,7 @@ from billing.notices import Notice, raise_notice, written_in_english
 from billing.services import platform_tz
 from scheduling import clock
 from scheduling.errors import DomainError
+from scheduling.history_texts import said
 from scheduling.models import FINAL_STATES, Job
 from scheduling.services import release_suspended, suspend_jobs
 
@@ -222,7 +223,8 @@ def _suspend_preemptible(workspace, status: BudgetStatus, now: datetime) -> None
                 .exclude(pending_code="budget_suspended"))
     if jobs:
         _, until = period_bounds(status.period_start)
-        suspend_jobs(jobs, until=until, reason=f"its workspace spent {status.percent} % of its budget")
+        suspend_jobs(jobs, until=until, reason=said(gettext_noop("its workspace spent %(percent)s %% of its budget"),
+                                                    percent=status.percent))
         log.info("budget of %s: suspended preemptible jobs %s", workspace.slug, [j.pk for j in jobs])
 
 

@@ -73,8 +73,13 @@ class JobOutput(serializers.Serializer):
 class EventOutput(serializers.Serializer):
     time = serializers.DateTimeField()
     kind = serializers.CharField()
+    kind_text = serializers.CharField(source="kind_label", read_only=True,
+                                      help_text="kind in the request's language (Accept-Language)")
     state = serializers.CharField()
-    reason = serializers.CharField()
+    reason = serializers.CharField(help_text="In English, as recorded")
+    reason_text = serializers.CharField(read_only=True,
+                                        help_text="reason in the request's language (Accept-Language); the "
+                                                  "recorded text for events from before it was kept")
     data = serializers.JSONField()
 
 

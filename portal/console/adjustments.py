@@ -15,7 +15,7 @@ from django import forms
 from django.contrib import messages
 from django.db import transaction
 from django.shortcuts import redirect, render
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
@@ -29,6 +29,7 @@ from portal.models import Workspace
 from portal.templatetags.money import month_year
 from scheduling import clock
 from scheduling.errors import DomainError
+from scheduling.history_texts import said
 from scheduling.models import Job
 
 MONTH = re.compile(r"(\d{4})-(\d{2})")
@@ -121,10 +122,11 @@ def make_adjustment(user, form: AdjustmentForm) -> ChargeLine:
     data = form.cleaned_data
     line = ledger_services.add_adjustment(user=user, workspace=data["workspace"], amount=form.signed_amount(),
                                           reason=data["reason"], job=data["job_obj"], period=data["period"])
-    target = f"job #{line.job_id}" if line.job_id else f"{line.period:%Y-%m}"
+    target = said(gettext_noop("job #%(job)s"), job=line.job_id) if line.job_id else f"{line.period:%Y-%m}"
     audit.record(user, "adjust", line, changes={"cost": [None, line.cost]},
-                 message=f"{line.category} {line.cost} {line.currency} for {line.workspace.slug}, {target}: "
-                         f"{line.reason}")
+                 message=said(gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s, %(target)s: "
+                                           "%(reason)s"), category=said(line.category), cost=line.cost,
+                              currency=line.currency, workspace=line.workspace.slug, target=target, reason=line.reason))
     return line
 
 

@@ -15,8 +15,12 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.db.models import Model
 from django.db.models.signals import post_save
 from django.http import HttpResponseRedirect
+from django.utils import translation
+from django.utils.translation import gettext_noop
 
 from portal.console.models import AuditEntry
+from scheduling import history_texts
+from scheduling.history_texts import AdminMessage, Worded, said
 
 ADMIN_ACTIONS = {ADDITION: "create", CHANGE: "change", DELETION: "delete"}
 
@@ -48,10 +52,11 @@ def target_type(obj_or_model) -> str:
     return f"{meta.app_label}.{meta.model_name}"
 
 
-def record(user, action: str, target: Model | None = None, *, changes: dict | None = None, message: str = "",
+def record(user, action: str, target: Model | None = None, *, changes: dict | None = None, message: Any = "",
            source: str = AuditEntry.Source.CONSOLE, target_type_name: str = "", target_id: str = "",
            target_repr: str = "") -> AuditEntry:
-    """One audit entry: who (user), what (action on target, with field changes), when (now)."""
+    """One audit entry: who (user), what (action on target, with field changes), when (now). `message` is
+    plain text or a history_texts value (stored in English and as said, rendered in the reader's language)."""
     if target is not None:
         target_type_name = target_type_name or target_type(target)
         target_id = target_id or str(target.pk)
@@ -59,7 +64,9 @@ def record(user, action: str, target: Model | None = None, *, changes: dict | No
     return AuditEntry.objects.create(
         user=user if getattr(user, "pk", None) else None, username=getattr(user, "username", "") or "system",
         source=source, action=action, target_type=target_type_name, target_id=target_id,
-        target_repr=target_repr[:200], changes=_plain(changes or {}), message=message,
+        target_repr=target_repr[:200], changes=_plain(changes or {}),
+        message=message if isinstance(message, str) else history_texts.english(message),
+        said=history_texts.stored(message),
     )
 
 
@@ -69,7 +76,14 @@ def _from_log_entry(sender, instance: LogEntry, created: bool, **kwargs) -> None
     ct = instance.content_type
     record(instance.user, ADMIN_ACTIONS.get(instance.action_flag, "change"), source=AuditEntry.Source.ADMIN,
            target_type_name=f"{ct.app_label}.{ct.model}" if ct else "", target_id=instance.object_id or "",
-           target_repr=instance.object_repr, message=instance.get_change_message() or "")
+           target_repr=instance.object_repr, message=_admin_message(instance))
+
+
+def _admin_message(entry: LogEntry) -> Any:
+    """Django's own change message (a JSON list it words in the active language), kept as such."""
+    with translation.override("en"):
+        text = entry.get_change_message() or ""
+    return Worded(text, AdminMessage(entry.change_message)) if entry.change_message.startswith("[") else text
 
 
 def _audited_response_action(model_admin):
@@ -89,7 +103,8 @@ def _audited_response_action(model_admin):
             record(request.user, "delete" if action == "delete_selected" else f"admin action: {action}"[:32],
                    source=AuditEntry.Source.ADMIN, target_type_name=target_type(model_admin.model),
                    target_id=",".join(selected)[:64], target_repr=", ".join(names)[:200],
-                   message=f"{action} on {len(selected)} selected: {', '.join(names)}")
+                   message=said(gettext_noop("%(action)s on %(count)s selected: %(names)s"), action=action,
+                                count=len(selected), names=", ".join(names)))
         return response
 
     return response_action

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from portal.console import audit
 from portal.console.services import ConsoleError
 from scheduling.forms import IdlePolicyForm
+from scheduling.history_texts import said
 from scheduling.models import NodePool
 
 IDLE_FIELDS = tuple(IdlePolicyForm.Meta.fields)
@@ -36,9 +38,10 @@ def record_readiness_changes(sender=None, *, changes, **kwargs) -> None:
     for change in changes:
         seconds = int(change.silent_for.total_seconds())
         if change.silent:
-            message = (f"NotReady: its agent has not reported for {seconds} s (last heartbeat "
-                       f"{change.last_heartbeat:%Y-%m-%d %H:%M:%S %Z}); its replicas are evicted (node-lost)")
+            message = said(gettext_noop("NotReady: its agent has not reported for %(seconds)s s (last heartbeat "
+                                        "%(heartbeat)s); its replicas are evicted (node-lost)"), seconds=seconds,
+                           heartbeat=f"{change.last_heartbeat:%Y-%m-%d %H:%M:%S %Z}")
         else:
-            message = "Ready again: its agent reports"
+            message = said(gettext_noop("Ready again: its agent reports"))
         audit.record(None, "not ready" if change.silent else "ready", change.node,
                      changes={"agent_silent": [not change.silent, change.silent]}, message=message)

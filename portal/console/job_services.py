@@ -5,9 +5,11 @@ transaction, so neither is kept without the other."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from portal.console import audit
 from scheduling import services
+from scheduling.history_texts import said
 from scheduling.models import Job, Queue
 
 
@@ -16,8 +18,8 @@ def _locked_state(job: Job) -> str:
     return Job.objects.select_for_update().values_list("state", flat=True).get(pk=job.pk)
 
 
-def _said(reason: str) -> str:
-    return f"reason: {reason}" if reason else ""
+def _said(reason: str):
+    return said(gettext_noop("reason: %(reason)s"), reason=reason) if reason else ""
 
 
 @transaction.atomic

@@ -4,8 +4,40 @@ samples; the capacity planner's runs."""
 from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
-from scheduling import clock
+from scheduling import clock, history_texts
+
+# What an entry's action reads as (the stored action, the filter's value and the CSV's column stay as they are).
+ACTION_LABELS = {
+    "create": pgettext_lazy("audit action", "create"),
+    "change": pgettext_lazy("audit action", "change"),
+    "update": pgettext_lazy("audit action", "update"),
+    "delete": pgettext_lazy("audit action", "delete"),
+    "cordon": pgettext_lazy("audit action", "cordon"),
+    "uncordon": pgettext_lazy("audit action", "uncordon"),
+    "drain": pgettext_lazy("audit action", "drain"),
+    "not ready": pgettext_lazy("audit action", "not ready"),
+    "ready": pgettext_lazy("audit action", "ready"),
+    "idle policy": pgettext_lazy("audit action", "idle policy"),
+    "revoke": pgettext_lazy("audit action", "revoke"),
+    "set currency": pgettext_lazy("audit action", "set currency"),
+    "grant queue": pgettext_lazy("audit action", "grant queue"),
+    "adjust": pgettext_lazy("audit action", "adjust"),
+    "close period": pgettext_lazy("audit action", "close period"),
+    "reactivate": pgettext_lazy("audit action", "reactivate"),
+    "deactivate": pgettext_lazy("audit action", "deactivate"),
+    "reset password": pgettext_lazy("audit action", "reset password"),
+    "cancel": pgettext_lazy("audit action", "cancel"),
+    "requeue": pgettext_lazy("audit action", "requeue"),
+    "change priority": pgettext_lazy("audit action", "change priority"),
+    "move queue": pgettext_lazy("audit action", "move queue"),
+}
+
+
+def action_label(action: str) -> str:
+    label = ACTION_LABELS.get(action)
+    return str(label) if label else action
 
 
 class AuditEntry(models.Model):
@@ -24,7 +56,10 @@ class AuditEntry(models.Model):
     target_id = models.CharField(max_length=64, blank=True)
     target_repr = models.CharField(max_length=200, blank=True)
     changes = models.JSONField(default=dict, blank=True, help_text="field: [old, new]")
-    message = models.TextField(blank=True)
+    message = models.TextField(blank=True, help_text="In English, as written")
+    said = models.JSONField(null=True, blank=True,
+                            help_text="The message as a msgid and its figures (scheduling.history_texts), for "
+                                      "readers of other languages; empty on rows written before it was kept")
 
     class Meta:
         ordering = ["-time", "-id"]
@@ -32,6 +67,15 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.time:%Y-%m-%d %H:%M:%S} {self.username} {self.action} {self.target_type} {self.target_repr}"
+
+    @property
+    def action_label(self) -> str:
+        return action_label(self.action)
+
+    @property
+    def message_text(self) -> str:
+        """The message in the active language (the stored English text when it cannot be rendered)."""
+        return history_texts.text(self.said, self.message)
 
 
 class QueueAllocationSample(models.Model):

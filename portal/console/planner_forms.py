@@ -9,6 +9,7 @@ from django import forms
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from billing.selectors import price_currencies
 from portal.console.planner_services import (
     MAX_TRACE_BYTES,
     PlannerInputError,
@@ -46,6 +47,8 @@ class PlannerForm(forms.Form):
                                         "`duration`, `best_effort` or `job_type`"))
     trace_queue = forms.ChoiceField(label=_("Queue for the trace's teams"), required=False,
                                     help_text=_("A team named like a queue goes there; the others here"))
+    currency = forms.ChoiceField(label=_("Currency"), required=False,
+                                 help_text=_("The costs at list price of this currency's price table in force"))
 
     def __init__(self, *args, cluster: cm.Snapshot, **kwargs):
         super().__init__(*args, **kwargs)
@@ -77,6 +80,9 @@ class PlannerForm(forms.Form):
                 self.fields[queue_field(name, what)] = field
             self.queue_rows.append((name, [self[queue_field(name, w)] for w in fields]))
         self.fields["trace_queue"].choices = [("", "—")] + [(q, q) for q in leaf_queues(cluster)]
+        currencies = price_currencies()
+        self.fields["currency"].choices = [(c, c) for c in currencies]
+        self.fields["currency"].initial = currencies[0]
         self.trace_text = ""
 
     def clean_trace(self):
@@ -129,7 +135,7 @@ class PlannerForm(forms.Form):
             queues[name] = {"deserved_gpus": str(data[queue_field(name, "deserved_gpus")]),
                             "limit_gpus": None if limit is None else str(limit)}
         out = {"days": data["days"], "checkpoint_min": data.get("checkpoint_min"), "preemption": data["preemption"],
-               "pools": pools, "queues": queues}
+               "pools": pools, "queues": queues, "currency": data.get("currency") or price_currencies()[0]}
         if data.get("trace"):
             out["trace_queue"] = data["trace_queue"]
             out["trace_name"] = data["trace"].name[:120]

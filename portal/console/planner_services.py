@@ -288,9 +288,10 @@ def _quantiles(values: list[float]) -> list[float]:
     return [round(ordered[round(i * (len(ordered) - 1) / (WAIT_POINTS - 1))], 2) for i in range(WAIT_POINTS)]
 
 
-def current_rates() -> pricing.Rates | None:
+def current_rates(currency: str | None = None) -> pricing.Rates | None:
+    """The rates in force now on `currency`'s timeline (default: the platform's)."""
     try:
-        return pricing.table_in_force(price_tables(), clock.now()).rates
+        return pricing.table_in_force(price_tables(currency), clock.now()).rates
     except ValueError:
         return None
 
@@ -360,7 +361,7 @@ def whatif_results(run: PlannerRun) -> dict:
         start, end = (now - timedelta(days=days)).timestamp(), now.timestamp()
     edited_jobs = jobs if inputs.get("preemption", True) else [
         replace(j, job=replace(j.job, preemptible=False)) for j in jobs]
-    rates = current_rates()
+    rates = current_rates(inputs.get("currency"))
     actual = replay_side(cluster, jobs, start=start, end=end, rates=rates,
                          progress=_progress_writer(run.pk, 0.0, 0.5))
     what_if = replay_side(edited, edited_jobs, start=start, end=end, rates=rates,

@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Count, Min, Q, QuerySet
+from django.utils import translation
 from django.utils.translation import gettext, gettext_noop, ngettext
 
 from billing.currency import workspace_currencies
@@ -24,7 +25,7 @@ from billing.selectors import pool_offers, price_tables
 from billing.services import platform_tz
 from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
-from portal.console.models import AuditEntry, QueueAllocationSample
+from portal.console.models import AuditEntry, QueueAllocationSample, action_label
 from portal.models import Workspace
 from portal.pending_reasons import job_reason
 from portal.quote_texts import refusals_text, tradeoff_text
@@ -302,13 +303,14 @@ class AdviceOption:
     tradeoffs: tuple[str, ...]  # in the reader's language
 
 
-def gpu_advice(params_b, task: str, precision: str, *, now: datetime | None = None
+def gpu_advice(params_b, task: str, precision: str, *, currency: str | None = None, now: datetime | None = None
                ) -> tuple[advice_rules.MemoryNeed, list[AdviceOption], list[str]]:
-    """The memory the model needs, every pool / sharing mode that fits, cheapest first, and why the
-    other pools cannot ("pool: why"), in the reader's language. Raises ValueError naming the bad field."""
+    """The memory the model needs, every pool / sharing mode that fits, cheapest first at the prices of
+    `currency`'s table in force (default: the platform's), and why the other pools cannot ("pool: why"),
+    in the reader's language. Raises ValueError naming the bad field."""
     need = advice_rules.memory_needed(params_b, task, precision)
     now = now or clock.now()
-    tables = price_tables()
+    tables = price_tables(currency)
     if not tables:
         return need, [], [gettext("no price table: nothing to compare")]
     from billing.pricing import table_in_force
@@ -397,11 +399,12 @@ def audit_entries(params) -> QuerySet[AuditEntry]:
 
 
 AUDIT_CSV_HEADER = ("time_utc", "user", "source", "action", "target_type", "target_id", "target", "changes",
-                    "message")
+                    "message", "message_text")
 
 
-def audit_csv_lines(entries: QuerySet[AuditEntry]) -> Iterator[str]:
-    """CSV lines, header first, oldest entry first."""
+def audit_csv_lines(entries: QuerySet[AuditEntry], language: str = "en") -> Iterator[str]:
+    """CSV lines, header first, oldest entry first: `message` in English as recorded, `message_text` in
+    `language` (the reader's, taken when asked: the lines are written after the view returned)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
 
@@ -413,15 +416,20 @@ def audit_csv_lines(entries: QuerySet[AuditEntry]) -> Iterator[str]:
 
     yield line(AUDIT_CSV_HEADER)
     for e in entries.order_by("time", "pk").iterator(chunk_size=2000):
+        with translation.override(language):
+            message_text = e.message_text
         yield line((e.time.astimezone(UTC).isoformat(), e.username, e.source, e.action, e.target_type, e.target_id,
                     e.target_repr, json.dumps(e.changes, sort_keys=True, default=str) if e.changes else "",
-                    e.message))
+                    e.message, message_text))
 
 
-def audit_choices() -> dict[str, list[str]]:
+def audit_choices() -> dict[str, list]:
+    """The filters' values; actions as (value, label in the active language)."""
     base = AuditEntry.objects.order_by()
-    return {k: sorted(set(base.values_list(f, flat=True).distinct()))
-            for k, f in (("users", "username"), ("actions", "action"), ("targets", "target_type"))}
+    choices = {k: sorted(set(base.values_list(f, flat=True).distinct()))
+               for k, f in (("users", "username"), ("actions", "action"), ("targets", "target_type"))}
+    choices["actions"] = [(a, action_label(a)) for a in choices["actions"]]
+    return choices
 
 
 # --------------------------------------------------------------------------- queue tree editor

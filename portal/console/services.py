@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from billing import currency as billing_currency
 from billing.currency import currency_at
@@ -25,6 +25,7 @@ from portal.models import Membership, Role, Workspace
 from scheduling import clock
 from scheduling.errors import DomainError
 from scheduling.forms import NewPoolForm, PoolPolicyForm, QueueByNameForm
+from scheduling.history_texts import said
 from scheduling.models import (
     ACTIVE_STATES,
     Job,
@@ -79,7 +80,8 @@ def delete_queue(user, queue: Queue) -> None:
     if deletion.refusals:
         raise ConsoleError({"": [gettext("queue '%(queue)s' cannot be deleted: %(why)s") % {"queue": queue.name, "why": r}
                                  for r in deletion.refusals]})
-    message = f"workspaces that lost it: {', '.join(deletion.workspaces)}" if deletion.workspaces else ""
+    message = (said(gettext_noop("workspaces that lost it: %(workspaces)s"), workspaces=", ".join(deletion.workspaces))
+               if deletion.workspaces else "")
     audit.record(user, "delete", queue, changes={k: [v, None] for k, v in audit.snapshot(queue, QUEUE_FIELDS).items()},
                  message=message)
     queue.delete()
@@ -177,15 +179,17 @@ def drain(user, node: Node, now: datetime | None = None) -> DrainPreview:
         evicted = job.replicas.filter(node=node, state__in=ACTIVE_STATES).update(
             state=JobState.PREEMPTED, ended=now, end_reason="drain")
         if job.replicas.filter(state__in=ACTIVE_STATES).exists():
-            record_event(job, "shrunk", reason=f"{evicted} replicas evicted: node {node.name} is drained",
+            record_event(job, "shrunk", reason=said(gettext_noop("%(count)s replicas evicted: node %(node)s is "
+                                                                 "drained"), count=evicted, node=node.name),
                          data={"reason": "drain", "node": node.name})
             continue
-        requeue_job(job, f"evicted: node {node.name} is drained", "drain",
+        requeue_job(job, said(gettext_noop("evicted: node %(node)s is drained"), node=node.name), "drain",
                     pending=("node_drained", {"node": node.name}), details={"node": node.name})
     audit.record(user, "drain", node, changes={"cordoned": [False, True]},
-                 message=(f"evicted {len(preview.moves)} preemptible replicas of jobs "
-                          f"{', '.join(map(str, preview.jobs_moving)) or 'none'}; "
-                          f"{len(preview.stays)} non-preemptible replicas finish in place"))
+                 message=said(gettext_noop("evicted %(moves)s preemptible replicas of jobs %(jobs)s; %(stays)s "
+                                           "non-preemptible replicas finish in place"), moves=len(preview.moves),
+                              jobs=", ".join(map(str, preview.jobs_moving)) or said(gettext_noop("none")),
+                              stays=len(preview.stays)))
     return preview
 
 
@@ -281,7 +285,8 @@ def withdraw_price_table(user, table: PriceTable) -> None:
     table = PriceTable.objects.select_for_update().get(pk=table.pk)
     _require_scheduled(table)
     audit.record(user, "delete", table, changes={k: [v, None] for k, v in _price_state(table).items()},
-                 message=f"withdrew {table.name}, which was to take effect {table.effective_from:%Y-%m-%d %H:%M} UTC")
+                 message=said(gettext_noop("withdrew %(table)s, which was to take effect %(when)s UTC"),
+                              table=table.name, when=f"{table.effective_from:%Y-%m-%d %H:%M}"))
     table.delete()
 
 
@@ -292,7 +297,8 @@ def withdraw_price_table(user, table: PriceTable) -> None:
 def create_node_token(user, node: Node) -> tuple[NodeToken, str]:
     """A new agent token for the node; the raw value is returned once and never stored."""
     token, raw = _new_token(node)
-    audit.record(user, "create", token, message=f"agent token {token.hint}… for node {node.name}")
+    audit.record(user, "create", token, message=said(gettext_noop("agent token %(hint)s… for node %(node)s"),
+                                                      hint=token.hint, node=node.name))
     return token, raw
 
 
@@ -301,7 +307,8 @@ def revoke_node_token(user, token: NodeToken) -> NodeToken:
     if token.revoked is None:
         token.revoked = clock.now()
         token.save(update_fields=["revoked"])
-        audit.record(user, "revoke", token, message=f"agent token {token.hint}… of node {token.node.name}")
+        audit.record(user, "revoke", token, message=said(gettext_noop("agent token %(hint)s… of node %(node)s"),
+                                                          hint=token.hint, node=token.node.name))
     return token
 
 
@@ -340,7 +347,10 @@ def set_workspace_currency(user, workspace: Workspace, currency: str) -> str:
         return f"{workspace.slug} is already billed in {before}."
     since = "its whole history" if row.period == billing_currency.EVER else f"{row.period:%Y-%m}"
     audit.record(user, "set currency", workspace, changes={"currency": [before, row.currency]},
-                 message=f"{workspace.slug} is billed in {row.currency} from {since} (was {before})")
+                 message=said(gettext_noop("%(workspace)s is billed in %(currency)s from %(since)s (was %(before)s)"),
+                              workspace=workspace.slug, currency=row.currency, before=before,
+                              since=said(gettext_noop("its whole history")) if row.period == billing_currency.EVER
+                              else f"{row.period:%Y-%m}"))
     note = f"{workspace.slug} is billed in {row.currency} from {since}."
     budget = Budget.objects.filter(workspace=workspace).first()
     if budget is not None and budget.currency != row.currency:

@@ -11,10 +11,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from portal.console import audit
 from portal.console.services import ConsoleError
+from scheduling.history_texts import said
 
 USER_FIELDS = ("username", "email", "is_staff", "is_active")
 
@@ -78,5 +79,6 @@ def reset_password(actor, user, password: str):
         raise ConsoleError({"password": problems})
     user.set_password(password)
     user.save(update_fields=["password"])
-    audit.record(actor, "reset password", user, message=f"password of {user.username} reset")
+    audit.record(actor, "reset password", user, message=said(gettext_noop("password of %(user)s reset"),
+                                                              user=user.username))
     return user

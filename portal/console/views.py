@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
@@ -22,6 +22,7 @@ from billing.currency import currency_at, default_currency
 from billing.forms import PriceTableForm
 from billing.models import NodeToken, PriceTable
 from billing.pricing import MINOR_UNITS
+from billing.selectors import price_currencies
 from portal.console import selectors, services
 from portal.console.advice import BYTES_PER_PARAM, TASKS, part_name
 from portal.console.models import AuditEntry
@@ -88,9 +89,15 @@ def _chart_times(times) -> list[str]:
 
 @operator_required
 def advice(request):
-    context = {"section": "advice", "tasks": TASKS, "precisions": list(BYTES_PER_PARAM),
+    currencies = price_currencies()
+    currency = request.GET.get("currency") or currencies[0]
+    context = {"section": "advice", "tasks": TASKS, "precisions": list(BYTES_PER_PARAM), "currencies": currencies,
                "form": {"params_b": request.GET.get("params_b", ""), "task": request.GET.get("task", "inference"),
-                        "precision": request.GET.get("precision", "fp16")}}
+                        "precision": request.GET.get("precision", "fp16"), "currency": currency}}
+    if currency not in currencies:
+        context["error"] = gettext("currency: %(currency)s has no price table (%(known)s)") % {
+            "currency": currency[:8], "known": ", ".join(currencies)}
+        return render(request, "console/advice.html", context, status=400)
     if context["form"]["params_b"]:
         try:
             need, options, refused = selectors.gpu_advice(**context["form"])
@@ -478,6 +485,7 @@ def audit_log(request):
 def audit_csv(request):
     """The filtered audit log as UTF-8 CSV, every entry (not one page), times in ISO 8601 UTC."""
     entries = _audit_entries(request)  # checked before the first byte is sent
-    response = StreamingHttpResponse(selectors.audit_csv_lines(entries), content_type="text/csv; charset=utf-8")
+    response = StreamingHttpResponse(selectors.audit_csv_lines(entries, translation.get_language() or "en"),
+                                     content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="audit-{clock.now():%Y%m%d-%H%M%S}.csv"'
     return response

@@ -14,6 +14,8 @@ from scheduling.models import Queue, QueueAccess
 WORKSPACE = ("ai-lab", "AI 实验室")
 OWNER = ("chen", "chen-demo")
 CURRENCY = "CNY"
+TIME_ZONE = "Asia/Shanghai"
+QUEUE = "community"  # the team's only queue: shared, preemptible
 log = logging.getLogger(__name__)
 
 
@@ -25,12 +27,12 @@ def load_chinese_team() -> None:
         user.set_password(password)
         user.email = f"{username}@example.com"
         user.save()
-    UserPreference.objects.get_or_create(user=user, defaults={"language": "zh-hans", "time_zone": "Asia/Shanghai"})
+    UserPreference.objects.get_or_create(user=user, defaults={"language": "zh-hans", "time_zone": TIME_ZONE})
     slug, name = WORKSPACE
     workspace, _ = Workspace.objects.get_or_create(slug=slug, defaults={"name": name})
     Membership.objects.get_or_create(user=user, workspace=workspace, defaults={"role": Role.OWNER})
     # the shared preemptible queue, so chen can submit without taking quota from the other teams
-    if community := Queue.objects.filter(name="community").first():
+    if community := Queue.objects.filter(name=QUEUE).first():
         QueueAccess.objects.get_or_create(queue=community, workspace=workspace, defaults={"is_default": True})
     try:
         set_workspace_currency(workspace, CURRENCY)  # nothing when it already is; needs load_prices first

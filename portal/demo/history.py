@@ -96,9 +96,10 @@ def _jobs_on(rng: random.Random, day: date) -> int:
 
 
 def plan_month(workspaces: list[str], *, start: datetime, end: datetime, tz: ZoneInfo,
-               seed: int = 30) -> list[PlannedJob]:
+               seed: int = 30, queue: str = "", first: int = 1) -> list[PlannedJob]:
     """The jobs submitted from `start` to `end` by each workspace, in submit order; each one planned
-    to end before `end`."""
+    to end before `end`. `queue`: every job goes there, preemptible (a team whose only queue is the
+    shared preemptible one); names are numbered from `first`."""
     rng = random.Random(seed)
     weights = [kind.weight for kind in KINDS]
     plans: list[PlannedJob] = []
@@ -107,6 +108,8 @@ def plan_month(workspaces: list[str], *, start: datetime, end: datetime, tz: Zon
         for slug in workspaces:
             for _ in range(_jobs_on(rng, day)):
                 kind = rng.choices(KINDS, weights)[0]
+                if queue:
+                    kind = replace(kind, queue=queue, preemptible=True)
                 at = _submit_time(rng, day, tz)
                 duration = timedelta(minutes=round(60 * rng.uniform(*kind.hours)))
                 cancel = rng.random() < CANCEL_SHARE
@@ -116,4 +119,4 @@ def plan_month(workspaces: list[str], *, start: datetime, end: datetime, tz: Zon
                                             cancel_after=duration * rng.uniform(0.2, 0.7) if cancel else None))
         day += timedelta(days=1)
     plans.sort(key=lambda p: (p.at, p.workspace))
-    return [replace(plan, name=f"{DEMO_PREFIX}{plan.kind.name}-{n:03d}") for n, plan in enumerate(plans, start=1)]
+    return [replace(plan, name=f"{DEMO_PREFIX}{plan.kind.name}-{n:03d}") for n, plan in enumerate(plans, start=first)]

@@ -1,5 +1,7 @@
-"""Thirty days of demo history for both workspaces, made by the services that run live jobs, so
-the reports, dashboards and job pages have a real-looking month right after `make run`.
+"""Thirty days of demo history for the demo workspaces, made by the services that run live jobs, so
+the reports, dashboards and job pages have a real-looking month right after `make run`. The
+Chinese-speaking team (ai-lab, billed in CNY) works its own rhythm in Asia/Shanghai office hours, on
+the shared preemptible queue it submits to; the others' month is the same with or without it.
 
 The platform clock is moved through the past month from one event to the next (a submit, a pod
 starting or ending, a cancel). At each one, jobs are submitted with a real quote, the scheduling
@@ -16,6 +18,7 @@ import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from django.db import transaction
 
@@ -24,6 +27,7 @@ from billing.ledger.selectors import ledger_cursor
 from billing.metering.costs import replica_allocation
 from billing.metering.ingest import MAX_BATCH, ingest
 from billing.services import platform_tz, submit_quoted_job
+from portal.demo import chinese
 from portal.demo.history import DEMO_PREFIX, PlannedJob, plan_month
 from portal.demo.tenants import WORKSPACES
 from portal.models import Membership, Role
@@ -67,7 +71,7 @@ class _Month:
 
 
 def load_demo_usage(*, days: int = 30, now: datetime | None = None) -> int:
-    """The last `days` days of demo jobs of both demo workspaces, played through the live services
+    """The last `days` days of demo jobs of the demo workspaces, played through the live services
     and posted to the ledger up to now. Idempotent: does nothing when demo jobs exist. Needs the
     demo tenants, cluster, queues and prices. Returns the jobs made."""
     if Job.objects.filter(name__startswith=DEMO_PREFIX).exists():
@@ -82,7 +86,7 @@ def load_demo_usage(*, days: int = 30, now: datetime | None = None) -> int:
         log.warning("demo history skipped: the ledger is final up to %s, after %s", closed, start)
         return 0
     owners = _owners()
-    plans = plan_month(sorted(owners), start=start, end=real_now, tz=platform_tz(), seed=SEED)
+    plans = _plans(owners, start=start, end=real_now)
     if not plans:
         return 0
     month = _Month(deque(plans), owners, gpu_uuids=_gpu_uuids())
@@ -94,8 +98,18 @@ def load_demo_usage(*, days: int = 30, now: datetime | None = None) -> int:
     return len(plans)
 
 
+def _plans(owners: dict[str, tuple], *, start: datetime, end: datetime) -> list[PlannedJob]:
+    team = chinese.WORKSPACE[0]
+    plans = plan_month(sorted(set(owners) - {team}), start=start, end=end, tz=platform_tz(), seed=SEED)
+    if team in owners:
+        plans += plan_month([team], start=start, end=end, tz=ZoneInfo(chinese.TIME_ZONE), seed=SEED + 1,
+                            queue=chinese.QUEUE, first=len(plans) + 1)
+        plans.sort(key=lambda p: (p.at, p.workspace))
+    return plans
+
+
 def _owners() -> dict[str, tuple]:
-    memberships = (Membership.objects.filter(role=Role.OWNER, workspace__slug__in=WORKSPACES)
+    memberships = (Membership.objects.filter(role=Role.OWNER, workspace__slug__in=[*WORKSPACES, chinese.WORKSPACE[0]])
                    .select_related("user", "workspace").order_by("pk"))
     return {m.workspace.slug: (m.user, m.workspace) for m in memberships}
 

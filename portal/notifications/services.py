@@ -34,8 +34,9 @@ from portal.models import (
     WebhookDelivery,
 )
 from portal.notifications import selectors, signing
-from scheduling import clock
+from scheduling import clock, history_texts
 from scheduling.errors import DomainError
+from scheduling.history_texts import said
 
 log = logging.getLogger(__name__)
 
@@ -183,10 +184,11 @@ JOB_TEXTS = {
 }
 
 
-def _job_texts(event: str, figures: dict, reason: str) -> tuple[str, str]:
-    """A job notice's subject and body in the active language; the event's reason is the job's stored
-    (English) history."""
+def _job_texts(event: str, figures: dict, reason: str, said=None) -> tuple[str, str]:
+    """A job notice's subject and body in the active language, the event's reason too (its stored English
+    when it was written before what was said was kept)."""
     subject, first = JOB_TEXTS[event]
+    reason = history_texts.text(said, reason)
     return gettext(subject) % figures, gettext(first) % figures + "\n" + (f"{reason}\n" if reason else "")
 
 
@@ -217,7 +219,8 @@ def job_notices(events: Sequence[tuple], *, now: datetime) -> list[Notice]:
                    "workspace": job.workspace.slug, "time": message.get("time", ""), "state": state}
         notices.append(Notice(
             event=event, workspace=job.workspace, users=(submitter,) if submitter else (),
-            **written_in_english(partial(_job_texts, event, figures, reason)), link=f"/jobs/{job.pk}/",
+            **written_in_english(partial(_job_texts, event, figures, reason, message.get("said"))),
+            link=f"/jobs/{job.pk}/",
             data={"job": job.pk, "name": job.name, "state": state, "kind": message["kind"], "reason": reason,
                   "time": message.get("time"), "submitted_by": job.submitted_by.username if job.submitted_by else None}))
     return notices
@@ -355,7 +358,8 @@ def new_webhook_secret(user, workspace) -> str:
         raise DomainError(gettext("the workspace has no webhook yet"), field="url")
     hook.secret = Webhook.new_secret()
     hook.save(update_fields=["secret"])
-    audit.record(user, "change", hook, message="new signing secret", source=AuditEntry.Source.TENANT)
+    audit.record(user, "change", hook, message=said(gettext_noop("new signing secret")),
+                 source=AuditEntry.Source.TENANT)
     return hook.secret
 
 

@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.translation import gettext, pgettext
+from django.utils.translation import gettext, gettext_noop, pgettext
 from django.views.decorators.http import require_POST
 
 from billing.currency import workspace_currencies
@@ -30,6 +30,7 @@ from portal.console import audit
 from portal.selectors import membership_for
 from portal.templatetags.money import month_year
 from scheduling import clock
+from scheduling.history_texts import said
 
 ROWS_ON_PAGE = 500
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -211,8 +212,9 @@ def adjustment_add(request, slug):
     workspace = reports.get_report_workspace(request.user, slug)
     line = ledger_services.add_adjustment(user=request.user, workspace=workspace,
                                           amount=request.POST.get("amount", ""), reason=request.POST.get("reason", ""))
-    audit.record(request.user, "adjust", line, message=f"{line.category} {line.cost} {line.currency} for {slug}: "
-                 f"{line.reason}")
+    audit.record(request.user, "adjust", line, message=said(
+        gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s: %(reason)s"), category=said(line.category),
+        cost=line.cost, currency=line.currency, workspace=slug, reason=line.reason))
     messages.success(request, gettext("%(kind)s of %(cost)s %(currency)s recorded.") % {
         "kind": line.get_category_display(), "cost": line.cost, "currency": line.currency})
     return redirect("reports-statement", slug=slug, month=f"{line.period:%Y-%m}")

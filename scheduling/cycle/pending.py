@@ -26,6 +26,7 @@ from django.db.models.functions import Cast
 
 from scheduling import core
 from scheduling.core.fit import lead_code
+from scheduling.history_texts import Code, Worded
 from scheduling.models import Job, JobState
 from scheduling.services import record_events
 
@@ -160,4 +161,5 @@ def set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str],
     transaction.on_commit(keep)   # a cycle rolled back leaves the rows, and so the kept reasons, as they were
     # the events' jobs, without their specs: news comes by the thousand when a busy cluster shifts
     jobs = Job.objects.select_related("workspace").defer("spec_text", "spec", "roles").in_bulk(news) if news else {}
-    record_events([(jobs[pk], "pending", texts[str(pk)], None) for pk in news if pk in jobs])
+    record_events([(jobs[pk], "pending", Worded(texts[str(pk)], Code(reasons[str(pk)].code, reasons[str(pk)].params)),
+                    None) for pk in news if pk in jobs])

@@ -20,6 +20,7 @@ from functools import partial
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils.translation import gettext_noop
 
 from scheduling import clock, core, inference, notebooks, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
@@ -28,8 +29,9 @@ from scheduling.core.cycle import CycleMemo
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.pending import PENDING_FIELDS, PendingReasons, set_pending_reasons
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
-from scheduling.evictions import eviction_cause, explain
+from scheduling.evictions import eviction_cause, explain_said
 from scheduling.health import update_agent_silence
+from scheduling.history_texts import english, joined, said
 from scheduling.logs import capture_replica_logs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event, record_events, requeue_job
@@ -109,7 +111,7 @@ def _release_on_commit(backend: ClusterBackend, releases: list[Release]) -> None
         transaction.on_commit(partial(release_all, backend, releases))
 
 
-def _finish_job(job: Job, state: str, now: datetime, reason: str, report: CycleReport, releases: list[Release]):
+def _finish_job(job: Job, state: str, now: datetime, reason, report: CycleReport, releases: list[Release]):
     for other in job.replicas.filter(state__in=ACTIVE_STATES):
         other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
         other.save(update_fields=["state", "ended", "end_reason"])
@@ -117,11 +119,11 @@ def _finish_job(job: Job, state: str, now: datetime, reason: str, report: CycleR
     job.state, job.finished, job.pending_reason, job.pending_code, job.pending_params = state, now, "", "", {}
     job.save(update_fields=["state", "finished", "pending_reason", "pending_code", "pending_params"])
     notes = signals.finish_notes(job)  # in this transaction: the event below already carries them
-    record_event(job, state.lower(), reason="; ".join([reason, *notes]))
+    record_event(job, state.lower(), reason=joined([reason, *notes]))
     report.finished += 1
 
 
-def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, failures: dict[int, str],
+def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, failures: dict,
                        releases: list[Release]) -> None:
     states: dict[int, list[str]] = defaultdict(list)
     for job_id, state in Replica.objects.filter(job_id__in=job_ids).values_list("job_id", "state"):
@@ -135,15 +137,16 @@ def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, fa
             continue
         active = [s for s in states[job.pk] if s in ACTIVE_STATES]
         if not active and JobState.SUCCEEDED in states[job.pk] and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            _finish_job(job, JobState.SUCCEEDED, now, "every replica finished", report, releases)
+            _finish_job(job, JobState.SUCCEEDED, now, said(gettext_noop("every replica finished")), report, releases)
         elif active and all(s == JobState.RUNNING for s in active) and job.state == JobState.SCHEDULED:
             job.state, job.started = JobState.RUNNING, job.started or now
             started.append((job, len(active)))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            requeue_job(job, "its replicas were lost with their node", "node-lost")
+            requeue_job(job, said(gettext_noop("its replicas were lost with their node")), "node-lost")
             report.requeued += 1
     update_rows([job for job, _ in started], ["state", "started"])
-    record_events([(job, "running", f"{count} replicas running", None) for job, count in started])
+    record_events([(job, "running", said(gettext_noop("%(count)s replicas running"), count=count), None)
+                   for job, count in started])
     report.started += len(started)
 
 
@@ -151,7 +154,7 @@ def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, fa
 def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> None:
     statuses: dict[tuple, ReplicaStatus] = {s.key: s for s in backend.statuses()}
     touched: set[int] = set()
-    failures: dict[int, str] = {}
+    failures: dict = {}
     relaunch, changed, releases = [], [], []
     # every active replica's state is compared; only those that change are read whole
     todo = []
@@ -180,7 +183,8 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
             releases.append((key, None))
             if status.phase == FAILED:
-                failures[replica.job_id] = f"replica {replica.role}-{replica.index} failed: {status.message}"
+                failures[replica.job_id] = said(gettext_noop("replica %(replica)s failed: %(message)s"),
+                                                replica=f"{replica.role}-{replica.index}", message=status.message)
         else:
             continue
         changed.append(replica)
@@ -231,13 +235,19 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         reasons = ", ".join(sorted({e.reason for e in evicts}))
         causes = [eviction_cause(e, same_workspace=e.by_job.isdigit() and workspace_of.get(int(e.by_job))
                                  == job.workspace_id) for e in evicts]
-        why = "; ".join(dict.fromkeys(text for text in map(explain, causes) if text))
+        sentences = [s for s in map(explain_said, causes) if s]
+        why = joined({english(s): s for s in sentences}.values())   # each sentence once
         details = {"causes": list({json.dumps(c, sort_keys=True): c for c in causes}.values())}
         if job.replicas.filter(state__in=ACTIVE_STATES).exists():
-            record_event(job, "shrunk", reason=f"{len(evicts)} replicas evicted ({reasons})" + (f": {why}" if why else ""),
-                         data=details)
+            reason = (said(gettext_noop("%(count)s replicas evicted (%(reasons)s): %(why)s"), count=len(evicts),
+                           reasons=reasons, why=why) if sentences
+                      else said(gettext_noop("%(count)s replicas evicted (%(reasons)s)"), count=len(evicts),
+                                reasons=reasons))
+            record_event(job, "shrunk", reason=reason, data=details)
         else:
-            requeue_job(job, f"evicted: {reasons}" + (f": {why}" if why else ""), reasons, details=details)
+            reason = (said(gettext_noop("evicted: %(reasons)s: %(why)s"), reasons=reasons, why=why) if sentences
+                      else said(gettext_noop("evicted: %(reasons)s"), reasons=reasons))
+            requeue_job(job, reason, reasons, details=details)
             report.requeued += 1
 
     nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}
@@ -263,9 +273,11 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         if job.state == JobState.PENDING:
             job.state, job.pending_reason, job.pending_code, job.pending_params = JobState.SCHEDULED, "", "", {}
             scheduled.append(job)
-            events.append((job, "scheduled", f"{len(bound[job_id])} replicas on {where}", None))
+            events.append((job, "scheduled", said(gettext_noop("%(count)s replicas on %(nodes)s"),
+                                                  count=len(bound[job_id]), nodes=where), None))
         else:
-            events.append((job, "grown", f"{len(bound[job_id])} more replicas on {where}", None))
+            events.append((job, "grown", said(gettext_noop("%(count)s more replicas on %(nodes)s"),
+                                              count=len(bound[job_id]), nodes=where), None))
     update_rows(scheduled, ["state", *PENDING_FIELDS])
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})

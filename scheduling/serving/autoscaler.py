@@ -57,6 +57,9 @@ class ScaleDecision:
     recommended: int        # from this observation alone, before the scale-down delay
     observed: float
     reason: str
+    # the reason as a key of REASON_TEXTS and its figures, for callers that word it in other languages
+    reason_key: str = "woken"
+    figures: tuple[tuple[str, str], ...] = ()
 
 
 class Autoscaler:
@@ -81,13 +84,14 @@ class Autoscaler:
         if waiting > 0:
             recommended = max(recommended, 1)
         desired = self._remember(now, recommended)
-        return ScaleDecision(desired, recommended, observed, self._reason(desired, recommended, observed, current))
+        key, figures = self._reason(desired, recommended, observed, current)
+        return ScaleDecision(desired, recommended, observed, reason_text(key, figures), key, tuple(figures.items()))
 
     def wake(self, now: float) -> ScaleDecision:
         """A request arrived while the service had no replica: start one (or min) now."""
         recommended = max(1, self.policy.min_replicas)
         desired = self._remember(now, recommended)
-        return ScaleDecision(desired, recommended, 0.0, "a request arrived while at zero: cold start")
+        return ScaleDecision(desired, recommended, 0.0, reason_text("woken", {}), "woken")
 
     def restore(self, recent: list[tuple[float, int]]) -> None:
         """Take back the recommendations kept from earlier evaluations (`recent()`), for a caller that
@@ -105,16 +109,35 @@ class Autoscaler:
             recent.popleft()
         return max(r for _, r in recent)
 
-    def _reason(self, desired: int, recommended: int, observed: float, current: int) -> str:
+    def _reason(self, desired: int, recommended: int, observed: float, current: int) -> tuple[str, dict[str, str]]:
         p = self.policy
-        load = f"{p.metric} {observed:.3g} for a target of {p.target:g} per replica"
+        figures = {"metric": p.metric, "observed": f"{observed:.3g}", "target": f"{p.target:g}",
+                   "current": str(current), "desired": str(desired), "recommended": str(recommended),
+                   "delay": f"{p.scale_down_delay_s:g}"}
         if desired > current:
-            return f"up from {current} to {desired}: {load}"
+            return "up", figures
         if desired < current:
-            return f"down from {current} to {desired}: {load} for {p.scale_down_delay_s:g} s"
+            return "down", figures
         if recommended < desired:
-            return f"stays at {desired}: {load} wants {recommended}, after {p.scale_down_delay_s:g} s"
-        return f"stays at {desired}: {load}"
+            return "stays_delayed", figures
+        return "stays", figures
+
+
+# The English reasons (scheduling/inference.py words the same keys for other languages).
+LOAD_TEXT = "%(metric)s %(observed)s for a target of %(target)s per replica"
+REASON_TEXTS = {
+    "up": "up from %(current)s to %(desired)s: %(load)s",
+    "down": "down from %(current)s to %(desired)s: %(load)s for %(delay)s s",
+    "stays_delayed": "stays at %(desired)s: %(load)s wants %(recommended)s, after %(delay)s s",
+    "stays": "stays at %(desired)s: %(load)s",
+    "woken": "a request arrived while at zero: cold start",
+}
+
+
+def reason_text(key: str, figures: dict[str, str]) -> str:
+    if not figures:
+        return REASON_TEXTS[key]
+    return REASON_TEXTS[key] % {**figures, "load": LOAD_TEXT % figures}
 
 
 class TrafficWindow:

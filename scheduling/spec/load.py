@@ -299,7 +299,12 @@ def syntax_message(exc: yaml.MarkedYAMLError) -> tuple[str, Any]:
         return said(_("the anchor &%(name)s is defined twice") % {"name": name.group(1) if name else ""})
     if problem.startswith("found unknown escape character"):
         return said(_("a backslash escape that YAML does not know: use single quotes, or write \\\\"))
-    return said(" ".join(p for p in (context, problem) if p))
+    # Any other: the parser's own words (English) inside a sentence in the reader's language.
+    detail = " ".join(p for p in (context, problem) if p)
+    if here is None:
+        return said(_("the parser stopped here (its words: %(detail)s)") % {"detail": detail})
+    return said(_("the parser stopped at line %(line)s, column %(column)s (its words: %(detail)s)") % {
+        "line": here.line + 1, "column": here.column + 1, "detail": detail})
 
 
 def load_yaml(text: str | bytes) -> Loaded:
@@ -319,8 +324,14 @@ def load_yaml(text: str | bytes) -> Loaded:
     except yaml.MarkedYAMLError as exc:
         message, mark = syntax_message(exc)
         raise _fail(message, _pos(mark) if mark else None) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not accept, at a position in the text
+        line, column = _line_col(source, exc.position)
+        raise _fail(_("YAML cannot read the character %(character)s at line %(line)s, column %(column)s: "
+                      "remove it or write it as an escape in double quotes") % {
+            "character": f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character),
+            "line": line, "column": column}, (line, column)) from None
     except yaml.YAMLError as exc:
-        raise _fail(_("YAML error: %(error)s") % {"error": exc}) from None
+        raise _fail(_("YAML error: the parser stopped (its words: %(error)s)") % {"error": exc}) from None
     except RecursionError:
         raise _fail(_("the spec is nested too deeply")) from None
     finally:

@@ -10,12 +10,16 @@
   const POLL_MS = 30000;
   let timer = null;
   let soon = null;
+  // words from the page (the reader's language), English when absent; %(name)s parts filled in here
+  const said = (key, english, figures) => Object.entries(figures || {}).reduce(
+    (text, [name, value]) => text.replaceAll(`%(${name})s`, value), section.dataset[key] || english);
 
   function line(p, y, unit) {
     return {
       x: p.times, y: y, name: p.label, type: "scatter", mode: p.times.length < 60 ? "lines+markers" : "lines",
       connectgaps: false, marker: {size: 4},
-      hovertemplate: `%{y:.1f} ${unit}<extra>${p.label}${p.node ? " on " + p.node : ""}</extra>`,
+      hovertemplate: `%{y:.1f} ${unit}<extra>${p.node ? said("onText", "%(replica)s on %(node)s", {replica: p.label, node: p.node})
+        : p.label}</extra>`,
     };
   }
 
@@ -25,7 +29,8 @@
     if (charts) charts.hidden = !data.has_samples;
     if (none) none.hidden = data.has_samples;
     const bucket = document.getElementById("usage-bucket");
-    if (bucket) bucket.textContent = data.bucket_s > 1 ? `Each point averages ${data.bucket_s} s.` : "";
+    if (bucket) bucket.textContent = data.bucket_s > 1 ? said("bucketText", "Each point averages %(seconds)s s.",
+      {seconds: data.bucket_s}) : "";
     for (const p of data.placements) {
       const cell = section.querySelector(`tr[data-replica="${CSS.escape(p.label)}"] [data-field="mean-util"]`);
       if (cell) cell.textContent = p.mean_util === null ? "–" : `${p.mean_util} %`;

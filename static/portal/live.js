@@ -60,19 +60,38 @@
   // page's render and the connection, or while reconnecting) are read back from the API once
   // the server says it has joined ("hello").
   async function catchUp() {
-    if (detail) { refreshJob(detail.dataset.job); changed("job:changed"); return; }
+    if (detail) { refreshJob(detail.dataset.job); refreshEvents(detail.dataset.job); changed("job:changed"); return; }
     changed("jobs:changed"); // the list's rows are read again from the server, with its filters and page
+  }
+
+  function eventItem(event) {
+    const li = document.createElement("li");
+    const time = document.createElement("time");
+    time.dateTime = event.time;
+    time.textContent = portalTimes.dateTime(event.time);
+    const kind = document.createElement("strong");
+    kind.dataset.kind = event.kind;
+    kind.textContent = event.kind_text || event.kind;
+    const reason = event.reason_text || event.reason;
+    li.append(time, " ", kind, ` ${event.state} ${reason ? "— " + reason : ""}`);
+    return li;
+  }
+
+  // The websocket's event carries the English reason: the list is read again from the API in the
+  // page's language (kind_text, reason_text), the English line standing in until it answers.
+  async function refreshEvents(jobId) {
+    const response = await fetch(`/api/v1/jobs/${jobId}/events/`, {
+      credentials: "same-origin", headers: {"Accept-Language": document.documentElement.lang || "en"}});
+    if (!response.ok) return;
+    const events = await response.json();
+    document.getElementById("events").replaceChildren(...events.map(eventItem));
   }
 
   function onDetail(event) {
     if (String(event.job) !== detail.dataset.job) return;
     showState(event);
-    const li = document.createElement("li");
-    const time = document.createElement("time");
-    time.dateTime = event.time;
-    time.textContent = portalTimes.dateTime(event.time);
-    li.append(time, ` ${event.kind} ${event.state}${event.reason ? " — " + event.reason : ""}`);
-    document.getElementById("events").append(li);
+    document.getElementById("events").append(eventItem(event));
+    refreshEvents(event.job);
     if (["Succeeded", "Failed", "Cancelled"].includes(event.state)) {
       const cancel = document.getElementById("cancel-job");
       if (cancel) cancel.closest("form").remove();

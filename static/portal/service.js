@@ -14,14 +14,19 @@
     line: {shape: shape || "linear", color: color, width: 2}, marker: {size: 3}, connectgaps: false,
   });
   const config = {displayModeBar: false, responsive: true};
+  // chart words from the page (the reader's language), English when absent
+  const words = document.getElementById("service-charts").dataset;
+  const said = (key, english) => words[key] || english;
   function draw(s) {
-    Plotly.react("chart-replicas", [line(s.times, s.replicas, "running", "#2d6a8f", "hv"),
-      line(s.times, s.desired, "wanted", "#a36a1f", "hv")], layout("Replicas", "replicas"), config);
-    Plotly.react("chart-rps", [line(s.times, s.rps, "requests/s", "#1f6f3a")], layout("Request rate", "req/s"), config);
+    Plotly.react("chart-replicas", [line(s.times, s.replicas, said("runningText", "running"), "#2d6a8f", "hv"),
+      line(s.times, s.desired, said("wantedText", "wanted"), "#a36a1f", "hv")],
+    layout(said("replicasText", "Replicas"), said("replicasText", "replicas")), config);
+    Plotly.react("chart-rps", [line(s.times, s.rps, said("requestsText", "requests/s"), "#1f6f3a")],
+      layout(said("rpsText", "Request rate"), "req/s"), config);
     Plotly.react("chart-latency", [line(s.times, s.p50_ms, "p50", "#2d6a8f"), line(s.times, s.p95_ms, "p95", "#b03a2e")],
-      layout("Latency", "ms"), config);
-    Plotly.react("chart-cost", [line(s.cost_times, s.cost, "cost", "#6b4c9a", "hv")],
-      layout("Cost so far", s.currency || ""), config);
+      layout(said("latencyText", "Latency"), "ms"), config);
+    Plotly.react("chart-cost", [line(s.cost_times, s.cost, said("costText", "cost"), "#6b4c9a", "hv")],
+      layout(said("costSoFarText", "Cost so far"), s.currency || ""), config);
     document.getElementById("service-charts").dataset.points = String(s.times.length);
   }
   function text(id, value) {

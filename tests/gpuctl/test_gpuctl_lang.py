@@ -173,3 +173,24 @@ def test_costs_notebooks_and_services_in_chinese(gpuctl):
     code, out, _ = gpuctl("serve", "list", LANG="zh_CN.UTF-8")
     header, row = out.splitlines()
     assert header.split() == ["名称", "ID", "状态", "副本", "RPS", "P95", "每千次请求费用", "端点"]
+
+
+def test_config_view_and_profiles_in_chinese(monkeypatch, tmp_path):
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    env = {"HOME": str(tmp_path), "LANG": "zh_CN.UTF-8"}
+    path = tmp_path / ".config" / "gpuctl" / "config.toml"
+    assert cli.main(["config", "set-profile", "lab", "--url", "http://lab:8000", "--default"], env=env) == 0
+    assert out.getvalue() == f"{path} 中的配置档 lab：已设置 url；它是默认配置档\n"
+    out.truncate(0)
+    out.seek(0)
+    assert cli.main(["config", "view"], env=env) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["配置文件", str(path)]
+    assert lines[2].split() == ["URL", "http://lab:8000", "(配置档", "lab)"]
+    assert lines[6].split() == ["默认", "配置档", "URL", "工作空间", "令牌"]
+    assert "none yet" not in out.getvalue() and "(profile" not in out.getvalue()
+    out.truncate(0)
+    out.seek(0)
+    assert cli.main(["config", "use-profile", "lab", "--lang", "zh"], env={"HOME": str(tmp_path)}) == 0
+    assert out.getvalue() == f"默认配置档：lab（{path}）\n"

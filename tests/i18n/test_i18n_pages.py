@@ -289,8 +289,7 @@ def _console_job(action=""):
 
 
 def _console_job_page(client, tenants):
-    """A job without events, as the tenants' job page: events keep the English reason they were
-    recorded with."""
+    """A job without events, as the tenants' job page (events in Chinese: test_history_language.py)."""
     from tests.factories import JobFactory, QueueFactory
 
     _busy(tenants)

@@ -114,3 +114,17 @@ def test_the_submit_page_shows_spec_errors_in_the_users_language(client, cluster
     client.force_login(cluster.carol)  # a member with no preference: the browser's language
     text = client.post("/submit/", {"workspace": "vision-lab", "spec": BAD}, HTTP_ACCEPT_LANGUAGE="en").content.decode()
     assert "is not a CPU amount (e.g. 4, 0.5 or 500m)" in text
+
+
+def test_a_yaml_parser_message_is_wrapped_in_the_readers_language():
+    """A parser error the spec reader has no sentence of its own for: the parser's words (English) inside a
+    sentence in the reader's language that names the line and column."""
+    spec = "%YAML 1.1\n%YAML 1.1\n---\nname: a\n"
+    for language, start in (("en", "YAML syntax: the parser stopped at line 2, column 1 (its words: "),
+                            ("zh-hans", "YAML 语法：解析器停在第 2 行第 1 列（其原文：")):
+        with translation.override(language), pytest.raises(SpecError) as caught:
+            parse_job_spec(spec)
+        [error] = caught.value.errors
+        assert (error.line, error.column) == (2, 1)
+        assert error.message.startswith(start), error.message
+        assert "found duplicate YAML directive" in error.message
