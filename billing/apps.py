@@ -7,8 +7,9 @@ class BillingConfig(AppConfig):
 
     def ready(self):
         from billing.ledger.jobs import price_finished_job
-        from billing.selectors import off_peak_at
-        from scheduling.signals import job_finished, off_peak_asked
+        from billing.selectors import jobs_off_peak_at, off_peak_at
+        from scheduling.signals import job_finished, job_off_peak_asked, off_peak_asked
 
         job_finished.connect(price_finished_job, dispatch_uid="billing-final-cost")
         off_peak_asked.connect(off_peak_at, dispatch_uid="billing-off-peak-windows")
+        job_off_peak_asked.connect(jobs_off_peak_at, dispatch_uid="billing-job-off-peak-windows")

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from billing import pricing
-from billing.currency import default_currency
+from billing.currency import default_currency, workspace_currencies
 from billing.models import GpuRate, PriceTable
 from billing.pricing import offpeak
 from billing.quotes import PoolOffer
@@ -60,9 +60,32 @@ def pool_offers() -> list[PoolOffer]:
 
 def off_peak_at(sender=None, *, now: datetime, **kwargs) -> OffPeak:
     """Connected to scheduling's off_peak_asked: the windows of the price table in force on the platform
-    currency's timeline (the platform default otherwise). The scheduler has one off-peak flag for every
-    job; an off-peak quote option waits for its own table's window through the job's not_before."""
-    table = (PriceTable.objects.filter(currency=default_currency(), effective_from__lte=now)
+    currency's timeline (the platform default otherwise). Jobs of workspaces billed in another currency
+    follow that currency's table (`jobs_off_peak_at`); an off-peak quote option waits for its own
+    table's window through the job's not_before."""
+    return currency_off_peak(default_currency(), now)
+
+
+def jobs_off_peak_at(sender=None, *, now: datetime, workspaces: dict[int, int], **kwargs) -> dict[int, OffPeak]:
+    """Connected to scheduling's job_off_peak_asked: the OffPeak of each job whose workspace is billed
+    in another currency than the platform's, from that currency's price table in force."""
+    platform = default_currency()
+    currencies = workspace_currencies(set(workspaces.values()), at=now)
+    windows: dict[str, OffPeak] = {}
+    found = {}
+    for job_id, workspace_id in workspaces.items():
+        currency = currencies.get(workspace_id, platform)
+        if currency == platform:
+            continue
+        if currency not in windows:
+            windows[currency] = currency_off_peak(currency, now)
+        found[job_id] = windows[currency]
+    return found
+
+
+def currency_off_peak(currency: str, now: datetime) -> OffPeak:
+    """Whether `now` is off-peak on `currency`'s price table in force, and when its next window opens."""
+    table = (PriceTable.objects.filter(currency=currency, effective_from__lte=now)
              .order_by("-effective_from").first())
     windows = offpeak.parse_windows(table.offpeak_windows) if table else offpeak.DEFAULT_OFFPEAK_WINDOWS
     tz = offpeak.as_zone(settings.TIME_ZONE)

@@ -43,6 +43,21 @@ def off_peak_at(now: datetime) -> OffPeak:
     return answers[0] if answers else NEVER_OFF_PEAK
 
 
+# Sent with `now` and {job id: workspace id} of the ReduceCost jobs: billing answers, for those whose
+# workspace pays in another currency than the platform's, the OffPeak of that currency's price table.
+job_off_peak_asked = Signal()
+
+
+def job_off_peak_at(now: datetime, workspaces: dict[int, int]) -> dict[int, OffPeak]:
+    """Job id -> its own OffPeak, for the jobs whose window is not `off_peak_at`'s."""
+    if not workspaces:
+        return {}
+    found: dict[int, OffPeak] = {}
+    for _, answer in job_off_peak_asked.send(sender=None, now=now, workspaces=workspaces):
+        found.update(answer or {})
+    return found
+
+
 _batch = threading.local()
 
 

@@ -344,9 +344,16 @@ def within_quota(s: Session, job: Job) -> bool:
     return quota_block(s, job, 0) is None
 
 
+def off_peak_of(s: Session, job: Job) -> tuple[bool, str]:
+    """Whether the job's off-peak window is open now, and when it next opens (its own window where
+    the snapshot names one: `Snapshot.job_off_peak`)."""
+    own = s.job_off_peak.get(job.id) if s.job_off_peak else None
+    return own if own is not None else (s.snapshot.off_peak, s.snapshot.next_off_peak)
+
+
 def reduce_cost_waits(s: Session, job: Job) -> bool:
     """A ReduceCost job outside off-peak may use only spot pools (or idle capacity, in elastic)."""
-    return job.reduce_cost and not s.snapshot.off_peak
+    return job.reduce_cost and not off_peak_of(s, job)[0]
 
 
 def role_pools(s: Session, state: JobState, role: Role, only: set[str] | None) -> list[str]:
@@ -473,7 +480,7 @@ class AllocateQuiet(Quiet):
         if any(state.running.values()):
             return id(plan(self.s, state)), job.queue, job.preemptible
         # nothing running: the plan follows from the roles (see `plan`), no need to look it up
-        return id(job.roles), job.reduce_cost and not self.s.snapshot.off_peak, job.queue, job.preemptible
+        return id(job.roles), reduce_cost_waits(self.s, job), job.queue, job.preemptible
 
     def created(self, g: tuple, state: JobState) -> None:
         sig = self.sigs[g] = plan(self.s, state).sig
@@ -1019,14 +1026,13 @@ def preempt_may_help(s: Session) -> bool:
     """Whether some job may preempt: one that wants replicas with a higher priority than some preemptible
     job of its queue, or a preemptible ReduceCost job on-peak (it may have to yield). When none may, every
     visit of `preempt`'s walk would pass, so the walk is left out (a cheap scan instead)."""
-    waits = not s.snapshot.off_peak
     lowest: dict[str, int] = {}
     highest: dict[str, int] = {}
     for state in s.jobs.values():
         job = state.job
         queue, priority = job.queue, job.priority
         if job.preemptible:
-            if waits and job.reduce_cost:
+            if reduce_cost_waits(s, job):
                 return True
             low = lowest.get(queue)
             if low is None or priority < low:
@@ -1452,8 +1458,8 @@ def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> Reason |
     return None
 
 
-def reduce_cost_reason(s: Session) -> Reason:
-    return Reason("reduce_cost_off_peak", {"next_off_peak": s.snapshot.next_off_peak})
+def reduce_cost_reason(next_off_peak: str) -> Reason:
+    return Reason("reduce_cost_off_peak", {"next_off_peak": next_off_peak})
 
 
 NEXT_CYCLE = Reason("next_cycle")
@@ -1466,7 +1472,13 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
     combined: dict[tuple, Reason] = {}
     held: dict[str, Reason] = {}
     by_plan: dict[tuple, Reason] = {}
-    reduce_cost = reduce_cost_reason(s)
+    off_peak_reasons: dict[str, Reason] = {}   # by when the window opens: one per currency's window
+
+    def reduce_cost(next_off_peak: str) -> Reason:
+        if next_off_peak not in off_peak_reasons:
+            off_peak_reasons[next_off_peak] = reduce_cost_reason(next_off_peak)
+        return off_peak_reasons[next_off_peak]
+
     over_share = {q for q in s.queues if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS}
     evicted_by_job: dict[str, set[str]] = {}
     for k, why in s.evict_reason.items():
@@ -1479,20 +1491,21 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
             out[job_id] = Reason("evicted_requeued", {"reasons": evicted}) if evicted else NEXT_CYCLE
             continue
         kind, reason = state.fail
+        own = off_peak_of(s, state.job) if state.job.reduce_cost else None   # (window open, next opening)
         if kind == "capacity":
             p = plan(s, state)
             queue = state.job.queue
             # all that decides the reason below (a plan is alive all cycle)
-            reason = by_plan.get((id(p), queue, state.job.reduce_cost))
+            reason = by_plan.get((id(p), queue, own))
             if reason is not None:
                 out[job_id] = reason
                 continue
             share = s.fair_share.get(queue, 0.0)
             # other queues over their fair shares lend: is there any?
             holds = len(over_share) > (queue in over_share) and s.alloc[queue] + p.need > share + EPS
-            waits = state.job.reduce_cost and reduce_cost_waits(s, state.job)
+            waits = own is not None and not own[0]
             # by the plan itself: jobs with equal plans share one
-            key = (id(p), queue if holds else None, waits)
+            key = (id(p), queue if holds else None, own[1] if waits else None)
             reason = combined.get(key)
             if reason is None:
                 sig = p.sig
@@ -1506,10 +1519,10 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
                                                                  "lenders": sorted(over_share - {queue})})
                     reason = joined(reason, held[queue])
                 if waits:
-                    reason = joined(reduce_cost, reason)
+                    reason = joined(reduce_cost(own[1]), reason)
                 combined[key] = reason
-            by_plan[(id(p), queue, state.job.reduce_cost)] = reason
+            by_plan[(id(p), queue, own)] = reason
         elif kind == "reduce-cost":
-            reason = reduce_cost
+            reason = reduce_cost(off_peak_of(s, state.job)[1])
         out[job_id] = reason
     return out

@@ -264,6 +264,9 @@ class Snapshot:
     now: float = 0.0                      # epoch seconds
     off_peak: bool = False                # is `now` inside an off-peak window
     next_off_peak: str = ""               # when the next window opens, for reasons ("00:00 UTC")
+    # ReduceCost jobs whose off-peak window is not the one above (their workspace pays in another
+    # currency, whose price table has its own window): (job id, off-peak now, next window opens)
+    job_off_peak: tuple[tuple[str, bool, str], ...] = ()
     # Time-based fair share: each queue's own past usage (decayed GPU-time over what the cluster
     # could give in the window, 0..1), and how much it moves over-quota weights (0 = off).
     queue_usage: tuple[tuple[str, float], ...] = ()

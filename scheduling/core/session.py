@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -1040,3 +1041,8 @@ class Session:
             binds.append(Bind(key[0], key[1], key[2], self.row_name(now.row), now.gpus, now.slice))
         codes = dict(sorted(pending.items()))
         return Decisions(tuple(evicts), tuple(binds), {job_id: r.text for job_id, r in codes.items()}, codes)
+
+    @cached_property
+    def job_off_peak(self) -> dict[str, tuple[bool, str]]:
+        """The ReduceCost jobs with their own off-peak window: (open now, when it next opens) by job id."""
+        return {job_id: (open_now, opens) for job_id, open_now, opens in self.snapshot.job_off_peak}

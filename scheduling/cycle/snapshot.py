@@ -109,10 +109,14 @@ class Cluster:
     def fields(self, now: datetime) -> dict:
         """The Snapshot's fields besides jobs and replicas."""
         when = signals.off_peak_at(now)
+        # ReduceCost jobs are few: their workspaces are read every cycle (a currency may change monthly)
+        own = signals.job_off_peak_at(now, dict(scheduled_jobs(now).filter(reduce_cost=True).values_list(
+            "pk", "workspace_id")))
         usage = queue_usage(now, sum(len(n.gpus) for n in self.nodes) * MILLI_PER_GPU)
         return dict(pools=self.pools, nodes=self.nodes, queues=self.queues, now=now.timestamp(), off_peak=when.now,
-                    next_off_peak=when.next_start, queue_usage=tuple(sorted(usage.items())),
-                    usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0)
+                    next_off_peak=when.next_start, job_off_peak=tuple(sorted(
+                        (str(pk), w.now, w.next_start) for pk, w in own.items())),
+                    queue_usage=tuple(sorted(usage.items())), usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0)
 
     def running(self, job_id: int, role: str, index: int, node_id: int, gpus: list, slice_: dict) -> cm.RunningReplica:
         node = self.node_names[node_id]

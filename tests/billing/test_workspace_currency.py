@@ -379,3 +379,59 @@ def test_each_currency_is_a_timeline_of_its_own(admin_client, cluster, yuan, clo
     assert page.count('class="status-in-force"') == 2  # one version in force per currency
     assert 'value="CNY"' in page.split('id="price-form"')[1]  # the new version's form starts from CNY's table
     assert AuditEntry.objects.filter(action="create", target_type="billing.pricetable").count() == 2
+
+
+# --------------------------------------------------------------------------- the scheduler's off-peak
+
+
+@pytest.fixture
+def run_cycle_now(clock):
+    from django.test import TestCase
+
+    from scheduling.backends.simulated.backend import SimulatedBackend
+    from scheduling.cycle.run import run_scheduling_cycle
+
+    backend = SimulatedBackend(speedup=60, failure_rate=0, clock=clock)
+
+    def cycle():
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            return run_scheduling_cycle(backend, now=clock.now)
+
+    return cycle
+
+
+def test_a_reduce_cost_job_runs_in_its_own_currencys_valley_hours(cluster, yuan, clock, run_cycle_now):
+    """16:00 UTC is midnight in Shanghai: inside the CNY table's 谷电 window (23:00-07:00 there), outside
+    the USD table's 00:00-08:00 UTC. Each ReduceCost job is quoted on its own table (start now / wait
+    for the window), and the scheduler lets the CNY one run now although the platform's window is shut."""
+    spec = WHOLE.replace("name: {name}\n", "name: {name}\nreduceCost: true\n")
+    clock.now = at(16)
+    cny = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=spec.format(name="valley"))
+    usd = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec.format(name="cheap-hours"))
+    from scheduling.cycle.snapshot import build_snapshot
+
+    told = build_snapshot(clock.now)
+    assert (told.off_peak, told.job_off_peak) == (False, ((str(cny.pk), True, "16:00 UTC"),))
+    run_cycle_now()
+    cny.refresh_from_db()
+    usd.refresh_from_db()
+    assert cny.state == JobState.SCHEDULED, cny.pending_reason
+    assert usd.state == JobState.PENDING and usd.pending_code == "waits_for_off_peak"
+
+    clock.now = at(1, day=3)   # 09:00 in Shanghai: peak there, off-peak in UTC
+    later = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=spec.format(name="day"))
+    run_cycle_now()
+    later.refresh_from_db()
+    usd.refresh_from_db()
+    assert usd.state == JobState.SCHEDULED, usd.pending_reason
+    assert later.state == JobState.PENDING and later.pending_code == "waits_for_off_peak"
+
+
+def test_the_scheduler_asks_each_jobs_window_of_billing(cluster, yuan, clock):
+    """What the snapshot is told: the CNY workspace's ReduceCost jobs have their own window, the others none."""
+    from billing.selectors import jobs_off_peak_at
+
+    found = jobs_off_peak_at(now=at(16), workspaces={1: cluster.nlp.pk, 2: cluster.vision.pk})
+    assert set(found) == {1} and found[1].now
+    day = jobs_off_peak_at(now=at(1, day=3), workspaces={1: cluster.nlp.pk})[1]
+    assert not day.now and day.next_start == "15:00 UTC"   # 23:00 in Shanghai

@@ -30,6 +30,22 @@ def test_reduce_cost_waits_outside_off_peak_and_starts_inside():
     assert "saver" not in d.pending
 
 
+def test_a_job_with_its_own_window_follows_it():
+    """A workspace billed in another currency has its price table's off-peak window (谷电 23:00-07:00
+    Shanghai, say): its ReduceCost jobs follow that window, the others the platform's."""
+    own_open = replace(busy_onprem(job("saver-cny", "cheap", reduce_cost=True, created=2)),
+                       job_off_peak=(("saver-cny", True, ""),))
+    d = run_cycle(own_open)
+    assert [b.job_id for b in d.binds] == ["saver-cny"]
+    assert d.pending["saver"].startswith("ReduceCost job: runs only off-peak (waits until 00:00)")
+
+    own_closed = replace(busy_onprem(job("saver-cny", "cheap", reduce_cost=True, created=2)), off_peak=True,
+                         next_off_peak="", job_off_peak=(("saver-cny", False, "23:00 CST"),))
+    d = run_cycle(own_closed)
+    assert [b.job_id for b in d.binds] == ["saver"]
+    assert d.pending["saver-cny"].startswith("ReduceCost job: runs only off-peak (waits until 23:00 CST)")
+
+
 def test_reduce_cost_runs_at_once_on_a_spot_pool():
     snap = busy_onprem()
     snap = replace(snap, pools=snap.pools + (Pool("spot", spot=True),), nodes=snap.nodes + nodes("spot", 1, 1))
