@@ -78,7 +78,7 @@ def pending_by_queue(s: Session, kinds: Iterable[str | None] | None = None) -> d
     next one."""
     out: dict[str, list[JobState]] = {}
     allowed = set(kinds) if kinds is not None else None
-    for state in s.order:
+    for state in s.wanting:
         if (state.pending or state.grows) and not state.evicted and (
                 allowed is None or (state.fail[0] if state.fail else None) in allowed):
             jobs = out.get(state.job.queue)
@@ -920,7 +920,7 @@ def reclaim_may_help(s: Session) -> bool:
     visit would pass, so the action is left out (a scan of the jobs instead)."""
     kinds = ("capacity", "quota")
     scope: dict[tuple[str, int], bool] = {}
-    for state in s.order:
+    for state in s.wanting:
         fail = state.fail
         if fail is None or fail[0] not in kinds or not (state.pending or state.grows) or state.evicted:
             continue
@@ -1321,7 +1321,7 @@ def wanted_pools(s: Session) -> set[str]:
     wanted: set[str] = set()
     seen: set[int] = set()          # plans already counted (jobs share them)
     every = len(s.pools)
-    for state in s.jobs.values():
+    for state in s.wanting:
         if state.pending and state.fail and state.fail[0] == "capacity" and not state.job.reduce_cost:
             p = plan(s, state)
             if id(p) not in seen:
@@ -1355,7 +1355,7 @@ def elastic(s: Session) -> None:
         return None
 
     waiting: dict[str, list[JobState]] = {}
-    for state in s.order:
+    for state in s.wanting:
         if state.evicted or not reduce_cost_waits(s, state.job):
             continue
         if state.grows or (state.pending and state.fail is not None and state.fail[0] in ("reduce-cost", "capacity")):

@@ -11,6 +11,7 @@ Decisions are the difference between the snapshot's assignments and the session'
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -138,6 +139,12 @@ class JobState:
             have = sorted(self.running[role.name], reverse=True)
             out += [(role.name, i) for i in have[: max(0, len(have) - role.min_replicas)]]
         return out
+
+
+def order_key(state: JobState) -> tuple:
+    """A job's place in `Session.order`: higher priority, then older."""
+    job = state.job
+    return -job.priority, job.created, job.id
 
 
 NO_CAUSE = EvictCause()
@@ -324,16 +331,22 @@ class BuildCache:
     placed: dict[int, Placed] = field(default_factory=dict)     # id of the RunningReplica -> it, checked
     free: tuple = ()                                            # free milli, memory, CPU, memory per row
     jobs: dict[str, JobState] = field(default_factory=dict)     # the last session's job states
+    touched: list[str] = field(default_factory=list)            # the last session's `touched` (its own list)
+    order: list[JobState] = field(default_factory=list)         # the last session's `order`
+    # what a job's roles ask for (`weigh_roles`), by id of the roles, for `weighed_for`'s cluster
+    weighed: dict[int, tuple] = field(default_factory=dict)
+    weighed_for: ClusterBase | None = None
 
 
 def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[int, Placed],
                    placed_of: Callable[[RunningReplica, Callable[[ReplicaKey], bool]], Placed],
                    free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
-                   mem_free: list[int], total_mem: list[int]) -> dict[int, Placed] | None:
+                   mem_free: list[int], total_mem: list[int], changed: set[str]) -> dict[int, Placed] | None:
     """The snapshot's running replicas, those of the last build (`before`, whose free figures the lists
     hold) kept as they were checked when they are the same objects of jobs with the same roles; the others
     given back or checked and taken (`placed_of`). None when most are new (a whole build costs no more).
-    Raises ValueError as soon as something is wrong; the caller then builds afresh, which says what."""
+    Adds to `changed` the jobs with a replica given back or taken. Raises ValueError as soon as something
+    is wrong; the caller then builds afresh, which says what."""
     placed: dict[int, Placed] = {}
     added = []
     for rep in snapshot.running:
@@ -347,8 +360,11 @@ def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[i
     if len(added) > len(placed):
         return None
     for i, p in before.items():
+        if placed.get(i) is p:
+            continue
+        changed.add(p.key[0])
         a = p.assignment
-        if a is None or placed.get(i) is p:
+        if a is None:
             continue
         sl, row = a.slice, a.row
         if sl.kind == "whole":
@@ -372,6 +388,7 @@ def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[i
             return False
 
         for rep in added:
+            changed.add(rep.job_id)
             placed[id(rep)] = placed_of(rep, known)
     return placed
 
@@ -408,6 +425,9 @@ class Session:
     returned: int = 0                          # bumped whenever capacity comes back (evictions, rollbacks)
     profile_ids: dict[str, int] = field(default_factory=dict)
     order: list[JobState] = field(default_factory=list)   # jobs by (-priority, created, id)
+    # the jobs of `order` below their gang minimum or able to grow when the session was built: a job
+    # not among them wants nothing unless it loses a replica (and a job evicted in a cycle waits)
+    wanting: list[JobState] = field(default_factory=list)
     _pools_for: dict[tuple, list[str]] = field(default_factory=dict)
     _masks: dict[frozenset, np.ndarray] = field(default_factory=dict)
     _no_room: dict[tuple, int] = field(default_factory=dict)   # (shape, pool) -> `returned` when it failed
@@ -445,22 +465,34 @@ class Session:
         pools, queues, parents, nodes, row_of = cluster.pools, cluster.queues, cluster.parents, cluster.nodes, cluster.row_of
 
         jobs: dict[str, JobState] = {}
-        # the last session's states of the same jobs that nothing touched (nothing ran, nothing was bound,
-        # its `version` still 0) are as a new state would be but for what the actions noted: made new again
+        # The last session's states of the same jobs (the same objects) that it did not touch (no replica
+        # of theirs was bound or evicted, `touched`) are what new states would be while their replicas are
+        # the last snapshot's (checked below): made new again, what the actions noted forgotten.
         before = cache.jobs if cache is not None else {}
+        last_touched = set(cache.touched) if cache is not None else set()
+        holding: list[str] = []             # reused states holding replicas
+        arrived: list[JobState] = []        # states of jobs the last build did not have (by object)
         for job in snapshot.jobs:
-            if job.id in jobs:
-                raise ValueError(f"job {job.id!r}: duplicate job id")
+            job_id = job.id
+            if job_id in jobs:
+                raise ValueError(f"job {job_id!r}: duplicate job id")
             if job.queue not in queues:
-                raise ValueError(f"job {job.id!r}: unknown queue {job.queue!r}")
+                raise ValueError(f"job {job_id!r}: unknown queue {job.queue!r}")
             if job.queue in parents:
-                raise ValueError(f"job {job.id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
-            state = before.get(job.id)
-            if state is not None and state.version == 0 and state.job is job:
-                state.fail, state.min_milli, state.plan, state.plan_version = None, 0, None, -1
-                jobs[job.id] = state
+                raise ValueError(f"job {job_id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
+            state = before.get(job_id)
+            if state is not None and state.job is job:
+                if job_id not in last_touched:
+                    state.fail, state.plan, state.plan_version = None, None, -1
+                    jobs[job_id] = state
+                    if state.version:
+                        holding.append(job_id)
+                    continue
             else:
-                jobs[job.id] = JobState(job, {r.name: set() for r in job.roles}, 0)
+                state = None
+            jobs[job_id] = fresh = JobState(job, {r.name: set() for r in job.roles}, 0)
+            if state is None:
+                arrived.append(fresh)
 
         free_milli = [row[:] for row in cluster.free_milli]
         free_mem = [row[:] for row in cluster.free_mem]
@@ -555,6 +587,7 @@ class Session:
             return Placed(rep, roles, key, take(rep, key, role, row))
 
         placed = None
+        changed: set[str] = set()           # jobs with replicas given back or taken since the last build
         if cache is not None and cache.placed_for is cluster and cluster.whole_only:
             # the replicas of the last build still running (the same objects, of jobs with the same roles)
             # keep their checked assignments; the free figures are the last build's, give or take the others
@@ -564,7 +597,7 @@ class Session:
             cpu_free, mem_free = list(carried[1][2]), list(carried[1][3])
             try:
                 placed = carry_replicas(snapshot, jobs, carried[0], placed_of, free_milli, free_mem, cpu_free,
-                                        mem_free, total_mem)
+                                        mem_free, total_mem, changed)
             except ValueError:
                 placed = None              # the whole build below says what is wrong, as without a cache
             if placed is None:
@@ -572,6 +605,7 @@ class Session:
                 free_mem = [row[:] for row in cluster.free_mem]
                 cpu_free = list(cluster.cpu_total)
                 mem_free = list(cluster.mem_total)
+        carried_all = placed is not None
         if placed is None:
             placed = {}
             seen: set[ReplicaKey] = set()
@@ -584,6 +618,14 @@ class Session:
 
             for rep in snapshot.running:
                 placed[id(rep)] = placed_of(rep, known)
+        # reused states keep their replicas' count only when those are the last build's (carried)
+        kept: set[str] = set()
+        for job_id in holding:
+            if carried_all and job_id not in changed:
+                kept.add(job_id)
+            else:
+                job = jobs[job_id].job
+                jobs[job_id] = JobState(job, {r.name: set() for r in job.roles}, 0)
         initial: dict[ReplicaKey, Assignment] = {}
         lost: dict[ReplicaKey, str] = {}
         for rep in snapshot.running:
@@ -596,8 +638,15 @@ class Session:
         arrays = cluster.arrays(free_milli, free_mem, cpu_free, mem_free)
         node_pool, pool_mask, queue_path = cluster.node_pool, cluster.pool_mask, cluster.queue_path
 
-        # every job, in the order actions visit a queue's jobs: higher priority, then older
-        order = sorted(jobs.values(), key=lambda st: (-st.job.priority, st.job.created, st.job.id))
+        # every job, in the order actions visit a queue's jobs: higher priority, then older; the last
+        # build's order kept for the same jobs, those it did not have put in their places
+        if cache is not None and cache.order and len(arrived) * 8 < len(jobs):
+            order = [now for st in cache.order
+                     if (now := jobs.get(st.job.id)) is not None and now.job is st.job]
+            for st in sorted(arrived, key=order_key):
+                bisect.insort(order, st, key=order_key)
+        else:
+            order = sorted(jobs.values(), key=order_key)
         session = cls(
             snapshot=snapshot, pools=pools, nodes=nodes, node_pool=node_pool, arrays=arrays,
             pool_mask=pool_mask, mig_free=mig_free, mig_profile=mig_profile, ts_free=ts_free,
@@ -607,34 +656,42 @@ class Session:
             profile_ids=profile_ids, order=order,
         )
         session.assign = dict(initial)
-        session._count_initial()
+        session._count_initial(kept)
+        session.wanting = [st for st in order if st.pending or st.grows]
         for key in lost:
             session.evict_reason[key] = "node-lost"
             session.evict_cause[key] = NODE_LOST
-        session._compute_fair_shares()
+        if cache is not None and cache.weighed_for is not cluster:
+            cache.weighed, cache.weighed_for = {}, cluster
+        session._compute_fair_shares(cache.weighed if cache is not None else {})
         session._count_initial_np()   # needs each job's gang minimum, weighed with the fair shares
         if cache is not None:
             cache.placed_for, cache.placed = cluster, placed
             cache.free = (free_milli, free_mem, cpu_free, mem_free)
-            cache.jobs = jobs
+            cache.jobs, cache.touched, cache.order = jobs, session.touched, order
         return session
 
-    def _count_initial(self) -> None:
-        """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once."""
+    def _count_initial(self, kept: set[str]) -> None:
+        """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once. The states of
+        `kept` (reused, see `build`) have counted their replicas already."""
         jobs = self.jobs
         held: dict[str, int] = {}
         counted = set()
         for key, a in self.initial.items():
-            state = jobs[key[0]]
+            job_id = key[0]
+            if job_id in kept:
+                continue
+            state = jobs[job_id]
             state.version += 1
             state.running[key[1]].add(key[2])
-            counted.add(key[0])
-            job = state.job
-            milli = a.slice.gpu_milli * len(a.gpus)
-            state.held += milli
-            held[job.queue] = held.get(job.queue, 0) + milli
+            counted.add(job_id)
+            state.held += a.slice.gpu_milli * len(a.gpus)
         for job_id in counted:
             jobs[job_id].refresh()
+        for state in jobs.values():
+            if state.held:
+                queue = state.job.queue
+                held[queue] = held.get(queue, 0) + state.held
         for leaf, milli in held.items():
             for q in self.queue_path[leaf]:
                 self.alloc[q] += milli
@@ -648,9 +705,10 @@ class Session:
             for q in self.queue_path[leaf]:
                 self.np_alloc[q] += milli
 
-    def _compute_fair_shares(self) -> None:
+    def _compute_fair_shares(self, weighed: dict[int, tuple]) -> None:
         """Fair shares from every job's demand; on the way, the typical request shapes (pending and
-        running, by replica count) that the fragmentation-aware policy scores against."""
+        running, by replica count) that the fragmentation-aware policy scores against. `weighed`: what
+        roles ask for (total and gang minimum GPU milli, by id of the roles), kept while the pools are."""
         demand: dict[str, float] = {}
         shape_counts: dict[tuple, int] = {}
         representative: dict[tuple, Request] = {}
@@ -660,19 +718,25 @@ class Session:
             roles = state.job.roles
             found = per_roles.get(id(roles))
             if found is None:
-                total = minimum = 0
-                for role in roles:
-                    request = role.request
-                    pools = self._pools_for.get(request.shape())
-                    if pools is None:
-                        pools = self.pools_for(request)
-                    per = request_milli(request, self.pools[pools[0]] if pools else None)
-                    total += per * role.max_replicas
-                    minimum += per * role.min_replicas
-                found = per_roles[id(roles)] = [total, minimum, roles, 0]
+                kept = weighed.get(id(roles))
+                if kept is None or kept[2] is not roles:
+                    total = minimum = 0
+                    for role in roles:
+                        request = role.request
+                        pools = self._pools_for.get(request.shape())
+                        if pools is None:
+                            pools = self.pools_for(request)
+                        per = request_milli(request, self.pools[pools[0]] if pools else None)
+                        total += per * role.max_replicas
+                        minimum += per * role.min_replicas
+                    kept = (total, minimum, roles)
+                found = per_roles[id(roles)] = [*kept, 0]
             found[3] += 1
-            state.min_milli += found[1]
+            state.min_milli = found[1]
             demand[state.job.queue] = demand.get(state.job.queue, 0) + found[0]
+        weighed.clear()
+        for key, found in per_roles.items():
+            weighed[key] = (found[0], found[1], found[2])
         for _, _, roles, count in per_roles.values():
             for role in roles:
                 request = role.request
