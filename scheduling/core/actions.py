@@ -113,9 +113,7 @@ def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[
     if not queued:
         return
     if quiet is not None:
-        for entries in queued.values():
-            for st in entries:
-                quiet.add(st)
+        quiet.add_all(queued.values())
     kids: dict[str | None, list[str]] = {None: []}
     for leaf in queued:
         path = s.queue_path[leaf]
@@ -226,6 +224,20 @@ class Quiet:
         members[state.job.id] = state
         self.where[state.job.id] = (g, state.version)
 
+    def add_all(self, lists: Iterable[list[JobState]]) -> None:
+        """`add` for every job of these lists (the walk's start: thousands of jobs)."""
+        members_of, where, group, created = self.members, self.where, self.group, self.created
+        for states in lists:
+            for state in states:
+                g = group(state)
+                members = members_of.get(g)
+                if members is None:
+                    members = members_of[g] = {}
+                    created(g, state)
+                job_id = state.job.id
+                members[job_id] = state
+                where[job_id] = (g, state.version)
+
     def remove(self, state: JobState) -> None:
         job_id = state.job.id
         g = self.where.pop(job_id)[0]
@@ -290,7 +302,7 @@ class Plan:
 def plan(s: Session, state: JobState) -> Plan:
     if state.plan_version == state.version:
         return state.plan
-    if any(state.running.values()):
+    if state.replicas:
         found = make_plan(s, state)
     else:
         roles = state.job.roles
@@ -356,7 +368,7 @@ def role_pools(s: Session, state: JobState, role: Role, only: set[str] | None) -
         pools = [p for p in pools if p in only]
     if reduce_cost_waits(s, state.job) and only is None:
         pools = [p for p in pools if s.pools[p].spot]
-    if len(pools) < 2 or not any(state.running.values()):
+    if len(pools) < 2 or not state.replicas:
         return pools
     home = {s.node_pool[s.assign[(state.job.id, r.name, i)].row]
             for r in state.job.roles for i in state.running[r.name]}
@@ -464,16 +476,17 @@ class AllocateQuiet(Quiet):
     def __init__(self, s: Session, cache: NoFitCache) -> None:
         super().__init__(s)
         self.cache = cache
+        self.on_peak = not s.snapshot.off_peak
         self.tried: dict[tuple, tuple[int, int, bool]] = {}   # signature -> (stamp, freed, placed)
         self.sigs: dict[tuple, tuple] = {}                    # group -> its signature
         self.by_sig: dict[tuple, dict[tuple, None]] = {}      # signature -> its groups
 
     def group(self, state: JobState) -> tuple:
         job = state.job
-        if any(state.running.values()):
+        if state.replicas:
             return id(plan(self.s, state)), job.queue, job.preemptible
         # nothing running: the plan follows from the roles (see `plan`), no need to look it up
-        return id(job.roles), job.reduce_cost and not self.s.snapshot.off_peak, job.queue, job.preemptible
+        return id(job.roles), job.reduce_cost and self.on_peak, job.queue, job.preemptible
 
     def created(self, g: tuple, state: JobState) -> None:
         sig = self.sigs[g] = plan(self.s, state).sig
@@ -655,11 +668,19 @@ def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
     taken: list[tuple[str, int]] = []
     try:
         for unit in units:
-            keys = [k for k in unit.keys if k in assign and k not in new and k not in gone]
-            if not keys or cause_of(unit) is None or not any(node_pool[assign[k].row] in pools for k in keys):
-                continue
-            gone.update(keys)
-            milli = sum(assign[k].gpu_milli for k in keys)
+            if len(unit.keys) == 1:            # most units: the same tests, one key
+                key = unit.keys[0]
+                a = assign.get(key)
+                if a is None or key in new or key in gone or node_pool[a.row] not in pools or cause_of(unit) is None:
+                    continue
+                gone.add(key)
+                milli = a.slice.gpu_milli * len(a.gpus)
+            else:
+                keys = [k for k in unit.keys if k in assign and k not in new and k not in gone]
+                if not keys or cause_of(unit) is None or not any(node_pool[assign[k].row] in pools for k in keys):
+                    continue
+                gone.update(keys)
+                milli = sum(assign[k].gpu_milli for k in keys)
             for q in path[unit.queue]:
                 alloc[q] -= milli
             taken.append((unit.queue, milli))
@@ -815,10 +836,7 @@ def without_idle_branches(s: Session, by_queue: dict[str, list[JobState]],
 
 def waits_whole(state: JobState) -> bool:
     """Nothing of the job runs: only its own visit can change what it asks for."""
-    for held in state.running.values():
-        if held:
-            return False
-    return True
+    return not state.replicas
 
 
 class EvictionQuiet(Quiet):
@@ -890,9 +908,16 @@ def reclaim(s: Session) -> None:
         if not lenders:
             return None
 
+        causes: dict[tuple[str, str], EvictCause] = {}
+
         def cause_of(unit: Unit) -> EvictCause | None:
             found = reclaim_rule(s, sides, job.queue, unit.queue, need)
-            return None if found is None else EvictCause(job.id, job.queue, found[1], found[0])
+            if found is None:
+                return None
+            cause = causes.get(found)
+            if cause is None:
+                cause = causes[found] = EvictCause(job.id, job.queue, found[1], found[0])
+            return cause
 
         def final_check() -> bool:
             return within_quota(s, job) and all(s.alloc[q] <= s.fair_share.get(q, 0.0) + EPS
@@ -1401,6 +1426,15 @@ def joined(*reasons: Reason) -> Reason:
     return Reason("several", {"parts": parts}, rendered="; ".join([r.text for r in reasons]))
 
 
+def whole_free(s: Session) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs wholly free [N, G] and their count per node [N], until capacity is taken or given back."""
+    found = s.memo.get("whole_free")
+    if found is None or found[0] != s.stamp:
+        whole = s.arrays.fully_free()
+        found = s.memo["whole_free"] = (s.stamp, whole, whole.sum(axis=1))
+    return found[1], found[2]
+
+
 def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> Reason | None:
     """What is short in `pool` for `count` replicas of `r`; None when the numbers alone allow it."""
     mask = s.pool_mask[pool]
@@ -1412,9 +1446,8 @@ def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> Reason |
         if r.num_gpus == 0:
             return None if host.any() else Reason("cpu_memory_short", {"cpu_milli": r.cpu_milli, "mem_mib": r.mem_mib,
                                                                        "pool": pool})
-        whole = arr.fully_free()
+        whole, per_node = whole_free(s)
         free = int(whole[mask].sum())
-        per_node = whole.sum(axis=1)
         need = count * r.num_gpus
         if free < need:
             if count > 1:

@@ -74,6 +74,7 @@ class JobState:
     extra: int = 0                            # replicas running above the minimums
     evicted: int = 0                          # replicas of the snapshot evicted in this session
     held: int = 0                             # GPU milli its replicas hold now
+    replicas: int = 0                         # replicas assigned now (kept by `refresh`)
 
     def np_milli(self, held: int) -> int:
         """What `held` milli count against non-preemptible quota: a non-preemptible job's gang
@@ -118,9 +119,10 @@ class JobState:
 
     def refresh(self) -> None:
         pending = elastic = room = False
-        extra = 0
+        extra = total = 0
         for r in self.job.roles:
             n = len(self.running[r.name])
+            total += n
             if n < r.min_replicas:
                 pending = True
             elif n > r.min_replicas:
@@ -129,6 +131,7 @@ class JobState:
             if n < r.max_replicas:
                 room = True
         self.pending, self.elastic, self.grows, self.extra = pending, elastic, room and not pending, extra
+        self.replicas = total
 
     def extras(self) -> list[tuple[str, int]]:
         """Running replicas above each role's minimum, highest index first (shrunk first)."""
@@ -200,6 +203,7 @@ class ClusterBase:
     fixed: dict[str, np.ndarray]               # ClusterArrays' columns that follow from the nodes alone
     model_names: tuple[str, ...]
     whole_only: bool                           # every pool's GPUs whole or fractional (no MIG, no time-slicing)
+    names: tuple[str, ...] = ()                # the nodes' names, one per row
 
     def serves(self, snapshot: Snapshot) -> bool:
         pools, nodes, queues = self.sources
@@ -275,14 +279,34 @@ class ClusterBase:
         return cls((snapshot.pools, snapshot.nodes, snapshot.queues), pools, queues, parents, nodes, row_of,
                    node_pool, pool_mask, queue_path, profile_ids, gpu_count, free_milli, free_mem, total_mem,
                    [x.cpu_milli for x in nodes], [x.memory_mib for x in nodes], mig_free, mig_profile, ts_free,
-                   (n, g), fixed, model_names, all(p.gpu_mode == "whole" for p in snapshot.pools))
+                   (n, g), fixed, model_names, all(p.gpu_mode == "whole" for p in snapshot.pools),
+                   tuple(x.name for x in nodes))
 
     def arrays(self, free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
-               mem_free: list[int]) -> pl.ClusterArrays:
+               mem_free: list[int], base: tuple | None = None, rows: set[int] = frozenset()) -> pl.ClusterArrays:
         """The session's placement arrays for these free figures. Any figure out of its node's range is
-        refused by `placement.NodeCapacity`, which says which (as building the arrays through it would)."""
+        refused by `placement.NodeCapacity`, which says which (as building the arrays through it would).
+        `base`: the arrays of figures that differ from these only in `rows` (copied, those rows set)."""
         n, g = self.shape
         fixed = self.fixed
+        if base is not None:
+            milli, mem, cpu, memory = (x.copy() for x in base)
+            gpu_count, total_mem = self.gpu_count, self.total_mem
+            cpu_total, mem_total = self.cpu_total, self.mem_total
+            for i in rows:
+                count = gpu_count[i]
+                row_milli, row_mem = free_milli[i], free_mem[i]
+                if not (0 <= cpu_free[i] <= cpu_total[i] and 0 <= mem_free[i] <= mem_total[i]
+                        and all(0 <= x <= MILLI_PER_GPU for x in row_milli)
+                        and all(0 <= x <= total_mem[i] for x in row_mem)):
+                    return self.arrays(free_milli, free_mem, cpu_free, mem_free)   # says which figure
+                milli[i, :count] = row_milli
+                mem[i, :count] = row_mem
+                cpu[i] = cpu_free[i]
+                memory[i] = mem_free[i]
+            return pl.ClusterArrays(names=self.names, model_names=self.model_names,
+                                    gpu_free_milli=milli, gpu_free_mem=mem, cpu_free=cpu, mem_free=memory,
+                                    version=np.zeros(n, dtype=np.int64), **fixed)
         milli = np.zeros((n, g), dtype=np.int32)
         mem = np.zeros((n, g), dtype=np.int64)
         if all(count == g for count in self.gpu_count):
@@ -303,7 +327,7 @@ class ClusterBase:
                 pool = self.pools[x.pool]
                 pl.NodeCapacity(x.name, pool.gpu_model or pool.name, self.total_mem[i], len(x.gpus), x.cpu_milli,
                                 x.memory_mib, tuple(free_milli[i]), tuple(free_mem[i]), cpu_free[i], mem_free[i])
-        return pl.ClusterArrays(names=tuple(x.name for x in self.nodes), model_names=self.model_names,
+        return pl.ClusterArrays(names=self.names, model_names=self.model_names,
                                 gpu_free_milli=milli, gpu_free_mem=mem, cpu_free=cpu, mem_free=memory,
                                 version=np.zeros(n, dtype=np.int64), **fixed)
 
@@ -336,16 +360,21 @@ class BuildCache:
     # what a job's roles ask for (`weigh_roles`), by id of the roles, for `weighed_for`'s cluster
     weighed: dict[int, tuple] = field(default_factory=dict)
     weighed_for: ClusterBase | None = None
+    # the last build's free figures as arrays (`ClusterBase.arrays`' `base`), for `base_for`'s cluster
+    base: tuple | None = None
+    base_for: ClusterBase | None = None
 
 
 def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[int, Placed],
                    placed_of: Callable[[RunningReplica, Callable[[ReplicaKey], bool]], Placed],
                    free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
-                   mem_free: list[int], total_mem: list[int], changed: set[str]) -> dict[int, Placed] | None:
+                   mem_free: list[int], total_mem: list[int], changed: set[str],
+                   rows: set[int]) -> dict[int, Placed] | None:
     """The snapshot's running replicas, those of the last build (`before`, whose free figures the lists
     hold) kept as they were checked when they are the same objects of jobs with the same roles; the others
     given back or checked and taken (`placed_of`). None when most are new (a whole build costs no more).
-    Adds to `changed` the jobs with a replica given back or taken. Raises ValueError as soon as something
+    Adds to `changed` the jobs with a replica given back or taken, to `rows` the rows of those given back.
+    Raises ValueError as soon as something
     is wrong; the caller then builds afresh, which says what."""
     placed: dict[int, Placed] = {}
     added = []
@@ -378,6 +407,7 @@ def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[i
             free_mem[row][g] += mem
         cpu_free[row] += a.cpu_milli
         mem_free[row] += a.mem_mib
+        rows.add(row)
     if added:
         keys = {p.key for p in placed.values()}
 
@@ -428,6 +458,7 @@ class Session:
     # the jobs of `order` below their gang minimum or able to grow when the session was built: a job
     # not among them wants nothing unless it loses a replica (and a job evicted in a cycle waits)
     wanting: list[JobState] = field(default_factory=list)
+    memo: dict = field(default_factory=dict)   # what actions keep while `stamp` says it holds
     _pools_for: dict[tuple, list[str]] = field(default_factory=dict)
     _masks: dict[frozenset, np.ndarray] = field(default_factory=dict)
     _no_room: dict[tuple, int] = field(default_factory=dict)   # (shape, pool) -> `returned` when it failed
@@ -507,8 +538,11 @@ class Session:
 
         gpu_count = cluster.gpu_count
 
+        rows_changed: set[int] = set()      # rows whose free figures differ from the last build's
+
         def take(rep: RunningReplica, key: ReplicaKey, role: Role, row: int) -> Assignment:
             """Check a running replica against what is free on its node and take it."""
+            rows_changed.add(row)
             gpus = rep.gpus
             s = rep.slice
             req = role.request
@@ -597,7 +631,7 @@ class Session:
             cpu_free, mem_free = list(carried[1][2]), list(carried[1][3])
             try:
                 placed = carry_replicas(snapshot, jobs, carried[0], placed_of, free_milli, free_mem, cpu_free,
-                                        mem_free, total_mem, changed)
+                                        mem_free, total_mem, changed, rows_changed)
             except ValueError:
                 placed = None              # the whole build below says what is wrong, as without a cache
             if placed is None:
@@ -635,7 +669,8 @@ class Session:
             else:
                 initial[p.key] = p.assignment
 
-        arrays = cluster.arrays(free_milli, free_mem, cpu_free, mem_free)
+        base = cache.base if cache is not None and carried_all and cache.base_for is cluster else None
+        arrays = cluster.arrays(free_milli, free_mem, cpu_free, mem_free, base, rows_changed)
         node_pool, pool_mask, queue_path = cluster.node_pool, cluster.pool_mask, cluster.queue_path
 
         # every job, in the order actions visit a queue's jobs: higher priority, then older; the last
@@ -669,6 +704,10 @@ class Session:
             cache.placed_for, cache.placed = cluster, placed
             cache.free = (free_milli, free_mem, cpu_free, mem_free)
             cache.jobs, cache.touched, cache.order = jobs, session.touched, order
+            # the free figures as arrays before the actions change them (4 small copies)
+            cache.base = (arrays.gpu_free_milli.copy(), arrays.gpu_free_mem.copy(), arrays.cpu_free.copy(),
+                          arrays.mem_free.copy())
+            cache.base_for = cluster
         return session
 
     def _count_initial(self, kept: set[str]) -> None:
