@@ -72,7 +72,7 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
             action(session)
         decisions = session.decisions(actions.pending_reasons(session))
         if memo is not None:
-            live = {id(job.roles) for job in snapshot.jobs}
+            live = session.roles_ids
             memo.plans = {key: found for key, found in session.plans.items() if key[0] in live}
             memo.last = (snapshot, decisions)
         return decisions

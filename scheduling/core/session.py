@@ -459,6 +459,7 @@ class Session:
     # not among them wants nothing unless it loses a replica (and a job evicted in a cycle waits)
     wanting: list[JobState] = field(default_factory=list)
     memo: dict = field(default_factory=dict)   # what actions keep while `stamp` says it holds
+    roles_ids: Iterable[int] = ()              # id of every job's roles (a set view)
     _pools_for: dict[tuple, list[str]] = field(default_factory=dict)
     _masks: dict[frozenset, np.ndarray] = field(default_factory=dict)
     _no_room: dict[tuple, int] = field(default_factory=dict)   # (shape, pool) -> `returned` when it failed
@@ -773,6 +774,7 @@ class Session:
             found[3] += 1
             state.min_milli = found[1]
             demand[state.job.queue] = demand.get(state.job.queue, 0) + found[0]
+        self.roles_ids = per_roles.keys()
         weighed.clear()
         for key, found in per_roles.items():
             weighed[key] = (found[0], found[1], found[2])
