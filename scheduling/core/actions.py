@@ -385,7 +385,7 @@ def place_gang(s: Session, state: JobState, only: set[str] | None = None) -> boo
             for index in p.missing[role.name]:
                 spot = None
                 for pool in pools:
-                    spot = s.find_spot(role.request, pool, state.job.queue)
+                    spot = s.find_spot(role.request, pool)
                     if spot is not None:
                         break
                 if spot is None:
@@ -766,7 +766,7 @@ def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
     if reduce_cost_waits(s, s.jobs[key[0]].job):
         pools = [p for p in pools if p == home or s.pools[p].spot]
     for pool in sorted(pools, key=lambda p: p != home):
-        spot = s.find_spot(request, pool, s.jobs[key[0]].job.queue)
+        spot = s.find_spot(request, pool)
         if spot is not None:
             s.bind(key, spot)
             return True

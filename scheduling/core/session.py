@@ -332,9 +332,6 @@ class ClusterBase:
                                 version=np.zeros(n, dtype=np.int64), **fixed)
 
 
-NO_SHARE_MILLI = 1e-6        # a fair share at most this is none
-
-
 class Placed(NamedTuple):
     """A running replica of a snapshot as a build checked it: its key and assignment (None: its node is
     gone or not ready), and the roles of its job then."""
@@ -476,12 +473,6 @@ class Session:
     # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
     # (roles, plan); a memo may carry them from cycle to cycle
     plans: dict[tuple, tuple] = field(default_factory=dict)
-    # Queues with jobs but no fair share (best-effort: they deserve nothing and get no over-quota share):
-    # any queue within its share may reclaim their work. Placement keeps their replicas and those of the
-    # other queues on different nodes where it can (`find_spot`), so that reclaiming them frees whole nodes
-    # rather than GPUs scattered between others' replicas. Empty unless both kinds have jobs.
-    no_share: set[str] = field(default_factory=set)
-    kinds: np.ndarray | None = None            # int [N, 2]: replicas per row of other / no-share queues' jobs
 
     # ------------------------------------------------------------------ building
 
@@ -797,13 +788,6 @@ class Session:
         for name, q in queues.items():
             most = max(float(q.deserved_milli), self.fair_share.get(name, 0.0))
             self.allocatable[name] = most if q.limit_milli is None else min(most, float(q.limit_milli))
-        no_share = {q for q in demand if self.fair_share.get(q, 0.0) <= NO_SHARE_MILLI}
-        if no_share and len(no_share) < len(demand):
-            self.no_share = no_share
-            kinds = self.kinds = np.zeros((len(self.nodes), 2), dtype=np.int32)
-            jobs = self.jobs
-            for key, a in self.initial.items():
-                kinds[a.row, int(jobs[key[0]].job.queue in no_share)] += 1
 
         shapes: dict[Shape, float] = {}
         for key, n in shape_counts.items():
@@ -903,24 +887,17 @@ class Session:
             for spot in reversed(taken):
                 self._take(spot, +1)
 
-    def find_spot(self, request: Request, pool_name: str, queue: str | None = None) -> Assignment | None:
-        """Where one replica of `request` would go in `pool_name` now (nothing is changed). For a job of
-        `queue`: nodes without replicas of the other kind of queue first (see `no_share`), when some has room."""
+    def find_spot(self, request: Request, pool_name: str) -> Assignment | None:
+        """Where one replica of `request` would go in `pool_name` now (nothing is changed)."""
         key = (request.shape(), pool_name)
         if self._no_room.get(key) == self.returned:
             return None                      # failed before, and no capacity came back since
-        spot = None
-        if queue is not None and self.kinds is not None and request.mode in ("exclusive", "fraction"):
-            apart = self.kinds[:, int(queue not in self.no_share)] == 0
-            if not apart.all():
-                spot = self._find_spot(request, pool_name, apart)
-        if spot is None:
-            spot = self._find_spot(request, pool_name)
+        spot = self._find_spot(request, pool_name)
         if spot is None:
             self._no_room[key] = self.returned
         return spot
 
-    def _find_spot(self, request: Request, pool_name: str, among: np.ndarray | None = None) -> Assignment | None:
+    def _find_spot(self, request: Request, pool_name: str) -> Assignment | None:
         pool = self.pools[pool_name]
         mask = self.pool_mask[pool_name]
         if request.mode in ("exclusive", "fraction"):
@@ -928,10 +905,6 @@ class Session:
             allowed = mask
             if request.mode == "exclusive" and request.gpu_mem_mib:
                 allowed = mask & (self.arrays.gpu_total_mem >= request.gpu_mem_mib)
-            if among is not None:
-                allowed = allowed & among
-                if not allowed.any():
-                    return None
             spot = pl.place(self.arrays, preq, pool.placement, allowed, self.ctx)
             if spot is None:
                 return None
@@ -1034,8 +1007,6 @@ class Session:
         self.touched.append(key[0])
         (state.running[key[1]].add if sign > 0 else state.running[key[1]].discard)(key[2])
         state.refresh()
-        if self.kinds is not None:
-            self.kinds[a.row, int(job.queue in self.no_share)] += sign
         milli = a.gpu_milli * sign
         before = state.held
         state.held += milli
