@@ -14,6 +14,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import and_, attrgetter, is_, itemgetter, not_, or_
 from typing import NamedTuple
 
 import numpy as np
@@ -142,6 +144,124 @@ class JobState:
             have = sorted(self.running[role.name], reverse=True)
             out += [(role.name, i) for i in have[: max(0, len(have) - role.min_replicas)]]
         return out
+
+
+_ID, _JOB, _FIRST = attrgetter("id"), attrgetter("job"), itemgetter(0)
+_PENDING, _GROWS = attrgetter("pending"), attrgetter("grows")
+
+
+class _NoJob:
+    roles = None
+
+
+class _NoState:
+    """A state no job has (`dict.get`'s default in C loops)."""
+
+    job = _NoJob()
+
+
+class _NoPlaced:
+    """A replica no build checked (the same)."""
+
+    rep = None
+    roles = object()
+
+
+NO_STATE, NO_PLACED = _NoState(), _NoPlaced()
+_REP, _PLACED_ROLES, _KEY = attrgetter("rep"), attrgetter("roles"), attrgetter("key")
+_ROLES, _JOB_ID = attrgetter("job.roles"), attrgetter("job_id")
+
+
+def new_states(snapshot: Snapshot, before: dict[str, JobState], last_touched: set[str], queues: dict,
+               parents: set) -> tuple[dict[str, JobState], Callable[[], list[str]], list[JobState], set[str]]:
+    """The session's job states, each job checked: those of `before` (the last session's) for the same job
+    objects that session did not touch, made new again, and new ones. Returns them, the reused states'
+    jobs holding replicas (a callable), the new states of jobs `before` did not have, the ids of new states."""
+    jobs: dict[str, JobState] = {}
+    holding: list[str] = []
+    arrived: list[JobState] = []
+    fresh_ids: set[str] = set()
+    for job in snapshot.jobs:
+        job_id = job.id
+        if job_id in jobs:
+            raise ValueError(f"job {job_id!r}: duplicate job id")
+        if job.queue not in queues:
+            raise ValueError(f"job {job_id!r}: unknown queue {job.queue!r}")
+        if job.queue in parents:
+            raise ValueError(f"job {job_id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
+        state = before.get(job_id)
+        if state is not None and state.job is job:
+            if job_id not in last_touched:
+                state.fail, state.plan, state.plan_version = None, None, -1
+                jobs[job_id] = state
+                if state.version:
+                    holding.append(job_id)
+                continue
+        else:
+            state = None
+        jobs[job_id] = fresh = JobState(job, {r.name: set() for r in job.roles}, 0)
+        fresh_ids.add(job_id)
+        if state is None:
+            arrived.append(fresh)
+    return jobs, lambda: holding, arrived, fresh_ids
+
+
+def kept_states(snapshot: Snapshot, cache: BuildCache, last_touched: set[str]
+                ) -> tuple[dict[str, JobState], Callable[[], list[str]], list[JobState], set[str]] | None:
+    """`new_states` for a cache whose last build had the same cluster (its jobs were checked against its
+    queues then): only the jobs it did not have are checked, and the passes over every job are C loops.
+    The last session set what its actions note (`fail`, `plan`) only on the jobs it walked, which wanted
+    replicas (`Session.wanting`): those are made new again. None when ids repeat (`new_states` says which)."""
+    before, job_list = cache.jobs, snapshot.jobs
+    ids = list(map(_ID, job_list))
+    states = list(map(before.get, ids, repeat(NO_STATE, len(ids))))
+    jobs = dict(zip(ids, states, strict=True))
+    if len(jobs) != len(ids):
+        return None
+    for state in cache.wanting:
+        state.fail, state.plan, state.plan_version = None, None, -1
+    by_id = None
+    fresh_ids = set(compress(ids, map(not_, map(is_, map(_JOB, states), job_list))))
+    arrived: list[JobState] = []
+    if fresh_ids:
+        queues, parents = cache.cluster.queues, cache.cluster.parents
+        by_id = dict(zip(ids, job_list, strict=True))
+        for job_id in fresh_ids:
+            job = by_id[job_id]
+            if job.queue not in queues or job.queue in parents:
+                return None
+            jobs[job_id] = state = JobState(job, {r.name: set() for r in job.roles}, 0)
+            arrived.append(state)
+    for job_id in last_touched:
+        state = jobs.get(job_id)
+        if state is not None and job_id not in fresh_ids:
+            jobs[job_id] = JobState(state.job, {r.name: set() for r in state.job.roles}, 0)
+            fresh_ids.add(job_id)
+
+    def holding() -> list[str]:
+        return [job_id for job_id, state in jobs.items() if state.version and job_id not in fresh_ids]
+
+    return jobs, holding, arrived, fresh_ids
+
+
+def weigh_changes(snapshot: Snapshot, cache: BuildCache, arrived: list[JobState], demand: dict[str, int],
+                  per_roles: dict[int, list], strict_jobs: int, session: Session) -> int:
+    """The last build's demand per queue and roles tuples (see `Session._weigh_jobs`) brought up to date
+    with the jobs gone since (by object) and those that arrived; returns the non-preemptible jobs."""
+    last = cache.job_objects
+    gone = [last[k] for k in last.keys() - set(map(id, snapshot.jobs))]
+    for job, sign in [(job, -1) for job in gone] + [(state.job, 1) for state in arrived]:
+        roles = job.roles
+        found = per_roles.get(id(roles))
+        if found is None:
+            found = per_roles[id(roles)] = [*session.weigh_roles(roles), 0]
+        found[3] += sign
+        if not found[3]:
+            del per_roles[id(roles)]
+        demand[job.queue] = demand.get(job.queue, 0) + sign * found[0]
+        if not job.preemptible:
+            strict_jobs += sign
+    return strict_jobs
 
 
 def order_key(state: JobState) -> tuple:
@@ -360,6 +480,10 @@ class BuildCache:
     # the last build's free figures as arrays (`ClusterBase.arrays`' `base`), for `base_for`'s cluster
     base: tuple | None = None
     base_for: ClusterBase | None = None
+    jobs_for: ClusterBase | None = None         # the cluster `jobs` were checked against
+    wanting: list[JobState] = field(default_factory=list)       # the last session's `wanting`
+    job_objects: dict[int, Job] = field(default_factory=dict)   # the last snapshot's jobs, by id of the object
+    demand: tuple | None = None                 # the last build's `_weigh_jobs`, for `weighed_for`'s cluster
 
 
 def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[int, Placed],
@@ -373,21 +497,21 @@ def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[i
     Adds to `changed` the jobs with a replica given back or taken, to `rows` the rows of those given back.
     Raises ValueError as soon as something
     is wrong; the caller then builds afresh, which says what."""
-    placed: dict[int, Placed] = {}
-    added = []
-    for rep in snapshot.running:
-        p = before.get(id(rep))
-        if p is not None and p.rep is rep and id(rep) not in placed:
-            state = jobs.get(rep.job_id)
-            if state is not None and state.job.roles is p.roles:
-                placed[id(rep)] = p
-                continue
-        added.append(rep)
+    # C loops over the replicas: those carried are the same object as one `before` checked, of a job whose
+    # roles are the same object as then
+    running = snapshot.running
+    ids = list(map(id, running))
+    found = list(map(before.get, ids, repeat(NO_PLACED)))
+    roles_now = map(_ROLES, map(jobs.get, map(_JOB_ID, running), repeat(NO_STATE)))
+    carried = list(map(and_, map(is_, map(_REP, found), running), map(is_, roles_now, map(_PLACED_ROLES, found))))
+    placed: dict[int, Placed] = dict(zip(compress(ids, carried), compress(found, carried), strict=True))
+    added = list(compress(running, map(not_, carried)))
+    if len(placed) + len(added) != len(running):
+        return None                                # a replica listed twice: the whole build says so
     if len(added) > len(placed):
         return None
-    for i, p in before.items():
-        if placed.get(i) is p:
-            continue
+    for i in before.keys() - placed.keys():       # given back: sums, in any order
+        p = before[i]
         changed.add(p.key[0])
         a = p.assignment
         if a is None:
@@ -406,7 +530,7 @@ def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[i
         mem_free[row] += a.mem_mib
         rows.add(row)
     if added:
-        keys = {p.key for p in placed.values()}
+        keys = set(map(_KEY, placed.values()))
 
         def known(key: ReplicaKey) -> bool:
             if key in keys:
@@ -487,35 +611,19 @@ class Session:
                 cache.cluster = cluster
         pools, queues, parents, nodes, row_of = cluster.pools, cluster.queues, cluster.parents, cluster.nodes, cluster.row_of
 
-        jobs: dict[str, JobState] = {}
         # The last session's states of the same jobs (the same objects) that it did not touch (no replica
         # of theirs was bound or evicted, `touched`) are what new states would be while their replicas are
         # the last snapshot's (checked below): made new again, what the actions noted forgotten.
-        before = cache.jobs if cache is not None else {}
         last_touched = set(cache.touched) if cache is not None else set()
-        holding: list[str] = []             # reused states holding replicas
-        arrived: list[JobState] = []        # states of jobs the last build did not have (by object)
-        for job in snapshot.jobs:
-            job_id = job.id
-            if job_id in jobs:
-                raise ValueError(f"job {job_id!r}: duplicate job id")
-            if job.queue not in queues:
-                raise ValueError(f"job {job_id!r}: unknown queue {job.queue!r}")
-            if job.queue in parents:
-                raise ValueError(f"job {job_id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
-            state = before.get(job_id)
-            if state is not None and state.job is job:
-                if job_id not in last_touched:
-                    state.fail, state.plan, state.plan_version = None, None, -1
-                    jobs[job_id] = state
-                    if state.version:
-                        holding.append(job_id)
-                    continue
-            else:
-                state = None
-            jobs[job_id] = fresh = JobState(job, {r.name: set() for r in job.roles}, 0)
-            if state is None:
-                arrived.append(fresh)
+        found = None
+        if cache is not None and cache.jobs_for is cluster and cache.jobs:
+            found = kept_states(snapshot, cache, last_touched)
+        if found is None:
+            found = new_states(snapshot, cache.jobs if cache is not None else {}, last_touched, queues, parents)
+            fast = False
+        else:
+            fast = True
+        jobs, holding, arrived, fresh_ids = found
 
         free_milli = [row[:] for row in cluster.free_milli]
         free_mem = [row[:] for row in cluster.free_mem]
@@ -644,14 +752,19 @@ class Session:
 
             for rep in snapshot.running:
                 placed[id(rep)] = placed_of(rep, known)
-        # reused states keep their replicas' count only when those are the last build's (carried)
-        kept: set[str] = set()
-        for job_id in holding:
-            if carried_all and job_id not in changed:
-                kept.add(job_id)
-            else:
+        # reused states keep their replicas' count only when those are the last build's (carried); the
+        # others are made new, and the replicas of new states counted
+        if carried_all:
+            for job_id in changed:
+                state = jobs.get(job_id)
+                if state is not None and job_id not in fresh_ids:
+                    jobs[job_id] = JobState(state.job, {r.name: set() for r in state.job.roles}, 0)
+                    fresh_ids.add(job_id)
+        else:
+            for job_id in holding():
                 job = jobs[job_id].job
                 jobs[job_id] = JobState(job, {r.name: set() for r in job.roles}, 0)
+            fresh_ids = None                # count every replica
         initial: dict[ReplicaKey, Assignment] = {}
         lost: dict[ReplicaKey, str] = {}
         for rep in snapshot.running:
@@ -683,35 +796,55 @@ class Session:
             profile_ids=profile_ids, order=order,
         )
         session.assign = dict(initial)
-        session._count_initial(kept)
-        session.wanting = [st for st in order if st.pending or st.grows]
+        holders = session._count_initial(fresh_ids)
+        session.wanting = list(compress(order, map(or_, map(_PENDING, order), map(_GROWS, order))))
         for key in lost:
             session.evict_reason[key] = "node-lost"
             session.evict_cause[key] = NODE_LOST
         if cache is not None and cache.weighed_for is not cluster:
-            cache.weighed, cache.weighed_for = {}, cluster
-        session._compute_fair_shares(cache.weighed if cache is not None else {})
-        session._count_initial_np()   # needs each job's gang minimum, weighed with the fair shares
+            cache.weighed, cache.weighed_for, cache.demand = {}, cluster, None
+        weights = cache.weighed if cache is not None else {}
+        if fast and cache.demand is not None and fresh_ids is not None:
+            demand, per_roles, strict_jobs = cache.demand
+            demand, per_roles = dict(demand), {k: list(v) for k, v in per_roles.items()}
+            strict_jobs = weigh_changes(snapshot, cache, arrived, demand, per_roles, strict_jobs, session)
+            for job_id in fresh_ids:
+                state = jobs[job_id]
+                state.min_milli = per_roles[id(state.job.roles)][1]
+        else:
+            demand, per_roles, strict_jobs = session._weigh_jobs(weights)
+        session._compute_fair_shares(demand, per_roles)
+        if strict_jobs:
+            session._count_initial_np(holders)   # needs each job's gang minimum
         if cache is not None:
             cache.placed_for, cache.placed = cluster, placed
             cache.free = (free_milli, free_mem, cpu_free, mem_free)
             cache.jobs, cache.touched, cache.order = jobs, session.touched, order
+            cache.jobs_for, cache.wanting = cluster, session.wanting
+            cache.job_objects = dict(zip(map(id, snapshot.jobs), snapshot.jobs, strict=True))
+            cache.demand = (demand, {k: tuple(v) for k, v in per_roles.items()}, strict_jobs)
+            weights.clear()
+            for key, weighed in per_roles.items():
+                weights[key] = (weighed[0], weighed[1], weighed[2])
             # the free figures as arrays before the actions change them (4 small copies)
             cache.base = (arrays.gpu_free_milli.copy(), arrays.gpu_free_mem.copy(), arrays.cpu_free.copy(),
                           arrays.mem_free.copy())
             cache.base_for = cluster
         return session
 
-    def _count_initial(self, kept: set[str]) -> None:
-        """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once. The states of
-        `kept` (reused, see `build`) have counted their replicas already."""
+    def _count_initial(self, fresh: set[str] | None) -> set[str]:
+        """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once. Only the states
+        of `fresh` (None: all) count their replicas: the others (reused, see `build`) have counted them.
+        Returns the jobs holding replicas."""
         jobs = self.jobs
         held: dict[str, int] = {}
         counted = set()
-        for key, a in self.initial.items():
+        initial = self.initial
+        holders = set(map(_FIRST, initial))
+        keys = initial if fresh is None else compress(initial, map(fresh.__contains__, map(_FIRST, initial)))
+        for key in keys:
+            a = initial[key]
             job_id = key[0]
-            if job_id in kept:
-                continue
             state = jobs[job_id]
             state.version += 1
             state.running[key[1]].add(key[2])
@@ -719,56 +852,69 @@ class Session:
             state.held += a.slice.gpu_milli * len(a.gpus)
         for job_id in counted:
             jobs[job_id].refresh()
-        for state in jobs.values():
-            if state.held:
-                queue = state.job.queue
-                held[queue] = held.get(queue, 0) + state.held
+        for job_id in holders:
+            state = jobs[job_id]
+            queue = state.job.queue
+            held[queue] = held.get(queue, 0) + state.held
         for leaf, milli in held.items():
             for q in self.queue_path[leaf]:
                 self.alloc[q] += milli
+        return holders
 
-    def _count_initial_np(self) -> None:
+    def _count_initial_np(self, holders: set[str]) -> None:
         held_np: dict[str, int] = {}
-        for state in self.jobs.values():
+        for job_id in holders:
+            state = self.jobs[job_id]
             if state.held and not state.job.preemptible:
                 held_np[state.job.queue] = held_np.get(state.job.queue, 0) + state.np_milli(state.held)
         for leaf, milli in held_np.items():
             for q in self.queue_path[leaf]:
                 self.np_alloc[q] += milli
 
-    def _compute_fair_shares(self, weighed: dict[int, tuple]) -> None:
-        """Fair shares from every job's demand; on the way, the typical request shapes (pending and
-        running, by replica count) that the fragmentation-aware policy scores against. `weighed`: what
-        roles ask for (total and gang minimum GPU milli, by id of the roles), kept while the pools are."""
-        demand: dict[str, float] = {}
-        shape_counts: dict[tuple, int] = {}
-        representative: dict[tuple, Request] = {}
+    def weigh_roles(self, roles: tuple[Role, ...]) -> tuple[int, int, tuple[Role, ...]]:
+        """GPU milli a job of these roles asks for in all (its maxima) and at its gang minimum."""
+        total = minimum = 0
+        for role in roles:
+            request = role.request
+            pools = self._pools_for.get(request.shape())
+            if pools is None:
+                pools = self.pools_for(request)
+            per = request_milli(request, self.pools[pools[0]] if pools else None)
+            total += per * role.max_replicas
+            minimum += per * role.min_replicas
+        return total, minimum, roles
+
+    def _weigh_jobs(self, weighed: dict[int, tuple]) -> tuple[dict[str, int], dict[int, list], int]:
+        """Every job's demand per queue, its roles tuples ([total, minimum, roles, jobs] by id) and the
+        number of non-preemptible jobs; each job's gang minimum set. `weighed`: what roles ask for, by id
+        of the roles, kept while the pools are."""
+        demand: dict[str, int] = {}
         # many jobs share their roles: each distinct tuple of them is weighed once
-        per_roles: dict[int, list] = {}            # id(roles) -> [total, minimum, roles, jobs]
+        per_roles: dict[int, list] = {}
+        strict_jobs = 0
         for state in self.jobs.values():
-            roles = state.job.roles
+            job = state.job
+            roles = job.roles
             found = per_roles.get(id(roles))
             if found is None:
                 kept = weighed.get(id(roles))
                 if kept is None or kept[2] is not roles:
-                    total = minimum = 0
-                    for role in roles:
-                        request = role.request
-                        pools = self._pools_for.get(request.shape())
-                        if pools is None:
-                            pools = self.pools_for(request)
-                        per = request_milli(request, self.pools[pools[0]] if pools else None)
-                        total += per * role.max_replicas
-                        minimum += per * role.min_replicas
-                    kept = (total, minimum, roles)
+                    kept = self.weigh_roles(roles)
                 found = per_roles[id(roles)] = [*kept, 0]
             found[3] += 1
             state.min_milli = found[1]
-            demand[state.job.queue] = demand.get(state.job.queue, 0) + found[0]
+            demand[job.queue] = demand.get(job.queue, 0) + found[0]
+            if not job.preemptible:
+                strict_jobs += 1
+        return demand, per_roles, strict_jobs
+
+    def _compute_fair_shares(self, demand: dict[str, int], per_roles: dict[int, list]) -> None:
+        """Fair shares from every job's demand (per queue; `per_roles`: see `_weigh_jobs`); on the way,
+        the typical request shapes (pending and running, by replica count) that the fragmentation-aware
+        policy scores against."""
+        shape_counts: dict[tuple, int] = {}
+        representative: dict[tuple, Request] = {}
         self.roles_ids = per_roles.keys()
-        weighed.clear()
-        for key, found in per_roles.items():
-            weighed[key] = (found[0], found[1], found[2])
         for _, _, roles, count in per_roles.values():
             for role in roles:
                 request = role.request
