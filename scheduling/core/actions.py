@@ -578,17 +578,26 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
         if units is None:
             units = out[job.queue] = []
         rank = queues[job.queue].priority
+        # a job's units follow from its replicas (`version`: none bound or evicted since), the reason and
+        # its queue's priority: kept on its state, from cycle to cycle while the state is reused
+        made = state.units
+        if made is not None and made[0] == state.version and made[1] == reason and made[2] == rank:
+            units += made[3]
+            continue
+        made = []
         base = (-job.created, job.id)
         # extras go the way they came: from the job with the most above its minimum first
         if state.elastic:
             above = state.extra
             for k, (role, index) in enumerate(state.extras()):
                 if (job_id, role, index) in keys:
-                    units.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
-                                      ((job_id, role, index),), "shrink", job))
+                    made.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
+                                     ((job_id, role, index),), "shrink", job))
         if job.preemptible:
-            units.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
-                              tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
+            made.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
+                             tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
+        state.units = (state.version, reason, rank, made)
+        units += made
     for units in out.values():
         units.sort(key=lambda u: u.order)
     return out
