@@ -78,7 +78,7 @@ def pending_by_queue(s: Session, kinds: Iterable[str | None] | None = None) -> d
     next one."""
     out: dict[str, list[JobState]] = {}
     allowed = set(kinds) if kinds is not None else None
-    for state in s.order:
+    for state in s.wanting:
         if (state.pending or state.grows) and not state.evicted and (
                 allowed is None or (state.fail[0] if state.fail else None) in allowed):
             jobs = out.get(state.job.queue)
@@ -113,9 +113,7 @@ def fair_walk(s: Session, by_queue: dict[str, list[JobState]], visit: Callable[[
     if not queued:
         return
     if quiet is not None:
-        for entries in queued.values():
-            for st in entries:
-                quiet.add(st)
+        quiet.add_all(queued.values())
     kids: dict[str | None, list[str]] = {None: []}
     for leaf in queued:
         path = s.queue_path[leaf]
@@ -226,6 +224,20 @@ class Quiet:
         members[state.job.id] = state
         self.where[state.job.id] = (g, state.version)
 
+    def add_all(self, lists: Iterable[list[JobState]]) -> None:
+        """`add` for every job of these lists (the walk's start: thousands of jobs)."""
+        members_of, where, group, created = self.members, self.where, self.group, self.created
+        for states in lists:
+            for state in states:
+                g = group(state)
+                members = members_of.get(g)
+                if members is None:
+                    members = members_of[g] = {}
+                    created(g, state)
+                job_id = state.job.id
+                members[job_id] = state
+                where[job_id] = (g, state.version)
+
     def remove(self, state: JobState) -> None:
         job_id = state.job.id
         g = self.where.pop(job_id)[0]
@@ -290,7 +302,7 @@ class Plan:
 def plan(s: Session, state: JobState) -> Plan:
     if state.plan_version == state.version:
         return state.plan
-    if any(state.running.values()):
+    if state.replicas:
         found = make_plan(s, state)
     else:
         roles = state.job.roles
@@ -363,7 +375,7 @@ def role_pools(s: Session, state: JobState, role: Role, only: set[str] | None) -
         pools = [p for p in pools if p in only]
     if reduce_cost_waits(s, state.job) and only is None:
         pools = [p for p in pools if s.pools[p].spot]
-    if len(pools) < 2 or not any(state.running.values()):
+    if len(pools) < 2 or not state.replicas:
         return pools
     home = {s.node_pool[s.assign[(state.job.id, r.name, i)].row]
             for r in state.job.roles for i in state.running[r.name]}
@@ -380,7 +392,7 @@ def place_gang(s: Session, state: JobState, only: set[str] | None = None) -> boo
             for index in p.missing[role.name]:
                 spot = None
                 for pool in pools:
-                    spot = s.find_spot(role.request, pool, state.job.queue)
+                    spot = s.find_spot(role.request, pool)
                     if spot is not None:
                         break
                 if spot is None:
@@ -477,7 +489,7 @@ class AllocateQuiet(Quiet):
 
     def group(self, state: JobState) -> tuple:
         job = state.job
-        if any(state.running.values()):
+        if state.replicas:
             return id(plan(self.s, state)), job.queue, job.preemptible
         # nothing running: the plan follows from the roles (see `plan`), no need to look it up
         return id(job.roles), reduce_cost_waits(self.s, job), job.queue, job.preemptible
@@ -572,17 +584,26 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
         if units is None:
             units = out[job.queue] = []
         rank = queues[job.queue].priority
+        # a job's units follow from its replicas (`version`: none bound or evicted since), the reason and
+        # its queue's priority: kept on its state, from cycle to cycle while the state is reused
+        made = state.units
+        if made is not None and made[0] == state.version and made[1] == reason and made[2] == rank:
+            units += made[3]
+            continue
+        made = []
         base = (-job.created, job.id)
         # extras go the way they came: from the job with the most above its minimum first
         if state.elastic:
             above = state.extra
             for k, (role, index) in enumerate(state.extras()):
                 if (job_id, role, index) in keys:
-                    units.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
-                                      ((job_id, role, index),), "shrink", job))
+                    made.append(Unit((rank, job.priority, 0, k - above, *base, role, -index), job.queue,
+                                     ((job_id, role, index),), "shrink", job))
         if job.preemptible:
-            units.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
-                              tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
+            made.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
+                             tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
+        state.units = (state.version, reason, rank, made)
+        units += made
     for units in out.values():
         units.sort(key=lambda u: u.order)
     return out
@@ -662,11 +683,19 @@ def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
     taken: list[tuple[str, int]] = []
     try:
         for unit in units:
-            keys = [k for k in unit.keys if k in assign and k not in new and k not in gone]
-            if not keys or cause_of(unit) is None or not any(node_pool[assign[k].row] in pools for k in keys):
-                continue
-            gone.update(keys)
-            milli = sum(assign[k].gpu_milli for k in keys)
+            if len(unit.keys) == 1:            # most units: the same tests, one key
+                key = unit.keys[0]
+                a = assign.get(key)
+                if a is None or key in new or key in gone or node_pool[a.row] not in pools or cause_of(unit) is None:
+                    continue
+                gone.add(key)
+                milli = a.slice.gpu_milli * len(a.gpus)
+            else:
+                keys = [k for k in unit.keys if k in assign and k not in new and k not in gone]
+                if not keys or cause_of(unit) is None or not any(node_pool[assign[k].row] in pools for k in keys):
+                    continue
+                gone.update(keys)
+                milli = sum(assign[k].gpu_milli for k in keys)
             for q in path[unit.queue]:
                 alloc[q] -= milli
             taken.append((unit.queue, milli))
@@ -752,7 +781,7 @@ def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
     if reduce_cost_waits(s, s.jobs[key[0]].job):
         pools = [p for p in pools if p == home or s.pools[p].spot]
     for pool in sorted(pools, key=lambda p: p != home):
-        spot = s.find_spot(request, pool, s.jobs[key[0]].job.queue)
+        spot = s.find_spot(request, pool)
         if spot is not None:
             s.bind(key, spot)
             return True
@@ -822,10 +851,7 @@ def without_idle_branches(s: Session, by_queue: dict[str, list[JobState]],
 
 def waits_whole(state: JobState) -> bool:
     """Nothing of the job runs: only its own visit can change what it asks for."""
-    for held in state.running.values():
-        if held:
-            return False
-    return True
+    return not state.replicas
 
 
 class EvictionQuiet(Quiet):
@@ -897,9 +923,16 @@ def reclaim(s: Session) -> None:
         if not lenders:
             return None
 
+        causes: dict[tuple[str, str], EvictCause] = {}
+
         def cause_of(unit: Unit) -> EvictCause | None:
             found = reclaim_rule(s, sides, job.queue, unit.queue, need)
-            return None if found is None else EvictCause(job.id, job.queue, found[1], found[0])
+            if found is None:
+                return None
+            cause = causes.get(found)
+            if cause is None:
+                cause = causes[found] = EvictCause(job.id, job.queue, found[1], found[0])
+            return cause
 
         def final_check() -> bool:
             return within_quota(s, job) and all(s.alloc[q] <= s.fair_share.get(q, 0.0) + EPS
@@ -927,7 +960,7 @@ def reclaim_may_help(s: Session) -> bool:
     visit would pass, so the action is left out (a scan of the jobs instead)."""
     kinds = ("capacity", "quota")
     scope: dict[tuple[str, int], bool] = {}
-    for state in s.order:
+    for state in s.wanting:
         fail = state.fail
         if fail is None or fail[0] not in kinds or not (state.pending or state.grows) or state.evicted:
             continue
@@ -1327,7 +1360,7 @@ def wanted_pools(s: Session) -> set[str]:
     wanted: set[str] = set()
     seen: set[int] = set()          # plans already counted (jobs share them)
     every = len(s.pools)
-    for state in s.jobs.values():
+    for state in s.wanting:
         if state.pending and state.fail and state.fail[0] == "capacity" and not state.job.reduce_cost:
             p = plan(s, state)
             if id(p) not in seen:
@@ -1361,7 +1394,7 @@ def elastic(s: Session) -> None:
         return None
 
     waiting: dict[str, list[JobState]] = {}
-    for state in s.order:
+    for state in s.wanting:
         if state.evicted or not reduce_cost_waits(s, state.job):
             continue
         if state.grows or (state.pending and state.fail is not None and state.fail[0] in ("reduce-cost", "capacity")):
@@ -1407,6 +1440,15 @@ def joined(*reasons: Reason) -> Reason:
     return Reason("several", {"parts": parts}, rendered="; ".join([r.text for r in reasons]))
 
 
+def whole_free(s: Session) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs wholly free [N, G] and their count per node [N], until capacity is taken or given back."""
+    found = s.memo.get("whole_free")
+    if found is None or found[0] != s.stamp:
+        whole = s.arrays.fully_free()
+        found = s.memo["whole_free"] = (s.stamp, whole, whole.sum(axis=1))
+    return found[1], found[2]
+
+
 def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> Reason | None:
     """What is short in `pool` for `count` replicas of `r`; None when the numbers alone allow it."""
     mask = s.pool_mask[pool]
@@ -1418,9 +1460,8 @@ def _role_pool_reason(s: Session, r: Request, count: int, pool: str) -> Reason |
         if r.num_gpus == 0:
             return None if host.any() else Reason("cpu_memory_short", {"cpu_milli": r.cpu_milli, "mem_mib": r.mem_mib,
                                                                        "pool": pool})
-        whole = arr.fully_free()
+        whole, per_node = whole_free(s)
         free = int(whole[mask].sum())
-        per_node = whole.sum(axis=1)
         need = count * r.num_gpus
         if free < need:
             if count > 1:

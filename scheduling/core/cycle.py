@@ -22,9 +22,10 @@ class CycleMemo:
 
     pools: tuple[Pool, ...] | None = None
     plans: dict[tuple, tuple] = field(default_factory=dict)
-    # the last cycle's snapshot and decisions: an unchanged snapshot (its time aside, which the
-    # cycle does not read) decides the same again, so an idle cluster's cycle costs a comparison
-    last: tuple[Snapshot, Decisions] | None = None
+    # the last cycle's snapshot and decisions (and whether they give pending reasons): an unchanged
+    # snapshot (its time aside, which the cycle does not read) decides the same again, so an idle
+    # cluster's cycle costs a comparison
+    last: tuple[Snapshot, Decisions, bool] | None = None
     # what building a session takes from the pools, nodes and queues alone, while they stay the same
     build: BuildCache = field(default_factory=BuildCache)
 
@@ -33,8 +34,8 @@ class CycleMemo:
             self.pools, self.plans = pools, {}
         return self.plans
 
-    def same_as_last(self, snapshot: Snapshot) -> Decisions | None:
-        if self.last is None:
+    def same_as_last(self, snapshot: Snapshot, reasons: bool = True) -> Decisions | None:
+        if self.last is None or self.last[2] != reasons:
             return None
         before = self.last[0]
         if all(getattr(before, f) == getattr(snapshot, f) for f in INPUT_FIELDS):
@@ -47,18 +48,21 @@ INPUT_FIELDS = ("pools", "nodes", "queues", "off_peak", "next_off_peak", "job_of
                 "running", "jobs")
 
 
-def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = False) -> Decisions:
+def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = False,
+              reasons: bool = True) -> Decisions:
     """Schedule once. Deterministic: the same snapshot always gives the same decisions.
 
     Replicas on nodes that are gone or not ready are evicted (node-lost) and their jobs
     requeued in the same cycle; then allocate, consolidate, reclaim, preempt and elastic run.
     `memo` carries what may be kept to the next cycle; `exact` visits every job each action
     walks, one by one (the reference the shortcuts are tested against: the same decisions).
+    `reasons=False` leaves out the pending jobs' reasons (the evictions and binds are the same):
+    a forward simulation reads no reasons.
     """
     # A cycle allocates many short-lived small objects and creates no garbage cycles worth
     # collecting mid-way; the cyclic GC's full-heap passes would otherwise cost a third of it.
     if memo is not None and not exact:
-        again = memo.same_as_last(snapshot)
+        again = memo.same_as_last(snapshot, reasons)
         if again is not None:
             return again
     collecting = gc.isenabled()
@@ -71,11 +75,11 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
             session.plans = dict(kept)
         for action in ACTIONS:
             action(session)
-        decisions = session.decisions(actions.pending_reasons(session))
+        decisions = session.decisions(actions.pending_reasons(session) if reasons else {})
         if memo is not None:
-            live = {id(job.roles) for job in snapshot.jobs}
+            live = session.roles_ids
             memo.plans = {key: found for key, found in session.plans.items() if key[0] in live}
-            memo.last = (snapshot, decisions)
+            memo.last = (snapshot, decisions, reasons)
         return decisions
     finally:
         if collecting:

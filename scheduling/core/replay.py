@@ -124,7 +124,7 @@ class Replay:
 
     def __init__(self, cluster: Snapshot, jobs: Iterable[ReplayJob], *, start: float | None = None,
                  cycle_s: float = 2.0, on_events: bool = True, on_cycle: CycleObserver | None = None,
-                 record_allocation: bool = False) -> None:
+                 record_allocation: bool = False, reasons: bool | None = None) -> None:
         if cycle_s <= 0:
             raise ValueError("cycle_s must be > 0")
         self.cluster = replace(cluster, jobs=(), running=())
@@ -132,6 +132,8 @@ class Replay:
         self.cycle_s = cycle_s
         self.on_events = on_events
         self.on_cycle = on_cycle
+        # pending reasons in the decisions: nothing here reads them, an observer may (default: with one)
+        self.reasons = on_cycle is not None if reasons is None else reasons
         self.time = self.start
         self.last_cycle: float | None = None
         self.cycles = self.binds = self.evicts = self.skipped = 0
@@ -205,7 +207,7 @@ class Replay:
                 self.last_cycle, self.dirty, self.skipped = at, False, self.skipped + 1
                 continue
             snapshot = self._snapshot(at)
-            decisions = run_cycle(snapshot, self.memo)
+            decisions = run_cycle(snapshot, self.memo, reasons=self.reasons)
             self._apply(at, decisions)
             if self.on_cycle is not None:
                 self.on_cycle(at, snapshot, decisions)

@@ -11,9 +11,12 @@ Decisions are the difference between the snapshot's assignments and the session'
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress, repeat
+from operator import and_, attrgetter, is_, itemgetter, not_, or_
 from typing import NamedTuple
 
 import numpy as np
@@ -74,6 +77,8 @@ class JobState:
     extra: int = 0                            # replicas running above the minimums
     evicted: int = 0                          # replicas of the snapshot evicted in this session
     held: int = 0                             # GPU milli its replicas hold now
+    replicas: int = 0                         # replicas assigned now (kept by `refresh`)
+    units: tuple | None = None                # actions.victim_units' for it: (version, reason, rank, units)
 
     def np_milli(self, held: int) -> int:
         """What `held` milli count against non-preemptible quota: a non-preemptible job's gang
@@ -118,9 +123,10 @@ class JobState:
 
     def refresh(self) -> None:
         pending = elastic = room = False
-        extra = 0
+        extra = total = 0
         for r in self.job.roles:
             n = len(self.running[r.name])
+            total += n
             if n < r.min_replicas:
                 pending = True
             elif n > r.min_replicas:
@@ -129,6 +135,7 @@ class JobState:
             if n < r.max_replicas:
                 room = True
         self.pending, self.elastic, self.grows, self.extra = pending, elastic, room and not pending, extra
+        self.replicas = total
 
     def extras(self) -> list[tuple[str, int]]:
         """Running replicas above each role's minimum, highest index first (shrunk first)."""
@@ -139,6 +146,130 @@ class JobState:
             have = sorted(self.running[role.name], reverse=True)
             out += [(role.name, i) for i in have[: max(0, len(have) - role.min_replicas)]]
         return out
+
+
+_ID, _JOB, _FIRST = attrgetter("id"), attrgetter("job"), itemgetter(0)
+_PENDING, _GROWS = attrgetter("pending"), attrgetter("grows")
+
+
+class _NoJob:
+    roles = None
+
+
+class _NoState:
+    """A state no job has (`dict.get`'s default in C loops)."""
+
+    job = _NoJob()
+
+
+class _NoPlaced:
+    """A replica no build checked (the same)."""
+
+    rep = None
+    roles = object()
+
+
+NO_STATE, NO_PLACED = _NoState(), _NoPlaced()
+_REP, _PLACED_ROLES, _KEY = attrgetter("rep"), attrgetter("roles"), attrgetter("key")
+_ROLES, _JOB_ID = attrgetter("job.roles"), attrgetter("job_id")
+
+
+def new_states(snapshot: Snapshot, before: dict[str, JobState], last_touched: set[str], queues: dict,
+               parents: set) -> tuple[dict[str, JobState], Callable[[], list[str]], list[JobState], set[str]]:
+    """The session's job states, each job checked: those of `before` (the last session's) for the same job
+    objects that session did not touch, made new again, and new ones. Returns them, the reused states'
+    jobs holding replicas (a callable), the new states of jobs `before` did not have, the ids of new states."""
+    jobs: dict[str, JobState] = {}
+    holding: list[str] = []
+    arrived: list[JobState] = []
+    fresh_ids: set[str] = set()
+    for job in snapshot.jobs:
+        job_id = job.id
+        if job_id in jobs:
+            raise ValueError(f"job {job_id!r}: duplicate job id")
+        if job.queue not in queues:
+            raise ValueError(f"job {job_id!r}: unknown queue {job.queue!r}")
+        if job.queue in parents:
+            raise ValueError(f"job {job_id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
+        state = before.get(job_id)
+        if state is not None and state.job is job:
+            if job_id not in last_touched:
+                state.fail, state.plan, state.plan_version = None, None, -1
+                jobs[job_id] = state
+                if state.version:
+                    holding.append(job_id)
+                continue
+        else:
+            state = None
+        jobs[job_id] = fresh = JobState(job, {r.name: set() for r in job.roles}, 0)
+        fresh_ids.add(job_id)
+        if state is None:
+            arrived.append(fresh)
+    return jobs, lambda: holding, arrived, fresh_ids
+
+
+def kept_states(snapshot: Snapshot, cache: BuildCache, last_touched: set[str]
+                ) -> tuple[dict[str, JobState], Callable[[], list[str]], list[JobState], set[str]] | None:
+    """`new_states` for a cache whose last build had the same cluster (its jobs were checked against its
+    queues then): only the jobs it did not have are checked, and the passes over every job are C loops.
+    The last session set what its actions note (`fail`, `plan`) only on the jobs it walked, which wanted
+    replicas (`Session.wanting`): those are made new again. None when ids repeat (`new_states` says which)."""
+    before, job_list = cache.jobs, snapshot.jobs
+    ids = list(map(_ID, job_list))
+    states = list(map(before.get, ids, repeat(NO_STATE, len(ids))))
+    jobs = dict(zip(ids, states, strict=True))
+    if len(jobs) != len(ids):
+        return None
+    for state in cache.wanting:
+        state.fail, state.plan, state.plan_version = None, None, -1
+    by_id = None
+    fresh_ids = set(compress(ids, map(not_, map(is_, map(_JOB, states), job_list))))
+    arrived: list[JobState] = []
+    if fresh_ids:
+        queues, parents = cache.cluster.queues, cache.cluster.parents
+        by_id = dict(zip(ids, job_list, strict=True))
+        for job_id in fresh_ids:
+            job = by_id[job_id]
+            if job.queue not in queues or job.queue in parents:
+                return None
+            jobs[job_id] = state = JobState(job, {r.name: set() for r in job.roles}, 0)
+            arrived.append(state)
+    for job_id in last_touched:
+        state = jobs.get(job_id)
+        if state is not None and job_id not in fresh_ids:
+            jobs[job_id] = JobState(state.job, {r.name: set() for r in state.job.roles}, 0)
+            fresh_ids.add(job_id)
+
+    def holding() -> list[str]:
+        return [job_id for job_id, state in jobs.items() if state.version and job_id not in fresh_ids]
+
+    return jobs, holding, arrived, fresh_ids
+
+
+def weigh_changes(snapshot: Snapshot, cache: BuildCache, arrived: list[JobState], demand: dict[str, int],
+                  per_roles: dict[int, list], strict_jobs: int, session: Session) -> int:
+    """The last build's demand per queue and roles tuples (see `Session._weigh_jobs`) brought up to date
+    with the jobs gone since (by object) and those that arrived; returns the non-preemptible jobs."""
+    last = cache.job_objects
+    gone = [last[k] for k in last.keys() - set(map(id, snapshot.jobs))]
+    for job, sign in [(job, -1) for job in gone] + [(state.job, 1) for state in arrived]:
+        roles = job.roles
+        found = per_roles.get(id(roles))
+        if found is None:
+            found = per_roles[id(roles)] = [*session.weigh_roles(roles), 0]
+        found[3] += sign
+        if not found[3]:
+            del per_roles[id(roles)]
+        demand[job.queue] = demand.get(job.queue, 0) + sign * found[0]
+        if not job.preemptible:
+            strict_jobs += sign
+    return strict_jobs
+
+
+def order_key(state: JobState) -> tuple:
+    """A job's place in `Session.order`: higher priority, then older."""
+    job = state.job
+    return -job.priority, job.created, job.id
 
 
 NO_CAUSE = EvictCause()
@@ -194,6 +325,7 @@ class ClusterBase:
     fixed: dict[str, np.ndarray]               # ClusterArrays' columns that follow from the nodes alone
     model_names: tuple[str, ...]
     whole_only: bool                           # every pool's GPUs whole or fractional (no MIG, no time-slicing)
+    names: tuple[str, ...] = ()                # the nodes' names, one per row
 
     def serves(self, snapshot: Snapshot) -> bool:
         pools, nodes, queues = self.sources
@@ -269,14 +401,34 @@ class ClusterBase:
         return cls((snapshot.pools, snapshot.nodes, snapshot.queues), pools, queues, parents, nodes, row_of,
                    node_pool, pool_mask, queue_path, profile_ids, gpu_count, free_milli, free_mem, total_mem,
                    [x.cpu_milli for x in nodes], [x.memory_mib for x in nodes], mig_free, mig_profile, ts_free,
-                   (n, g), fixed, model_names, all(p.gpu_mode == "whole" for p in snapshot.pools))
+                   (n, g), fixed, model_names, all(p.gpu_mode == "whole" for p in snapshot.pools),
+                   tuple(x.name for x in nodes))
 
     def arrays(self, free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
-               mem_free: list[int]) -> pl.ClusterArrays:
+               mem_free: list[int], base: tuple | None = None, rows: set[int] = frozenset()) -> pl.ClusterArrays:
         """The session's placement arrays for these free figures. Any figure out of its node's range is
-        refused by `placement.NodeCapacity`, which says which (as building the arrays through it would)."""
+        refused by `placement.NodeCapacity`, which says which (as building the arrays through it would).
+        `base`: the arrays of figures that differ from these only in `rows` (copied, those rows set)."""
         n, g = self.shape
         fixed = self.fixed
+        if base is not None:
+            milli, mem, cpu, memory = (x.copy() for x in base)
+            gpu_count, total_mem = self.gpu_count, self.total_mem
+            cpu_total, mem_total = self.cpu_total, self.mem_total
+            for i in rows:
+                count = gpu_count[i]
+                row_milli, row_mem = free_milli[i], free_mem[i]
+                if not (0 <= cpu_free[i] <= cpu_total[i] and 0 <= mem_free[i] <= mem_total[i]
+                        and all(0 <= x <= MILLI_PER_GPU for x in row_milli)
+                        and all(0 <= x <= total_mem[i] for x in row_mem)):
+                    return self.arrays(free_milli, free_mem, cpu_free, mem_free)   # says which figure
+                milli[i, :count] = row_milli
+                mem[i, :count] = row_mem
+                cpu[i] = cpu_free[i]
+                memory[i] = mem_free[i]
+            return pl.ClusterArrays(names=self.names, model_names=self.model_names,
+                                    gpu_free_milli=milli, gpu_free_mem=mem, cpu_free=cpu, mem_free=memory,
+                                    version=np.zeros(n, dtype=np.int64), **fixed)
         milli = np.zeros((n, g), dtype=np.int32)
         mem = np.zeros((n, g), dtype=np.int64)
         if all(count == g for count in self.gpu_count):
@@ -297,12 +449,9 @@ class ClusterBase:
                 pool = self.pools[x.pool]
                 pl.NodeCapacity(x.name, pool.gpu_model or pool.name, self.total_mem[i], len(x.gpus), x.cpu_milli,
                                 x.memory_mib, tuple(free_milli[i]), tuple(free_mem[i]), cpu_free[i], mem_free[i])
-        return pl.ClusterArrays(names=tuple(x.name for x in self.nodes), model_names=self.model_names,
+        return pl.ClusterArrays(names=self.names, model_names=self.model_names,
                                 gpu_free_milli=milli, gpu_free_mem=mem, cpu_free=cpu, mem_free=memory,
                                 version=np.zeros(n, dtype=np.int64), **fixed)
-
-
-NO_SHARE_MILLI = 1e-6        # a fair share at most this is none
 
 
 class Placed(NamedTuple):
@@ -325,31 +474,49 @@ class BuildCache:
     placed: dict[int, Placed] = field(default_factory=dict)     # id of the RunningReplica -> it, checked
     free: tuple = ()                                            # free milli, memory, CPU, memory per row
     jobs: dict[str, JobState] = field(default_factory=dict)     # the last session's job states
+    touched: list[str] = field(default_factory=list)            # the last session's `touched` (its own list)
+    order: list[JobState] = field(default_factory=list)         # the last session's `order`
+    # what a job's roles ask for (`weigh_roles`), by id of the roles, for `weighed_for`'s cluster
+    weighed: dict[int, tuple] = field(default_factory=dict)
+    weighed_for: ClusterBase | None = None
+    # the last build's free figures as arrays (`ClusterBase.arrays`' `base`), for `base_for`'s cluster
+    base: tuple | None = None
+    base_for: ClusterBase | None = None
+    jobs_for: ClusterBase | None = None         # the cluster `jobs` were checked against
+    wanting: list[JobState] = field(default_factory=list)       # the last session's `wanting`
+    job_objects: dict[int, Job] = field(default_factory=dict)   # the last snapshot's jobs, by id of the object
+    demand: tuple | None = None                 # the last build's `_weigh_jobs`, for `weighed_for`'s cluster
 
 
 def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[int, Placed],
                    placed_of: Callable[[RunningReplica, Callable[[ReplicaKey], bool]], Placed],
                    free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
-                   mem_free: list[int], total_mem: list[int]) -> dict[int, Placed] | None:
+                   mem_free: list[int], total_mem: list[int], changed: set[str],
+                   rows: set[int]) -> dict[int, Placed] | None:
     """The snapshot's running replicas, those of the last build (`before`, whose free figures the lists
     hold) kept as they were checked when they are the same objects of jobs with the same roles; the others
     given back or checked and taken (`placed_of`). None when most are new (a whole build costs no more).
-    Raises ValueError as soon as something is wrong; the caller then builds afresh, which says what."""
-    placed: dict[int, Placed] = {}
-    added = []
-    for rep in snapshot.running:
-        p = before.get(id(rep))
-        if p is not None and p.rep is rep and id(rep) not in placed:
-            state = jobs.get(rep.job_id)
-            if state is not None and state.job.roles is p.roles:
-                placed[id(rep)] = p
-                continue
-        added.append(rep)
+    Adds to `changed` the jobs with a replica given back or taken, to `rows` the rows of those given back.
+    Raises ValueError as soon as something
+    is wrong; the caller then builds afresh, which says what."""
+    # C loops over the replicas: those carried are the same object as one `before` checked, of a job whose
+    # roles are the same object as then
+    running = snapshot.running
+    ids = list(map(id, running))
+    found = list(map(before.get, ids, repeat(NO_PLACED)))
+    roles_now = map(_ROLES, map(jobs.get, map(_JOB_ID, running), repeat(NO_STATE)))
+    carried = list(map(and_, map(is_, map(_REP, found), running), map(is_, roles_now, map(_PLACED_ROLES, found))))
+    placed: dict[int, Placed] = dict(zip(compress(ids, carried), compress(found, carried), strict=True))
+    added = list(compress(running, map(not_, carried)))
+    if len(placed) + len(added) != len(running):
+        return None                                # a replica listed twice: the whole build says so
     if len(added) > len(placed):
         return None
-    for i, p in before.items():
+    for i in before.keys() - placed.keys():       # given back: sums, in any order
+        p = before[i]
+        changed.add(p.key[0])
         a = p.assignment
-        if a is None or placed.get(i) is p:
+        if a is None:
             continue
         sl, row = a.slice, a.row
         if sl.kind == "whole":
@@ -363,8 +530,9 @@ def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[i
             free_mem[row][g] += mem
         cpu_free[row] += a.cpu_milli
         mem_free[row] += a.mem_mib
+        rows.add(row)
     if added:
-        keys = {p.key for p in placed.values()}
+        keys = set(map(_KEY, placed.values()))
 
         def known(key: ReplicaKey) -> bool:
             if key in keys:
@@ -373,6 +541,7 @@ def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[i
             return False
 
         for rep in added:
+            changed.add(rep.job_id)
             placed[id(rep)] = placed_of(rep, known)
     return placed
 
@@ -409,6 +578,11 @@ class Session:
     returned: int = 0                          # bumped whenever capacity comes back (evictions, rollbacks)
     profile_ids: dict[str, int] = field(default_factory=dict)
     order: list[JobState] = field(default_factory=list)   # jobs by (-priority, created, id)
+    # the jobs of `order` below their gang minimum or able to grow when the session was built: a job
+    # not among them wants nothing unless it loses a replica (and a job evicted in a cycle waits)
+    wanting: list[JobState] = field(default_factory=list)
+    memo: dict = field(default_factory=dict)   # what actions keep while `stamp` says it holds
+    roles_ids: Iterable[int] = ()              # id of every job's roles (a set view)
     _pools_for: dict[tuple, list[str]] = field(default_factory=dict)
     _masks: dict[frozenset, np.ndarray] = field(default_factory=dict)
     _no_room: dict[tuple, int] = field(default_factory=dict)   # (shape, pool) -> `returned` when it failed
@@ -425,12 +599,6 @@ class Session:
     # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
     # (roles, plan); a memo may carry them from cycle to cycle
     plans: dict[tuple, tuple] = field(default_factory=dict)
-    # Queues with jobs but no fair share (best-effort: they deserve nothing and get no over-quota share):
-    # any queue within its share may reclaim their work. Placement keeps their replicas and those of the
-    # other queues on different nodes where it can (`find_spot`), so that reclaiming them frees whole nodes
-    # rather than GPUs scattered between others' replicas. Empty unless both kinds have jobs.
-    no_share: set[str] = field(default_factory=set)
-    kinds: np.ndarray | None = None            # int [N, 2]: replicas per row of other / no-share queues' jobs
 
     # ------------------------------------------------------------------ building
 
@@ -445,23 +613,19 @@ class Session:
                 cache.cluster = cluster
         pools, queues, parents, nodes, row_of = cluster.pools, cluster.queues, cluster.parents, cluster.nodes, cluster.row_of
 
-        jobs: dict[str, JobState] = {}
-        # the last session's states of the same jobs that nothing touched (nothing ran, nothing was bound,
-        # its `version` still 0) are as a new state would be but for what the actions noted: made new again
-        before = cache.jobs if cache is not None else {}
-        for job in snapshot.jobs:
-            if job.id in jobs:
-                raise ValueError(f"job {job.id!r}: duplicate job id")
-            if job.queue not in queues:
-                raise ValueError(f"job {job.id!r}: unknown queue {job.queue!r}")
-            if job.queue in parents:
-                raise ValueError(f"job {job.id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
-            state = before.get(job.id)
-            if state is not None and state.version == 0 and state.job is job:
-                state.fail, state.min_milli, state.plan, state.plan_version = None, 0, None, -1
-                jobs[job.id] = state
-            else:
-                jobs[job.id] = JobState(job, {r.name: set() for r in job.roles}, 0)
+        # The last session's states of the same jobs (the same objects) that it did not touch (no replica
+        # of theirs was bound or evicted, `touched`) are what new states would be while their replicas are
+        # the last snapshot's (checked below): made new again, what the actions noted forgotten.
+        last_touched = set(cache.touched) if cache is not None else set()
+        found = None
+        if cache is not None and cache.jobs_for is cluster and cache.jobs:
+            found = kept_states(snapshot, cache, last_touched)
+        if found is None:
+            found = new_states(snapshot, cache.jobs if cache is not None else {}, last_touched, queues, parents)
+            fast = False
+        else:
+            fast = True
+        jobs, holding, arrived, fresh_ids = found
 
         free_milli = [row[:] for row in cluster.free_milli]
         free_mem = [row[:] for row in cluster.free_mem]
@@ -476,8 +640,11 @@ class Session:
 
         gpu_count = cluster.gpu_count
 
+        rows_changed: set[int] = set()      # rows whose free figures differ from the last build's
+
         def take(rep: RunningReplica, key: ReplicaKey, role: Role, row: int) -> Assignment:
             """Check a running replica against what is free on its node and take it."""
+            rows_changed.add(row)
             gpus = rep.gpus
             s = rep.slice
             req = role.request
@@ -556,6 +723,7 @@ class Session:
             return Placed(rep, roles, key, take(rep, key, role, row))
 
         placed = None
+        changed: set[str] = set()           # jobs with replicas given back or taken since the last build
         if cache is not None and cache.placed_for is cluster and cluster.whole_only:
             # the replicas of the last build still running (the same objects, of jobs with the same roles)
             # keep their checked assignments; the free figures are the last build's, give or take the others
@@ -565,7 +733,7 @@ class Session:
             cpu_free, mem_free = list(carried[1][2]), list(carried[1][3])
             try:
                 placed = carry_replicas(snapshot, jobs, carried[0], placed_of, free_milli, free_mem, cpu_free,
-                                        mem_free, total_mem)
+                                        mem_free, total_mem, changed, rows_changed)
             except ValueError:
                 placed = None              # the whole build below says what is wrong, as without a cache
             if placed is None:
@@ -573,6 +741,7 @@ class Session:
                 free_mem = [row[:] for row in cluster.free_mem]
                 cpu_free = list(cluster.cpu_total)
                 mem_free = list(cluster.mem_total)
+        carried_all = placed is not None
         if placed is None:
             placed = {}
             seen: set[ReplicaKey] = set()
@@ -585,6 +754,19 @@ class Session:
 
             for rep in snapshot.running:
                 placed[id(rep)] = placed_of(rep, known)
+        # reused states keep their replicas' count only when those are the last build's (carried); the
+        # others are made new, and the replicas of new states counted
+        if carried_all:
+            for job_id in changed:
+                state = jobs.get(job_id)
+                if state is not None and job_id not in fresh_ids:
+                    jobs[job_id] = JobState(state.job, {r.name: set() for r in state.job.roles}, 0)
+                    fresh_ids.add(job_id)
+        else:
+            for job_id in holding():
+                job = jobs[job_id].job
+                jobs[job_id] = JobState(job, {r.name: set() for r in job.roles}, 0)
+            fresh_ids = None                # count every replica
         initial: dict[ReplicaKey, Assignment] = {}
         lost: dict[ReplicaKey, str] = {}
         for rep in snapshot.running:
@@ -594,11 +776,19 @@ class Session:
             else:
                 initial[p.key] = p.assignment
 
-        arrays = cluster.arrays(free_milli, free_mem, cpu_free, mem_free)
+        base = cache.base if cache is not None and carried_all and cache.base_for is cluster else None
+        arrays = cluster.arrays(free_milli, free_mem, cpu_free, mem_free, base, rows_changed)
         node_pool, pool_mask, queue_path = cluster.node_pool, cluster.pool_mask, cluster.queue_path
 
-        # every job, in the order actions visit a queue's jobs: higher priority, then older
-        order = sorted(jobs.values(), key=lambda st: (-st.job.priority, st.job.created, st.job.id))
+        # every job, in the order actions visit a queue's jobs: higher priority, then older; the last
+        # build's order kept for the same jobs, those it did not have put in their places
+        if cache is not None and cache.order and len(arrived) * 8 < len(jobs):
+            order = [now for st in cache.order
+                     if (now := jobs.get(st.job.id)) is not None and now.job is st.job]
+            for st in sorted(arrived, key=order_key):
+                bisect.insort(order, st, key=order_key)
+        else:
+            order = sorted(jobs.values(), key=order_key)
         session = cls(
             snapshot=snapshot, pools=pools, nodes=nodes, node_pool=node_pool, arrays=arrays,
             pool_mask=pool_mask, mig_free=mig_free, mig_profile=mig_profile, ts_free=ts_free,
@@ -608,72 +798,125 @@ class Session:
             profile_ids=profile_ids, order=order,
         )
         session.assign = dict(initial)
-        session._count_initial()
+        holders = session._count_initial(fresh_ids)
+        session.wanting = list(compress(order, map(or_, map(_PENDING, order), map(_GROWS, order))))
         for key in lost:
             session.evict_reason[key] = "node-lost"
             session.evict_cause[key] = NODE_LOST
-        session._compute_fair_shares()
-        session._count_initial_np()   # needs each job's gang minimum, weighed with the fair shares
+        if cache is not None and cache.weighed_for is not cluster:
+            cache.weighed, cache.weighed_for, cache.demand = {}, cluster, None
+        weights = cache.weighed if cache is not None else {}
+        if fast and cache.demand is not None and fresh_ids is not None:
+            demand, per_roles, strict_jobs = cache.demand
+            demand, per_roles = dict(demand), {k: list(v) for k, v in per_roles.items()}
+            strict_jobs = weigh_changes(snapshot, cache, arrived, demand, per_roles, strict_jobs, session)
+            for job_id in fresh_ids:
+                state = jobs[job_id]
+                state.min_milli = per_roles[id(state.job.roles)][1]
+        else:
+            demand, per_roles, strict_jobs = session._weigh_jobs(weights)
+        session._compute_fair_shares(demand, per_roles)
+        if strict_jobs:
+            session._count_initial_np(holders)   # needs each job's gang minimum
         if cache is not None:
             cache.placed_for, cache.placed = cluster, placed
             cache.free = (free_milli, free_mem, cpu_free, mem_free)
-            cache.jobs = jobs
+            cache.jobs, cache.touched, cache.order = jobs, session.touched, order
+            cache.jobs_for, cache.wanting = cluster, session.wanting
+            cache.job_objects = dict(zip(map(id, snapshot.jobs), snapshot.jobs, strict=True))
+            cache.demand = (demand, {k: tuple(v) for k, v in per_roles.items()}, strict_jobs)
+            weights.clear()
+            for key, weighed in per_roles.items():
+                weights[key] = (weighed[0], weighed[1], weighed[2])
+            # the free figures as arrays before the actions change them (4 small copies)
+            cache.base = (arrays.gpu_free_milli.copy(), arrays.gpu_free_mem.copy(), arrays.cpu_free.copy(),
+                          arrays.mem_free.copy())
+            cache.base_for = cluster
         return session
 
-    def _count_initial(self) -> None:
-        """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once."""
+    def _count_initial(self, fresh: set[str] | None) -> set[str]:
+        """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once. Only the states
+        of `fresh` (None: all) count their replicas: the others (reused, see `build`) have counted them.
+        Returns the jobs holding replicas."""
         jobs = self.jobs
         held: dict[str, int] = {}
         counted = set()
-        for key, a in self.initial.items():
-            state = jobs[key[0]]
+        initial = self.initial
+        holders = set(map(_FIRST, initial))
+        keys = initial if fresh is None else compress(initial, map(fresh.__contains__, map(_FIRST, initial)))
+        for key in keys:
+            a = initial[key]
+            job_id = key[0]
+            state = jobs[job_id]
             state.version += 1
             state.running[key[1]].add(key[2])
-            counted.add(key[0])
-            job = state.job
-            milli = a.slice.gpu_milli * len(a.gpus)
-            state.held += milli
-            held[job.queue] = held.get(job.queue, 0) + milli
+            counted.add(job_id)
+            state.held += a.slice.gpu_milli * len(a.gpus)
         for job_id in counted:
             jobs[job_id].refresh()
+        for job_id in holders:
+            state = jobs[job_id]
+            queue = state.job.queue
+            held[queue] = held.get(queue, 0) + state.held
         for leaf, milli in held.items():
             for q in self.queue_path[leaf]:
                 self.alloc[q] += milli
+        return holders
 
-    def _count_initial_np(self) -> None:
+    def _count_initial_np(self, holders: set[str]) -> None:
         held_np: dict[str, int] = {}
-        for state in self.jobs.values():
+        for job_id in holders:
+            state = self.jobs[job_id]
             if state.held and not state.job.preemptible:
                 held_np[state.job.queue] = held_np.get(state.job.queue, 0) + state.np_milli(state.held)
         for leaf, milli in held_np.items():
             for q in self.queue_path[leaf]:
                 self.np_alloc[q] += milli
 
-    def _compute_fair_shares(self) -> None:
-        """Fair shares from every job's demand; on the way, the typical request shapes (pending and
-        running, by replica count) that the fragmentation-aware policy scores against."""
-        demand: dict[str, float] = {}
-        shape_counts: dict[tuple, int] = {}
-        representative: dict[tuple, Request] = {}
+    def weigh_roles(self, roles: tuple[Role, ...]) -> tuple[int, int, tuple[Role, ...]]:
+        """GPU milli a job of these roles asks for in all (its maxima) and at its gang minimum."""
+        total = minimum = 0
+        for role in roles:
+            request = role.request
+            pools = self._pools_for.get(request.shape())
+            if pools is None:
+                pools = self.pools_for(request)
+            per = request_milli(request, self.pools[pools[0]] if pools else None)
+            total += per * role.max_replicas
+            minimum += per * role.min_replicas
+        return total, minimum, roles
+
+    def _weigh_jobs(self, weighed: dict[int, tuple]) -> tuple[dict[str, int], dict[int, list], int]:
+        """Every job's demand per queue, its roles tuples ([total, minimum, roles, jobs] by id) and the
+        number of non-preemptible jobs; each job's gang minimum set. `weighed`: what roles ask for, by id
+        of the roles, kept while the pools are."""
+        demand: dict[str, int] = {}
         # many jobs share their roles: each distinct tuple of them is weighed once
-        per_roles: dict[int, list] = {}            # id(roles) -> [total, minimum, roles, jobs]
+        per_roles: dict[int, list] = {}
+        strict_jobs = 0
         for state in self.jobs.values():
-            roles = state.job.roles
+            job = state.job
+            roles = job.roles
             found = per_roles.get(id(roles))
             if found is None:
-                total = minimum = 0
-                for role in roles:
-                    request = role.request
-                    pools = self._pools_for.get(request.shape())
-                    if pools is None:
-                        pools = self.pools_for(request)
-                    per = request_milli(request, self.pools[pools[0]] if pools else None)
-                    total += per * role.max_replicas
-                    minimum += per * role.min_replicas
-                found = per_roles[id(roles)] = [total, minimum, roles, 0]
+                kept = weighed.get(id(roles))
+                if kept is None or kept[2] is not roles:
+                    kept = self.weigh_roles(roles)
+                found = per_roles[id(roles)] = [*kept, 0]
             found[3] += 1
-            state.min_milli += found[1]
-            demand[state.job.queue] = demand.get(state.job.queue, 0) + found[0]
+            state.min_milli = found[1]
+            demand[job.queue] = demand.get(job.queue, 0) + found[0]
+            if not job.preemptible:
+                strict_jobs += 1
+        return demand, per_roles, strict_jobs
+
+    def _compute_fair_shares(self, demand: dict[str, int], per_roles: dict[int, list]) -> None:
+        """Fair shares from every job's demand (per queue; `per_roles`: see `_weigh_jobs`); on the way,
+        the typical request shapes (pending and running, by replica count) that the fragmentation-aware
+        policy scores against."""
+        shape_counts: dict[tuple, int] = {}
+        representative: dict[tuple, Request] = {}
+        self.roles_ids = per_roles.keys()
         for _, _, roles, count in per_roles.values():
             for role in roles:
                 request = role.request
@@ -693,13 +936,6 @@ class Session:
         for name, q in queues.items():
             most = max(float(q.deserved_milli), self.fair_share.get(name, 0.0))
             self.allocatable[name] = most if q.limit_milli is None else min(most, float(q.limit_milli))
-        no_share = {q for q in demand if self.fair_share.get(q, 0.0) <= NO_SHARE_MILLI}
-        if no_share and len(no_share) < len(demand):
-            self.no_share = no_share
-            kinds = self.kinds = np.zeros((len(self.nodes), 2), dtype=np.int32)
-            jobs = self.jobs
-            for key, a in self.initial.items():
-                kinds[a.row, int(jobs[key[0]].job.queue in no_share)] += 1
 
         shapes: dict[Shape, float] = {}
         for key, n in shape_counts.items():
@@ -799,24 +1035,17 @@ class Session:
             for spot in reversed(taken):
                 self._take(spot, +1)
 
-    def find_spot(self, request: Request, pool_name: str, queue: str | None = None) -> Assignment | None:
-        """Where one replica of `request` would go in `pool_name` now (nothing is changed). For a job of
-        `queue`: nodes without replicas of the other kind of queue first (see `no_share`), when some has room."""
+    def find_spot(self, request: Request, pool_name: str) -> Assignment | None:
+        """Where one replica of `request` would go in `pool_name` now (nothing is changed)."""
         key = (request.shape(), pool_name)
         if self._no_room.get(key) == self.returned:
             return None                      # failed before, and no capacity came back since
-        spot = None
-        if queue is not None and self.kinds is not None and request.mode in ("exclusive", "fraction"):
-            apart = self.kinds[:, int(queue not in self.no_share)] == 0
-            if not apart.all():
-                spot = self._find_spot(request, pool_name, apart)
-        if spot is None:
-            spot = self._find_spot(request, pool_name)
+        spot = self._find_spot(request, pool_name)
         if spot is None:
             self._no_room[key] = self.returned
         return spot
 
-    def _find_spot(self, request: Request, pool_name: str, among: np.ndarray | None = None) -> Assignment | None:
+    def _find_spot(self, request: Request, pool_name: str) -> Assignment | None:
         pool = self.pools[pool_name]
         mask = self.pool_mask[pool_name]
         if request.mode in ("exclusive", "fraction"):
@@ -824,10 +1053,6 @@ class Session:
             allowed = mask
             if request.mode == "exclusive" and request.gpu_mem_mib:
                 allowed = mask & (self.arrays.gpu_total_mem >= request.gpu_mem_mib)
-            if among is not None:
-                allowed = allowed & among
-                if not allowed.any():
-                    return None
             spot = pl.place(self.arrays, preq, pool.placement, allowed, self.ctx)
             if spot is None:
                 return None
@@ -930,8 +1155,6 @@ class Session:
         self.touched.append(key[0])
         (state.running[key[1]].add if sign > 0 else state.running[key[1]].discard)(key[2])
         state.refresh()
-        if self.kinds is not None:
-            self.kinds[a.row, int(job.queue in self.no_share)] += sign
         milli = a.gpu_milli * sign
         before = state.held
         state.held += milli

@@ -111,8 +111,8 @@ def test_every_decision_is_the_production_cores_on_the_replays_own_snapshot(monk
     assert celery_cycle.core.run_cycle is core_cycle.run_cycle is engine.run_cycle
     seen = []
 
-    def spy(snapshot, *memo):
-        decisions = core_cycle.run_cycle(snapshot, *memo)
+    def spy(snapshot, *memo, **options):
+        decisions = core_cycle.run_cycle(snapshot, *memo, **options)
         seen.append((snapshot, decisions))
         return decisions
 

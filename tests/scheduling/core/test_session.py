@@ -1,9 +1,11 @@
 """The session's transactions and the per-pool placement policies."""
 
+from dataclasses import replace
+
 import pytest
 
-from scheduling.core import Pool, Queue, RunningReplica, Slice, Snapshot, run_cycle
-from scheduling.core.builders import job, nodes
+from scheduling.core import Pool, Queue, RunningReplica, Slice, Snapshot, actions, run_cycle
+from scheduling.core.builders import job, nodes, with_jobs
 from scheduling.core.session import Session
 
 MIG = ("3g.40gb", "3g.40gb", "1g.10gb")
@@ -73,3 +75,39 @@ def test_default_policy_keeps_fractions_off_the_node_a_whole_job_needs():
     assert len({b.node for b in d.binds if b.job_id.startswith("f")}) == 1
     assert [b.job_id for b in d.binds if b.job_id == "whole2"] == ["whole2"]
     assert d.pending == {}
+
+
+def built_state(s: Session) -> tuple:
+    """All a build leaves (what actions read), the job states' fields and order included."""
+    jobs = {j: (st.job, {r: set(v) for r, v in st.running.items()}, st.held, st.replicas, st.pending, st.grows,
+                st.elastic, st.extra, st.evicted, st.min_milli, st.fail, st.plan_version)
+            for j, st in s.jobs.items()}
+    return (state_of(s), jobs, [st.job.id for st in s.order], [st.job.id for st in s.wanting], dict(s.fair_share),
+            dict(s.np_alloc), dict(s.initial), dict(s.lost))
+
+
+def test_a_kept_build_is_the_whole_build():
+    """A build with the last one's cache (states reused, free arrays copied) equals a build without, whether
+    jobs were touched, their replicas went away behind the session's back, decisions were not carried out,
+    or jobs came and went."""
+    from scheduling.core.cycle import apply_decisions, without_jobs
+    from scheduling.core.session import BuildCache
+
+    snap = Snapshot(pools=(Pool("h100"),), nodes=nodes("h100", 3, 4), queues=(Queue("a", deserved_milli=6000),
+                                                                               Queue("b", deserved_milli=6000)),
+                    jobs=tuple(job(f"j{i}", "ab"[i % 2], gpus=1 + i % 3, created=float(i)) for i in range(8)))
+    cache = BuildCache()
+    for step in range(6):
+        s = Session.build(snap, cache)
+        assert built_state(s) == built_state(Session.build(snap))
+        run_cycle(snap)                                   # the cache's session is not the one that decides
+        for action in (actions.allocate, actions.reclaim):
+            action(s)
+        decisions = s.decisions(actions.pending_reasons(s))
+        if step != 3:   # step 3: the decisions were not carried out (the states the session touched are stale)
+            snap = apply_decisions(snap, decisions)
+        if step == 1:   # a replica gone without the scheduler (its node agent ended it)
+            snap = replace(snap, running=snap.running[1:])
+        if step == 2:   # one job ends, two arrive
+            snap = with_jobs(without_jobs(snap, snap.running[0].job_id), job("late", "b", gpus=2, created=0.5),
+                             job("later", "a", gpus=1, created=20.0))
