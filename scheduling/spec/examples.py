@@ -3,6 +3,8 @@ them as fixtures); and the Submit page's examples, made for one workspace's queu
 that exist (`workspace_examples`).
 """
 
+from django.utils.translation import gettext as _
+
 # Seed 000 (task YAML), copied exactly as written.
 SEED_YAML = """\
 # Platform configurations.
@@ -57,13 +59,13 @@ checkpointPath: s3://bucket/run-1/   # optional
 
 _SINGLE = """\
 name: one-gpu
-queue: {queue}  # a queue open to your workspace
+queue: {queue}  # {c_open}
 expectedDuration: 2h
 roles:
   - name: main
     image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
     command: ["python", "train.py"]
-    sharing: exclusive         # one whole GPU
+    sharing: exclusive         # {c_whole}
     resources: {{gpu: 1, cpu: 4, memory: 16Gi}}
     vendor: {vendor}
 """
@@ -71,28 +73,28 @@ roles:
 _CLEAN = """\
 name: bert-finetune
 type: pytorch                # single | pytorch | mpi
-queue: {queue}  # optional: the workspace's default queue
-priority: 20                 # 0-100, default 0
-preemptible: true            # default: true when reduceCost, else false
-reduceCost: false            # true: off-peak / spot / idle capacity only, discounted
-expectedDuration: 2h         # what the quote is for; default 2h
+queue: {queue}  # {c_default_queue}
+priority: 20                 # {c_priority}
+preemptible: true            # {c_preemptible}
+reduceCost: false            # {c_reduce_cost}
+expectedDuration: 2h         # {c_duration}
 roles:
-  - name: worker             # mpi and pytorch: a `master` role and a `worker` role
+  - name: worker             # {c_roles}
     image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
     command: ["python", "train.py"]
     env: {{EPOCHS: "3"}}
     replicas: {{min: 1, max: 4}}
-    sharing: {sharing}  # exclusive | fraction | mig | timeslice; default exclusive
+    sharing: {sharing}  # exclusive | fraction | mig | timeslice; {c_default} exclusive
     resources: {resources}
-    vendor: {vendor}  # nvidia | amd | any; default nvidia
-    gpuModel: {gpu_model}  # optional
-    nodePool: {pool}  # optional
-checkpointPath: s3://bucket/run-1/   # optional
+    vendor: {vendor}  # nvidia | amd | any; {c_default} nvidia
+    gpuModel: {gpu_model}  # {c_optional}
+    nodePool: {pool}  # {c_optional}
+checkpointPath: s3://bucket/run-1/   # {c_optional}
 """
 
 _SPARE = """\
 name: spare-capacity
-queue: {queue}  # preemptible work only: idle GPUs, given back when others need them
+queue: {queue}  # {c_spare}
 preemptible: true
 expectedDuration: 2h
 roles:
@@ -108,6 +110,20 @@ def _memory_text(mib: int) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
+def _comments() -> dict[str, str]:
+    """The examples' comments in the reader's language (the YAML itself stays as the parser reads it)."""
+    return {
+        "c_open": _("a queue open to your workspace"), "c_whole": _("one whole GPU"),
+        "c_default_queue": _("optional: the workspace's default queue"), "c_priority": _("0-100, default 0"),
+        "c_preemptible": _("default: true when reduceCost, else false"),
+        "c_reduce_cost": _("true: off-peak / spot / idle capacity only, discounted"),
+        "c_duration": _("what the quote is for; default 2h"),
+        "c_roles": _("mpi and pytorch: a `master` role and a `worker` role"),
+        "c_default": _("default"), "c_optional": _("optional"),
+        "c_spare": _("preemptible work only: idle GPUs, given back when others need them"),
+    }
+
+
 def workspace_examples(*, queue: str | None, spare_queue: str | None, pools: list) -> list[tuple[str, str, str]]:
     """(key, label, YAML) of the submit page's examples for one workspace: its queue (`queue`, its
     default), a preemptible-only queue open to it (`spare_queue`, or None) and the cluster's pools
@@ -118,9 +134,10 @@ def workspace_examples(*, queue: str | None, spare_queue: str | None, pools: lis
     shared = next((p for p in pools if "fraction" in p.sharing_modes and p.vendor == vendor), None)
     whole = next((p for p in pools if "exclusive" in p.sharing_modes and p.vendor == vendor), None)
     pool = shared or whole
+    comments = _comments()
     out = []
     if queue:
-        out.append(("single", "1 GPU", _SINGLE.format(queue=queue, vendor=vendor)))
+        out.append(("single", "1 GPU", _SINGLE.format(queue=queue, vendor=vendor, **comments)))
     if queue and pool is not None:
         if shared is not None:
             memory = _memory_text(min(10 * 1024, shared.gpu_memory_mib // 2))
@@ -129,8 +146,8 @@ def workspace_examples(*, queue: str | None, spare_queue: str | None, pools: lis
             sharing, resources = "exclusive", "{gpu: 1, cpu: 4, memory: 16Gi}"
         out.append(("clean", "Shared GPU, every field", _CLEAN.format(
             queue=queue, sharing=sharing, resources=resources, vendor=vendor, gpu_model=pool.gpu_model,
-            pool=pool.name)))
+            pool=pool.name, **comments)))
     if spare_queue:
-        out.append(("spare", "Spare capacity", _SPARE.format(queue=spare_queue, vendor=vendor)))
+        out.append(("spare", "Spare capacity", _SPARE.format(queue=spare_queue, vendor=vendor, **comments)))
     out.append(("seed", "Task form (seed)", SEED_YAML))
     return out
