@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
 
 from scheduling import clock
 from scheduling.backends.base import ClusterBackend, ReplicaKey
@@ -90,10 +89,12 @@ def store_replica_logs(items: list[tuple[Replica, str]], *, now: datetime | None
     taken in the order given."""
     job_ids = sorted({replica.job_id for replica, _ in items})
     list(Job.objects.select_for_update().filter(pk__in=job_ids).order_by("pk").values_list("pk"))  # one writer per cap
-    existing = {(job_id, role, index, attempt): pk for pk, job_id, role, index, attempt in ReplicaLog.objects.filter(
-        job_id__in=job_ids).values_list("pk", "job_id", "role", "index", "attempt")}
-    used = dict(ReplicaLog.objects.filter(job_id__in=job_ids).values("job_id").annotate(total=Sum("size"))
-                .values_list("job_id", "total"))
+    existing: dict[tuple, int] = {}
+    used: dict[int, int] = {}
+    for pk, job_id, role, index, attempt, size in ReplicaLog.objects.filter(job_id__in=job_ids).values_list(
+            "pk", "job_id", "role", "index", "attempt", "size"):
+        existing[(job_id, role, index, attempt)] = pk
+        used[job_id] = used.get(job_id, 0) + size
     cap, captured_at = settings.JOB_LOG_MAX_BYTES, now or clock.now()
     found = ReplicaLog.objects.in_bulk([existing[k] for k in (_log_key(r) for r, _ in items) if k in existing])
     result, new = [], {}
