@@ -22,12 +22,15 @@ figure there):
 `--db [URL]` (default postgres://postgres@127.0.0.1:5432/gpuplatform_bench_cycle, dropped and
 created) adds a "db" object: the same cluster bulk-loaded into PostgreSQL and the cycle timed there,
 snapshot from the database, decisions and their writes included; see bench/cycle_db.py.
+`BENCH_CYCLE_PROFILE=FILE` writes a cProfile of the timed steady cycles there.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import os
 import random
 import statistics
 import time
@@ -227,6 +230,8 @@ def steady_cycles(rows: dict, first_snapshot: Snapshot, first_decisions, args) -
         memo = CycleMemo()
         run_cycle(first_snapshot, memo)   # the service ran the first cycle with its memo
     roles: dict[tuple, tuple[Role, ...]] = {}
+    profile_to = os.environ.get("BENCH_CYCLE_PROFILE")  # a cProfile file of the timed steady cycles
+    profiler = cProfile.Profile() if profile_to else None
     total, snap_part = Clock(), Clock()
     decisions, changes = first_decisions, []
     for i in range(args.warmup + args.cycles):
@@ -234,6 +239,8 @@ def steady_cycles(rows: dict, first_snapshot: Snapshot, first_decisions, args) -
         if i == args.warmup:
             total, snap_part = Clock(), Clock()
         changes.append(len(decisions.binds) + len(decisions.evicts) + len(new) + len(gone))
+        if profiler is not None and i == args.warmup:
+            profiler.enable()
         with total:
             with snap_part:
                 if full:
@@ -247,6 +254,9 @@ def steady_cycles(rows: dict, first_snapshot: Snapshot, first_decisions, args) -
                     snap = live.snapshot()
             decisions = run_cycle(snap, exact=True) if full and CycleMemo is not None else (
                 run_cycle(snap) if full else run_cycle(snap, memo))
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile_to)
     timed = changes[args.warmup:]
     return {**figures(total.wall, total.cpu), "snapshot_median_s": round(statistics.median(snap_part.wall), 4),
             "snapshot_cpu_median_s": round(statistics.median(snap_part.cpu), 4),

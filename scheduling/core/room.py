@@ -389,8 +389,9 @@ class _RoomPlanner:
 
     def _repack_targets(self, request: PlacementRequest, mask: np.ndarray) -> Iterator[tuple[int, tuple, list]]:
         """(node, GPUs, residents to lift) for repacks, easiest first: the smallest biggest pod to
-        lift, then the least milli, then node order; at most `REPACK_SAME` of one kind."""
-        if request.num_gpus == 0:
+        lift, then the least milli, then node order; at most `REPACK_SAME` of one kind. None once the
+        cycle's repack steps are spent: `repack.search` would then find nothing."""
+        if request.num_gpus == 0 or self.repack_steps.left <= 0:
             return
         a = self.arrays
         find = repack.fraction_targets if request.is_fraction else repack.whole_targets
@@ -410,6 +411,8 @@ class _RoomPlanner:
         kinds: dict[tuple, int] = {}
         tried = 0
         for _, kind, node, gpus, lifted in ranked:
+            if self.repack_steps.left <= 0:
+                return
             if kinds.get(kind, 0) < repack.REPACK_SAME and tried < repack.REPACK_TARGETS:
                 kinds[kind] = kinds.get(kind, 0) + 1
                 tried += 1
