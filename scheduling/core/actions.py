@@ -828,7 +828,7 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
         return None
 
     by_queue = pending_by_queue(s, kinds)
-    if never is not None:
+    if never is not None and not s.exact:
         by_queue = without_idle_branches(s, by_queue, never)
     fair_walk(s, by_queue, visit, EvictionQuiet(s, acts))
 
@@ -838,7 +838,7 @@ def without_idle_branches(s: Session, by_queue: dict[str, list[JobState]],
     """`by_queue` without the branches of the queue tree's root none of whose jobs' visits could change
     anything in this walk (`never`). Their visits would pass, and a branch of the root weighs nothing in
     the order of the others (each is weighed by its own usage and first job), so the walk visits the
-    rest in the same order and decides the same."""
+    rest in the same order and decides the same. An exact session keeps them (the reference)."""
     idle: dict[str, bool] = {}
     for queue, states in by_queue.items():
         top = s.queue_path[queue][-1]
@@ -1052,7 +1052,12 @@ def preempt(s: Session) -> None:
         others = [u for u in borrowed if u.job.id != job.id]
         return merged([others, list(lower)]), preempt_causes(job), lambda: within_quota(s, job)
 
-    run_eviction_action(s, {"capacity", "quota"}, prepare)
+    def never(state: JobState) -> bool:
+        # what `prepare` reads does not change during the walk: `lowest` and `borrowed` are fixed
+        job = state.job
+        return reduce_cost_waits(s, job) or (not borrowed and job.priority <= lowest.get(job.queue, job.priority))
+
+    run_eviction_action(s, {"capacity", "quota"}, prepare, never)
 
 
 def preempt_may_help(s: Session) -> bool:
@@ -1199,7 +1204,9 @@ def consolidate(s: Session) -> None:
         p = state.plan if state.plan_version == state.version else plan(s, state)
         return p.need > free
 
-    by_queue = without_idle_branches(s, pending_by_queue(s, {"capacity"}), never)
+    by_queue = pending_by_queue(s, {"capacity"})
+    if not s.exact:
+        by_queue = without_idle_branches(s, by_queue, never)
     fair_walk(s, by_queue, visit, ConsolidateQuiet(s, acts))
 
 
