@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from scheduling import clock, history_texts, inference, selectors, signals
+from scheduling.bulk import update_rows
 from scheduling.core.fit import reason_text
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
@@ -82,8 +83,13 @@ def _event(job: Job, kind: str, reason: Any, data: dict | None) -> JobEvent:
 
 def record_events(items: list[tuple[Job, str, Any, dict | None]]) -> list[JobEvent]:
     """Store job events (each with the job's current state) and publish them once committed."""
-    events = JobEvent.objects.bulk_create([_event(*item) for item in items])
-    committed = [(job, job_event_message(job, event)) for (job, *_), event in zip(items, events, strict=True)]
+    events = [_event(*item) for item in items]
+    return _store_events(events, [(job, job_event_message(job, event))
+                                  for (job, *_), event in zip(items, events, strict=True)])
+
+
+def _store_events(events: list[JobEvent], committed: list[tuple[Job, dict]]) -> list[JobEvent]:
+    JobEvent.objects.bulk_create(events)
     transaction.on_commit(lambda: signals.send_committed(committed))
     return events
 
@@ -92,13 +98,30 @@ def requeue_job(job: Job, reason: Any, kind: str, *, pending: tuple[str, dict] =
                 details: dict | None = None) -> None:
     """A job whose last replica was evicted: Preempted, then back in its queue as Pending, with
     `pending` as its reason code and params."""
-    job.state = JobState.PREEMPTED
-    record_event(job, "preempted", reason=reason, data={"reason": kind, **(details or {})})
+    requeue_jobs([(job, reason, kind, details)], pending=pending)
+
+
+def requeue_jobs(items: list[tuple[Job, Any, str, dict | None]], *,
+                 pending: tuple[str, dict] = ("requeued", {})) -> None:
+    """`requeue_job` for each (job, reason, kind, details), the rows written together: a cycle
+    requeues dozens of jobs."""
     code, params = pending
-    job.state, job.pending_code, job.pending_params = JobState.PENDING, code, params
-    job.pending_reason = reason_text(code, params)
-    job.save(update_fields=["state", "pending_reason", "pending_code", "pending_params"])
-    record_event(job, "requeued", reason=said(gettext_noop("back in its queue")))
+    text = reason_text(code, params)
+    back = said(gettext_noop("back in its queue"))
+    events, committed = [], []
+
+    def add(job: Job, kind: str, reason: Any, data: dict | None) -> None:
+        event = _event(job, kind, reason, data)
+        events.append(event)
+        committed.append((job, job_event_message(job, event)))   # the job as it is at this event
+
+    for job, reason, kind, details in items:
+        job.state = JobState.PREEMPTED
+        add(job, "preempted", reason, {"reason": kind, **(details or {})})
+        job.state, job.pending_code, job.pending_params, job.pending_reason = JobState.PENDING, code, params, text
+        add(job, "requeued", back, None)
+    update_rows([job for job, *_ in items], ["state", "pending_reason", "pending_code", "pending_params"])
+    _store_events(events, committed)
 
 
 def job_event_message(job: Job, event: JobEvent) -> dict:

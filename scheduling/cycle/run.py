@@ -34,7 +34,7 @@ from scheduling.health import update_agent_silence
 from scheduling.history_texts import english, joined, said
 from scheduling.logs import capture_replica_logs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
-from scheduling.services import record_event, record_events, requeue_job
+from scheduling.services import record_event, record_events, requeue_job, requeue_jobs
 
 log = logging.getLogger(__name__)
 
@@ -219,17 +219,27 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
           kept_reasons: PendingReasons | None = None) -> None:
     evicted_jobs: dict[int, list[core.Evict]] = defaultdict(list)
     releases: list[Release] = []
+    # the evicted replicas still active (locked until commit), then each reason's rows in one UPDATE
+    active = {(job_id, role, index): pk for pk, job_id, role, index in Replica.objects.select_for_update().filter(
+        job_id__in={int(e.job_id) for e in decisions.evicts}, state__in=ACTIVE_STATES,
+    ).values_list("pk", "job_id", "role", "index")}
+    by_reason: dict[str, list[int]] = defaultdict(list)
     for e in decisions.evicts:
-        job_id = int(e.job_id)
-        updated = Replica.objects.filter(job_id=job_id, role=e.role, index=e.replica, state__in=ACTIVE_STATES
-                                         ).update(state=JobState.PREEMPTED, ended=now, end_reason=e.reason)
-        if updated:
-            evicted_jobs[job_id].append(e)
-            releases.append(((job_id, e.role, e.replica), e.reason))
+        key = (int(e.job_id), e.role, e.replica)
+        pk = active.pop(key, None)   # popped: a replica listed twice is evicted once
+        if pk is not None:
+            by_reason[e.reason].append(pk)
+            evicted_jobs[key[0]].append(e)
+            releases.append((key, e.reason))
             report.evicts += 1
+    for reason, pks in by_reason.items():
+        Replica.objects.filter(pk__in=pks).update(state=JobState.PREEMPTED, ended=now, end_reason=reason)
     _release_on_commit(backend, releases)
     takers = {e.by_job for evicts in evicted_jobs.values() for e in evicts if e.by_job.isdigit()}
     workspace_of = dict(Job.objects.filter(pk__in=takers).values_list("pk", "workspace_id"))
+    still_running = set(Replica.objects.filter(job_id__in=evicted_jobs, state__in=ACTIVE_STATES)
+                        .values_list("job_id", flat=True).distinct())
+    shrunk, requeued = [], []
     for job in Job.objects.filter(pk__in=evicted_jobs).select_related("workspace"):
         evicts = evicted_jobs[job.pk]
         reasons = ", ".join(sorted({e.reason for e in evicts}))
@@ -238,17 +248,19 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         sentences = [s for s in map(explain_said, causes) if s]
         why = joined({english(s): s for s in sentences}.values())   # each sentence once
         details = {"causes": list({json.dumps(c, sort_keys=True): c for c in causes}.values())}
-        if job.replicas.filter(state__in=ACTIVE_STATES).exists():
+        if job.pk in still_running:
             reason = (said(gettext_noop("%(count)s replicas evicted (%(reasons)s): %(why)s"), count=len(evicts),
                            reasons=reasons, why=why) if sentences
                       else said(gettext_noop("%(count)s replicas evicted (%(reasons)s)"), count=len(evicts),
                                 reasons=reasons))
-            record_event(job, "shrunk", reason=reason, data=details)
+            shrunk.append((job, "shrunk", reason, details))
         else:
             reason = (said(gettext_noop("evicted: %(reasons)s: %(why)s"), reasons=reasons, why=why) if sentences
                       else said(gettext_noop("evicted: %(reasons)s"), reasons=reasons))
-            requeue_job(job, reason, reasons, details=details)
-            report.requeued += 1
+            requeued.append((job, reason, reasons, details))
+    record_events(shrunk)
+    requeue_jobs(requeued)
+    report.requeued += len(requeued)
 
     nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}
     bound: dict[int, list[core.Bind]] = defaultdict(list)
