@@ -9,22 +9,7 @@ import pytest
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
 from scheduling.models import Job, JobEvent, JobState, Node, Replica, SimulatedPod
-
-ONE_GPU = """name: {name}
-queue: {queue}
-priority: {priority}
-preemptible: {preemptible}
-expectedDuration: 1h
-roles:
-  - name: main
-    image: busybox
-    resources: {{gpu: {gpus}}}
-    nodePool: {pool}
-"""
-
-
-def spec(name, *, queue="vision-lab", priority=0, preemptible="true", gpus=1, pool="h100"):
-    return ONE_GPU.format(name=name, queue=queue, priority=priority, preemptible=preemptible, gpus=gpus, pool=pool)
+from tests.scheduling.cycle.specs import spec
 
 
 @pytest.fixture

@@ -11,21 +11,11 @@ from scheduling.backends.simulated.backend import SimulatedBackend
 from scheduling.cycle.run import CycleReport, apply
 from scheduling.models import Job, JobState, Replica
 from scheduling.signals import job_events_committed
-
-ONE_GPU = """name: {name}
-queue: vision-lab
-preemptible: true
-expectedDuration: 1h
-roles:
-  - name: main
-    image: busybox
-    resources: {{gpu: 1}}
-    nodePool: h100
-"""
+from tests.scheduling.cycle.specs import spec
 
 
 def running_jobs(cluster, backend, clock, run, count, prefix):
-    jobs = [submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=ONE_GPU.format(name=f"{prefix}{n}"))
+    jobs = [submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(f"{prefix}{n}"))
             for n in range(count)]
     run(backend, clock)
     assert all(r.state == JobState.SCHEDULED for r in Replica.objects.filter(job__in=jobs))
