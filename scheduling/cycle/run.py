@@ -34,7 +34,7 @@ from scheduling.health import update_agent_silence
 from scheduling.history_texts import english, joined, said
 from scheduling.logs import capture_replica_logs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
-from scheduling.services import record_event, record_events, requeue_job, requeue_jobs
+from scheduling.services import record_event, record_events, requeue_jobs
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, fa
     states: dict[int, list[str]] = defaultdict(list)
     for job_id, state in Replica.objects.filter(job_id__in=job_ids).values_list("job_id", "state"):
         states[job_id].append(state)
-    started = []
+    started, lost = [], []
     for job in Job.objects.filter(pk__in=job_ids).select_related("workspace"):
         if job.is_final:
             continue
@@ -142,8 +142,9 @@ def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, fa
             job.state, job.started = JobState.RUNNING, job.started or now
             started.append((job, len(active)))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            requeue_job(job, said(gettext_noop("its replicas were lost with their node")), "node-lost")
-            report.requeued += 1
+            lost.append((job, said(gettext_noop("its replicas were lost with their node")), "node-lost", None))
+    requeue_jobs(lost)
+    report.requeued += len(lost)
     update_rows([job for job, _ in started], ["state", "started"])
     record_events([(job, "running", said(gettext_noop("%(count)s replicas running"), count=count), None)
                    for job, count in started])
