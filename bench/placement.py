@@ -4,10 +4,10 @@
 
 Pods only arrive (until arrivals pass that bin: later pods cannot change it); each is placed once through `scheduling.core.placement.place()` (the code the
 scheduling cycle uses) or fails.  The figure is the unallocated GPU % when arrivals reach 100 %
-of the GPU capacity (the bin average of ../shared/traces/README.md), mean over the seeds.
+of the GPU capacity (the bin average: docs/developer/benchmarks.md), mean over the seeds.
 
 Options: --online-shapes (learn typical shapes from the pods seen so far), --moves (consolidate
-best-effort pods when a pod fits nowhere), --jobs N (seeds in parallel). Log: bench/PLACEMENT.md.
+best-effort pods when a pod fits nowhere), --jobs N (seeds in parallel). Figures: bench/PLACEMENT.md.
 """
 
 from __future__ import annotations

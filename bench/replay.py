@@ -1,6 +1,6 @@
 """Time replay of a job trace through the production scheduler core: silos against one shared pool.
 
-    python -m bench.replay --trace ../shared/traces/philly/trace_job_Philly_MIX1.csv \\
+    python -m bench.replay --trace trace_job_Philly_MIX1.csv \\
         --mode silos|pool|pool-besteffort|all --gpus N [--find-min-gpus --p95-wait 60] \\
         [--gpus-per-node 8] [--cycle-s 10] [--checkpoint-min 30] [--json]
 

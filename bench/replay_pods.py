@@ -1,7 +1,7 @@
 """What GPU fractions save: the Alibaba GPU-2023 pods replayed in time, exclusive against shared.
 
     python -m bench.replay --trace-format alibaba \\
-        --trace ../shared/traces/alibaba-gpu-2023/openb_pod_list_gpushare40.csv [--find-min-gpus --p95-wait 60] --json
+        --trace openb_pod_list_gpushare40.csv [--find-min-gpus --p95-wait 60] --json
 
 Each pod that ran (it has a `scheduled_time`) is a job submitted at its `creation_time` that holds its
 GPUs until its `deletion_time`; CPU-only pods are left out. Two replays through the production core
