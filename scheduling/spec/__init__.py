@@ -1,7 +1,7 @@
 """Job specs: parse YAML, a JSON object or the image form into one validated JobSpec.
 
 Two document forms are accepted and told apart by their keys:
-  - the clean form (name, type, queue, priority, ..., roles[]) documented in the README;
+  - the clean form (name, type, queue, priority, ..., roles[]) documented in docs/reference/task-yaml.md;
   - the seed's task form (TaskName, TaskType, MinReplicas, ..., WorkerMaxReplicas).
 Every problem comes back at once in a SpecError, each naming its field, line and column.
 Pure module: no Django import.

@@ -1,4 +1,4 @@
-"""Example task specs: the seed's YAML exactly as written, and the README's clean form (tests use
+"""Example task specs: the seed's YAML exactly as written, and the documented clean form (tests use
 them as fixtures); and the Submit page's examples, made for one workspace's queues and the pools
 that exist (`workspace_examples`).
 """
@@ -31,7 +31,7 @@ WorkerMaxReplicas: 40
 # and more ai training task configurations.
 """
 
-# The clean-form example documented in the README.
+# The clean-form example of docs/reference/task-yaml.md.
 CLEAN_YAML = """\
 name: bert-finetune
 type: pytorch                # single | pytorch | mpi

@@ -1,4 +1,4 @@
-"""Shared inputs for the job spec tests: the seed's YAML, the README's clean example, the test cluster."""
+"""Shared inputs for the job spec tests: the seed's YAML, the documented clean example, the test cluster."""
 
 from __future__ import annotations
 
