@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test e2e lint demo clean messages compilemessages
+.PHONY: install run test e2e lint docs demo clean messages compilemessages
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
+# The manual: docs/ as an MkDocs site (mkdocs.yml), built into site/; --strict fails on a broken link,
+# a missing anchor or a page left out of the nav.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): pyproject.toml | $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 # The zh_Hans catalogue: `make messages` collects marked strings into locale/, translate the new
 # entries in the .po, then `make compilemessages` (the .mo is committed, so a fresh clone has it).
 messages: install
@@ -42,4 +53,4 @@ compilemessages: install
 	$(PY) manage.py compilemessages -l zh_Hans --ignore '.venv/*'
 
 clean:
-	rm -rf var staticfiles
+	rm -rf var staticfiles site
