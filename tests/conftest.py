@@ -88,6 +88,17 @@ def celery_worker_queue(django_db_setup, redis_server, tmp_path_factory):
 
 
 @pytest.fixture
+def sent_tasks(monkeypatch) -> list[tuple[str, list]]:
+    """Tasks the code sends by name (scheduling.broker), caught here instead of reaching the broker:
+    (task name, args) in the order sent."""
+    from portal.celery import app
+
+    sent: list[tuple[str, list]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, args=(), **options: sent.append((name, list(args))))
+    return sent
+
+
+@pytest.fixture
 def tenants(db) -> Tenants:
     """The test world's people and workspaces (tests/world.py), never the demo data."""
     from tests.world import make_tenants
