@@ -7,15 +7,15 @@ from dataclasses import replace
 from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 
 from billing import selectors
 from billing.currency import currency_at
 from billing.quotes import DEFAULT_DURATION_S, Quote, choose_option, quote_at, with_duration_source
+from billing.reports.services import check_budget_allows_submit
 from billing.starts import with_cluster_starts
+from billing.time_zone import platform_tz
 from scheduling import clock
 from scheduling.errors import Forbidden
 from scheduling.models import Job
@@ -31,10 +31,6 @@ class BudgetBlocked(Forbidden, PermissionDenied):
     """The workspace spent its budget and its owner blocks new submissions at the limit."""
 
     field = "budget"
-
-
-def platform_tz() -> ZoneInfo:
-    return ZoneInfo(settings.TIME_ZONE)
 
 
 def quote_spec(spec: JobSpec, *, now: datetime | None = None, currency: str | None = None) -> Quote:
@@ -85,8 +81,6 @@ def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any],
     now, else the cheapest), and submit the job with that option frozen on it; the job runs for
     the duration it was quoted for."""
     require_submitter(user, workspace)
-    from billing.reports.services import check_budget_allows_submit  # budgets build on quotes' models
-
     if reason := check_budget_allows_submit(workspace):
         raise BudgetBlocked(reason)
     parsed, quote = quote_for_workspace(workspace, spec, now=now, duration_hours=duration_hours)

@@ -22,7 +22,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import httpx
@@ -40,6 +39,7 @@ from gpuctl.errors import (
     SpecRefused,
     one_line,
 )
+from gpuctl.inputs import chosen_workspace, my_workspaces, read_spec
 from gpuctl.notebook import add_notebook_commands
 from gpuctl.output import (
     COST_GROUPS,
@@ -121,40 +121,6 @@ class Run:
     @property
     def structured(self) -> bool:
         return self.output in ("json", "yaml")
-
-
-def read_spec(path: str, stdin: TextIO) -> tuple[str, str]:
-    """(the label used in error lines, the spec text); `-` is standard input."""
-    if path == "-":
-        return "<stdin>", stdin.read()
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise CliError(f"cannot read {path}: no such file") from None
-    except IsADirectoryError:
-        raise CliError(f"cannot read {path}: a directory, not a spec file") from None
-    except OSError as error:
-        raise CliError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        return path, raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise CliError(f"{path}: not UTF-8 text (byte {error.start})", EXIT_SPEC) from None
-
-
-def my_workspaces(api: Api) -> list[str]:
-    return [w["slug"] for w in api.get_all("/api/v1/workspaces/", not_found="the server has no workspaces API")]
-
-
-def chosen_workspace(run: Run) -> str:
-    """The configured workspace, else the caller's only one."""
-    if run.settings.workspace:
-        return run.settings.workspace
-    slugs = my_workspaces(run.api)
-    if len(slugs) == 1:
-        return slugs[0]
-    if not slugs:
-        raise CliError("you are a member of no workspace")
-    raise CliError(f"choose a workspace with --workspace or {ENV_PREFIX}WORKSPACE (yours: {', '.join(slugs)})")
 
 
 def spec_body(run: Run, path: str) -> tuple[str, str, dict[str, Any]]:

@@ -14,6 +14,7 @@ import yaml
 
 from gpuctl.completion import FILES
 from gpuctl.errors import EXIT_OK, EXIT_SPEC, CliError, SpecRefused
+from gpuctl.inputs import chosen_workspace, read_spec
 from gpuctl.messages import say
 from gpuctl.output import cell, format_quote_options, format_table, format_time, headers_in, pad, width
 
@@ -142,8 +143,6 @@ def endpoint(run, workspace: str, name: str) -> str:
 
 
 def cmd_serve_create(run) -> int:
-    from gpuctl.cli import chosen_workspace, read_spec  # the cli imports this module
-
     args = run.args
     flags = [dest for dest in SPEC_FLAGS if getattr(args, dest) is not None]
     if args.filename and flags:

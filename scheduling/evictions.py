@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.utils.translation import gettext_noop
 
 from scheduling.core import model as cm
-from scheduling.history_texts import Said, english, said
+from scheduling.history_texts import Said, said
 
 RULE_TEXT = {
     "fair-share": gettext_noop("queue %(level)s held more than its fair share"),
@@ -37,9 +37,3 @@ def explain_said(cause: dict[str, str]) -> Said | None:
     if taker and why:
         return said(gettext_noop("taken by %(taker)s: %(why)s"), taker=taker, why=why)
     return said(gettext_noop("taken by %(taker)s"), taker=taker) if taker else why
-
-
-def explain(cause: dict[str, str]) -> str:
-    """explain_said in English."""
-    sentence = explain_said(cause)
-    return english(sentence) if sentence else ""

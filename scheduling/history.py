@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.replay import ReplayJob
-from scheduling.cycle.snapshot import core_job, core_pool, core_queue, core_roles
+from scheduling.cycle.snapshot import core_job, core_queue, core_roles
 from scheduling.models import FINAL_STATES, Gpu, Job, Node, NodePool, Queue, Replica
 
 DEFAULT_DAYS = 30
@@ -36,7 +36,7 @@ class HistoryJob:
 
 def cluster_snapshot() -> cm.Snapshot:
     """The cluster's pools, nodes and queues; no jobs, nothing running."""
-    pools = tuple(core_pool(p) for p in NodePool.objects.order_by("name"))
+    pools = tuple(p.as_core() for p in NodePool.objects.order_by("name"))
     gpus_by_node: dict[int, list[cm.Gpu]] = defaultdict(list)
     for node_id, index, uuid, memory in Gpu.objects.values_list("node_id", "index", "uuid", "memory_mib"):
         gpus_by_node[node_id].append(cm.Gpu(index=index, uuid=uuid, memory_mib=memory))

@@ -27,11 +27,13 @@ from django.utils.translation import gettext_noop
 
 from scheduling import clock
 from scheduling.backends.base import Endpoint
+from scheduling.errors import Conflict, DomainError
 from scheduling.history_texts import Said, said
 from scheduling.models import ACTIVE_STATES, Job, JobKind, JobState, Replica, ServiceSample, ServiceScale
+from scheduling.service_scale import create_scale, restarted, with_bounds
+from scheduling.services import record_event, require_submitter, resume_workload, stop_workload
 from scheduling.serving.autoscaler import Autoscaler, ScaleDecision, ScalePolicy
 from scheduling.spec import SpecError, parse_job_spec_obj
-from scheduling.spec.kinds import service_bounds
 from scheduling.spec.workloads import InferenceSpec
 
 log = logging.getLogger(__name__)
@@ -87,27 +89,6 @@ def launch_fields(job: Job) -> dict:
             "server": spec.server, "port": spec.port, "health_path": spec.health_path,
             "model_path": spec.model_path or "", "model_registry": spec.model_registry or "",
             "model_name": spec.model_name or job.name, "gpu_mem_limit_mib": spec.gpu_mem_limit_mib or 0}
-
-
-def create_scale(job: Job) -> ServiceScale | None:
-    """A submitted service's range: the one its spec declares (its role's scale_min..scale_max)."""
-    if job.kind != JobKind.INFERENCE or not job.roles:
-        return None
-    role = job.roles[0]
-    low, high = role.get("scale_min", role["min_replicas"]), role.get("scale_max", role["max_replicas"])
-    # remembered as a recommendation: a new service keeps its first replica for a whole scale-down delay
-    return ServiceScale.objects.create(job=job, min_replicas=low, max_replicas=high, desired=role["max_replicas"],
-                                       reason="",
-                                       recommendations=[[job.created.timestamp(), role["max_replicas"]]])
-
-
-def with_bounds(roles: list[dict], scale: ServiceScale, desired: int) -> list[dict]:
-    """The roles the scheduler places for a service wanting `desired` replicas (its minimum when it
-    wants none: a stopped service is not scheduled, and its roles say what a wake asks for)."""
-    bounds = service_bounds(scale.min_replicas, scale.max_replicas, desired) or \
-        service_bounds(scale.min_replicas, scale.max_replicas, 1)
-    return [{**role, "scale_min": scale.min_replicas, "scale_max": scale.max_replicas,
-             "min_replicas": bounds[0], "max_replicas": bounds[1]} for role in roles]
 
 
 # --------------------------------------------------------------------------- scraping
@@ -262,8 +243,6 @@ def held_share(replica: Replica) -> float:
 
 def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision, active: list[Replica],
            now: datetime) -> None:
-    from scheduling.services import record_event, stop_workload  # services imports this module
-
     changed = desired != scale.desired
     scale.desired, scale.reason = desired, decision.reason[:200]
     reason = scale_said(decision)
@@ -290,8 +269,6 @@ def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision,
 def wake(job: Job, now: datetime | None = None) -> bool:
     """A request reached a service with no replica: start it (Stopped: back in its queue) and keep one
     replica wanted while requests wait. Returns whether this call started it."""
-    from scheduling.services import record_event, resume_workload
-
     now = now or clock.now()
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
     scale = ServiceScale.objects.select_for_update().get(job=job) if job.kind == JobKind.INFERENCE else None
@@ -315,26 +292,8 @@ def wake(job: Job, now: datetime | None = None) -> bool:
     return started
 
 
-def restarted(job: Job, now: datetime | None = None) -> None:
-    """A member started a stopped service (the caller holds its lock): it asks for its minimum (one at
-    least) and keeps it for a whole scale-down delay, as a new service does."""
-    if job.kind != JobKind.INFERENCE:
-        return
-    now = now or clock.now()
-    scale = ServiceScale.objects.select_for_update().filter(job=job).first()
-    if scale is None:
-        return
-    scale.desired = max(1, scale.min_replicas)
-    scale.reason, scale.recommendations = "started", [[now.timestamp(), scale.desired]]
-    scale.save(update_fields=["desired", "reason", "recommendations"])
-    job.roles = with_bounds(job.roles, scale, scale.desired)
-    job.save(update_fields=["roles"])
-
-
 def record_cold_start(job: Job, seconds: float) -> None:
     """The portal held a request this long while a replica started."""
-    from scheduling.services import record_event
-
     record_event(job, "cold-start", reason=said(gettext_noop("a replica started from zero in %(seconds)s s"),
                                                 seconds=f"{seconds:.1f}"),
                  data={"seconds": round(seconds, 3)})
@@ -353,9 +312,6 @@ def ready_endpoints(job: Job, backend) -> list[Endpoint]:
 @transaction.atomic
 def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceScale:
     """A member who may submit changes the service's replica range; the next evaluation applies it."""
-    from scheduling.errors import Conflict, DomainError
-    from scheduling.services import record_event, require_submitter, resume_workload
-
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
     if job.kind != JobKind.INFERENCE:

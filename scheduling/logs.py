@@ -119,16 +119,11 @@ def _log_key(replica: Replica) -> tuple[int, str, int, int]:
     return replica.job_id, replica.role, replica.index, replica.attempt
 
 
-def capture_replica_log(backend: ClusterBackend, key: ReplicaKey) -> ReplicaLog | None:
-    """Read from the backend and keep the log of the key's last ended placement, unless kept already.
-    Called before the backend deletes the pod; a backend that does not answer loses that log, not the
-    deletion."""
-    return next(iter(capture_replica_logs(backend, [key])), None)
-
-
 def capture_replica_logs(backend: ClusterBackend, keys: list[ReplicaKey]) -> list[ReplicaLog]:
-    """`capture_replica_log` for many keys: the placements and kept logs read once for all, and the
-    backend asked once when it can answer for many (`logs_many`)."""
+    """Read from the backend and keep the logs of the keys' last ended placements, unless kept already.
+    Called before the backend deletes the pods; a backend that does not answer loses those logs, not the
+    deletion. The placements and kept logs are read once for all, and the backend asked once when it
+    can answer for many (`logs_many`)."""
     keys = list(dict.fromkeys(keys))
     job_ids = {key[0] for key in keys}
     last: dict[ReplicaKey, Replica] = {}

@@ -27,11 +27,11 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from scheduling import clock
 from scheduling.core.fairshare import fair_shares
-from scheduling.core.fit import lead_code
 from scheduling.core.model import mig_milli
+from scheduling.core.reasons import lead_code
 from scheduling.core.session import request_milli
 from scheduling.core.units import MILLI_PER_GPU
-from scheduling.cycle.snapshot import core_pool, core_queue, core_request
+from scheduling.cycle.snapshot import core_queue, core_request
 from scheduling.cycle.usage import queue_usage
 from scheduling.models import UNSCHEDULED_STATES, Gpu, Job, JobState, Node, NodePool, Queue, Replica
 
@@ -235,7 +235,7 @@ def cluster_figures(now: datetime | None = None) -> ClusterFigures:
             except (KeyError, TypeError, ValueError):
                 continue
             pool = pool_by_name.get(request.pool or "")
-            demand[queue] += request_milli(request, core_pool(pool) if pool else None) * role.get("max_replicas", 1)
+            demand[queue] += request_milli(request, pool.as_core() if pool else None) * role.get("max_replicas", 1)
     capacity = Gpu.objects.filter(node__ready=True, node__agent_silent=False, node__cordoned=False).count() * MILLI_PER_GPU
     usage = queue_usage(clock.now(), capacity)  # the time-based division, as the cycle makes it
     shares = fair_shares(queues, capacity, demand, usage, settings.FAIR_SHARE_USAGE_K) if queues else {}

@@ -11,6 +11,8 @@ from django.utils.translation import gettext_lazy as _
 
 from scheduling import clock, history_texts
 from scheduling.core import MIG_PROFILES
+from scheduling.core import model as cm
+from scheduling.core.units import gpu_model_name, vendor_name
 from scheduling.queue_tree import QueueRow, validate_queue
 
 # MIG profiles by card size: 40 GB cards (A100-40GB) and 80 GB cards (A100/H100-80GB).
@@ -79,6 +81,13 @@ class NodePool(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def as_core(self) -> cm.Pool:
+        """The pool as the scheduler core sees it."""
+        return cm.Pool(name=self.name, vendor=vendor_name(self.vendor), gpu_model=gpu_model_name(self.gpu_model),
+                       gpu_memory_mib=self.gpu_memory_mib, placement=self.placement,
+                       sharing=self.sharing_modes, timeslice_replicas=self.timeslice_replicas,
+                       mig_layout=tuple(self.mig_layout or ()), spot=self.spot)
+
     def clean(self):
         """What the scheduler core would refuse in this pool, by field."""
         errors: dict[str, list[str]] = {}
@@ -90,10 +99,8 @@ class NodePool(models.Model):
         elif self.sharing == PoolSharing.MIG:
             errors.update(self._mig_errors())
         if not errors:
-            from scheduling.cycle.snapshot import core_pool  # the cycle imports models
-
             try:
-                core_pool(self)
+                self.as_core()
             except ValueError as error:
                 text = str(error).split(": ", 1)[-1]
                 where = ("mig_layout" if "mig" in text.lower() else "timeslice_replicas" if "timeslice" in text

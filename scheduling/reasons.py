@@ -1,7 +1,7 @@
 """Reason codes in the reader's language: why a job waits, and why no pool can run a spec.
 
 The scheduler stores a waiting job's reason as a code and its figures (Job.pending_code,
-pending_params) and, for the API and the logs, the English text of scheduling.core.fit.REASONS
+pending_params) and, for the API and the logs, the English text of scheduling.core.reasons.REASONS
 (scheduling.core knows nothing of Django). Pages render the reason here instead, and the spec
 readers (spec/cluster.py) render the fit checks' reasons here: each code has gettext format strings
 with the same figures, so the English text below is fit's text word for word
@@ -136,7 +136,7 @@ def _timeslice_slots_short(p):
     return _("needs %(slots)s time-slice slot, only %(free)s free in pool %(pool)s") % figures
 
 
-# Code -> the text in the reader's language. As in fit.REASONS, pool-level texts read after a subject
+# Code -> the text in the reader's language. As in core.reasons.REASONS, pool-level texts read after a subject
 # ("role main ..."), the others stand alone.
 REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "pool_pinned_elsewhere": lambda p: _("is pinned to nodePool '%(requested)s'") % p,

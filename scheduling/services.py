@@ -10,9 +10,9 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from scheduling import clock, history_texts, inference, selectors, signals
+from scheduling import clock, history_texts, selectors, service_scale, signals
 from scheduling.bulk import update_rows
-from scheduling.core.fit import reason_text
+from scheduling.core.reasons import reason_text
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
 from scheduling.models import (
@@ -167,7 +167,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         quote=quote, roles=role_requests(parsed, quote), not_before=not_before,
         **_pending_fields(*pending),
     )
-    inference.create_scale(job)
+    service_scale.create_scale(job)
     record_event(job, "submitted", reason=said(gettext_noop("submitted to queue %(queue)s by %(user)s"),
                                                queue=queue.name, user=user.username))
     return job
@@ -384,7 +384,7 @@ def start_workload(user, job: Job) -> Job:
     job = _locked_stoppable(job)
     if job.state != JobState.STOPPED:
         raise Conflict(f"job {job.pk} is {job.state}: only a stopped one can be started", field="state")
-    inference.restarted(job)
+    service_scale.restarted(job)
     return resume_workload(job, said(gettext_noop("started by %(user)s"), user=user.username))
 
 

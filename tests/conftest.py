@@ -7,10 +7,12 @@ with `-p no:django`.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,18 @@ def _django_configured() -> bool:
         return settings.configured
     except ImportError:
         return False
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """A SQLite test database of this run's own (a file: the servers and workers tests start share it),
+    so two runs at once never share one."""
+    from django.conf import settings
+
+    test = settings.DATABASES["default"].get("TEST") or {}
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") and test.get("NAME"):
+        name = Path(test["NAME"])
+        test["NAME"] = str(name.with_name(f"{name.stem}-{os.getpid()}{name.suffix}"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -85,6 +99,17 @@ def celery_worker_queue(django_db_setup, redis_server, tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch) -> list[tuple[str, list]]:
+    """Tasks the code sends by name (scheduling.broker), caught here instead of reaching the broker:
+    (task name, args) in the order sent."""
+    from portal.celery import app
+
+    sent: list[tuple[str, list]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, args=(), **options: sent.append((name, list(args))))
+    return sent
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
 
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 
 
 def period_start(at: datetime) -> date:

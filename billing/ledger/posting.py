@@ -25,7 +25,7 @@ from billing.currency import Currencies
 from billing.ledger import prices
 from billing.metering.costs import replica_allocation
 from billing.models import ChargeLine, LedgerCursor, PriceTable, UsageSample
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from scheduling import clock
 from scheduling.models import Replica
 

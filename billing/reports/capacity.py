@@ -33,7 +33,7 @@ from billing.models import Budget, ChargeLine
 from billing.reports.selectors import _sums
 from billing.reports.services import budget_status, day_bounds, spent_in_period
 from billing.selectors import price_currencies, price_tables
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from scheduling.models import NodePool
 
 ZERO = Decimal(0)

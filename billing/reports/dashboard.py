@@ -12,7 +12,7 @@ from django.db.models import Count
 from billing.models import ChargeLine
 from billing.reports import selectors as reports
 from billing.reports import services as report_services
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from scheduling import clock
 from scheduling.models import Job
 

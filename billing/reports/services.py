@@ -19,8 +19,9 @@ from billing.ledger.selectors import as_of as ledger_as_of
 from billing.ledger.selectors import money_sum
 from billing.models import Budget, BudgetAlert, ChargeLine, ReportExport
 from billing.notices import Notice, raise_notice, written_in_english
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from scheduling import clock
+from scheduling.broker import send_task
 from scheduling.errors import DomainError
 from scheduling.history_texts import said
 from scheduling.models import FINAL_STATES, Job
@@ -268,31 +269,18 @@ def _send_alert(budget: Budget, alert: BudgetAlert) -> None:
 
 def start_excel_export(user, filters: dict) -> ReportExport:
     """Record an export for `user` and queue the Celery task that builds it, in the active language (the
-    one the user asked in: the file's sheet names and labels)."""
-    from billing.reports.tasks import build_excel_export
-
+    one the user asked in: the file's sheet names and labels). With the broker away the export stays
+    queued (the beat sends it again, resend_waiting_exports) instead of failing the request."""
     export = ReportExport.objects.create(user=user, filters={**filters, "language": translation.get_language()})
-    transaction.on_commit(lambda: enqueue_export(build_excel_export, export.pk))
+    transaction.on_commit(lambda: send_task(BUILD_EXCEL_EXPORT, str(export.pk)))
     return export
 
 
+BUILD_EXCEL_EXPORT = "billing.reports.tasks.build_excel_export"
 EXPORT_RESEND_AFTER = timedelta(minutes=1)
-
-
-def enqueue_export(task, export_id) -> bool:
-    """Send the build to the workers. With the broker away the export stays queued (the beat sends
-    it again, resend_waiting_exports) instead of failing the request that asked for it."""
-    try:
-        task.delay(str(export_id))
-    except Exception as exc:  # kombu, redis and Celery's result store each raise their own
-        log.warning("export %s waits for the task broker: %s", export_id, exc)
-        return False
-    return True
 
 
 def resend_waiting_exports(*, now: datetime) -> int:
     """Exports still queued a while after they were asked for: their task never reached a worker."""
-    from billing.reports.tasks import build_excel_export
-
     waiting = ReportExport.objects.filter(state=ReportExport.State.QUEUED, created__lt=now - EXPORT_RESEND_AFTER)
-    return sum(enqueue_export(build_excel_export, pk) for pk in waiting.values_list("pk", flat=True))
+    return sum(send_task(BUILD_EXCEL_EXPORT, str(pk)) for pk in waiting.values_list("pk", flat=True))

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from billing.ledger.prices import money_text
 from billing.reports import selectors as costs
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from scheduling import clock
 
 PARAMS = ("workspace", "start", "end", "group_by", "page", "queue", "gpu_model", "sharing", "job")

@@ -13,7 +13,7 @@ from django.utils.translation import gettext
 from billing.idle.selectors import idle_placements
 from billing.reports import capacity as capacity_reports
 from billing.reports.selectors import parse_filters
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from portal.console import health_services
 from portal.console.services import ConsoleError
 from portal.console.views import operator_required

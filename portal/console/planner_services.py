@@ -22,6 +22,7 @@ from billing import pricing
 from billing.selectors import price_tables
 from portal.console.models import PlannerRun
 from scheduling import clock
+from scheduling.broker import send_task
 from scheduling.core import model as cm
 from scheduling.core.replay import Replay, ReplayJob
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name
@@ -300,22 +301,14 @@ def current_rates(currency: str | None = None) -> pricing.Rates | None:
 
 
 def start_run(user, *, kind: str, inputs: dict, trace_csv: str = "") -> PlannerRun:
-    """Record a run and queue its task once the transaction commits."""
-    from portal.console.tasks import run_planner
-
+    """Record a run and queue its task once the transaction commits. With the broker away the run
+    stays queued (the page says so) instead of failing the request."""
     run = PlannerRun.objects.create(kind=kind, created_by=user, inputs=inputs, trace_csv=trace_csv)
-    transaction.on_commit(lambda: enqueue(run_planner, run.pk))
+    transaction.on_commit(lambda: send_task(RUN_PLANNER, run.pk))
     return run
 
 
-def enqueue(task, run_id: int) -> bool:
-    """With the broker away the run stays queued (the page says so) instead of failing the request."""
-    try:
-        task.delay(run_id)
-    except Exception as exc:  # kombu, redis and Celery's result store each raise their own
-        log.warning("planner run %s waits for the task broker: %s", run_id, exc)
-        return False
-    return True
+RUN_PLANNER = "portal.console.tasks.run_planner"
 
 
 def execute_run(run_id: int) -> bool:

@@ -22,7 +22,7 @@ from billing.quotes import QuoteError, quote
 from billing.reports.capacity import idle_cost
 from billing.reports.selectors import savings_by_period
 from billing.selectors import pool_offers, price_tables
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample, action_label
@@ -32,7 +32,7 @@ from portal.quote_texts import refusals_text, tradeoff_text
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
-from scheduling.cycle.snapshot import build_snapshot, core_pool
+from scheduling.cycle.snapshot import build_snapshot
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -172,7 +172,7 @@ def _pending_requests() -> list[cm.Request]:
 
 def free_gpus() -> tuple[list[cm.Pool], list[FreeGpu]]:
     pools = {p.pk: p for p in NodePool.objects.all()}
-    core = {pk: core_pool(p) for pk, p in pools.items()}
+    core = {pk: p.as_core() for pk, p in pools.items()}
     held_milli: dict[tuple[int, int], int] = defaultdict(int)
     held_mem: dict[tuple[int, int], int] = defaultdict(int)
     held_mig: dict[tuple[int, int], list[str]] = defaultdict(list)
@@ -437,7 +437,7 @@ def audit_choices() -> dict[str, list]:
 
 @dataclass(frozen=True)
 class PendingReason:
-    code: str       # a code of core.fit.REASONS; "" while no cycle has looked at the job
+    code: str       # a code of core.reasons.REASONS; "" while no cycle has looked at the job
     jobs: int
     example: str    # one job's reason in the reader's language (the figures differ from job to job)
 

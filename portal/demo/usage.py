@@ -26,7 +26,8 @@ from billing.ledger.posting import post_ledger
 from billing.ledger.selectors import ledger_cursor
 from billing.metering.costs import replica_allocation
 from billing.metering.ingest import MAX_BATCH, ingest
-from billing.services import platform_tz, submit_quoted_job
+from billing.services import submit_quoted_job
+from billing.time_zone import platform_tz
 from portal.demo import chinese
 from portal.demo.history import DEMO_PREFIX, PlannedJob, plan_month
 from portal.demo.tenants import WORKSPACES

@@ -35,6 +35,7 @@ from portal.models import (
 )
 from portal.notifications import selectors, signing
 from scheduling import clock, history_texts
+from scheduling.broker import send_task
 from scheduling.errors import DomainError
 from scheduling.history_texts import said
 
@@ -44,6 +45,10 @@ PING = "ping"  # the test event an owner sends from the webhook page
 USER_AGENT = "gpu-platform-webhook/1"
 EMAIL_RESEND_AFTER = timedelta(minutes=2)
 WEBHOOK_RESEND_AFTER = timedelta(minutes=5)
+# The tasks (portal/notifications/tasks.py), sent by name; with the broker away the work waits in the
+# database and the beat (`resend_waiting`) sends it again.
+SEND_EMAILS = "portal.notifications.tasks.send_notification_emails"
+DELIVER_WEBHOOK = "portal.notifications.tasks.deliver_webhook"
 
 
 # --------------------------------------------------------------------------- delivering notices
@@ -83,7 +88,7 @@ def notify(notices: Sequence[Notice], *, email_now: bool = False) -> list[Notifi
     if to_mail and email_now:
         send_emails(to_mail)
     elif to_mail:
-        transaction.on_commit(lambda: _enqueue("send_notification_emails", to_mail))
+        transaction.on_commit(lambda: send_task(SEND_EMAILS, to_mail))
     _queue_webhooks(notices)
     return rows
 
@@ -137,31 +142,18 @@ def _with_link(body: str, link: str) -> str:
     return f"{body.rstrip()}\n\n{settings.PORTAL_URL.rstrip('/')}{link}\n"
 
 
-def _enqueue(task_name: str, *args) -> bool:
-    """Hand work to the Celery workers; with the broker away it waits in the database and the beat
-    (`resend_waiting`) sends it again."""
-    from portal.notifications import tasks
-
-    try:
-        getattr(tasks, task_name).delay(*args)
-    except Exception as error:  # kombu, redis and Celery's result store each raise their own
-        log.warning("%s waits for the task broker: %s", task_name, error)
-        return False
-    return True
-
-
 def resend_waiting(*, now: datetime) -> tuple[int, int]:
     """E-mails and webhook deliveries whose task never reached a worker: sent again. Returns how
     many of each."""
     mails = list(Notification.objects.filter(email_state=Notification.EmailState.PENDING,
                                              created__lt=now - EMAIL_RESEND_AFTER).values_list("pk", flat=True))
     if mails:
-        _enqueue("send_notification_emails", mails)
+        send_task(SEND_EMAILS, mails)
     hooks = list(WebhookDelivery.objects.filter(state=WebhookDelivery.State.PENDING,
                                                 next_attempt__lt=now - WEBHOOK_RESEND_AFTER)
                  .values_list("pk", flat=True)[:1000])
     for pk in hooks:
-        _enqueue("deliver_webhook", str(pk))
+        send_task(DELIVER_WEBHOOK, str(pk))
     return len(mails), len(hooks)
 
 
@@ -250,7 +242,7 @@ def _queue_webhooks(notices: Sequence[Notice]) -> None:
     if deliveries:
         WebhookDelivery.objects.bulk_create(deliveries)
         pks = [str(d.pk) for d in deliveries]
-        transaction.on_commit(lambda: [_enqueue("deliver_webhook", pk) for pk in pks])
+        transaction.on_commit(lambda: [send_task(DELIVER_WEBHOOK, pk) for pk in pks])
 
 
 def _delivery(hook: Webhook, event: str, workspace_slug: str, subject: str, link: str, data: dict) -> WebhookDelivery:
@@ -381,7 +373,7 @@ def ping_webhook(user, workspace) -> WebhookDelivery:
     delivery = _delivery(hook, PING, workspace.slug, f"Test event from {workspace.slug}", "",
                          {"sent_by": user.username})
     delivery.save()
-    transaction.on_commit(lambda: _enqueue("deliver_webhook", str(delivery.pk)))
+    transaction.on_commit(lambda: send_task(DELIVER_WEBHOOK, str(delivery.pk)))
     return delivery
 
 

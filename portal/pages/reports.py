@@ -26,6 +26,7 @@ from billing.reports import exports
 from billing.reports import selectors as reports
 from billing.reports import services as report_services
 from billing.reports.tasks import export_dir
+from billing.time_zone import platform_tz
 from portal.console import audit
 from portal.selectors import membership_for
 from portal.templatetags.money import month_year
@@ -37,7 +38,7 @@ XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
 def _today():
-    return clock.now().astimezone(report_services.platform_tz()).date()
+    return clock.now().astimezone(platform_tz()).date()
 
 
 @login_required

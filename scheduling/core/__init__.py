@@ -16,7 +16,7 @@ Build a snapshot from plain dataclasses and run one cycle::
     decisions.evicts    # Evict(job_id, role, replica, node, reason, by_job, by_queue, level, rule), first
     decisions.binds     # Bind(job_id, role, replica, node, gpus, slice), then these
     decisions.pending   # {job_id: readable reason} for every job below its gang minimum
-    decisions.pending_codes   # {job_id: fit.Reason(code, params)}, the same reasons as data
+    decisions.pending_codes   # {job_id: reasons.Reason(code, params)}, the same reasons as data
 
 `apply_decisions(snapshot, decisions)` gives the snapshot after the backend carried them out
 (for simulations and multi-cycle tests); `scheduling.core.builders` has short constructors.
@@ -24,7 +24,6 @@ A job is pending while any role runs fewer than its min_replicas; replicas above
 elastic. The cycle runs allocate, consolidate, reclaim, preempt and elastic (see `actions`).
 """
 
-from .fit import Reason
 from .model import (
     EVICT_REASONS,
     EVICT_RULES,
@@ -45,6 +44,7 @@ from .model import (
     Slice,
     Snapshot,
 )
+from .reasons import Reason
 
 __all__ = [
     "EVICT_REASONS", "EVICT_RULES", "MIG_PROFILES", "SHARING_MODES", "Bind", "Decisions", "Evict", "EvictCause",

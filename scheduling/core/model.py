@@ -8,12 +8,9 @@ with a message that names the offending object and field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from .reasons import Reason
 from .units import MIG_SLICES_PER_GPU, MILLI_PER_GPU, mig_slices_milli
-
-if TYPE_CHECKING:   # fit imports this module
-    from .fit import Reason
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 VENDORS = ("nvidia", "amd")

@@ -25,7 +25,7 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from scheduling import core
-from scheduling.core.fit import lead_code
+from scheduling.core.reasons import lead_code
 from scheduling.history_texts import Code, Worded
 from scheduling.models import Job, JobState
 from scheduling.services import record_events

@@ -39,13 +39,6 @@ from scheduling.models import (
 )
 
 
-def core_pool(pool: NodePool) -> cm.Pool:
-    return cm.Pool(name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
-                   gpu_memory_mib=pool.gpu_memory_mib, placement=pool.placement,
-                   sharing=pool.sharing_modes, timeslice_replicas=pool.timeslice_replicas,
-                   mig_layout=tuple(pool.mig_layout or ()), spot=pool.spot)
-
-
 def core_queue(queue: Queue, parent: str | None) -> cm.Queue:
     return cm.Queue(
         name=queue.name, parent=parent, deserved_milli=int(queue.deserved_gpus * MILLI_PER_GPU),
@@ -90,7 +83,7 @@ class Cluster:
     """Pools, nodes (with their GPUs) and queues, read whole: a few thousand rows at most."""
 
     def __init__(self) -> None:
-        self.pools = tuple(core_pool(p) for p in NodePool.objects.all())
+        self.pools = tuple(p.as_core() for p in NodePool.objects.all())
         gpus_by_node: dict[int, list[cm.Gpu]] = defaultdict(list)
         for node_id, index, uuid, memory in Gpu.objects.values_list("node_id", "index", "uuid", "memory_mib"):
             gpus_by_node[node_id].append(cm.Gpu(index=index, uuid=uuid, memory_mib=memory))

@@ -12,11 +12,3 @@ from __future__ import annotations
 def idle_since(last_kernel_activity: float, last_gpu_use: float | None, started: float) -> float:
     """Epoch seconds from which the notebook has been idle (its start when nothing happened since)."""
     return max(started, last_kernel_activity, last_gpu_use if last_gpu_use is not None else started)
-
-
-def is_idle(now: float, last_kernel_activity: float, last_gpu_use: float | None, started: float,
-            idle_after_s: float, *, busy_kernels: int = 0) -> bool:
-    """Whether the notebook should stop: no kernel busy now, and idle for at least `idle_after_s`."""
-    if busy_kernels > 0:
-        return False
-    return now - idle_since(last_kernel_activity, last_gpu_use, started) >= idle_after_s

@@ -157,10 +157,6 @@ class SliceFit:
     whole_gpus: int
     mig_profile: str | None
 
-    @property
-    def fraction_mib(self) -> int | None:
-        return self.need_mib if self.fraction_milli is not None else None
-
 
 def fit_slice(need_mib: int, gpu_memory_mib: int, mig_profiles: Iterable[str] = ()) -> SliceFit:
     if need_mib <= 0 or gpu_memory_mib <= 0:

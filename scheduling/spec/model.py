@@ -8,7 +8,6 @@ milli-CPU, seconds.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from decimal import Decimal
 
 from django.utils.translation import gettext as _
 
@@ -95,10 +94,6 @@ class RoleSpec:
     def milli_per_replica(self) -> int:
         return self.num_gpus * self.gpu_milli
 
-    @property
-    def env_dict(self) -> dict[str, str]:
-        return dict(self.env)
-
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -131,14 +126,6 @@ class JobSpec:
     @property
     def max_gpu_milli(self) -> int:
         return sum(r.max_replicas * r.milli_per_replica for r in self.roles)
-
-    @property
-    def min_gpus(self) -> Decimal:
-        return Decimal(self.min_gpu_milli) / MILLI_PER_GPU
-
-    @property
-    def max_gpus(self) -> Decimal:
-        return Decimal(self.max_gpu_milli) / MILLI_PER_GPU
 
     def role(self, name: str) -> RoleSpec:
         for r in self.roles:

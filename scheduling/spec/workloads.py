@@ -49,12 +49,6 @@ class NotebookSpec:
     home_mib: int = DEFAULT_HOME_MIB
     idle_after_s: int | None = None
 
-    def idle_after_min(self, pool_idle_window_min: int) -> int:
-        """Minutes of no activity after which the notebook stops, on a pool with that idle window."""
-        if self.idle_after_s is None:
-            return pool_idle_window_min
-        return -(-self.idle_after_s // 60)
-
 
 @dataclass(frozen=True)
 class InferenceSpec:

@@ -94,7 +94,7 @@ def _usage_this_month(cluster):
     """A finished job of alice's and one of bob's today, posted to the ledger."""
     from billing.ledger.posting import post_ledger
     from billing.reports.services import day_bounds
-    from billing.services import platform_tz
+    from billing.time_zone import platform_tz
     from portal.demo.usage import load_demo_usage
     from scheduling.models import Replica
 

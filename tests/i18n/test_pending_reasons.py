@@ -8,7 +8,7 @@ import pytest
 from django.utils import translation
 
 from portal import pending_reasons
-from scheduling.core import fit
+from scheduling.core import reasons as english_reasons
 
 PART = {"code": "gpus_short", "params": {"gpus": 8, "free": 2, "pool": "h100"}}
 
@@ -84,22 +84,22 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def test_every_code_of_the_core_has_a_translated_text():
-    assert set(pending_reasons.REASONS) == set(fit.REASONS)
-    assert {code for code, _ in SAMPLES} == set(fit.REASONS)
+    assert set(pending_reasons.REASONS) == set(english_reasons.REASONS)
+    assert {code for code, _ in SAMPLES} == set(english_reasons.REASONS)
 
 
 @pytest.mark.parametrize(("code", "params"), SAMPLES)
 def test_in_english_it_is_the_cores_text(code, params):
     with translation.override("en"):
-        assert pending_reasons.reason_text(code, params) == fit.reason_text(code, params)
+        assert pending_reasons.reason_text(code, params) == english_reasons.reason_text(code, params)
 
 
 @pytest.mark.parametrize(("code", "params"), SAMPLES)
 def test_in_chinese_it_reads_in_chinese_with_the_same_figures(code, params):
     with translation.override("zh-hans"):
         text = pending_reasons.reason_text(code, params)
-    assert text != fit.reason_text(code, params) and CJK.search(text)
-    english_figures = re.findall(r"\d+(?:\.\d+)?", fit.reason_text(code, params))
+    assert text != english_reasons.reason_text(code, params) and CJK.search(text)
+    english_figures = re.findall(r"\d+(?:\.\d+)?", english_reasons.reason_text(code, params))
     assert sorted(re.findall(r"\d+(?:\.\d+)?", text)) == sorted(english_figures)
 
 

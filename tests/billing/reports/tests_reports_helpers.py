@@ -6,7 +6,8 @@ from decimal import Decimal
 
 from billing.ledger.posting import post_ledger
 from billing.models import ChargeLine
-from billing.services import platform_tz, submit_quoted_job
+from billing.services import submit_quoted_job
+from billing.time_zone import platform_tz
 from scheduling import clock
 from scheduling.models import Job, JobState, Node, Replica
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 def usage(job, day, *, alloc, used, cost, exclusive):
     """A closed ledger line of the job at noon of `day`."""
     from billing.models import ChargeLine
-    from billing.services import platform_tz
+    from billing.time_zone import platform_tz
 
     hour = datetime.combine(day, time(12), tzinfo=platform_tz())
     return ChargeLine.objects.create(
@@ -23,7 +23,7 @@ def usage(job, day, *, alloc, used, cost, exclusive):
 
 @pytest.fixture
 def month_of_usage(cluster, submit):
-    from billing.services import platform_tz
+    from billing.time_zone import platform_tz
 
     today = timezone.now().astimezone(platform_tz()).date()
     v1, v2 = submit(cluster, "vision-a"), submit(cluster, "vision-b")

@@ -2,7 +2,6 @@
 Celery task, saving and comparing, the pool-against-silos figure on the dashboard, and operators only."""
 
 import time
-from unittest import mock
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -76,19 +75,18 @@ def test_the_replay_decides_as_the_celery_cycle_on_the_same_snapshot(cluster, cl
     assert {job_id for job_id, _, _ in placed} == {str(j.pk) for j in jobs[:3]}
 
 
-def test_an_operator_replays_an_edited_cluster_and_sees_the_waits_go(busy_hour, client, operator,
+def test_an_operator_replays_an_edited_cluster_and_sees_the_waits_go(busy_hour, client, operator, sent_tasks,
                                                                       django_capture_on_commit_callbacks):
     client.force_login(operator)
     page = client.get("/console/planner/")
     assert page.status_code == 200 and b'id="planner-pools"' in page.content and b'id="pool-savings"' in page.content
-    sent = []
-    with mock.patch.object(run_planner, "delay", sent.append), django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=True):
         # a third node, and the quota to use it: vision-lab's work is not preemptible, so it stays within it
         answer = client.post("/console/planner/", form_data(**{pool_field("h100", "nodes"): "3",
                                                                queue_field("vision-lab", "deserved_gpus"): "24"}))
     run = PlannerRun.objects.get()
     assert answer.status_code == 302 and answer["Location"] == f"/console/planner/runs/{run.pk}/"
-    assert sent == [run.pk] and run.state == "queued" and run.inputs["pools"]["h100"]["nodes"] == 3
+    assert sent_tasks == [(services.RUN_PLANNER, [run.pk])] and run.state == "queued" and run.inputs["pools"]["h100"]["nodes"] == 3
     assert run.inputs["queues"]["vision-lab"] == {"deserved_gpus": "24", "limit_gpus": None}
     status = client.get(f"/console/planner/runs/{run.pk}/?partial=status").json()
     assert status == {"state": "queued", "progress": 0.0, "error": ""}

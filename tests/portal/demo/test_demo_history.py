@@ -26,7 +26,7 @@ from billing.ledger.selectors import ledger_cursor
 from billing.models import ChargeLine, UsageSample
 from billing.pricing import quantize_money
 from billing.reports.selectors import ReportFilters, report_rows, totals
-from billing.services import platform_tz
+from billing.time_zone import platform_tz
 from portal.demo import cluster, prices, tenants
 from portal.demo.history import DEMO_PREFIX
 from portal.demo.usage import load_demo_usage

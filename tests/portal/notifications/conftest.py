@@ -73,11 +73,13 @@ def closed_port_url():
 
 @pytest.fixture
 def eager_tasks(monkeypatch):
-    """Celery tasks run here, when sent (their retries at once): the real tasks, no worker."""
+    """Celery tasks run here, when sent by name (their retries at once): the real tasks, no worker."""
     from portal.celery import app
+    from portal.notifications import tasks  # noqa: F401 - registers the tasks sent by name
 
     monkeypatch.setattr(app.conf, "task_always_eager", True)
     monkeypatch.setattr(app.conf, "task_eager_propagates", False)  # True would raise a task's Retry, not retry
+    monkeypatch.setattr(app, "send_task", lambda name, args=(), **options: app.tasks[name].apply(args=args))
 
 
 @pytest.fixture

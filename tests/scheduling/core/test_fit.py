@@ -2,8 +2,9 @@
 
 import pytest
 
-from scheduling.core.fit import PoolTraits, Unfit, check_gpu, check_pool, check_pools, reason_text
+from scheduling.core.fit import PoolTraits, Unfit, check_gpu, check_pool, check_pools
 from scheduling.core.model import Pool, Request
+from scheduling.core.reasons import reason_text
 from scheduling.core.units import gpu_model_name, vendor_name
 
 WHOLE = frozenset({"exclusive", "fraction"})

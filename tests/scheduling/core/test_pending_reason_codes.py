@@ -7,7 +7,7 @@ import pytest
 
 from scheduling.core import Pool, Queue, Snapshot, run_cycle
 from scheduling.core.builders import cycles, job, nodes, with_jobs
-from scheduling.core.fit import REASONS, Reason, reason_text
+from scheduling.core.reasons import REASONS, Reason, reason_text
 
 
 def part(code, **params):

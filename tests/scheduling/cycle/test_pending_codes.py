@@ -4,7 +4,7 @@ import pytest
 
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.core.fit import lead_code, reason_text
+from scheduling.core.reasons import lead_code, reason_text
 from scheduling.models import Job, JobState
 from scheduling.services import requeue_job
 from tests.scheduling.cycle.test_cycle import spec

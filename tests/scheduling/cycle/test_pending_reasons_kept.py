@@ -4,7 +4,7 @@ cycle, and the reasons a worker keeps between cycles never hiding a row someone 
 import pytest
 from django.db import transaction
 
-from scheduling.core.fit import REASONS, Reason, reason_text
+from scheduling.core.reasons import REASONS, Reason, reason_text
 from scheduling.cycle import pending
 from scheduling.cycle.pending import PendingReasons, set_pending_reasons
 from scheduling.models import Job, JobState

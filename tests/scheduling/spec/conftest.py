@@ -17,7 +17,7 @@ roles:
 _SHARED = frozenset({"exclusive", "fraction"})
 
 # The test world's pools (tests/world.py POOLS) as the spec checks see them; never the demo data.
-DEMO_CLUSTER = ClusterInfo(
+WORLD_POOLS = ClusterInfo(
     pools=(
         PoolInfo("h100", "nvidia", "H100-80GB", 81920, 8, _SHARED),
         PoolInfo(
@@ -55,8 +55,9 @@ def minimal_yaml() -> str:
 
 
 @pytest.fixture
-def demo_cluster() -> ClusterInfo:
-    return DEMO_CLUSTER
+def world_pools() -> ClusterInfo:
+    """The test world's pools as the spec checks see them."""
+    return WORLD_POOLS
 
 
 @pytest.fixture

@@ -22,12 +22,12 @@ def errors_of(text: str, cluster: ClusterInfo, queues: frozenset[str] | None = N
     return [(e.line, e.column, e.field, e.message) for e in caught.value.errors]
 
 
-def test_seed_and_clean_example_fit_the_demo_cluster(
-    seed_yaml: str, clean_yaml: str, demo_cluster: ClusterInfo, vision_queues: frozenset[str]
+def test_seed_and_clean_example_fit_the_test_world(
+    seed_yaml: str, clean_yaml: str, world_pools: ClusterInfo, vision_queues: frozenset[str]
 ) -> None:
-    assert parse_job_spec(seed_yaml, cluster=demo_cluster, workspace_queues=vision_queues).name == "training1"
+    assert parse_job_spec(seed_yaml, cluster=world_pools, workspace_queues=vision_queues).name == "training1"
     assert (
-        parse_job_spec(clean_yaml, cluster=demo_cluster, workspace_queues=vision_queues).queue == "vision-lab"
+        parse_job_spec(clean_yaml, cluster=world_pools, workspace_queues=vision_queues).queue == "vision-lab"
     )
 
 
@@ -44,8 +44,8 @@ def test_seed_and_clean_example_fit_the_demo_cluster(
         "    nodePool: rtx4090\n    resources: {gpu: 0}\n",  # CPU-only
     ],
 )
-def test_specs_that_fit(role_fields: str, demo_cluster: ClusterInfo) -> None:
-    parse_job_spec(R + role_fields, cluster=demo_cluster)
+def test_specs_that_fit(role_fields: str, world_pools: ClusterInfo) -> None:
+    parse_job_spec(R + role_fields, cluster=world_pools)
 
 
 @pytest.mark.parametrize(
@@ -188,13 +188,13 @@ def test_specs_that_fit(role_fields: str, demo_cluster: ClusterInfo) -> None:
     ],
 )
 def test_cluster_rejections(
-    text: str, expected: tuple, demo_cluster: ClusterInfo, vision_queues: frozenset[str]
+    text: str, expected: tuple, world_pools: ClusterInfo, vision_queues: frozenset[str]
 ) -> None:
-    assert errors_of(text, demo_cluster, vision_queues) == [expected]
+    assert errors_of(text, world_pools, vision_queues) == [expected]
 
 
-def test_seed_without_amd_support_on_an_amd_only_cluster(seed_yaml: str, demo_cluster: ClusterInfo) -> None:
-    amd_only = ClusterInfo(tuple(p for p in demo_cluster.pools if p.vendor == "amd"))
+def test_seed_without_amd_support_on_an_amd_only_cluster(seed_yaml: str, world_pools: ClusterInfo) -> None:
+    amd_only = ClusterInfo(tuple(p for p in world_pools.pools if p.vendor == "amd"))
     parse_job_spec(seed_yaml, cluster=amd_only)  # AMDSupport: true runs there
     errors = errors_of(seed_yaml.replace("AMDSupport: true", "AMDSupport: false"), amd_only)
     assert [(line, col, field) for line, col, field, _ in errors] == [(11, 13, "AMDSupport")] * 2
@@ -203,8 +203,8 @@ def test_seed_without_amd_support_on_an_amd_only_cluster(seed_yaml: str, demo_cl
     )
 
 
-def test_amd_job_on_an_nvidia_only_cluster(demo_cluster: ClusterInfo) -> None:
-    nvidia_only = ClusterInfo(tuple(p for p in demo_cluster.pools if p.vendor == "nvidia"))
+def test_amd_job_on_an_nvidia_only_cluster(world_pools: ClusterInfo) -> None:
+    nvidia_only = ClusterInfo(tuple(p for p in world_pools.pools if p.vendor == "nvidia"))
     assert errors_of(R + "    vendor: amd\n", nvidia_only) == [
         (5, 13, "roles[0].vendor", "role 'main': no pool that matches has AMD GPUs (found NVIDIA)")
     ]
@@ -218,22 +218,22 @@ def test_empty_cluster_runs_cpu_only_roles_only() -> None:
     ]
 
 
-def test_every_role_is_checked(demo_cluster: ClusterInfo) -> None:
+def test_every_role_is_checked(world_pools: ClusterInfo) -> None:
     text = (
         "name: j\ntype: pytorch\nroles:\n"
         "  - {name: master, image: 'i:1', nodePool: nowhere}\n"
         "  - {name: worker, image: 'i:1', resources: {gpu: 9}}\n"
     )
-    assert [(line, field) for line, _, field, _ in errors_of(text, demo_cluster)] == [
+    assert [(line, field) for line, _, field, _ in errors_of(text, world_pools)] == [
         (4, "roles[0].nodePool"),
         (5, "roles[1].resources.gpu"),
     ]
 
 
-def test_validate_spec_rechecks_a_parsed_spec(clean_yaml: str, demo_cluster: ClusterInfo) -> None:
+def test_validate_spec_rechecks_a_parsed_spec(clean_yaml: str, world_pools: ClusterInfo) -> None:
     spec = parse_job_spec(clean_yaml)
-    assert validate_spec(spec, cluster=demo_cluster, workspace_queues={"vision-lab"}) == []
-    smaller = ClusterInfo(tuple(p for p in demo_cluster.pools if p.name != "a100-spot"))
+    assert validate_spec(spec, cluster=world_pools, workspace_queues={"vision-lab"}) == []
+    smaller = ClusterInfo(tuple(p for p in world_pools.pools if p.name != "a100-spot"))
     issues = validate_spec(spec, cluster=smaller, workspace_queues={"nlp-group"})
     assert [(i.line, i.field) for i in issues] == [(None, "queue"), (None, "roles[0].nodePool")]
     assert issues[1].message.startswith(
@@ -241,11 +241,11 @@ def test_validate_spec_rechecks_a_parsed_spec(clean_yaml: str, demo_cluster: Clu
     )
 
 
-def test_image_form_cluster_errors_name_form_fields(demo_cluster: ClusterInfo) -> None:
+def test_image_form_cluster_errors_name_form_fields(world_pools: ClusterInfo) -> None:
     with pytest.raises(SpecError) as caught:
         spec_from_image_form(
             {"image": "img:1", "nodePool": "mi300x", "queue": "secret"},
-            cluster=demo_cluster,
+            cluster=world_pools,
             workspace_queues={"community"},
         )
     assert [e.field for e in caught.value.errors] == ["queue", "nodePool"]

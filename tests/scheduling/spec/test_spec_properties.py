@@ -306,5 +306,5 @@ def test_valid_specs_round_trip(gpu: float, low: int, extra: int, cpu: int, mem:
     assert role.num_gpus * role.gpu_milli == round(gpu * 1000)
     assert role.sharing == ("fraction" if not float(gpu).is_integer() else "exclusive")
     assert (role.cpu_milli, role.mem_mib, spec.expected_duration_s) == (cpu, mem, seconds)
-    assert math.isclose(float(spec.max_gpus), (max(low, 1) + extra) * gpu)
+    assert math.isclose(spec.max_gpu_milli / 1000, (max(low, 1) + extra) * gpu)
     check_round_trip(spec)

@@ -1,0 +1,38 @@
+"""Celery: the broker and results on the project's Redis, and the beat's schedule."""
+
+import os
+
+from portal import redis_urls
+from portal.settings.env import VAR_DIR, env_bool
+from portal.settings.redis import REDIS_URL
+from portal.settings.scheduler import IDLE_CHECK_INTERVAL_S, QUEUE_HISTORY_INTERVAL_S, SCHEDULER_INTERVAL_S
+
+CELERY_BROKER_URL = redis_urls.for_celery(REDIS_URL)
+CELERY_RESULT_BACKEND = redis_urls.for_celery(REDIS_URL)
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "celery")
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_IMPORTS = ("billing.reports.tasks", "portal.notifications.tasks")  # not apps' tasks.py: autodiscovery misses them
+
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
+    "queue-history": {"task": "portal.tasks.sample_queue_allocation", "schedule": QUEUE_HISTORY_INTERVAL_S},
+    "queue-history-retention": {"task": "portal.tasks.purge_queue_allocation_history", "schedule": 6 * 3600.0},
+    "job-log-retention": {"task": "scheduling.tasks.purge_old_job_logs", "schedule": 6 * 3600.0},
+    "ledger-post": {"task": "billing.tasks.post_usage", "schedule": float(os.environ.get("LEDGER_POST_INTERVAL_S", "30"))},
+    "export-resend": {"task": "billing.tasks.resend_waiting_exports", "schedule": 60.0},
+    "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
+    "idle-gpus": {"task": "billing.tasks.check_idle_gpus", "schedule": IDLE_CHECK_INTERVAL_S},
+    **({"demo-load": {"task": "portal.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
+       if env_bool("DEMO_LOAD", False) else {}),
+    "notifications-resend": {"task": "portal.notifications.tasks.resend_waiting_notifications", "schedule": 60.0},
+    # The operator dashboard's GPUs saved by the pool against silos: a replay of the last 30 days
+    # (portal/console/planner_services.py)
+    "pool-savings": {"task": "portal.console.tasks.refresh_pool_savings",
+                     "schedule": float(os.environ.get("POOL_SAVINGS_INTERVAL_S", str(24 * 3600)))},
+}

@@ -1,0 +1,39 @@
+"""The scheduler and the cluster: the backend, cycle and service intervals, fair share, the
+simulated cluster, job logs, node health and the console's queue history."""
+
+import os
+from pathlib import Path
+
+from portal.settings.env import VAR_DIR
+
+SCHEDULER_BACKEND = os.environ.get("SCHEDULER_BACKEND", "simulated")  # simulated | kubernetes
+SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
+# Inference services: how often the autoscaler scrapes and sizes each one (at most once a cycle), how
+# long the endpoint holds a request while a service starts from zero, and how long a simulated
+# replica takes to load its model.
+SERVICE_SCALE_INTERVAL_S = float(os.environ.get("SERVICE_SCALE_INTERVAL_S", "5"))
+SERVE_COLD_START_TIMEOUT_S = float(os.environ.get("SERVE_COLD_START_TIMEOUT_S", "120"))
+SIM_INFERENCE_STARTUP_S = float(os.environ.get("SIM_INFERENCE_STARTUP_S", "2"))
+# Time-based fair share (scheduling/cycle/usage.py): past usage over the window, halved every
+# half-life, shifts over-quota weights by K; a half-life of 0 turns it off.
+FAIR_SHARE_HALF_LIFE_H = float(os.environ.get("FAIR_SHARE_HALF_LIFE_H", "0"))
+FAIR_SHARE_WINDOW_DAYS = float(os.environ.get("FAIR_SHARE_WINDOW_DAYS", "7"))
+FAIR_SHARE_USAGE_K = float(os.environ.get("FAIR_SHARE_USAGE_K", "1"))
+SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
+SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
+# The simulated cluster's real processes (notebook servers): one folder per replica with its pid, URL and log;
+# notebooks' home folders per workspace and name, kept across stop and start. Tests set folders of their own.
+SIM_RUNTIME_DIR = Path(os.environ.get("SIM_RUNTIME_DIR") or VAR_DIR / "sim-runtime")
+NOTEBOOK_HOME_DIR = Path(os.environ.get("NOTEBOOK_HOME_DIR") or VAR_DIR / "notebooks")
+# Replica logs (scheduling.logs): kept this long after the replica ended, at most this much per job
+JOB_LOG_RETENTION_DAYS = int(os.environ.get("JOB_LOG_RETENTION_DAYS", "30"))
+JOB_LOG_MAX_BYTES = int(os.environ.get("JOB_LOG_MAX_BYTES", str(2 * 1024 * 1024)))
+JOB_LOG_TAIL_LINES = int(os.environ.get("JOB_LOG_TAIL_LINES", "5000"))  # lines read from the backend per replica
+JOB_LOG_POLL_SECONDS = float(os.environ.get("JOB_LOG_POLL_SECONDS", "2"))  # follow=1: how often new lines are read
+JOB_LOG_FOLLOW_SECONDS = float(os.environ.get("JOB_LOG_FOLLOW_SECONDS", "900"))  # follow=1: longest stream
+# Node health: a node whose agent reported once and then stays silent this long is NotReady (its work evicted)
+NODE_NOT_READY_AFTER_S = float(os.environ.get("NODE_NOT_READY_AFTER_S", "60"))
+IDLE_CHECK_INTERVAL_S = float(os.environ.get("IDLE_CHECK_INTERVAL_S", "60"))  # how often idle GPU slices are looked for
+# The console's per-queue allocation history: one sample per queue this often, kept this long
+QUEUE_HISTORY_INTERVAL_S = float(os.environ.get("QUEUE_HISTORY_INTERVAL_S", "300"))
+QUEUE_HISTORY_RETENTION_DAYS = int(os.environ.get("QUEUE_HISTORY_RETENTION_DAYS", "30"))

@@ -1,0 +1,47 @@
+"""A service's stored replica range (ServiceScale): made when the service is submitted, reset
+when a member starts it again, and the scheduler's roles it bounds (`with_bounds`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduling import clock
+from scheduling.models import Job, JobKind, ServiceScale
+from scheduling.spec.kinds import service_bounds
+
+
+def create_scale(job: Job) -> ServiceScale | None:
+    """A submitted service's range: the one its spec declares (its role's scale_min..scale_max)."""
+    if job.kind != JobKind.INFERENCE or not job.roles:
+        return None
+    role = job.roles[0]
+    low, high = role.get("scale_min", role["min_replicas"]), role.get("scale_max", role["max_replicas"])
+    # remembered as a recommendation: a new service keeps its first replica for a whole scale-down delay
+    return ServiceScale.objects.create(job=job, min_replicas=low, max_replicas=high, desired=role["max_replicas"],
+                                       reason="",
+                                       recommendations=[[job.created.timestamp(), role["max_replicas"]]])
+
+
+def with_bounds(roles: list[dict], scale: ServiceScale, desired: int) -> list[dict]:
+    """The roles the scheduler places for a service wanting `desired` replicas (its minimum when it
+    wants none: a stopped service is not scheduled, and its roles say what a wake asks for)."""
+    bounds = service_bounds(scale.min_replicas, scale.max_replicas, desired) or \
+        service_bounds(scale.min_replicas, scale.max_replicas, 1)
+    return [{**role, "scale_min": scale.min_replicas, "scale_max": scale.max_replicas,
+             "min_replicas": bounds[0], "max_replicas": bounds[1]} for role in roles]
+
+
+def restarted(job: Job, now: datetime | None = None) -> None:
+    """A member started a stopped service (the caller holds its lock): it asks for its minimum (one at
+    least) and keeps it for a whole scale-down delay, as a new service does."""
+    if job.kind != JobKind.INFERENCE:
+        return
+    now = now or clock.now()
+    scale = ServiceScale.objects.select_for_update().filter(job=job).first()
+    if scale is None:
+        return
+    scale.desired = max(1, scale.min_replicas)
+    scale.reason, scale.recommendations = "started", [[now.timestamp(), scale.desired]]
+    scale.save(update_fields=["desired", "reason", "recommendations"])
+    job.roles = with_bounds(job.roles, scale, scale.desired)
+    job.save(update_fields=["roles"])
