@@ -25,10 +25,10 @@ from django.db import transaction
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext_noop
 
-from scheduling import clock
+from scheduling import clock, kinds
 from scheduling.backends.base import Endpoint
 from scheduling.history_texts import Said, said
-from scheduling.models import ACTIVE_STATES, Job, JobKind, JobState, Replica, ServiceSample, ServiceScale
+from scheduling.models import ACTIVE_STATES, Job, JobState, Replica, ServiceSample, ServiceScale
 from scheduling.serving.autoscaler import Autoscaler, ScaleDecision, ScalePolicy
 from scheduling.spec import SpecError, parse_job_spec_obj
 from scheduling.spec.kinds import service_bounds
@@ -79,19 +79,9 @@ def inference_spec(job: Job) -> InferenceSpec | None:
         return None
 
 
-def launch_fields(job: Job) -> dict:
-    spec = inference_spec(job)
-    if spec is None:
-        return {"kind": job.kind}
-    return {"kind": job.kind, "token": api_key(job.pk), "base_url": base_url(job.workspace.slug, job.name),
-            "server": spec.server, "port": spec.port, "health_path": spec.health_path,
-            "model_path": spec.model_path or "", "model_registry": spec.model_registry or "",
-            "model_name": spec.model_name or job.name, "gpu_mem_limit_mib": spec.gpu_mem_limit_mib or 0}
-
-
 def create_scale(job: Job) -> ServiceScale | None:
     """A submitted service's range: the one its spec declares (its role's scale_min..scale_max)."""
-    if job.kind != JobKind.INFERENCE or not job.roles:
+    if not kinds.kind_of(job).autoscaled or not job.roles:
         return None
     role = job.roles[0]
     low, high = role.get("scale_min", role["min_replicas"]), role.get("scale_max", role["max_replicas"])
@@ -181,7 +171,7 @@ class Window:
 
 
 def live_services():
-    return (Job.objects.filter(kind=JobKind.INFERENCE)
+    return (Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))
             .filter(state__in=(JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING))
             .select_related("workspace", "service_scale"))
 
@@ -294,7 +284,7 @@ def wake(job: Job, now: datetime | None = None) -> bool:
 
     now = now or clock.now()
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    scale = ServiceScale.objects.select_for_update().get(job=job) if job.kind == JobKind.INFERENCE else None
+    scale = ServiceScale.objects.select_for_update().get(job=job) if kinds.kind_of(job).autoscaled else None
     if scale is None or job.is_final:
         return False
     scale.woken_at = now
@@ -318,7 +308,7 @@ def wake(job: Job, now: datetime | None = None) -> bool:
 def restarted(job: Job, now: datetime | None = None) -> None:
     """A member started a stopped service (the caller holds its lock): it asks for its minimum (one at
     least) and keeps it for a whole scale-down delay, as a new service does."""
-    if job.kind != JobKind.INFERENCE:
+    if not kinds.kind_of(job).autoscaled:
         return
     now = now or clock.now()
     scale = ServiceScale.objects.select_for_update().filter(job=job).first()
@@ -358,7 +348,7 @@ def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceSc
 
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if job.kind != JobKind.INFERENCE:
+    if not kinds.kind_of(job).autoscaled:
         raise Conflict(f"job {job.pk} is not an inference service", field="kind")
     if job.is_final:
         raise Conflict(f"service {job.pk} is already {job.state}", field="state")
