@@ -9,13 +9,13 @@ from django.utils.translation import gettext_lazy, gettext_noop
 
 from scheduling import inference
 from scheduling.backends.base import MODEL_SERVER
-from scheduling.kinds.base import RATES_PER_REPLICAS, Kind
-from scheduling.spec import role_to_dict
+from scheduling.kinds.base import RATES_PER_REPLICAS
+from scheduling.kinds.one_role import OneRoleKind
 from scheduling.spec.kind_forms import JOB_FIELDS, SLICE_FIELDS, slug
-from scheduling.spec.kinds import kind_to_dict, read_inference, service_requests, top_locate
+from scheduling.spec.kinds import read_inference, service_requests
 
 
-class InferenceKind(Kind):
+class InferenceKind(OneRoleKind):
     name = "inference"
     label = gettext_lazy("Inference service")
     noun = gettext_noop("an inference service")
@@ -45,12 +45,6 @@ class InferenceKind(Kind):
     def read(self, r):
         return read_inference(r, self.name)
 
-    def locate(self, spec):
-        return top_locate
-
-    def to_dict(self, spec) -> dict[str, Any]:
-        return kind_to_dict(spec, role_to_dict(spec.roles[0]))
-
     def requests(self, spec, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return service_requests(spec, requests)
 
@@ -65,17 +59,16 @@ class InferenceKind(Kind):
         if spec is None:
             return super().launch_fields(job)
         return {**super().launch_fields(job), "token": inference.api_key(job.pk),
-                "base_url": inference.base_url(job.workspace.slug, job.name),
+                "base_url": self.base_url(job.workspace.slug, job.name),
                 "server": spec.server, "port": spec.port, "health_path": spec.health_path,
                 "model_path": spec.model_path or "", "model_registry": spec.model_registry or "",
                 "model_name": spec.model_name or job.name, "gpu_mem_limit_mib": spec.gpu_mem_limit_mib or 0}
 
-    def process_metrics(self, backend, key, workspace: str, name: str) -> dict[str, str]:
-        found = backend.endpoint(key, workspace=workspace, base_url=inference.base_url(workspace, name))
-        if found is None:
-            return {}
-        return {"metrics_url": found.url + "metrics?format=json",
-                "metrics_auth": f"Bearer {found.token or inference.api_key(key[0])}"}
+    def base_url(self, workspace: str, name: str) -> str:
+        return inference.base_url(workspace, name)
+
+    def metrics_auth(self, found, job_id: int) -> str:
+        return f"Bearer {found.token or inference.api_key(job_id)}"
 
 
 KIND = InferenceKind()

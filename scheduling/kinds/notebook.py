@@ -10,14 +10,14 @@ from django.utils.translation import gettext_lazy, gettext_noop
 
 from scheduling import notebooks
 from scheduling.backends.base import JUPYTER
-from scheduling.kinds.base import IDLE_STOP, RATES_PER_HOUR, Kind
-from scheduling.spec import role_to_dict
+from scheduling.kinds.base import IDLE_STOP, RATES_PER_HOUR
+from scheduling.kinds.one_role import OneRoleKind
 from scheduling.spec.kind_forms import JOB_FIELDS, SLICE_FIELDS, slug
-from scheduling.spec.kinds import kind_to_dict, read_notebook, top_locate
+from scheduling.spec.kinds import read_notebook
 from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE, NOTEBOOK_QUOTE_S
 
 
-class NotebookKind(Kind):
+class NotebookKind(OneRoleKind):
     name = "notebook"
     label = gettext_lazy("Notebook")
     noun = gettext_noop("a notebook")
@@ -42,25 +42,19 @@ class NotebookKind(Kind):
     def read(self, r):
         return read_notebook(r, self.name)
 
-    def locate(self, spec):
-        return top_locate
-
-    def to_dict(self, spec) -> dict[str, Any]:
-        return kind_to_dict(spec, role_to_dict(spec.roles[0]))
-
     def form_default_name(self, values: dict[str, Any]) -> str:
         return slug(str(values.get("image") or DEFAULT_NOTEBOOK_IMAGE)) or self.name
 
     def launch_fields(self, job) -> dict[str, Any]:
         return {**super().launch_fields(job), "token": notebooks.notebook_token(job.pk),
-                "base_url": notebooks.base_url(job.workspace.slug, job.name),
+                "base_url": self.base_url(job.workspace.slug, job.name),
                 "home_mib": notebooks.notebook_spec(job).home_mib}
 
-    def process_metrics(self, backend, key, workspace: str, name: str) -> dict[str, str]:
-        found = backend.endpoint(key, workspace=workspace, base_url=notebooks.base_url(workspace, name))
-        if found is None:
-            return {}
-        return {"metrics_url": found.url + "metrics?format=json", "metrics_auth": f"token {notebooks.notebook_token(key[0])}"}
+    def base_url(self, workspace: str, name: str) -> str:
+        return notebooks.base_url(workspace, name)
+
+    def metrics_auth(self, found, job_id: int) -> str:
+        return f"token {notebooks.notebook_token(job_id)}"
 
     def idle_may_stop(self, pool) -> bool:
         return True  # its own idle rule always stops it
