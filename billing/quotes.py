@@ -87,12 +87,12 @@ from billing.pricing import (
     table_in_force,
 )
 from billing.pricing.offpeak import is_offpeak, next_offpeak_start, require_aware
+from scheduling import kinds
 from scheduling.core.fit import PoolTraits, check_pool_identity, check_pools
 from scheduling.core.units import MILLI_PER_GPU, mig_slices_milli
 from scheduling.errors import DomainError
 from scheduling.spec.cluster import role_request
 from scheduling.spec.model import JobSpec, RoleSpec
-from scheduling.spec.workloads import INTERACTIVE_KINDS
 
 MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
 CPU_ONLY = "none"  # the sharing label of a job without GPU roles
@@ -799,7 +799,7 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
     offpeak_now = bool(windows) and is_offpeak(now, windows, windows_tz)
     starts: list[tuple[str, datetime]] = [(NOW, now)]
     # already off-peak: "now" is the off-peak start; interactive work (a notebook) is wanted now, not tonight
-    if windows and not offpeak_now and spec.kind not in INTERACTIVE_KINDS:
+    if windows and not offpeak_now and kinds.kind_of(spec).off_peak:
         starts.append((OFF_PEAK, next_offpeak_start(now, windows, windows_tz)))
 
     options: list[QuoteOption] = []

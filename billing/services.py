@@ -16,7 +16,7 @@ from billing.quotes import DEFAULT_DURATION_S, Quote, choose_option, quote_at, w
 from billing.reports.services import check_budget_allows_submit
 from billing.starts import with_cluster_starts
 from billing.time_zone import platform_tz
-from scheduling import clock
+from scheduling import clock, kinds
 from scheduling.errors import Forbidden
 from scheduling.models import Job
 from scheduling.selectors import default_queue
@@ -24,7 +24,6 @@ from scheduling.services import read_spec, require_submitter, submit_job
 from scheduling.serving.latency import replicas_at_rate, slice_share
 from scheduling.spec import JobSpec, SpecError
 from scheduling.spec.load import load_yaml
-from scheduling.spec.workloads import NOTEBOOK_QUOTE_S
 
 
 class BudgetBlocked(Forbidden, PermissionDenied):
@@ -58,9 +57,9 @@ def with_duration(parsed: JobSpec, spec: str | bytes | Mapping[str, Any], durati
         return replace(parsed, expected_duration_s=max(seconds, 1)), "request"
     if states_duration(spec):
         return parsed, "spec"
-    if parsed.kind == "notebook":  # it runs until stopped: its quote is for one hour
-        return replace(parsed, expected_duration_s=NOTEBOOK_QUOTE_S), "default"
-    return replace(parsed, expected_duration_s=DEFAULT_DURATION_S), "default"
+    # a kind that runs until stopped (a notebook) is quoted for its own duration (an hour)
+    default = kinds.kind_of(parsed).quote_duration_s or DEFAULT_DURATION_S
+    return replace(parsed, expected_duration_s=default), "default"
 
 
 def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now: datetime | None = None,

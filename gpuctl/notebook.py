@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuctl.errors import EXIT_OK, CliError
+from gpuctl.kinds import handled_by
 from gpuctl.output import format_table, headers_in
 
 NOTEBOOKS = "/api/v1/notebooks/"
@@ -32,7 +33,7 @@ def find_notebook(run, ref: str) -> dict:
         if found:
             return found[0]
         job = run.api.call("GET", f"/api/v1/jobs/{ref}/", not_found=f"no such notebook: {ref}")
-        if job.get("kind") != "notebook":
+        if not handled_by(job, "notebook"):
             raise CliError(f"job {ref} ({job.get('name')}) is not a notebook")
         raise CliError(f"notebook {ref} ({job.get('name')}) in {job.get('workspace')} is {job.get('state')}")
     found = [n for n in mine if n["name"] == ref]

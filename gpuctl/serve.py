@@ -15,6 +15,7 @@ import yaml
 from gpuctl.completion import FILES
 from gpuctl.errors import EXIT_OK, EXIT_SPEC, CliError, SpecRefused
 from gpuctl.inputs import chosen_workspace, read_spec
+from gpuctl.kinds import KIND_OF_COMMAND
 from gpuctl.messages import say
 from gpuctl.output import cell, format_quote_options, format_table, format_time, headers_in, pad, width
 
@@ -79,7 +80,7 @@ def _said(run, service: dict, action: str, state: str) -> None:
 def spec_from_flags(args: argparse.Namespace) -> str:
     """The `kind: inference` YAML the flags of `serve create` stand for; what they leave out keeps the
     spec's defaults (server vllm, one whole GPU, one replica, 4 requests in flight per replica)."""
-    doc: dict[str, Any] = {"kind": "inference", "name": args.name}
+    doc: dict[str, Any] = {"kind": KIND_OF_COMMAND["serve"], "name": args.name}
     for key, value in (("queue", args.queue), ("server", args.server), ("image", args.image),
                        ("port", args.port), ("healthPath", args.health_path)):
         if value is not None:

@@ -15,7 +15,7 @@ from billing.reports.capacity import idle_by_job
 from portal import job_lists
 from portal import selectors as portal_selectors
 from scheduling import clock
-from scheduling.models import ACTIVE_STATES, Job, JobKind, JobState, Replica
+from scheduling.models import ACTIVE_STATES, Job, JobState, Replica
 from scheduling.notebooks import base_url, endpoint_of, read_activity
 
 LIST_ACTIVITY_TIMEOUT_S = 1.0  # a page waits at most this long for each running notebook's server
@@ -26,12 +26,12 @@ MAX_ENDED = 20  # and its newest ended ones (their homes may still be kept)
 def notebooks_for(user, workspace, *, ended: bool | None = None) -> QuerySet[Job]:
     """The workspace's notebooks, newest first (404 before this for a workspace that is not the user's);
     `ended` True: only those that ended (deleted, failed), False: only the others."""
-    return portal_selectors.workloads_for(user, workspace, JobKind.NOTEBOOK, ended=ended)
+    return portal_selectors.workloads_for(user, workspace, "notebooks", ended=ended)
 
 
 def get_notebook_for_user(user, job_id) -> Job:
     """A notebook by id: 404 unless it is a notebook of one of the user's workspaces."""
-    return portal_selectors.get_workload_for_user(user, job_id, JobKind.NOTEBOOK, "notebook")
+    return portal_selectors.get_workload_for_user(user, job_id, "notebooks", "notebook")
 
 
 def live_notebook(user, workspace_slug: str, name: str) -> Job:

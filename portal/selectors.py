@@ -7,6 +7,7 @@ from django.http import Http404
 
 from portal import time_zones
 from portal.models import Membership, UserPreference, Workspace
+from scheduling import kinds
 from scheduling import selectors as scheduling_selectors
 
 
@@ -49,12 +50,13 @@ def get_job_for_user(user, job_id):
         raise Http404("No such job") from None
 
 
-def workloads_for(user, workspace, kind: str, *, ended: bool | None = None) -> QuerySet:
-    """The workspace's jobs of one kind (notebooks, services), newest first (404 before this for a
-    workspace that is not the user's); `ended` True: only those that ended, False: only the others."""
+def workloads_for(user, workspace, page: str, *, ended: bool | None = None) -> QuerySet:
+    """The workspace's jobs of the kinds a page lists (notebooks, services: the kinds' `listed_on`), newest
+    first (404 before this for a workspace that is not the user's); `ended` True: only those that ended,
+    False: only the others."""
     from scheduling.models import FINAL_STATES
 
-    jobs = jobs_for(user, workspace=workspace).filter(kind=kind).select_related("workspace", "submitted_by", "queue")
+    jobs = jobs_for(user, workspace=workspace).filter(kind__in=kinds.names_where(listed_on=page)).select_related("workspace", "submitted_by", "queue")
     if ended is True:
         return jobs.filter(state__in=FINAL_STATES)
     if ended is False:
@@ -62,10 +64,10 @@ def workloads_for(user, workspace, kind: str, *, ended: bool | None = None) -> Q
     return jobs
 
 
-def get_workload_for_user(user, job_id, kind: str, noun: str):
-    """A job of one kind by id: 404 unless it is one of the user's workspaces' jobs of that kind."""
+def get_workload_for_user(user, job_id, page: str, noun: str):
+    """A job of a kind that page lists, by id: 404 unless it is one of the user's workspaces' jobs of such a kind."""
     job = get_job_for_user(user, job_id)
-    if job.kind != kind:
+    if kinds.kind_of(job).listed_on != page:
         raise Http404(f"No such {noun}")
     return job
 

@@ -31,11 +31,11 @@ from portal.api.authentication import ApiTokenAuthentication
 from portal.api.errors import NotFound, problem_response
 from portal.models import TokenScope
 from portal.notebook_proxy import REQUEST_DROPPED, forward, named_in_connection
-from scheduling import inference
+from scheduling import inference, kinds
 from scheduling.backends import get_backend
 from scheduling.backends.base import Endpoint
 from scheduling.errors import DomainError, Forbidden
-from scheduling.models import FINAL_STATES, Job, JobKind, JobState
+from scheduling.models import FINAL_STATES, Job, JobState
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def live_service(user, workspace_slug: str, name: str) -> Job:
     membership = portal_selectors.membership_for(user, workspace)
     if membership is None or not membership.can_submit:
         raise Forbidden(f"your role in '{workspace.slug}' may not call its services")
-    job = (Job.objects.filter(workspace=workspace, kind=JobKind.INFERENCE, name=name)
+    job = (Job.objects.filter(workspace=workspace, kind__in=kinds.names_where(autoscaled=True), name=name)
            .exclude(state__in=FINAL_STATES).select_related("workspace").order_by("-created", "-id").first())
     if job is None:
         raise missing

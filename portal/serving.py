@@ -20,7 +20,6 @@ from scheduling import clock, inference
 from scheduling.models import (
     ACTIVE_STATES,
     Job,
-    JobKind,
     JobState,
     Replica,
     ServiceSample,
@@ -34,12 +33,12 @@ RATE_WINDOW = 3           # samples averaged for the "now" figures
 
 
 def services_for(user, workspace, *, ended: bool | None = None) -> QuerySet[Job]:
-    return portal_selectors.workloads_for(user, workspace, JobKind.INFERENCE, ended=ended)
+    return portal_selectors.workloads_for(user, workspace, "services", ended=ended)
 
 
 def get_service_for_user(user, job_id) -> Job:
     """A service by id: 404 unless it is an inference service of one of the user's workspaces."""
-    return portal_selectors.get_workload_for_user(user, job_id, JobKind.INFERENCE, "service")
+    return portal_selectors.get_workload_for_user(user, job_id, "services", "service")
 
 
 @dataclass

@@ -16,7 +16,9 @@ from billing.services import states_duration
 from portal import quote_texts
 from portal.selectors import get_job_for_user
 from portal.templatetags.money import MONTHS, SYMBOLS
+from scheduling import kinds
 from scheduling import selectors as scheduling_selectors
+from scheduling.kinds.base import RATES_PER_HOUR, RATES_PER_REPLICAS
 from scheduling.spec import image_form_values, parse_job_spec, parse_job_spec_obj
 from scheduling.spec.examples import workspace_examples
 
@@ -79,9 +81,16 @@ def common_tradeoffs(quote: Quote) -> list[str]:
 def submit_texts() -> dict[str, Any]:
     """What the page's script writes beside each quote row, in the page's language (it fills in
     the %(name)s parts), and the currencies' symbols for its amounts."""
-    return {"notebook": gettext("%(price)s %(currency)s per hour"),
-            "inference": gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s"),
+    return {RATES_PER_HOUR: gettext("%(price)s %(currency)s per hour"),
+            RATES_PER_REPLICAS: gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s"),
             "symbols": SYMBOLS}
+
+
+def kind_tabs() -> list[dict[str, Any]]:
+    """The image form's tabs, one per kind that has one (its template, label and the hours a quote assumes)."""
+    return [{"name": kind.name, "label": kind.tab_label, "template": kind.form_template, "form_id": kind.form_id,
+             "quote_hours": hours_of(kind.quote_duration_s) if kind.quote_duration_s else ""}
+            for kind in kinds.all() if kind.form_template]
 
 
 def page_words() -> dict[str, str]:
@@ -115,16 +124,17 @@ def page_words() -> dict[str, str]:
 
 def rate_note(data: Mapping[str, Any], kind: str, currency: str) -> str:
     """A notebook's price per hour; a service's per hour at its fewest and its most replicas."""
-    if kind == "notebook":
-        return submit_texts()["notebook"] % {"price": data["price_per_hour"], "currency": currency}
-    if kind == "inference" and data["roles"]:
+    rates = kinds.get(kind).quote_rates
+    if rates == RATES_PER_HOUR:
+        return submit_texts()[RATES_PER_HOUR] % {"price": data["price_per_hour"], "currency": currency}
+    if rates == RATES_PER_REPLICAS and data["roles"]:
         role = data["roles"][0]
-        return submit_texts()["inference"] % {"low": data["price_per_hour"], "min": role["min_replicas"],
+        return submit_texts()[RATES_PER_REPLICAS] % {"low": data["price_per_hour"], "min": role["min_replicas"],
                                               "high": data["price_per_hour_max"], "max": role["max_replicas"]}
     return ""
 
 
-def quote_rows(quote: Quote, kind: str = "training") -> list[dict[str, Any]]:
+def quote_rows(quote: Quote, kind: str = kinds.DEFAULT) -> list[dict[str, Any]]:
     """The quote's options as the page's table shows them: the API's fields, the start as a time,
     the trade-offs of its own (those all options share left out), and for a notebook or a service
     its rates per hour."""

@@ -25,11 +25,11 @@ from django.db import transaction
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext_noop
 
-from scheduling import clock
+from scheduling import clock, kinds
 from scheduling.backends.base import Endpoint
 from scheduling.errors import Conflict, DomainError
 from scheduling.history_texts import Said, said
-from scheduling.models import ACTIVE_STATES, Job, JobKind, JobState, Replica, ServiceSample, ServiceScale
+from scheduling.models import ACTIVE_STATES, Job, JobState, Replica, ServiceSample, ServiceScale
 from scheduling.service_scale import create_scale, restarted, with_bounds
 from scheduling.services import record_event, require_submitter, resume_workload, stop_workload
 from scheduling.serving.autoscaler import Autoscaler, ScaleDecision, ScalePolicy
@@ -81,14 +81,6 @@ def inference_spec(job: Job) -> InferenceSpec | None:
         return None
 
 
-def launch_fields(job: Job) -> dict:
-    spec = inference_spec(job)
-    if spec is None:
-        return {"kind": job.kind}
-    return {"kind": job.kind, "token": api_key(job.pk), "base_url": base_url(job.workspace.slug, job.name),
-            "server": spec.server, "port": spec.port, "health_path": spec.health_path,
-            "model_path": spec.model_path or "", "model_registry": spec.model_registry or "",
-            "model_name": spec.model_name or job.name, "gpu_mem_limit_mib": spec.gpu_mem_limit_mib or 0}
 
 
 # --------------------------------------------------------------------------- scraping
@@ -162,7 +154,7 @@ class Window:
 
 
 def live_services():
-    return (Job.objects.filter(kind=JobKind.INFERENCE)
+    return (Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))
             .filter(state__in=(JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING))
             .select_related("workspace", "service_scale"))
 
@@ -271,7 +263,7 @@ def wake(job: Job, now: datetime | None = None) -> bool:
     replica wanted while requests wait. Returns whether this call started it."""
     now = now or clock.now()
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    scale = ServiceScale.objects.select_for_update().get(job=job) if job.kind == JobKind.INFERENCE else None
+    scale = ServiceScale.objects.select_for_update().get(job=job) if kinds.kind_of(job).autoscaled else None
     if scale is None or job.is_final:
         return False
     scale.woken_at = now
@@ -314,7 +306,7 @@ def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceSc
     """A member who may submit changes the service's replica range; the next evaluation applies it."""
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if job.kind != JobKind.INFERENCE:
+    if not kinds.kind_of(job).autoscaled:
         raise Conflict(f"job {job.pk} is not an inference service", field="kind")
     if job.is_final:
         raise Conflict(f"service {job.pk} is already {job.state}", field="state")

@@ -13,6 +13,7 @@ from scheduling import clock, history_texts
 from scheduling.core import MIG_PROFILES
 from scheduling.core import model as cm
 from scheduling.core.units import gpu_model_name, vendor_name
+from scheduling.kinds import registry as kind_registry
 from scheduling.queue_tree import QueueRow, validate_queue
 
 # MIG profiles by card size: 40 GB cards (A100-40GB) and 80 GB cards (A100/H100-80GB).
@@ -263,12 +264,6 @@ FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 UNSCHEDULED_STATES = (*FINAL_STATES, JobState.STOPPED)
 
 
-class JobKind(models.TextChoices):
-    TRAINING = "training", "Training"
-    NOTEBOOK = "notebook", "Notebook"
-    INFERENCE = "inference", "Inference service"
-
-
 class Job(models.Model):
     workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="jobs")
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="jobs")
@@ -276,7 +271,8 @@ class Job(models.Model):
                                      related_name="jobs")
     name = models.CharField(max_length=200)
     job_type = models.CharField(max_length=16)
-    kind = models.CharField(max_length=16, choices=JobKind.choices, default=JobKind.TRAINING, db_index=True,
+    # the kinds' registry gives the choices (scheduling.kinds): a new kind needs no migration
+    kind = models.CharField(max_length=16, choices=kind_registry.choices, default=kind_registry.DEFAULT, db_index=True,
                             help_text="The spec's kind: a batch job, a notebook or an inference service")
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING, db_index=True)
     pending_reason = models.TextField(blank=True)   # rendered from pending_code and pending_params
@@ -445,9 +441,9 @@ class SimulatedPod(models.Model):
     job_started = models.DateTimeField(help_text="First launch of any replica of the job: they finish together")
     run_seconds = models.FloatField(help_text="Expected duration divided by the clock speed-up")
     fails = models.BooleanField(default=False)
-    kind = models.CharField(max_length=16, default="training",
-                            help_text="training: runs for its duration; notebook: a real local process "
-                                      "(backends/simulated/processes.py) that runs until stopped")
+    kind = models.CharField(max_length=16, default=kind_registry.DEFAULT, help_text="The job's kind")
+    process = models.BooleanField(default=False, help_text="False: runs for its duration; True: a real local "
+                                  "process (backends/simulated/processes.py) that runs until stopped")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job_id", "role", "index"], name="one_sim_pod_per_replica")]

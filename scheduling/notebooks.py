@@ -18,8 +18,9 @@ from email.utils import parsedate_to_datetime
 import httpx
 from django.utils.crypto import salted_hmac
 
+from scheduling import kinds
 from scheduling.backends.base import Endpoint
-from scheduling.models import ACTIVE_STATES, Job, JobKind, JobState, Replica
+from scheduling.models import ACTIVE_STATES, Job, JobState, Replica
 from scheduling.spec import SpecError, parse_job_spec_obj
 from scheduling.spec.workloads import NOTEBOOK_ROLE, NotebookSpec
 
@@ -48,14 +49,6 @@ def notebook_spec(job: Job) -> NotebookSpec:
         return NotebookSpec()
 
 
-def launch_fields(job: Job) -> dict:
-    """What ReplicaLaunch carries besides the role, by the job's kind."""
-    if job.kind != JobKind.NOTEBOOK:
-        return {"kind": job.kind}
-    return {"kind": job.kind, "token": notebook_token(job.pk), "base_url": base_url(job.workspace.slug, job.name),
-            "home_mib": notebook_spec(job).home_mib}
-
-
 def idle_after_s(job: Job, pool_idle_window_min: int) -> int:
     """Seconds without kernel activity and GPU use after which the notebook stops (the spec's idleAfter,
     else the pool's idle window)."""
@@ -65,7 +58,7 @@ def idle_after_s(job: Job, pool_idle_window_min: int) -> int:
 
 def running_replica(job: Job) -> Replica | None:
     """The notebook's placement that holds its slice now, if it runs."""
-    if job.kind != JobKind.NOTEBOOK or job.state not in (JobState.SCHEDULED, JobState.RUNNING):
+    if not kinds.kind_of(job).idle_by_activity or job.state not in (JobState.SCHEDULED, JobState.RUNNING):
         return None
     return (job.replicas.filter(state__in=ACTIVE_STATES, role=NOTEBOOK_ROLE, node__isnull=False)
             .select_related("node__pool").order_by("-attempt").first())

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduling import clock
-from scheduling.models import Job, JobKind, ServiceScale
+from scheduling import clock, kinds
+from scheduling.models import Job, ServiceScale
 from scheduling.spec.kinds import service_bounds
 
 
 def create_scale(job: Job) -> ServiceScale | None:
     """A submitted service's range: the one its spec declares (its role's scale_min..scale_max)."""
-    if job.kind != JobKind.INFERENCE or not job.roles:
+    if not kinds.kind_of(job).autoscaled or not job.roles:
         return None
     role = job.roles[0]
     low, high = role.get("scale_min", role["min_replicas"]), role.get("scale_max", role["max_replicas"])
@@ -34,7 +34,7 @@ def with_bounds(roles: list[dict], scale: ServiceScale, desired: int) -> list[di
 def restarted(job: Job, now: datetime | None = None) -> None:
     """A member started a stopped service (the caller holds its lock): it asks for its minimum (one at
     least) and keeps it for a whole scale-down delay, as a new service does."""
-    if job.kind != JobKind.INFERENCE:
+    if not kinds.kind_of(job).autoscaled:
         return
     now = now or clock.now()
     scale = ServiceScale.objects.select_for_update().filter(job=job).first()

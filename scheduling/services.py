@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from scheduling import clock, history_texts, selectors, service_scale, signals
+from scheduling import clock, history_texts, kinds, selectors, service_scale, signals
 from scheduling.bulk import update_rows
 from scheduling.core.reasons import reason_text
 from scheduling.errors import Conflict, DomainError, Forbidden
@@ -21,7 +21,6 @@ from scheduling.models import (
     UNSCHEDULED_STATES,
     Job,
     JobEvent,
-    JobKind,
     JobState,
 )
 from scheduling.spec import (
@@ -322,29 +321,22 @@ def stop_job_by_policy(job: Job, reason: Any) -> Job:
 # their slices are free for the next cycle, and nothing is billed while stopped; starting again puts
 # them back in their queue as Pending, as a submitted job. A notebook's home volume stays.
 
-STOPPABLE_KINDS = (JobKind.NOTEBOOK, JobKind.INFERENCE)
-NAME_TAKEN = {"notebook": gettext_noop("notebook '%(name)s' already exists in workspace '%(workspace)s' (%(state)s): "
-                                       "start or delete it, or choose another name"),
-              "service": gettext_noop("service '%(name)s' already exists in workspace '%(workspace)s' (%(state)s): "
-                                      "start or delete it, or choose another name")}
-
-
 def _check_notebook_name(workspace, parsed: JobSpec) -> None:
     """A notebook's or a service's name picks its URL (and a notebook's home volume) in the workspace:
-    one live one per name."""
-    if parsed.kind not in STOPPABLE_KINDS:
+    one live one per name (its kind's name_taken says so)."""
+    kind = kinds.kind_of(parsed)
+    if kind.name_taken is None:
         return
     other = (Job.objects.filter(workspace=workspace, kind=parsed.kind, name=parsed.name)
              .exclude(state__in=FINAL_STATES).only("state").first())
     if other is not None:
-        kind = "notebook" if parsed.kind == JobKind.NOTEBOOK else "service"
-        message = _(NAME_TAKEN[kind]) % {"name": parsed.name, "workspace": workspace.slug, "state": other.state}
+        message = _(kind.name_taken) % {"name": parsed.name, "workspace": workspace.slug, "state": other.state}
         raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
 
 
 def _locked_stoppable(job: Job) -> Job:
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if job.kind not in STOPPABLE_KINDS:
+    if not kinds.kind_of(job).stoppable:
         raise Conflict(f"job {job.pk} is a {job.get_kind_display().lower()} job: only notebooks and services "
                        "stop and start; cancel it instead", field="kind")
     return job
@@ -407,7 +399,7 @@ def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) 
     backend deletes it too."""
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if job.kind != JobKind.NOTEBOOK:
+    if not kinds.kind_of(job).has_home:
         raise Conflict(f"job {job.pk} is not a notebook: cancel it instead", field="kind")
     if not job.is_final:
         job = _cancel(job, said(gettext_noop("deleted by %(user)s; its home volume deleted") if delete_home
@@ -419,7 +411,7 @@ def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) 
             from scheduling.backends import get_backend
 
             backend = get_backend()
-        if job.is_final and Job.objects.filter(workspace=job.workspace, kind=JobKind.NOTEBOOK, name=job.name).exclude(
+        if job.is_final and Job.objects.filter(workspace=job.workspace, kind=job.kind, name=job.name).exclude(
                 state__in=FINAL_STATES).exists():
             raise Conflict(f"notebook '{job.name}' has a newer live notebook using its home volume", field="home")
         # inside the transaction: a backend that fails leaves the notebook as it was, and says why

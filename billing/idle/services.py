@@ -11,9 +11,9 @@ An idle spell starts when a placement is first found idle (`Replica.idle_since`,
 window) and ends when it is busy again. Once per spell the submitter is told: an e-mail and a job
 event ("idle") on the job's page. With the action notify-then-stop, a job whose every running
 placement has been idle and notified for the grace period is stopped (cancelled, paying for what it
-held); training jobs only when the pool allows it.
+held); training jobs only when the pool allows it (their kind's `idle_needs_pool_consent`).
 
-Notebooks (by `Job.kind`) follow their own idle rule (scheduling/serving/idle.py): idle once neither a
+Notebooks (their kind's `idle_by_activity`, scheduling.kinds) follow their own idle rule (scheduling/serving/idle.py): idle once neither a
 kernel ran (as the notebook's server tells, scheduling/notebooks.py) nor the GPU was used for the spec's
 `idleAfter` (else the pool's window). GPU use is the server's own figure when it measures it (the
 simulated one), else the agents' samples above the pool's threshold. An idle notebook is always stopped,
@@ -35,18 +35,17 @@ from django.utils.translation import gettext, gettext_noop
 
 from billing.models import UsageSample
 from billing.notices import Notice, raise_notice, written_in_english
-from scheduling import clock, history_texts, notebooks
+from scheduling import clock, history_texts, kinds, notebooks
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict
 from scheduling.history_texts import Said, joined, said
-from scheduling.models import ACTIVE_STATES, IdleAction, Job, JobKind, JobState, NodePool, Replica
+from scheduling.kinds.base import IDLE_STOP
+from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Replica
 from scheduling.services import record_event, stop_job_by_policy, stop_workload
 from scheduling.serving.idle import idle_since as notebook_idle_since
 
 log = logging.getLogger(__name__)
 
-# Training (Job.kind): stopped for idling only where their pool says so; notebooks by their own idle rule.
-TRAINING_KINDS = frozenset({JobKind.TRAINING})
 # Samples may arrive a little late or start a little after the window opens.
 MIN_SLACK = timedelta(seconds=30)
 
@@ -137,7 +136,8 @@ def _running_replicas():
 def notebook_activities(backend=None) -> dict[int, notebooks.Activity | None]:
     """Per running notebook placement, what its server says now. Asked before the check's transaction:
     a server that is slow to answer must not hold the database."""
-    replicas = list(_running_replicas().filter(job__kind=JobKind.NOTEBOOK, state=JobState.RUNNING))
+    replicas = list(_running_replicas().filter(job__kind__in=kinds.names_where(idle_by_activity=True),
+                                                   state=JobState.RUNNING))
     if not replicas:
         return {}
     if backend is None:
@@ -163,9 +163,9 @@ def check_idle_gpus(*, now: datetime | None = None, backend=None) -> IdleCheck:
 def _check(now: datetime, activities: dict[int, notebooks.Activity | None]) -> IdleCheck:
     result = IdleCheck()
     replicas = list(_running_replicas())
-    stats = _stats([r for r in replicas if r.job.kind != JobKind.NOTEBOOK], now)
+    stats = _stats([r for r in replicas if not kinds.kind_of(r.job).idle_by_activity], now)
     for replica in replicas:
-        if replica.job.kind == JobKind.NOTEBOOK:
+        if kinds.kind_of(replica.job).idle_by_activity:
             began = judge_notebook(replica, now, activities.get(replica.pk))
             verdict = None if began is None else bool(began)
         else:
@@ -188,10 +188,10 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None]) -> I
             result.notified.append(job)
         if _due_for_stop(job, replicas_of_job, now):
             try:
-                if job.kind == JobKind.NOTEBOOK:
-                    stop_workload(None, job, _notebook_stop_reason(job, replicas_of_job[0]))
+                if kinds.kind_of(job).idle_action == IDLE_STOP:
+                    stop_workload(None, job, _stop_reason(job, replicas_of_job[0]))
                 else:
-                    stop_job_by_policy(job, _stop_reason(replicas_of_job[0].node.pool))
+                    stop_job_by_policy(job, _stop_reason(job, replicas_of_job[0]))
             except Conflict:  # ended meanwhile
                 continue
             result.stopped.append(job)
@@ -202,24 +202,17 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None]) -> I
 
 
 def may_stop(job: Job, pool: NodePool) -> bool:
-    """Whether the pool's policy stops this job once its grace is over (a notebook's own idle rule always
-    stops it)."""
-    if job.kind == JobKind.NOTEBOOK:
-        return True
-    if pool.idle_action != IdleAction.NOTIFY_THEN_STOP:
-        return False
-    return job.kind not in TRAINING_KINDS or pool.idle_stop_training
+    """Whether the pool's policy stops this job once its grace is over (its kind's idle rule says)."""
+    return kinds.kind_of(job).idle_may_stop(pool)
 
 
 def stop_at(replica: Replica) -> datetime | None:
-    """When an idle, notified placement's job is due to be stopped, if its policy stops it. A notebook:
-    with the notice, or after the grace where the pool notifies first."""
+    """When an idle, notified placement's job is due to be stopped, if its policy stops it (its kind says
+    when: a notebook with the notice, or after the grace where the pool notifies first)."""
     pool = replica.node.pool
     if replica.idle_notified is None or not may_stop(replica.job, pool):
         return None
-    if replica.job.kind == JobKind.NOTEBOOK and pool.idle_action != IdleAction.NOTIFY_THEN_STOP:
-        return replica.idle_notified
-    return replica.idle_notified + timedelta(minutes=pool.idle_grace_min)
+    return kinds.kind_of(replica.job).idle_stop_at(replica.idle_notified, pool)
 
 
 def _due_for_stop(job: Job, replicas: list[Replica], now: datetime) -> bool:
@@ -228,13 +221,16 @@ def _due_for_stop(job: Job, replicas: list[Replica], now: datetime) -> bool:
     return bool(due) and all(at is not None and at <= now for at in due)
 
 
-def _notebook_stop_reason(job: Job, replica: Replica) -> Said:
+def _stop_reason(job: Job, replica: Replica) -> Said:
+    """Why the idle policy stops the job: its server's activity, or its GPUs' use against its pool's policy."""
+    if not kinds.kind_of(job).idle_by_activity:
+        return _pool_stop_reason(replica.node.pool)
     minutes = -(-notebooks.idle_after_s(job, replica.node.pool.idle_window_min) // 60)
     return said(gettext_noop("no kernel activity and no GPU use for %(minutes)s min (its idle policy); start it "
                              "again at will"), minutes=minutes)
 
 
-def _stop_reason(pool: NodePool) -> Said:
+def _pool_stop_reason(pool: NodePool) -> Said:
     return said(gettext_noop("its GPUs stayed below %(threshold)s %% for %(window)s min and %(grace)s min after "
                              "notice (pool %(pool)s's idle policy)"), threshold=pool.idle_threshold_pct,
                 window=pool.idle_window_min, grace=pool.idle_grace_min, pool=pool.name)
@@ -247,7 +243,7 @@ def _idle_said(job: Job, replicas: list[Replica], stop: datetime | None, now: da
                          node=r.node.name, slice=r.slice_label) for r in replicas], sep=", ")
     figures = {"where": where, "stop": f"{stop:%Y-%m-%d %H:%M %Z}" if stop else "", "pool": pool.name,
                "threshold": pool.idle_threshold_pct, "window": pool.idle_window_min}
-    if job.kind == JobKind.NOTEBOOK:
+    if kinds.kind_of(job).idle_by_activity:
         figures["minutes"] = -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
         if stop <= now:
             return said(gettext_noop("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s "
@@ -271,7 +267,7 @@ def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None,
     """The idle notice's subject and body in the active language."""
     figures = {"platform": settings.PLATFORM_NAME, "name": job.name, "job": job.pk, "workspace": job.workspace.slug,
                "text": _idle_text(job, replicas, stop, now)}
-    if job.kind == JobKind.NOTEBOOK:
+    if kinds.kind_of(job).idle_by_activity:
         return (gettext("[%(platform)s] notebook %(name)s (#%(job)s) is idle") % figures,
                 gettext("Your notebook %(name)s (#%(job)s) in workspace %(workspace)s:") % figures + "\n"
                 + gettext("%(text)s.") % figures + "\n")
@@ -294,8 +290,7 @@ def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
     if user is not None:
         texts = written_in_english(lambda: _idle_notice_texts(job, replicas, stop, now))
         notice = Notice(event="idle.notice", workspace=job.workspace, users=(user,), **texts,
-                        link=f"/notebooks/?workspace={job.workspace.slug}" if job.kind == JobKind.NOTEBOOK
-                        else f"/jobs/{job.pk}/",
+                        link=kinds.kind_of(job).page_url(job),
                         data={"job": job.pk, "name": job.name, "idle_since": since.isoformat(),
                               "stop_at": stop.isoformat() if stop else None, "pool": pool.name,
                               "replicas": [f"{r.role}-{r.index}" for r in replicas]})

@@ -26,13 +26,14 @@ from django.utils.translation import pgettext
 
 from billing import pricing
 from billing.ledger.periods import period_bounds
+from scheduling import kinds
 
 log = logging.getLogger(__name__)
 
 # What each exported line is read from: the ledger line's columns, once, in this order.
 LINE_FIELDS = (
     "id", "category", "charge_start", "charge_end", "period", "workspace__slug", "workspace__name", "queue",
-    "job_id", "job_name", "job__job_type", "submitter", "pool", "node", "vendor", "gpu_model", "sharing", "slice",
+    "job_id", "job_name", "job__kind", "submitter", "pool", "node", "vendor", "gpu_model", "sharing", "slice",
     "sku_id", "price_table_id", "offpeak", "spot", "list_unit_price", "allocated_gpu_hours", "used_gpu_hours",
     "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours", "memory_gib_hours", "exclusive_cost", "list_cost",
     "cost", "currency", "provisional", "reason", "author__username",
@@ -56,10 +57,15 @@ MONEY_COLUMNS = frozenset({"BilledCost", "ContractedCost", "EffectiveCost", "Lis
 NUMBER_COLUMNS = MONEY_COLUMNS | {"ConsumedQuantity", "ContractedUnitPrice", "ListUnitPrice", "PricingQuantity",
                                   "x_JobId", "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours",
                                   "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours"}
-RESOURCE_TYPES = {"training": "Training job", "notebook": "Notebook", "inference": "Inference service"}
 QUANTITY = Decimal("0.000001")
 EXCEL_MAX_ROWS = 1_048_576  # per sheet, header included
 CSV_CHUNK_ROWS = 2000
+
+
+def _resource_type(kind_name: str | None) -> str:
+    """The FOCUS ResourceType of a line's job: its kind's (none for a line without a job)."""
+    kind = kinds.find(kind_name)
+    return kind.resource_type if kind is not None else ""
 
 
 def _iso(at: datetime | None) -> str:
@@ -110,8 +116,7 @@ def focus_row(line: Sequence) -> list[str]:
         "PricingQuantity": gpu_hours, "PricingUnit": "GPU-Hours" if usage else "", "ProviderName": name,
         "PublisherName": name, "RegionId": settings.PLATFORM_REGION, "RegionName": settings.PLATFORM_REGION,
         "ResourceId": f"job/{f['job_id']}/{f['node']}" if f["job_id"] else "",
-        "ResourceName": f["job_name"], "ResourceType": RESOURCE_TYPES.get(f["job__job_type"] or "", "")
-        if usage else "", "ServiceCategory": "AI and Machine Learning", "ServiceName": name,
+        "ResourceName": f["job_name"], "ResourceType": _resource_type(f["job__kind"]) if usage else "", "ServiceCategory": "AI and Machine Learning", "ServiceName": name,
         "SkuId": f["sku_id"], "SkuPriceId": sku_price, "SubAccountId": f["queue"], "SubAccountName": f["queue"],
         "Tags": tags,
         "x_JobId": str(f["job_id"] or ""), "x_JobName": f["job_name"], "x_Submitter": f["submitter"],

@@ -10,6 +10,7 @@ from billing.services import quote_for_workspace, service_rates
 from portal import quote_texts
 from portal.api.jobs import JobSubmitInput
 from portal.selectors import get_workspace_for_user
+from scheduling import kinds
 
 
 class QuoteInput(JobSubmitInput):
@@ -34,9 +35,10 @@ class QuoteApi(APIView):
             raise quote_texts.localized_error(error) from error
         # the kind tells a page how to read the rates: per hour for a notebook, at min and max for a service;
         # the English trade-offs and refusals keep their fields, *_text beside them are in the request's language
-        out = quote_texts.localized({**quote.to_json(), "kind": spec.kind})
+        # `rates`: how the page reads them (scheduling.kinds.base RATES_*)
+        out = quote_texts.localized({**quote.to_json(), "kind": spec.kind, "rates": kinds.kind_of(spec).quote_rates})
         rate = body.validated_data.get("requests_per_second")
-        if rate is not None and spec.kind == "inference":
+        if rate is not None and kinds.kind_of(spec).autoscaled:
             rates = service_rates(spec, quote, rate)
             for option in out["options"]:
                 option["at_rate"] = rates.get(option["id"])

@@ -26,10 +26,12 @@ from portal.submit_page import (
     common_tradeoffs,
     examples_for,
     hours_of,
+    kind_tabs,
     page_words,
     quote_rows,
     submit_texts,
 )
+from scheduling import kinds
 from scheduling import selectors as scheduling_selectors
 from scheduling.errors import DomainError
 from scheduling.spec import MAX_BYTES
@@ -58,7 +60,8 @@ def _context(request, workspace, **extra):
         "pools": [p.name for p in scheduling_selectors.cluster_info().pools],
         "examples": examples, "example_texts": {key: text for key, _, text in examples},
         "spec_text": "", "duration_hours": DEFAULT_HOURS, "errors": [], "quote": None, "rows": [], "common": [],
-        "kind": "training", "notebook_image": DEFAULT_NOTEBOOK_IMAGE, "submit_texts": submit_texts(),
+        "kind": kinds.DEFAULT, "notebook_image": DEFAULT_NOTEBOOK_IMAGE, "submit_texts": submit_texts(),
+        "kind_tabs": kind_tabs(),
         "words": page_words(), "between": quote_texts.between(), "unavailable": [],
         **extra,
     }

@@ -18,6 +18,12 @@ ReplicaKey = tuple[int, str, int]  # (job id, role, replica index)
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED)
 
+# The processes a replica may run, each of which every backend knows how to launch; a workload kind
+# (scheduling.kinds) names its own. batch: runs to completion; jupyter: a notebook server with its token,
+# base URL and home volume; model-server: an inference server with its port, health path and model.
+BATCH, JUPYTER, MODEL_SERVER = "batch", "jupyter", "model-server"
+SHAPES = (BATCH, JUPYTER, MODEL_SERVER)
+
 
 @dataclass(frozen=True)
 class GpuInventory:
@@ -65,13 +71,15 @@ class ReplicaLaunch:
     world_size: int = 1  # replicas of the whole job (for MASTER_ADDR / WORLD_SIZE / RANK)
     rank: int = 0
     labels: dict = field(default_factory=dict)
-    # What the spec's kind adds (scheduling.notebooks.launch_fields): a notebook serves HTTP under
-    # base_url, asks for `token` on every request and keeps its home volume of home_mib across restarts.
-    kind: str = "training"  # training | notebook | inference
+    # What the spec's kind adds (its launch_fields, scheduling.kinds): its name, the process it runs
+    # (`shape`, one of SHAPES); a notebook serves HTTP under base_url, asks for `token` on every request
+    # and keeps its home volume of home_mib across restarts.
+    kind: str = ""  # the kind's name, as labels and logs show it
+    shape: str = BATCH
     token: str = ""  # the secret the replica's server asks for; the portal's proxy sends it, never a browser
     base_url: str = ""  # the path prefix its server answers under, e.g. /nb/vision-lab/scratch/
     home_mib: int = 0  # 0: no persistent home volume
-    # An inference replica (scheduling.inference.launch_fields): its server (vllm | triton | custom)
+    # An inference replica (scheduling.kinds.inference): its server (vllm | triton | custom)
     # listens on `port` under `base_url` (/serve/<workspace>/<name>/), answers 200 on health_path once
     # ready, and serves the model at model_path (a path on the models volume) or model_registry (a
     # registry reference) under the name model_name; `token` is the API key the portal's proxy sends.

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db import transaction
 
-from scheduling import clock, inference, notebooks
+from scheduling import clock, kinds
 from scheduling.backends.base import ClusterBackend, NodeInventory
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict, DomainError
@@ -18,7 +18,6 @@ from scheduling.health import read_health
 from scheduling.models import (
     ACTIVE_STATES,
     Gpu,
-    JobKind,
     JobState,
     Node,
     NodePool,
@@ -160,22 +159,8 @@ def node_assignments(node: Node, backend: ClusterBackend | None = None) -> list[
                          "job__workspace__slug", "role", "index")):
         metrics = {}
         if backend is not None and getattr(backend, "name", "") == "simulated" and state == JobState.RUNNING:
-            metrics = _process_metrics(backend, (job_id, role, replica_index), kind, workspace, name)
+            metrics = kinds.get(kind).process_metrics(backend, (job_id, role, replica_index), workspace, name)
         assignments += [{"pod_uid": str(uid), "gpu_index": index, "milli": (slice_ or {}).get("gpu_milli", 1000),
                          "memory_mib": (slice_ or {}).get("gpu_mem_mib", 0), **metrics} for index in gpus]
     return assignments
 
-
-def _process_metrics(backend: ClusterBackend, key: tuple[int, str, int], kind: str, workspace: str,
-                     name: str) -> dict:
-    """Where the replica's server tells its own figures, and the header it asks for (as the portal's
-    proxies send it); nothing for a replica that is no process or does not listen yet."""
-    if kind == JobKind.NOTEBOOK:
-        found = backend.endpoint(key, workspace=workspace, base_url=notebooks.base_url(workspace, name))
-        auth = f"token {notebooks.notebook_token(key[0])}"
-    elif kind == JobKind.INFERENCE:
-        found = backend.endpoint(key, workspace=workspace, base_url=inference.base_url(workspace, name))
-        auth = f"Bearer {found.token or inference.api_key(key[0])}" if found is not None else ""
-    else:
-        return {}
-    return {} if found is None else {"metrics_url": found.url + "metrics?format=json", "metrics_auth": auth}

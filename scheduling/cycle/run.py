@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils.translation import gettext_noop
 
-from scheduling import clock, core, inference, notebooks, signals
+from scheduling import clock, core, inference, kinds, signals
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.bulk import update_rows
 from scheduling.core.cycle import CycleMemo
@@ -71,19 +71,16 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
     uuids = (uuids_by_node or gpu_uuids([replica.node_id]))[replica.node_id]
     world = sum(r["max_replicas"] for r in job.roles)
     rank = sum(r["max_replicas"] for r in job.roles[: job.roles.index(role)]) + replica.index
-    return ReplicaLaunch(
+    fields = dict(
         job_id=job.pk, role=replica.role, index=replica.index, workspace=job.workspace.slug, job_name=job.name,
         job_type=job.job_type, image=role["image"], command=tuple(role["command"]),
         env=tuple(sorted(role["env"].items())), node=replica.node.name, gpus=tuple(replica.gpu_indices),
         gpu_uuids=tuple(uuids.get(i, "") for i in replica.gpu_indices), slice=replica.slice,
         cpu_milli=role["cpu_milli"], mem_mib=role["mem_mib"], expected_duration_s=job.expected_duration_s,
-        world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)}, **kind_fields(job),
+        world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)},
     )
-
-
-def kind_fields(job: Job) -> dict:
-    """What a launch adds for the job's kind (a notebook's token and home, a service's server)."""
-    return inference.launch_fields(job) if job.kind == "inference" else notebooks.launch_fields(job)
+    # what the job's kind adds or sets: its name and process, a notebook's token and home, a service's server
+    return ReplicaLaunch(**{**fields, **kinds.kind_of(job).launch_fields(job)})
 
 
 # --------------------------------------------------------------------------- reconcile

@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 from django.utils.translation import gettext as _
 
+from scheduling import kinds as workload_kinds
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
-from scheduling.spec.kind_forms import FORM_KINDS, form_namer, kind_form_document, kind_form_values
-from scheduling.spec.kinds import kind_to_dict, locate_for, read_any_clean
+from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form_values
+from scheduling.spec.kinds import read_any_clean
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
 from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
 from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
@@ -70,7 +71,7 @@ def validate_spec(
 ) -> list[SpecIssue]:
     """Re-check an already parsed spec against the cluster (e.g. at submit time)."""
     reader = Reader(Loaded({}))
-    locate = locate_for(spec)
+    locate = workload_kinds.kind_of(spec).locate(spec)
     for problem in check_cluster(spec, cluster, workspace_queues):
         reader.error_at_first(locate(problem), problem.message)
     return reader.issues
@@ -150,18 +151,19 @@ def spec_from_image_form(
 
     Keys are those of IMAGE_FORM_FIELDS; blank values mean "default". Errors name the form
     field (e.g. "gpus"), not a YAML path. `kind` (notebook, inference; default training) picks the
-    tab: a notebook's or a service's fields are `kind_forms.KIND_FORM_FIELDS`.
+    tab: a notebook's or a service's fields are its kind's `form_fields` (scheduling.kinds).
     """
-    kind = form.get("kind")
-    kind = kind.strip() if isinstance(kind, str) else kind
-    if kind in FORM_KINDS:
+    name = form.get("kind")
+    name = name.strip() if isinstance(name, str) else name
+    kind = workload_kinds.find(name or workload_kinds.DEFAULT)
+    if kind is None or kind.form_template is None:  # a kind without a tab is written as YAML
+        raise SpecError([SpecIssue(None, None, "kind", _("kind: %(kind)s is not one of %(kinds)s") % {
+            "kind": repr(name), "kinds": ", ".join(k.name for k in workload_kinds.all() if k.form_template)})])
+    if kind.form_fields is not None:
         doc, problems = kind_form_document(kind, form)
         if problems:
             raise SpecError(problems)
         return _read(load_object(doc), form_namer(kind), cluster, workspace_queues)
-    if kind not in (None, "", "training"):
-        raise SpecError([SpecIssue(None, None, "kind", _("kind: %(kind)s is not one of training, notebook, inference")
-                                   % {"kind": repr(kind)})])
     form = {k: v for k, v in form.items() if k != "kind"}
     issues: list[SpecIssue] = []
 
@@ -185,6 +187,7 @@ def spec_from_image_form(
         raise SpecError(issues)
     image = values.get("image")
     doc: dict[str, Any] = {
+        "kind": kind.name,  # the roles tab: training's, or another kind's written with roles
         "name": values.get("name") or (_name_from_image(image) if isinstance(image, str) else "job"),
         "type": "single",
     }
@@ -203,7 +206,7 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     """The image form's fields for a spec, as text the form shows (blank: the default), and what
     of the spec the form cannot show (filling the form in again would drop it). `kind` says which
     tab shows it."""
-    if spec.kind in FORM_KINDS:
+    if workload_kinds.kind_of(spec).form_fields is not None:
         return kind_form_values(spec)
     role = spec.roles[0]
     hidden = []
@@ -226,7 +229,7 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     else:
         gpus = str(role.num_gpus)
     values = {
-        "kind": "training",
+        "kind": spec.kind,
         "name": spec.name,
         "image": role.image,
         "command": shlex.join(role.command),
@@ -284,7 +287,7 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
 # -- back to YAML ------------------------------------------------------------------------------
 
 
-def _role_to_dict(role: RoleSpec) -> dict[str, Any]:
+def role_to_dict(role: RoleSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"name": role.name, "image": role.image}
     if role.command:
         out["command"] = list(role.command)
@@ -314,8 +317,11 @@ def _role_to_dict(role: RoleSpec) -> dict[str, Any]:
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
     """The clean-form object of a spec; parse_job_spec_obj(spec_to_dict(s)) == s."""
-    if spec.kind != "training":
-        return kind_to_dict(spec, _role_to_dict(spec.roles[0]))
+    return workload_kinds.kind_of(spec).to_dict(spec)
+
+
+def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
+    """The clean-form object of a spec written with roles (training's)."""
     out: dict[str, Any] = {"name": spec.name, "type": spec.type}
     if spec.queue is not None:
         out["queue"] = spec.queue
@@ -323,7 +329,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
     out["preemptible"] = spec.preemptible
     out["reduceCost"] = spec.reduce_cost
     out["expectedDuration"] = format_duration(spec.expected_duration_s)
-    out["roles"] = [_role_to_dict(r) for r in spec.roles]
+    out["roles"] = [role_to_dict(r) for r in spec.roles]
     if spec.checkpoint_path is not None:
         out["checkpointPath"] = spec.checkpoint_path
     return out

@@ -12,7 +12,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext as _
 
@@ -21,9 +21,11 @@ from scheduling.spec.model import JobSpec, SpecIssue
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
 from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE, SERVER_DEFAULTS, TARGET_METRICS
 
-FORM_KINDS = ("notebook", "inference")
+if TYPE_CHECKING:
+    from scheduling.kinds.base import Kind
 
-_SLICE_FIELDS: dict[str, Path] = {
+# The fields every tab has, by their place in the kind's document (a kind's `form_fields` add its own).
+SLICE_FIELDS: dict[str, Path] = {
     "gpus": ("resources", "gpu"),
     "sharing": ("sharing",),
     "gpuMemory": ("resources", "gpuMemory"),
@@ -34,55 +36,19 @@ _SLICE_FIELDS: dict[str, Path] = {
     "gpuModel": ("gpuModel",),
     "nodePool": ("nodePool",),
 }
-_JOB_FIELDS: dict[str, Path] = {
+JOB_FIELDS: dict[str, Path] = {
     "name": ("name",),
     "queue": ("queue",),
     "priority": ("priority",),
     "expectedDuration": ("expectedDuration",),
 }
-
-# Form field -> where it goes in the kind's document. `targetMetric` and `targetValue` together make
-# `target: {metric: value}`.
-KIND_FORM_FIELDS: dict[str, dict[str, Path]] = {
-    "notebook": {
-        **_JOB_FIELDS,
-        "image": ("image",),
-        **_SLICE_FIELDS,
-        "homeSize": ("home", "size"),
-        "idleAfter": ("idleAfter",),
-    },
-    "inference": {
-        **_JOB_FIELDS,
-        "server": ("server",),
-        "image": ("image",),
-        "command": ("command",),
-        "port": ("port",),
-        "healthPath": ("healthPath",),
-        "modelPath": ("model", "path"),
-        "modelRegistry": ("model", "registry"),
-        "modelName": ("model", "name"),
-        **_SLICE_FIELDS,
-        "gpuMemoryLimit": ("resources", "gpuMemoryLimit"),
-        "minReplicas": ("replicas", "min"),
-        "maxReplicas": ("replicas", "max"),
-        "targetMetric": ("target",),
-        "targetValue": ("target",),
-        "scaleDownDelay": ("scaleDownDelay",),
-    },
-}
-# Paths the readers report that no one field owns: the field that fixes them.
-_EXTRA_NAMES: dict[str, dict[Path, str]] = {
-    "notebook": {("home",): "homeSize", ("resources",): "gpus"},
-    "inference": {("model",): "modelPath", ("replicas",): "minReplicas", ("resources",): "gpus",
-                  ("target", "concurrency"): "targetValue", ("target", "rps"): "targetValue"},
-}
 _WHOLE = {"priority", "minReplicas", "maxReplicas", "port"}
 
 
-def form_namer(kind: str) -> Callable[[Path], str]:
+def form_namer(kind: Kind) -> Callable[[Path], str]:
     """A reader's namer for a kind's tab: a path in the document -> the form field that sets it."""
-    names = {path: name for name, path in KIND_FORM_FIELDS[kind].items() if name != "targetMetric"}
-    names.update(_EXTRA_NAMES[kind])
+    names = {path: name for name, path in (kind.form_fields or {}).items() if name != "targetMetric"}
+    names.update(kind.form_extra_names)
 
     def namer(path: Path) -> str:
         return names.get(path) or ".".join(str(p) for p in path)
@@ -90,19 +56,10 @@ def form_namer(kind: str) -> Callable[[Path], str]:
     return namer
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     """The last part of an image or model reference as a DNS label: hf.co/meta/Llama-3:1 -> llama-3."""
     base = re.split(r"[:@]", text.rstrip("/").rsplit("/", 1)[-1])[0].lower()
     return re.sub(r"[^a-z0-9-]+", "-", base).strip("-")[:63].strip("-")
-
-
-def _default_name(kind: str, values: Mapping[str, Any]) -> str:
-    if kind == "notebook":
-        return _slug(str(values.get("image") or DEFAULT_NOTEBOOK_IMAGE)) or "notebook"
-    for key in ("modelName", "modelPath", "modelRegistry", "image"):
-        if isinstance(values.get(key), str) and (name := _slug(values[key])):
-            return name
-    return "service"
 
 
 def _coerce(key: str, value: str, bad: Callable[[str, str], None]) -> Any:
@@ -131,10 +88,10 @@ def _coerce(key: str, value: str, bad: Callable[[str, str], None]) -> Any:
     return value
 
 
-def kind_form_document(kind: str, form: Mapping[str, Any]) -> tuple[dict[str, Any], list[SpecIssue]]:
-    """The clean-form document a notebook or inference tab stands for, or the problems with its
+def kind_form_document(kind: Kind, form: Mapping[str, Any]) -> tuple[dict[str, Any], list[SpecIssue]]:
+    """The clean-form document a kind's tab (a notebook's, a service's) stands for, or the problems with its
     fields (unknown ones, text that is not a number): those come before the spec reader's."""
-    fields = KIND_FORM_FIELDS[kind]
+    fields = kind.form_fields or {}
     issues: list[SpecIssue] = []
 
     def bad(key: str, message: str) -> None:
@@ -145,7 +102,7 @@ def kind_form_document(kind: str, form: Mapping[str, Any]) -> tuple[dict[str, An
         if key == "kind":
             continue
         if key not in fields:
-            bad(key, _("unknown field '%(key)s' for kind %(kind)s") % {"key": key, "kind": kind})
+            bad(key, _("unknown field '%(key)s' for kind %(kind)s") % {"key": key, "kind": kind.name})
             continue
         if isinstance(value, str):
             value = value.strip()
@@ -158,7 +115,7 @@ def kind_form_document(kind: str, form: Mapping[str, Any]) -> tuple[dict[str, An
     if metric is not None and metric not in TARGET_METRICS:
         bad("targetMetric", _("'%(value)s' is not one of %(choices)s") % {"value": metric,
                                                                           "choices": ", ".join(TARGET_METRICS)})
-    doc: dict[str, Any] = {"kind": kind, "name": values.pop("name", None) or _default_name(kind, values)}
+    doc: dict[str, Any] = {"kind": kind.name, "name": values.pop("name", None) or kind.form_default_name(values)}
     target = values.pop("targetValue", None)
     if target is not None:
         doc["target"] = {metric or "concurrency": target}

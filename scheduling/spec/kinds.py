@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from typing import Any
 
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from scheduling import kinds
 from scheduling.core.units import gpu_model_name
 from scheduling.spec.cluster import ClusterProblem
 from scheduling.spec.load import Path
@@ -45,7 +47,6 @@ from scheduling.spec.workloads import (
     DEFAULT_NOTEBOOK_GPU,
     DEFAULT_NOTEBOOK_IMAGE,
     DEFAULT_SCALE_DOWN_DELAY_S,
-    KINDS,
     MAX_HOME_MIB,
     MAX_IDLE_AFTER_S,
     MAX_SCALE_DOWN_DELAY_S,
@@ -80,21 +81,24 @@ NOT_FOR_KIND = {
     "replicas": gettext_noop("a notebook has exactly one replica"),
     "command": gettext_noop("a notebook runs its image's own command"),
 }
-NOUNS = {"notebook": gettext_noop("a notebook"), "inference": gettext_noop("an inference service")}
 MODEL_PATH_RE = re.compile(r"^/[A-Za-z0-9._\-/]{0,1023}$")
 SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:]{0,127}$")
 HEALTH_PATH_RE = re.compile(r"^/[A-Za-z0-9._~\-/]{0,255}$")
 
 
 def read_any_clean(r: Reader) -> ReadResult:
-    """The clean form of any kind: `kind` (default training) picks the reader."""
+    """The clean form of any kind: `kind` (default training) picks the kind, whose reader reads it."""
     doc: dict[str, Any] = r.doc.value
-    kind = r.choice(doc, (), "kind", KINDS, default="training")
-    if kind == "training":
-        return read_clean(r)
-    if kind is None:
+    name = r.choice(doc, (), "kind", kinds.names(), default=kinds.DEFAULT)
+    if name is None:
         return ReadResult(None, clean_locate)
-    return read_notebook(r) if kind == "notebook" else read_inference(r)
+    return kinds.get(name).read(r)
+
+
+def read_roles(r: Reader, kind: str) -> ReadResult:
+    """A kind written with roles, as training is (the clean form's roles reader), as a spec of `kind`."""
+    result = read_clean(r)
+    return result if result.spec is None else ReadResult(replace(result.spec, kind=kind), result.locate)
 
 
 def top_locate(problem: ClusterProblem) -> tuple[Path, ...]:
@@ -104,16 +108,12 @@ def top_locate(problem: ClusterProblem) -> tuple[Path, ...]:
     return CLEAN_ROLE_SOURCES.get(problem.attr, ((),))
 
 
-def locate_for(spec: JobSpec):
-    return clean_locate if spec.kind == "training" else top_locate
-
-
 # -- shared parts --------------------------------------------------------------------------------
 
 
 def _check_kind_keys(r: Reader, doc: dict[str, Any], kind: str, allowed: tuple[str, ...]) -> None:
     misplaced = [k for k in doc if k not in allowed and k in NOT_FOR_KIND]
-    noun = _(NOUNS[kind])
+    noun = _(kinds.get(kind).noun)
     for key in misplaced:
         why = _(NOT_FOR_KIND[key]) % {"noun": noun}
         r.error((key,), _("%(key)s does not apply to kind %(kind)s: %(why)s") % {"key": key, "kind": kind, "why": why},
@@ -162,9 +162,10 @@ def _complete(*values: Any) -> bool:
 # -- notebook --------------------------------------------------------------------------------------
 
 
-def read_notebook(r: Reader) -> ReadResult:
+def read_notebook(r: Reader, kind: str) -> ReadResult:
+    """A notebook's document, as a spec of `kind`."""
     doc: dict[str, Any] = r.doc.value
-    _check_kind_keys(r, doc, "notebook", NOTEBOOK_KEYS)
+    _check_kind_keys(r, doc, kind, NOTEBOOK_KEYS)
     job = _job_fields(r, doc)
     image = _image(r, doc, DEFAULT_NOTEBOOK_IMAGE)
     env = read_env(r, doc, ())
@@ -184,7 +185,7 @@ def read_notebook(r: Reader) -> ReadResult:
         return ReadResult(None, top_locate)
     role = RoleSpec(name=NOTEBOOK_ROLE, image=image, env=env, min_replicas=1, max_replicas=1, **place, **resources)
     notebook = NotebookSpec(home_mib=home, idle_after_s=None if idle_after is MISSING else idle_after)
-    return ReadResult(JobSpec(type="single", roles=(role,), kind="notebook", notebook=notebook, **job), top_locate)
+    return ReadResult(JobSpec(type="single", roles=(role,), kind=kind, notebook=notebook, **job), top_locate)
 
 
 def _read_home(r: Reader, doc: dict[str, Any]) -> int | None:
@@ -206,9 +207,10 @@ def _read_home(r: Reader, doc: dict[str, Any]) -> int | None:
 # -- inference -------------------------------------------------------------------------------------
 
 
-def read_inference(r: Reader) -> ReadResult:
+def read_inference(r: Reader, kind: str) -> ReadResult:
+    """An inference service's document, as a spec of `kind`."""
     doc: dict[str, Any] = r.doc.value
-    _check_kind_keys(r, doc, "inference", INFERENCE_KEYS)
+    _check_kind_keys(r, doc, kind, INFERENCE_KEYS)
     job = _job_fields(r, doc)
     server = r.choice(doc, (), "server", SERVERS, default="vllm", fold_case=True)
     image_default, port_default, health_default = SERVER_DEFAULTS.get(server or "vllm", (None, None, None))
@@ -239,7 +241,7 @@ def read_inference(r: Reader) -> ReadResult:
     inference = InferenceSpec(
         server=server, port=port, health_path=health, model_path=path, model_registry=registry, model_name=served,
         gpu_mem_limit_mib=limit or None, target_metric=target[0], target_value=target[1], scale_down_delay_s=delay)
-    return ReadResult(JobSpec(type="single", roles=(role,), kind="inference", inference=inference, **job),
+    return ReadResult(JobSpec(type="single", roles=(role,), kind=kind, inference=inference, **job),
                       top_locate)
 
 
@@ -380,21 +382,21 @@ def kind_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
 # -- what the scheduler is asked for --------------------------------------------------------------
 
 
-def kind_requests(spec: JobSpec, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The stored core requests of a notebook or service (`spec/requests.py` makes them for any job).
+def service_requests(spec: JobSpec, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The stored core requests of a service (`spec/requests.py` makes them for any job).
 
     A service's role keeps its declared range as `scale_min`/`scale_max` and asks the core for
     `service_bounds(scale_min, scale_max, desired)` replicas: it starts at its minimum (one at least, the
     core has no job of zero replicas) and the autoscaler raises `max_replicas` to what it wants; the
     replicas above `min_replicas` are elastic, so they go first when others reclaim.
     """
-    if spec.kind != "inference" or spec.inference is None:
-        return [{**r, "kind": spec.kind} for r in requests] if spec.kind != "training" else requests
+    if spec.inference is None:
+        return [{**r, "kind": spec.kind} for r in requests]
     out = []
     for request in requests:
         low, high = request["min_replicas"], request["max_replicas"]
         core_low, core_high = service_bounds(low, high, low) or (1, 1)
-        out.append({**request, "kind": "inference", "scale_min": low, "scale_max": high,
+        out.append({**request, "kind": spec.kind, "scale_min": low, "scale_max": high,
                     "min_replicas": core_low, "max_replicas": core_high,
                     # a quoted option may hold the service on another mode: a burst applies to fractions only
                     "gpu_mem_limit_mib": (spec.inference.gpu_mem_limit_mib or 0) if request["mode"] == "fraction"

@@ -13,6 +13,7 @@ from django.utils.translation import gettext as _
 
 from scheduling.core.units import MILLI_PER_CPU, MILLI_PER_GPU
 from scheduling.errors import DomainError
+from scheduling.kinds.registry import DEFAULT as DEFAULT_KIND
 from scheduling.spec.workloads import InferenceSpec, NotebookSpec
 
 JOB_TYPES = ("single", "pytorch", "mpi")
@@ -106,7 +107,7 @@ class JobSpec:
     reduce_cost: bool = False
     expected_duration_s: int = DEFAULT_DURATION_S
     checkpoint_path: str | None = None
-    kind: str = "training"  # training | notebook | inference (scheduling.spec.workloads)
+    kind: str = DEFAULT_KIND  # a name in the kinds' registry (scheduling.kinds): training, notebook, inference
     notebook: NotebookSpec | None = None
     inference: InferenceSpec | None = None
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduling import kinds
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.spec import JobSpec, RoleSpec
-from scheduling.spec.kinds import kind_requests
 
 
 def role_requests(spec: JobSpec, option: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -21,7 +21,7 @@ def role_requests(spec: JobSpec, option: dict[str, Any] | None) -> list[dict[str
     """
     by_role = {r["name"]: r for r in (option or {}).get("roles", ())}
     pool = (option or {}).get("pool", "")
-    return kind_requests(spec, [_request(role, by_role.get(role.name), pool) for role in spec.roles])
+    return kinds.kind_of(spec).requests(spec, [_request(role, by_role.get(role.name), pool) for role in spec.roles])
 
 
 def _request(role: RoleSpec, quoted: dict[str, Any] | None, pool: str) -> dict[str, Any]:

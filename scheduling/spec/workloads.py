@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("training", "notebook", "inference")
-# Work that runs while its user is there: quoted to start now only (no off-peak option).
-INTERACTIVE_KINDS = ("notebook", "inference")
 NOTEBOOK_QUOTE_S = 3600  # a notebook runs until stopped: quoted per hour unless a duration is stated
 SERVERS = ("vllm", "triton", "custom")
 TARGET_METRICS = ("concurrency", "rps")

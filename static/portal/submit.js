@@ -24,18 +24,17 @@
   const unavailable = document.getElementById("quote-unavailable");
   const commonNote = document.getElementById("quote-common");
   const duration = document.getElementById("duration-hours");
-  const kindForms = {
-    training: document.getElementById("image-form"),
-    notebook: document.getElementById("notebook-form"),
-    inference: document.getElementById("inference-form"),
-  };
+  // One tab and one fieldset per kind that has one (the page writes them from scheduling.kinds).
+  const kindForms = Object.fromEntries([...document.querySelectorAll("#tab-image fieldset.image-form[data-kind]")]
+    .map((fieldset) => [fieldset.dataset.kind, fieldset]));
   const kindTabs = document.getElementById("kind-tabs");
+  const defaultKind = kindTabs.querySelector(".tab").dataset.kind;
   const preview = document.getElementById("form-yaml-preview");
   const notShown = document.getElementById("form-not-shown");
   const examples = JSON.parse(document.getElementById("submit-examples").textContent);
   const texts = JSON.parse(document.getElementById("submit-texts").textContent);
   const quotePanel = document.getElementById("quote-panel");
-  let kind = "training"; // the image form's tab
+  let kind = defaultKind; // the image form's tab
   const DEBOUNCE_MS = 400;
 
   // The editor, or the plain textarea when the bundle did not load.
@@ -240,19 +239,20 @@
     return tr;
   }
 
-  // A notebook is priced per hour; a service per hour at its fewest and at its most replicas.
+  // The quote's kind says how its rates read: a notebook per hour; a service per hour at its fewest and at
+  // its most replicas.
   function rateNote(o, quote) {
-    if (quote.kind === "notebook") return fill(texts.notebook, {price: o.price_per_hour, currency: quote.currency});
-    if (quote.kind === "inference" && o.roles && o.roles.length) {
+    if (quote.rates === "per-hour") return fill(texts["per-hour"], {price: o.price_per_hour, currency: quote.currency});
+    if (quote.rates === "per-replicas" && o.roles && o.roles.length) {
       const role = o.roles[0];
-      return fill(texts.inference, {low: o.price_per_hour, min: role.min_replicas,
+      return fill(texts["per-replicas"], {low: o.price_per_hour, min: role.min_replicas,
         high: o.price_per_hour_max, max: role.max_replicas});
     }
     return "";
   }
 
   function renderQuote(quote) {
-    quotePanel.dataset.kind = quote.kind || "training";
+    quotePanel.dataset.kind = quote.kind || defaultKind;
     const common = commonTradeoffs(quote.options);
     const first = quote.options[0];
     const commonText = common.map((t) => tradeoffText(first, first.tradeoffs.indexOf(t)));
@@ -311,7 +311,7 @@
 
   // The tab of a kind: its fieldset shown, the others hidden (their fields are not posted).
   function showKind(name) {
-    kind = kindForms[name] ? name : "training";
+    kind = kindForms[name] ? name : defaultKind;
     for (const [key, fieldset] of Object.entries(kindForms)) fieldset.hidden = key !== kind;
     for (const tab of kindTabs.querySelectorAll(".tab")) {
       tab.classList.toggle("active", tab.dataset.kind === kind);
@@ -323,8 +323,10 @@
 
   // A custom server names its port, health path and command; vLLM and Triton have their own.
   function showServerFields() {
-    const form = kindForms.inference;
-    const custom = form.querySelector("[data-field='server']").value === "custom";
+    const form = kindForms[kind];
+    const server = form.querySelector("[data-field='server']");
+    if (!server) return;
+    const custom = server.value === "custom";
     for (const label of form.querySelectorAll(".custom-only")) {
       label.hidden = !custom && !label.querySelector("[data-field]").value;
     }
@@ -385,17 +387,19 @@
     fieldset.addEventListener("input", () => schedule(refreshFromForm));
     fieldset.addEventListener("change", () => schedule(refreshFromForm));
   }
-  kindForms.inference.querySelector("[data-field='server']").addEventListener("change", showServerFields);
+  for (const server of document.querySelectorAll("#tab-image fieldset [data-field='server']")) {
+    server.addEventListener("change", showServerFields);
+  }
 
-  // Picking a kind writes its YAML at once. A notebook runs until it is stopped: unless the tenant set a
-  // duration, it is quoted for one hour (its price per hour).
+  // Picking a kind writes its YAML at once. A kind that runs until it is stopped (a notebook) names the hours
+  // it is quoted for (data-quote-hours: one, its price per hour) unless the tenant set a duration.
   const pageHours = duration.value;
   let durationSet = false;
   for (const tab of kindTabs.querySelectorAll(".tab")) {
     tab.addEventListener("click", () => {
       if (tab.dataset.kind === kind) return;
       showKind(tab.dataset.kind);
-      if (!durationSet) duration.value = kind === "notebook" ? "1" : pageHours;
+      if (!durationSet) duration.value = tab.dataset.quoteHours || pageHours;
       clearTimeout(timer);
       refreshFromForm();
     });
@@ -456,7 +460,7 @@
       showPreview();
     });
   }
-  showKind(quotePanel.dataset.kind || "training");
+  showKind(quotePanel.dataset.kind || defaultKind);
 
   // ------------------------------------------------------------------ the form itself
 

@@ -29,7 +29,7 @@ def off_peak_far_from_now(cluster):
 def test_deploy_a_service_from_the_form_call_it_and_see_its_charts_move(live_daphne, cluster, page, settings,
                                                                         scheduler_running):
     from portal.services import create_api_token
-    from scheduling.models import Job, JobKind
+    from scheduling.models import Job
 
     settings.SERVICE_SCALE_INTERVAL_S = 1
     login(page, live_daphne, "alice", PASSWORDS["alice"])
@@ -46,7 +46,7 @@ def test_deploy_a_service_from_the_form_call_it_and_see_its_charts_move(live_dap
     page.locator("#quote-table tbody tr button.submit-option").first.click()
     page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
     job = Job.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
-    assert job.kind == JobKind.INFERENCE
+    assert job.kind == "inference"
 
     page.goto(f"{live_daphne.url}/services/{job.pk}/")
     expect(page.locator("#curl-example")).to_contain_text(f"/serve/vision-lab/{job.name}/v1/completions")

@@ -83,10 +83,10 @@ def test_the_inference_tab_writes_a_service_and_its_quote_follows(live_daphne, c
     expect(page.locator(".cm-content")).to_contain_text("kind: inference")
     page.locator(ROW).locator("button.submit-option").click()
     page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
-    from scheduling.models import Job, JobKind
+    from scheduling.models import Job
 
     job = Job.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
-    assert (job.kind, job.name, job.quote["id"]) == (JobKind.INFERENCE, "llama-3-8b", "a100-spot.fraction.now")
+    assert (job.kind, job.name, job.quote["id"]) == ("inference", "llama-3-8b", "a100-spot.fraction.now")
     assert job.quote["price_per_hour_max"] == "1.8800"
 
 

@@ -305,7 +305,7 @@ def live_gpuctl(gpuctl):
 @LIVE_ONLY
 @pytest.mark.django_db(transaction=True)
 def test_live_create_list_scale_and_delete_a_service(live_gpuctl, tokens, live_daphne):
-    from scheduling.models import Job, JobKind, JobState, ServiceScale
+    from scheduling.models import Job, JobState, ServiceScale
 
     alice = tokens["alice"]
     code, out, err = live_gpuctl(alice, "serve", "create", "chat", "--model-registry", "hf.co/org/chat-7b",
@@ -322,7 +322,7 @@ def test_live_create_list_scale_and_delete_a_service(live_gpuctl, tokens, live_d
                                  "--target-rps", "5", "-w", "vision-lab")
     assert (code, err) == (0, "")
     job = Job.objects.get(name="chat", workspace__slug="vision-lab")
-    assert job.kind == JobKind.INFERENCE
+    assert job.kind == "inference"
     assert out.splitlines()[:2] == [f"created service chat ({job.pk}) in vision-lab, queue vision-lab: {job.state}",
                                     f"endpoint: {live_daphne.url}/serve/vision-lab/chat/"]
     scale = ServiceScale.objects.get(job=job)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduling import services
-from scheduling.models import Job, JobKind
+from scheduling.models import Job
 from scheduling.spec import parse_job_spec_obj
 
 NOTEBOOK = "kind: notebook\nname: scratch\nqueue: vision-lab\nresources: {gpu: 0.5, gpuMemory: 10Gi}\n"
@@ -26,9 +26,9 @@ def test_submit_stores_the_kind_and_the_cycle_places_each(cluster, backend, cloc
     jobs = {text: services.submit_job(user=cluster.alice, workspace=cluster.vision, spec=text)
             for text in (NOTEBOOK, SERVICE, TRAINING)}
     notebook, service, training = (Job.objects.get(pk=jobs[t].pk) for t in (NOTEBOOK, SERVICE, TRAINING))
-    assert (notebook.kind, notebook.job_type, notebook.preemptible) == (JobKind.NOTEBOOK, "single", False)
-    assert (service.kind, service.preemptible) == (JobKind.INFERENCE, False)
-    assert training.kind == JobKind.TRAINING
+    assert (notebook.kind, notebook.job_type, notebook.preemptible) == ("notebook", "single", False)
+    assert (service.kind, service.preemptible) == ("inference", False)
+    assert training.kind == "training"
     assert notebook.roles[0]["kind"] == "notebook" and notebook.roles[0]["gpu_mem_mib"] == 10 * 1024
     assert (service.roles[0]["scale_min"], service.roles[0]["scale_max"]) == (0, 3)
     assert parse_job_spec_obj(service.spec).inference.model_path == "/models/llama"

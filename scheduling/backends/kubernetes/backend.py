@@ -7,7 +7,7 @@
   the extended resource of its sharing mode; fractions are pinned to their GPU through the environment
   and each shared GPU is held whole by a reservation pod (as Run:ai does); PyTorch / MPI jobs get a
   headless Service (rank-<r>.job-<id>.<ns>.svc, rank 0 = MASTER_ADDR) and an MPI hostfile ConfigMap.
-- a notebook (launch kind "notebook"): its pod serves on port 8888 under its base URL with its token, mounts
+- a notebook (launch shape jupyter): its pod serves on port 8888 under its base URL with its token, mounts
   its home PersistentVolumeClaim (made at the first launch, kept when the pod goes, deleted by
   delete_home()), and a ClusterIP Service the portal's proxy reaches (endpoint(): no API call).
 - statuses(): a local cache of the platform's pods fed by a list, then a watch resumed from the last
@@ -36,7 +36,15 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.watch.watch import iter_resp_lines
 
-from scheduling.backends.base import Endpoint, NodeInventory, ReplicaKey, ReplicaLaunch, ReplicaStatus
+from scheduling.backends.base import (
+    JUPYTER,
+    MODEL_SERVER,
+    Endpoint,
+    NodeInventory,
+    ReplicaKey,
+    ReplicaLaunch,
+    ReplicaStatus,
+)
 
 from . import manifests as m
 from .config import KubernetesConfig
@@ -299,9 +307,9 @@ class KubernetesBackend:
             self._ensure_namespace(namespace, replica.workspace)
             if replica.job_type in m.DISTRIBUTED:
                 self._ensure_job_objects(replica, namespace)
-            if replica.kind == m.NOTEBOOK:
+            if replica.shape == JUPYTER:
                 self._ensure_notebook_objects(replica, namespace)
-            if replica.kind == m.INFERENCE:
+            if replica.shape == MODEL_SERVER:
                 svc = m.inference_service(replica, namespace)
                 self._create(f"service {namespace}/{svc['metadata']['name']}", self.core.create_namespaced_service,
                              namespace, svc)

@@ -19,6 +19,8 @@ from kubernetes.utils import parse_quantity
 
 from scheduling.backends.base import (
     FAILED,
+    JUPYTER,
+    MODEL_SERVER,
     PENDING,
     RUNNING,
     SUCCEEDED,
@@ -43,10 +45,10 @@ MANAGED_SELECTOR = f"{MANAGED}=true"
 NVIDIA_GPU, AMD_GPU, SHARED_GPU, MIG_PREFIX = "nvidia.com/gpu", "amd.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
 DISTRIBUTED = ("pytorch", "mpi")
 MPI_HOSTFILE_DIR = "/etc/mpi"
-NOTEBOOK, NOTEBOOK_NAME = "notebook", P + "notebook"
+NOTEBOOK_NAME = P + "notebook"
 NOTEBOOK_PORT = 8888
 NOTEBOOK_HOME = "/home/jovyan"  # Jupyter Docker Stacks' user home: the persistent volume goes there
-INFERENCE, INFERENCE_NAME = "inference", P + "inference"
+INFERENCE_NAME = P + "inference"
 INFERENCE_BASE_PREFIX = "/serve/"  # an inference service's base URL: /serve/<workspace>/<name>/
 INFERENCE_SERVICE_PORT = 80  # the Service's port, whatever port the server listens on (targetPort "http")
 GPU_MEM_LIMIT = P + "gpu-mem-limit-mib"
@@ -329,7 +331,7 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     distributed = replica.job_type in DISTRIBUTED
     if distributed:
         env += distributed_env(replica, namespace, config)
-    notebook, inference = replica.kind == NOTEBOOK, replica.kind == INFERENCE
+    notebook, inference = replica.shape == JUPYTER, replica.shape == MODEL_SERVER
     if notebook:
         env += notebook_env(replica)
     if inference:

@@ -28,7 +28,10 @@ from django.db.models import Min
 
 from scheduling import clock
 from scheduling.backends.base import (
+    BATCH,
     FAILED,
+    JUPYTER,
+    MODEL_SERVER,
     PENDING,
     RUNNING,
     SUCCEEDED,
@@ -55,10 +58,10 @@ class PodRow(NamedTuple):
     run_seconds: float
     fails: bool
     kind: str
+    process: bool
 
 
 PULL_SECONDS = 1.0
-PROCESS_KINDS = ("notebook", "inference")  # kinds whose replicas are real processes here
 NOTEBOOK_SERVER = "scheduling.backends.simulated.notebook_server"
 INFERENCE_SERVER = "scheduling.backends.simulated.inference_server"
 SLICE_MODES = {"whole": "exclusive", "fraction": "fraction", "mig": "mig", "timeslice": "timeslice"}
@@ -131,14 +134,14 @@ class SimulatedBackend:
                 SimulatedPod(job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image,
                              gpus=list(r.gpus), launched=now, job_started=first.get(r.job_id) or now,
                              run_seconds=r.expected_duration_s / self.speedup,
-                             fails=_fails(r.job_id, self.failure_rate) and r.kind not in PROCESS_KINDS,
-                             kind=r.kind if r.kind in PROCESS_KINDS else "training")
+                             fails=_fails(r.job_id, self.failure_rate) and r.shape == BATCH,
+                             kind=r.kind, process=r.shape != BATCH)
                 for r in replicas
             ], ignore_conflicts=True)
         for replica in replicas:  # once the pods are recorded: a process is never left without its pod
-            if replica.kind == "notebook":
+            if replica.shape == JUPYTER:
                 self._start_notebook(replica)
-            elif replica.kind == "inference":
+            elif replica.shape == MODEL_SERVER:
                 self._start_server(replica)
 
     # -- notebooks: real processes -----------------------------------------------------------------
@@ -200,7 +203,7 @@ class SimulatedBackend:
     def next_change(self, after: datetime) -> datetime | None:
         """The first instant after `after` at which a pod starts or ends, for a caller that moves the
         clock from event to event rather than by a fixed step (the demo history)."""
-        pods = SimulatedPod.objects.filter(kind="training").only("launched", "job_started", "run_seconds")
+        pods = SimulatedPod.objects.filter(process=False).only("launched", "job_started", "run_seconds")
         return min((at for pod in pods for at in self._instants(pod) if at > after), default=None)
 
     def _phase(self, pod: SimulatedPod | PodRow, now: datetime) -> tuple[str, float | None, float | None]:
@@ -235,10 +238,10 @@ class SimulatedBackend:
                 self.runtime.stop(key)
         for pod in pods:
             if pod.node not in ready:
-                if pod.kind in PROCESS_KINDS:
+                if pod.process:
                     self.runtime.stop((pod.job_id, pod.role, pod.index))  # the node's processes went with it
                 continue  # the node is gone and its pods with it
-            if pod.kind in PROCESS_KINDS:
+            if pod.process:
                 phase, started, finished, message = self._process_phase(pod, now)
                 result.append(ReplicaStatus(pod.job_id, pod.role, pod.index, phase, pod.node, message, started,
                                             finished))
@@ -260,7 +263,7 @@ class SimulatedBackend:
 
     def _pod_log(self, pod: SimulatedPod, key: ReplicaKey, tail_lines: int) -> str:
         role, index = key[1], key[2]
-        if pod.kind in PROCESS_KINDS:
+        if pod.process:
             return (f"{pod.launched:%H:%M:%S} {pod.kind} {role}-{index} started on {pod.node}, GPUs {pod.gpus}\n"
                     + self.runtime.log_tail(key, max(0, tail_lines - 1)))[-1024 * 1024:]
         now = self.clock()

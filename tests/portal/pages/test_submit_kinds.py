@@ -9,7 +9,7 @@ import yaml
 from rest_framework.test import APIClient
 
 from billing.services import submit_quoted_job
-from scheduling.models import Job, JobKind
+from scheduling.models import Job
 from scheduling.spec import parse_job_spec
 
 NOTEBOOK_FORM = {"kind": "notebook", "gpus": "0.5", "gpuMemory": "10Gi", "homeSize": "20Gi", "idleAfter": "45m",
@@ -141,5 +141,5 @@ def test_a_service_from_its_tab_is_submitted_with_the_chosen_option(cluster, clo
     text = form_yaml(api, SERVICE_FORM).json()["yaml"]
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=text, option="a100-spot.fraction.now")
     job = Job.objects.get(pk=job.pk)
-    assert job.kind == JobKind.INFERENCE and job.quote["price_per_hour_max"] == "1.2720"
+    assert job.kind == "inference" and job.quote["price_per_hour_max"] == "1.2720"
     assert Decimal(job.quote["total"]) == 0  # at its min of 0 replicas

@@ -10,6 +10,7 @@ from dataclasses import replace
 import kubernetes_validate
 import pytest
 
+from scheduling.backends.base import MODEL_SERVER
 from scheduling.backends.kubernetes import manifests as m
 from scheduling.backends.kubernetes.config import KubernetesConfig
 from tests.scheduling.backends.kubernetes.k8s_launches import launch
@@ -22,13 +23,13 @@ BASE = "/serve/vision-lab/chat/"
 
 def service_launch(index: int = 0, *, node: str = "gpu-1", gpus=(0,), workspace: str = "vision-lab",
                    job_id: int = 9, **fields):
-    """A replica of an inference service as scheduling.inference.launch_fields fills it (`kind` of the helper
+    """A replica of an inference service as the inference kind's launch_fields fills it (`kind` of the helper
     is the slice's)."""
     slice_kind = fields.pop("slice_kind", "whole")
     replica = launch(job_id=job_id, role="server", index=index, kind=slice_kind, gpus=gpus, node=node,
                      workspace=workspace, job_name="chat", command=(), image="vllm/vllm-openai:v0.5.4",
                      slice=fields.pop("slice", {}))
-    serving = dict(kind="inference", server="vllm", port=8000, health_path="/health", token="k3y",
+    serving = dict(kind="inference", shape=MODEL_SERVER, server="vllm", port=8000, health_path="/health", token="k3y",
                    base_url=f"/serve/{workspace}/chat/", model_path="/models/llama-3-8b", model_name="llama-3-8b")
     serving.update(fields)
     return replace(replica, **serving)

@@ -9,6 +9,7 @@ from dataclasses import replace
 import kubernetes_validate
 import pytest
 
+from scheduling.backends.base import JUPYTER
 from scheduling.backends.kubernetes import manifests as m
 from scheduling.backends.kubernetes.config import KubernetesConfig
 from tests.scheduling.backends.kubernetes.k8s_launches import launch
@@ -22,7 +23,7 @@ def notebook_launch():
     replica = launch(job_id=7, role="notebook", kind="fraction", token="s3cret", base_url="/nb/vision-lab/lab/",
                      home_mib=20 * 1024, job_name="lab", command=(),
                      image="quay.io/jupyter/pytorch-notebook:cuda12-latest", slice={"gpu_milli": 500, "gpu_mem_mib": 10240})
-    return replace(replica, kind="notebook")
+    return replace(replica, kind="notebook", shape=JUPYTER)
 
 
 def test_the_notebook_objects_are_valid_and_say_what_they_serve():

@@ -1,0 +1,21 @@
+"""Workload kinds: one object per kind (training, notebook, inference), one module each.
+
+A kind object answers every question the platform asks about a kind (how its spec is read, what its
+launch adds, whether it is interactive, how it idles, whether it stops and starts, how it is quoted),
+so that no module outside this package compares a kind's name. `registry` maps names to objects.
+"""
+
+from scheduling.kinds.registry import (
+    DEFAULT,
+    all,
+    choices,
+    find,
+    get,
+    kind_of,
+    names,
+    names_where,
+    register,
+    unregister,
+)
+
+__all__ = ["DEFAULT", "all", "choices", "find", "get", "kind_of", "names", "names_where", "register", "unregister"]

@@ -1,0 +1,118 @@
+"""What a workload kind answers. Each kind is one module of this package with one object, `KIND`.
+
+The defaults are those of batch work (training): read by the clean-form roles reader, quoted for its
+stated duration with an off-peak option, launched as a modelled pod that runs to completion, idle when
+its GPUs stay below its pool's threshold, cancelled by an idle policy, never stopped and started.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from scheduling.backends.base import BATCH
+
+if TYPE_CHECKING:
+    from scheduling.spec.model import JobSpec
+    from scheduling.spec.read import Reader, ReadResult
+
+# What an idle policy does to a job once it may: stop it (Stopped, started again at will, its slice
+# freed) or cancel it (it ends, paying for what it held).
+IDLE_STOP, IDLE_CANCEL = "stop", "cancel"
+# How a kind's quote rates read on the submit page: none, per hour, per hour at its fewest and most replicas.
+RATES_NONE, RATES_PER_HOUR, RATES_PER_REPLICAS = "", "per-hour", "per-replicas"
+
+
+class Kind:
+    name: str = ""
+    label: Any = ""            # `Job.kind`'s choice label (translatable)
+    noun: str = ""             # msgid: "a notebook", for the spec reader's messages
+    resource_type: str = ""    # the FOCUS export's ResourceType (English, a standard's field)
+    # Work that runs while its user is there: quoted to start now only (no off-peak option).
+    interactive: bool = False
+    # Stops without ending and starts again (Stopped holds nothing and is billed nothing).
+    stoppable: bool = False
+    # msgid: one live job per name in a workspace (its name picks its URL); None: names may repeat.
+    name_taken: str | None = None
+    # The duration a quote assumes when the spec states none (None: the platform's default).
+    quote_duration_s: int | None = None
+    # The process its replicas run, which every backend knows how to launch (scheduling.backends.base).
+    launch_shape: str = BATCH
+    has_home: bool = False     # a persistent home volume, kept across stop and start (deleted with the job)
+    autoscaled: bool = False   # a service whose replicas the autoscaler sets (scheduling.inference)
+    # Idle: judged by its server's own activity (a notebook's kernels) rather than the GPU samples of
+    # the node agents, and what its idle policy does.
+    idle_by_activity: bool = False
+    idle_action: str = IDLE_CANCEL
+    idle_needs_pool_consent: bool = False  # stopped for idling only where its pool allows it (idle_stop_training)
+    quote_rates: str = RATES_NONE
+    # The image form's tab: form field -> its path in the kind's document (None: the kind has no tab of its
+    # own); the paths no one field owns -> the field that fixes them.
+    form_fields: dict[str, tuple] | None = None
+    form_extra_names: dict[tuple, str] = {}
+    # The tab's template on the submit page (None: no tab, written as YAML only), its label and its element id.
+    form_template: str | None = None
+    tab_label: Any = ""
+    listed_on: str = "jobs"    # the portal page that lists its jobs: jobs, notebooks or services
+
+    @property
+    def off_peak(self) -> bool:
+        """Whether a quote offers to start it in the next off-peak window."""
+        return not self.interactive
+
+    def __repr__(self) -> str:
+        return f"<kind {self.name}>"
+
+    # -- the spec ----------------------------------------------------------------------------------
+    def read(self, r: Reader) -> ReadResult:
+        """The clean-form document in `r` as a JobSpec of this kind."""
+        raise NotImplementedError
+
+    def locate(self, spec: JobSpec):
+        """Where a cluster problem points in this kind's document (scheduling.spec.read.clean_locate's shape)."""
+        from scheduling.spec.read import clean_locate
+
+        return clean_locate
+
+    def to_dict(self, spec: JobSpec) -> dict[str, Any]:
+        """The clean-form object of a spec of this kind (parse_job_spec_obj reads it back)."""
+        raise NotImplementedError
+
+    def requests(self, spec: JobSpec, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The stored core requests of a spec of this kind (spec/requests.py makes them for any job)."""
+        return [{**r, "kind": self.name} for r in requests]
+
+    @property
+    def form_id(self) -> str:
+        return f"{self.name}-form"
+
+    def form_default_name(self, values: dict[str, Any]) -> str:
+        """A tab's job name when the form gives none."""
+        return self.name
+
+    # -- launch ------------------------------------------------------------------------------------
+    def launch_fields(self, job) -> dict[str, Any]:
+        """What a ReplicaLaunch of this kind's job carries besides its role, or sets instead of the role's
+        (scheduling.backends.base)."""
+        return {"kind": self.name, "shape": self.launch_shape}
+
+    def process_metrics(self, backend, key: tuple[int, str, int], workspace: str, name: str) -> dict[str, str]:
+        """Where a running replica's own server tells its figures, and the header it asks for ({}: it tells none)."""
+        return {}
+
+    # -- idle ----------------------------------------------------------------------------------------
+    def idle_may_stop(self, pool) -> bool:
+        """Whether the pool's idle policy ends (stops or cancels) an idle job of this kind after its grace."""
+        from scheduling.models import IdleAction
+
+        if pool.idle_action != IdleAction.NOTIFY_THEN_STOP:
+            return False
+        return not self.idle_needs_pool_consent or pool.idle_stop_training
+
+    def idle_stop_at(self, notified: datetime, pool) -> datetime:
+        """When an idle, notified job of this kind that the policy ends is due."""
+        return notified + timedelta(minutes=pool.idle_grace_min)
+
+    def page_url(self, job) -> str:
+        """Where a notice about the job sends its reader."""
+        return f"/jobs/{job.pk}/"
