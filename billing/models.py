@@ -12,8 +12,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
-from billing.pricing import offpeak
-from scheduling import clock
+from scheduling import clock, offpeak
 from scheduling.errors import Conflict
 
 AMOUNT_FIELDS = ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_discount",

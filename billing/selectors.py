@@ -11,8 +11,8 @@ from django.db.models import Prefetch
 from billing import pricing
 from billing.currency import default_currency, workspace_currencies
 from billing.models import GpuRate, PriceTable
-from billing.pricing import offpeak
 from billing.quotes import PoolOffer
+from scheduling import offpeak
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.models import JobState, NodePool, Replica
 from scheduling.selectors import PoolGpus, pool_gpu_counts
