@@ -12,11 +12,18 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
+from billing.pricing.rules import price_rules
 from scheduling import clock, offpeak
 from scheduling.errors import Conflict
 
 AMOUNT_FIELDS = ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_discount",
                  "spot_discount")
+
+
+def weekend_discount() -> Decimal | None:
+    """settings.BILLING_WEEKEND_DISCOUNT: the percentage off at weekends; unset or empty: no weekend rule."""
+    configured = str(getattr(settings, "BILLING_WEEKEND_DISCOUNT", "") or "").strip()
+    return Decimal(configured) if configured else None
 
 
 def hash_token(raw: str) -> str:
@@ -112,6 +119,7 @@ class PriceTable(models.Model):
             offpeak_windows=offpeak.parse_windows(self.offpeak_windows),
             offpeak_time_zone=self.offpeak_time_zone,
             offpeak_discount=self.offpeak_discount, spot_discount=self.spot_discount,
+            rules=price_rules(weekend_discount=weekend_discount()),
         )
         return pricing.PriceTable(effective_from=self.effective_from, rates=rates, name=self.name)
 

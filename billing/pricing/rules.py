@@ -169,6 +169,13 @@ def _local_midnight(day: date, zone: tzinfo) -> datetime:
 DEFAULT_RULES: tuple[PriceRule, ...] = (SharingSlice(), Priority(), OffPeak(), Spot())
 
 
+def price_rules(*, weekend_discount: Decimal | None = None) -> tuple[PriceRule, ...]:
+    """The active list: the default rules, then the weekend discount when a percentage is configured."""
+    if not weekend_discount:
+        return DEFAULT_RULES
+    return (*DEFAULT_RULES, WeekendDiscount(weekend_discount))
+
+
 def fold(
     rules: Sequence[PriceRule], rates: Rates, option: PricedOption, window: PriceWindow, workspace: PricedWorkspace
 ) -> tuple[Decimal, tuple[Adjustment, ...]]:
