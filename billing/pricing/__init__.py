@@ -43,6 +43,9 @@ from scheduling.offpeak import (
     validate_windows,
 )
 
+# The amounts a price version sets: the same names on Rates, billing.models.PriceTable, its form and
+# the console (billing.models.PRICE_FIELDS adds the version's name, currency, time and off-peak windows).
+RATE_AMOUNTS = ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_discount", "spot_discount")
 RATE_PLACES = 4
 _RATE_QUANTUM = Decimal(1).scaleb(-RATE_PLACES)
 _MICROSECONDS_PER_HOUR = Decimal(3_600_000_000)

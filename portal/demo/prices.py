@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.db import transaction
 
 from billing import pricing
-from billing.models import GpuRate, PriceTable
+from billing.models import AMOUNT_FIELDS, GpuRate, PriceTable
 from scheduling.offpeak import parse_windows
 
 SINCE = datetime(2020, 1, 1, tzinfo=UTC)
@@ -42,9 +42,8 @@ def cny_rates() -> pricing.Rates:
 def _table(name: str, rates: pricing.Rates, windows: str) -> None:
     table, created = PriceTable.objects.get_or_create(
         currency=rates.currency, effective_from=SINCE,
-        defaults={"name": name, "cpu_core_hour": rates.cpu_core_hour, "memory_gib_hour": rates.memory_gib_hour,
-                  "offpeak_windows": windows, "offpeak_time_zone": rates.offpeak_time_zone,
-                  "offpeak_discount": rates.offpeak_discount, "spot_discount": rates.spot_discount},
+        defaults={"name": name, "offpeak_windows": windows, "offpeak_time_zone": rates.offpeak_time_zone,
+                  **{field: getattr(rates, field) for field in AMOUNT_FIELDS}},
     )
     if created:
         GpuRate.objects.bulk_create(
