@@ -40,6 +40,7 @@ from scheduling.offpeak import (
     offpeak_intervals,
     require_aware,
     require_duration,
+    split_hours,
     validate_windows,
 )
 
@@ -400,16 +401,31 @@ def hourly_price(
     return price_per_hour(rates, option, window or PriceWindow(offpeak=offpeak), workspace).amount
 
 
+def _timed(rates: Rates) -> bool:
+    """Whether a rule of the table looks at the time (more than peak or off-peak)."""
+    return any(rule.timed for rule in rates.rules)
+
+
 def _priced_parts(
-    rates: Rates, option: PricedOption, start: datetime, end: datetime, tz: tzinfo | str, workspace: PricedWorkspace
+    rates: Rates, option: PricedOption, start: datetime, end: datetime, tz: tzinfo | str, workspace: PricedWorkspace,
+    untimed: dict[bool, Decimal] | None = None,
 ) -> list[tuple[PriceWindow, Decimal]]:
-    """[start, end) cut at off-peak boundaries and where a rule's answer changes, each piece with its rate."""
+    """[start, end) cut at off-peak boundaries and where a rule's answer changes, each piece with its rate.
+    ``untimed``: the peak and off-peak rates when already known; kept while no rule looks at the time."""
+    timed = _timed(rates)
+    known = {} if timed else dict(untimed or {})
     parts = []
     for part_start, part_end, is_off in _offpeak_parts(start, end, rates.offpeak_windows, rates.windows_zone(tz)):
-        bounds = [part_start, *cut_points(rates.rules, part_start, part_end, workspace), part_end]
+        cuts = cut_points(rates.rules, part_start, part_end, workspace) if timed else []
+        bounds = [part_start, *cuts, part_end]
         for piece_start, piece_end in zip(bounds, bounds[1:], strict=False):
             window = PriceWindow(piece_start, piece_end, is_off)
-            parts.append((window, price_per_hour(rates, option, window, workspace).amount))
+            rate = known.get(is_off)
+            if rate is None:
+                rate = price_per_hour(rates, option, window, workspace).amount
+                if not timed:
+                    known[is_off] = rate
+            parts.append((window, rate))
     return parts
 
 
@@ -454,9 +470,14 @@ def estimate(
     workspace = workspace or PricedWorkspace(tz)
     option = PricedOption(allocation, priority=priority, spot=spot)
     begin = start.astimezone(UTC)
-    parts = _priced_parts(rates, option, begin, begin + duration, tz, workspace)
     peak_rate = price_per_hour(rates, option, PriceWindow(begin, begin), workspace).amount
     offpeak_rate = price_per_hour(rates, option, PriceWindow(begin, begin, offpeak=True), workspace).amount
+    if not _timed(rates):  # two rates: peak and off-peak hours, each priced once
+        split = split_hours(begin, duration, rates.offpeak_windows, rates.windows_zone(tz))
+        amount = replicas * (hours(split.peak) * peak_rate + hours(split.offpeak) * offpeak_rate)
+        return Estimate(rates.currency, peak_rate, offpeak_rate, split.peak, split.offpeak, replicas, amount,
+                        quantize_money(amount, rates.currency))
+    parts = _priced_parts(rates, option, begin, begin + duration, tz, workspace)
     # time is summed per rate before it is priced, peak first: hours x rate once per rate
     held: dict[tuple[bool, Decimal], timedelta] = {(False, peak_rate): timedelta(0), (True, offpeak_rate): timedelta(0)}
     for window, rate in parts:

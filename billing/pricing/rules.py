@@ -17,10 +17,11 @@ estimates and metering cut their windows there, so each window has one answer pe
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scheduling.offpeak import as_zone
 
@@ -38,8 +39,7 @@ _SATURDAY = 5
 _HUNDRED = Decimal(100)
 
 
-@dataclass(frozen=True)
-class PricedOption:
+class PricedOption(NamedTuple):
     """The priced choice: what one replica holds (GPU model and charged share, CPU, memory), its
     priority and whether it runs on spot (interruptible) capacity."""
 
@@ -48,8 +48,7 @@ class PricedOption:
     spot: bool = False
 
 
-@dataclass(frozen=True)
-class PriceWindow:
+class PriceWindow(NamedTuple):
     """The stretch of time a rate is for, cut so that every rule has one answer in it. No start: a
     rate not tied to a time (a list price); ``offpeak``: inside the table's off-peak windows."""
 
@@ -58,8 +57,7 @@ class PriceWindow:
     offpeak: bool = False
 
 
-@dataclass(frozen=True)
-class PricedWorkspace:
+class PricedWorkspace(NamedTuple):
     """Who pays: its calendar days are read in ``time_zone`` (the platform's when it has none)."""
 
     time_zone: tzinfo | str = "UTC"
@@ -69,19 +67,21 @@ class PricedWorkspace:
         return as_zone(self.time_zone)
 
 
-@dataclass(frozen=True)
-class Adjustment:
+class Adjustment(NamedTuple):
     """A factor a rule applies, with the reason code and its figures (JSON values)."""
 
     code: str
     factor: Decimal
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Any] = MappingProxyType({})  # the figures the code's text names
     gpu_line: bool = False  # scales the GPU part only (before the whole-price rules)
 
 
 class PriceRule:
     """One price rule: :meth:`adjust` answers for one window; :meth:`boundaries` lists the instants
-    in [start, end) where that answer may change (none for a rule that does not look at the time)."""
+    in [start, end) where that answer may change (none for a rule that does not look at the time).
+    ``timed``: the answer depends on the window's time (not only on whether it is off-peak)."""
+
+    timed = False
 
     def adjust(
         self, rates: Rates, option: PricedOption, window: PriceWindow, workspace: PricedWorkspace
@@ -100,7 +100,7 @@ class SharingSlice(PriceRule):
         share = option.allocation.share
         if share in (0, 1):  # no GPU line, or one whole GPU: the list price
             return None
-        return Adjustment(GPU_SHARE, share, {"share": format(share.normalize(), "f")}, gpu_line=True)
+        return Adjustment(GPU_SHARE, share, {"share": share}, gpu_line=True)
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class OffPeak(PriceRule):
     def adjust(self, rates, option, window, workspace):
         if not window.offpeak:
             return None
-        return Adjustment(OFF_PEAK, rates.offpeak_factor, {"discount": format(rates.offpeak_discount, "f")})
+        return Adjustment(OFF_PEAK, rates.offpeak_factor, {"discount": rates.offpeak_discount})
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class Spot(PriceRule):
     def adjust(self, rates, option, window, workspace):
         if not option.spot:
             return None
-        return Adjustment(SPOT, rates.spot_factor, {"discount": format(rates.spot_discount, "f")})
+        return Adjustment(SPOT, rates.spot_factor, {"discount": rates.spot_discount})
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,7 @@ class WeekendDiscount(PriceRule):
     the list includes it (settings.BILLING_WEEKEND_DISCOUNT)."""
 
     percent: Decimal
+    timed = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.percent, Decimal) or not 0 < self.percent <= _HUNDRED:
@@ -148,7 +149,7 @@ class WeekendDiscount(PriceRule):
     def adjust(self, rates, option, window, workspace):
         if window.start is None or window.start.astimezone(workspace.zone).weekday() < _SATURDAY:
             return None
-        return Adjustment(WEEKEND, 1 - self.percent / _HUNDRED, {"percent": format(self.percent, "f")})
+        return Adjustment(WEEKEND, 1 - self.percent / _HUNDRED, {"percent": self.percent})
 
     def boundaries(self, start, end, workspace):
         zone = workspace.zone

@@ -52,7 +52,7 @@ def test_the_weekend_discount_applies_on_the_workspaces_weekend_only():
     weekday = hour_at(WEEKEND_20, FRIDAY_EVENING_UTC, PricedWorkspace("UTC"))  # Friday 20:00 in UTC
     assert weekday.amount == D("1.5900") and "weekend" not in weekday.reasons
     assert weekend.amount == D("1.2720")  # 1.59 x 0.8
-    assert weekend.reasons[-1] == "weekend" and weekend.adjustments[-1].params == {"percent": "20"}
+    assert weekend.reasons[-1] == "weekend" and weekend.adjustments[-1].params == {"percent": D(20)}
 
 
 def test_an_estimate_across_friday_midnight_pays_the_weekend_rate_after_it():
