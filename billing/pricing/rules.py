@@ -68,11 +68,11 @@ class PricedWorkspace(NamedTuple):
 
 
 class Adjustment(NamedTuple):
-    """A factor a rule applies, with the reason code and its figures (JSON values)."""
+    """A factor a rule applies, with its reason code and the figures that code names."""
 
     code: str
     factor: Decimal
-    params: Mapping[str, Any] = MappingProxyType({})  # the figures the code's text names
+    params: Mapping[str, Any] = MappingProxyType({})
     gpu_line: bool = False  # scales the GPU part only (before the whole-price rules)
 
 
