@@ -6,10 +6,15 @@ class BillingConfig(AppConfig):
     verbose_name = "Prices and billing"
 
     def ready(self):
+        from django.db.models.signals import post_delete, post_save
+
         from billing.ledger.jobs import price_finished_job
-        from billing.selectors import jobs_off_peak_at, off_peak_at
-        from scheduling.signals import job_finished, job_off_peak_asked, off_peak_asked
+        from billing.models import PriceTable, WorkspaceCurrency
+        from billing.offpeak_sync import write_off_peak_calendars, write_workspace_calendar
+        from scheduling.signals import job_finished
 
         job_finished.connect(price_finished_job, dispatch_uid="billing-final-cost")
-        off_peak_asked.connect(off_peak_at, dispatch_uid="billing-off-peak-windows")
-        job_off_peak_asked.connect(jobs_off_peak_at, dispatch_uid="billing-job-off-peak-windows")
+        for signal, event in ((post_save, "save"), (post_delete, "delete")):  # the calendar the scheduler reads
+            signal.connect(write_off_peak_calendars, sender=PriceTable, dispatch_uid=f"billing-off-peak-{event}")
+            signal.connect(write_workspace_calendar, sender=WorkspaceCurrency,
+                           dispatch_uid=f"billing-workspace-calendar-{event}")

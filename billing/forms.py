@@ -4,14 +4,13 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from billing.currency import default_currency
-from billing.models import PriceTable
+from billing.models import PRICE_FIELDS, PriceTable
 
 
 class PriceTableForm(forms.ModelForm):
     class Meta:
         model = PriceTable
-        fields = ["name", "currency", "effective_from", "cpu_core_hour", "memory_gib_hour", "priority_base",
-                  "priority_step", "offpeak_windows", "offpeak_time_zone", "offpeak_discount", "spot_discount"]
+        fields = list(PRICE_FIELDS)
         labels = {
             "name": _("Name"), "currency": _("Currency"), "effective_from": _("Effective from"),
             "cpu_core_hour": _("CPU core-hour"), "memory_gib_hour": _("Memory GiB-hour"), "priority_base": _("Priority base"),

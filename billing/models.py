@@ -12,12 +12,21 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
-from billing.pricing import offpeak
-from scheduling import clock
+from billing.pricing.rules import price_rules
+from scheduling import clock, offpeak
 from scheduling.errors import Conflict
 
-AMOUNT_FIELDS = ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_discount",
-                 "spot_discount")
+AMOUNT_FIELDS = pricing.RATE_AMOUNTS
+# A price version's fields, in the order the form, the console and its audit show them: the one list
+# they all derive from (a new price field is a model field, its place here, its label and help text).
+PRICE_FIELDS = ("name", "currency", "effective_from", *AMOUNT_FIELDS[:4], "offpeak_windows", "offpeak_time_zone",
+                *AMOUNT_FIELDS[4:])
+
+
+def weekend_discount() -> Decimal | None:
+    """settings.BILLING_WEEKEND_DISCOUNT: the percentage off at weekends; unset or empty: no weekend rule."""
+    configured = str(getattr(settings, "BILLING_WEEKEND_DISCOUNT", "") or "").strip()
+    return Decimal(configured) if configured else None
 
 
 def hash_token(raw: str) -> str:
@@ -108,11 +117,9 @@ class PriceTable(models.Model):
         rates = pricing.Rates(
             currency=self.currency,
             gpu={(r.vendor, r.gpu_model): r.per_gpu_hour for r in self.gpu_rates.all()},
-            cpu_core_hour=self.cpu_core_hour, memory_gib_hour=self.memory_gib_hour,
-            priority_base=self.priority_base, priority_step=self.priority_step,
-            offpeak_windows=offpeak.parse_windows(self.offpeak_windows),
-            offpeak_time_zone=self.offpeak_time_zone,
-            offpeak_discount=self.offpeak_discount, spot_discount=self.spot_discount,
+            offpeak_windows=offpeak.parse_windows(self.offpeak_windows), offpeak_time_zone=self.offpeak_time_zone,
+            **{name: getattr(self, name) for name in AMOUNT_FIELDS},
+            rules=price_rules(weekend_discount=weekend_discount()),
         )
         return pricing.PriceTable(effective_from=self.effective_from, rates=rates, name=self.name)
 

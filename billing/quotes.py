@@ -86,11 +86,11 @@ from billing.pricing import (
     quantize_money,
     table_in_force,
 )
-from billing.pricing.offpeak import is_offpeak, next_offpeak_start, require_aware
 from scheduling import kinds
 from scheduling.core.fit import PoolTraits, check_pool_identity, check_pools
 from scheduling.core.units import MILLI_PER_GPU, mig_slices_milli
 from scheduling.errors import DomainError
+from scheduling.offpeak import is_offpeak, next_offpeak_start, require_aware
 from scheduling.spec.cluster import role_request
 from scheduling.spec.model import JobSpec, RoleSpec
 
@@ -630,6 +630,58 @@ def _wait_note(now: datetime, starts_at: datetime, tz: tzinfo) -> Note:
                  minutes=minutes, at=f"{local:%H:%M}", zone=local.tzname())
 
 
+@dataclass
+class _Priced:
+    """An option's money, summed over its roles unrounded: per hour at MinReplicas and MaxReplicas
+    (peak, off-peak), for the duration (low, high, and low on whole GPUs) and the GPUs charged."""
+
+    roles: list[RoleQuote] = field(default_factory=list)
+    per_hour: Decimal = Decimal(0)
+    per_hour_off: Decimal = Decimal(0)
+    per_hour_max: Decimal = Decimal(0)
+    per_hour_max_off: Decimal = Decimal(0)
+    low: Decimal = Decimal(0)
+    high: Decimal = Decimal(0)
+    whole_low: Decimal = Decimal(0)
+    gpus: Decimal = Decimal(0)
+
+
+def _price_roles(
+    spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None], rates: Rates, *, starts_at: datetime,
+    tz: tzinfo,
+) -> _Priced:
+    """Each role priced by the table's price rules (billing.pricing.rules) from ``starts_at``."""
+    duration = timedelta(seconds=spec.expected_duration_s)
+    priced = _Priced()
+    for role, h in zip(spec.roles, holdings, strict=True):
+        share = h.share if h is not None else Decimal(0)
+        allocation = Allocation.from_units(share, pool.vendor if h is not None else None,
+                                           pool.gpu_model if h is not None else None, cpu_milli=role.cpu_milli,
+                                           mem_mib=role.mem_mib)
+        at_min, at_max = (
+            estimate(rates, allocation, start=starts_at, duration=duration, tz=tz, priority=spec.priority,
+                     spot=pool.spot, replicas=max(replicas, 1))  # a role at 0 replicas still shows its rate
+            for replicas in (role.min_replicas, role.max_replicas)
+        )
+        priced.per_hour += role.min_replicas * at_min.price_per_hour
+        priced.per_hour_off += role.min_replicas * at_min.price_per_hour_offpeak
+        priced.per_hour_max += role.max_replicas * at_max.price_per_hour
+        priced.per_hour_max_off += role.max_replicas * at_max.price_per_hour_offpeak
+        priced.low += at_min.amount if role.min_replicas else Decimal(0)
+        priced.high += at_max.amount
+        priced.gpus += role.min_replicas * share
+        if role.min_replicas:
+            priced.whole_low += _on_whole_gpus(rates, allocation, h, role.min_replicas, pool, spec.priority,
+                                               start=starts_at, duration=duration, tz=tz) if h is not None else at_min.amount
+        priced.roles.append(RoleQuote(
+            name=role.name, sharing=h.sharing if h is not None else CPU_ONLY, num_gpus=h.num_gpus if h is not None else 0,
+            gpu_milli=h.gpu_milli if h is not None else 0, gpu_mem_mib=h.gpu_mem_mib if h is not None else None,
+            mig_profile=h.mig_profile if h is not None else None, gpu_share=share, min_replicas=role.min_replicas,
+            max_replicas=role.max_replicas, price_per_hour=at_min.price_per_hour,
+            price_per_hour_offpeak=at_min.price_per_hour_offpeak))
+    return priced
+
+
 def _price_option(
     spec: JobSpec,
     pool: PoolOffer,
@@ -642,58 +694,7 @@ def _price_option(
     now: datetime,
     tz: tzinfo,
 ) -> QuoteOption:
-    duration = timedelta(seconds=spec.expected_duration_s)
-    roles: list[RoleQuote] = []
-    per_hour = per_hour_off = per_hour_max = per_hour_max_off = low = high = whole_low = gpus = Decimal(0)
-    for role, h in zip(spec.roles, holdings, strict=True):
-        share = h.share if h is not None else Decimal(0)
-        allocation = Allocation.from_units(
-            share,
-            pool.vendor if h is not None else None,
-            pool.gpu_model if h is not None else None,
-            cpu_milli=role.cpu_milli,
-            mem_mib=role.mem_mib,
-        )
-
-        at_min, at_max = (
-            estimate(
-                rates,
-                allocation,
-                start=starts_at,
-                duration=duration,
-                tz=tz,
-                priority=spec.priority,
-                spot=pool.spot,
-                replicas=max(replicas, 1),  # a role at 0 replicas still shows its per-replica rate
-            )
-            for replicas in (role.min_replicas, role.max_replicas)
-        )
-        per_hour += role.min_replicas * at_min.price_per_hour
-        per_hour_off += role.min_replicas * at_min.price_per_hour_offpeak
-        per_hour_max += role.max_replicas * at_max.price_per_hour
-        per_hour_max_off += role.max_replicas * at_max.price_per_hour_offpeak
-        low += at_min.amount if role.min_replicas else Decimal(0)
-        high += at_max.amount
-        gpus += role.min_replicas * share
-        if role.min_replicas:
-            whole_low += _on_whole_gpus(rates, allocation, h, role.min_replicas, pool, spec.priority,
-                                        start=starts_at, duration=duration, tz=tz) if h is not None else at_min.amount
-        roles.append(
-            RoleQuote(
-                name=role.name,
-                sharing=h.sharing if h is not None else CPU_ONLY,
-                num_gpus=h.num_gpus if h is not None else 0,
-                gpu_milli=h.gpu_milli if h is not None else 0,
-                gpu_mem_mib=h.gpu_mem_mib if h is not None else None,
-                mig_profile=h.mig_profile if h is not None else None,
-                gpu_share=share,
-                min_replicas=role.min_replicas,
-                max_replicas=role.max_replicas,
-                price_per_hour=at_min.price_per_hour,
-                price_per_hour_offpeak=at_min.price_per_hour_offpeak,
-            )
-        )
-
+    priced = _price_roles(spec, pool, holdings, rates, starts_at=starts_at, tz=tz)
     needed = _needed_milli(spec, holdings)
     enough_now = pool.free_milli_now is None or pool.free_milli_now >= needed
     tradeoffs = _isolation_tradeoffs(spec, pool, holdings)
@@ -724,25 +725,25 @@ def _price_option(
         spot=pool.spot,
         when=when,
         starts_at=starts_at,
-        price_per_hour=per_hour,
-        price_per_hour_offpeak=per_hour_off,
-        estimate_low=quantize_money(low, rates.currency),
-        estimate_high=quantize_money(high, rates.currency),
+        price_per_hour=priced.per_hour,
+        price_per_hour_offpeak=priced.per_hour_off,
+        estimate_low=quantize_money(priced.low, rates.currency),
+        estimate_high=quantize_money(priced.high, rates.currency),
         cheapest=False,
         can_start_now=when == NOW and enough_now,
         matches_spec=all(h.exact for h in gpu_holdings),
         tradeoffs=tuple(note.text for note in tradeoffs),
         tradeoff_notes=tuple(tradeoffs),
-        roles=tuple(roles),
+        roles=tuple(priced.roles),
         currency=rates.currency,
-        amount_low=low,
-        amount_high=high,
-        gpus=gpus,
+        amount_low=priced.low,
+        amount_high=priced.high,
+        gpus=priced.gpus,
         hours=Decimal(spec.expected_duration_s) / 3600,
-        exclusive_amount=whole_low,
+        exclusive_amount=priced.whole_low,
         expected_start=_first_estimate(when, starts_at, when == NOW and enough_now),
-        price_per_hour_max=per_hour_max,
-        price_per_hour_max_offpeak=per_hour_max_off,
+        price_per_hour_max=priced.per_hour_max,
+        price_per_hour_max_offpeak=priced.per_hour_max_off,
     )
 
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
 
-from django.conf import settings
 from django.db.models import Prefetch
 
 from billing import pricing
-from billing.currency import default_currency, workspace_currencies
+from billing.currency import default_currency
 from billing.models import GpuRate, PriceTable
-from billing.pricing import offpeak
 from billing.quotes import PoolOffer
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.models import JobState, NodePool, Replica
 from scheduling.selectors import PoolGpus, pool_gpu_counts
-from scheduling.signals import OffPeak
 
 
 def price_tables(currency: str | None = None) -> list[pricing.PriceTable]:
@@ -56,40 +52,3 @@ def pool_offers() -> list[PoolOffer]:
             spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]), total_gpus=gpus.total,
         ))
     return offers
-
-
-def off_peak_at(sender=None, *, now: datetime, **kwargs) -> OffPeak:
-    """Connected to scheduling's off_peak_asked: the windows of the price table in force on the platform
-    currency's timeline (the platform default otherwise). Jobs of workspaces billed in another currency
-    follow that currency's table (`jobs_off_peak_at`); an off-peak quote option waits for its own
-    table's window through the job's not_before."""
-    return currency_off_peak(default_currency(), now)
-
-
-def jobs_off_peak_at(sender=None, *, now: datetime, workspaces: dict[int, int], **kwargs) -> dict[int, OffPeak]:
-    """Connected to scheduling's job_off_peak_asked: the OffPeak of each job whose workspace is billed
-    in another currency than the platform's, from that currency's price table in force."""
-    platform = default_currency()
-    currencies = workspace_currencies(set(workspaces.values()), at=now)
-    windows: dict[str, OffPeak] = {}
-    found = {}
-    for job_id, workspace_id in workspaces.items():
-        currency = currencies.get(workspace_id, platform)
-        if currency == platform:
-            continue
-        if currency not in windows:
-            windows[currency] = currency_off_peak(currency, now)
-        found[job_id] = windows[currency]
-    return found
-
-
-def currency_off_peak(currency: str, now: datetime) -> OffPeak:
-    """Whether `now` is off-peak on `currency`'s price table in force, and when its next window opens."""
-    table = (PriceTable.objects.filter(currency=currency, effective_from__lte=now)
-             .order_by("-effective_from").first())
-    windows = offpeak.parse_windows(table.offpeak_windows) if table else offpeak.DEFAULT_OFFPEAK_WINDOWS
-    tz = offpeak.as_zone(settings.TIME_ZONE)
-    windows_tz = offpeak.as_zone(table.offpeak_time_zone) if table and table.offpeak_time_zone else tz
-    start = offpeak.next_offpeak_start(now, windows, windows_tz)
-    return OffPeak(now=offpeak.is_offpeak(now, windows, windows_tz),
-                   next_start=start.astimezone(tz).strftime("%H:%M %Z"))

@@ -511,3 +511,39 @@ class ServiceSample(models.Model):
     class Meta:
         ordering = ["job_id", "at"]
         indexes = [models.Index(fields=["job", "at"])]
+
+
+class OffPeakCalendar(models.Model):
+    """The cheap hours of one price timeline from an instant on. Billing writes a row per price version
+    (the calendar is its currency, see billing.offpeak_sync); the scheduler reads them
+    (scheduling.offpeak_calendar) to run ReduceCost work off-peak."""
+
+    calendar = models.CharField(max_length=16, help_text="The price timeline: billing's currency code")
+    effective_from = models.DateTimeField()
+    windows = models.CharField(max_length=200, blank=True, help_text="HH:MM-HH:MM, comma-separated; empty: none")
+    time_zone = models.CharField(max_length=64, blank=True, help_text="The zone the windows are read in; "
+                                                                      "blank: the platform's")
+
+    class Meta:
+        ordering = ["calendar", "effective_from"]
+        constraints = [models.UniqueConstraint(fields=["calendar", "effective_from"],
+                                               name="one_off_peak_version_per_calendar_and_time")]
+
+    def __str__(self) -> str:
+        return f"{self.calendar} from {self.effective_from:%Y-%m-%d %H:%M}: {self.windows or 'no off-peak'}"
+
+
+class WorkspaceCalendar(models.Model):
+    """The calendar a workspace's off-peak work follows from a month on (none: the platform's). Billing
+    writes it with the workspace's billing currency."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="off_peak_calendars")
+    period = models.DateField(help_text="First day of the month it applies from")
+    calendar = models.CharField(max_length=16)
+
+    class Meta:
+        ordering = ["workspace_id", "period"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "period"], name="one_calendar_per_period")]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}: {self.calendar} from {self.period:%Y-%m}"

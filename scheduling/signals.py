@@ -1,15 +1,14 @@
 """What scheduling tells the layers above it, without importing them.
 
 The portal turns job events into live page updates, and billing prices a job that ended; each
-connects these signals in its AppConfig.ready.
+connects these signals in its AppConfig.ready. The off-peak calendar is not asked for here: billing
+writes it into scheduling's tables (scheduling.offpeak_calendar).
 """
 
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 
 from django.dispatch import Signal
 
@@ -23,40 +22,6 @@ job_finished = Signal()
 # Sent inside the transaction that marks nodes silent or ready again (scheduling.health), with
 # `changes`: a list of ReadinessChange. The console records them in its audit log.
 node_readiness_changed = Signal()
-
-# Sent with `now` when the scheduler needs to know whether cheap-hours work may run; billing,
-# which keeps the off-peak windows on its price tables, answers with an OffPeak.
-off_peak_asked = Signal()
-
-
-@dataclass(frozen=True)
-class OffPeak:
-    now: bool
-    next_start: str  # "HH:MM UTC": in the platform's time zone, named; "" when there is no window
-
-
-NEVER_OFF_PEAK = OffPeak(now=False, next_start="")
-
-
-def off_peak_at(now: datetime) -> OffPeak:
-    answers = [answer for _, answer in off_peak_asked.send(sender=None, now=now) if answer is not None]
-    return answers[0] if answers else NEVER_OFF_PEAK
-
-
-# Sent with `now` and {job id: workspace id} of the ReduceCost jobs: billing answers, for those whose
-# workspace pays in another currency than the platform's, the OffPeak of that currency's price table.
-job_off_peak_asked = Signal()
-
-
-def job_off_peak_at(now: datetime, workspaces: dict[int, int]) -> dict[int, OffPeak]:
-    """Job id -> its own OffPeak, for the jobs whose window is not `off_peak_at`'s."""
-    if not workspaces:
-        return {}
-    found: dict[int, OffPeak] = {}
-    for _, answer in job_off_peak_asked.send(sender=None, now=now, workspaces=workspaces):
-        found.update(answer or {})
-    return found
-
 
 _batch = threading.local()
 

@@ -108,3 +108,18 @@ def make_cluster(tenants: Tenants) -> Tenants:
     for (vendor, model), price in RATES.items():
         GpuRateFactory(table=table, vendor=vendor, gpu_model=model, per_gpu_hour=price)
     return tenants
+
+
+def world_rates(**changes):
+    """RATES as a pure price list (billing.pricing.Rates), with `changes` to its fields."""
+    from billing.pricing import Rates
+
+    return Rates(**{"currency": "USD", "gpu": RATES, "cpu_core_hour": CPU_CORE_HOUR,
+                    "memory_gib_hour": MEMORY_GIB_HOUR, **changes})
+
+
+def world_price_table(effective_from: datetime = PRICES_FROM, **changes):
+    """`world_rates(**changes)` as a pure price table in force from `effective_from` (default: since 2020)."""
+    from billing.pricing import PriceTable
+
+    return PriceTable(effective_from=effective_from, rates=world_rates(**changes), name="test")

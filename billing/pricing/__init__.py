@@ -6,6 +6,9 @@ kept to 4 decimal places; a total is rounded to the currency's minor unit once, 
 hourly price = (charged GPU share x GPU rate + CPU cores x CPU rate + memory GiB x memory rate)
                x priority multiplier x off-peak factor x spot factor
 
+Each factor is a price rule (:mod:`billing.pricing.rules`); a table's ``rules`` is the ordered list
+it prices with, and the hourly price is their fold, rounded once to 4 places.
+
 Price tables carry an ``effective_from`` instant; work is always priced at the table in force
 when it happened, so a new table never changes what was already charged or quoted.
 """
@@ -19,7 +22,18 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 
-from billing.pricing.offpeak import (
+from billing.pricing.rules import (
+    DEFAULT_RULES,
+    Adjustment,
+    PricedOption,
+    PricedWorkspace,
+    PriceRule,
+    PriceWindow,
+    cut_points,
+    fold,
+)
+from scheduling.core.units import MIG_SLICES_PER_GPU
+from scheduling.offpeak import (
     DEFAULT_OFFPEAK_WINDOWS,
     Window,
     as_zone,
@@ -29,8 +43,10 @@ from billing.pricing.offpeak import (
     split_hours,
     validate_windows,
 )
-from scheduling.core.units import MIG_SLICES_PER_GPU
 
+# The amounts a price version sets: the same names on Rates, billing.models.PriceTable, its form and
+# the console (billing.models.PRICE_FIELDS adds the version's name, currency, time and off-peak windows).
+RATE_AMOUNTS = ("cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_discount", "spot_discount")
 RATE_PLACES = 4
 _RATE_QUANTUM = Decimal(1).scaleb(-RATE_PLACES)
 _MICROSECONDS_PER_HOUR = Decimal(3_600_000_000)
@@ -174,6 +190,7 @@ class Rates:
     # The zone the off-peak windows are read in ("": the platform's, passed as tz), so a CNY table
     # keeps its valley-electricity hours in Asia/Shanghai whatever the platform's zone.
     offpeak_time_zone: str = ""
+    rules: tuple[PriceRule, ...] = DEFAULT_RULES  # the ordered price rules (billing.pricing.rules)
 
     def windows_zone(self, platform_tz: tzinfo | str) -> tzinfo | str:
         """The zone this table's off-peak windows are read in."""
@@ -206,6 +223,7 @@ class Rates:
         set_(self, "offpeak_windows", validate_windows(self.offpeak_windows))
         set_(self, "offpeak_discount", _fraction(self.offpeak_discount, "off-peak discount"))
         set_(self, "spot_discount", _fraction(self.spot_discount, "spot discount"))
+        set_(self, "rules", tuple(self.rules))
 
     def gpu_rate(self, vendor: str, gpu_model: str) -> Decimal:
         """Price per GPU-hour for the model (names compared case-insensitively)."""
@@ -256,26 +274,6 @@ def table_in_force(tables: Iterable[PriceTable], at: datetime) -> PriceTable:
     if current is None:
         raise ValueError(f"no price table is in force at {at.isoformat()}")
     return current
-
-
-def demo_rates() -> Rates:
-    """The demo price list (USD)."""
-    return Rates(
-        currency="USD",
-        gpu={
-            ("nvidia", "H100-80GB"): Decimal("3.00"),
-            ("nvidia", "A100-80GB"): Decimal("1.80"),
-            ("nvidia", "L40S-48GB"): Decimal("1.00"),
-            ("nvidia", "RTX-4090-24GB"): Decimal("0.40"),
-            ("amd", "MI300X-192GB"): Decimal("2.10"),
-        },
-        cpu_core_hour=Decimal("0.02"),
-        memory_gib_hour=Decimal("0.005"),
-    )
-
-
-def demo_price_table(effective_from: datetime = datetime(2020, 1, 1, tzinfo=UTC)) -> PriceTable:
-    return PriceTable(effective_from=effective_from, rates=demo_rates(), name="demo")
 
 
 # --------------------------------------------------------------------------- what is charged
@@ -367,23 +365,68 @@ class Allocation:
         return cls(share=share, vendor=vendor, gpu_model=gpu_model, cpu_cores=cpu, memory_gib=memory)
 
 
-def _base_hourly(rates: Rates, allocation: Allocation) -> Decimal:
-    gpu = Decimal(0)
-    if allocation.share > 0:  # Allocation guarantees vendor and model here
-        gpu = allocation.share * rates.gpu_rate(allocation.vendor or "", allocation.gpu_model or "")
-    return gpu + allocation.cpu_cores * rates.cpu_core_hour + allocation.memory_gib * rates.memory_gib_hour
+@dataclass(frozen=True)
+class HourlyPrice:
+    """One replica's price per hour (4 places) and the rules' adjustments behind it, in order."""
+
+    amount: Decimal
+    adjustments: tuple[Adjustment, ...] = ()
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return tuple(adjustment.code for adjustment in self.adjustments)
+
+
+def price_per_hour(
+    rates: Rates, option: PricedOption, window: PriceWindow | None = None, workspace: PricedWorkspace | None = None
+) -> HourlyPrice:
+    """The fold of the table's price rules over ``option`` in ``window``, rounded to 4 places."""
+    amount, adjustments = fold(rates.rules, rates, option, window or PriceWindow(), workspace or PricedWorkspace())
+    return HourlyPrice(quantize_rate(amount), adjustments)
 
 
 def hourly_price(
-    rates: Rates, allocation: Allocation, *, priority: int = 0, offpeak: bool = False, spot: bool = False
+    rates: Rates,
+    allocation: Allocation,
+    *,
+    priority: int = 0,
+    offpeak: bool = False,
+    spot: bool = False,
+    window: PriceWindow | None = None,
+    workspace: PricedWorkspace | None = None,
 ) -> Decimal:
-    """Price per hour of one replica, rounded to 4 decimal places."""
-    price = _base_hourly(rates, allocation) * rates.priority_multiplier(priority)
-    if offpeak:
-        price *= rates.offpeak_factor
-    if spot:
-        price *= rates.spot_factor
-    return quantize_rate(price)
+    """Price per hour of one replica, rounded to 4 decimal places (``window``: the time priced;
+    none: a rate not tied to a time, peak or off-peak as ``offpeak`` says)."""
+    option = PricedOption(allocation, priority=priority, spot=spot)
+    return price_per_hour(rates, option, window or PriceWindow(offpeak=offpeak), workspace).amount
+
+
+def _timed(rates: Rates) -> bool:
+    """Whether a rule of the table looks at the time (more than peak or off-peak)."""
+    return any(rule.timed for rule in rates.rules)
+
+
+def _priced_parts(
+    rates: Rates, option: PricedOption, start: datetime, end: datetime, tz: tzinfo | str, workspace: PricedWorkspace,
+    untimed: dict[bool, Decimal] | None = None,
+) -> list[tuple[PriceWindow, Decimal]]:
+    """[start, end) cut at off-peak boundaries and where a rule's answer changes, each piece with its rate.
+    ``untimed``: the peak and off-peak rates when already known; kept while no rule looks at the time."""
+    timed = _timed(rates)
+    known = {} if timed else dict(untimed or {})
+    parts = []
+    for part_start, part_end, is_off in _offpeak_parts(start, end, rates.offpeak_windows, rates.windows_zone(tz)):
+        cuts = cut_points(rates.rules, part_start, part_end, workspace) if timed else []
+        bounds = [part_start, *cuts, part_end]
+        for piece_start, piece_end in zip(bounds, bounds[1:], strict=False):
+            window = PriceWindow(piece_start, piece_end, is_off)
+            rate = known.get(is_off)
+            if rate is None:
+                rate = price_per_hour(rates, option, window, workspace).amount
+                if not timed:
+                    known[is_off] = rate
+            parts.append((window, rate))
+    return parts
 
 
 # --------------------------------------------------------------------------- estimates
@@ -413,25 +456,42 @@ def estimate(
     priority: int = 0,
     spot: bool = False,
     replicas: int = 1,
+    workspace: PricedWorkspace | None = None,
 ) -> Estimate:
     """Expected cost: peak hours x peak rate + off-peak hours x off-peak rate, times replicas.
 
-    ``tz`` is the platform's time zone, in which the off-peak windows are read. Price with the
-    table in force when the quote is made: ``estimate(table_in_force(tables, now).rates, ...)``.
+    ``tz`` is the platform's time zone, in which the off-peak windows are read (and the workspace's
+    calendar, unless ``workspace`` gives its own). Price with the table in force when the quote is
+    made: ``estimate(table_in_force(tables, now).rates, ...)``. Rates are those at ``start``.
     """
     require_aware(start, "start")
     require_duration(duration)
     _positive_int(replicas, "replicas")
-    split = split_hours(start, duration, rates.offpeak_windows, rates.windows_zone(tz))
-    peak_rate = hourly_price(rates, allocation, priority=priority, spot=spot)
-    offpeak_rate = hourly_price(rates, allocation, priority=priority, offpeak=True, spot=spot)
-    amount = replicas * (hours(split.peak) * peak_rate + hours(split.offpeak) * offpeak_rate)
+    workspace = workspace or PricedWorkspace(tz)
+    option = PricedOption(allocation, priority=priority, spot=spot)
+    begin = start.astimezone(UTC)
+    peak_rate = price_per_hour(rates, option, PriceWindow(begin, begin), workspace).amount
+    offpeak_rate = price_per_hour(rates, option, PriceWindow(begin, begin, offpeak=True), workspace).amount
+    if not _timed(rates):  # two rates: peak and off-peak hours, each priced once
+        split = split_hours(begin, duration, rates.offpeak_windows, rates.windows_zone(tz))
+        amount = replicas * (hours(split.peak) * peak_rate + hours(split.offpeak) * offpeak_rate)
+        return Estimate(rates.currency, peak_rate, offpeak_rate, split.peak, split.offpeak, replicas, amount,
+                        quantize_money(amount, rates.currency))
+    parts = _priced_parts(rates, option, begin, begin + duration, tz, workspace)
+    # time is summed per rate before it is priced, peak first: hours x rate once per rate
+    held: dict[tuple[bool, Decimal], timedelta] = {(False, peak_rate): timedelta(0), (True, offpeak_rate): timedelta(0)}
+    for window, rate in parts:
+        key = (window.offpeak, rate)
+        held[key] = held.get(key, timedelta(0)) + (window.end - window.start)
+    ordered = sorted(held.items(), key=lambda item: item[0][0])  # stable: peak rates, then off-peak ones
+    amount = replicas * sum((hours(time) * rate for (_, rate), time in ordered), Decimal(0))
+    peak = sum((time for (is_off, _), time in held.items() if not is_off), timedelta(0))
     return Estimate(
         currency=rates.currency,
         price_per_hour=peak_rate,
         price_per_hour_offpeak=offpeak_rate,
-        peak=split.peak,
-        offpeak=split.offpeak,
+        peak=peak,
+        offpeak=duration - peak,
         replicas=replicas,
         amount=amount,
         total=quantize_money(amount, rates.currency),
@@ -504,8 +564,10 @@ def cost_for_intervals(
     intervals: Iterable[HeldInterval], tables: Sequence[PriceTable], *, priority: int, tz: tzinfo | str
 ) -> MeteredCost:
     """Final cost of held intervals: each piece at the table in force then, split at off-peak
-    boundaries (that table's windows, read in ``tz``) and at price-table changes."""
+    boundaries (that table's windows, read in ``tz``), at price-table changes and where one of the
+    table's price rules changes its answer."""
     tables = list(tables)
+    workspace = PricedWorkspace(tz)
     segments: list[CostSegment] = []
     for interval in intervals:
         start, end = interval.start.astimezone(UTC), interval.end.astimezone(UTC)
@@ -516,22 +578,18 @@ def cost_for_intervals(
                 continue
             table = table_in_force(tables, piece_start)
             rates = table.rates
-            for part_start, part_end, is_off in _offpeak_parts(
-                piece_start, piece_end, rates.offpeak_windows, rates.windows_zone(tz)
-            ):
-                rate = hourly_price(
-                    rates, interval.allocation, priority=priority, offpeak=is_off, spot=interval.spot
-                )
+            option = PricedOption(interval.allocation, priority=priority, spot=interval.spot)
+            for window, rate in _priced_parts(rates, option, piece_start, piece_end, tz, workspace):
                 segments.append(
                     CostSegment(
-                        start=part_start,
-                        end=part_end,
+                        start=window.start,
+                        end=window.end,
                         table=table,
-                        offpeak=is_off,
+                        offpeak=window.offpeak,
                         spot=interval.spot,
                         allocation=interval.allocation,
                         price_per_hour=rate,
-                        amount=hours(part_end - part_start) * rate,
+                        amount=hours(window.end - window.start) * rate,
                     )
                 )
     currencies = {segment.table.rates.currency for segment in segments}

@@ -18,7 +18,7 @@ from billing import currency as billing_currency
 from billing.currency import currency_at
 from billing.forms import PriceTableForm
 from billing.metering.tokens import create_node_token as _new_token
-from billing.models import Budget, GpuRate, NodeToken, PriceTable
+from billing.models import PRICE_FIELDS, Budget, GpuRate, NodeToken, PriceTable
 from portal.console import audit, selectors
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Membership, Role, Workspace
@@ -41,8 +41,6 @@ from scheduling.services import record_event, requeue_job
 QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only")
 POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot")
 POOL_LAYOUT_FIELDS = ("sharing", "timeslice_replicas", "mig_layout")
-PRICE_FIELDS = ("name", "currency", "effective_from", "cpu_core_hour", "memory_gib_hour", "priority_base",
-                "priority_step", "offpeak_windows", "offpeak_time_zone", "offpeak_discount", "spot_discount")
 
 
 

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 
 from billing.currency import currency_at, default_currency
 from billing.forms import PriceTableForm
-from billing.models import NodeToken, PriceTable
+from billing.models import PRICE_FIELDS, NodeToken, PriceTable
 from billing.pricing import MINOR_UNITS
 from billing.selectors import price_currencies
 from portal.console import selectors, services
@@ -323,8 +323,9 @@ PRICE_FIELD_IDS = {"effective_from": "f-effective", "offpeak_windows": "f-offpea
 
 def _price_values(table: PriceTable | None, **overrides) -> dict:
     values = {"currency": table.currency if table else default_currency(), "gpu_rates": _rates_text(table)}
-    for f in ("name", "cpu_core_hour", "memory_gib_hour", "priority_base", "priority_step", "offpeak_windows",
-              "offpeak_time_zone", "offpeak_discount", "spot_discount"):
+    for f in PRICE_FIELDS:
+        if f in ("currency", "effective_from"):
+            continue  # set above and below
         v = getattr(table, f) if table else ""
         values[f] = f"{v.normalize():f}" if isinstance(v, Decimal) else v
     if table is not None:

@@ -8,8 +8,8 @@ from decimal import Decimal
 from django.db import transaction
 
 from billing import pricing
-from billing.models import GpuRate, PriceTable
-from billing.pricing.offpeak import parse_windows
+from billing.models import AMOUNT_FIELDS, GpuRate, PriceTable
+from scheduling.offpeak import parse_windows
 
 SINCE = datetime(2020, 1, 1, tzinfo=UTC)
 CNY_NAME = "演示价目表（人民币，谷电 23:00–07:00）"
@@ -17,10 +17,21 @@ CNY_WINDOWS = "23:00-07:00"
 CNY_ZONE = "Asia/Shanghai"
 
 
+def usd_rates() -> pricing.Rates:
+    """The demo price list (USD)."""
+    return pricing.Rates(
+        currency="USD",
+        gpu={("nvidia", "H100-80GB"): Decimal("3.00"), ("nvidia", "A100-80GB"): Decimal("1.80"),
+             ("nvidia", "L40S-48GB"): Decimal("1.00"), ("nvidia", "RTX-4090-24GB"): Decimal("0.40"),
+             ("amd", "MI300X-192GB"): Decimal("2.10")},
+        cpu_core_hour=Decimal("0.02"), memory_gib_hour=Decimal("0.005"),
+    )
+
+
 def cny_rates() -> pricing.Rates:
     """The demo list in yuan: about 7.2 yuan to the dollar, half off in the valley hours."""
     return dataclasses.replace(
-        pricing.demo_rates(), currency="CNY",
+        usd_rates(), currency="CNY",
         gpu={("nvidia", "H100-80GB"): Decimal("21.60"), ("nvidia", "A100-80GB"): Decimal("13.00"),
              ("nvidia", "L40S-48GB"): Decimal("7.20"), ("nvidia", "RTX-4090-24GB"): Decimal("2.90"),
              ("amd", "MI300X-192GB"): Decimal("15.10")},
@@ -31,9 +42,8 @@ def cny_rates() -> pricing.Rates:
 def _table(name: str, rates: pricing.Rates, windows: str) -> None:
     table, created = PriceTable.objects.get_or_create(
         currency=rates.currency, effective_from=SINCE,
-        defaults={"name": name, "cpu_core_hour": rates.cpu_core_hour, "memory_gib_hour": rates.memory_gib_hour,
-                  "offpeak_windows": windows, "offpeak_time_zone": rates.offpeak_time_zone,
-                  "offpeak_discount": rates.offpeak_discount, "spot_discount": rates.spot_discount},
+        defaults={"name": name, "offpeak_windows": windows, "offpeak_time_zone": rates.offpeak_time_zone,
+                  **{field: getattr(rates, field) for field in AMOUNT_FIELDS}},
     )
     if created:
         GpuRate.objects.bulk_create(
@@ -44,5 +54,5 @@ def _table(name: str, rates: pricing.Rates, windows: str) -> None:
 
 @transaction.atomic
 def load_prices() -> None:
-    _table("Demo prices", pricing.demo_rates(), "00:00-08:00")
+    _table("Demo prices", usd_rates(), "00:00-08:00")
     _table(CNY_NAME, cny_rates(), CNY_WINDOWS)

@@ -21,7 +21,7 @@ from django.db.models import TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
-from scheduling import signals
+from scheduling import offpeak_calendar
 from scheduling.core import model as cm
 from scheduling.core.live import LiveSnapshot
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
@@ -101,9 +101,9 @@ class Cluster:
 
     def fields(self, now: datetime) -> dict:
         """The Snapshot's fields besides jobs and replicas."""
-        when = signals.off_peak_at(now)
+        when = offpeak_calendar.off_peak_at(now)
         # ReduceCost jobs are few: their workspaces are read every cycle (a currency may change monthly)
-        own = signals.job_off_peak_at(now, dict(scheduled_jobs(now).filter(reduce_cost=True).values_list(
+        own = offpeak_calendar.job_off_peak_at(now, dict(scheduled_jobs(now).filter(reduce_cost=True).values_list(
             "pk", "workspace_id")))
         usage = queue_usage(now, sum(len(n.gpus) for n in self.nodes) * MILLI_PER_GPU)
         return dict(pools=self.pools, nodes=self.nodes, queues=self.queues, now=now.timestamp(), off_peak=when.now,

@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError
 
 from billing import pricing
 from billing.models import PriceTable
-from billing.pricing.offpeak import parse_windows
+from scheduling.offpeak import parse_windows
+from tests.world import world_rates
 
 H100 = pricing.Allocation(share=Decimal(1), vendor="nvidia", gpu_model="H100-80GB")
 # 20:00 UTC is 04:00 in Shanghai: inside a 00:00-08:00 valley window there, outside it in UTC
@@ -18,7 +19,7 @@ AT = datetime(2026, 11, 24, 20, 0, tzinfo=UTC)
 
 
 def rates(zone: str) -> pricing.Rates:
-    return dataclasses.replace(pricing.demo_rates(), currency="CNY", offpeak_windows=parse_windows("00:00-08:00"),
+    return dataclasses.replace(world_rates(), currency="CNY", offpeak_windows=parse_windows("00:00-08:00"),
                                offpeak_time_zone=zone)
 
 

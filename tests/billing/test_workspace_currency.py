@@ -429,7 +429,7 @@ def test_a_reduce_cost_job_runs_in_its_own_currencys_valley_hours(cluster, yuan,
 
 def test_the_scheduler_asks_each_jobs_window_of_billing(cluster, yuan, clock):
     """What the snapshot is told: the CNY workspace's ReduceCost jobs have their own window, the others none."""
-    from billing.selectors import jobs_off_peak_at
+    from scheduling.offpeak_calendar import job_off_peak_at as jobs_off_peak_at
 
     found = jobs_off_peak_at(now=at(16), workspaces={1: cluster.nlp.pk, 2: cluster.vision.pk})
     assert set(found) == {1} and found[1].now

@@ -23,9 +23,11 @@ def off_peak_far_from_now(cluster):
     from django.conf import settings
 
     from billing.models import PriceTable
+    from billing.offpeak_sync import write_off_peak_calendars
 
     hour = min((datetime.now(ZoneInfo(settings.TIME_ZONE)) + timedelta(hours=12)).hour, 22)
     PriceTable.objects.update(offpeak_windows=f"{hour:02d}:00-{hour + 1:02d}:00")
+    write_off_peak_calendars()  # a bulk update sends no save signal
 
 
 def open_image_form(page, server, user="alice"):

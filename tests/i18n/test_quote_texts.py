@@ -10,11 +10,11 @@ import pytest
 from django.utils import translation
 from rest_framework.test import APIClient
 
-from billing.pricing import demo_rates
 from billing.quotes import PoolOffer, QuoteError, quote, with_expected_starts
 from portal import quote_texts
 from scheduling.spec import parse_job_spec
 from tests.billing.quotes.test_quotes_helpers import PEAK, SEED_YAML, UTC_ZONE, demo_pool_offers
+from tests.world import world_rates
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -43,7 +43,7 @@ def notes_of(spec_text: str, pools=None, rates=None, *, queued=False):
     room for any option now."""
     spec = parse_job_spec(spec_text)
     try:
-        result = quote(spec, pools or demo_pool_offers(), rates or demo_rates(), now=PEAK, tz=UTC_ZONE)
+        result = quote(spec, pools or demo_pool_offers(), rates or world_rates(), now=PEAK, tz=UTC_ZONE)
     except QuoteError as error:
         return list(error.refusals)
     if queued:
@@ -52,8 +52,8 @@ def notes_of(spec_text: str, pools=None, rates=None, *, queued=False):
 
 
 def every_note():
-    no_rtx = replace(demo_rates(), gpu={k: v for k, v in demo_rates().gpu.items() if k[1] != "RTX-4090-24GB"})
-    no_windows = replace(demo_rates(), offpeak_windows=())
+    no_rtx = replace(world_rates(), gpu={k: v for k, v in world_rates().gpu.items() if k[1] != "RTX-4090-24GB"})
+    no_windows = replace(world_rates(), offpeak_windows=())
     return [
         *notes_of(SEED_YAML),  # ReduceCost, off-peak waits, spot, pools too small, roles not guaranteed
         *notes_of(SEED_YAML, demo_pool_offers(with_totals=False)),  # AMD

@@ -9,11 +9,11 @@ from billing.pricing import (
     Allocation,
     PriceTable,
     Rates,
-    demo_rates,
     estimate,
     quantize_money,
     table_in_force,
 )
+from tests.world import world_rates
 
 D = Decimal
 H = timedelta(hours=1)
@@ -26,7 +26,7 @@ def half_a100() -> Allocation:
 def test_ten_hours_from_six_in_the_morning():
     # 2 h off-peak x 0.954 + 8 h peak x 1.59 = 1.908 + 12.72 = 14.628 -> 14.63
     quote = estimate(
-        demo_rates(),
+        world_rates(),
         half_a100(),
         start=datetime(2026, 3, 2, 6, tzinfo=UTC),
         duration=10 * H,
@@ -41,7 +41,7 @@ def test_ten_hours_from_six_in_the_morning():
 
 def test_replicas_multiply_the_total_not_the_hourly_rate():
     quote = estimate(
-        demo_rates(),
+        world_rates(),
         half_a100(),
         start=datetime(2026, 3, 2, 6, tzinfo=UTC),
         duration=10 * H,
@@ -59,7 +59,7 @@ def test_roles_are_summed_unrounded_then_rounded_once():
     slice_ = Allocation(share=D("0.25"), vendor="nvidia", gpu_model="RTX-4090-24GB")
     start = datetime(2026, 3, 2, 9, tzinfo=UTC)
     roles = [
-        estimate(demo_rates(), slice_, start=start, duration=timedelta(minutes=20), tz="UTC") for _ in "ab"
+        estimate(world_rates(), slice_, start=start, duration=timedelta(minutes=20), tz="UTC") for _ in "ab"
     ]
     assert [role.total for role in roles] == [D("0.03"), D("0.03")]
     assert quantize_money(sum(role.amount for role in roles), "USD") == D("0.07")
@@ -70,7 +70,7 @@ def test_spot_and_offpeak_together_in_an_estimate():
     # 2 h x 3.00 x 0.6 x 0.4 + 2 h x 3.00 x 0.4 = 1.44 + 2.40
     h100 = Allocation(share=D(1), vendor="nvidia", gpu_model="H100-80GB")
     quote = estimate(
-        demo_rates(), h100, start=datetime(2026, 3, 2, 6, tzinfo=UTC), duration=4 * H, tz="UTC", spot=True
+        world_rates(), h100, start=datetime(2026, 3, 2, 6, tzinfo=UTC), duration=4 * H, tz="UTC", spot=True
     )
     assert (quote.price_per_hour, quote.price_per_hour_offpeak) == (D("1.2000"), D("0.7200"))
     assert quote.total == D("3.84")
@@ -81,7 +81,7 @@ def test_total_is_rounded_only_at_the_end():
     # so 3 replicas cost 0.10 (rounding each replica to cents first would give 0.09)
     slice_ = Allocation(share=D("0.25"), vendor="nvidia", gpu_model="RTX-4090-24GB")
     quote = estimate(
-        demo_rates(),
+        world_rates(),
         slice_,
         start=datetime(2026, 3, 2, 9, tzinfo=UTC),
         duration=timedelta(minutes=20),
@@ -103,7 +103,7 @@ def test_yen_totals_have_no_decimals():
 
 def test_a_table_taking_effect_tomorrow_does_not_change_todays_quote():
     today = datetime(2026, 3, 10, 12, tzinfo=UTC)
-    current = PriceTable(effective_from=datetime(2026, 1, 1, tzinfo=UTC), rates=demo_rates(), name="current")
+    current = PriceTable(effective_from=datetime(2026, 1, 1, tzinfo=UTC), rates=world_rates(), name="current")
     dearer = Rates(
         currency="USD",
         gpu={("nvidia", "A100-80GB"): D("2.50")},
@@ -126,11 +126,11 @@ def test_a_table_taking_effect_tomorrow_does_not_change_todays_quote():
 def test_bad_estimate_input_is_refused():
     start = datetime(2026, 3, 2, 6, tzinfo=UTC)
     with pytest.raises(ValueError, match="duration must not be negative"):
-        estimate(demo_rates(), half_a100(), start=start, duration=-H, tz="UTC")
+        estimate(world_rates(), half_a100(), start=start, duration=-H, tz="UTC")
     with pytest.raises(ValueError, match="start must be a timezone-aware"):
-        estimate(demo_rates(), half_a100(), start=datetime(2026, 3, 2), duration=H, tz="UTC")
+        estimate(world_rates(), half_a100(), start=datetime(2026, 3, 2), duration=H, tz="UTC")
     with pytest.raises(ValueError, match="replicas must be at least 1"):
-        estimate(demo_rates(), half_a100(), start=start, duration=H, tz="UTC", replicas=0)
+        estimate(world_rates(), half_a100(), start=start, duration=H, tz="UTC", replicas=0)
     unknown = Allocation(share=D(1), vendor="nvidia", gpu_model="B200-192GB")
     with pytest.raises(ValueError, match="no GPU rate for nvidia B200-192GB"):
-        estimate(demo_rates(), unknown, start=start, duration=H, tz="UTC")
+        estimate(world_rates(), unknown, start=start, duration=H, tz="UTC")

@@ -11,9 +11,8 @@ from billing.pricing import (
     PriceTable,
     Rates,
     cost_for_intervals,
-    demo_price_table,
-    demo_rates,
 )
+from tests.world import world_price_table, world_rates
 
 D = Decimal
 H = timedelta(hours=1)
@@ -27,7 +26,7 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
 
 
 def tables() -> list[PriceTable]:
-    first = PriceTable(effective_from=datetime(2026, 1, 1, tzinfo=UTC), rates=demo_rates(), name="january")
+    first = PriceTable(effective_from=datetime(2026, 1, 1, tzinfo=UTC), rates=world_rates(), name="january")
     dearer = Rates(
         currency="USD",
         gpu={("nvidia", "A100-80GB"): D("2.00")},
@@ -73,7 +72,7 @@ def test_offpeak_split_in_the_platform_time_zone():
     # at priority 0 is 1 h x 0.40 + 1 h x 0.24 = 0.64
     rtx = Allocation(share=D(1), vendor="nvidia", gpu_model="RTX-4090-24GB")
     cost = cost_for_intervals(
-        [HeldInterval(at(10, 15), at(10, 17), rtx)], [demo_price_table()], priority=0, tz="Asia/Shanghai"
+        [HeldInterval(at(10, 15), at(10, 17), rtx)], [world_price_table()], priority=0, tz="Asia/Shanghai"
     )
     assert cost.total == D("0.64")
 
@@ -89,7 +88,7 @@ def test_new_table_uses_its_own_offpeak_windows():
         offpeak_discount=D("0.50"),
     )
     gpu = Allocation(share=D(1), vendor="nvidia", gpu_model="A100-80GB")
-    price_tables = [demo_price_table(), PriceTable(effective_from=at(10, 9), rates=changed, name="changed")]
+    price_tables = [world_price_table(), PriceTable(effective_from=at(10, 9), rates=changed, name="changed")]
     # 08-09 peak 1.80 + 09:00-09:30 peak 0.90 + 09:30-10:00 off 0.45 = 3.15
     cost = cost_for_intervals([HeldInterval(at(10, 8), at(10, 10), gpu)], price_tables, priority=0, tz="UTC")
     assert cost.total == D("3.15")
@@ -99,7 +98,7 @@ def test_many_short_stretches_are_rounded_once():
     # 30 one-minute stretches at 0.10 / h = 0.05 (each alone would round to 0.00)
     slice_ = Allocation(share=D("0.25"), vendor="nvidia", gpu_model="RTX-4090-24GB")
     intervals = [HeldInterval(at(10, 12, m), at(10, 12, m + 1), slice_) for m in range(0, 60, 2)]
-    assert cost_for_intervals(intervals, [demo_price_table()], priority=0, tz="UTC").total == D("0.05")
+    assert cost_for_intervals(intervals, [world_price_table()], priority=0, tz="UTC").total == D("0.05")
 
 
 def test_a_new_table_never_changes_past_charges():

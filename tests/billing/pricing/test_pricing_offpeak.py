@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from billing.pricing.offpeak import (
+from scheduling.offpeak import (
     DEFAULT_OFFPEAK_WINDOWS,
     format_windows,
     is_offpeak,

@@ -12,11 +12,10 @@ from billing.pricing import (
     PriceTable,
     Rates,
     cost_for_intervals,
-    demo_price_table,
-    demo_rates,
     estimate,
 )
-from billing.pricing.offpeak import split_hours
+from scheduling.offpeak import split_hours
+from tests.world import world_price_table, world_rates
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Shanghai", "Asia/Kolkata", "Australia/Lord_Howe"]
 
@@ -70,7 +69,7 @@ def _two_tables() -> list[PriceTable]:
         memory_gib_hour=Decimal("0.005"),
         offpeak_windows=((time(22), time(6)),),
     )
-    return [demo_price_table(), PriceTable(effective_from=datetime(2026, 6, 1, tzinfo=UTC), rates=dearer)]
+    return [world_price_table(), PriceTable(effective_from=datetime(2026, 6, 1, tzinfo=UTC), rates=dearer)]
 
 
 @PROPERTY_SETTINGS
@@ -102,10 +101,10 @@ def test_cost_never_falls_when_a_job_holds_longer(start, shorter, extra, allocat
     zone=st.sampled_from(ZONES),
 )
 def test_estimate_agrees_with_metering_under_one_table(start, duration, allocation, priority, zone):
-    rates = demo_rates()
+    rates = world_rates()
     quote = estimate(rates, allocation, start=start, duration=duration, tz=zone, priority=priority)
     metered = cost_for_intervals(
-        [HeldInterval(start, start + duration, allocation)], [demo_price_table()], priority=priority, tz=zone
+        [HeldInterval(start, start + duration, allocation)], [world_price_table()], priority=priority, tz=zone
     )
     offpeak = sum((s.duration for s in metered.segments if s.offpeak), timedelta(0))
     assert quote.offpeak == offpeak

@@ -9,11 +9,11 @@ from billing.pricing import (
     Allocation,
     PriceTable,
     Rates,
-    demo_rates,
     hourly_price,
     quantize_money,
     table_in_force,
 )
+from tests.world import world_rates
 
 D = Decimal
 
@@ -26,8 +26,8 @@ def one_h100() -> Allocation:
     return Allocation(share=D(1), vendor="nvidia", gpu_model="H100-80GB", cpu_cores=8, memory_gib=64)
 
 
-def test_demo_rates_are_the_issue_prices():
-    rates = demo_rates()
+def test_a_price_list_has_the_platform_window_and_discounts_by_default():
+    rates = world_rates()
     assert rates.currency == "USD"
     assert rates.gpu_rate("nvidia", "H100-80GB") == D("3.00")
     assert rates.gpu_rate("nvidia", "A100-80GB") == D("1.80")
@@ -42,7 +42,7 @@ def test_demo_rates_are_the_issue_prices():
 
 
 def test_gpu_rate_lookup_ignores_case_and_names_unknown_models():
-    rates = demo_rates()
+    rates = world_rates()
     assert rates.gpu_rate("NVIDIA", "a100-80gb") == D("1.80")
     with pytest.raises(ValueError, match="no GPU rate for nvidia B200-192GB"):
         rates.gpu_rate("nvidia", "B200-192GB")
@@ -50,14 +50,14 @@ def test_gpu_rate_lookup_ignores_case_and_names_unknown_models():
 
 def test_half_a100_at_priority_50_costs_1_59_peak_and_0_954_offpeak():
     # (0.5 x 1.80 + 4 x 0.02 + 16 x 0.005) x (1 + 50/100) = (0.90 + 0.08 + 0.08) x 1.5
-    rates = demo_rates()
+    rates = world_rates()
     assert hourly_price(rates, half_a100(), priority=50) == D("1.5900")
     assert hourly_price(rates, half_a100(), priority=50, offpeak=True) == D("0.9540")
 
 
 def test_spot_and_offpeak_factors_multiply():
     # one H100, 8 cores, 64 GiB: 3.00 + 0.16 + 0.32 = 3.48 per hour before factors
-    rates = demo_rates()
+    rates = world_rates()
     assert hourly_price(rates, one_h100()) == D("3.4800")
     assert hourly_price(rates, one_h100(), spot=True) == D("1.3920")  # x 0.4
     assert hourly_price(rates, one_h100(), offpeak=True, spot=True) == D("0.8352")  # x 0.6 x 0.4
@@ -67,12 +67,12 @@ def test_spot_and_offpeak_factors_multiply():
 
 def test_amd_is_priced_from_its_own_rate():
     mi300 = Allocation(share=D(1), vendor="amd", gpu_model="MI300X-192GB")
-    assert hourly_price(demo_rates(), mi300) == D("2.1000")
+    assert hourly_price(world_rates(), mi300) == D("2.1000")
 
 
 def test_cpu_only_allocation_needs_no_gpu_model():
     cpu_only = Allocation(share=D(0), cpu_cores=D("2.5"), memory_gib=D(10))
-    assert hourly_price(demo_rates(), cpu_only) == D("0.1000")  # 0.05 + 0.05
+    assert hourly_price(world_rates(), cpu_only) == D("0.1000")  # 0.05 + 0.05
 
 
 def test_allocation_from_scheduler_units():
@@ -162,7 +162,7 @@ def test_rates_accept_decimal_strings_and_keep_four_places():
 )
 def test_bad_priority_is_refused(priority, message):
     with pytest.raises(ValueError, match=f"priority {message}|priority must be an {message}"):
-        hourly_price(demo_rates(), half_a100(), priority=priority)
+        hourly_price(world_rates(), half_a100(), priority=priority)
 
 
 @pytest.mark.parametrize(
@@ -206,4 +206,4 @@ def test_table_in_force_is_the_latest_that_has_started():
 
 def test_price_table_needs_an_aware_effective_from():
     with pytest.raises(ValueError, match="effective_from must be a timezone-aware"):
-        PriceTable(effective_from=datetime(2026, 3, 1), rates=demo_rates(), name="naive")
+        PriceTable(effective_from=datetime(2026, 3, 1), rates=world_rates(), name="naive")

@@ -8,10 +8,10 @@ from billing.pricing import (
     Allocation,
     Sharing,
     charged_gpu_share,
-    demo_rates,
     hourly_price,
     mig_compute_slices,
 )
+from tests.world import world_rates
 
 D = Decimal
 
@@ -59,7 +59,7 @@ def test_mig_share_is_compute_slices_over_seven():
     mig = Allocation(
         share=charged_gpu_share("mig", mig_profile="3g.40gb"), vendor="nvidia", gpu_model="A100-80GB"
     )
-    assert hourly_price(demo_rates(), mig) == D("0.7714")
+    assert hourly_price(world_rates(), mig) == D("0.7714")
 
 
 def test_time_slicing_share_is_one_over_the_replicas_per_gpu():
@@ -68,7 +68,7 @@ def test_time_slicing_share_is_one_over_the_replicas_per_gpu():
     slice_ = Allocation(
         share=charged_gpu_share("timeslice", timeslice_replicas=3), vendor="nvidia", gpu_model="L40S-48GB"
     )
-    assert hourly_price(demo_rates(), slice_) == D("0.3333")
+    assert hourly_price(world_rates(), slice_) == D("0.3333")
 
 
 @pytest.mark.parametrize(

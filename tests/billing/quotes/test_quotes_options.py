@@ -9,9 +9,9 @@ from datetime import datetime
 import pytest
 from test_quotes_helpers import OFFPEAK, PEAK, SEED_YAML, UTC_ZONE, WHOLE, demo_pool_offers
 
-from billing.pricing import demo_rates
 from billing.quotes import PoolOffer, QuoteError, choose_option, quote
 from scheduling.spec import parse_job_spec
+from tests.world import world_rates
 
 # 0.25 of a GPU with 10 GiB reserved: fits a fraction anywhere, MIG 2g.20gb (the smallest profile
 # with >= 0.25 compute and >= 10 GiB), a 4-way time-slice slot (1/4 >= 0.25) or a whole GPU.
@@ -29,7 +29,7 @@ def ids(result) -> set[str]:
 
 
 def quote_demo(text: str, now: datetime = PEAK, **pool_kwargs):
-    return quote(parse_job_spec(text), demo_pool_offers(**pool_kwargs), demo_rates(), now=now, tz=UTC_ZONE)
+    return quote(parse_job_spec(text), demo_pool_offers(**pool_kwargs), world_rates(), now=now, tz=UTC_ZONE)
 
 
 def test_seed_yaml_at_peak_offers_only_off_peak_or_spot_options():
@@ -128,7 +128,7 @@ def test_an_exclusive_ask_runs_as_a_7g_instance_but_never_time_sliced():
         PoolOffer("l40s", "nvidia", "L40S-48GB", 49152, 4, frozenset({"timeslice"}), timeslice_replicas=4),
     ]
     spec = parse_job_spec("name: one\nroles:\n  - name: main\n    image: busybox:1.36\n")
-    result = quote(spec, pools, demo_rates(), now=PEAK, tz=UTC_ZONE)
+    result = quote(spec, pools, world_rates(), now=PEAK, tz=UTC_ZONE)
     assert ids(result) == {"h100-7g.mig.now", "h100-7g.mig.off-peak"}
     assert result.option("h100-7g.mig.now").roles[0].gpu_share == 1  # 7/7: the price of the whole GPU
     assert any(line.startswith("l40s: ") for line in result.unavailable)
@@ -180,8 +180,8 @@ def test_exactly_one_cheapest_and_ties_break_deterministically():
         PoolOffer("a-pool", "nvidia", "A100-80GB", 81920, 8, WHOLE),
     ]
     spec = parse_job_spec(QUARTER_YAML)
-    first = quote(spec, twin, demo_rates(), now=PEAK, tz=UTC_ZONE)
-    again = quote(spec, list(reversed(twin)), demo_rates(), now=PEAK, tz=UTC_ZONE)
+    first = quote(spec, twin, world_rates(), now=PEAK, tz=UTC_ZONE)
+    again = quote(spec, list(reversed(twin)), world_rates(), now=PEAK, tz=UTC_ZONE)
     assert [o.cheapest for o in first.options].count(True) == 1
     assert first.cheapest.id == again.cheapest.id == "a-pool.fraction.off-peak"
     assert [o.id for o in first.options] == [o.id for o in again.options]
@@ -229,9 +229,9 @@ def test_no_pool_can_run_it_says_why_for_each():
 def test_bad_inputs_are_refused_by_name():
     spec = parse_job_spec(QUARTER_YAML)
     with pytest.raises(ValueError, match="now must be a timezone-aware datetime"):
-        quote(spec, demo_pool_offers(), demo_rates(), now=datetime(2026, 3, 2, 10), tz=UTC_ZONE)
+        quote(spec, demo_pool_offers(), world_rates(), now=datetime(2026, 3, 2, 10), tz=UTC_ZONE)
     with pytest.raises(ValueError, match="pool names must be unique"):
-        quote(spec, demo_pool_offers() * 2, demo_rates(), now=PEAK, tz=UTC_ZONE)
+        quote(spec, demo_pool_offers() * 2, world_rates(), now=PEAK, tz=UTC_ZONE)
     with pytest.raises(ValueError, match="vendor 'intel'"):
         PoolOffer("x", "intel", "Max-1550", 1024, 8)
     with pytest.raises(ValueError, match="MIG is an NVIDIA feature"):
@@ -243,7 +243,7 @@ def test_bad_inputs_are_refused_by_name():
 
 
 def test_reduce_cost_without_off_peak_windows_runs_only_on_spot():
-    no_windows = replace(demo_rates(), offpeak_windows=())
+    no_windows = replace(world_rates(), offpeak_windows=())
     result = quote(parse_job_spec(SEED_YAML), demo_pool_offers(), no_windows, now=PEAK, tz=UTC_ZONE)
     assert ids(result) == {"a100-spot.exclusive.now"}
     assert any(line.startswith("h100: ") and "no off-peak window" in line for line in result.unavailable)

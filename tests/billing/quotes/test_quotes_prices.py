@@ -1,4 +1,4 @@
-"""Quote prices worked out by hand with demo_rates()."""
+"""Quote prices worked out by hand with world_rates()."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from zoneinfo import ZoneInfo
 
 from test_quotes_helpers import PEAK, SEED_YAML, UTC_ZONE, WHOLE, demo_pool_offers
 
-from billing.pricing import PriceTable, demo_rates
+from billing.pricing import PriceTable
 from billing.quotes import PoolOffer, quote, quote_at
 from scheduling.spec import parse_job_spec
+from tests.world import world_rates
 
 D = Decimal
 
@@ -34,7 +35,7 @@ A100_SPOT = replace(A100, name="a100-spot", spot=True)
 
 
 def half_a100_quote(now: datetime, pools=(A100,), **kwargs):
-    return quote(parse_job_spec(HALF_A100_YAML), list(pools), demo_rates(), now=now, tz=UTC_ZONE, **kwargs)
+    return quote(parse_job_spec(HALF_A100_YAML), list(pools), world_rates(), now=now, tz=UTC_ZONE, **kwargs)
 
 
 def test_half_an_a100_costs_1_59_at_peak_and_0_954_off_peak():
@@ -78,21 +79,21 @@ def test_spot_and_off_peak_stack():
 
 def test_off_peak_window_read_in_the_platform_time_zone():
     berlin = ZoneInfo("Europe/Berlin")
-    result = quote(parse_job_spec(HALF_A100_YAML), [A100], demo_rates(), now=PEAK, tz=berlin)
+    result = quote(parse_job_spec(HALF_A100_YAML), [A100], world_rates(), now=PEAK, tz=berlin)
     later = result.option("a100.fraction.off-peak")
     assert later.starts_at == datetime(2026, 3, 2, 23, tzinfo=UTC)  # midnight in Berlin (UTC+1)
     assert "00:00 (CET)" in " ".join(later.tradeoffs)
 
 
 def test_a_price_table_effective_tomorrow_does_not_change_todays_quote():
-    dearer = replace(demo_rates(), gpu={**demo_rates().gpu, ("nvidia", "A100-80GB"): D("3.60")})
+    dearer = replace(world_rates(), gpu={**world_rates().gpu, ("nvidia", "A100-80GB"): D("3.60")})
     tables = [
-        PriceTable(datetime(2020, 1, 1, tzinfo=UTC), demo_rates(), "demo"),
+        PriceTable(datetime(2020, 1, 1, tzinfo=UTC), world_rates(), "demo"),
         PriceTable(PEAK + timedelta(days=1), dearer, "tomorrow"),
     ]
     spec = parse_job_spec(HALF_A100_YAML)
     today = quote_at(spec, [A100], tables, now=PEAK, tz=UTC_ZONE)
-    assert today == quote(spec, [A100], demo_rates(), now=PEAK, tz=UTC_ZONE)
+    assert today == quote(spec, [A100], world_rates(), now=PEAK, tz=UTC_ZONE)
     assert today.option("a100.fraction.off-peak").price_per_hour == D("1.5900")
     # the day after, the new table prices it: (1.80 + 0.16) x 1.5 = 2.94
     later = quote_at(spec, [A100], tables, now=PEAK + timedelta(days=2), tz=UTC_ZONE)
@@ -102,7 +103,7 @@ def test_a_price_table_effective_tomorrow_does_not_change_todays_quote():
 def test_seed_yaml_prices_by_hand():
     # master 1 + workers 9 at the minimum, 1 + 40 at the maximum; 1 GPU, 1 CPU, 4 GiB each; priority 50.
     # A100 spot: (1.80 + 0.02 + 0.02) x 1.5 x 0.4 = 1.104 per replica -> 11.04 / h for 10
-    result = quote(parse_job_spec(SEED_YAML), demo_pool_offers(), demo_rates(), now=PEAK, tz=UTC_ZONE)
+    result = quote(parse_job_spec(SEED_YAML), demo_pool_offers(), world_rates(), now=PEAK, tz=UTC_ZONE)
     now = result.option("a100-spot.exclusive.now")
     assert (now.price_per_hour, now.price_per_hour_offpeak) == (D("11.0400"), D("6.6240"))
     assert (now.estimate_low, now.estimate_high) == (D("11.04"), D("45.26"))  # 41 x 1.104 = 45.264
@@ -132,7 +133,7 @@ roles:
     replicas: 2
     resources: {gpu: 1}
 """
-    result = quote(parse_job_spec(yaml_text), [A100], demo_rates(), now=PEAK, tz=UTC_ZONE)
+    result = quote(parse_job_spec(yaml_text), [A100], world_rates(), now=PEAK, tz=UTC_ZONE)
     option = result.option("a100.exclusive.now")
     master, worker = option.roles
     assert (master.sharing, master.gpu_share, master.price_per_hour) == ("none", 0, D("0.3200"))  # 0.16+0.16

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_quotes_helpers import demo_pool_offers
 
-from billing.pricing import demo_rates
-from billing.pricing.offpeak import is_offpeak
 from billing.quotes import QuoteError, choose_option, quote
+from scheduling.offpeak import is_offpeak
 from scheduling.spec.model import JobSpec, RoleSpec
+from tests.world import world_rates
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
 MIG = {"1g.10gb": (1, 10240), "2g.20gb": (2, 20480), "3g.40gb": (3, 40960)}
@@ -95,7 +95,7 @@ def asked(role: RoleSpec) -> tuple[Fraction, int]:
 @given(spec=specs(), pools=pool_sets(), now=moments, zone=st.sampled_from(ZONES))
 def test_every_quote_is_consistent_and_honest(spec, pools, now, zone):
     tz = ZoneInfo(zone)
-    rates = demo_rates()
+    rates = world_rates()
     try:
         result = quote(spec, pools, rates, now=now, tz=tz)
     except QuoteError as error:

@@ -1,5 +1,5 @@
 """An inference service is priced per hour at its fewest and at its most replicas (price_per_hour and
-price_per_hour_max), worked out by hand with demo_rates()."""
+price_per_hour_max), worked out by hand with world_rates()."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from decimal import Decimal
 
 from test_quotes_helpers import PEAK, UTC_ZONE, WHOLE
 
-from billing.pricing import demo_rates
 from billing.quotes import PoolOffer, quote
 from scheduling.spec import parse_job_spec
+from tests.world import world_rates
 
 D = Decimal
 A100 = PoolOffer("a100", "nvidia", "A100-80GB", 80 * 1024, 8, WHOLE)
@@ -27,7 +27,7 @@ expectedDuration: 2h
 
 
 def fraction_option(low: int, high: int):
-    result = quote(parse_job_spec(SERVICE.format(low=low, high=high)), [A100], demo_rates(), now=PEAK, tz=UTC_ZONE)
+    result = quote(parse_job_spec(SERVICE.format(low=low, high=high)), [A100], world_rates(), now=PEAK, tz=UTC_ZONE)
     return next(o for o in result.options if o.sharing == "fraction")
 
 
