@@ -13,3 +13,5 @@ BILLING_CURRENCY = os.environ.get("BILLING_CURRENCY", "USD").strip().upper()
 REPORT_EXPORT_DIR = Path(os.environ.get("REPORT_EXPORT_DIR", VAR_DIR / "exports"))
 PLATFORM_NAME = os.environ.get("PLATFORM_NAME", "GPU Platform")  # the provider named on invoices and exports
 PLATFORM_REGION = os.environ.get("PLATFORM_REGION", "local")  # FOCUS RegionId of this cluster
+# A percentage off every price on Saturdays and Sundays (billing.pricing.rules.WeekendDiscount); empty: no such rule
+BILLING_WEEKEND_DISCOUNT = os.environ.get("BILLING_WEEKEND_DISCOUNT", "").strip()
