@@ -11,12 +11,15 @@ import threading
 from contextlib import contextmanager
 
 from django.dispatch import Signal
+from django.utils.translation import gettext_noop
+
+from scheduling.history_texts import said
 
 # Sent after commit with `events`: a list of (job, message) in the order they were recorded.
 job_events_committed = Signal()
 
-# Sent inside the transaction that ends a job (`job`, its final state already set). A receiver
-# may return a short note for the job's final event (billing returns the final cost).
+# Sent inside the transaction that ends a job (`job`, its final state already set). Receivers return
+# nothing: billing writes the job's final cost on its row, and the final event says what is there.
 job_finished = Signal()
 
 # Sent inside the transaction that marks nodes silent or ready again (scheduling.health), with
@@ -49,6 +52,12 @@ def send_committed(events: list) -> None:
         job_events_committed.send(sender=None, events=events)
 
 
-def finish_notes(job) -> list[str]:
-    """Tell the layers above that `job` ended; the notes they return go on its final event."""
-    return [note for _, note in job_finished.send(sender=None, job=job) if note]
+def finish_notes(job) -> list:
+    """Tell the layers above that `job` ended; the notes for its final event say what they wrote on
+    its row (the final cost, once billing has fixed it)."""
+    job_finished.send(sender=None, job=job)
+    job.refresh_from_db(fields=["final_cost", "currency"])
+    if job.final_cost is None:
+        return []
+    return [said(gettext_noop("final cost %(cost)s %(currency)s"), cost=f"{job.final_cost:.2f}",
+                 currency=job.currency)]

@@ -8,13 +8,11 @@ from decimal import Decimal, InvalidOperation
 
 from django.db import transaction
 from django.db.models import Sum
-from django.utils.translation import gettext_noop
 
 from billing import pricing
 from billing.ledger.posting import post_ledger
 from billing.ledger.selectors import as_of, job_currency, job_total
 from billing.models import ChargeLine, UsageSample
-from scheduling.history_texts import Said, said
 from scheduling.models import Job
 
 
@@ -108,8 +106,6 @@ def finalize_job_cost(job_id: int) -> Job:
     return job
 
 
-def price_finished_job(sender, job, **kwargs) -> Said:
-    """Connected to scheduling's job_finished: the final cost, as a note for the job's last event."""
-    priced = finalize_job_cost(job.pk)
-    return said(gettext_noop("final cost %(cost)s %(currency)s"), cost=f"{priced.final_cost:.2f}",
-                currency=priced.currency)
+def price_finished_job(sender, job, **kwargs) -> None:
+    """Connected to scheduling's job_finished: fixes the job's final cost on its row."""
+    finalize_job_cost(job.pk)
