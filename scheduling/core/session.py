@@ -78,7 +78,7 @@ class JobState:
     evicted: int = 0                          # replicas of the snapshot evicted in this session
     held: int = 0                             # GPU milli its replicas hold now
     replicas: int = 0                         # replicas assigned now (kept by `refresh`)
-    units: tuple | None = None                # actions.victim_units' for it: (version, reason, rank, units)
+    units: tuple | None = None                # actions.evicting.victim_units' for it: (version, reason, rank, units)
 
     def np_milli(self, held: int) -> int:
         """What `held` milli count against non-preemptible quota: a non-preemptible job's gang
@@ -594,7 +594,7 @@ class Session:
     stamp: int = 0                             # bumped whenever capacity is taken or given back
     touched: list[str] = field(default_factory=list)   # ids of jobs whose replicas changed, in order
     # visit every job the actions walk, one by one (the reference for tests); when False a walk stops
-    # once no job left could change anything (`actions.Quiet`)
+    # once no job left could change anything (`actions.walk.Quiet`)
     exact: bool = False
     # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
     # (roles, plan); a memo may carry them from cycle to cycle
