@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, replace
 
 from .actions import ACTIONS
 from .actions.reasons import pending_reasons
+from .build import BuildCache
 from .model import Decisions, Pool, RunningReplica, Snapshot
-from .session import BuildCache, Session
+from .session import Session
 
 
 @dataclass

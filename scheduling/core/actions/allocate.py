@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..fit import Reason
-from ..session import JobState, Session
+from ..session import Session
+from ..state import JobState
 from .gang import place_gang, plan, quota_block, reduce_cost_waits
 from .walk import AGAIN, Quiet, fair_walk, pending_by_queue
 

@@ -11,7 +11,8 @@ from .. import placement as pl
 from ..model import EvictCause, Job, ReplicaKey, Role, Slice
 from ..repack import Steps
 from ..room import MovableSet, Resident, plan_room
-from ..session import Assignment, JobState, Session, request_milli
+from ..session import Session, request_milli
+from ..state import Assignment, JobState
 from ..units import MILLI_PER_GPU
 from .evicting import EvictionQuiet, move_all, waits_whole, without_idle_branches
 from .gang import gang_pools, gang_signature, missing_milli, place_gang, plan, request_mask

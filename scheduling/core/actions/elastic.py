@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..session import JobState, Session
+from ..session import Session
+from ..state import JobState
 from .allocate import NoFitCache
 from .gang import gang_pools, gang_signature, missing_milli, place_gang, plan, quota_block, reduce_cost_waits
 from .walk import AGAIN, fair_walk

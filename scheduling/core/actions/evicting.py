@@ -13,7 +13,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model import EvictCause, Job, ReplicaKey
-from ..session import Assignment, JobState, Session
+from ..session import Session
+from ..state import Assignment, JobState
 from ..units import MILLI_PER_GPU
 from .gang import (
     Plan,

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..fit import Reason
 from ..model import Job, Request, Role
-from ..session import JobState, Session, request_milli
+from ..session import Session, request_milli
+from ..state import JobState
 
 EPS = 1e-6               # slack of the comparisons of GPU milli with fair shares and quotas
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..model import EvictCause, Job
-from ..session import JobState, Session
+from ..session import Session
+from ..state import JobState
 from .evicting import Unit, live_keys, merged, run_eviction_action, victim_units
 from .gang import reduce_cost_waits, within_quota
 

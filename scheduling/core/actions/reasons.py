@@ -8,7 +8,8 @@ import numpy as np
 
 from ..fit import Reason
 from ..model import Request
-from ..session import JobState, Session
+from ..session import Session
+from ..state import JobState
 from .gang import EPS, off_peak_of, plan
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..model import EvictCause, Job
-from ..session import JobState, Session
+from ..session import Session
+from ..state import JobState
 from .evicting import Unit, merged, reclaim_can_lift, run_eviction_action, victim_units, waits_whole
 from .gang import EPS, missing_milli, plan, within_quota
 

@@ -9,7 +9,8 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from ..model import Job
-from ..session import JobState, Session
+from ..session import Session
+from ..state import JobState
 from .gang import EPS, plan
 
 STOP = object()          # returned by a fair_walk visitor that wants no more jobs

@@ -92,8 +92,8 @@ def test_a_kept_build_is_the_whole_build():
     """A build with the last one's cache (states reused, free arrays copied) equals a build without, whether
     jobs were touched, their replicas went away behind the session's back, decisions were not carried out,
     or jobs came and went."""
+    from scheduling.core.build import BuildCache
     from scheduling.core.cycle import apply_decisions, without_jobs
-    from scheduling.core.session import BuildCache
 
     snap = Snapshot(pools=(Pool("h100"),), nodes=nodes("h100", 3, 4), queues=(Queue("a", deserved_milli=6000),
                                                                                Queue("b", deserved_milli=6000)),
