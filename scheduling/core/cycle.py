@@ -6,7 +6,7 @@ import gc
 from dataclasses import dataclass, field, replace
 
 from .actions import ACTIONS
-from .actions.reasons import pending_reasons
+from .actions.pending import pending_reasons
 from .build import BuildCache
 from .model import Decisions, Pool, RunningReplica, Snapshot
 from .session import Session

@@ -6,7 +6,7 @@ top, weighed as KAI-Scheduler's proportion plugin weighs it) and tries a scenari
 transaction; a scenario is kept only if what the job asks for gets placed whole: its gang minimum,
 or one elastic replica above it (and, for consolidation, every moved replica fits again). What a job
 asks for and placing it are in `gang`; what the evicting actions share, in `evicting`; why the jobs
-left pending wait, in `reasons`.
+left pending wait, in `pending`.
 """
 
 from .allocate import allocate

@@ -6,7 +6,7 @@ import pytest
 
 from scheduling.core import Pool, Queue, RunningReplica, Slice, Snapshot, run_cycle
 from scheduling.core.actions import allocate, reclaim
-from scheduling.core.actions.reasons import pending_reasons
+from scheduling.core.actions.pending import pending_reasons
 from scheduling.core.builders import job, nodes, with_jobs
 from scheduling.core.session import Session
 
