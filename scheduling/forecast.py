@@ -1,7 +1,7 @@
 """A pending job's place in its queue and when it should start.
 
 Position: the job's 1-based rank among its queue's pending jobs in the order the scheduler's actions
-take a queue's jobs (`core/actions.py` `job_order`: higher priority first, then the older, then the
+take a queue's jobs (`core/actions/walk.py` `job_order`: higher priority first, then the older, then the
 job id as text). Jobs held for an off-peak window they were quoted for (`not_before` still ahead) are
 not in the scheduler's snapshot, so they are not counted ahead of anyone; a held job is ranked as if
 it were in the queue now.
@@ -73,7 +73,7 @@ class PendingOutlook:
 
 
 def order_key(priority: int, created: datetime, pk: int) -> tuple:
-    """The scheduler's order of a queue's jobs (core/actions.py job_order, on the core job's fields)."""
+    """The scheduler's order of a queue's jobs (core/actions/walk.py job_order, on the core job's fields)."""
     return (-priority, created.timestamp(), str(pk))
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field, replace
 
-from . import actions
+from .actions import ACTIONS
+from .actions.pending import pending_reasons
+from .build import BuildCache
 from .model import Decisions, Pool, RunningReplica, Snapshot
-from .session import BuildCache, Session
-
-ACTIONS = (actions.allocate, actions.consolidate, actions.reclaim, actions.preempt, actions.elastic)
+from .session import Session
 
 
 @dataclass
@@ -75,7 +75,7 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
             session.plans = dict(kept)
         for action in ACTIONS:
             action(session)
-        decisions = session.decisions(actions.pending_reasons(session) if reasons else {})
+        decisions = session.decisions(pending_reasons(session) if reasons else {})
         if memo is not None:
             live = session.roles_ids
             memo.plans = {key: found for key, found in session.plans.items() if key[0] in live}

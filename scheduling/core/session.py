@@ -7,22 +7,34 @@ scenario inside `transaction()`; if the scenario does not fully hold it is rolle
 the same as having tried it on a copy, without copying 10,000 assignments each time.
 
 Decisions are the difference between the snapshot's assignments and the session's at the end.
+`Session.build` runs the steps of `build` (the cluster's part is `cluster.ClusterBase`; what a job
+and a replica hold, `state`).
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, repeat
-from operator import and_, attrgetter, is_, itemgetter, not_, or_
-from typing import NamedTuple
+from itertools import compress
+from operator import attrgetter, itemgetter, or_
 
 import numpy as np
 
 from . import placement as pl
-from .fairshare import fair_shares, queue_children
+from .build import (
+    BuildCache,
+    JobStates,
+    Replicas,
+    cluster_of,
+    job_order,
+    job_states,
+    renew_states,
+    take_replicas,
+    weigh_changes,
+)
+from .cluster import ClusterBase
+from .fairshare import fair_shares
 from .fit import PoolTraits, Reason, Unfit, check_pool, check_pools
 from .fragmentation import Shape, ShapeTable
 from .model import (
@@ -31,257 +43,25 @@ from .model import (
     Decisions,
     Evict,
     EvictCause,
-    Job,
     Node,
     Pool,
     Queue,
     ReplicaKey,
     Request,
     Role,
-    RunningReplica,
     Slice,
     Snapshot,
     mig_milli,
 )
+from .state import Assignment, JobState
 from .units import MILLI_PER_GPU
 
-
-class Assignment(NamedTuple):
-    """Where one replica runs and what it holds there. (A named tuple: a cycle makes tens of
-    thousands, and a frozen dataclass costs three times as much to make.)"""
-
-    row: int                                  # row in the session's arrays
-    gpus: tuple[int, ...]
-    slice: Slice
-    cpu_milli: int
-    mem_mib: int
-
-    @property
-    def gpu_milli(self) -> int:
-        """The GPU share this replica holds, for queue accounting."""
-        return self.slice.gpu_milli * len(self.gpus)
-
-
-@dataclass(slots=True)
-class JobState:
-    job: Job
-    running: dict[str, set[int]]              # role name -> replica indices assigned now
-    min_milli: int                            # GPU milli of the gang minimum
-    fail: tuple[str, Reason | None] | None = None   # (kind, reason) of the last failed attempt
-    version: int = 0                          # bumped whenever a replica of the job is (un)bound
-    plan: object = None                       # actions' cached view of what is missing
-    plan_version: int = -1                    # the version `plan` was made for
-    pending: bool = True                      # below the gang minimum
-    elastic: bool = False                     # some role runs above its minimum
-    grows: bool = False                       # at its minimum or above, and some role below its maximum
-    extra: int = 0                            # replicas running above the minimums
-    evicted: int = 0                          # replicas of the snapshot evicted in this session
-    held: int = 0                             # GPU milli its replicas hold now
-    replicas: int = 0                         # replicas assigned now (kept by `refresh`)
-    units: tuple | None = None                # actions.victim_units' for it: (version, reason, rank, units)
-
-    def np_milli(self, held: int) -> int:
-        """What `held` milli count against non-preemptible quota: a non-preemptible job's gang
-        minimum; the elastic replicas above it may be reclaimed, so they count as preemptible."""
-        return 0 if self.job.preemptible else min(held, self.min_milli)
-
-    def missing(self) -> dict[str, list[int]]:
-        """Per role, the replica indices still needed to reach the gang minimum."""
-        out = {}
-        for role in self.job.roles:
-            have = self.running[role.name]
-            need = role.min_replicas - len(have)
-            if need > 0:
-                free = [i for i in range(role.max_replicas) if i not in have]
-                out[role.name] = free[:need]
-        return out
-
-    def wanted(self) -> dict[str, list[int]]:
-        """What the job asks for next: the replicas missing to its gang minimum, or else one replica
-        above it (of the role with the fewest above its minimum, its lowest free index); {} at the
-        maximum. Elastic replicas are placed one at a time, as KAI-Scheduler allocates them."""
-        if self.pending:
-            return self.missing()
-        if not self.grows:
-            return {}
-        best = None
-        for role in self.job.roles:
-            have = self.running[role.name]
-            if len(have) < role.max_replicas and (best is None or len(have) - role.min_replicas < best[0]):
-                best = (len(have) - role.min_replicas, role)
-        role = best[1]
-        have = self.running[role.name]
-        return {role.name: [next(i for i in range(role.max_replicas) if i not in have)]}
-
-    def wants(self) -> bool:
-        """Below its gang minimum, or elastic with room to grow."""
-        return self.pending or self.grows
-
-    def is_pending(self) -> bool:
-        """Below the gang minimum (kept up to date by the session on every bind and unbind)."""
-        return self.pending
-
-    def refresh(self) -> None:
-        pending = elastic = room = False
-        extra = total = 0
-        for r in self.job.roles:
-            n = len(self.running[r.name])
-            total += n
-            if n < r.min_replicas:
-                pending = True
-            elif n > r.min_replicas:
-                elastic = True
-                extra += n - r.min_replicas
-            if n < r.max_replicas:
-                room = True
-        self.pending, self.elastic, self.grows, self.extra = pending, elastic, room and not pending, extra
-        self.replicas = total
-
-    def extras(self) -> list[tuple[str, int]]:
-        """Running replicas above each role's minimum, highest index first (shrunk first)."""
-        out: list[tuple[str, int]] = []
-        if not self.elastic:
-            return out
-        for role in self.job.roles:
-            have = sorted(self.running[role.name], reverse=True)
-            out += [(role.name, i) for i in have[: max(0, len(have) - role.min_replicas)]]
-        return out
-
-
-_ID, _JOB, _FIRST = attrgetter("id"), attrgetter("job"), itemgetter(0)
+_FIRST = itemgetter(0)
 _PENDING, _GROWS = attrgetter("pending"), attrgetter("grows")
-
-
-class _NoJob:
-    roles = None
-
-
-class _NoState:
-    """A state no job has (`dict.get`'s default in C loops)."""
-
-    job = _NoJob()
-
-
-class _NoPlaced:
-    """A replica no build checked (the same)."""
-
-    rep = None
-    roles = object()
-
-
-NO_STATE, NO_PLACED = _NoState(), _NoPlaced()
-_REP, _PLACED_ROLES, _KEY = attrgetter("rep"), attrgetter("roles"), attrgetter("key")
-_ROLES, _JOB_ID = attrgetter("job.roles"), attrgetter("job_id")
-
-
-def new_states(snapshot: Snapshot, before: dict[str, JobState], last_touched: set[str], queues: dict,
-               parents: set) -> tuple[dict[str, JobState], Callable[[], list[str]], list[JobState], set[str]]:
-    """The session's job states, each job checked: those of `before` (the last session's) for the same job
-    objects that session did not touch, made new again, and new ones. Returns them, the reused states'
-    jobs holding replicas (a callable), the new states of jobs `before` did not have, the ids of new states."""
-    jobs: dict[str, JobState] = {}
-    holding: list[str] = []
-    arrived: list[JobState] = []
-    fresh_ids: set[str] = set()
-    for job in snapshot.jobs:
-        job_id = job.id
-        if job_id in jobs:
-            raise ValueError(f"job {job_id!r}: duplicate job id")
-        if job.queue not in queues:
-            raise ValueError(f"job {job_id!r}: unknown queue {job.queue!r}")
-        if job.queue in parents:
-            raise ValueError(f"job {job_id!r}: queue {job.queue!r} has child queues; jobs go to leaf queues")
-        state = before.get(job_id)
-        if state is not None and state.job is job:
-            if job_id not in last_touched:
-                state.fail, state.plan, state.plan_version = None, None, -1
-                jobs[job_id] = state
-                if state.version:
-                    holding.append(job_id)
-                continue
-        else:
-            state = None
-        jobs[job_id] = fresh = JobState(job, {r.name: set() for r in job.roles}, 0)
-        fresh_ids.add(job_id)
-        if state is None:
-            arrived.append(fresh)
-    return jobs, lambda: holding, arrived, fresh_ids
-
-
-def kept_states(snapshot: Snapshot, cache: BuildCache, last_touched: set[str]
-                ) -> tuple[dict[str, JobState], Callable[[], list[str]], list[JobState], set[str]] | None:
-    """`new_states` for a cache whose last build had the same cluster (its jobs were checked against its
-    queues then): only the jobs it did not have are checked, and the passes over every job are C loops.
-    The last session set what its actions note (`fail`, `plan`) only on the jobs it walked, which wanted
-    replicas (`Session.wanting`): those are made new again. None when ids repeat (`new_states` says which)."""
-    before, job_list = cache.jobs, snapshot.jobs
-    ids = list(map(_ID, job_list))
-    states = list(map(before.get, ids, repeat(NO_STATE, len(ids))))
-    jobs = dict(zip(ids, states, strict=True))
-    if len(jobs) != len(ids):
-        return None
-    for state in cache.wanting:
-        state.fail, state.plan, state.plan_version = None, None, -1
-    by_id = None
-    fresh_ids = set(compress(ids, map(not_, map(is_, map(_JOB, states), job_list))))
-    arrived: list[JobState] = []
-    if fresh_ids:
-        queues, parents = cache.cluster.queues, cache.cluster.parents
-        by_id = dict(zip(ids, job_list, strict=True))
-        for job_id in fresh_ids:
-            job = by_id[job_id]
-            if job.queue not in queues or job.queue in parents:
-                return None
-            jobs[job_id] = state = JobState(job, {r.name: set() for r in job.roles}, 0)
-            arrived.append(state)
-    for job_id in last_touched:
-        state = jobs.get(job_id)
-        if state is not None and job_id not in fresh_ids:
-            jobs[job_id] = JobState(state.job, {r.name: set() for r in state.job.roles}, 0)
-            fresh_ids.add(job_id)
-
-    def holding() -> list[str]:
-        return [job_id for job_id, state in jobs.items() if state.version and job_id not in fresh_ids]
-
-    return jobs, holding, arrived, fresh_ids
-
-
-def weigh_changes(snapshot: Snapshot, cache: BuildCache, arrived: list[JobState], demand: dict[str, int],
-                  per_roles: dict[int, list], strict_jobs: int, session: Session) -> int:
-    """The last build's demand per queue and roles tuples (see `Session._weigh_jobs`) brought up to date
-    with the jobs gone since (by object) and those that arrived; returns the non-preemptible jobs."""
-    last = cache.job_objects
-    gone = [last[k] for k in last.keys() - set(map(id, snapshot.jobs))]
-    for job, sign in [(job, -1) for job in gone] + [(state.job, 1) for state in arrived]:
-        roles = job.roles
-        found = per_roles.get(id(roles))
-        if found is None:
-            found = per_roles[id(roles)] = [*session.weigh_roles(roles), 0]
-        found[3] += sign
-        if not found[3]:
-            del per_roles[id(roles)]
-        demand[job.queue] = demand.get(job.queue, 0) + sign * found[0]
-        if not job.preemptible:
-            strict_jobs += sign
-    return strict_jobs
-
-
-def order_key(state: JobState) -> tuple:
-    """A job's place in `Session.order`: higher priority, then older."""
-    job = state.job
-    return -job.priority, job.created, job.id
-
 
 NO_CAUSE = EvictCause()
 NODE_LOST = EvictCause(rule="node-lost")
 MOVED = EvictCause(rule="consolidation")     # goes with decisions()' default reason, "consolidate"
-
-
-def not_a_whole_gpu(key: ReplicaKey, s: Slice) -> ValueError:
-    """The error for a whole-GPU slice that does not hold a whole GPU: evicting one that names no
-    memory (or less compute) would give back less than it holds, so the GPU would never be free."""
-    return ValueError(f"running replica {key}: a whole-GPU slice must hold {MILLI_PER_GPU} milli and the GPU's "
-                      f"memory, got gpu_milli {s.gpu_milli} and gpu_mem_mib {s.gpu_mem_mib}")
 
 
 def request_milli(request: Request, pool: Pool | None) -> int:
@@ -294,256 +74,6 @@ def request_milli(request: Request, pool: Pool | None) -> int:
         return mig_milli(request.mig_profile)
     replicas = pool.timeslice_replicas if pool is not None else 1
     return request.num_gpus * (MILLI_PER_GPU // replicas)
-
-
-@dataclass
-class ClusterBase:
-    """What a session takes from a snapshot's pools, nodes and queues alone, checked once: kept
-    (`BuildCache`) while a snapshot's pools, nodes and queues are the same objects. Nothing here is
-    changed by a session (the free lists and arrays are copied)."""
-
-    sources: tuple[tuple[Pool, ...], tuple[Node, ...], tuple[Queue, ...]]
-    pools: dict[str, Pool]
-    queues: dict[str, Queue]
-    parents: set[str | None]
-    nodes: list[Node]                          # ready nodes, one per row
-    row_of: dict[str, int]
-    node_pool: list[str]
-    pool_mask: dict[str, np.ndarray]
-    queue_path: dict[str, tuple[str, ...]]
-    profile_ids: dict[str, int]
-    gpu_count: list[int]
-    free_milli: list[list[int]]                # per row and GPU, nothing running
-    free_mem: list[list[int]]
-    total_mem: list[int]
-    cpu_total: list[int]
-    mem_total: list[int]
-    mig_free: np.ndarray
-    mig_profile: np.ndarray
-    ts_free: np.ndarray
-    shape: tuple[int, int]                     # rows, most GPUs on one node
-    fixed: dict[str, np.ndarray]               # ClusterArrays' columns that follow from the nodes alone
-    model_names: tuple[str, ...]
-    whole_only: bool                           # every pool's GPUs whole or fractional (no MIG, no time-slicing)
-    names: tuple[str, ...] = ()                # the nodes' names, one per row
-
-    def serves(self, snapshot: Snapshot) -> bool:
-        pools, nodes, queues = self.sources
-        return snapshot.pools is pools and snapshot.nodes is nodes and snapshot.queues is queues
-
-    @classmethod
-    def of(cls, snapshot: Snapshot) -> ClusterBase:
-        pools = {p.name: p for p in snapshot.pools}
-        if len(pools) != len(snapshot.pools):
-            raise ValueError("snapshot: duplicate pool names")
-        queue_children(snapshot.queues)            # validates the tree
-        queues = {q.name: q for q in snapshot.queues}
-        parents = {q.parent for q in snapshot.queues}
-        for node in snapshot.nodes:
-            if node.pool not in pools:
-                raise ValueError(f"node {node.name!r}: unknown pool {node.pool!r}")
-        names = [n.name for n in snapshot.nodes]
-        if len(set(names)) != len(names):
-            raise ValueError("snapshot: duplicate node names")
-        nodes = [n for n in snapshot.nodes if n.ready]
-        row_of = {n.name: i for i, n in enumerate(nodes)}
-
-        n, g = len(nodes), max((len(x.gpus) for x in nodes), default=0)
-        free_milli = [[MILLI_PER_GPU] * len(x.gpus) for x in nodes]
-        free_mem = [[gpu.memory_mib or pools[x.pool].gpu_memory_mib for gpu in x.gpus] for x in nodes]
-        total_mem = [free_mem[i][0] if free_mem[i] else pools[x.pool].gpu_memory_mib for i, x in enumerate(nodes)]
-        layouts = {p.name: p.mig_layout for p in snapshot.pools if p.gpu_mode == "mig"}
-        k = max((len(lay) for lay in layouts.values()), default=0)
-        profile_ids = {name: i for i, name in enumerate(sorted(MIG_PROFILES))}
-        mig_free = np.zeros((n, g, k), dtype=bool)
-        mig_profile = np.full((n, max(k, 0)), -1, dtype=np.int32)
-        ts_free = np.zeros((n, g), dtype=np.int32)
-        for i, x in enumerate(nodes):
-            pool = pools[x.pool]
-            if pool.gpu_mode == "mig":
-                lay = pool.mig_layout
-                mig_profile[i, : len(lay)] = [profile_ids[p] for p in lay]
-                mig_free[i, : len(x.gpus), : len(lay)] = True
-            elif pool.gpu_mode == "timeslice":
-                ts_free[i, : len(x.gpus)] = pool.timeslice_replicas
-            if pool.gpu_mode != "whole":
-                # MIG and time-sliced GPUs are not offered to whole/fraction placement.
-                free_milli[i] = [0] * len(x.gpus)
-                free_mem[i] = [0] * len(x.gpus)
-
-        node_pool = [x.pool for x in nodes]
-        pool_arr = np.array(node_pool, dtype=object)
-        schedulable = np.array([not x.cordoned for x in nodes], dtype=bool)
-        pool_mask = {name: (pool_arr == name) & schedulable for name in pools}
-        queue_path = {}
-        for q in snapshot.queues:
-            path, cur = [], q.name
-            while cur is not None:
-                path.append(cur)
-                cur = queues[cur].parent
-            queue_path[q.name] = tuple(path)
-
-        gpu_count = [len(x.gpus) for x in nodes]
-        models = [pools[x.pool].gpu_model or pools[x.pool].name for x in nodes]
-        model_names = tuple(sorted(set(models)))
-        index = {name: i for i, name in enumerate(model_names)}
-        present = np.zeros((n, g), dtype=bool)
-        for i, count in enumerate(gpu_count):
-            present[i, :count] = True
-        fixed = {
-            "model_id": np.array([index[m] for m in models], dtype=np.int32),
-            "gpu_present": present,
-            "gpu_total_mem": np.array(total_mem, dtype=np.int64),
-            "num_gpus": np.array(gpu_count, dtype=np.int32),
-            "cpu_total": np.array([x.cpu_milli for x in nodes], dtype=np.int64),
-            "mem_total": np.array([x.memory_mib for x in nodes], dtype=np.int64),
-        }
-        return cls((snapshot.pools, snapshot.nodes, snapshot.queues), pools, queues, parents, nodes, row_of,
-                   node_pool, pool_mask, queue_path, profile_ids, gpu_count, free_milli, free_mem, total_mem,
-                   [x.cpu_milli for x in nodes], [x.memory_mib for x in nodes], mig_free, mig_profile, ts_free,
-                   (n, g), fixed, model_names, all(p.gpu_mode == "whole" for p in snapshot.pools),
-                   tuple(x.name for x in nodes))
-
-    def arrays(self, free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
-               mem_free: list[int], base: tuple | None = None, rows: set[int] = frozenset()) -> pl.ClusterArrays:
-        """The session's placement arrays for these free figures. Any figure out of its node's range is
-        refused by `placement.NodeCapacity`, which says which (as building the arrays through it would).
-        `base`: the arrays of figures that differ from these only in `rows` (copied, those rows set)."""
-        n, g = self.shape
-        fixed = self.fixed
-        if base is not None:
-            milli, mem, cpu, memory = (x.copy() for x in base)
-            gpu_count, total_mem = self.gpu_count, self.total_mem
-            cpu_total, mem_total = self.cpu_total, self.mem_total
-            for i in rows:
-                count = gpu_count[i]
-                row_milli, row_mem = free_milli[i], free_mem[i]
-                if not (0 <= cpu_free[i] <= cpu_total[i] and 0 <= mem_free[i] <= mem_total[i]
-                        and all(0 <= x <= MILLI_PER_GPU for x in row_milli)
-                        and all(0 <= x <= total_mem[i] for x in row_mem)):
-                    return self.arrays(free_milli, free_mem, cpu_free, mem_free)   # says which figure
-                milli[i, :count] = row_milli
-                mem[i, :count] = row_mem
-                cpu[i] = cpu_free[i]
-                memory[i] = mem_free[i]
-            return pl.ClusterArrays(names=self.names, model_names=self.model_names,
-                                    gpu_free_milli=milli, gpu_free_mem=mem, cpu_free=cpu, mem_free=memory,
-                                    version=np.zeros(n, dtype=np.int64), **fixed)
-        milli = np.zeros((n, g), dtype=np.int32)
-        mem = np.zeros((n, g), dtype=np.int64)
-        if all(count == g for count in self.gpu_count):
-            if g:
-                milli[:] = free_milli
-                mem[:] = free_mem
-        else:
-            for i, count in enumerate(self.gpu_count):
-                milli[i, :count] = free_milli[i]
-                mem[i, :count] = free_mem[i]
-        cpu = np.array(cpu_free, dtype=np.int64)
-        memory = np.array(mem_free, dtype=np.int64)
-        total = fixed["gpu_total_mem"]
-        if not ((milli >= 0).all() and (milli <= MILLI_PER_GPU).all() and (mem >= 0).all()
-                and (mem <= total[:, None]).all() and (cpu >= 0).all() and (cpu <= fixed["cpu_total"]).all()
-                and (memory >= 0).all() and (memory <= fixed["mem_total"]).all()):
-            for i, x in enumerate(self.nodes):       # raises, naming the node and the figure
-                pool = self.pools[x.pool]
-                pl.NodeCapacity(x.name, pool.gpu_model or pool.name, self.total_mem[i], len(x.gpus), x.cpu_milli,
-                                x.memory_mib, tuple(free_milli[i]), tuple(free_mem[i]), cpu_free[i], mem_free[i])
-        return pl.ClusterArrays(names=self.names, model_names=self.model_names,
-                                gpu_free_milli=milli, gpu_free_mem=mem, cpu_free=cpu, mem_free=memory,
-                                version=np.zeros(n, dtype=np.int64), **fixed)
-
-
-class Placed(NamedTuple):
-    """A running replica of a snapshot as a build checked it: its key and assignment (None: its node is
-    gone or not ready), and the roles of its job then."""
-
-    rep: RunningReplica
-    roles: tuple[Role, ...]
-    key: ReplicaKey
-    assignment: Assignment | None
-
-
-@dataclass
-class BuildCache:
-    """What `Session.build` may keep between the cycles of one long-lived caller: the cluster's part, the
-    last build's running replicas (by object) with the free figures they left, and its job states."""
-
-    cluster: ClusterBase | None = None
-    placed_for: ClusterBase | None = None
-    placed: dict[int, Placed] = field(default_factory=dict)     # id of the RunningReplica -> it, checked
-    free: tuple = ()                                            # free milli, memory, CPU, memory per row
-    jobs: dict[str, JobState] = field(default_factory=dict)     # the last session's job states
-    touched: list[str] = field(default_factory=list)            # the last session's `touched` (its own list)
-    order: list[JobState] = field(default_factory=list)         # the last session's `order`
-    # what a job's roles ask for (`weigh_roles`), by id of the roles, for `weighed_for`'s cluster
-    weighed: dict[int, tuple] = field(default_factory=dict)
-    weighed_for: ClusterBase | None = None
-    # the last build's free figures as arrays (`ClusterBase.arrays`' `base`), for `base_for`'s cluster
-    base: tuple | None = None
-    base_for: ClusterBase | None = None
-    jobs_for: ClusterBase | None = None         # the cluster `jobs` were checked against
-    wanting: list[JobState] = field(default_factory=list)       # the last session's `wanting`
-    job_objects: dict[int, Job] = field(default_factory=dict)   # the last snapshot's jobs, by id of the object
-    demand: tuple | None = None                 # the last build's `_weigh_jobs`, for `weighed_for`'s cluster
-
-
-def carry_replicas(snapshot: Snapshot, jobs: dict[str, JobState], before: dict[int, Placed],
-                   placed_of: Callable[[RunningReplica, Callable[[ReplicaKey], bool]], Placed],
-                   free_milli: list[list[int]], free_mem: list[list[int]], cpu_free: list[int],
-                   mem_free: list[int], total_mem: list[int], changed: set[str],
-                   rows: set[int]) -> dict[int, Placed] | None:
-    """The snapshot's running replicas, those of the last build (`before`, whose free figures the lists
-    hold) kept as they were checked when they are the same objects of jobs with the same roles; the others
-    given back or checked and taken (`placed_of`). None when most are new (a whole build costs no more).
-    Adds to `changed` the jobs with a replica given back or taken, to `rows` the rows of those given back.
-    Raises ValueError as soon as something
-    is wrong; the caller then builds afresh, which says what."""
-    # C loops over the replicas: those carried are the same object as one `before` checked, of a job whose
-    # roles are the same object as then
-    running = snapshot.running
-    ids = list(map(id, running))
-    found = list(map(before.get, ids, repeat(NO_PLACED)))
-    roles_now = map(_ROLES, map(jobs.get, map(_JOB_ID, running), repeat(NO_STATE)))
-    carried = list(map(and_, map(is_, map(_REP, found), running), map(is_, roles_now, map(_PLACED_ROLES, found))))
-    placed: dict[int, Placed] = dict(zip(compress(ids, carried), compress(found, carried), strict=True))
-    added = list(compress(running, map(not_, carried)))
-    if len(placed) + len(added) != len(running):
-        return None                                # a replica listed twice: the whole build says so
-    if len(added) > len(placed):
-        return None
-    for i in before.keys() - placed.keys():       # given back: sums, in any order
-        p = before[i]
-        changed.add(p.key[0])
-        a = p.assignment
-        if a is None:
-            continue
-        sl, row = a.slice, a.row
-        if sl.kind == "whole":
-            milli, mem = MILLI_PER_GPU, total_mem[row]          # what taking it took (a whole GPU)
-        elif sl.kind == "fraction":
-            milli, mem = sl.gpu_milli, sl.gpu_mem_mib
-        else:
-            return None
-        for g in a.gpus:
-            free_milli[row][g] += milli
-            free_mem[row][g] += mem
-        cpu_free[row] += a.cpu_milli
-        mem_free[row] += a.mem_mib
-        rows.add(row)
-    if added:
-        keys = set(map(_KEY, placed.values()))
-
-        def known(key: ReplicaKey) -> bool:
-            if key in keys:
-                return True
-            keys.add(key)
-            return False
-
-        for rep in added:
-            changed.add(rep.job_id)
-            placed[id(rep)] = placed_of(rep, known)
-    return placed
 
 
 @dataclass
@@ -594,7 +124,7 @@ class Session:
     stamp: int = 0                             # bumped whenever capacity is taken or given back
     touched: list[str] = field(default_factory=list)   # ids of jobs whose replicas changed, in order
     # visit every job the actions walk, one by one (the reference for tests); when False a walk stops
-    # once no job left could change anything (`actions.Quiet`)
+    # once no job left could change anything (`actions.walk.Quiet`)
     exact: bool = False
     # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
     # (roles, plan); a memo may carry them from cycle to cycle
@@ -606,233 +136,81 @@ class Session:
     def build(cls, snapshot: Snapshot, cache: BuildCache | None = None) -> Session:
         """The session of a snapshot. `cache` (kept by a long-lived caller, `cycle.CycleMemo`) keeps what
         depends only on the pools, nodes and queues while the snapshot's are the same objects."""
-        cluster = cache.cluster if cache is not None else None
-        if cluster is None or not cluster.serves(snapshot):
-            cluster = ClusterBase.of(snapshot)
-            if cache is not None:
-                cache.cluster = cluster
-        pools, queues, parents, nodes, row_of = cluster.pools, cluster.queues, cluster.parents, cluster.nodes, cluster.row_of
+        cluster = cluster_of(snapshot, cache)
+        states = job_states(snapshot, cluster, cache)
+        replicas = take_replicas(snapshot, cluster, states.jobs, cache)
+        renew_states(states, replicas)
+        check = replicas.check
+        base = cache.base if cache is not None and replicas.carried and cache.base_for is cluster else None
+        arrays = cluster.arrays(*check.free, base, check.rows_changed)
+        session = cls.of(snapshot, cluster, states.jobs, replicas, arrays, job_order(states, cache))
+        weighed = session._count_and_weigh(states, cluster, cache)
+        if cache is not None:
+            session._keep_for_next(cache, cluster, replicas, weighed)
+        return session
 
-        # The last session's states of the same jobs (the same objects) that it did not touch (no replica
-        # of theirs was bound or evicted, `touched`) are what new states would be while their replicas are
-        # the last snapshot's (checked below): made new again, what the actions noted forgotten.
-        last_touched = set(cache.touched) if cache is not None else set()
-        found = None
-        if cache is not None and cache.jobs_for is cluster and cache.jobs:
-            found = kept_states(snapshot, cache, last_touched)
-        if found is None:
-            found = new_states(snapshot, cache.jobs if cache is not None else {}, last_touched, queues, parents)
-            fast = False
-        else:
-            fast = True
-        jobs, holding, arrived, fresh_ids = found
-
-        free_milli = [row[:] for row in cluster.free_milli]
-        free_mem = [row[:] for row in cluster.free_mem]
-        total_mem = cluster.total_mem
-        cpu_free = list(cluster.cpu_total)
-        mem_free = list(cluster.mem_total)
-        profile_ids = cluster.profile_ids
-        mig_free = cluster.mig_free.copy()
-        mig_profile = cluster.mig_profile
-        ts_free = cluster.ts_free.copy()
-        ts_used: list[dict[int, set[int]]] = [{} for _ in nodes]
-
-        gpu_count = cluster.gpu_count
-
-        rows_changed: set[int] = set()      # rows whose free figures differ from the last build's
-
-        def take(rep: RunningReplica, key: ReplicaKey, role: Role, row: int) -> Assignment:
-            """Check a running replica against what is free on its node and take it."""
-            rows_changed.add(row)
-            gpus = rep.gpus
-            s = rep.slice
-            req = role.request
-            kind = s.kind
-            if len(gpus) == 1 and kind in ("whole", "fraction"):
-                # the common case, checked as the general one below
-                gi = gpus[0]
-                if not 0 <= gi < gpu_count[row]:
-                    raise ValueError(f"running replica {key}: bad GPU indices {rep.gpus} on node {rep.node!r}")
-                free_milli_row, free_mem_row = free_milli[row], free_mem[row]
-                if kind == "whole":
-                    if s.gpu_milli != MILLI_PER_GPU or s.gpu_mem_mib <= 0:
-                        raise not_a_whole_gpu(key, s)
-                    milli, mem = MILLI_PER_GPU, free_mem_row[gi]
-                    if free_milli_row[gi] != MILLI_PER_GPU or mem != total_mem[row]:
-                        raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is not wholly free")
-                else:
-                    milli, mem = s.gpu_milli, s.gpu_mem_mib
-                if free_milli_row[gi] < milli or free_mem_row[gi] < mem:
-                    raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is over-committed")
-                free_milli_row[gi] -= milli
-                free_mem_row[gi] -= mem
-                cpu_free[row] -= req.cpu_milli
-                mem_free[row] -= req.mem_mib
-                if cpu_free[row] < 0 or mem_free[row] < 0:
-                    raise ValueError(f"running replica {key}: node {rep.node!r} has not enough CPU or memory for it")
-                return Assignment(row, tuple(gpus), s, req.cpu_milli, req.mem_mib)
-            node = nodes[row]
-            if gpus and (min(gpus) < 0 or max(gpus) >= len(node.gpus) or len(set(gpus)) != len(gpus)):
-                raise ValueError(f"running replica {key}: bad GPU indices {rep.gpus} on node {rep.node!r}")
-            if s.kind == "whole" and gpus and (s.gpu_milli != MILLI_PER_GPU or s.gpu_mem_mib <= 0):
-                raise not_a_whole_gpu(key, s)
-            for gi in rep.gpus:
-                if s.kind == "mig":
-                    slot = s.mig_instance
-                    lay = pools[node.pool].mig_layout
-                    if not (0 <= slot < len(lay) and lay[slot] == s.mig_profile and mig_free[row, gi, slot]):
-                        raise ValueError(f"running replica {key}: MIG instance {slot} ({s.mig_profile}) not free on GPU {gi}")
-                    mig_free[row, gi, slot] = False
-                elif s.kind == "timeslice":
-                    used = ts_used[row].setdefault(gi, set())
-                    if s.timeslice_slot in used or not 0 <= s.timeslice_slot < pools[node.pool].timeslice_replicas:
-                        raise ValueError(f"running replica {key}: time-slice slot {s.timeslice_slot} of GPU {gi} unavailable")
-                    used.add(s.timeslice_slot)
-                    ts_free[row, gi] -= 1
-                else:
-                    milli = MILLI_PER_GPU if s.kind == "whole" else s.gpu_milli
-                    mem = free_mem[row][gi] if s.kind == "whole" else s.gpu_mem_mib
-                    if s.kind == "whole" and (free_milli[row][gi] != MILLI_PER_GPU or mem != total_mem[row]):
-                        raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is not wholly free")
-                    if free_milli[row][gi] < milli or free_mem[row][gi] < mem:
-                        raise ValueError(f"running replica {key}: GPU {gi} of {rep.node!r} is over-committed")
-                    free_milli[row][gi] -= milli
-                    free_mem[row][gi] -= mem
-            cpu_free[row] -= req.cpu_milli
-            mem_free[row] -= req.mem_mib
-            if cpu_free[row] < 0 or mem_free[row] < 0:
-                raise ValueError(f"running replica {key}: node {rep.node!r} has not enough CPU or memory for it")
-            return Assignment(row, tuple(rep.gpus), s, req.cpu_milli, req.mem_mib)
-
-        def placed_of(rep: RunningReplica, known: Callable[[ReplicaKey], bool]) -> Placed:
-            """A running replica checked and taken (`known(key)`: whether its key came before)."""
-            key = (rep.job_id, rep.role, rep.index)
-            state = jobs.get(rep.job_id)
-            if state is None:
-                raise ValueError(f"running replica {key}: job {rep.job_id!r} is not in the snapshot")
-            roles = state.job.roles
-            role = roles[0] if roles[0].name == rep.role else next((r for r in roles if r.name == rep.role), None)
-            if role is None or not 0 <= rep.index < role.max_replicas:
-                raise ValueError(f"running replica {key}: no such role or replica index out of range")
-            if known(key):
-                raise ValueError(f"running replica {key}: listed twice")
-            row = row_of.get(rep.node)
-            if row is None:
-                return Placed(rep, roles, key, None)
-            return Placed(rep, roles, key, take(rep, key, role, row))
-
-        placed = None
-        changed: set[str] = set()           # jobs with replicas given back or taken since the last build
-        if cache is not None and cache.placed_for is cluster and cluster.whole_only:
-            # the replicas of the last build still running (the same objects, of jobs with the same roles)
-            # keep their checked assignments; the free figures are the last build's, give or take the others
-            carried = (cache.placed, cache.free)
-            free_milli = [row[:] for row in carried[1][0]]
-            free_mem = [row[:] for row in carried[1][1]]
-            cpu_free, mem_free = list(carried[1][2]), list(carried[1][3])
-            try:
-                placed = carry_replicas(snapshot, jobs, carried[0], placed_of, free_milli, free_mem, cpu_free,
-                                        mem_free, total_mem, changed, rows_changed)
-            except ValueError:
-                placed = None              # the whole build below says what is wrong, as without a cache
-            if placed is None:
-                free_milli = [row[:] for row in cluster.free_milli]
-                free_mem = [row[:] for row in cluster.free_mem]
-                cpu_free = list(cluster.cpu_total)
-                mem_free = list(cluster.mem_total)
-        carried_all = placed is not None
-        if placed is None:
-            placed = {}
-            seen: set[ReplicaKey] = set()
-
-            def known(key: ReplicaKey) -> bool:
-                if key in seen:
-                    return True
-                seen.add(key)
-                return False
-
-            for rep in snapshot.running:
-                placed[id(rep)] = placed_of(rep, known)
-        # reused states keep their replicas' count only when those are the last build's (carried); the
-        # others are made new, and the replicas of new states counted
-        if carried_all:
-            for job_id in changed:
-                state = jobs.get(job_id)
-                if state is not None and job_id not in fresh_ids:
-                    jobs[job_id] = JobState(state.job, {r.name: set() for r in state.job.roles}, 0)
-                    fresh_ids.add(job_id)
-        else:
-            for job_id in holding():
-                job = jobs[job_id].job
-                jobs[job_id] = JobState(job, {r.name: set() for r in job.roles}, 0)
-            fresh_ids = None                # count every replica
-        initial: dict[ReplicaKey, Assignment] = {}
-        lost: dict[ReplicaKey, str] = {}
-        for rep in snapshot.running:
-            p = placed[id(rep)]
-            if p.assignment is None:
-                lost[p.key] = rep.node
-            else:
-                initial[p.key] = p.assignment
-
-        base = cache.base if cache is not None and carried_all and cache.base_for is cluster else None
-        arrays = cluster.arrays(free_milli, free_mem, cpu_free, mem_free, base, rows_changed)
-        node_pool, pool_mask, queue_path = cluster.node_pool, cluster.pool_mask, cluster.queue_path
-
-        # every job, in the order actions visit a queue's jobs: higher priority, then older; the last
-        # build's order kept for the same jobs, those it did not have put in their places
-        if cache is not None and cache.order and len(arrived) * 8 < len(jobs):
-            order = [now for st in cache.order
-                     if (now := jobs.get(st.job.id)) is not None and now.job is st.job]
-            for st in sorted(arrived, key=order_key):
-                bisect.insort(order, st, key=order_key)
-        else:
-            order = sorted(jobs.values(), key=order_key)
+    @classmethod
+    def of(cls, snapshot: Snapshot, cluster: ClusterBase, jobs: dict[str, JobState], replicas: Replicas,
+           arrays: pl.ClusterArrays, order: list[JobState]) -> Session:
+        """A session of a build's parts, the replicas assigned as in the snapshot (not counted yet)."""
+        check = replicas.check
         session = cls(
-            snapshot=snapshot, pools=pools, nodes=nodes, node_pool=node_pool, arrays=arrays,
-            pool_mask=pool_mask, mig_free=mig_free, mig_profile=mig_profile, ts_free=ts_free,
-            ts_used=ts_used, ctx=pl.PlacementContext(), queues=queues, jobs=jobs, queue_path=queue_path,
-            fair_share={}, deserved={}, alloc={q.name: 0 for q in snapshot.queues},
-            np_alloc={q.name: 0 for q in snapshot.queues}, initial=initial, lost=lost,
-            profile_ids=profile_ids, order=order,
+            snapshot=snapshot, pools=cluster.pools, nodes=cluster.nodes, node_pool=cluster.node_pool, arrays=arrays,
+            pool_mask=cluster.pool_mask, mig_free=check.mig_free, mig_profile=cluster.mig_profile,
+            ts_free=check.ts_free, ts_used=check.ts_used, ctx=pl.PlacementContext(), queues=cluster.queues,
+            jobs=jobs, queue_path=cluster.queue_path, fair_share={}, deserved={},
+            alloc={q.name: 0 for q in snapshot.queues}, np_alloc={q.name: 0 for q in snapshot.queues},
+            initial=replicas.initial, lost=replicas.lost, profile_ids=cluster.profile_ids, order=order,
         )
-        session.assign = dict(initial)
-        holders = session._count_initial(fresh_ids)
-        session.wanting = list(compress(order, map(or_, map(_PENDING, order), map(_GROWS, order))))
-        for key in lost:
-            session.evict_reason[key] = "node-lost"
-            session.evict_cause[key] = NODE_LOST
+        session.assign = dict(replicas.initial)
+        return session
+
+    def _count_and_weigh(self, states: JobStates, cluster: ClusterBase, cache: BuildCache | None) -> tuple:
+        """Every replica counted (per job and queue), the jobs that want replicas listed, the lost
+        replicas' evictions noted, every job weighed and the fair shares computed. Returns the demand per
+        queue, roles tuples and non-preemptible jobs (see `_weigh_jobs`)."""
+        holders = self._count_initial(states.fresh_ids)
+        order = self.order
+        self.wanting = list(compress(order, map(or_, map(_PENDING, order), map(_GROWS, order))))
+        for key in self.lost:
+            self.evict_reason[key] = "node-lost"
+            self.evict_cause[key] = NODE_LOST
         if cache is not None and cache.weighed_for is not cluster:
             cache.weighed, cache.weighed_for, cache.demand = {}, cluster, None
         weights = cache.weighed if cache is not None else {}
-        if fast and cache.demand is not None and fresh_ids is not None:
+        if states.kept and cache.demand is not None and states.fresh_ids is not None:
             demand, per_roles, strict_jobs = cache.demand
             demand, per_roles = dict(demand), {k: list(v) for k, v in per_roles.items()}
-            strict_jobs = weigh_changes(snapshot, cache, arrived, demand, per_roles, strict_jobs, session)
-            for job_id in fresh_ids:
-                state = jobs[job_id]
+            strict_jobs = weigh_changes(self.snapshot, cache, states.arrived, demand, per_roles, strict_jobs,
+                                        self.weigh_roles)
+            for job_id in states.fresh_ids:
+                state = self.jobs[job_id]
                 state.min_milli = per_roles[id(state.job.roles)][1]
         else:
-            demand, per_roles, strict_jobs = session._weigh_jobs(weights)
-        session._compute_fair_shares(demand, per_roles)
+            demand, per_roles, strict_jobs = self._weigh_jobs(weights)
+        self._compute_fair_shares(demand, per_roles)
         if strict_jobs:
-            session._count_initial_np(holders)   # needs each job's gang minimum
-        if cache is not None:
-            cache.placed_for, cache.placed = cluster, placed
-            cache.free = (free_milli, free_mem, cpu_free, mem_free)
-            cache.jobs, cache.touched, cache.order = jobs, session.touched, order
-            cache.jobs_for, cache.wanting = cluster, session.wanting
-            cache.job_objects = dict(zip(map(id, snapshot.jobs), snapshot.jobs, strict=True))
-            cache.demand = (demand, {k: tuple(v) for k, v in per_roles.items()}, strict_jobs)
-            weights.clear()
-            for key, weighed in per_roles.items():
-                weights[key] = (weighed[0], weighed[1], weighed[2])
-            # the free figures as arrays before the actions change them (4 small copies)
-            cache.base = (arrays.gpu_free_milli.copy(), arrays.gpu_free_mem.copy(), arrays.cpu_free.copy(),
-                          arrays.mem_free.copy())
-            cache.base_for = cluster
-        return session
+            self._count_initial_np(holders)   # needs each job's gang minimum
+        return demand, per_roles, strict_jobs
+
+    def _keep_for_next(self, cache: BuildCache, cluster: ClusterBase, replicas: Replicas, weighed: tuple) -> None:
+        """What the next build may reuse of this one."""
+        demand, per_roles, strict_jobs = weighed
+        cache.placed_for, cache.placed = cluster, replicas.placed
+        cache.free = replicas.check.free
+        cache.jobs, cache.touched, cache.order = self.jobs, self.touched, self.order
+        cache.jobs_for, cache.wanting = cluster, self.wanting
+        cache.job_objects = dict(zip(map(id, self.snapshot.jobs), self.snapshot.jobs, strict=True))
+        cache.demand = (demand, {k: tuple(v) for k, v in per_roles.items()}, strict_jobs)
+        weights = cache.weighed
+        weights.clear()
+        for key, found in per_roles.items():
+            weights[key] = (found[0], found[1], found[2])
+        # the free figures as arrays before the actions change them (4 small copies)
+        arrays = self.arrays
+        cache.base = (arrays.gpu_free_milli.copy(), arrays.gpu_free_mem.copy(), arrays.cpu_free.copy(),
+                      arrays.mem_free.copy())
+        cache.base_for = cluster
 
     def _count_initial(self, fresh: set[str] | None) -> set[str]:
         """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once. Only the states

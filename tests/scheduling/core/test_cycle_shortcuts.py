@@ -1,6 +1,6 @@
 """The cycle's shortcuts never change a decision.
 
-A walk stops once no job left could change anything (`actions.Quiet`), plans are shared by jobs with
+A walk stops once no job left could change anything (`actions.walk.Quiet`), plans are shared by jobs with
 the same roles and kept from cycle to cycle (`CycleMemo`), an unchanged snapshot gives the last
 decisions again, and the service keeps its snapshot and changes it (`LiveSnapshot`). Over random
 clusters (whole, fractional, MIG and time-sliced pools, queue trees with limits and priorities,
@@ -17,7 +17,8 @@ from dataclasses import replace
 import pytest
 
 from bench.cycle import Churn, build_snapshot, core_job, make_rows, place_running
-from scheduling.core import Job, Node, Pool, Queue, Request, Role, Snapshot, actions
+from scheduling.core import Job, Node, Pool, Queue, Request, Role, Snapshot
+from scheduling.core.actions.walk import Quiet
 from scheduling.core.cycle import CycleMemo, apply_decisions, run_cycle, without_jobs
 from scheduling.core.live import LiveSnapshot
 from scheduling.core.model import Decisions, Evict
@@ -125,8 +126,8 @@ def test_every_cycle_decides_as_visiting_every_job(seed):
 def test_a_busy_cluster_stops_its_walks_early_and_decides_the_same(seed, monkeypatch):
     """The benchmark's cluster, small: thousands of pending jobs, most of which cannot be placed."""
     stopped = []
-    finish = actions.Quiet.finish
-    monkeypatch.setattr(actions.Quiet, "finish", lambda self: stopped.append(len(self.where)) or finish(self))
+    finish = Quiet.finish
+    monkeypatch.setattr(Quiet, "finish", lambda self: stopped.append(len(self.where)) or finish(self))
     rows = make_rows(nodes=30, gpus_per_node=8, pending=2500, running=3000, queues=20, seed=seed)
     place_running(rows)
     snap = build_snapshot(rows, with_pending=True)

@@ -4,7 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.core import Pool, Queue, RunningReplica, Slice, Snapshot, actions, run_cycle
+from scheduling.core import Pool, Queue, RunningReplica, Slice, Snapshot, run_cycle
+from scheduling.core.actions import allocate, reclaim
+from scheduling.core.actions.pending import pending_reasons
 from scheduling.core.builders import job, nodes, with_jobs
 from scheduling.core.session import Session
 
@@ -90,8 +92,8 @@ def test_a_kept_build_is_the_whole_build():
     """A build with the last one's cache (states reused, free arrays copied) equals a build without, whether
     jobs were touched, their replicas went away behind the session's back, decisions were not carried out,
     or jobs came and went."""
+    from scheduling.core.build import BuildCache
     from scheduling.core.cycle import apply_decisions, without_jobs
-    from scheduling.core.session import BuildCache
 
     snap = Snapshot(pools=(Pool("h100"),), nodes=nodes("h100", 3, 4), queues=(Queue("a", deserved_milli=6000),
                                                                                Queue("b", deserved_milli=6000)),
@@ -101,9 +103,9 @@ def test_a_kept_build_is_the_whole_build():
         s = Session.build(snap, cache)
         assert built_state(s) == built_state(Session.build(snap))
         run_cycle(snap)                                   # the cache's session is not the one that decides
-        for action in (actions.allocate, actions.reclaim):
+        for action in (allocate, reclaim):
             action(s)
-        decisions = s.decisions(actions.pending_reasons(s))
+        decisions = s.decisions(pending_reasons(s))
         if step != 3:   # step 3: the decisions were not carried out (the states the session touched are stale)
             snap = apply_decisions(snap, decisions)
         if step == 1:   # a replica gone without the scheduler (its node agent ended it)

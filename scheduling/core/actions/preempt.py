@@ -1,0 +1,79 @@
+"""Preempt: higher priority evicts lower priority within a queue; ReduceCost jobs on borrowed
+capacity yield."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..model import EvictCause, Job
+from ..session import Session
+from ..state import JobState
+from .evicting import Unit, live_keys, merged, run_eviction_action, victim_units
+from .gang import reduce_cost_waits, within_quota
+
+
+def preempt(s: Session) -> None:
+    """Higher priority evicts lower priority within a queue. ReduceCost jobs running on-peak on
+    non-spot capacity (it was idle when they started) yield to any pending job."""
+    if not preempt_may_help(s):
+        return
+    units = victim_units(s, "preempt")
+    lowest = {q: min(u.job.priority for u in lst) for q, lst in units.items() if lst}
+    borrowed = [u for lst in units.values() for u in lst
+                if reduce_cost_waits(s, u.job) and on_borrowed_capacity(s, u)]
+
+    def prepare(state: JobState):
+        job = state.job
+        if reduce_cost_waits(s, job):
+            return None
+        same = job.priority > lowest.get(job.queue, job.priority)
+        if not same and not borrowed:
+            return None
+        lower = (u for u in units.get(job.queue, []) if u.job.priority < job.priority) if same else iter(())
+        others = [u for u in borrowed if u.job.id != job.id]
+        return merged([others, list(lower)]), preempt_causes(job), lambda: within_quota(s, job)
+
+    def never(state: JobState) -> bool:
+        # what `prepare` reads does not change during the walk: `lowest` and `borrowed` are fixed
+        job = state.job
+        return reduce_cost_waits(s, job) or (not borrowed and job.priority <= lowest.get(job.queue, job.priority))
+
+    run_eviction_action(s, {"capacity", "quota"}, prepare, never)
+
+
+def preempt_may_help(s: Session) -> bool:
+    """Whether some job may preempt: one that wants replicas with a higher priority than some preemptible
+    job of its queue, or a preemptible ReduceCost job on-peak (it may have to yield). When none may, every
+    visit of `preempt`'s walk would pass, so the walk is left out (a cheap scan instead)."""
+    lowest: dict[str, int] = {}
+    highest: dict[str, int] = {}
+    for state in s.jobs.values():
+        job = state.job
+        queue, priority = job.queue, job.priority
+        if job.preemptible:
+            if reduce_cost_waits(s, job):
+                return True
+            low = lowest.get(queue)
+            if low is None or priority < low:
+                lowest[queue] = priority
+        if state.pending or state.grows:
+            high = highest.get(queue)
+            if high is None or priority > high:
+                highest[queue] = priority
+    return any(queue in lowest and top > lowest[queue] for queue, top in highest.items())
+
+
+def preempt_causes(job: Job) -> Callable[[Unit], EvictCause]:
+    """Why a unit makes way for `job`: a lower priority in its queue, or else a ReduceCost job
+    giving back borrowed capacity."""
+    by_priority = EvictCause(job.id, job.queue, job.queue, "priority")
+    by_cost = EvictCause(job.id, job.queue, "", "reduce-cost")
+
+    def cause_of(unit: Unit) -> EvictCause:
+        return by_priority if unit.queue == job.queue and unit.job.priority < job.priority else by_cost
+
+    return cause_of
+
+
+def on_borrowed_capacity(s: Session, unit: Unit) -> bool:
+    return any(not s.pools[s.node_pool[s.assign[k].row]].spot for k in live_keys(s, unit))
