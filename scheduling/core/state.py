@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .fit import Reason
 from .model import Job, Slice
+from .reasons import Reason
 
 
 class Assignment(NamedTuple):

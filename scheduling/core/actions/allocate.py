@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..fit import Reason
+from ..reasons import Reason
 from ..session import Session
 from ..state import JobState
 from .gang import place_gang, plan, quota_block, reduce_cost_waits

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fit import Reason
 from ..model import Job, Request, Role
+from ..reasons import Reason
 from ..session import Session, request_milli
 from ..state import JobState
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fit import Reason
 from ..model import Request
+from ..reasons import Reason
 from ..session import Session
 from ..state import JobState
 from .gang import EPS, off_peak_of, plan
