@@ -15,7 +15,7 @@ from billing.quotes import DEFAULT_DURATION_S, Quote
 from billing.services import states_duration
 from portal import quote_texts
 from portal.selectors import get_job_for_user
-from portal.templatetags.money import MONTHS, SYMBOLS
+from portal.templatetags.money import MONTHS
 from scheduling import selectors as scheduling_selectors
 from scheduling.spec import image_form_values, parse_job_spec, parse_job_spec_obj
 from scheduling.spec.examples import workspace_examples
@@ -78,10 +78,9 @@ def common_tradeoffs(quote: Quote) -> list[str]:
 
 def submit_texts() -> dict[str, Any]:
     """What the page's script writes beside each quote row, in the page's language (it fills in
-    the %(name)s parts), and the currencies' symbols for its amounts."""
+    the %(name)s parts)."""
     return {"notebook": gettext("%(price)s %(currency)s per hour"),
-            "inference": gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s"),
-            "symbols": SYMBOLS}
+            "inference": gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s")}
 
 
 def page_words() -> dict[str, str]:
