@@ -16,8 +16,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext, pgettext
 
 from billing.quotes import QuoteError
-from portal.pending_reasons import reason_text
 from scheduling.core.units import MILLI_PER_GPU
+from scheduling.reasons import reason_text
 
 Figures = Mapping[str, Any]
 

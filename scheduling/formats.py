@@ -10,14 +10,39 @@ charge lines), so they are not translated.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django.utils import translation
-from django.utils.translation import gettext
 
 from scheduling.core.units import MIB_PER_GIB, MILLI_PER_GPU
+
+# ----------------------------------------------------------------------------- words
+
+# Texts written for records (a job's stored reason, the scheduler's logs) are English whatever the
+# reader's language; inside `in_english` the catalogue's msgids are used as they are, with no
+# lookup, which a cycle wording thousands of reasons can afford.
+_ENGLISH: ContextVar[bool] = ContextVar("english", default=False)
+
+
+def in_english(render: Callable[..., str], *args: Any) -> str:
+    """`render(*args)` with the catalogue's words in English."""
+    token = _ENGLISH.set(True)
+    try:
+        return render(*args)
+    finally:
+        _ENGLISH.reset(token)
+
+
+def gettext(message: str) -> str:
+    return message if _ENGLISH.get() else translation.gettext(message)
+
+
+def pgettext(context: str, message: str) -> str:
+    return message if _ENGLISH.get() else translation.pgettext(context, message)
+
 
 # ----------------------------------------------------------------------------- sizes
 

@@ -27,7 +27,6 @@ from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample, action_label
 from portal.models import Workspace
-from portal.pending_reasons import job_reason
 from portal.quote_texts import refusals_text, tradeoff_text
 from scheduling import clock
 from scheduling.core import model as cm
@@ -44,6 +43,7 @@ from scheduling.models import (
     QueueAccess,
     Replica,
 )
+from scheduling.reasons import job_reason
 from scheduling.selectors import cluster_view
 
 ZERO = Decimal(0)
