@@ -10,10 +10,10 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext
 
+from billing import quote_texts
 from billing.pricing import quantize_money
 from billing.quotes import DEFAULT_DURATION_S, Quote
 from billing.services import states_duration
-from portal import quote_texts
 from portal.selectors import get_job_for_user
 from portal.templatetags.money import MONTHS
 from scheduling import selectors as scheduling_selectors

@@ -44,6 +44,12 @@ def pgettext(context: str, message: str) -> str:
     return message if _ENGLISH.get() else translation.pgettext(context, message)
 
 
+def ngettext(singular: str, plural: str, number: int) -> str:
+    if _ENGLISH.get():
+        return singular if number == 1 else plural
+    return translation.ngettext(singular, plural, number)
+
+
 # ----------------------------------------------------------------------------- sizes
 
 _KIB = 1024

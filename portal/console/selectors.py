@@ -18,6 +18,7 @@ from django.utils.translation import gettext, gettext_noop, ngettext
 
 from billing.currency import workspace_currencies
 from billing.models import ChargeLine, NodeToken, PriceTable
+from billing.quote_texts import refusals_text, tradeoff_text
 from billing.quotes import QuoteError, quote
 from billing.reports.capacity import idle_cost
 from billing.reports.selectors import savings_by_period
@@ -27,7 +28,6 @@ from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample, action_label
 from portal.models import Workspace
-from portal.quote_texts import refusals_text, tradeoff_text
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
