@@ -437,7 +437,7 @@ def audit_choices() -> dict[str, list]:
 
 @dataclass(frozen=True)
 class PendingReason:
-    code: str       # a code of core.fit.REASONS; "" while no cycle has looked at the job
+    code: str       # a code of core.fit.CODES; "" while no cycle has looked at the job
     jobs: int
     example: str    # one job's reason in the reader's language (the figures differ from job to job)
 

@@ -15,7 +15,6 @@ offer. Neither looks at free capacity; `check_gpu` does, for one GPU now.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -237,7 +236,7 @@ CODES = frozenset({
 
 def _code_and_figures(code: str, params: dict[str, Any]) -> str:
     """A reason as it reads with no catalogue installed (the core on its own, e.g. in a benchmark)."""
-    return f"{code} {json.dumps(params, sort_keys=True, default=str)}"
+    return f"{code} {params!r}"
 
 
 _render: Callable[[str, dict[str, Any]], str] = _code_and_figures

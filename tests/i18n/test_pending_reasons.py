@@ -91,7 +91,7 @@ def test_every_code_of_the_core_has_one_entry():
 
 def test_the_core_words_no_reason_itself():
     assert not hasattr(fit, "REASONS")
-    assert fit._code_and_figures("gpus_short", {"gpus": 8}) == 'gpus_short {"gpus": 8}'  # the core on its own
+    assert fit._code_and_figures("gpus_short", {"gpus": 8}) == "gpus_short {'gpus': 8}"  # the core on its own
     assert fit.reason_text("gpus_short", PART["params"]) == "needs 8 GPUs, only 2 free in pool h100"  # the catalogue's
     assert fit.Reason("gpus_short", PART["params"]).text == pending_reasons.english("gpus_short", PART["params"])
 
