@@ -65,9 +65,10 @@ Capacity
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from decimal import ROUND_CEILING, Decimal
@@ -103,7 +104,6 @@ VENDORS = ("nvidia", "amd")
 _MIG_MEMORY = re.compile(r"^[1-7]g\.(\d{1,3})gb$")
 _RATE_PLACES = Decimal("0.0001")
 _SHARE_PLACES = Decimal("0.0001")
-_WAITS = "may wait for capacity"
 _WAIT_CODES = ("may_wait_for_capacity", "no_room_now")  # a "now" option that has to wait
 
 
@@ -172,19 +172,44 @@ def _require_int(value: Any, what: str, *, minimum: int) -> None:
 
 @dataclass(frozen=True, eq=False)
 class Note:
-    """A trade-off or a pool's refusal: a stable code, its figures (JSON values) and the English text.
-    The API keeps the text; pages render the code in the reader's language (portal/quote_texts.py)."""
+    """A trade-off or a pool's refusal: a stable code and its figures (JSON values). This module words
+    none: the catalogue (billing/quote_texts.py) does, in English for `text` (installed at start-up,
+    see `render_notes_with`) and in the reader's language for pages and the API's *_text fields."""
 
     code: str
     params: dict[str, Any]
-    text: str
+
+    @property
+    def text(self) -> str:
+        return _render_note(self.code, self.params)
+
+    @property
+    def tag(self) -> str:
+        """Its short name for a table cell ("shared GPU", "may queue")."""
+        return _render_tag(self.code)
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code, "params": self.params}
 
 
-def _note(code: str, text: str, **params: Any) -> Note:
-    return Note(code, params, text)
+def _note(code: str, **params: Any) -> Note:
+    return Note(code, params)
+
+
+def _code_and_figures(code: str, params: dict[str, Any] | None = None) -> str:
+    """A note as it reads with no catalogue installed (this module on its own)."""
+    return code if params is None else f"{code} {json.dumps(params, sort_keys=True, default=str)}"
+
+
+_render_note: Callable[[str, dict[str, Any]], str] = _code_and_figures
+_render_tag: Callable[[str], str] = _code_and_figures
+
+
+def render_notes_with(note: Callable[[str, dict[str, Any]], str], tag: Callable[[str], str]) -> None:
+    """Let `note(code, params)` word trade-offs and refusals and `tag(code)` name a trade-off: billing
+    installs the catalogue's English at start-up."""
+    global _render_note, _render_tag
+    _render_note, _render_tag = note, tag
 
 
 @dataclass(frozen=True)
@@ -310,7 +335,7 @@ class QuoteOption:
             "saving": _fmt(quantize_money(self.saving, self.currency)),
             "saving_percent": None if percent is None else _fmt(percent.quantize(Decimal("0.1"))),
             "earliest": self.earliest,
-            "tradeoff_tags": [tradeoff_tag(t) for t in self.tradeoffs],  # one per trade-off
+            "tradeoff_tags": [note.tag for note in self.tradeoff_notes],  # one per trade-off
             "tradeoff_codes": [note.to_json() for note in self.tradeoff_notes],  # one per trade-off
         }
 
@@ -360,25 +385,6 @@ class QuoteError(DomainError):
     def __init__(self, *args: Any, refusals: Sequence[Note] = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.refusals = tuple(refusals)
-
-
-# A trade-off's short name for a table cell, by what this module writes (first match wins).
-_TAGS = (
-    ("time-sliced", "time-sliced"),
-    ("shares the GPU with other jobs", "shared GPU"),
-    ("pays for ", "pays for more"),
-    ("AMD GPU", "ROCm image"),
-    ("waits ", "waits for off-peak"),
-    ("may wait for capacity", "may queue"),
-    ("ReduceCost", "no completion promise"),  # before spot: it says "spot capacity" too
-    ("spot capacity", "reclaimable"),
-    ("preemptible", "preemptible"),
-)
-
-
-def tradeoff_tag(text: str) -> str:
-    """A trade-off's short name ("shared GPU", "may queue")."""
-    return next((short for marker, short in _TAGS if marker in text), " ".join(text.split()[:3]))
 
 
 def _fmt(amount: Decimal) -> str:
@@ -484,8 +490,7 @@ def _pool_refusal(spec: JobSpec, pool: PoolOffer) -> Note | None:
             request = replace(request, vendor="any", gpu_model="")
         unfit = check_pool_identity(pool.traits, request)
         if unfit is not None:
-            return _note("role_pool", f"role '{role.name}' {unfit.text}", pool=pool.name, role=role.name,
-                         reason=unfit.as_part())
+            return _note("role_pool", pool=pool.name, role=role.name, reason=unfit.as_part())
     return None
 
 
@@ -497,8 +502,8 @@ def _price_refusal(spec: JobSpec, pool: PoolOffer, rates: Rates) -> Note | None:
     try:
         rates.gpu_rate(pool.vendor, pool.gpu_model)
     except ValueError:
-        return _note("not_priced", f"the {rates.currency} price table has no rate for {pool.vendor} {pool.gpu_model}",
-                     pool=pool.name, currency=rates.currency, vendor=pool.vendor, gpu_model=pool.gpu_model)
+        return _note("not_priced", pool=pool.name, currency=rates.currency, vendor=pool.vendor,
+                     gpu_model=pool.gpu_model)
     return None
 
 
@@ -508,8 +513,7 @@ def _cluster_refusal(spec: JobSpec, pools: Sequence[PoolOffer]) -> Note | None:
     for role in spec.roles:
         unfit = check_pools(traits, role_request(role))
         if unfit is not None:
-            return _note("role_cluster", f"role '{role.name}': {unfit.text}", pool=None, role=role.name,
-                         reason=unfit.as_part())
+            return _note("role_cluster", pool=None, role=role.name, reason=unfit.as_part())
     return None
 
 
@@ -532,19 +536,8 @@ def _placements(spec: JobSpec, pool: PoolOffer) -> list[tuple[str, list[_Holding
     return out
 
 
-def _ask_text(role: RoleSpec) -> str:
-    if role.sharing == "fraction":
-        memory = f" with {_mib_text(role.gpu_mem_mib)}" if role.gpu_mem_mib is not None else ""
-        return f"{_share_text(Decimal(role.gpu_milli) / MILLI_PER_GPU)}{memory}"
-    if role.sharing == "mig":
-        return f"a MIG {role.mig_profile} instance"
-    if role.sharing == "timeslice":
-        return "a time-slice slot"
-    return f"{role.num_gpus} whole GPU{'s' if role.num_gpus != 1 else ''}"
-
-
 def _ask_params(role: RoleSpec) -> dict[str, Any]:
-    """What _ask_text says, as figures: the mode, whole GPUs, the share and memory of a fraction, the
+    """What a role asks, as figures: the mode, whole GPUs, the share and memory of a fraction, the
     MIG profile."""
     return {"sharing": role.sharing, "gpus": role.num_gpus,
             "share": _number_text(Decimal(role.gpu_milli) / MILLI_PER_GPU), "gpu_mem_mib": role.gpu_mem_mib,
@@ -554,13 +547,11 @@ def _ask_params(role: RoleSpec) -> dict[str, Any]:
 def _no_fit_reason(spec: JobSpec, pool: PoolOffer) -> Note:
     modes = [mode for mode in MODES if mode in pool.sharing_modes]
     profiles = sorted(pool.mig_profiles) if pool.mig_profiles and "mig" in pool.sharing_modes else []
-    offered = ", ".join(modes) + (f" ({', '.join(profiles)})" if profiles else "")
     figures = {"pool": pool.name, "modes": modes, "profiles": profiles}
     for role in spec.roles:
         if not _cpu_only(role) and all(_hold(role, pool, mode) is None for mode in MODES):
-            return _note("cannot_guarantee", f"its {offered} cannot guarantee role '{role.name}' {_ask_text(role)} "
-                         "per replica", **figures, role=role.name, ask=_ask_params(role))
-    return _note("no_one_mode_fits", f"no one sharing mode of its {offered} fits every role", **figures)
+            return _note("cannot_guarantee", **figures, role=role.name, ask=_ask_params(role))
+    return _note("no_one_mode_fits", **figures)
 
 
 # --------------------------------------------------------------------------- pricing an option
@@ -568,10 +559,6 @@ def _no_fit_reason(spec: JobSpec, pool: PoolOffer) -> Note:
 
 def _number_text(share: Decimal) -> str:
     return format(share.quantize(Decimal("0.01")).normalize(), "f")
-
-
-def _share_text(share: Decimal) -> str:
-    return f"{_number_text(share)} GPU"
 
 
 def _needed_milli(spec: JobSpec, holdings: Sequence[_Holding | None]) -> int:
@@ -582,52 +569,30 @@ def _needed_milli(spec: JobSpec, holdings: Sequence[_Holding | None]) -> int:
     )
 
 
-def _gpus_text(milli: int) -> str:
-    return _share_text(Decimal(milli) / MILLI_PER_GPU) + ("" if milli == MILLI_PER_GPU else "s")
-
-
 def _isolation_tradeoffs(spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None]) -> list[Note]:
     notes: list[Note] = []
     for role, h in zip(spec.roles, holdings, strict=True):
         if h is None:
             continue
         named = len(spec.roles) > 1
-        who = f"role '{role.name}': " if named else ""
         role_name = role.name if named else None
         if h.sharing == "timeslice":
             others = pool.timeslice_replicas - 1
-            notes.append(_note(
-                "time_sliced",
-                f"{who}time-sliced: shares the GPU with up to {others} other job{'s' if others != 1 else ''}, "
-                f"compute not guaranteed, no GPU memory isolation", role=role_name, others=others))
+            notes.append(_note("time_sliced", role=role_name, others=others))
         elif h.sharing == "fraction":
-            memory = (
-                f"GPU memory capped at {_mib_text(h.gpu_mem_mib)}"
-                if h.gpu_mem_mib is not None
-                else "no GPU memory reserved"
-            )
-            notes.append(_note("shared_gpu", f"{who}shares the GPU with other jobs (no hardware isolation); {memory}",
-                               role=role_name, gpu_mem_mib=h.gpu_mem_mib))
+            notes.append(_note("shared_gpu", role=role_name, gpu_mem_mib=h.gpu_mem_mib))
         asked = _ask(role)[0] * role.num_gpus
         if not h.exact and Fraction(h.share) > asked:
             asked_gpus = Decimal(asked.numerator) / asked.denominator
-            notes.append(_note(
-                "pays_for_more",
-                f"{who}pays for {_share_text(h.share)} per replica, more than the {_share_text(asked_gpus)} asked",
-                role=role_name, share=_number_text(h.share), asked=_number_text(asked_gpus)))
+            notes.append(_note("pays_for_more", role=role_name, share=_number_text(h.share),
+                               asked=_number_text(asked_gpus)))
     return notes
-
-
-def _mib_text(mib: int) -> str:
-    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
 def _wait_note(now: datetime, starts_at: datetime, tz: tzinfo) -> Note:
     local = starts_at.astimezone(tz)
     minutes = int((starts_at - now).total_seconds() // 60)
-    wait = f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
-    return _note("waits_for_off_peak", f"waits {wait} for the off-peak window at {local:%H:%M} ({local.tzname()})",
-                 minutes=minutes, at=f"{local:%H:%M}", zone=local.tzname())
+    return _note("waits_for_off_peak", minutes=minutes, at=f"{local:%H:%M}", zone=local.tzname())
 
 
 @dataclass
@@ -699,21 +664,18 @@ def _price_option(
     enough_now = pool.free_milli_now is None or pool.free_milli_now >= needed
     tradeoffs = _isolation_tradeoffs(spec, pool, holdings)
     if pool.vendor == "amd" and any(h is not None for h in holdings):
-        tradeoffs.append(_note("amd_rocm", "AMD GPU: the image must support ROCm"))
+        tradeoffs.append(_note("amd_rocm"))
     if when == OFF_PEAK:
         tradeoffs.append(_wait_note(now, starts_at, tz))
     elif not enough_now:
         free = pool.free_milli_now or 0
-        tradeoffs.append(_note(
-            "may_wait_for_capacity",
-            f"{_WAITS}: {_gpus_text(free)} free in {pool.name} now, the job needs {_gpus_text(needed)} to start",
-            pool=pool.name, free_milli=free, needed_milli=needed))
+        tradeoffs.append(_note("may_wait_for_capacity", pool=pool.name, free_milli=free, needed_milli=needed))
     if pool.spot:
-        tradeoffs.append(_note("spot", "spot capacity: can be reclaimed at any time"))
+        tradeoffs.append(_note("spot"))
     if spec.reduce_cost:
-        tradeoffs.append(_note("reduce_cost", "ReduceCost: no completion promise; runs only off-peak or on spot capacity"))
+        tradeoffs.append(_note("reduce_cost"))
     elif spec.preemptible:
-        tradeoffs.append(_note("preemptible", "preemptible: can be evicted for higher-priority work"))
+        tradeoffs.append(_note("preemptible"))
 
     gpu_holdings = [h for h in holdings if h is not None]
     return QuoteOption(
@@ -816,16 +778,11 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
             ]
             if not fitting:
                 needed = min(_needed_milli(spec, hs) for _, hs in placements)
-                refusal = _note(
-                    "pool_too_small", f"the pool has {pool.total_gpus} GPUs, the job needs {_gpus_text(needed)} "
-                    f"to start at MinReplicas ({spec.min_replicas})", pool=pool.name, total_gpus=pool.total_gpus,
-                    needed_milli=needed, min_replicas=spec.min_replicas)
+                refusal = _note("pool_too_small", pool=pool.name, total_gpus=pool.total_gpus, needed_milli=needed,
+                                min_replicas=spec.min_replicas)
             placements = fitting
         if not refusal and spec.reduce_cost and not pool.spot and not windows:
-            refusal = _note(
-                "reduce_cost_no_window",
-                "a ReduceCost job runs only off-peak or on spot capacity, and there is no off-peak window",
-                pool=pool.name)
+            refusal = _note("reduce_cost_no_window", pool=pool.name)
         if refusal:
             refusals.append(refusal)
             continue
@@ -877,8 +834,7 @@ def with_expected_starts(quote: Quote, starts: Mapping[str, datetime | None]) ->
         notes = [n for n in option.tradeoff_notes if n.code not in _WAIT_CODES]
         if option.when == NOW and not moved.starts_now:
             waits = next((n for n in option.tradeoff_notes if n.code in _WAIT_CODES), None)
-            notes.insert(0, waits or _note("no_room_now", f"{_WAITS}: no node of {option.pool} has room for it now",
-                                           pool=option.pool))
+            notes.insert(0, waits or _note("no_room_now", pool=option.pool))
         options.append(replace(moved, can_start_now=moved.starts_now, tradeoffs=tuple(n.text for n in notes),
                                tradeoff_notes=tuple(notes)))
     return replace(quote, options=_mark_earliest(options))

@@ -10,12 +10,12 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext
 
+from billing import quote_texts
 from billing.pricing import quantize_money
 from billing.quotes import DEFAULT_DURATION_S, Quote
 from billing.services import states_duration
-from portal import quote_texts
 from portal.selectors import get_job_for_user
-from portal.templatetags.money import MONTHS, SYMBOLS
+from portal.templatetags.money import MONTHS
 from scheduling import kinds
 from scheduling import selectors as scheduling_selectors
 from scheduling.kinds.base import RATES_PER_HOUR, RATES_PER_REPLICAS
@@ -80,10 +80,9 @@ def common_tradeoffs(quote: Quote) -> list[str]:
 
 def submit_texts() -> dict[str, Any]:
     """What the page's script writes beside each quote row, in the page's language (it fills in
-    the %(name)s parts), and the currencies' symbols for its amounts."""
+    the %(name)s parts)."""
     return {RATES_PER_HOUR: gettext("%(price)s %(currency)s per hour"),
-            RATES_PER_REPLICAS: gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s"),
-            "symbols": SYMBOLS}
+            RATES_PER_REPLICAS: gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s")}
 
 
 def kind_tabs() -> list[dict[str, Any]]:

@@ -115,12 +115,10 @@ def _render(value: Any, translate: bool) -> str:
         template = gettext(value["t"]) if translate else value["t"]
         return template % params if params else template.replace("%%", "%")
     if "c" in value:
-        from scheduling.reasons import reason_text
+        from scheduling import reasons
 
-        if translate:
-            return reason_text(value["c"], value.get("p") or {})
-        with translation.override("en"):
-            return reason_text(value["c"], value.get("p") or {})
+        render = reasons.reason_text if translate else reasons.english
+        return render(value["c"], value.get("p") or {})
     if "j" in value:
         sep = value["j"]
         if sep not in SEPARATORS:

@@ -9,7 +9,7 @@ from django.db import models
 from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from scheduling import clock, history_texts
+from scheduling import clock, formats, history_texts
 from scheduling.core import MIG_PROFILES
 from scheduling.core import model as cm
 from scheduling.core.units import gpu_model_name, vendor_name
@@ -353,17 +353,8 @@ class Replica(models.Model):
 
     @property
     def slice_label(self) -> str:
-        """What the replica holds, for people: "2 GPUs", "0.5 GPU + 10 GiB", "MIG 3g.40gb"..."""
-        s = self.slice or {}
-        count = len(self.gpu_indices)
-        kind = s.get("kind", "whole")
-        if kind == "fraction":
-            return f"{s.get('gpu_milli', 0) / 1000:g} GPU + {s.get('gpu_mem_mib', 0) / 1024:g} GiB"
-        if kind == "mig":
-            return f"MIG {s.get('mig_profile', '')}"
-        if kind == "timeslice":
-            return f"time-slice slot {s.get('timeslice_slot', 0)}" + (f" on {count} GPUs" if count > 1 else "")
-        return f"{count} GPU{'s' if count != 1 else ''}" if count else "CPU only"
+        """What the replica holds, for people: "2 GPUs", "0.5 GPU", "0.5 GPU + 10 GiB", "MIG 3g.40gb"..."""
+        return formats.gpu_slice(self.slice, len(self.gpu_indices))
 
 
 class JobEvent(models.Model):

@@ -1,22 +1,24 @@
-"""Reason codes in the reader's language: why a job waits, and why no pool can run a spec.
+"""The catalogue of reason codes: why a job waits, and why no pool can run a spec, in the reader's
+language. The one place a reason is worded.
 
-The scheduler stores a waiting job's reason as a code and its figures (Job.pending_code,
-pending_params) and, for the API and the logs, the English text of scheduling.core.reasons.REASONS
-(scheduling.core knows nothing of Django). Pages render the reason here instead, and the spec
-readers (spec/cluster.py) render the fit checks' reasons here: each code has gettext format strings
-with the same figures, so the English text below is fit's text word for word
-(tests/i18n/test_pending_reasons.py holds them together). A code this module does not know, or
-figures it cannot read, fall back to the stored English text."""
+The scheduler core (scheduling.core, no Django) returns a code and its figures only; the
+scheduler stores them (Job.pending_code, pending_params) and, for the API, webhooks and the logs,
+their English text (`english`, installed as the core's renderer at start-up, so `Reason.text`
+reads the same). Pages and the API's *_text fields render the code here in the reader's language
+(`reason_text`, `job_reason`); a code this module does not know, or figures it cannot read, fall
+back to the stored English text."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.utils.translation import gettext as _
-from django.utils.translation import pgettext
-
-from scheduling.core.units import MIB_PER_GIB, MILLI_PER_GPU
+from scheduling.core.units import MILLI_PER_GPU
+from scheduling.formats import gettext as _
+from scheduling.formats import gpus as _gpus
+from scheduling.formats import gpus_number as _gpus_number
+from scheduling.formats import in_english, pgettext
+from scheduling.formats import memory as _memory
 
 
 def _names(items: Iterable[str]) -> str:
@@ -29,22 +31,6 @@ def _upper_names(items: Iterable[str]) -> str:
 
 def _hint(p: dict[str, Any]) -> str:
     return _("; did you mean '%(suggestion)s'?") % {"suggestion": p["suggestion"]} if p.get("suggestion") else ""
-
-
-def _memory(mib: int) -> str:
-    if mib % (MIB_PER_GIB * MIB_PER_GIB) == 0:
-        return f"{mib // (MIB_PER_GIB * MIB_PER_GIB)}Ti"
-    return f"{mib // MIB_PER_GIB}Gi" if mib % MIB_PER_GIB == 0 else f"{mib}Mi"
-
-
-def _gpus_number(milli: float) -> str:
-    return f"{milli / MILLI_PER_GPU:.3f}".rstrip("0").rstrip(".")
-
-
-def _gpus(milli: float) -> str:
-    """1000 -> '1 GPU', 2500 -> '2.5 GPUs'."""
-    number = _gpus_number(milli)
-    return (_("%(gpus)s GPUs") if milli > MILLI_PER_GPU else _("%(gpus)s GPU")) % {"gpus": number}
 
 
 def _part(part: dict[str, Any]) -> str:
@@ -136,8 +122,8 @@ def _timeslice_slots_short(p):
     return _("needs %(slots)s time-slice slot, only %(free)s free in pool %(pool)s") % figures
 
 
-# Code -> the text in the reader's language. As in core.reasons.REASONS, pool-level texts read after a subject
-# ("role main ..."), the others stand alone.
+# Code (scheduling.core.reasons.CODES) -> the text in the reader's language. Pool-level texts read after a
+# subject ("role main ..."), the others stand alone.
 REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "pool_pinned_elsewhere": lambda p: _("is pinned to nodePool '%(requested)s'") % p,
     "pool_vendor_differs": _pool_vendor_differs,
@@ -220,6 +206,12 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
 def reason_text(code: str, params: dict[str, Any]) -> str:
     """The text of a reason code and its figures in the active language. KeyError for an unknown code."""
     return REASONS[code](params)
+
+
+def english(code: str, params: dict[str, Any]) -> str:
+    """The English text of a reason code and its figures, whatever the active language: what the
+    scheduler stores beside the code and the core's `Reason.text` reads."""
+    return in_english(REASONS[code], params)
 
 
 def text_or(code: str, params: Any, english: str) -> str:

@@ -12,7 +12,6 @@ from django.utils.translation import gettext_noop
 
 from scheduling import clock, history_texts, kinds, selectors, service_scale, signals
 from scheduling.bulk import update_rows
-from scheduling.core.reasons import reason_text
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
 from scheduling.models import (
@@ -23,6 +22,7 @@ from scheduling.models import (
     JobEvent,
     JobState,
 )
+from scheduling.reasons import english as reason_text
 from scheduling.spec import (
     JobSpec,
     SpecError,

@@ -20,7 +20,7 @@ from billing.ledger.selectors import money_sum
 from billing.models import Budget, BudgetAlert, ChargeLine, ReportExport
 from billing.notices import Notice, raise_notice, written_in_english
 from billing.time_zone import platform_tz
-from scheduling import clock
+from scheduling import clock, formats
 from scheduling.broker import send_task
 from scheduling.errors import DomainError
 from scheduling.history_texts import said
@@ -167,8 +167,8 @@ def check_budget_allows_submit(workspace) -> str | None:
     if status is None or not status.budget.block_at_limit or not status.exhausted:
         return None
     b = status.budget
-    return (f"Workspace {workspace.slug} has spent {status.spent.quantize(Decimal('0.01'))} {b.currency} of its "
-            f"{b.amount} {b.currency} budget for the month starting {status.period_start}; its owner blocks "
+    return (f"Workspace {workspace.slug} has spent {formats.money(status.spent, b.currency, 'en')} of its "
+            f"{formats.money(b.amount, b.currency, 'en')} budget for the month starting {status.period_start}; its owner blocks "
             "new submissions at the limit.")
 
 
@@ -233,16 +233,16 @@ def _alert_texts(budget: Budget, alert: BudgetAlert) -> tuple[str, str]:
     """The alert's subject and body in the active language."""
     ws = budget.workspace
     figures = {"workspace": ws.name, "slug": ws.slug, "percent": alert.percent, "threshold": alert.threshold,
-               "spent": alert.spent, "budget": budget.amount, "currency": budget.currency,
+               "spent": formats.money(alert.spent, budget.currency), "budget": formats.money(budget.amount, budget.currency),
                "start": alert.period_start, "as_of": f"{alert.as_of:%Y-%m-%d %H:%M %Z}" if alert.as_of else ""}
     subject = "[GPU Platform] " + gettext(
         "%(workspace)s: %(percent)s %% of the monthly budget spent (alert at %(threshold)s %%)") % figures
     if alert.as_of:
-        body = gettext("Workspace %(workspace)s (%(slug)s) has spent %(spent)s %(currency)s of its %(budget)s "
-                       "%(currency)s budget for the month starting %(start)s as of %(as_of)s: %(percent)s %%.")
+        body = gettext("Workspace %(workspace)s (%(slug)s) has spent %(spent)s of its %(budget)s budget for the "
+                       "month starting %(start)s as of %(as_of)s: %(percent)s %%.")
     else:
-        body = gettext("Workspace %(workspace)s (%(slug)s) has spent %(spent)s %(currency)s of its %(budget)s "
-                       "%(currency)s budget for the month starting %(start)s: %(percent)s %%.")
+        body = gettext("Workspace %(workspace)s (%(slug)s) has spent %(spent)s of its %(budget)s budget for the "
+                       "month starting %(start)s: %(percent)s %%.")
     body = body % figures + "\n"
     if alert.threshold >= 100 and budget.block_at_limit:
         body += gettext("New submissions are blocked until the next month or a higher budget.") + "\n"

@@ -18,11 +18,11 @@ from billing.ledger.selectors import job_total
 from billing.services import submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.api.outlook import PendingOutlookOutput
-from portal.pending_reasons import job_reason
 from portal.selectors import get_workspace_for_user
 from scheduling import logs, selectors, services
 from scheduling.backends import get_backend
 from scheduling.models import JobState
+from scheduling.reasons import job_reason
 from scheduling.spec import spec_to_yaml
 
 

@@ -27,7 +27,7 @@ from portal.console import audit
 from portal.console.views import operator_required
 from portal.models import Workspace
 from portal.templatetags.money import month_year
-from scheduling import clock
+from scheduling import clock, formats
 from scheduling.errors import DomainError
 from scheduling.history_texts import said
 from scheduling.models import Job
@@ -146,9 +146,8 @@ def adjustments(request):
             else:
                 target = (gettext("job #%(job)s") % {"job": line.job_id} if line.job_id
                           else month_year(line.period))
-                messages.success(request, gettext("%(kind)s of %(cost)s %(currency)s recorded for %(workspace)s "
-                                                  "(%(target)s).") % {
-                    "kind": line.get_category_display(), "cost": line.cost, "currency": line.currency,
+                messages.success(request, gettext("%(kind)s of %(cost)s recorded for %(workspace)s (%(target)s).") % {
+                    "kind": line.get_category_display(), "cost": formats.money(line.cost, line.currency),
                     "workspace": line.workspace.slug, "target": target})
                 return redirect("console-adjustments")
         elif "edit" not in request.POST:

@@ -18,6 +18,7 @@ from django.utils.translation import gettext, gettext_noop, ngettext
 
 from billing.currency import workspace_currencies
 from billing.models import ChargeLine, NodeToken, PriceTable
+from billing.quote_texts import refusals_text, tradeoff_text
 from billing.quotes import QuoteError, quote
 from billing.reports.capacity import idle_cost
 from billing.reports.selectors import savings_by_period
@@ -27,8 +28,6 @@ from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample, action_label
 from portal.models import Workspace
-from portal.pending_reasons import job_reason
-from portal.quote_texts import refusals_text, tradeoff_text
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
@@ -44,6 +43,7 @@ from scheduling.models import (
     QueueAccess,
     Replica,
 )
+from scheduling.reasons import job_reason
 from scheduling.selectors import cluster_view
 
 ZERO = Decimal(0)
@@ -437,7 +437,7 @@ def audit_choices() -> dict[str, list]:
 
 @dataclass(frozen=True)
 class PendingReason:
-    code: str       # a code of core.reasons.REASONS; "" while no cycle has looked at the job
+    code: str       # a code of core.reasons.CODES; "" while no cycle has looked at the job
     jobs: int
     example: str    # one job's reason in the reader's language (the figures differ from job to job)
 

@@ -22,13 +22,13 @@ from billing.currency import currency_at, default_currency
 from billing.forms import PriceTableForm
 from billing.models import PRICE_FIELDS, NodeToken, PriceTable
 from billing.pricing import MINOR_UNITS
+from billing.quote_texts import between
 from billing.selectors import price_currencies
 from portal.console import selectors, services
 from portal.console.advice import BYTES_PER_PARAM, TASKS, part_name
 from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
-from portal.quote_texts import between
 from scheduling import clock
 from scheduling.errors import DomainError
 from scheduling.forms import NewPoolForm, PoolPolicyForm

@@ -30,7 +30,7 @@ from billing.time_zone import platform_tz
 from portal.console import audit
 from portal.selectors import membership_for
 from portal.templatetags.money import month_year
-from scheduling import clock
+from scheduling import clock, formats
 from scheduling.history_texts import said
 
 ROWS_ON_PAGE = 500
@@ -216,8 +216,8 @@ def adjustment_add(request, slug):
     audit.record(request.user, "adjust", line, message=said(
         gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s: %(reason)s"), category=said(line.category),
         cost=line.cost, currency=line.currency, workspace=slug, reason=line.reason))
-    messages.success(request, gettext("%(kind)s of %(cost)s %(currency)s recorded.") % {
-        "kind": line.get_category_display(), "cost": line.cost, "currency": line.currency})
+    messages.success(request, gettext("%(kind)s of %(cost)s recorded.") % {
+        "kind": line.get_category_display(), "cost": formats.money(line.cost, line.currency)})
     return redirect("reports-statement", slug=slug, month=f"{line.period:%Y-%m}")
 
 

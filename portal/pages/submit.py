@@ -16,8 +16,8 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
+from billing import quote_texts
 from billing.services import quote_for_workspace, submit_quoted_job
-from portal import quote_texts
 from portal import selectors as portal_selectors
 from portal.selectors import current_workspace
 from portal.submit_page import (

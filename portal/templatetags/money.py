@@ -4,36 +4,27 @@ $1,234.50 (symbol, thousands separators, two places), {{ day|long_date }} gives
 ledger's Decimal is never changed. {{ instant|day_time }} gives 11月25日 00:00 or Nov 25, 00:00 in the
 reader's zone, from the words static/portal/submit.js writes the same with."""
 
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-
 from django import template
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext, gettext_noop
 
+from scheduling import formats as shown
+
 register = template.Library()
 
-SYMBOLS = {"CNY": "¥", "USD": "$", "EUR": "€"}
 MONTHS = gettext_noop("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec")  # one word per month
-
-
-def format_money(amount, currency: str = "") -> str:
-    """The amount with its currency's symbol, e.g. ¥1,234.50; an unknown currency keeps its code."""
-    try:
-        value = Decimal(str(amount)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
-    except (InvalidOperation, ValueError, TypeError):
-        return ""
-    sign = "-" if value < 0 else ""
-    digits = f"{abs(value):,.2f}"
-    if symbol := SYMBOLS.get((currency or "").upper()):
-        return f"{sign}{symbol}{digits}"
-    return f"{sign}{digits} {currency}".rstrip()
 
 
 @register.filter
 def money(amount, currency=""):
-    if amount is None or amount == "":
-        return ""
-    return format_money(amount, currency)
+    """{{ amount|money:currency }}: scheduling.formats.money in the reader's language."""
+    return shown.money(amount, currency)
+
+
+@register.filter
+def memory(mib):
+    """{{ mib|memory }}: 81920 -> 80Gi."""
+    return "" if mib is None or mib == "" else shown.memory(int(mib))
 
 
 @register.filter

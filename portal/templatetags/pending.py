@@ -1,8 +1,8 @@
-"""{{ job|pending_reason }}: why the job waits, in the reader's language (portal.pending_reasons)."""
+"""{{ job|pending_reason }}: why the job waits, in the reader's language (scheduling.reasons)."""
 
 from django import template
 
-from portal.pending_reasons import job_reason
+from scheduling.reasons import job_reason
 
 register = template.Library()
 

@@ -1,9 +1,9 @@
 """Can this pool, node or GPU serve a request, and if not, why: the one place that answers it.
 
 Checks return None when the request fits, else an Unfit: a reason code, its parameters, and the
-Request field it is about. `reasons.reason_text(code, params)` renders the English text, so callers
-store or translate the code and render late. The same table renders why a job is pending
-(`reasons.Reason`, built by `actions`, and the few the scheduling layer sets outside a cycle). Names of
+Request field it is about. The core writes no text: callers store the code and render it late from
+the catalogue (scheduling/reasons.py), which also words why a job is pending (`Reason`, built by
+`actions`, and the few the scheduling layer sets outside a cycle). Names of
 GPU models and vendors are compared as given: callers normalise them once, where they read specs
 and pools (see `units`).
 

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 
 from scheduling.core.fit import PoolTraits, check_pools, closest
 from scheduling.core.model import Request
-from scheduling.reasons import text_or
+from scheduling.reasons import reason_text
 from scheduling.spec.model import JobSpec, RoleSpec
 
 DEFAULT_POOL_SHARING = frozenset({"exclusive", "fraction"})
@@ -89,7 +89,7 @@ def check_role(index: int, role: RoleSpec, cluster: ClusterInfo) -> list[Cluster
     unfit = check_pools([p.traits for p in cluster.pools], role_request(role))
     if unfit is None:
         return []
-    reason = text_or(unfit.code, unfit.params, unfit.text)
+    reason = reason_text(unfit.code, unfit.params)
     return [ClusterProblem(index, _ROLE_ATTR.get(unfit.field, unfit.field),
                            _("role '%(role)s': %(reason)s") % {"role": role.name, "reason": reason})]
 

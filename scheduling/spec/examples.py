@@ -5,6 +5,8 @@ that exist (`workspace_examples`).
 
 from django.utils.translation import gettext as _
 
+from scheduling import formats
+
 # Seed 000 (task YAML), copied exactly as written.
 SEED_YAML = """\
 # Platform configurations.
@@ -106,10 +108,6 @@ roles:
 """
 
 
-def _memory_text(mib: int) -> str:
-    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
-
-
 def _comments() -> dict[str, str]:
     """The examples' comments in the reader's language (the YAML itself stays as the parser reads it)."""
     return {
@@ -140,7 +138,7 @@ def workspace_examples(*, queue: str | None, spare_queue: str | None, pools: lis
         out.append(("single", "1 GPU", _SINGLE.format(queue=queue, vendor=vendor, **comments)))
     if queue and pool is not None:
         if shared is not None:
-            memory = _memory_text(min(10 * 1024, shared.gpu_memory_mib // 2))
+            memory = formats.memory(min(10 * 1024, shared.gpu_memory_mib // 2))
             sharing, resources = "fraction", f"{{gpu: 0.5, gpuMemory: {memory}, cpu: 4, memory: 16Gi}}"
         else:
             sharing, resources = "exclusive", "{gpu: 1, cpu: 4, memory: 16Gi}"

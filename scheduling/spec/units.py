@@ -12,6 +12,7 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 from django.utils.translation import gettext as _
 
+from scheduling import formats
 from scheduling.core.units import mig_slices_milli
 
 _CPU_RE = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(m?)$")
@@ -143,9 +144,8 @@ def format_cpu(milli: int) -> int | str:
 
 
 def format_memory(mib: int) -> str:
-    if mib % (1024 * 1024) == 0:
-        return f"{mib // (1024 * 1024)}Ti"
-    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+    """A memory quantity as a spec writes it: 16Gi, 512Mi (scheduling.formats.memory)."""
+    return formats.memory(mib)
 
 
 def format_duration(seconds: int) -> str:

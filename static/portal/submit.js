@@ -136,7 +136,6 @@
   const ENGLISH_MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec";
   const pageMonths = said("monthsText", ENGLISH_MONTHS).split(/\s+/);
   const MONTHS = pageMonths.length === 12 ? pageMonths : ENGLISH_MONTHS.split(" ");
-  const SYMBOLS = texts.symbols || {};
   const MAX_TAGS = 3; // as portal/submit_page.py
   const BADGED = ["waits_for_off_peak", "spot"]; // codes the row's off-peak and spot badges say
 
@@ -150,14 +149,8 @@
       {month: MONTHS[Number(m[1]) - 1], day: Number(m[2]), time: m[3]}) : o.expected_start;
   }
 
-  // An amount as the money filter writes it: ¥1,234.50, $0.85; a currency without a symbol keeps its code.
-  function money(amount, currency) {
-    const value = Number(amount);
-    if (amount === null || amount === undefined || amount === "" || !Number.isFinite(value)) return `${amount} ${currency}`;
-    const digits = Math.abs(value).toLocaleString("en-US", {minimumFractionDigits: 2, maximumFractionDigits: 2});
-    const sign = value < 0 ? "-" : "";
-    return SYMBOLS[currency] ? `${sign}${SYMBOLS[currency]}${digits}` : `${sign}${digits} ${currency}`;
-  }
+  // An amount as the money filter writes it (static/portal/formats.js): ¥1,234.50, $0.85.
+  const money = (amount, currency) => window.portalFormats.money(amount, currency) || `${amount} ${currency}`;
 
   // An option's trade-offs in the page's language (the API's *_text), else its English ones.
   const tradeoffText = (o, i) => (o.tradeoffs_text && o.tradeoffs_text[i]) || o.tradeoffs[i];

@@ -266,13 +266,13 @@ def test_statement_budget_and_console_totals_are_in_the_workspaces_currency(admi
     # no agent sample: every held GPU-hour was idle, so the idle cost is the whole bill, per currency
     capacity = admin_client.get("/console/capacity/", {"start": "2026-03-01", "end": "2026-03-20"}).content.decode()
     idle_totals = capacity.split('id="idle-cost"')[1].split("<tfoot>")[1].split("</tfoot>")[0]
-    assert "43.79 CNY" in idle_totals and "9.12 USD" in idle_totals
+    assert "¥43.79" in idle_totals and "$9.12" in idle_totals
     forecasts = capacity.split("Month-end forecast")[1].split("</table>")[0]
-    assert forecasts.count("CNY") >= 2 and "43.79 CNY" in forecasts  # nlp-group's spend and forecast
+    assert forecasts.count("¥") >= 2 and "¥43.79" in forecasts  # nlp-group's spend and forecast
     clock.now = at(18)
     dashboard = admin_client.get("/console/").content.decode()
     waste = dashboard.split('id="waste-table"')[1].split('data-pool="h100"')[1].split("</tr>")[0]
-    assert '<span data-currency="CNY">43.79 CNY</span>' in waste and '<span data-currency="USD">9.12 USD</span>' in waste
+    assert '<span data-currency="CNY">¥43.79</span>' in waste and '<span data-currency="USD">$9.12</span>' in waste
 
 
 # --------------------------------------------------------------------------- changing a currency

@@ -9,7 +9,7 @@ from django.utils import translation
 from rest_framework.test import APIClient
 
 from portal.models import UserPreference
-from portal.templatetags.money import format_money, long_date
+from portal.templatetags.money import long_date, money
 
 
 def test_an_anonymous_page_follows_accept_language(client, tenants):
@@ -93,7 +93,7 @@ def test_api_answers_by_accept_language_not_the_preference(tenants):
     (Decimal("1000000"), "CHF", "1,000,000.00 CHF"),
 ])
 def test_money_is_shown_with_its_currency(amount, currency, shown):
-    assert format_money(amount, currency) == shown
+    assert money(amount, currency) == shown
 
 
 def test_a_day_is_written_for_the_reader():

@@ -1,14 +1,15 @@
-"""Why a job waits, in the reader's language (portal.pending_reasons): each code of the scheduler core's
-reasons has a translated text with the same figures; in English it is the core's text word for word; an
-unknown code or figures of another shape fall back to the stored English text; pages show it."""
+"""Why a job waits, in the reader's language (scheduling.reasons, the one catalogue): each code the
+scheduler core may give has one entry, read in English and in Chinese with the same figures; the core
+itself words none (its reasons read through the installed catalogue); an unknown code or figures of
+another shape fall back to the stored English text; pages show it."""
 
 import re
 
 import pytest
 from django.utils import translation
 
-from portal import pending_reasons
-from scheduling.core import reasons as english_reasons
+from scheduling import reasons as pending_reasons
+from scheduling.core import reasons as core_reasons
 
 PART = {"code": "gpus_short", "params": {"gpus": 8, "free": 2, "pool": "h100"}}
 
@@ -83,23 +84,41 @@ SAMPLES = [
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-def test_every_code_of_the_core_has_a_translated_text():
-    assert set(pending_reasons.REASONS) == set(english_reasons.REASONS)
-    assert {code for code, _ in SAMPLES} == set(english_reasons.REASONS)
+def test_every_code_of_the_core_has_one_entry():
+    assert set(pending_reasons.REASONS) == set(core_reasons.CODES)
+    assert {code for code, _ in SAMPLES} == set(core_reasons.CODES)
 
 
-@pytest.mark.parametrize(("code", "params"), SAMPLES)
-def test_in_english_it_is_the_cores_text(code, params):
+def test_the_core_words_no_reason_itself():
+    assert not hasattr(core_reasons, "REASONS")
+    assert core_reasons._code_and_figures("gpus_short", {"gpus": 8}) == "gpus_short {'gpus': 8}"  # the core on its own
+    assert core_reasons.reason_text("gpus_short", PART["params"]) == "needs 8 GPUs, only 2 free in pool h100"  # the catalogue's
+    assert core_reasons.Reason("gpus_short", PART["params"]).text == pending_reasons.english("gpus_short", PART["params"])
+
+
+@pytest.mark.parametrize(("code", "params", "english"), [
+    ("gpus_short", {"gpus": 1, "free": 0, "pool": "h100"}, "needs 1 GPU, only 0 free in pool h100"),
+    ("gpu_memory_too_large", {"asked_mib": 1024 * 1024 * 2, "largest_mib": 196608},
+     "gpuMemory 2Ti is larger than any GPU (the largest has 192Gi)"),
+    ("queue_over_limit", {"queue": "q", "limit_milli": 16000, "used_milli": 500, "need_milli": 2500},
+     "queue q is over its limit of 16 GPUs (0.5 GPU in use, the job needs 2.5 GPUs)"),
+    ("several", {"parts": [PART, {"code": "pool_no_node", "params": {"pool": "a100-spot"}}]},
+     "needs 8 GPUs, only 2 free in pool h100; pool a100-spot has no schedulable node"),
+])
+def test_in_english_whatever_the_active_language(code, params, english):
+    with translation.override("zh-hans"):
+        assert pending_reasons.english(code, params) == english
     with translation.override("en"):
-        assert pending_reasons.reason_text(code, params) == english_reasons.reason_text(code, params)
+        assert pending_reasons.reason_text(code, params) == english
 
 
 @pytest.mark.parametrize(("code", "params"), SAMPLES)
 def test_in_chinese_it_reads_in_chinese_with_the_same_figures(code, params):
     with translation.override("zh-hans"):
         text = pending_reasons.reason_text(code, params)
-    assert text != english_reasons.reason_text(code, params) and CJK.search(text)
-    english_figures = re.findall(r"\d+(?:\.\d+)?", english_reasons.reason_text(code, params))
+    english = pending_reasons.english(code, params)
+    assert text != english and CJK.search(text)
+    english_figures = re.findall(r"\d+(?:\.\d+)?", english)
     assert sorted(re.findall(r"\d+(?:\.\d+)?", text)) == sorted(english_figures)
 
 

@@ -1,7 +1,8 @@
-"""A quote's trade-offs and the pools' refusals in the reader's language (portal.quote_texts): every
-code billing.quotes gives has a text with the same figures; in English it is the quote's own text word
-for word, in Chinese a translation; an unknown code or figures of another shape fall back to the
-English; the quote API keeps its English fields and adds *_text in the request's language."""
+"""A quote's trade-offs and the pools' refusals in the reader's language (billing.quote_texts, the one
+catalogue): every code billing.quotes gives has a text with the same figures; the quote words none
+itself (its Note.text is the catalogue's English whatever the active language), in Chinese a
+translation; an unknown code or figures of another shape fall back to the English; the quote API keeps
+its English fields and adds *_text in the request's language."""
 
 import re
 from dataclasses import replace
@@ -10,8 +11,8 @@ import pytest
 from django.utils import translation
 from rest_framework.test import APIClient
 
+from billing import quote_texts
 from billing.quotes import PoolOffer, QuoteError, quote, with_expected_starts
-from portal import quote_texts
 from scheduling.spec import parse_job_spec
 from tests.billing.quotes.test_quotes_helpers import PEAK, SEED_YAML, UTC_ZONE, demo_pool_offers
 from tests.world import world_rates
@@ -87,9 +88,21 @@ def test_every_code_is_reached_and_has_a_text():
 
 
 @pytest.mark.parametrize("note", NOTES, ids=lambda n: n.code)
-def test_in_english_it_is_the_quotes_text(note):
+def test_a_notes_text_is_the_catalogues_english_whatever_the_language(note):
     with translation.override("en"):
-        assert render(note) == note.text
+        english = render(note)
+    with translation.override("zh-hans"):
+        assert note.text == english == quote_texts.english_note(note.code, note.params)
+        assert not CJK.search(note.text)
+
+
+def test_the_quote_module_words_nothing_itself():
+    from billing import quotes
+
+    assert quotes._code_and_figures("spot", {}) == "spot {}"  # with no catalogue installed
+    assert quotes.Note("spot", {}).text == "spot capacity: can be reclaimed at any time"
+    assert quotes.Note("pays_for_more", {"role": "worker", "share": "0.5", "asked": "0.25"}).text == \
+        "role 'worker': pays for 0.5 GPU per replica, more than the 0.25 GPU asked"
 
 
 @pytest.mark.parametrize("note", NOTES, ids=lambda n: n.code)
@@ -102,12 +115,10 @@ def test_in_chinese_it_reads_in_chinese_with_the_same_figures(note):
 
 
 def test_the_short_names_are_the_apis_tags_in_english():
-    from billing.quotes import tradeoff_tag
-
-    with translation.override("en"):
+    with translation.override("zh-hans"):
         for note in NOTES:
             if note.code in quote_texts.TAGS:
-                assert quote_texts.tradeoff_tag(note.code) == tradeoff_tag(note.text), note.code
+                assert note.tag == quote_texts.english_tag(note.code) == quote_texts.TAGS[note.code], note.code
 
 
 def test_an_unknown_code_or_unreadable_figures_or_no_codes_keep_the_english():

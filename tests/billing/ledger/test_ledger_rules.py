@@ -130,7 +130,7 @@ def test_a_budget_crossing_fires_within_one_ingest_with_the_real_percentage(clus
     assert sorted(alerts) == [50, 80, 100]
     assert alerts[80].spent == Decimal("9.12") and alerts[80].percent == Decimal("456.0")  # 3 h at 3.04 of 2.00
     assert len(mail.outbox) == 1, [m.subject for m in mail.outbox]
-    assert "456.0 %" in mail.outbox[0].subject and "9.12 USD" in mail.outbox[0].body, mail.outbox[0].body
+    assert "456.0 %" in mail.outbox[0].subject and "spent $9.12 of its $2.00 budget" in mail.outbox[0].body, mail.outbox[0].body
     sent = len(mail.outbox)
     ingest("h100-01", replica, clock.now + timedelta(seconds=10))
     assert BudgetAlert.objects.count() == 3 and len(mail.outbox) == sent  # each threshold once a period

@@ -43,7 +43,7 @@ def test_each_threshold_fires_once_per_period(cluster):
     assert [a.threshold for a in fired] == [80] and len(mail.outbox) == 2
     subject, body = mail.outbox[1].subject, mail.outbox[1].body
     assert "85.0 % of the monthly budget spent (alert at 80 %)" in subject
-    assert "spent 85.00 USD of its 100.00 USD budget" in body and "85.0 %" in body
+    assert "spent $85.00 of its $100.00 budget" in body and "85.0 %" in body
     assert set(mail.outbox[1].to) == {"alice@example.com", "finance@example.com"}
     assert fired[0].percent == Decimal("85.0") and fired[0].spent == Decimal("85.00")
     assert check_budgets() == [] and len(mail.outbox) == 2  # not again
@@ -64,7 +64,7 @@ def test_an_alert_far_above_its_threshold_states_the_real_percentage(cluster):
     assert (alert.threshold, alert.percent, alert.spent) == (80, Decimal("460.0"), Decimal("46.00"))
     (message,) = mail.outbox
     assert "460.0 % of the monthly budget spent (alert at 80 %)" in message.subject
-    assert "spent 46.00 USD of its 10.00 USD budget" in message.body and message.body.rstrip().endswith("460.0 %.")
+    assert "spent $46.00 of its $10.00 budget" in message.body and message.body.rstrip().endswith("460.0 %.")
 
 
 def test_thresholds_crossed_at_once_fire_together_with_one_email(cluster):
@@ -86,7 +86,7 @@ def test_alerts_show_in_the_portal(cluster):
     client.force_login(cluster.finance)
     body = client.get("/reports/").content.decode()
     for threshold in (50, 80, 100):  # 12 of 10 spent: each alert says 120.0 %
-        assert f"120.0 % of the budget spent (12.00 USD, alert at {threshold} %)" in body
+        assert f"120.0 % of the budget spent ($12.00, alert at {threshold} %)" in body
     status = budget_status(cluster.vision)
     assert status.percent == Decimal("120.0") and status.period_start == period_start(timezone.now())
 
@@ -98,7 +98,7 @@ def test_the_owner_may_block_submissions_at_the_limit(cluster):
     assert check_budget_allows_submit(cluster.vision) is None  # over, but not blocking
     set_budget(user=cluster.alice, workspace=cluster.vision, amount="10", block_at_limit=True)
     reason = check_budget_allows_submit(cluster.vision)
-    assert "vision-lab" in reason and "10.00 USD of its 10.00 USD budget" in reason
+    assert "vision-lab" in reason and "$10.00 of its $10.00 budget" in reason
     assert check_budget_allows_submit(cluster.nlp) is None
     set_budget(user=cluster.alice, workspace=cluster.vision, amount="20", block_at_limit=True)
     assert check_budget_allows_submit(cluster.vision) is None

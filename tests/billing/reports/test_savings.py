@@ -47,7 +47,7 @@ def test_each_tenant_sees_only_its_own_savings(client, cluster):
     page = client.get("/reports/?start=2026-03-01&end=2026-03-31").content.decode()
     vision = _row(page.split('id="savings"')[1], "vision-lab")
     [expected] = savings_by_period(ChargeLine.objects.filter(workspace=cluster.vision))
-    assert f'data-field="saving">{expected["saving"]} USD' in vision
+    assert f'data-field="saving">${expected["saving"]}' in vision
     assert 'data-workspace="nlp-group"' not in page.split('id="savings"')[1].split("</section>")[0]
 
 
@@ -68,7 +68,7 @@ def test_the_console_shows_every_workspaces_saving_of_the_last_months_and_tenant
     assert total["saving"] == sum(r["saving"] for r in savings_by_period(ChargeLine.objects.all()))
     page = admin_client.get("/console/").content.decode()
     section = page.split('id="platform-savings"')[1].split("</section>")[0]
-    assert f'data-field="saving">{total["saving"]} USD' in section and 'data-period="2026-03"' in section
+    assert f'data-field="saving">${total["saving"]}' in section and 'data-period="2026-03"' in section
     clock.now = datetime(2026, 7, 1, 12, tzinfo=UTC)  # March is no longer among the last three months
     later = admin_client.get("/console/").content.decode().split('id="platform-savings"')[1].split("</section>")[0]
     assert 'data-period="2026-03"' not in later

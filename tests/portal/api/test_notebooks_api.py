@@ -46,7 +46,7 @@ def test_the_list_says_where_each_notebook_opens_and_how_long_it_idles(cluster, 
     assert response.status_code == 200, body
     (item,) = body["results"]
     assert (item["id"], item["name"], item["state"], item["workspace"]) == (running.pk, "lab", "Running", "vision-lab")
-    assert item["url"] == "http://testserver/nb/vision-lab/lab/" and item["slice"] == "0.5 GPU + 0 GiB"
+    assert item["url"] == "http://testserver/nb/vision-lab/lab/" and item["slice"] == "0.5 GPU"
     assert isinstance(item["idle_s"], int) and item["idle_s"] >= 0
     job = api.get(f"/api/v1/jobs/{running.pk}/").json()
     assert job["kind"] == "notebook"

@@ -41,14 +41,14 @@ def test_review_then_confirm_books_a_credit_in_the_month(admin_client, march):
     review = admin_client.post(URL, form())
     page = review.content.decode()
     assert review.status_code == 200 and 'id="confirm-adjustment"' in page
-    assert "-12.50 USD" in page and "March 2026" in page and "GPU h100-01 was throttled" in page
+    assert "-$12.50" in page and "March 2026" in page and "GPU h100-01 was throttled" in page
     assert not ChargeLine.objects.exists()  # nothing is booked before the confirmation
 
     done = admin_client.post(URL, form(confirm="1"), follow=True)
     line = ChargeLine.objects.get()
     assert (line.category, line.cost, line.period, line.job, line.author.username, line.reason) == (
         "Credit", Decimal("-12.50"), date(2026, 3, 1), None, "admin", "GPU h100-01 was throttled")
-    assert "Credit of -12.50 USD recorded for vision-lab (March 2026)." in done.content.decode()
+    assert "Credit of -$12.50 recorded for vision-lab (March 2026)." in done.content.decode()
     assert f'data-adjustment="{line.pk}"' in done.content.decode()  # listed among the latest
     entry = AuditEntry.objects.get(action="adjust")
     assert entry.username == "admin" and entry.target_id == str(line.pk) and "throttled" in entry.message

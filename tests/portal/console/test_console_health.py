@@ -169,7 +169,7 @@ def test_capacity_page_shows_idle_cost_unallocated_capacity_submitters_and_forec
     usage_line(cluster.nlp, 2, "4.00", clock=clock, idle="0", submitter="bob")
     page = admin_client.get("/console/capacity/?workspace=vision-lab").content.decode()
     idle = page.split('id="idle-cost"')[1].split("</section>")[0]
-    assert 'data-workspace="vision-lab" data-pool="h100"' in idle and "4.00 USD" in idle  # half of 8.00 idle
+    assert 'data-workspace="vision-lab" data-pool="h100"' in idle and "$4.00" in idle  # half of 8.00 idle
     unallocated = page.split('id="unallocated"')[1].split("</section>")[0]
     assert 'data-pool="h100"' in unallocated and 'data-pool="mi300x"' in unallocated
     submitters = page.split('id="submitters"')[1].split("</section>")[0]

@@ -63,9 +63,9 @@ def test_one_budget_alert_goes_out_in_each_recipients_language(cluster):
     assert set(by_reader) == {("alice@example.com",), ("finance@example.com",)}  # one message per language
     zh, en = by_reader[("alice@example.com",)], by_reader[("finance@example.com",)]
     assert zh.subject == "[GPU Platform] Vision Lab：已用掉本月预算的 50.0 %（告警阈值 50 %）"
-    assert "工作空间 Vision Lab（vision-lab）在自 " in zh.body and "预算为 100" in zh.body
+    assert "工作空间 Vision Lab（vision-lab）在自 " in zh.body and "预算为 $100.00" in zh.body
     assert en.subject == "[GPU Platform] Vision Lab: 50.0 % of the monthly budget spent (alert at 50 %)"
-    assert en.body.startswith("Workspace Vision Lab (vision-lab) has spent 50")
+    assert en.body.startswith("Workspace Vision Lab (vision-lab) has spent $50.00 of its $100.00 budget")
     rows = {n.user.username: n for n in Notification.objects.filter(event="budget.alert")}
     assert rows["alice"].subject == zh.subject and rows["finance"].subject == en.subject
     (delivery,) = WebhookDelivery.objects.filter(event="budget.alert")

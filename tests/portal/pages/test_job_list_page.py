@@ -118,10 +118,10 @@ def test_cost_so_far_and_final_are_the_ledgers_sums(client, cluster, clock):
     response = client.get("/jobs/")
     row = row_of(response, running)
     assert Decimal(re.search(r'data-cost="([^"]+)"', row).group(1)) == so_far
-    assert cell(row, "cost") == f"{so_far:.2f} USD so far"
+    assert cell(row, "cost") == f"${so_far:.2f} so far"
     row = row_of(response, ended)
     assert Decimal(re.search(r'data-cost="([^"]+)"', row).group(1)) == final
-    assert cell(row, "cost") == f"{final:.2f} USD final"
+    assert cell(row, "cost") == f"${final:.2f} final"
 
 
 def test_a_page_costs_the_same_queries_whatever_its_number_of_jobs(client, cluster, clock):

@@ -161,16 +161,16 @@ def test_cost_so_far_is_the_ledgers_sum_and_its_part_is_reread(client, cluster, 
     assert total > 0
     client.force_login(cluster.alice)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert f'<strong id="cost-so-far">{total} USD</strong>' in page
+    assert f'<strong id="cost-so-far">${total}</strong>' in page
     assert f'data-src="/jobs/{job.pk}/?partial=cost"' in page
     part = client.get(f"/jobs/{job.pk}/", {"partial": "cost"}).content.decode()
     assert part.startswith('<section class="card" id="job-cost">') and "<html" not in part
-    assert f'<strong id="cost-so-far">{total} USD</strong>' in part
+    assert f'<strong id="cost-so-far">${total}</strong>' in part
     clock.advance(3600)
     post_ledger(now=clock.now)
     later = sum(ChargeLine.objects.filter(job=job).values_list("cost", flat=True))
     assert later > total
-    assert f'<strong id="cost-so-far">{later} USD</strong>' in client.get(f"/jobs/{job.pk}/?partial=cost").content.decode()
+    assert f'<strong id="cost-so-far">${later}</strong>' in client.get(f"/jobs/{job.pk}/?partial=cost").content.decode()
 
 
 def test_an_ended_job_shows_its_final_cost_against_the_estimate(client, cluster):
@@ -186,11 +186,11 @@ def test_an_ended_job_shows_its_final_cost_against_the_estimate(client, cluster)
     assert check.verdict == "above" and check.difference == final - high
     client.force_login(cluster.alice)
     html = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert f'<strong id="final-cost">{final:.2f} USD</strong>' in html
+    assert f'<strong id="final-cost">${final:.2f}</strong>' in html
     text = re.sub(r"\s+", " ", re.search(r'<p id="estimate-vs-final"[^>]*>(.*?)</p>', html, re.S).group(1))
     percent = (final - high) / high * 100
-    assert (f"Estimated at submission {job.quote['estimate_low']}–{job.quote['estimate_high']} USD; final {final} USD: "
-            f"<strong>{final - high} USD ({percent:.1f} %) above the high estimate</strong>.") == text
+    assert (f"Estimated at submission ${job.quote['estimate_low']}–${job.quote['estimate_high']}; final ${final}: "
+            f"<strong>${final - high} ({percent:.1f} %) above the high estimate</strong>.") == text
     assert embedded(html)["final"] is True and 'data-active="0"' in html
 
 

@@ -57,9 +57,9 @@ def test_the_list_shows_slice_idle_time_costs_and_actions(client, cluster, alice
     assert re.search(r'data-field="idle"[^>]*>\d+ s<', mine)  # asked of its server: no kernel ran yet
     lines = ChargeLine.objects.filter(job=alice_notebook)
     cost = sum(lines.values_list("cost", flat=True), Decimal(0))
-    assert cost > 0 and f"{cost:.2f} USD" in mine
+    assert cost > 0 and f"${cost:.2f}" in mine
     # no agent samples: the ledger counts the whole half GPU-hour idle, and its whole cost
-    assert f"0.50 h · {cost:.2f} USD" in mine
+    assert f"0.50 h · ${cost:.2f}" in mine
     assert "bobs-lab" not in body and f'data-job="{bobs.pk}"' not in body
     assert client.get("/notebooks/", {"workspace": "nlp-group"}).status_code == 404
 

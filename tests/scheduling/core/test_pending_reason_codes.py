@@ -7,7 +7,7 @@ import pytest
 
 from scheduling.core import Pool, Queue, Snapshot, run_cycle
 from scheduling.core.builders import cycles, job, nodes, with_jobs
-from scheduling.core.reasons import REASONS, Reason, reason_text
+from scheduling.core.reasons import CODES, Reason, reason_text
 
 
 def part(code, **params):
@@ -104,7 +104,7 @@ EXAMPLES = {
 
 
 def test_every_code_has_an_example():
-    assert set(EXAMPLES) == set(REASONS)
+    assert set(EXAMPLES) == set(CODES)
 
 
 @pytest.mark.parametrize("code", sorted(EXAMPLES))

@@ -4,7 +4,7 @@ cycle, and the reasons a worker keeps between cycles never hiding a row someone 
 import pytest
 from django.db import transaction
 
-from scheduling.core.reasons import REASONS, Reason, reason_text
+from scheduling.core.reasons import CODES, Reason, reason_text
 from scheduling.cycle import pending
 from scheduling.cycle.pending import PendingReasons, set_pending_reasons
 from scheduling.models import Job, JobState
@@ -107,7 +107,7 @@ def test_a_cycle_rolled_back_keeps_nothing(waiting, django_capture_on_commit_cal
 
 def test_shortages_of_room_are_one_piece_of_news(waiting, django_capture_on_commit_callbacks):
     """"8 free, at most 7 on a node" and "only 7 free" flip with every bind: the row follows, the events do not."""
-    assert pending.ROOM_SHORT <= set(REASONS)
+    assert pending.ROOM_SHORT <= CODES
     kept = PendingReasons()
     scattered = Reason("gpus_not_on_one_node", {"gpus": 8, "free": 8, "most": 7, "pool": "h100"})
     for reason in (short(7), scattered, short(7), scattered):

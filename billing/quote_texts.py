@@ -1,33 +1,32 @@
-"""A quote's trade-offs and the pools' refusals in the reader's language.
+"""The catalogue of a quote's trade-offs and the pools' refusals: the one place they are worded.
 
-billing/quotes.py (no Django) gives each trade-off and each refusal a code and its figures beside
-its English text (QuoteOption.tradeoff_notes, Quote.refusals, QuoteError.refusals; in the JSON
-`tradeoff_codes` and `unavailable_codes`). Pages render the code here, as portal/pending_reasons.py
-does for waiting reasons: the English below is the quote's text word for word
-(tests/i18n/test_quote_texts.py holds them together). A code this module does not know, or figures
-it cannot read, fall back to the English text."""
+billing/quotes.py (no Django) gives each trade-off and each refusal a code and its figures only
+(QuoteOption.tradeoff_notes, Quote.refusals, QuoteError.refusals; in the JSON `tradeoff_codes` and
+`unavailable_codes`). Their English (`english_note`, `english_tag`, installed as the quote's renderer
+at start-up) is what the API's `tradeoffs`, `tradeoff_tags` and `unavailable` say; pages and the
+*_text fields render the code here in the reader's language, as scheduling/reasons.py does for
+waiting reasons. A code this module does not know, or figures it cannot read, fall back to the
+English text stored with the quote."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext, pgettext
+from django.utils.translation import gettext_noop
 
 from billing.quotes import QuoteError
-from portal.pending_reasons import reason_text
 from scheduling.core.units import MILLI_PER_GPU
+from scheduling.formats import gettext as _
+from scheduling.formats import in_english, ngettext, pgettext
+from scheduling.formats import memory as _memory
+from scheduling.reasons import reason_text
 
 Figures = Mapping[str, Any]
 
 
-def _memory(mib: int) -> str:
-    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
-
-
 def _gpus(milli: int) -> str:
-    """As the quote writes GPUs: 1000 -> '1 GPU', 500 -> '0.5 GPUs', 0 -> '0 GPUs'."""
+    """As a quote counts GPUs (one GPU is singular, a share or none plural): 1000 -> '1 GPU', 500 -> '0.5 GPUs', 0 -> '0 GPUs'."""
     number = f"{milli / MILLI_PER_GPU:.2f}".rstrip("0").rstrip(".")
     return (_("%(gpus)s GPU") if milli == MILLI_PER_GPU else _("%(gpus)s GPUs")) % {"gpus": number}
 
@@ -84,13 +83,13 @@ TRADEOFFS: dict[str, Callable[[Figures], str]] = {
     "preemptible": lambda p: _("preemptible: can be evicted for higher-priority work"),
 }
 
-# Code -> a trade-off's short name for a table cell (billing.quotes.tradeoff_tag in English).
+# Code -> a trade-off's short name for a table cell.
 TAGS = {
-    "time_sliced": gettext_lazy("time-sliced"), "shared_gpu": gettext_lazy("shared GPU"),
-    "pays_for_more": gettext_lazy("pays for more"), "amd_rocm": gettext_lazy("ROCm image"),
-    "waits_for_off_peak": gettext_lazy("waits for off-peak"), "may_wait_for_capacity": gettext_lazy("may queue"),
-    "no_room_now": gettext_lazy("may queue"), "spot": gettext_lazy("reclaimable"),
-    "reduce_cost": gettext_lazy("no completion promise"), "preemptible": gettext_lazy("preemptible"),
+    "time_sliced": gettext_noop("time-sliced"), "shared_gpu": gettext_noop("shared GPU"),
+    "pays_for_more": gettext_noop("pays for more"), "amd_rocm": gettext_noop("ROCm image"),
+    "waits_for_off_peak": gettext_noop("waits for off-peak"), "may_wait_for_capacity": gettext_noop("may queue"),
+    "no_room_now": gettext_noop("may queue"), "spot": gettext_noop("reclaimable"),
+    "reduce_cost": gettext_noop("no completion promise"), "preemptible": gettext_noop("preemptible"),
 }
 BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot badges say these
 
@@ -127,7 +126,7 @@ def tradeoff_text(code: str, params: Figures, english: str = "") -> str:
 
 
 def tradeoff_tag(code: str, english: str = "") -> str:
-    return str(TAGS[code]) if code in TAGS else english
+    return _(TAGS[code]) if code in TAGS else english
 
 
 def refusal_text(code: str, params: Figures, english: str = "") -> str:
@@ -136,6 +135,17 @@ def refusal_text(code: str, params: Figures, english: str = "") -> str:
         return REFUSALS[code](params)
     except _UNREADABLE:
         return english
+
+
+def english_note(code: str, params: Figures) -> str:
+    """A trade-off's or a refusal's English text, whatever the active language (Note.text)."""
+    render = tradeoff_text if code in TRADEOFFS else refusal_text
+    return in_english(render, code, params, code)
+
+
+def english_tag(code: str) -> str:
+    """A trade-off's short name in English (Note.tag)."""
+    return in_english(tradeoff_tag, code, code)
 
 
 def between() -> str:

@@ -1,0 +1,134 @@
+"""How sizes, GPU slices and money read, for pages, exports, API texts and reason texts alike.
+
+One place, so a size reads "80Gi" and CNY reads "¥19,705.15" wherever they are shown. Money follows
+the reader's language (the active one unless given): the currency's symbol before the amount,
+grouping and decimal marks of that language, two places; static/portal/formats.js writes the same
+with the browser's Intl.NumberFormat (currencyDisplay "narrowSymbol"). Amounts are rounded for
+display only; the ledger's Decimal is never changed. Slices are the ledger's words (stored on
+charge lines), so they are not translated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+from django.utils import translation
+
+from scheduling.core.units import MIB_PER_GIB, MILLI_PER_GPU
+
+# ----------------------------------------------------------------------------- words
+
+# Texts written for records (a job's stored reason, the scheduler's logs) are English whatever the
+# reader's language; inside `in_english` the catalogue's msgids are used as they are, with no
+# lookup, which a cycle wording thousands of reasons can afford.
+_ENGLISH: ContextVar[bool] = ContextVar("english", default=False)
+
+
+def in_english(render: Callable[..., str], *args: Any) -> str:
+    """`render(*args)` with the catalogue's words in English."""
+    token = _ENGLISH.set(True)
+    try:
+        return render(*args)
+    finally:
+        _ENGLISH.reset(token)
+
+
+def gettext(message: str) -> str:
+    return message if _ENGLISH.get() else translation.gettext(message)
+
+
+def pgettext(context: str, message: str) -> str:
+    return message if _ENGLISH.get() else translation.pgettext(context, message)
+
+
+def ngettext(singular: str, plural: str, number: int) -> str:
+    if _ENGLISH.get():
+        return singular if number == 1 else plural
+    return translation.ngettext(singular, plural, number)
+
+
+# ----------------------------------------------------------------------------- sizes
+
+_KIB = 1024
+SIZE_UNITS = (("Ti", _KIB**4), ("Gi", _KIB**3), ("Mi", _KIB**2), ("Ki", _KIB))
+
+
+def size(n_bytes: int) -> str:
+    """A size in its largest whole binary unit, as Kubernetes quantities write it:
+    2**40 -> '1Ti', 80 * 2**30 -> '80Gi', 1536 * 2**20 -> '1536Mi', 512 -> '512'."""
+    for unit, factor in SIZE_UNITS:
+        if n_bytes and n_bytes % factor == 0:
+            return f"{n_bytes // factor}{unit}"
+    return str(n_bytes)
+
+
+def memory(mib: int) -> str:
+    """A size given in MiB: 81920 -> '80Gi', 1048576 -> '1Ti', 512 -> '512Mi', 0 -> '0Mi'."""
+    return size(mib * _KIB**2) if mib else "0Mi"
+
+
+# ----------------------------------------------------------------------------- GPUs
+
+
+def gpus_number(milli: float) -> str:
+    """GPUs in thousandths as a number: 1000 -> '1', 500 -> '0.5', 2500 -> '2.5'."""
+    return f"{milli / MILLI_PER_GPU:.3f}".rstrip("0").rstrip(".")
+
+
+def gpus(milli: float) -> str:
+    """GPUs in thousandths with their word, in the active language: '0.5 GPU', '1 GPU', '2.5 GPUs'."""
+    template = gettext("%(gpus)s GPUs") if milli > MILLI_PER_GPU else gettext("%(gpus)s GPU")
+    return template % {"gpus": gpus_number(milli)}
+
+
+def gpu_slice(slice_: Mapping[str, Any] | None, gpu_count: int) -> str:
+    """What a replica holds, as the ledger and pages name it: '2 GPUs', '0.5 GPU', '0.5 GPU + 10 GiB'
+    (the memory only when some is reserved), 'MIG 3g.40gb', 'time-slice slot 1', 'CPU only'."""
+    s = slice_ or {}
+    kind = s.get("kind", "whole")
+    if kind == "fraction":
+        share = f"{gpus_number(s.get('gpu_milli', 0))} GPU"
+        mem_mib = s.get("gpu_mem_mib") or 0
+        return f"{share} + {mem_mib / MIB_PER_GIB:g} GiB" if mem_mib else share
+    if kind == "mig":
+        return f"MIG {s.get('mig_profile', '')}"
+    if kind == "timeslice":
+        return f"time-slice slot {s.get('timeslice_slot', 0)}" + (f" on {gpu_count} GPUs" if gpu_count > 1 else "")
+    return f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}" if gpu_count else "CPU only"
+
+
+# ----------------------------------------------------------------------------- money
+
+# The narrow symbol of each currency the platform bills in (what Intl's "narrowSymbol" shows); a
+# currency without one keeps its code after the amount.
+SYMBOLS = {"CNY": "¥", "USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹", "KRW": "₩"}
+# Per language: (grouping mark, decimal mark). Chinese groups by thousands as English does (CLDR).
+MARKS = {"en": (",", "."), "zh-hans": (",", ".")}
+_CENT = Decimal("0.01")
+
+
+def _marks(language: str | None) -> tuple[str, str]:
+    code = (language or translation.get_language() or "en").lower()
+    return MARKS.get(code) or MARKS.get(code.split("-")[0]) or MARKS["en"]
+
+
+def money(amount: Any, currency: str = "", language: str | None = None) -> str:
+    """An amount for people in `language` (the active one by default): '¥19,705.15', '-$0.85',
+    '€1,234.50', '1,234.50 CHF' for a currency without a symbol; '' for no amount."""
+    if amount is None or amount == "":
+        return ""
+    try:
+        value = Decimal(str(amount)).quantize(_CENT, rounding=ROUND_HALF_UP)
+    except (InvalidOperation, ValueError, TypeError):
+        return ""
+    group, point = _marks(language)
+    whole, cents = f"{abs(value):,.2f}".split(".")
+    digits = f"{whole.replace(',', group)}{point}{cents}"
+    sign = "-" if value < 0 else ""
+    code = (currency or "").upper()
+    if symbol := SYMBOLS.get(code):
+        return f"{sign}{symbol}{digits}"
+    return f"{sign}{digits} {code}".rstrip()
