@@ -26,7 +26,8 @@ beat's phase). A start beyond HORIZON_S, or none, is unknown (None).
 
 Both replays cover every pending job of the cluster at once; the answer is kept for REUSE_S while the
 cluster's snapshot (jobs, replicas, nodes, queues), the jobs' durations and the queues' run-time history
-stay the same, so pages and API calls between two cycles share one computation.
+stay the same, so pages and API calls between two cycles share one computation. A job not submitted yet
+(a quote's option) is forecast the same way and its answer kept the same way.
 """
 
 from __future__ import annotations
@@ -218,46 +219,75 @@ def _forecast(snapshot: cm.Snapshot, inputs: tuple[_JobInput, ...], factors: dic
     return out
 
 
-_lock = threading.Lock()
-_kept: tuple[object, float, dict[int, StartWindow]] | None = None
+class _Kept:
+    """Answers kept for REUSE_S while the state they were computed from stays the same."""
+
+    LIMIT = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: object = None
+        self._at = 0.0
+        self._answers: dict[object, object] = {}
+
+    def _fresh(self, state: object, at: float) -> bool:
+        return self._state == state and 0 <= at - self._at <= REUSE_S
+
+    def get(self, state: object, at: float, key: object = None) -> object | None:
+        with self._lock:
+            return self._answers.get(key) if self._fresh(state, at) else None
+
+    def put(self, state: object, at: float, answer: object, key: object = None) -> None:
+        with self._lock:
+            if not self._fresh(state, at) or len(self._answers) >= self.LIMIT:
+                self._state, self._at, self._answers = state, at, {}
+            self._answers[key] = answer
+
+
+_pending_kept = _Kept()
+_new_kept = _Kept()
 
 
 def forecast_starts(now: datetime | None = None) -> dict[int, StartWindow]:
     """The expected start range of every pending job of the cluster, by job id."""
-    global _kept
     now = now or clock.now()
     snapshot = build_snapshot(now)
     inputs = _inputs(snapshot, now)
     factors = runtime_factors(i.queue for i in inputs)
-    key = (replace(snapshot, now=0.0, queue_usage=()), inputs, factors, settings.SCHEDULER_INTERVAL_S)
-    with _lock:
-        kept = _kept
-    if kept is not None and kept[0] == key and 0 <= now.timestamp() - kept[1] <= REUSE_S:
-        return kept[2]
+    state = (replace(snapshot, now=0.0, queue_usage=()), inputs, factors, settings.SCHEDULER_INTERVAL_S)
+    kept = _pending_kept.get(state, now.timestamp())
+    if kept is not None:
+        return kept
     result = _forecast(snapshot, inputs, factors, now)
-    with _lock:
-        _kept = (key, now.timestamp(), result)
+    _pending_kept.put(state, now.timestamp(), result)
     return result
 
 
-def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime | None = None
-                      ) -> dict[str, StartWindow]:
+def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime | None = None, *,
+                      snapshot: cm.Snapshot | None = None) -> dict[str, StartWindow]:
     """When each candidate, a job not submitted yet (core job, declared seconds), would start if it
     joined its queue now: each one on its own (they are alternatives, such as a quote's options),
-    behind the pending jobs and the running jobs' ends, replayed as the pending jobs' starts are."""
+    behind the pending jobs and the running jobs' ends, replayed as the pending jobs' starts are
+    (and kept as theirs are). ``snapshot``: the cluster at ``now``, when the caller read it already."""
     if not candidates:
         return {}
     now = now or clock.now()
-    snapshot = build_snapshot(now)
+    snapshot = snapshot or build_snapshot(now)
     others = tuple(replace(i, pending=False) for i in _inputs(snapshot, now))
     factors = runtime_factors([*(i.queue for i in others), *(job.queue for job, _ in candidates.values())])
     scale = default_clock_scale()
+    state = (replace(snapshot, now=0.0, queue_usage=()), others, factors, scale, settings.SCHEDULER_INTERVAL_S)
     out = {}
     for n, (name, (job, seconds)) in enumerate(candidates.items(), 1):
-        # a negative id never meets a stored job's; a hair after now: behind jobs submitted this instant
-        job = replace(job, id=str(-n), created=now.timestamp() + 0.001)
-        extra = _JobInput(job, job.queue, seconds / scale, None, False, None, True)
-        out[name] = _forecast(snapshot, (*others, extra), factors, now).get(-n, StartWindow(None, None))
+        asked = (replace(job, id="0", created=0.0), seconds)
+        window = _new_kept.get(state, now.timestamp(), asked)
+        if window is None:
+            # a negative id never meets a stored job's; a hair after now: behind jobs submitted this instant
+            job = replace(job, id=str(-n), created=now.timestamp() + 0.001)
+            extra = _JobInput(job, job.queue, seconds / scale, None, False, None, True)
+            window = _forecast(snapshot, (*others, extra), factors, now).get(-n, StartWindow(None, None))
+            _new_kept.put(state, now.timestamp(), window, asked)
+        out[name] = window
     return out
 
 

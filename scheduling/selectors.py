@@ -157,3 +157,37 @@ def node_health(now: datetime) -> list[dict]:
                                     gpus=gpus))
         pools.append({"pool": pool, "nodes": nodes})
     return pools
+
+
+@dataclass(frozen=True)
+class QueueShare:
+    """A queue's subtree as the scheduler sees it now, in GPUs."""
+
+    fair_share: float
+    allocated: float       # held by the subtree's jobs
+    pending_demand: float  # what its pending jobs need to start (gang minimum)
+    demand: float          # what its jobs ask for at most (running + pending, elastic maxima)
+
+
+def queue_shares(now: datetime) -> dict[str, QueueShare]:
+    """Per queue: its fair share (water-filling over the cluster's capacity and the jobs' current demand,
+    exactly as the scheduler computes it), allocation and demand."""
+    from scheduling.core.session import Session, request_milli  # numpy: loaded when a dashboard asks
+    from scheduling.cycle.snapshot import build_snapshot
+
+    session = Session.build(build_snapshot(now))
+    pending: dict[str, float] = defaultdict(float)
+    demand: dict[str, float] = defaultdict(float)
+    for state in session.jobs.values():
+        total = 0
+        for role in state.job.roles:
+            pools = session.pools_for(role.request)
+            total += request_milli(role.request, session.pools[pools[0]] if pools else None) * role.max_replicas
+        for name in session.queue_path[state.job.queue]:
+            demand[name] += total
+            if state.is_pending():
+                pending[name] += state.min_milli
+    names = set(session.queue_path) | set(session.fair_share) | set(session.alloc)
+    return {name: QueueShare(session.fair_share.get(name, 0.0) / MILLI_PER_GPU,
+                             session.alloc.get(name, 0) / MILLI_PER_GPU,
+                             pending[name] / MILLI_PER_GPU, demand[name] / MILLI_PER_GPU) for name in names}

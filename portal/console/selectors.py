@@ -31,7 +31,6 @@ from portal.models import Workspace
 from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.units import MILLI_PER_GPU
-from scheduling.cycle.snapshot import build_snapshot
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -44,7 +43,7 @@ from scheduling.models import (
     Replica,
 )
 from scheduling.reasons import job_reason
-from scheduling.selectors import cluster_view
+from scheduling.selectors import QueueShare, cluster_view, queue_shares
 
 ZERO = Decimal(0)
 
@@ -117,21 +116,8 @@ class QueueLine:
 def queue_lines(now: datetime | None = None) -> list[QueueLine]:
     """Every queue in tree order with its fair share (water-filling over the cluster's capacity and
     the jobs' current demand, exactly as the scheduler computes it), allocation and demand."""
-    from scheduling.core.session import Session, request_milli  # numpy: loaded when the dashboard asks
-
-    session = Session.build(build_snapshot(now or clock.now()))
-    path = session.queue_path
-    pending: dict[str, float] = defaultdict(float)
-    demand: dict[str, float] = defaultdict(float)
-    for state in session.jobs.values():
-        total = 0
-        for role in state.job.roles:
-            pools = session.pools_for(role.request)
-            total += request_milli(role.request, session.pools[pools[0]] if pools else None) * role.max_replicas
-        for name in path[state.job.queue]:
-            demand[name] += total
-            if state.is_pending():
-                pending[name] += state.min_milli
+    shares = queue_shares(now or clock.now())
+    none = QueueShare(0.0, 0.0, 0.0, 0.0)
     queues = {q.name: q for q in Queue.objects.select_related("parent")}
     children: dict[str | None, list[str]] = defaultdict(list)
     for q in queues.values():
@@ -140,12 +126,11 @@ def queue_lines(now: datetime | None = None) -> list[QueueLine]:
 
     def walk(parent: str | None, depth: int) -> None:
         for name in sorted(children.get(parent, [])):
-            q = queues[name]
+            q, share = queues[name], shares.get(name, none)
             lines.append(QueueLine(
                 name=name, parent=parent, depth=depth, deserved=q.deserved_gpus, limit=q.limit_gpus,
-                weight=q.over_quota_weight, priority=q.priority,
-                fair_share=session.fair_share.get(name, 0.0) / MILLI_PER_GPU, allocated=session.alloc.get(name, 0) / MILLI_PER_GPU,
-                pending_demand=pending[name] / MILLI_PER_GPU, demand=demand[name] / MILLI_PER_GPU,
+                weight=q.over_quota_weight, priority=q.priority, fair_share=share.fair_share,
+                allocated=share.allocated, pending_demand=share.pending_demand, demand=share.demand,
             ))
             walk(name, depth + 1)
 

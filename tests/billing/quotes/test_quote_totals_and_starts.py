@@ -1,6 +1,7 @@
 """What a quote option says for the stated duration: the total, the price per GPU-hour, the saving
 against exclusive whole GPUs, the expected start from the cluster's nodes, the cheapest and the
-earliest flags; and the duration itself (asked, stated by the spec, or the 2 h default)."""
+earliest flags; and the duration itself (asked, stated by the spec, or the 2 h default). The starts come
+from behind the scheduling face and are kept while the cluster stays the same."""
 
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -11,6 +12,7 @@ from rest_framework.test import APIClient
 
 from billing.services import quote_spec, submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
+from scheduling.core.session import Session
 from scheduling.models import Job
 from scheduling.services import read_spec
 
@@ -168,3 +170,50 @@ roles:
     # a share that fits beside the 0.6 still starts now
     small = ONE_RTX.replace("resources: {gpu: 1}", "sharing: fraction\n    resources: {gpu: 0.3, gpuMemory: 4Gi}")
     assert options(quote(alice, small))["rtx4090.fraction.now"]["expected_start"] == "now"
+
+
+FILLER = ONE_RTX.replace("one-rtx", "filler").replace("resources: {gpu: 1}",
+                                                      "resources: {gpu: 2}\n    replicas: {min: 4, max: 4}")
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """The scheduler sessions built from here on (a forward replay builds them too)."""
+    built = []
+    build = Session.build
+
+    def counted(*args, **kwargs):
+        built.append(args)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(Session, "build", counted)
+    return built
+
+
+def test_a_repeated_quote_and_its_submit_build_no_session(alice, builds):
+    first = options(quote(alice, ONE_RTX))["rtx4090.exclusive.now"]
+    assert first["starts_now"]  # read from the cluster, or kept from a cluster just like it
+    builds.clear()
+    assert options(quote(alice, ONE_RTX))["rtx4090.exclusive.now"] == first
+    submitted = alice.post("/api/v1/jobs/", {"workspace": "vision-lab", "spec": ONE_RTX,
+                                             "option": "rtx4090.exclusive.now"}, format="json")
+    assert submitted.status_code == 201, submitted.json()
+    assert builds == []
+    assert Job.objects.get(pk=submitted.json()["id"]).quote["expected_start"] == "now"
+
+
+def test_a_waiting_options_forecast_is_kept_too(alice, cluster, clock, run, builds):
+    _fill(cluster, clock, run, FILLER)
+    first = options(quote(alice, ONE_RTX))["rtx4090.exclusive.now"]
+    assert not first["starts_now"] and first["expected_start"] is not None  # replayed forward
+    builds.clear()
+    assert options(quote(alice, ONE_RTX))["rtx4090.exclusive.now"] == first
+    assert builds == []
+
+
+def test_a_change_to_the_cluster_is_seen_by_the_next_quote(alice, cluster, clock, run, builds):
+    assert options(quote(alice, ONE_RTX))["rtx4090.exclusive.now"]["starts_now"]
+    _fill(cluster, clock, run, FILLER)
+    builds.clear()
+    assert not options(quote(alice, ONE_RTX))["rtx4090.exclusive.now"]["starts_now"]
+    assert builds  # the cluster changed: read again

@@ -1,0 +1,58 @@
+"""The billing layer's public face: what portal may import from billing.
+
+Besides this module portal may import only ``billing.models`` and ``billing.forms``; an import-linter
+contract in pyproject.toml keeps it so. A name portal needs goes into the group of its concept below.
+Offered whole as well, for callers that write ``pricing.quantize_money(...)``: ``currency``, ``pricing``,
+``ledger_selectors``, ``ledger_services``, ``capacity``, ``exports``, ``report_selectors``,
+``report_services`` and ``metrics``.
+"""
+# The groups below are by concept, not alphabetical:
+# isort: skip_file
+
+# ------------------------------------------------------------ Quotes and submitting
+from billing.quotes import DEFAULT_DURATION_S, PoolOffer, Quote, QuoteError, quote
+from billing.time_zone import platform_tz
+from billing.services import (
+    quote_for_workspace,
+    service_rates,
+    states_duration,
+    submit_quoted_job,
+)
+
+# ------------------------------------------------------------ Prices and currencies
+from billing import currency, pricing
+from billing.currency import (
+    CurrencyChangeRefused,
+    currency_at,
+    default_currency,
+    set_workspace_currency,
+    workspace_currencies,
+)
+from billing.pricing import MINOR_UNITS, quantize_money, table_in_force
+from billing.selectors import pool_offers, price_currencies, price_tables
+
+# ------------------------------------------------------------ Ledger
+from billing.ledger import selectors as ledger_selectors, services as ledger_services
+from billing.ledger.jobs import estimate_check, job_cost, job_efficiency
+from billing.ledger.periods import month_end, period_start
+from billing.ledger.posting import post_ledger
+from billing.ledger.prices import billed_priority, money_text
+from billing.ledger.selectors import job_total, job_totals, ledger_cursor
+
+# ------------------------------------------------------------ Metering and node tokens
+from billing.metering.costs import replica_allocation
+from billing.metering.ingest import MAX_BATCH, ingest
+from billing.metering.series import job_usage_series
+from billing.metering.tokens import create_node_token
+
+# ------------------------------------------------------------ Reports, budgets and idle GPUs
+from billing.reports import capacity, exports, selectors as report_selectors, services as report_services
+from billing.reports.capacity import forecast, idle_by_job, idle_cost
+from billing.reports.dashboard import tenant_dashboard
+from billing.reports.selectors import parse_filters, savings_by_period
+from billing.reports.tasks import export_dir
+from billing.idle.selectors import idle_placements, job_idle
+
+# ------------------------------------------------------------ Notices, signals and metrics
+from billing import metrics
+from billing.notices import Notice, notice_raised, written_in_english
