@@ -18,7 +18,7 @@ from portal.selectors import get_job_for_user
 from portal.templatetags.money import MONTHS
 from scheduling import kinds
 from scheduling import selectors as scheduling_selectors
-from scheduling.kinds.base import RATES_PER_HOUR, RATES_PER_REPLICAS
+from scheduling.kinds import RATES_PER_HOUR, RATES_PER_REPLICAS
 from scheduling.spec import image_form_values, parse_job_spec, parse_job_spec_obj
 from scheduling.spec.examples import workspace_examples
 

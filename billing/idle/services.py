@@ -39,7 +39,7 @@ from scheduling import clock, history_texts, kinds, notebooks
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict
 from scheduling.history_texts import Said, joined, said
-from scheduling.kinds.base import IDLE_STOP
+from scheduling.kinds import IDLE_STOP
 from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Replica
 from scheduling.services import record_event, stop_job_by_policy, stop_workload
 from scheduling.serving.idle import idle_since as notebook_idle_since

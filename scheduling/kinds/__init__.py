@@ -5,6 +5,7 @@ launch adds, whether it is interactive, how it idles, whether it stops and start
 so that no module outside this package compares a kind's name. `registry` maps names to objects.
 """
 
+from scheduling.kinds.base import IDLE_CANCEL, IDLE_STOP, RATES_PER_HOUR, RATES_PER_REPLICAS
 from scheduling.kinds.registry import (
     DEFAULT,
     all,
@@ -18,4 +19,4 @@ from scheduling.kinds.registry import (
     unregister,
 )
 
-__all__ = ["DEFAULT", "all", "choices", "find", "get", "kind_of", "names", "names_where", "register", "unregister"]
+__all__ = ["IDLE_CANCEL", "IDLE_STOP", "RATES_PER_HOUR", "RATES_PER_REPLICAS", "DEFAULT", "all", "choices", "find", "get", "kind_of", "names", "names_where", "register", "unregister"]
