@@ -2,8 +2,7 @@ from django.contrib import admin
 
 from billing.forms import PriceTableForm
 from billing.models import ChargeLine, ClosedPeriod, GpuRate, NodeToken, PriceTable, UsageSample
-from scheduling import clock
-from scheduling.admin import ReadOnlyAdmin
+from scheduling.api import ReadOnlyAdmin, clock
 
 
 class GpuRateInline(admin.TabularInline):

@@ -12,7 +12,7 @@ class BillingConfig(AppConfig):
         from billing.ledger.jobs import price_finished_job
         from billing.models import PriceTable, WorkspaceCurrency
         from billing.offpeak_sync import write_off_peak_calendars, write_workspace_calendar
-        from scheduling.signals import job_finished
+        from scheduling.api import job_finished
 
         job_finished.connect(price_finished_job, dispatch_uid="billing-final-cost")
         for signal, event in ((post_save, "save"), (post_delete, "delete")):  # the calendar the scheduler reads

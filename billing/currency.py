@@ -21,8 +21,7 @@ from django.db import transaction
 
 from billing import pricing
 from billing.models import ChargeLine, PriceTable, WorkspaceCurrency
-from scheduling import clock
-from scheduling.errors import Conflict, DomainError
+from scheduling.api import Conflict, DomainError, clock
 from scheduling.models import FINAL_STATES, Job, Replica
 
 EVER = date(1970, 1, 1)  # the period of a currency set before anything was billed: all of history

@@ -11,8 +11,7 @@ from prometheus_client import Counter
 from billing.currency import workspace_currencies
 from billing.models import Budget, UsageSample
 from billing.reports.services import spent_in_period
-from scheduling import clock
-from scheduling.metrics import LOCAL, USED_WINDOW, ClusterFigures, cluster_figures
+from scheduling.api import LOCAL, USED_WINDOW, ClusterFigures, clock, cluster_figures
 
 LAG_WINDOW = timedelta(minutes=5)
 

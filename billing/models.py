@@ -13,8 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from billing import pricing
 from billing.pricing.rules import price_rules
-from scheduling import clock, offpeak
-from scheduling.errors import Conflict
+from scheduling.api import Conflict, clock, offpeak
 
 AMOUNT_FIELDS = pricing.RATE_AMOUNTS
 # A price version's fields, in the order the form, the console and its audit show them: the one list

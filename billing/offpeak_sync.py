@@ -5,7 +5,7 @@ saves and deletes of those rows in BillingConfig.ready; a bulk update must call 
 from __future__ import annotations
 
 from billing.models import PriceTable, WorkspaceCurrency
-from scheduling.offpeak_calendar import CalendarVersion, write_versions, write_workspace_calendars
+from scheduling.api import CalendarVersion, write_versions, write_workspace_calendars
 
 
 def write_off_peak_calendars(**kwargs) -> None:

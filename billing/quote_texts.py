@@ -16,11 +16,9 @@ from typing import Any
 from django.utils.translation import gettext_noop
 
 from billing.quotes import QuoteError
-from scheduling.core.units import MILLI_PER_GPU
-from scheduling.formats import gettext as _
-from scheduling.formats import in_english, ngettext, pgettext
-from scheduling.formats import memory as _memory
-from scheduling.reasons import reason_text
+from scheduling.api import MILLI_PER_GPU, in_english, ngettext, pgettext, reason_text
+from scheduling.api import gettext as _
+from scheduling.api import memory as _memory
 
 Figures = Mapping[str, Any]
 

@@ -88,12 +88,20 @@ from billing.pricing import (
     table_in_force,
 )
 from scheduling import kinds
-from scheduling.core.fit import PoolTraits, check_pool_identity, check_pools
-from scheduling.core.units import MILLI_PER_GPU, mig_slices_milli
-from scheduling.errors import DomainError
-from scheduling.offpeak import is_offpeak, next_offpeak_start, require_aware
-from scheduling.spec.cluster import role_request
-from scheduling.spec.model import JobSpec, RoleSpec
+from scheduling.api import (
+    MILLI_PER_GPU,
+    DomainError,
+    JobSpec,
+    PoolTraits,
+    RoleSpec,
+    check_pool_identity,
+    check_pools,
+    is_offpeak,
+    mig_slices_milli,
+    next_offpeak_start,
+    require_aware,
+    role_request,
+)
 
 MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
 CPU_ONLY = "none"  # the sharing label of a job without GPU roles

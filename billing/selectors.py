@@ -10,9 +10,8 @@ from billing import pricing
 from billing.currency import default_currency
 from billing.models import GpuRate, PriceTable
 from billing.quotes import PoolOffer
-from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
+from scheduling.api import MILLI_PER_GPU, PoolGpus, gpu_model_name, pool_gpu_counts, vendor_name
 from scheduling.models import JobState, NodePool, Replica
-from scheduling.selectors import PoolGpus, pool_gpu_counts
 
 
 def price_tables(currency: str | None = None) -> list[pricing.PriceTable]:

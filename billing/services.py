@@ -16,14 +16,21 @@ from billing.quotes import DEFAULT_DURATION_S, Quote, choose_option, quote_at, w
 from billing.reports.services import check_budget_allows_submit
 from billing.starts import with_cluster_starts
 from billing.time_zone import platform_tz
-from scheduling import clock, kinds
-from scheduling.errors import Forbidden
+from scheduling import kinds
+from scheduling.api import (
+    Forbidden,
+    JobSpec,
+    SpecError,
+    clock,
+    default_queue,
+    load_yaml,
+    read_spec,
+    replicas_at_rate,
+    require_submitter,
+    slice_share,
+    submit_job,
+)
 from scheduling.models import Job
-from scheduling.selectors import default_queue
-from scheduling.services import read_spec, require_submitter, submit_job
-from scheduling.serving.latency import replicas_at_rate, slice_share
-from scheduling.spec import JobSpec, SpecError
-from scheduling.spec.load import load_yaml
 
 
 class BudgetBlocked(Forbidden, PermissionDenied):

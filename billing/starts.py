@@ -9,8 +9,7 @@ consistent snapshot, each option keeps the quote's own guess.
 from __future__ import annotations
 
 from billing.quotes import NOW, Quote, with_expected_starts
-from scheduling.spec import JobSpec
-from scheduling.starts import expected_starts
+from scheduling.api import JobSpec, expected_starts
 
 
 def with_cluster_starts(quote: Quote, spec: JobSpec, queue: str | None = None) -> Quote:

@@ -9,7 +9,7 @@ from billing.ledger.posting import post_ledger
 from billing.metering.ingest import purge_samples
 from billing.reports import services as reports_services
 from billing.reports.services import check_budgets
-from scheduling import clock
+from scheduling.api import clock
 
 
 @shared_task

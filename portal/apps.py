@@ -8,11 +8,11 @@ class PortalConfig(AppConfig):
     def ready(self):
         from portal.api import schema  # noqa: F401 - registers the OpenAPI auth extension
         from portal.services import publish_job_events
-        from scheduling.signals import job_events_committed
+        from scheduling.api import job_events_committed
 
         job_events_committed.connect(publish_job_events, dispatch_uid="portal-live-job-events")
 
-        from billing.notices import notice_raised
+        from billing.api import notice_raised
         from portal.notifications import receivers
 
         job_events_committed.connect(receivers.on_job_events, dispatch_uid="portal-notify-job-events")

@@ -13,19 +13,19 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from scheduling import selectors as scheduling_selectors
-from scheduling.core.units import MILLI_PER_GPU
-from scheduling.models import QueueAccess
-from scheduling.serving.memory import (
+from scheduling.api import (
     MAX_CONCURRENCY,
     MAX_CONTEXT,
+    MILLI_PER_GPU,
     MemoryNeed,
+    PoolInfo,
     fit_slice,
+    format_memory,
     inference_memory,
     model_shape,
 )
-from scheduling.spec import PoolInfo
-from scheduling.spec.units import format_memory
+from scheduling.api import selectors as scheduling_selectors
+from scheduling.models import QueueAccess
 
 PRECISIONS = ("fp16", "bf16", "fp8", "int8", "int4")
 MAX_LAYERS = 1000

@@ -13,10 +13,9 @@ from decimal import Decimal
 from django.db.models import F, Q, QuerySet
 from django.utils.translation import gettext, gettext_lazy
 
-from billing.ledger.selectors import job_totals
-from scheduling import clock
+from billing.api import job_totals
+from scheduling.api import SHARING_MODES, clock
 from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Queue, Replica
-from scheduling.spec.model import SHARING_MODES
 
 # sort key -> the column it orders by; `-key` sorts descending
 SORTS = {

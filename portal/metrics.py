@@ -25,8 +25,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from billing import metrics as billing_metrics
-from scheduling import metrics as shared
+from billing.api import metrics as billing_metrics
+from scheduling.api import metrics as shared
 
 log = logging.getLogger(__name__)
 

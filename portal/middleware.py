@@ -12,7 +12,7 @@ from django.views.defaults import page_not_found
 
 from portal import ratelimit
 from portal.selectors import chosen_language, time_zone_for
-from scheduling.errors import DomainError
+from scheduling.api import DomainError
 
 
 def _nul_in_request(request) -> str | None:

@@ -6,7 +6,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from portal import time_zones
-from scheduling import clock
+from scheduling.api import clock
 
 
 class Workspace(models.Model):

@@ -28,8 +28,7 @@ from websockets.typing import Subprotocol
 
 from portal import selectors as portal_selectors
 from portal.notebooks import live_notebook
-from scheduling.backends import get_backend
-from scheduling.notebooks import Endpoint, endpoint_of
+from scheduling.api import Endpoint, endpoint_of, get_backend
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,11 @@ from decimal import Decimal
 from django.db.models import QuerySet
 from django.http import Http404
 
-from billing.reports.capacity import idle_by_job
+from billing.api import idle_by_job
 from portal import job_lists
 from portal import selectors as portal_selectors
-from scheduling import clock
+from scheduling.api import base_url, clock, endpoint_of, read_activity
 from scheduling.models import ACTIVE_STATES, Job, JobState, Replica
-from scheduling.notebooks import base_url, endpoint_of, read_activity
 
 LIST_ACTIVITY_TIMEOUT_S = 1.0  # a page waits at most this long for each running notebook's server
 MAX_LISTED = 200  # a workspace's newest notebooks on one page

@@ -8,7 +8,7 @@ from django.http import Http404
 from portal import time_zones
 from portal.models import Membership, UserPreference, Workspace
 from scheduling import kinds
-from scheduling import selectors as scheduling_selectors
+from scheduling.api import selectors as scheduling_selectors
 
 
 def workspaces_for(user) -> QuerySet[Workspace]:

@@ -31,10 +31,8 @@ from portal.api.authentication import ApiTokenAuthentication
 from portal.api.errors import NotFound, problem_response
 from portal.models import TokenScope
 from portal.notebook_proxy import REQUEST_DROPPED, forward, named_in_connection
-from scheduling import inference, kinds
-from scheduling.backends import get_backend
-from scheduling.backends.base import Endpoint
-from scheduling.errors import DomainError, Forbidden
+from scheduling import kinds
+from scheduling.api import DomainError, Endpoint, Forbidden, get_backend, inference
 from scheduling.models import FINAL_STATES, Job, JobState
 
 log = logging.getLogger(__name__)

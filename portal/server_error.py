@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from django.template import loader
 
 from portal.api.errors import problem_response
-from scheduling.errors import DomainError
+from scheduling.api import DomainError
 
 RETRY_AFTER_S = 5
 

@@ -15,8 +15,7 @@ from billing.models import hash_token
 from portal import time_zones
 from portal.models import ApiToken, TokenScope, UserPreference, Workspace
 from portal.selectors import get_workspace_for_user
-from scheduling import clock
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, clock
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from django.db.models.functions import RowNumber
 from billing.models import ChargeLine
 from portal import job_lists
 from portal import selectors as portal_selectors
-from scheduling import clock, inference
+from scheduling.api import clock, inference
 from scheduling.models import (
     ACTIVE_STATES,
     Job,

@@ -10,17 +10,13 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_lazy, ngettext, pgettext
 
-from billing import quote_texts
-from billing.pricing import quantize_money
-from billing.quotes import DEFAULT_DURATION_S, Quote
-from billing.services import states_duration
+from billing.api import DEFAULT_DURATION_S, Quote, quantize_money, quote_texts, states_duration
 from portal.selectors import get_job_for_user
 from portal.templatetags.money import MONTHS
 from scheduling import kinds
-from scheduling import selectors as scheduling_selectors
+from scheduling.api import image_form_values, parse_job_spec, parse_job_spec_obj, workspace_examples
+from scheduling.api import selectors as scheduling_selectors
 from scheduling.kinds import RATES_PER_HOUR, RATES_PER_REPLICAS
-from scheduling.spec import image_form_values, parse_job_spec, parse_job_spec_obj
-from scheduling.spec.examples import workspace_examples
 
 EXAMPLE_LABELS = {"single": gettext_lazy("1 GPU"), "clean": gettext_lazy("Shared GPU, every field"),
                   "spare": gettext_lazy("Spare capacity"), "seed": gettext_lazy("Task form (seed)")}

@@ -15,10 +15,8 @@ from datetime import datetime
 from django.db.models import Count
 
 from portal.console.selectors import AllocationHistory, queue_allocation_history, queue_lines
-from scheduling import clock
-from scheduling.forecast import StartWindow, pending_outlook
+from scheduling.api import StartWindow, clock, pending_outlook, queues_for_workspace
 from scheduling.models import Job, JobState
-from scheduling.selectors import queues_for_workspace
 
 HISTORY_DAYS = 7
 MAX_PENDING_ROWS = 200

@@ -15,6 +15,7 @@ from scheduling.errors import Conflict, DomainError, Forbidden
 
 # ------------------------------------------------------------ Workload kinds
 from scheduling import kinds
+from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE
 
 # ------------------------------------------------------------ Commands
 from scheduling import services
@@ -125,3 +126,28 @@ from scheduling.admin import ReadOnlyAdmin
 from scheduling.backends.simulated.backend import SimulatedBackend
 from scheduling.cycle.inventory import node_assignments, record_heartbeat
 from scheduling.cycle.run import run_scheduling_cycle
+
+# ------------------------------------------------------------ Off-peak calendar
+# (the windows per currency: billing writes them, the scheduler reads them)
+from scheduling import offpeak
+from scheduling.offpeak import (
+    DEFAULT_OFFPEAK_WINDOWS,
+    Window,
+    as_zone,
+    is_offpeak,
+    next_offpeak_start,
+    offpeak_intervals,
+    parse_windows,
+    require_aware,
+    require_duration,
+    split_hours,
+    validate_windows,
+)
+from scheduling.offpeak_calendar import CalendarVersion, write_versions, write_workspace_calendars
+
+# ------------------------------------------------------------ Numbers and words for people
+from scheduling import formats
+from scheduling.formats import gettext, in_english, memory, ngettext, pgettext
+
+# ------------------------------------------------------------ Tasks sent by name
+from scheduling.broker import send_task

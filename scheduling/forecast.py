@@ -243,9 +243,19 @@ class _Kept:
                 self._state, self._at, self._answers = state, at, {}
             self._answers[key] = answer
 
+    def forget(self) -> None:
+        with self._lock:
+            self._state, self._at, self._answers = None, 0.0, {}
+
 
 _pending_kept = _Kept()
 _new_kept = _Kept()
+
+
+def forget_kept() -> None:
+    """Drop every kept forecast (a test's world starts from none)."""
+    _pending_kept.forget()
+    _new_kept.forget()
 
 
 def forecast_starts(now: datetime | None = None) -> dict[int, StartWindow]:

@@ -31,6 +31,13 @@ _lock = threading.Lock()
 _kept: tuple[cm.Snapshot, Session] | None = None
 
 
+def forget_session() -> None:
+    """Drop the kept session (a test's world starts from none)."""
+    global _kept
+    with _lock:
+        _kept = None
+
+
 def cluster_session(snapshot: cm.Snapshot) -> Session | None:
     """The scheduler's session over ``snapshot``, reused while the cluster is unchanged; None when
     the state is not a consistent snapshot (the next cycle repairs it)."""

@@ -58,6 +58,18 @@ def redis_server():
         proc.wait(timeout=10)
 
 
+@pytest.fixture(autouse=True)
+def kept_forecasts_forgotten():
+    """Each test's expected starts come from its own world, never from a session or forecast kept for
+    an identical cluster by an earlier test."""
+    yield
+    forecast, starts = sys.modules.get("scheduling.forecast"), sys.modules.get("scheduling.starts")
+    if forecast is not None:
+        forecast.forget_kept()
+    if starts is not None:
+        starts.forget_session()
+
+
 @dataclass
 class Server:
     url: str

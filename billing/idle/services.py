@@ -35,14 +35,23 @@ from django.utils.translation import gettext, gettext_noop
 
 from billing.models import UsageSample
 from billing.notices import Notice, raise_notice, written_in_english
-from scheduling import clock, history_texts, kinds, notebooks
-from scheduling.core.units import MILLI_PER_GPU
-from scheduling.errors import Conflict
-from scheduling.history_texts import Said, joined, said
+from scheduling import kinds
+from scheduling.api import (
+    MILLI_PER_GPU,
+    Conflict,
+    Said,
+    clock,
+    history_texts,
+    joined,
+    notebooks,
+    record_event,
+    said,
+    stop_job_by_policy,
+    stop_workload,
+)
+from scheduling.api import idle_since as notebook_idle_since
 from scheduling.kinds import IDLE_STOP
 from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Replica
-from scheduling.services import record_event, stop_job_by_policy, stop_workload
-from scheduling.serving.idle import idle_since as notebook_idle_since
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +150,7 @@ def notebook_activities(backend=None) -> dict[int, notebooks.Activity | None]:
     if not replicas:
         return {}
     if backend is None:
-        from scheduling.backends import get_backend
+        from scheduling.api import get_backend
 
         backend = get_backend()
     out = {}

@@ -26,7 +26,7 @@ from billing.ledger import prices
 from billing.metering.costs import replica_allocation
 from billing.models import ChargeLine, LedgerCursor, PriceTable, UsageSample
 from billing.time_zone import platform_tz
-from scheduling import clock
+from scheduling.api import clock
 from scheduling.models import Replica
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,7 @@ from billing.ledger.posting import close_grace, hour_floor, post_ledger
 from billing.ledger.selectors import job_currency, job_total, ledger_cursor, money_sum, workspace_currency
 from billing.models import ChargeLine, ClosedPeriod
 from billing.time_zone import platform_tz
-from scheduling import clock
-from scheduling.errors import Conflict, DomainError
+from scheduling.api import Conflict, DomainError, clock
 
 MAX_AMOUNT = Decimal("1e12")
 MAX_REASON = 500

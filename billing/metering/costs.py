@@ -6,8 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from billing import pricing
+from scheduling.api import DEFAULT_CPU_MILLI, DEFAULT_MEM_MIB
 from scheduling.models import NodePool, Replica
-from scheduling.spec.model import DEFAULT_CPU_MILLI, DEFAULT_MEM_MIB
 
 
 def replica_allocation(replica: Replica, pool: NodePool, role: dict) -> pricing.Allocation:

@@ -17,8 +17,7 @@ from billing import metrics
 from billing.ledger.posting import post_ledger
 from billing.models import UsageSample
 from billing.reports.services import check_budgets
-from scheduling import clock
-from scheduling.errors import DomainError, Forbidden
+from scheduling.api import DomainError, Forbidden, clock
 from scheduling.models import Node, Replica
 
 MAX_BATCH = 5000

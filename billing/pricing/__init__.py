@@ -32,9 +32,9 @@ from billing.pricing.rules import (
     cut_points,
     fold,
 )
-from scheduling.core.units import MIG_SLICES_PER_GPU
-from scheduling.offpeak import (
+from scheduling.api import (
     DEFAULT_OFFPEAK_WINDOWS,
+    MIG_SLICES_PER_GPU,
     Window,
     as_zone,
     offpeak_intervals,

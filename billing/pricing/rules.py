@@ -23,7 +23,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from scheduling.offpeak import as_zone
+from scheduling.api import as_zone
 
 if TYPE_CHECKING:  # billing.pricing imports this module for its default list
     from billing.pricing import Allocation, Rates

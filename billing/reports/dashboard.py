@@ -13,7 +13,7 @@ from billing.models import ChargeLine
 from billing.reports import selectors as reports
 from billing.reports import services as report_services
 from billing.time_zone import platform_tz
-from scheduling import clock
+from scheduling.api import clock
 from scheduling.models import Job
 
 ZERO = Decimal(0)

@@ -20,7 +20,7 @@ from billing.currency import default_currency, workspace_currencies
 from billing.ledger.selectors import as_of, money_sum, sums_by_currency, workspace_currency
 from billing.models import ChargeLine
 from billing.pricing import quantize_money
-from scheduling.errors import DomainError
+from scheduling.api import DomainError
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 # group_by value -> the line columns that name a row

@@ -20,12 +20,8 @@ from billing.ledger.selectors import money_sum
 from billing.models import Budget, BudgetAlert, ChargeLine, ReportExport
 from billing.notices import Notice, raise_notice, written_in_english
 from billing.time_zone import platform_tz
-from scheduling import clock, formats
-from scheduling.broker import send_task
-from scheduling.errors import DomainError
-from scheduling.history_texts import said
+from scheduling.api import DomainError, clock, formats, release_suspended, said, send_task, suspend_jobs
 from scheduling.models import FINAL_STATES, Job
-from scheduling.services import release_suspended, suspend_jobs
 
 log = logging.getLogger(__name__)
 ZERO = Decimal(0)

@@ -11,7 +11,7 @@ from billing.ledger.selectors import sums_by_currency
 from billing.models import ReportExport
 from billing.reports import exports
 from billing.reports import selectors as reports
-from scheduling import clock
+from scheduling.api import clock
 
 
 def export_dir():

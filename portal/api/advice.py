@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.inference_advice import LIMITS, PRECISIONS, inference_advice
-from scheduling.serving.memory import MAX_PARAMS_B
+from scheduling.api import MAX_PARAMS_B
 
 
 class InferenceAdviceQuery(serializers.Serializer):

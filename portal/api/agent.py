@@ -9,12 +9,10 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.metering.ingest import ingest
+from billing.api import ingest
 from billing.models import NodeToken
 from portal.api.parsers import JSONParser
-from scheduling import clock
-from scheduling.backends import get_backend
-from scheduling.cycle.inventory import node_assignments, record_heartbeat
+from scheduling.api import clock, get_backend, node_assignments, record_heartbeat
 
 # An agent posts every few seconds: "last used" to the minute is enough, and saves a write per batch.
 LAST_USED_RESOLUTION = timedelta(minutes=1)

@@ -15,7 +15,7 @@ from rest_framework import authentication, exceptions
 
 from billing.models import hash_token
 from portal.models import ApiToken, TokenScope
-from scheduling import clock
+from scheduling.api import clock
 
 # "Last used" to the minute is enough, and saves a write on every request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)

@@ -9,10 +9,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.ledger.prices import money_text
-from billing.reports import selectors as costs
-from billing.time_zone import platform_tz
-from scheduling import clock
+from billing.api import money_text, platform_tz
+from billing.api import report_selectors as costs
+from scheduling.api import clock
 
 PARAMS = ("workspace", "start", "end", "group_by", "page", "queue", "gpu_model", "sharing", "job")
 QUANTITIES = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",

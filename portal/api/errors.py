@@ -17,7 +17,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from scheduling.errors import DomainError
+from scheduling.api import DomainError
 
 PROBLEM_JSON = "application/problem+json"
 

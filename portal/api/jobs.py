@@ -14,16 +14,12 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.ledger.selectors import job_total
-from billing.services import submit_quoted_job
+from billing.api import job_total, submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
-from scheduling import logs, selectors, services
-from scheduling.backends import get_backend
+from scheduling.api import get_backend, job_reason, logs, selectors, services, spec_to_yaml
 from scheduling.models import JobState
-from scheduling.reasons import job_reason
-from scheduling.spec import spec_to_yaml
 
 
 class ReplicaOutput(serializers.Serializer):

@@ -12,8 +12,7 @@ from rest_framework.views import APIView
 from portal import notebooks
 from portal import selectors as portal_selectors
 from portal.api.jobs import JobOutput
-from scheduling import clock, services
-from scheduling.backends import get_backend
+from scheduling.api import clock, get_backend, services
 
 
 class WorkloadOutput(serializers.Serializer):

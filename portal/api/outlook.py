@@ -3,7 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduling.forecast import PendingOutlook, pending_outlook
+from scheduling.api import PendingOutlook, pending_outlook
 
 
 class ExpectedStartOutput(serializers.Serializer):

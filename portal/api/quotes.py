@@ -5,9 +5,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import quote_texts
-from billing.quotes import QuoteError
-from billing.services import quote_for_workspace, service_rates
+from billing.api import QuoteError, quote_for_workspace, quote_texts, service_rates
 from portal.api.jobs import JobSubmitInput
 from portal.selectors import get_workspace_for_user
 from scheduling import kinds

@@ -14,7 +14,7 @@ from portal import selectors as portal_selectors
 from portal import serving
 from portal.api.jobs import JobOutput
 from portal.api.notebooks import WorkloadListApi, WorkloadOutput
-from scheduling import clock, inference, services
+from scheduling.api import clock, inference, services
 
 
 class ServiceOutput(WorkloadOutput):

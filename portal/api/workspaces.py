@@ -1,7 +1,7 @@
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 
-from billing.currency import currency_at
+from billing.api import currency_at
 from portal.models import Membership
 from portal.selectors import get_workspace_for_user, workspaces_for
 from portal.workspace_queues import workspace_queues

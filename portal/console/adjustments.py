@@ -18,18 +18,13 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext, gettext_noop
 from django.utils.translation import gettext_lazy as _
 
-from billing import pricing
-from billing.ledger import selectors as ledger_selectors
-from billing.ledger import services as ledger_services
-from billing.ledger.periods import period_start
+from billing.api import ledger_selectors, ledger_services, period_start, pricing
 from billing.models import ChargeLine
 from portal.console import audit
 from portal.console.views import operator_required
 from portal.models import Workspace
 from portal.templatetags.money import month_year
-from scheduling import clock, formats
-from scheduling.errors import DomainError
-from scheduling.history_texts import said
+from scheduling.api import DomainError, clock, formats, said
 from scheduling.models import Job
 
 MONTH = re.compile(r"(\d{4})-(\d{2})")

@@ -10,16 +10,17 @@ import math
 
 from django.utils.translation import gettext_lazy as _
 
-from billing.quotes import PoolOffer
-from scheduling.serving.memory import (  # noqa: F401 - re-exported to the console's views and tests
+from billing.api import PoolOffer
+from scheduling.api import (  # noqa: F401 - re-exported to the console's views and tests
     BYTES_PER_PARAM,
     TASKS,
+    JobSpec,
     MemoryNeed,
+    RoleSpec,
     fit_slice,
     memory_needed,
     parse_params,
 )
-from scheduling.spec.model import JobSpec, RoleSpec
 
 # The memory rule's parts (scheduling/serving/memory.py) as the page names them.
 PART_NAMES = {

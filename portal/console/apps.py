@@ -8,7 +8,7 @@ class ConsoleConfig(AppConfig):
 
     def ready(self) -> None:
         from portal.console import audit, health_services
-        from scheduling.signals import node_readiness_changed
+        from scheduling.api import node_readiness_changed
 
         audit.connect_admin_hooks()
         node_readiness_changed.connect(health_services.record_readiness_changes,

@@ -19,8 +19,7 @@ from django.utils import translation
 from django.utils.translation import gettext_noop
 
 from portal.console.models import AuditEntry
-from scheduling import history_texts
-from scheduling.history_texts import AdminMessage, Worded, said
+from scheduling.api import AdminMessage, Worded, history_texts, said
 
 ADMIN_ACTIONS = {ADDITION: "create", CHANGE: "change", DELETION: "delete"}
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduling.core.fit import PoolTraits, check_gpu, check_pool
-from scheduling.core.model import Pool, Request, mig_milli
-from scheduling.core.units import MILLI_PER_GPU
+from scheduling.api import MILLI_PER_GPU, Pool, PoolTraits, Request, check_gpu, check_pool, mig_milli
 
 
 @dataclass(frozen=True)

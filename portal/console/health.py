@@ -10,17 +10,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext
 
-from billing.idle.selectors import idle_placements
-from billing.reports import capacity as capacity_reports
-from billing.reports.selectors import parse_filters
-from billing.time_zone import platform_tz
+from billing.api import capacity as capacity_reports
+from billing.api import idle_placements, parse_filters, platform_tz
 from portal.console import health_services
 from portal.console.services import ConsoleError
 from portal.console.views import operator_required
 from portal.models import Workspace
-from scheduling import clock
+from scheduling.api import clock, node_health
 from scheduling.models import IdleAction, NodePool
-from scheduling.selectors import node_health
 
 
 @operator_required

@@ -11,8 +11,8 @@ from django.utils.translation import gettext_noop
 
 from portal.console import audit
 from portal.console.services import ConsoleError
+from scheduling.api import said
 from scheduling.forms import IdlePolicyForm
-from scheduling.history_texts import said
 from scheduling.models import NodePool
 
 IDLE_FIELDS = tuple(IdlePolicyForm.Meta.fields)

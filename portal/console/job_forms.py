@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.console import job_selectors
 from portal.console.job_selectors import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE, SORTS, JobFilters
-from scheduling.services import MAX_PRIORITY
+from scheduling.api import MAX_PRIORITY
 
 MAX_PARAMETER_LENGTH = 200
 MAX_PAGE = 1_000_000

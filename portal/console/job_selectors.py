@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.utils.translation import gettext
 
-from billing import pricing
+from billing.api import pricing
 from billing.models import ChargeLine
 from portal.console.selectors import PoolUsage, pool_usage
 from portal.job_lists import (  # noqa: F401 (the console's names for the shared list pieces)
@@ -27,9 +27,8 @@ from portal.job_lists import (  # noqa: F401 (the console's names for the shared
     job_rows,
 )
 from portal.models import Workspace
-from scheduling import clock
+from scheduling.api import SHARING_MODES, clock
 from scheduling.models import Job, JobState, Node, NodePool, Queue, Replica
-from scheduling.spec.model import SHARING_MODES
 
 CSV_CHUNK = 500
 

@@ -8,8 +8,7 @@ from django.db import transaction
 from django.utils.translation import gettext_noop
 
 from portal.console import audit
-from scheduling import services
-from scheduling.history_texts import said
+from scheduling.api import said, services
 from scheduling.models import Job, Queue
 
 

@@ -21,18 +21,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from billing.ledger.jobs import job_cost
-from billing.ledger.prices import billed_priority
-from billing.reports import exports
+from billing.api import billed_priority, exports, job_cost
 from portal.console import job_selectors, job_services
 from portal.console.job_forms import JobFilterForm, MoveForm, PriorityForm, ReasonForm
 from portal.console.services import ConsoleError
 from portal.console.views import _chart_times, operator_required
 from portal.job_lists import list_query as _query
 from portal.job_lists import sort_links as _sort_links
-from scheduling import logs, selectors
-from scheduling.backends import get_backend
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, get_backend, logs, selectors
 from scheduling.models import ACTIVE_STATES, Job, JobState
 
 LIST_ONLY = ("page", "partial")  # parameters the CSV and the sort links leave out

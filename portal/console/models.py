@@ -6,7 +6,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from scheduling import clock, history_texts
+from scheduling.api import clock, history_texts
 
 # What an entry's action reads as (the stored action, the filter's value and the CSV's column stay as they are).
 ACTION_LABELS = {

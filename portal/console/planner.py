@@ -17,7 +17,7 @@ from portal.console.models import PlannerRun
 from portal.console.planner_forms import PlannerForm
 from portal.console.services import ConsoleError
 from portal.console.views import operator_required
-from scheduling.history import cluster_snapshot
+from scheduling.api import cluster_snapshot
 
 RECENT_RUNS = 12
 

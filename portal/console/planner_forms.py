@@ -9,7 +9,7 @@ from django import forms
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from billing.selectors import price_currencies
+from billing.api import price_currencies
 from portal.console.planner_services import (
     MAX_TRACE_BYTES,
     PlannerInputError,
@@ -17,9 +17,9 @@ from portal.console.planner_services import (
     check_trace,
     leaf_queues,
 )
-from scheduling.core import model as cm
+from scheduling.api import QueueRow, validate_queue
+from scheduling.api import cluster_model as cm
 from scheduling.models import said
-from scheduling.queue_tree import QueueRow, validate_queue
 
 MAX_NODES = 1000
 MAX_GPUS = Decimal(100_000)

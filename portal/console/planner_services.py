@@ -18,17 +18,25 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from billing import pricing
-from billing.selectors import price_tables
+from billing.api import price_tables, pricing
 from portal.console.models import PlannerRun
-from scheduling import clock
-from scheduling.broker import send_task
-from scheduling.core import model as cm
-from scheduling.core.replay import Replay, ReplayJob
-from scheduling.core.units import MILLI_PER_GPU, gpu_model_name
-from scheduling.history import HistoryJob, cluster_snapshot, history_jobs
-from scheduling.history import replay_jobs as history_replay_jobs
-from scheduling.traces import gang, late_allowed, percentile, read_philly
+from scheduling.api import (
+    MILLI_PER_GPU,
+    HistoryJob,
+    Replay,
+    ReplayJob,
+    clock,
+    cluster_snapshot,
+    gang,
+    gpu_model_name,
+    history_jobs,
+    late_allowed,
+    percentile,
+    read_philly,
+    send_task,
+)
+from scheduling.api import cluster_model as cm
+from scheduling.api import replay_jobs as history_replay_jobs
 
 log = logging.getLogger(__name__)
 

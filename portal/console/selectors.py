@@ -16,21 +16,25 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.utils import translation
 from django.utils.translation import gettext, gettext_noop, ngettext
 
-from billing.currency import workspace_currencies
+from billing.api import (
+    QuoteError,
+    idle_cost,
+    platform_tz,
+    pool_offers,
+    price_tables,
+    quote,
+    refusals_text,
+    savings_by_period,
+    tradeoff_text,
+    workspace_currencies,
+)
 from billing.models import ChargeLine, NodeToken, PriceTable
-from billing.quote_texts import refusals_text, tradeoff_text
-from billing.quotes import QuoteError, quote
-from billing.reports.capacity import idle_cost
-from billing.reports.selectors import savings_by_period
-from billing.selectors import pool_offers, price_tables
-from billing.time_zone import platform_tz
 from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample, action_label
 from portal.models import Workspace
-from scheduling import clock
-from scheduling.core import model as cm
-from scheduling.core.units import MILLI_PER_GPU
+from scheduling.api import MILLI_PER_GPU, QueueShare, clock, cluster_view, job_reason, queue_shares
+from scheduling.api import cluster_model as cm
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -42,8 +46,6 @@ from scheduling.models import (
     QueueAccess,
     Replica,
 )
-from scheduling.reasons import job_reason
-from scheduling.selectors import QueueShare, cluster_view, queue_shares
 
 ZERO = Decimal(0)
 
@@ -298,7 +300,7 @@ def gpu_advice(params_b, task: str, precision: str, *, currency: str | None = No
     tables = price_tables(currency)
     if not tables:
         return need, [], [gettext("no price table: nothing to compare")]
-    from billing.pricing import table_in_force
+    from billing.api import table_in_force
 
     rates = table_in_force(tables, now).rates
     options, refused = [], []

@@ -14,18 +14,16 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.translation import gettext, gettext_noop
 
-from billing import currency as billing_currency
-from billing.currency import currency_at
+from billing.api import create_node_token as _new_token
+from billing.api import currency as billing_currency
+from billing.api import currency_at
 from billing.forms import PriceTableForm
-from billing.metering.tokens import create_node_token as _new_token
 from billing.models import PRICE_FIELDS, Budget, GpuRate, NodeToken, PriceTable
 from portal.console import audit, selectors
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Membership, Role, Workspace
-from scheduling import clock
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, clock, record_event, requeue_job, said
 from scheduling.forms import NewPoolForm, PoolPolicyForm, QueueByNameForm
-from scheduling.history_texts import said
 from scheduling.models import (
     ACTIVE_STATES,
     Job,
@@ -36,7 +34,6 @@ from scheduling.models import (
     QueueAccess,
     Replica,
 )
-from scheduling.services import record_event, requeue_job
 
 QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only")
 POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot")

@@ -15,7 +15,7 @@ from django.utils.translation import gettext, gettext_noop
 
 from portal.console import audit
 from portal.console.services import ConsoleError
-from scheduling.history_texts import said
+from scheduling.api import said
 
 USER_FIELDS = ("username", "email", "is_staff", "is_active")
 

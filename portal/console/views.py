@@ -18,22 +18,17 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
-from billing.currency import currency_at, default_currency
+from billing.api import MINOR_UNITS, between, currency_at, default_currency, price_currencies
 from billing.forms import PriceTableForm
 from billing.models import PRICE_FIELDS, NodeToken, PriceTable
-from billing.pricing import MINOR_UNITS
-from billing.quote_texts import between
-from billing.selectors import price_currencies
 from portal.console import selectors, services
 from portal.console.advice import BYTES_PER_PARAM, TASKS, part_name
 from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
-from scheduling import clock
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, clock, cluster_view
 from scheduling.forms import NewPoolForm, PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
-from scheduling.selectors import cluster_view
 
 KNOWN_CURRENCIES = tuple(sorted(MINOR_UNITS))
 

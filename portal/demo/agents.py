@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 
-from billing.metering.tokens import create_node_token
+from billing.api import create_node_token
 from billing.models import NodeToken
 from portal.demo.cluster import DEMO_POOLS
-from scheduling import clock
+from scheduling.api import clock
 from scheduling.models import Node
 
 

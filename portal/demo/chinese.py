@@ -7,7 +7,7 @@ import logging
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from billing.currency import CurrencyChangeRefused, set_workspace_currency
+from billing.api import CurrencyChangeRefused, set_workspace_currency
 from portal.models import Membership, Role, UserPreference, Workspace
 from scheduling.models import Queue, QueueAccess
 

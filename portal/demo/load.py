@@ -10,7 +10,7 @@ import random
 
 from django.contrib.auth import get_user_model
 
-from billing.services import submit_quoted_job
+from billing.api import submit_quoted_job
 from portal.models import Workspace
 from scheduling.models import Job, JobState
 

@@ -7,9 +7,9 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from billing import pricing
+from billing.api import pricing
 from billing.models import AMOUNT_FIELDS, GpuRate, PriceTable
-from scheduling.offpeak import parse_windows
+from scheduling.api import parse_windows
 
 SINCE = datetime(2020, 1, 1, tzinfo=UTC)
 CNY_NAME = "演示价目表（人民币，谷电 23:00–07:00）"

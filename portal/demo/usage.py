@@ -22,21 +22,21 @@ from zoneinfo import ZoneInfo
 
 from django.db import transaction
 
-from billing.ledger.posting import post_ledger
-from billing.ledger.selectors import ledger_cursor
-from billing.metering.costs import replica_allocation
-from billing.metering.ingest import MAX_BATCH, ingest
-from billing.services import submit_quoted_job
-from billing.time_zone import platform_tz
+from billing.api import (
+    MAX_BATCH,
+    ingest,
+    ledger_cursor,
+    platform_tz,
+    post_ledger,
+    replica_allocation,
+    submit_quoted_job,
+)
 from portal.demo import chinese
 from portal.demo.history import DEMO_PREFIX, PlannedJob, plan_month
 from portal.demo.tenants import WORKSPACES
 from portal.models import Membership, Role
-from scheduling import clock, signals
-from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.cycle.run import run_scheduling_cycle
+from scheduling.api import SimulatedBackend, cancel_job, clock, run_scheduling_cycle, signals
 from scheduling.models import Gpu, Job, JobState, Node, Replica
-from scheduling.services import cancel_job
 
 __all__ = ["DEMO_PREFIX", "load_demo_usage"]
 

@@ -9,7 +9,7 @@ import logging
 from django.db import transaction
 
 from portal.notifications import services
-from scheduling import clock
+from scheduling.api import clock
 
 log = logging.getLogger(__name__)
 

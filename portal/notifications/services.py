@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
 
-from billing.notices import Notice, written_in_english
+from billing.api import Notice, written_in_english
 from portal.console import audit
 from portal.console.models import AuditEntry
 from portal.models import (
@@ -34,10 +34,7 @@ from portal.models import (
     WebhookDelivery,
 )
 from portal.notifications import selectors, signing
-from scheduling import clock, history_texts
-from scheduling.broker import send_task
-from scheduling.errors import DomainError
-from scheduling.history_texts import said
+from scheduling.api import DomainError, clock, history_texts, said, send_task
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from portal.notifications import services
-from scheduling import clock
+from scheduling.api import clock
 
 
 @shared_task

@@ -13,7 +13,7 @@ from portal.members.services import require_owner
 from portal.models import NotificationEvent
 from portal.notifications import selectors, services, signing
 from portal.selectors import get_workspace_for_user
-from scheduling.errors import DomainError
+from scheduling.api import DomainError
 
 PAGE_SIZE = 50
 

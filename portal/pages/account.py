@@ -10,8 +10,7 @@ from django.views.decorators.http import require_http_methods
 
 from portal import services, time_zones
 from portal.selectors import chosen_language, chosen_time_zone
-from scheduling import clock
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, clock
 
 
 @login_required

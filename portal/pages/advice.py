@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_safe
 
 from portal.inference_advice import DEFAULTS, LIMITS, PRECISIONS, inference_advice
-from scheduling.serving.memory import parse_params
+from scheduling.api import parse_params
 
 
 class InferenceAdviceForm(forms.Form):

@@ -20,8 +20,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from portal import job_lists
 from portal import selectors as portal_selectors
 from portal.pages.job_filters import WorkspaceJobFilterForm
-from scheduling import clock, services
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, clock, services
 from scheduling.models import Job
 
 MAX_PARAMETER_LENGTH = 200

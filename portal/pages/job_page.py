@@ -15,12 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from billing.ledger.jobs import estimate_check, job_cost, job_efficiency
-from billing.metering.series import job_usage_series
+from billing.api import estimate_check, job_cost, job_efficiency, job_usage_series
 from portal import job_lists
 from portal import selectors as portal_selectors
-from scheduling import clock, logs, selectors
-from scheduling.backends import get_backend
+from scheduling.api import clock, get_backend, logs, selectors
 from scheduling.models import Job
 
 

@@ -11,8 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from portal import selectors as portal_selectors
-from scheduling import logs, selectors, services
-from scheduling.backends import get_backend
+from scheduling.api import get_backend, logs, selectors, services
 
 
 def _to_console(request, view: str, **kwargs):

@@ -8,7 +8,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from portal import services
-from scheduling.errors import DomainError
+from scheduling.api import DomainError
 
 
 @require_POST

@@ -14,9 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from portal import notebooks
 from portal import selectors as portal_selectors
-from scheduling import clock, services
-from scheduling.backends import get_backend
-from scheduling.errors import Conflict
+from scheduling.api import Conflict, clock, get_backend, services
 
 MAX_PARAMETER_LENGTH = 200
 

@@ -18,20 +18,21 @@ from django.urls import reverse
 from django.utils.translation import gettext, gettext_noop, pgettext
 from django.views.decorators.http import require_POST
 
-from billing.currency import workspace_currencies
-from billing.ledger import services as ledger_services
-from billing.ledger.periods import month_end
+from billing.api import (
+    export_dir,
+    exports,
+    ledger_services,
+    month_end,
+    platform_tz,
+    report_services,
+    workspace_currencies,
+)
+from billing.api import report_selectors as reports
 from billing.models import ChargeLine, ReportExport
-from billing.reports import exports
-from billing.reports import selectors as reports
-from billing.reports import services as report_services
-from billing.reports.tasks import export_dir
-from billing.time_zone import platform_tz
 from portal.console import audit
 from portal.selectors import membership_for
 from portal.templatetags.money import month_year
-from scheduling import clock, formats
-from scheduling.history_texts import said
+from scheduling.api import clock, formats, said
 
 ROWS_ON_PAGE = 500
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"

@@ -16,8 +16,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from portal import serving
 from portal.pages.notebooks import _may_act, _said, _workspace
-from scheduling import clock, inference, services
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, clock, inference, services
 
 
 def _back(job) -> str:

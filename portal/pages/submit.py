@@ -16,8 +16,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
-from billing import quote_texts
-from billing.services import quote_for_workspace, submit_quoted_job
+from billing.api import quote_for_workspace, quote_texts, submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.selectors import current_workspace
 from portal.submit_page import (
@@ -32,10 +31,8 @@ from portal.submit_page import (
     submit_texts,
 )
 from scheduling import kinds
-from scheduling import selectors as scheduling_selectors
-from scheduling.errors import DomainError
-from scheduling.spec import MAX_BYTES
-from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE
+from scheduling.api import DEFAULT_NOTEBOOK_IMAGE, MAX_BYTES, DomainError
+from scheduling.api import selectors as scheduling_selectors
 
 
 class SubmitForm(forms.Form):

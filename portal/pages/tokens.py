@@ -11,8 +11,7 @@ from django.views.decorators.http import require_http_methods
 
 from portal import services
 from portal.models import ApiToken, TokenScope
-from scheduling import clock
-from scheduling.errors import DomainError
+from scheduling.api import DomainError, clock
 
 
 @login_required

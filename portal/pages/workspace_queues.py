@@ -8,7 +8,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.workspace_queues import HISTORY_DAYS, queue_histories, waiting_jobs, workspace_queues
-from scheduling import clock
+from scheduling.api import clock
 
 
 def _wall(moment) -> str:

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from billing.reports.dashboard import tenant_dashboard
+from billing.api import tenant_dashboard
 from portal import health, services
 from portal.pages.workspace_queues import queue_context
 from portal.selectors import current_workspace, get_workspace_for_user, membership_for

@@ -4,9 +4,8 @@ see the job or workspace (a page's own scoping): these only read what they are g
 
 from django import template
 
-from billing.idle.selectors import job_idle
-from billing.reports.capacity import forecast
-from scheduling import clock
+from billing.api import forecast, job_idle
+from scheduling.api import clock
 
 register = template.Library()
 

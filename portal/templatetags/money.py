@@ -8,7 +8,7 @@ from django import template
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext, gettext_noop
 
-from scheduling import formats as shown
+from scheduling.api import formats as shown
 
 register = template.Library()
 

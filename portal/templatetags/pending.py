@@ -2,7 +2,7 @@
 
 from django import template
 
-from scheduling.reasons import job_reason
+from scheduling.api import job_reason
 
 register = template.Library()
 
