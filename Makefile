@@ -47,7 +47,7 @@ docs: $(DOCS_STAMP)
 # The zh_Hans catalogue: `make messages` collects marked strings into locale/, translate the new
 # entries in the .po, then `make compilemessages` (the .mo is committed, so a fresh clone has it).
 messages: install
-	$(PY) manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'tests/*' --ignore 'gpuctl/*' --ignore 'nodeagent/*' --ignore 'bench/*'
+	$(PY) manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'tests/*' --ignore 'gpuctl/*' --ignore 'nodeagent/*' --ignore 'bench/*' --ignore 'site/*'
 
 compilemessages: install
 	$(PY) manage.py compilemessages -l zh_Hans --ignore '.venv/*'

@@ -35,7 +35,9 @@ from scheduling.core.units import MILLI_PER_GPU
 
 BYTES_PER_PARAM = {"fp32": Decimal(4), "fp16": Decimal(2), "bf16": Decimal(2), "fp8": Decimal(1),
                    "int8": Decimal(1), "int4": Decimal("0.5")}
-TASKS = ("training", "inference")
+# What the memory is estimated for (not workload kinds: a notebook may estimate either)
+TRAINING_TASK, INFERENCE_TASK = "training", "inference"
+TASKS = (TRAINING_TASK, INFERENCE_TASK)
 GIB = Decimal(2**30)
 # Multiples of the weights (phi), per task and precision family.
 TRAINING_PARTS = {
@@ -90,7 +92,7 @@ def memory_needed(params_b: Decimal | str | float, task: str, precision: str) ->
     if task not in TASKS:
         raise ValueError(f"task: {task!r} is not one of {', '.join(TASKS)}")
     _check_precision(precision)
-    if task == "training":
+    if task == TRAINING_TASK:
         if precision in ("fp8", "int8", "int4"):
             raise ValueError("precision: training needs fp32, fp16 or bf16 (fp8, int8 and int4 are for serving)")
         parts = TRAINING_PARTS["fp32" if precision == "fp32" else "mixed"]
@@ -142,7 +144,7 @@ def inference_memory(params_b: Decimal | str | float, precision: str, context: i
              (f"KV cache ({concurrency} x {context} tokens, {layers} layers x {hidden})", kv)]
     if overhead_gib:
         parts.append(("runtime (CUDA context, activations)", Decimal(overhead_gib)))
-    return MemoryNeed(params, "inference", precision, tuple(parts))
+    return MemoryNeed(params, INFERENCE_TASK, precision, tuple(parts))
 
 
 @dataclass(frozen=True)

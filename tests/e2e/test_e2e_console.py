@@ -90,24 +90,40 @@ def test_operator_drains_a_node_and_sees_its_preemptible_job_move(live_daphne, c
     shot(page, "console-dashboard")
 
 
-def _usage_this_month(cluster):
-    """A finished job of alice's and one of bob's today, posted to the ledger."""
+def _finished_jobs(cluster, *, days_ago: int, name: str, hours: int = 2):
+    """A finished job of alice's and one of bob's that ran `hours` hours `days_ago` days back (today:
+    within the last hours), with the agents' usage samples, posted to the ledger."""
+    import uuid
+
     from billing.ledger.posting import post_ledger
+    from billing.models import UsageSample
     from billing.reports.services import day_bounds
     from billing.time_zone import platform_tz
-    from portal.demo.usage import load_demo_usage
     from scheduling.models import Replica
 
-    load_demo_usage(days=5)
     now = timezone.now()
-    today = now.astimezone(platform_tz()).date()
-    start = max(day_bounds(today)[0], now - timedelta(hours=3))
-    for user, workspace, name, node in [(cluster.alice, cluster.vision, "vision-today", "h100-01"),
-                                        (cluster.bob, cluster.nlp, "nlp-today", "h100-02")]:
-        job = submit_quoted_job(user=user, workspace=workspace, spec=job_spec(name, queue=workspace.slug))
-        Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED, node=Node.objects.get(name=node),
-                               gpu_indices=[0], slice={"kind": "whole"}, started=start, ended=now)
+    end = now - timedelta(days=days_ago)
+    start = end - timedelta(hours=hours)
+    if days_ago == 0:  # within today, so that this month has a cost at any hour
+        start = max(day_bounds(now.astimezone(platform_tz()).date())[0], start)
+    for user, workspace, node in [(cluster.alice, cluster.vision, "h100-01"), (cluster.bob, cluster.nlp, "h100-02")]:
+        job = submit_quoted_job(user=user, workspace=workspace,
+                                spec=job_spec(f"{workspace.slug}-{name}", queue=workspace.slug))
+        replica = Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED,
+                                         node=Node.objects.get(name=node), gpu_indices=[0],
+                                         slice={"kind": "whole"}, started=start, ended=end)
+        Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, started=start, finished=end)
+        for minute in range(0, int((end - start).total_seconds() // 60), 5):
+            UsageSample.objects.create(id=uuid.uuid4(), node=replica.node, ts=start + timedelta(minutes=minute),
+                                       gpu_uuid="GPU-0", gpu_index=0, replica=replica, gpu_util_pct=40,
+                                       mem_used_mib=4096, interval_s=300)
     post_ledger(now=now)
+
+
+def _usage_this_month(cluster):
+    """Finished jobs of alice's and bob's today and on the days before (the dashboard's days chart)."""
+    for days_ago in (3, 2, 1, 0):
+        _finished_jobs(cluster, days_ago=days_ago, name=f"day-{days_ago}", hours=3 if days_ago == 0 else 2)
 
 
 def _number(text):
@@ -137,9 +153,8 @@ def test_alices_dashboard_totals_equal_her_reports_totals(live_daphne, cluster, 
 @pytest.mark.django_db(transaction=True)
 def test_screenshot_of_every_console_page(live_daphne, cluster, page):
     from portal.console.services import create_node_token
-    from portal.demo.usage import load_demo_usage
 
-    load_demo_usage(days=2)  # finished jobs yesterday: the allocation vs utilisation charts have data
+    _finished_jobs(cluster, days_ago=1, name="yesterday")  # the allocation vs utilisation charts have data
     admin = cluster.alice.__class__.objects.get(username="admin")
     create_node_token(admin, Node.objects.get(name="h100-01"))
     submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=job_spec("waiting", gpus=8, min=2, max=2))
