@@ -14,6 +14,7 @@ from billing.ledger.posting import post_ledger
 from billing.models import ChargeLine
 from billing.reports.selectors import last_week
 from billing.services import submit_quoted_job
+from scheduling.formats import money
 from scheduling.models import JobState, Node, Replica
 from tests.factories import GpuRateFactory, PriceTableFactory
 from tests.world import PASSWORDS
@@ -44,7 +45,7 @@ def test_finance_sees_a_total_and_a_cost_series_per_currency(live_daphne, cluste
     for currency in ("USD", "CNY"):
         cost = sum(ChargeLine.objects.filter(currency=currency).values_list("cost", flat=True))
         expect(page.locator(f'#totals table[data-currency="{currency}"] [data-total="cost"]')).to_contain_text(
-            f"{cost:.2f} {currency}")
+            money(cost, currency, "en"))
     expect(page.locator("#chart-time .legend")).to_contain_text("cost CNY", timeout=45000)
     expect(page.locator("#chart-time .legend")).to_contain_text("cost USD")
     expect(page.locator("#chart-models .legend")).to_contain_text("cost CNY")

@@ -14,6 +14,7 @@ from tests_e2e_helpers import SCREENSHOTS, login
 from billing.ledger.posting import post_ledger
 from billing.reports.selectors import last_week
 from billing.services import submit_quoted_job
+from scheduling.formats import money
 from scheduling.models import JobState, Node, Replica
 from tests.world import PASSWORDS
 
@@ -57,7 +58,7 @@ def test_finance_reports_last_week_and_exports_csv(live_daphne, cluster, page):
     monday, _ = last_week(timezone.now().date())
     assert download.suggested_filename == f"report-{monday}-{monday + timedelta(days=6)}.csv"
     page_total = page.locator('#totals [data-total="cost"]').inner_text().split()[0]
-    assert f"{sum(Decimal(r['BilledCost']) for r in rows):.2f}" == page_total
+    assert money(sum(Decimal(r["BilledCost"]) for r in rows), "USD", "en") == page_total
 
     month = (monday + timedelta(days=1)).strftime("%Y-%m")
     page.goto(f"{live_daphne.url}/reports/statements/vision-lab/{month}/")
