@@ -285,8 +285,7 @@ def wake(job: Job, now: datetime | None = None) -> bool:
 
 def record_cold_start(job: Job, seconds: float) -> None:
     """The portal held a request this long while a replica started."""
-    record_event(job, "cold-start", reason=said(texts.COLD_START,
-                                                seconds=f"{seconds:.1f}"),
+    record_event(job, "cold-start", reason=said(texts.COLD_START, seconds=f"{seconds:.1f}"),
                  data={"seconds": round(seconds, 3)})
 
 
@@ -320,8 +319,7 @@ def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceSc
     scale.save()
     job.roles = with_bounds(job.roles, scale, scale.desired)
     job.save(update_fields=["roles"])
-    record_event(job, "rescaled", reason=said(texts.RESCALED,
-                                              min=min_replicas, max=max_replicas, user=user.username),
+    record_event(job, "rescaled", reason=said(texts.RESCALED, min=min_replicas, max=max_replicas, user=user.username),
                  data={"min": min_replicas, "max": max_replicas})
     if job.state == JobState.STOPPED and min_replicas >= 1:   # a minimum means replicas that always run
         restarted(job)

@@ -167,8 +167,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         **_pending_fields(*pending),
     )
     service_scale.create_scale(job)
-    record_event(job, "submitted", reason=said(texts.SUBMITTED,
-                                               queue=queue.name, user=user.username))
+    record_event(job, "submitted", reason=said(texts.SUBMITTED, queue=queue.name, user=user.username))
     return job
 
 

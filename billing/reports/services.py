@@ -221,8 +221,7 @@ def _suspend_preemptible(workspace, status: BudgetStatus, now: datetime) -> None
                 .exclude(pending_code="budget_suspended"))
     if jobs:
         _, until = period_bounds(status.period_start)
-        suspend_jobs(jobs, until=until, reason=said(texts.BUDGET_SPENT,
-                                                    percent=status.percent))
+        suspend_jobs(jobs, until=until, reason=said(texts.BUDGET_SPENT, percent=status.percent))
         log.info("budget of %s: suspended preemptible jobs %s", workspace.slug, [j.pk for j in jobs])
 
 

@@ -291,8 +291,7 @@ def withdraw_price_table(user, table: PriceTable) -> None:
 def create_node_token(user, node: Node) -> tuple[NodeToken, str]:
     """A new agent token for the node; the raw value is returned once and never stored."""
     token, raw = _new_token(node)
-    audit.record(user, "create", token, message=said(texts.TOKEN_CREATED,
-                                                      hint=token.hint, node=node.name))
+    audit.record(user, "create", token, message=said(texts.TOKEN_CREATED, hint=token.hint, node=node.name))
     return token, raw
 
 
@@ -301,8 +300,7 @@ def revoke_node_token(user, token: NodeToken) -> NodeToken:
     if token.revoked is None:
         token.revoked = clock.now()
         token.save(update_fields=["revoked"])
-        audit.record(user, "revoke", token, message=said(texts.TOKEN_REVOKED,
-                                                          hint=token.hint, node=token.node.name))
+        audit.record(user, "revoke", token, message=said(texts.TOKEN_REVOKED, hint=token.hint, node=token.node.name))
     return token
 
 
@@ -341,8 +339,7 @@ def set_workspace_currency(user, workspace: Workspace, currency: str) -> str:
         return f"{workspace.slug} is already billed in {before}."
     since = "its whole history" if row.period == billing_currency.EVER else f"{row.period:%Y-%m}"
     audit.record(user, "set currency", workspace, changes={"currency": [before, row.currency]},
-                 message=said(texts.CURRENCY_SET,
-                              workspace=workspace.slug, currency=row.currency, before=before,
+                 message=said(texts.CURRENCY_SET, workspace=workspace.slug, currency=row.currency, before=before,
                               since=said(texts.WHOLE_HISTORY) if row.period == billing_currency.EVER
                               else f"{row.period:%Y-%m}"))
     note = f"{workspace.slug} is billed in {row.currency} from {since}."

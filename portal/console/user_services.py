@@ -80,6 +80,5 @@ def reset_password(actor, user, password: str):
         raise ConsoleError({"password": problems})
     user.set_password(password)
     user.save(update_fields=["password"])
-    audit.record(actor, "reset password", user, message=said(texts.PASSWORD_RESET,
-                                                              user=user.username))
+    audit.record(actor, "reset password", user, message=said(texts.PASSWORD_RESET, user=user.username))
     return user

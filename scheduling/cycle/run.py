@@ -283,11 +283,9 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         if job.state == JobState.PENDING:
             job.state, job.pending_reason, job.pending_code, job.pending_params = JobState.SCHEDULED, "", "", {}
             scheduled.append(job)
-            events.append((job, "scheduled", said(texts.PLACED,
-                                                  count=len(bound[job_id]), nodes=where), None))
+            events.append((job, "scheduled", said(texts.PLACED, count=len(bound[job_id]), nodes=where), None))
         else:
-            events.append((job, "grown", said(texts.GROWN,
-                                              count=len(bound[job_id]), nodes=where), None))
+            events.append((job, "grown", said(texts.GROWN, count=len(bound[job_id]), nodes=where), None))
     update_rows(scheduled, ["state", *PENDING_FIELDS])
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})
