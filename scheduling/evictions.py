@@ -3,19 +3,17 @@ its GPUs, which queue's share was weighed, and the rule applied (the core's Evic
 
 from __future__ import annotations
 
-from django.utils.translation import gettext_noop
-
+from scheduling import history_catalogue as texts
 from scheduling.core import model as cm
 from scheduling.history_texts import Said, said
 
 RULE_TEXT = {
-    "fair-share": gettext_noop("queue %(level)s held more than its fair share"),
-    "reclaim-within-deserved": gettext_noop("queue %(level)s was over its deserved quota and the taker stays "
-                                            "within its own"),
-    "priority": gettext_noop("a job of higher priority in queue %(level)s needed the GPUs"),
-    "consolidation": gettext_noop("moved to free whole GPUs for a waiting job"),
-    "reduce-cost": gettext_noop("it gave back GPUs it had borrowed over its queue's quota"),
-    "node-lost": gettext_noop("its node was lost"),
+    "fair-share": texts.RULE_FAIR_SHARE,
+    "reclaim-within-deserved": texts.RULE_RECLAIM_WITHIN_DESERVED,
+    "priority": texts.RULE_PRIORITY,
+    "consolidation": texts.RULE_CONSOLIDATION,
+    "reduce-cost": texts.RULE_REDUCE_COST,
+    "node-lost": texts.RULE_NODE_LOST,
 }
 
 
@@ -32,8 +30,8 @@ def explain_said(cause: dict[str, str]) -> Said | None:
     level = cause.get("level") or cause.get("by_queue") or "?"
     why = said(rule, level=level) if rule and "%(level)s" in rule else said(rule) if rule else None
     by_job, by_queue = cause.get("by_job"), cause.get("by_queue")
-    taker = (said(gettext_noop("job %(job)s in queue %(queue)s"), job=by_job, queue=by_queue) if by_job and by_queue
-             else said(gettext_noop("a job in queue %(queue)s"), queue=by_queue) if by_queue else None)
+    taker = (said(texts.TAKER_JOB, job=by_job, queue=by_queue) if by_job and by_queue
+             else said(texts.TAKER_QUEUE, queue=by_queue) if by_queue else None)
     if taker and why:
-        return said(gettext_noop("taken by %(taker)s: %(why)s"), taker=taker, why=why)
-    return said(gettext_noop("taken by %(taker)s"), taker=taker) if taker else why
+        return said(texts.TAKEN_BY_WHY, taker=taker, why=why)
+    return said(texts.TAKEN_BY, taker=taker) if taker else why

@@ -9,6 +9,8 @@ A stored value (JSON) is one of:
   {"admin": change_message}          a Django admin LogEntry's change message (rendered by Django)
 and a figure is a plain value or one of these. What cannot be rendered (a msgid since reworded, figures of
 another shape) falls back to the stored English text.
+
+The msgids are written once, in each domain's history_catalogue (scheduling, billing, portal).
 """
 
 from __future__ import annotations

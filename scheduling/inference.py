@@ -23,9 +23,9 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 from django.utils.crypto import salted_hmac
-from django.utils.translation import gettext_noop
 
 from scheduling import clock, kinds
+from scheduling import history_catalogue as texts
 from scheduling.backends.base import Endpoint
 from scheduling.errors import Conflict, DomainError
 from scheduling.history_texts import Said, said
@@ -44,13 +44,12 @@ MAX_REPLICAS = 64          # the most replicas `set_range` accepts
 
 
 # The autoscaler's reasons (serving/autoscaler.py REASON_TEXTS, word for word) for the service's events.
-SCALE_LOAD = gettext_noop("%(metric)s %(observed)s for a target of %(target)s per replica")
 SCALE_REASONS = {
-    "up": gettext_noop("up from %(current)s to %(desired)s: %(load)s"),
-    "down": gettext_noop("down from %(current)s to %(desired)s: %(load)s for %(delay)s s"),
-    "stays_delayed": gettext_noop("stays at %(desired)s: %(load)s wants %(recommended)s, after %(delay)s s"),
-    "stays": gettext_noop("stays at %(desired)s: %(load)s"),
-    "woken": gettext_noop("a request arrived while at zero: cold start"),
+    "up": texts.SCALE_UP,
+    "down": texts.SCALE_DOWN,
+    "stays_delayed": texts.SCALE_STAYS_DELAYED,
+    "stays": texts.SCALE_STAYS,
+    "woken": texts.SCALE_WOKEN,
 }
 
 
@@ -60,7 +59,7 @@ def scale_said(decision: ScaleDecision) -> Said | str:
     if template is None:
         return decision.reason
     figures = dict(decision.figures)
-    return said(template, **figures, load=said(SCALE_LOAD, **figures)) if figures else said(template)
+    return said(template, **figures, load=said(texts.SCALE_LOAD, **figures)) if figures else said(template)
 
 
 def base_url(workspace: str, name: str) -> str:
@@ -240,7 +239,7 @@ def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision,
     reason = scale_said(decision)
     if desired == 0:
         if active or job.state != JobState.STOPPED:
-            stop_workload(None, job, said(gettext_noop("scaled to zero: %(reason)s"), reason=reason))
+            stop_workload(None, job, said(texts.SCALED_TO_ZERO, reason=reason))
         return
     roles = with_bounds(job.roles, scale, desired)
     if roles != job.roles:
@@ -280,14 +279,13 @@ def wake(job: Job, now: datetime | None = None) -> bool:
         scale.cold_starts += 1
     scale.save()
     if started:
-        record_event(job, "woken", reason=said(gettext_noop("a request arrived while the service had no replica")))
+        record_event(job, "woken", reason=said(texts.WOKEN))
     return started
 
 
 def record_cold_start(job: Job, seconds: float) -> None:
     """The portal held a request this long while a replica started."""
-    record_event(job, "cold-start", reason=said(gettext_noop("a replica started from zero in %(seconds)s s"),
-                                                seconds=f"{seconds:.1f}"),
+    record_event(job, "cold-start", reason=said(texts.COLD_START, seconds=f"{seconds:.1f}"),
                  data={"seconds": round(seconds, 3)})
 
 
@@ -321,11 +319,10 @@ def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceSc
     scale.save()
     job.roles = with_bounds(job.roles, scale, scale.desired)
     job.save(update_fields=["roles"])
-    record_event(job, "rescaled", reason=said(gettext_noop("replicas %(min)s..%(max)s, set by %(user)s"),
-                                              min=min_replicas, max=max_replicas, user=user.username),
+    record_event(job, "rescaled", reason=said(texts.RESCALED, min=min_replicas, max=max_replicas, user=user.username),
                  data={"min": min_replicas, "max": max_replicas})
     if job.state == JobState.STOPPED and min_replicas >= 1:   # a minimum means replicas that always run
         restarted(job)
-        resume_workload(job, said(gettext_noop("minimum of %(min)s set by %(user)s"), min=min_replicas,
+        resume_workload(job, said(texts.MINIMUM_SET, min=min_replicas,
                                   user=user.username))
     return scale

@@ -8,9 +8,9 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop
 
 from scheduling import clock, history_texts, kinds, selectors, service_scale, signals
+from scheduling import history_catalogue as texts
 from scheduling.bulk import update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
@@ -106,7 +106,7 @@ def requeue_jobs(items: list[tuple[Job, Any, str, dict | None]], *,
     requeues dozens of jobs."""
     code, params = pending
     text = reason_text(code, params)
-    back = said(gettext_noop("back in its queue"))
+    back = said(texts.BACK_IN_ITS_QUEUE)
     events, committed = [], []
 
     def add(job: Job, kind: str, reason: Any, data: dict | None) -> None:
@@ -167,8 +167,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         **_pending_fields(*pending),
     )
     service_scale.create_scale(job)
-    record_event(job, "submitted", reason=said(gettext_noop("submitted to queue %(queue)s by %(user)s"),
-                                               queue=queue.name, user=user.username))
+    record_event(job, "submitted", reason=said(texts.SUBMITTED, queue=queue.name, user=user.username))
     return job
 
 
@@ -176,7 +175,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
 def cancel_job(*, user, job: Job) -> Job:
     """A member who may submit in the job's workspace cancels it."""
     require_submitter(user, job.workspace)
-    return _cancel(job, said(gettext_noop("cancelled by %(user)s"), user=user.username))
+    return _cancel(job, said(texts.CANCELLED_BY_USER, user=user.username))
 
 
 def _cancel(job: Job, why: Any) -> Job:
@@ -213,15 +212,15 @@ def require_operator(user) -> None:
 
 def _by_operator(user, reason: str):
     if reason:
-        return said(gettext_noop("by operator %(operator)s: %(reason)s"), operator=user.username, reason=reason)
-    return said(gettext_noop("by operator %(operator)s"), operator=user.username)
+        return said(texts.BY_OPERATOR_FOR_REASON, operator=user.username, reason=reason)
+    return said(texts.BY_OPERATOR, operator=user.username)
 
 
 @transaction.atomic
 def cancel_job_as_operator(*, operator, job: Job, reason: str = "") -> Job:
     """Cancel any workspace's job; it pays for the time it held its GPUs, as a tenant's cancel."""
     require_operator(operator)
-    return _cancel(job, said(gettext_noop("cancelled %(by)s"), by=_by_operator(operator, reason)))
+    return _cancel(job, said(texts.CANCELLED_BY, by=_by_operator(operator, reason)))
 
 
 @transaction.atomic
@@ -236,7 +235,7 @@ def requeue_job_as_operator(*, operator, job: Job, reason: str = "") -> Job:
     now = clock.now()
     stopped = job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.PREEMPTED, ended=now,
                                                                   end_reason="operator")
-    requeue_job(job, said(gettext_noop("requeued %(by)s"), by=_by_operator(operator, reason)), "operator",
+    requeue_job(job, said(texts.REQUEUED_BY, by=_by_operator(operator, reason)), "operator",
                 details={"operator": operator.username, "replicas": stopped})
     return job
 
@@ -256,7 +255,7 @@ def change_job_priority(*, operator, job: Job, priority: int, reason: str = "") 
         raise DomainError(f"the job's priority is already {old}", field="priority")
     job.priority = priority
     job.save(update_fields=["priority"])
-    record_event(job, "priority-changed", reason=said(gettext_noop("priority %(old)s → %(new)s %(by)s"), old=old,
+    record_event(job, "priority-changed", reason=said(texts.PRIORITY_CHANGED, old=old,
                                                       new=priority, by=_by_operator(operator, reason)),
                  data={"from": old, "to": priority, "operator": operator.username})
     return job, old
@@ -281,7 +280,7 @@ def move_job_to_queue(*, operator, job: Job, queue, reason: str = "") -> tuple[J
     old = job.queue.name
     job.queue = queue
     job.save(update_fields=["queue"])
-    record_event(job, "queue-changed", reason=said(gettext_noop("moved from queue %(old)s to %(new)s %(by)s"),
+    record_event(job, "queue-changed", reason=said(texts.QUEUE_CHANGED,
                                                    old=old, new=queue.name, by=_by_operator(operator, reason)),
                  data={"from": old, "to": queue.name, "operator": operator.username})
     return job, old
@@ -313,7 +312,7 @@ def release_suspended(workspace) -> int:
 def stop_job_by_policy(job: Job, reason: Any) -> Job:
     """The platform's own policy stops a job (GPUs left idle past their grace): no member asked, so no
     permission check; it pays for what it held, as a cancel does."""
-    return _cancel(job, said(gettext_noop("stopped by policy: %(reason)s"), reason=reason))
+    return _cancel(job, said(texts.STOPPED_BY_POLICY_FOR_REASON, reason=reason))
 
 
 # --------------------------------------------------------------------------- stop and start
@@ -359,11 +358,11 @@ def stop_workload(user, job: Job, reason: Any = "") -> Job:
     job.pending_reason, job.pending_code, job.pending_params = "", "", {}
     job.save(update_fields=["state", "not_before", "pending_reason", "pending_code", "pending_params"])
     if user is not None:
-        who = said(gettext_noop("stopped by %(user)s: %(reason)s") if reason else gettext_noop("stopped by %(user)s"),
+        who = said(texts.STOPPED_BY_USER_FOR_REASON if reason else texts.STOPPED_BY_USER,
                    user=user.username, **({"reason": reason} if reason else {}))
     else:
-        who = (said(gettext_noop("stopped by policy: %(reason)s"), reason=reason) if reason
-               else said(gettext_noop("stopped by policy")))
+        who = (said(texts.STOPPED_BY_POLICY_FOR_REASON, reason=reason) if reason
+               else said(texts.STOPPED_BY_POLICY))
     record_event(job, "stopped", reason=who,
                  data={"replicas": ended, "by": user.username if user is not None else None})
     return job
@@ -377,7 +376,7 @@ def start_workload(user, job: Job) -> Job:
     if job.state != JobState.STOPPED:
         raise Conflict(f"job {job.pk} is {job.state}: only a stopped one can be started", field="state")
     service_scale.restarted(job)
-    return resume_workload(job, said(gettext_noop("started by %(user)s"), user=user.username))
+    return resume_workload(job, said(texts.STARTED_BY_USER, user=user.username))
 
 
 def resume_workload(job: Job, why: Any) -> Job:
@@ -387,7 +386,7 @@ def resume_workload(job: Job, why: Any) -> Job:
     for name, value in _pending_fields("waiting_for_cycle", {}).items():
         setattr(job, name, value)
     job.save(update_fields=["state", "started", "pending_reason", "pending_code", "pending_params"])
-    record_event(job, "start-requested", reason=said(gettext_noop("%(why)s: back in queue %(queue)s"), why=why,
+    record_event(job, "start-requested", reason=said(texts.BACK_IN_QUEUE, why=why,
                                                      queue=job.queue.name))
     return job
 
@@ -402,8 +401,8 @@ def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) 
     if not kinds.kind_of(job).has_home:
         raise Conflict(f"job {job.pk} is not a notebook: cancel it instead", field="kind")
     if not job.is_final:
-        job = _cancel(job, said(gettext_noop("deleted by %(user)s; its home volume deleted") if delete_home
-                                else gettext_noop("deleted by %(user)s"), user=user.username))
+        job = _cancel(job, said(texts.DELETED_WITH_HOME if delete_home
+                                else texts.DELETED_BY_USER, user=user.username))
     elif not delete_home:
         raise Conflict(f"notebook {job.pk} is already {job.state}", field="state")
     if delete_home:

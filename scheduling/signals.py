@@ -11,8 +11,8 @@ import threading
 from contextlib import contextmanager
 
 from django.dispatch import Signal
-from django.utils.translation import gettext_noop
 
+from scheduling import history_catalogue as texts
 from scheduling.history_texts import said
 
 # Sent after commit with `events`: a list of (job, message) in the order they were recorded.
@@ -59,5 +59,5 @@ def finish_notes(job) -> list:
     job.refresh_from_db(fields=["final_cost", "currency"])
     if job.final_cost is None:
         return []
-    return [said(gettext_noop("final cost %(cost)s %(currency)s"), cost=f"{job.final_cost:.2f}",
+    return [said(texts.FINAL_COST, cost=f"{job.final_cost:.2f}",
                  currency=job.currency)]

@@ -31,8 +31,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 
+from billing import history_catalogue as texts
 from billing.models import UsageSample
 from billing.notices import Notice, raise_notice, written_in_english
 from scheduling import kinds
@@ -235,36 +236,29 @@ def _stop_reason(job: Job, replica: Replica) -> Said:
     if not kinds.kind_of(job).idle_by_activity:
         return _pool_stop_reason(replica.node.pool)
     minutes = -(-notebooks.idle_after_s(job, replica.node.pool.idle_window_min) // 60)
-    return said(gettext_noop("no kernel activity and no GPU use for %(minutes)s min (its idle policy); start it "
-                             "again at will"), minutes=minutes)
+    return said(texts.NOTEBOOK_IDLE_STOP_REASON, minutes=minutes)
 
 
 def _pool_stop_reason(pool: NodePool) -> Said:
-    return said(gettext_noop("its GPUs stayed below %(threshold)s %% for %(window)s min and %(grace)s min after "
-                             "notice (pool %(pool)s's idle policy)"), threshold=pool.idle_threshold_pct,
+    return said(texts.SLICE_IDLE_STOP_REASON, threshold=pool.idle_threshold_pct,
                 window=pool.idle_window_min, grace=pool.idle_grace_min, pool=pool.name)
 
 
 def _idle_said(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> Said:
     """What is idle and what happens next (a job event's reason, rendered in its reader's language)."""
     pool = replicas[0].node.pool
-    where = joined([said(gettext_noop("%(replica)s on %(node)s (%(slice)s)"), replica=f"{r.role}-{r.index}",
+    where = joined([said(texts.IDLE_WHERE, replica=f"{r.role}-{r.index}",
                          node=r.node.name, slice=r.slice_label) for r in replicas], sep=", ")
     figures = {"where": where, "stop": f"{stop:%Y-%m-%d %H:%M %Z}" if stop else "", "pool": pool.name,
                "threshold": pool.idle_threshold_pct, "window": pool.idle_window_min}
     if kinds.kind_of(job).idle_by_activity:
         figures["minutes"] = -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
         if stop <= now:
-            return said(gettext_noop("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s "
-                                     "min; it is stopped now (its slice is freed, its home kept: start it again at "
-                                     "will)"), **figures)
-        return said(gettext_noop("Notebook idle: no kernel activity and no GPU use on %(where)s for %(minutes)s min; "
-                                 "it will be stopped at %(stop)s unless it gets busy"), **figures)
+            return said(texts.NOTEBOOK_IDLE_STOPPED, **figures)
+        return said(texts.NOTEBOOK_IDLE_NOTICE, **figures)
     if stop is not None:
-        return said(gettext_noop("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min "
-                                 "(pool %(pool)s); the job will be stopped at %(stop)s unless it gets busy"), **figures)
-    return said(gettext_noop("GPU slice idle: %(where)s below %(threshold)s %% utilisation for %(window)s min (pool "
-                             "%(pool)s)"), **figures)
+        return said(texts.SLICE_IDLE_NOTICE, **figures)
+    return said(texts.SLICE_IDLE, **figures)
 
 
 def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> str:

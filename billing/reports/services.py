@@ -10,8 +10,9 @@ from decimal import Decimal
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import translation
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 
+from billing import history_catalogue as texts
 from billing import pricing
 from billing.currency import currency_at
 from billing.ledger.periods import period_bounds, period_start
@@ -220,8 +221,7 @@ def _suspend_preemptible(workspace, status: BudgetStatus, now: datetime) -> None
                 .exclude(pending_code="budget_suspended"))
     if jobs:
         _, until = period_bounds(status.period_start)
-        suspend_jobs(jobs, until=until, reason=said(gettext_noop("its workspace spent %(percent)s %% of its budget"),
-                                                    percent=status.percent))
+        suspend_jobs(jobs, until=until, reason=said(texts.BUDGET_SPENT, percent=status.percent))
         log.info("budget of %s: suspended preemptible jobs %s", workspace.slug, [j.pk for j in jobs])
 
 

@@ -15,11 +15,12 @@ from django import forms
 from django.contrib import messages
 from django.db import transaction
 from django.shortcuts import redirect, render
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from billing.api import ledger_selectors, ledger_services, period_start, pricing
 from billing.models import ChargeLine
+from portal import history_catalogue as texts
 from portal.console import audit
 from portal.console.views import operator_required
 from portal.models import Workspace
@@ -117,10 +118,9 @@ def make_adjustment(user, form: AdjustmentForm) -> ChargeLine:
     data = form.cleaned_data
     line = ledger_services.add_adjustment(user=user, workspace=data["workspace"], amount=form.signed_amount(),
                                           reason=data["reason"], job=data["job_obj"], period=data["period"])
-    target = said(gettext_noop("job #%(job)s"), job=line.job_id) if line.job_id else f"{line.period:%Y-%m}"
+    target = said(texts.ADJUSTED_JOB, job=line.job_id) if line.job_id else f"{line.period:%Y-%m}"
     audit.record(user, "adjust", line, changes={"cost": [None, line.cost]},
-                 message=said(gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s, %(target)s: "
-                                           "%(reason)s"), category=said(line.category), cost=line.cost,
+                 message=said(texts.ADJUSTED, category=said(line.category), cost=line.cost,
                               currency=line.currency, workspace=line.workspace.slug, target=target, reason=line.reason))
     return line
 

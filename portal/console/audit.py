@@ -16,8 +16,8 @@ from django.db.models import Model
 from django.db.models.signals import post_save
 from django.http import HttpResponseRedirect
 from django.utils import translation
-from django.utils.translation import gettext_noop
 
+from portal import history_catalogue as texts
 from portal.console.models import AuditEntry
 from scheduling.api import AdminMessage, Worded, history_texts, said
 
@@ -102,7 +102,7 @@ def _audited_response_action(model_admin):
             record(request.user, "delete" if action == "delete_selected" else f"admin action: {action}"[:32],
                    source=AuditEntry.Source.ADMIN, target_type_name=target_type(model_admin.model),
                    target_id=",".join(selected)[:64], target_repr=", ".join(names)[:200],
-                   message=said(gettext_noop("%(action)s on %(count)s selected: %(names)s"), action=action,
+                   message=said(texts.ON_SELECTED, action=action,
                                 count=len(selected), names=", ".join(names)))
         return response
 

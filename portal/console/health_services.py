@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
-from django.utils.translation import gettext_noop
 
+from portal import history_catalogue as texts
 from portal.console import audit
 from portal.console.services import ConsoleError
 from scheduling.api import said
@@ -38,10 +38,9 @@ def record_readiness_changes(sender=None, *, changes, **kwargs) -> None:
     for change in changes:
         seconds = int(change.silent_for.total_seconds())
         if change.silent:
-            message = said(gettext_noop("NotReady: its agent has not reported for %(seconds)s s (last heartbeat "
-                                        "%(heartbeat)s); its replicas are evicted (node-lost)"), seconds=seconds,
+            message = said(texts.NODE_NOT_READY, seconds=seconds,
                            heartbeat=f"{change.last_heartbeat:%Y-%m-%d %H:%M:%S %Z}")
         else:
-            message = said(gettext_noop("Ready again: its agent reports"))
+            message = said(texts.NODE_READY_AGAIN)
         audit.record(None, "not ready" if change.silent else "ready", change.node,
                      changes={"agent_silent": [not change.silent, change.silent]}, message=message)

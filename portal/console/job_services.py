@@ -5,8 +5,8 @@ transaction, so neither is kept without the other."""
 from __future__ import annotations
 
 from django.db import transaction
-from django.utils.translation import gettext_noop
 
+from portal import history_catalogue as texts
 from portal.console import audit
 from scheduling.api import said, services
 from scheduling.models import Job, Queue
@@ -18,7 +18,7 @@ def _locked_state(job: Job) -> str:
 
 
 def _said(reason: str):
-    return said(gettext_noop("reason: %(reason)s"), reason=reason) if reason else ""
+    return said(texts.FOR_REASON, reason=reason) if reason else ""
 
 
 @transaction.atomic

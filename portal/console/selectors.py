@@ -14,7 +14,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Min, Q, QuerySet
 from django.utils import translation
-from django.utils.translation import gettext, gettext_noop, ngettext
+from django.utils.translation import gettext, ngettext
 
 from billing.api import (
     QuoteError,
@@ -29,6 +29,7 @@ from billing.api import (
     workspace_currencies,
 )
 from billing.models import ChargeLine, NodeToken, PriceTable
+from portal import history_catalogue as texts
 from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample, action_label
@@ -435,9 +436,6 @@ class QueuePending:
     reasons: tuple[PendingReason, ...] = ()
 
 
-NOT_LOOKED_AT = gettext_noop("waiting for its first scheduling cycle")
-
-
 def _reasons_read(pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """Each (code, stored English text) in the reader's language, from the figures of one job that waits so."""
     if not pairs:
@@ -460,14 +458,14 @@ def pending_by_queue(top: int = 3) -> dict[str, QueuePending]:
         while name is not None and name not in seen:
             seen.add(name)
             jobs[name][code] += row["jobs"]
-            example = row["example"] or NOT_LOOKED_AT
+            example = row["example"] or texts.NOT_LOOKED_AT
             examples[(name, code)] = min(examples.get((name, code), example), example)
             name = parents.get(name)
-    read = _reasons_read({(code, text) for (_, code), text in examples.items() if text != NOT_LOOKED_AT})
+    read = _reasons_read({(code, text) for (_, code), text in examples.items() if text != texts.NOT_LOOKED_AT})
 
     def shown(name: str, code: str) -> str:
         text = examples[(name, code)]
-        return gettext(NOT_LOOKED_AT) if text == NOT_LOOKED_AT else read.get((code, text), text)
+        return gettext(texts.NOT_LOOKED_AT) if text == texts.NOT_LOOKED_AT else read.get((code, text), text)
 
     out = {}
     for name, by_code in jobs.items():

@@ -12,13 +12,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 
 from billing.api import create_node_token as _new_token
 from billing.api import currency as billing_currency
 from billing.api import currency_at
 from billing.forms import PriceTableForm
 from billing.models import PRICE_FIELDS, Budget, GpuRate, NodeToken, PriceTable
+from portal import history_catalogue as texts
 from portal.console import audit, selectors
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Membership, Role, Workspace
@@ -75,7 +76,7 @@ def delete_queue(user, queue: Queue) -> None:
     if deletion.refusals:
         raise ConsoleError({"": [gettext("queue '%(queue)s' cannot be deleted: %(why)s") % {"queue": queue.name, "why": r}
                                  for r in deletion.refusals]})
-    message = (said(gettext_noop("workspaces that lost it: %(workspaces)s"), workspaces=", ".join(deletion.workspaces))
+    message = (said(texts.QUEUE_DELETED, workspaces=", ".join(deletion.workspaces))
                if deletion.workspaces else "")
     audit.record(user, "delete", queue, changes={k: [v, None] for k, v in audit.snapshot(queue, QUEUE_FIELDS).items()},
                  message=message)
@@ -174,16 +175,14 @@ def drain(user, node: Node, now: datetime | None = None) -> DrainPreview:
         evicted = job.replicas.filter(node=node, state__in=ACTIVE_STATES).update(
             state=JobState.PREEMPTED, ended=now, end_reason="drain")
         if job.replicas.filter(state__in=ACTIVE_STATES).exists():
-            record_event(job, "shrunk", reason=said(gettext_noop("%(count)s replicas evicted: node %(node)s is "
-                                                                 "drained"), count=evicted, node=node.name),
+            record_event(job, "shrunk", reason=said(texts.DRAIN_SHRUNK, count=evicted, node=node.name),
                          data={"reason": "drain", "node": node.name})
             continue
-        requeue_job(job, said(gettext_noop("evicted: node %(node)s is drained"), node=node.name), "drain",
+        requeue_job(job, said(texts.DRAIN_EVICTED, node=node.name), "drain",
                     pending=("node_drained", {"node": node.name}), details={"node": node.name})
     audit.record(user, "drain", node, changes={"cordoned": [False, True]},
-                 message=said(gettext_noop("evicted %(moves)s preemptible replicas of jobs %(jobs)s; %(stays)s "
-                                           "non-preemptible replicas finish in place"), moves=len(preview.moves),
-                              jobs=", ".join(map(str, preview.jobs_moving)) or said(gettext_noop("none")),
+                 message=said(texts.NODE_DRAINED, moves=len(preview.moves),
+                              jobs=", ".join(map(str, preview.jobs_moving)) or said(texts.NONE),
                               stays=len(preview.stays)))
     return preview
 
@@ -280,7 +279,7 @@ def withdraw_price_table(user, table: PriceTable) -> None:
     table = PriceTable.objects.select_for_update().get(pk=table.pk)
     _require_scheduled(table)
     audit.record(user, "delete", table, changes={k: [v, None] for k, v in _price_state(table).items()},
-                 message=said(gettext_noop("withdrew %(table)s, which was to take effect %(when)s UTC"),
+                 message=said(texts.PRICE_TABLE_WITHDRAWN,
                               table=table.name, when=f"{table.effective_from:%Y-%m-%d %H:%M}"))
     table.delete()
 
@@ -292,8 +291,7 @@ def withdraw_price_table(user, table: PriceTable) -> None:
 def create_node_token(user, node: Node) -> tuple[NodeToken, str]:
     """A new agent token for the node; the raw value is returned once and never stored."""
     token, raw = _new_token(node)
-    audit.record(user, "create", token, message=said(gettext_noop("agent token %(hint)s… for node %(node)s"),
-                                                      hint=token.hint, node=node.name))
+    audit.record(user, "create", token, message=said(texts.TOKEN_CREATED, hint=token.hint, node=node.name))
     return token, raw
 
 
@@ -302,8 +300,7 @@ def revoke_node_token(user, token: NodeToken) -> NodeToken:
     if token.revoked is None:
         token.revoked = clock.now()
         token.save(update_fields=["revoked"])
-        audit.record(user, "revoke", token, message=said(gettext_noop("agent token %(hint)s… of node %(node)s"),
-                                                          hint=token.hint, node=token.node.name))
+        audit.record(user, "revoke", token, message=said(texts.TOKEN_REVOKED, hint=token.hint, node=token.node.name))
     return token
 
 
@@ -342,9 +339,8 @@ def set_workspace_currency(user, workspace: Workspace, currency: str) -> str:
         return f"{workspace.slug} is already billed in {before}."
     since = "its whole history" if row.period == billing_currency.EVER else f"{row.period:%Y-%m}"
     audit.record(user, "set currency", workspace, changes={"currency": [before, row.currency]},
-                 message=said(gettext_noop("%(workspace)s is billed in %(currency)s from %(since)s (was %(before)s)"),
-                              workspace=workspace.slug, currency=row.currency, before=before,
-                              since=said(gettext_noop("its whole history")) if row.period == billing_currency.EVER
+                 message=said(texts.CURRENCY_SET, workspace=workspace.slug, currency=row.currency, before=before,
+                              since=said(texts.WHOLE_HISTORY) if row.period == billing_currency.EVER
                               else f"{row.period:%Y-%m}"))
     note = f"{workspace.slug} is billed in {row.currency} from {since}."
     budget = Budget.objects.filter(workspace=workspace).first()

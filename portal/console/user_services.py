@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 
+from portal import history_catalogue as texts
 from portal.console import audit
 from portal.console.services import ConsoleError
 from scheduling.api import said
@@ -79,6 +80,5 @@ def reset_password(actor, user, password: str):
         raise ConsoleError({"password": problems})
     user.set_password(password)
     user.save(update_fields=["password"])
-    audit.record(actor, "reset password", user, message=said(gettext_noop("password of %(user)s reset"),
-                                                              user=user.username))
+    audit.record(actor, "reset password", user, message=said(texts.PASSWORD_RESET, user=user.username))
     return user

@@ -19,9 +19,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import translation
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 
 from billing.api import Notice, written_in_english
+from portal import history_catalogue as texts
 from portal.console import audit
 from portal.console.models import AuditEntry
 from portal.models import (
@@ -161,15 +162,9 @@ KIND_EVENTS = {"running": NotificationEvent.JOB_STARTED, "succeeded": Notificati
                "cancelled": NotificationEvent.JOB_FINISHED, "failed": NotificationEvent.JOB_FAILED}
 # Per event: the subject and the body's first line (msgids); job states stay as they are (identifiers).
 JOB_TEXTS = {
-    NotificationEvent.JOB_STARTED: (
-        gettext_noop("[%(platform)s] %(name)s (#%(job)s) started: %(state)s"),
-        gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s started at %(time)s: %(state)s.")),
-    NotificationEvent.JOB_FINISHED: (
-        gettext_noop("[%(platform)s] %(name)s (#%(job)s) ended: %(state)s"),
-        gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s ended at %(time)s: %(state)s.")),
-    NotificationEvent.JOB_FAILED: (
-        gettext_noop("[%(platform)s] %(name)s (#%(job)s) failed: %(state)s"),
-        gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s failed at %(time)s: %(state)s.")),
+    NotificationEvent.JOB_STARTED: (texts.STARTED_SUBJECT, texts.STARTED_BODY),
+    NotificationEvent.JOB_FINISHED: (texts.ENDED_SUBJECT, texts.ENDED_BODY),
+    NotificationEvent.JOB_FAILED: (texts.FAILED_SUBJECT, texts.FAILED_BODY),
 }
 
 
@@ -347,7 +342,7 @@ def new_webhook_secret(user, workspace) -> str:
         raise DomainError(gettext("the workspace has no webhook yet"), field="url")
     hook.secret = Webhook.new_secret()
     hook.save(update_fields=["secret"])
-    audit.record(user, "change", hook, message=said(gettext_noop("new signing secret")),
+    audit.record(user, "change", hook, message=said(texts.NEW_SIGNING_SECRET),
                  source=AuditEntry.Source.TENANT)
     return hook.secret
 

@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.translation import gettext, gettext_noop, pgettext
+from django.utils.translation import gettext, pgettext
 from django.views.decorators.http import require_POST
 
 from billing.api import (
@@ -29,6 +29,7 @@ from billing.api import (
 )
 from billing.api import report_selectors as reports
 from billing.models import ChargeLine, ReportExport
+from portal import history_catalogue as texts
 from portal.console import audit
 from portal.selectors import membership_for
 from portal.templatetags.money import month_year
@@ -215,7 +216,7 @@ def adjustment_add(request, slug):
     line = ledger_services.add_adjustment(user=request.user, workspace=workspace,
                                           amount=request.POST.get("amount", ""), reason=request.POST.get("reason", ""))
     audit.record(request.user, "adjust", line, message=said(
-        gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s: %(reason)s"), category=said(line.category),
+        texts.ADJUSTED_FROM_REPORT, category=said(line.category),
         cost=line.cost, currency=line.currency, workspace=slug, reason=line.reason))
     messages.success(request, gettext("%(kind)s of %(cost)s recorded.") % {
         "kind": line.get_category_display(), "cost": formats.money(line.cost, line.currency)})

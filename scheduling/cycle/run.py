@@ -20,9 +20,9 @@ from functools import partial
 
 from django.db import transaction
 from django.db.models import Max
-from django.utils.translation import gettext_noop
 
 from scheduling import clock, core, inference, kinds, signals
+from scheduling import history_catalogue as texts
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.bulk import update_rows
 from scheduling.core.cycle import CycleMemo
@@ -134,16 +134,16 @@ def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, fa
             continue
         active = [s for s in states[job.pk] if s in ACTIVE_STATES]
         if not active and JobState.SUCCEEDED in states[job.pk] and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            _finish_job(job, JobState.SUCCEEDED, now, said(gettext_noop("every replica finished")), report, releases)
+            _finish_job(job, JobState.SUCCEEDED, now, said(texts.EVERY_REPLICA_FINISHED), report, releases)
         elif active and all(s == JobState.RUNNING for s in active) and job.state == JobState.SCHEDULED:
             job.state, job.started = JobState.RUNNING, job.started or now
             started.append((job, len(active)))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            lost.append((job, said(gettext_noop("its replicas were lost with their node")), "node-lost", None))
+            lost.append((job, said(texts.REPLICAS_LOST_WITH_NODE), "node-lost", None))
     requeue_jobs(lost)
     report.requeued += len(lost)
     update_rows([job for job, _ in started], ["state", "started"])
-    record_events([(job, "running", said(gettext_noop("%(count)s replicas running"), count=count), None)
+    record_events([(job, "running", said(texts.RUNNING, count=count), None)
                    for job, count in started])
     report.started += len(started)
 
@@ -181,7 +181,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
             releases.append((key, None))
             if status.phase == FAILED:
-                failures[replica.job_id] = said(gettext_noop("replica %(replica)s failed: %(message)s"),
+                failures[replica.job_id] = said(texts.REPLICA_FAILED,
                                                 replica=f"{replica.role}-{replica.index}", message=status.message)
         else:
             continue
@@ -247,14 +247,14 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         why = joined({english(s): s for s in sentences}.values())   # each sentence once
         details = {"causes": list({json.dumps(c, sort_keys=True): c for c in causes}.values())}
         if job.pk in still_running:
-            reason = (said(gettext_noop("%(count)s replicas evicted (%(reasons)s): %(why)s"), count=len(evicts),
+            reason = (said(texts.SOME_EVICTED_WHY, count=len(evicts),
                            reasons=reasons, why=why) if sentences
-                      else said(gettext_noop("%(count)s replicas evicted (%(reasons)s)"), count=len(evicts),
+                      else said(texts.SOME_EVICTED, count=len(evicts),
                                 reasons=reasons))
             shrunk.append((job, "shrunk", reason, details))
         else:
-            reason = (said(gettext_noop("evicted: %(reasons)s: %(why)s"), reasons=reasons, why=why) if sentences
-                      else said(gettext_noop("evicted: %(reasons)s"), reasons=reasons))
+            reason = (said(texts.EVICTED_WHY, reasons=reasons, why=why) if sentences
+                      else said(texts.EVICTED, reasons=reasons))
             requeued.append((job, reason, reasons, details))
     record_events(shrunk)
     requeue_jobs(requeued)
@@ -283,11 +283,9 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         if job.state == JobState.PENDING:
             job.state, job.pending_reason, job.pending_code, job.pending_params = JobState.SCHEDULED, "", "", {}
             scheduled.append(job)
-            events.append((job, "scheduled", said(gettext_noop("%(count)s replicas on %(nodes)s"),
-                                                  count=len(bound[job_id]), nodes=where), None))
+            events.append((job, "scheduled", said(texts.PLACED, count=len(bound[job_id]), nodes=where), None))
         else:
-            events.append((job, "grown", said(gettext_noop("%(count)s more replicas on %(nodes)s"),
-                                              count=len(bound[job_id]), nodes=where), None))
+            events.append((job, "grown", said(texts.GROWN, count=len(bound[job_id]), nodes=where), None))
     update_rows(scheduled, ["state", *PENDING_FIELDS])
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})

@@ -157,11 +157,11 @@ def test_english_and_translation_of_nested_values():
 
 
 def test_the_services_scale_reasons_are_the_autoscalers_word_for_word():
-    from scheduling import inference
+    from scheduling import history_catalogue, inference
     from scheduling.serving import autoscaler
 
     assert inference.SCALE_REASONS == autoscaler.REASON_TEXTS
-    assert inference.SCALE_LOAD == autoscaler.LOAD_TEXT
+    assert history_catalogue.SCALE_LOAD == autoscaler.LOAD_TEXT
     policy = autoscaler.ScalePolicy(0, 4, target=2.0, scale_down_delay_s=60)
     decision = autoscaler.Autoscaler(policy).decide(0.0, 5.0, 1)
     assert decision.reason == "up from 1 to 3: concurrency 5 for a target of 2 per replica"

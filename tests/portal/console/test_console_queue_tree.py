@@ -97,7 +97,8 @@ def test_tree_shows_rules_share_allocation_and_pending_reasons(admin_client, clu
 
 @pytest.mark.django_db
 def test_pending_reasons_are_counted_per_code_over_the_subtree(cluster):
-    from portal.console.selectors import NOT_LOOKED_AT, pending_by_queue
+    from portal.console.selectors import pending_by_queue
+    from portal.history_catalogue import NOT_LOOKED_AT
 
     vision, nlp = Queue.objects.get(name="vision-lab"), Queue.objects.get(name="nlp-group")
     for _ in range(3):
