@@ -13,6 +13,7 @@ from gpuctl.errors import EXIT_OK, CliError
 from gpuctl.kinds import handled_by
 from gpuctl.output import format_table, headers_in
 
+COMMAND = "notebook"  # gpuctl notebook ...
 NOTEBOOKS = "/api/v1/notebooks/"
 RUNNING = "Running"
 STARTING = ("Pending", "Scheduled", "Preempted")
@@ -33,7 +34,7 @@ def find_notebook(run, ref: str) -> dict:
         if found:
             return found[0]
         job = run.api.call("GET", f"/api/v1/jobs/{ref}/", not_found=f"no such notebook: {ref}")
-        if not handled_by(job, "notebook"):
+        if not handled_by(job, COMMAND):
             raise CliError(f"job {ref} ({job.get('name')}) is not a notebook")
         raise CliError(f"notebook {ref} ({job.get('name')}) in {job.get('workspace')} is {job.get('state')}")
     found = [n for n in mine if n["name"] == ref]
@@ -105,7 +106,7 @@ def add_notebook_commands(commands, command: Callable[..., argparse.ArgumentPars
                           add_output: Callable[..., Any]) -> None:
     """`notebook` and its actions, registered on gpuctl's command parser (`command` and `add_output` are
     the cli's own helpers)."""
-    notebook = command(commands, "notebook", None, "list, start, stop or open my notebooks")
+    notebook = command(commands, COMMAND, None, "list, start, stop or open my notebooks")
     actions = notebook.add_subparsers(dest="notebook_command", required=True, metavar="ACTION",
                                       parser_class=commands._parser_class)
     listing = command(actions, "list", cmd_notebook_list, "my notebooks not ended: state, slice, idle time, cost, URL")
