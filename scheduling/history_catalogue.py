@@ -50,8 +50,7 @@ TAKER_QUEUE = gettext_noop("a job in queue %(queue)s")
 TAKEN_BY_WHY = gettext_noop("taken by %(taker)s: %(why)s")
 TAKEN_BY = gettext_noop("taken by %(taker)s")
 
-# An inference service's scaling; the autoscaler's reasons are scheduling.serving.autoscaler's REASON_TEXTS and
-# LOAD_TEXT word for word (scheduling.inference).
+# An inference service's scaling: the autoscaler's reasons by key (scheduling.inference SCALE_REASONS).
 SCALE_LOAD = gettext_noop("%(metric)s %(observed)s for a target of %(target)s per replica")
 SCALE_UP = gettext_noop("up from %(current)s to %(desired)s: %(load)s")
 SCALE_DOWN = gettext_noop("down from %(current)s to %(desired)s: %(load)s for %(delay)s s")

@@ -28,7 +28,7 @@ from scheduling import clock, kinds
 from scheduling import history_catalogue as texts
 from scheduling.backends.base import Endpoint
 from scheduling.errors import Conflict, DomainError
-from scheduling.history_texts import Said, said
+from scheduling.history_texts import Said, english, said
 from scheduling.models import ACTIVE_STATES, Job, JobState, Replica, ServiceSample, ServiceScale
 from scheduling.service_scale import create_scale, restarted, with_bounds
 from scheduling.services import record_event, require_submitter, resume_workload, stop_workload
@@ -43,7 +43,7 @@ WOKEN_HOLD_S = 120.0       # a wake keeps one replica wanted until one runs, at 
 MAX_REPLICAS = 64          # the most replicas `set_range` accepts
 
 
-# The autoscaler's reasons (serving/autoscaler.py REASON_TEXTS, word for word) for the service's events.
+# The autoscaler's reasons (ScaleDecision.reason_key) as the service's events and its range say them.
 SCALE_REASONS = {
     "up": texts.SCALE_UP,
     "down": texts.SCALE_DOWN,
@@ -53,11 +53,9 @@ SCALE_REASONS = {
 }
 
 
-def scale_said(decision: ScaleDecision) -> Said | str:
-    """The decision's reason as said (its English text when the key is not known here)."""
-    template = SCALE_REASONS.get(decision.reason_key)
-    if template is None:
-        return decision.reason
+def scale_said(decision: ScaleDecision) -> Said:
+    """The decision's reason as said."""
+    template = SCALE_REASONS[decision.reason_key]
     figures = dict(decision.figures)
     return said(template, **figures, load=said(texts.SCALE_LOAD, **figures)) if figures else said(template)
 
@@ -235,7 +233,7 @@ def held_share(replica: Replica) -> float:
 def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision, active: list[Replica],
            now: datetime) -> None:
     changed = desired != scale.desired
-    scale.desired, scale.reason = desired, decision.reason[:200]
+    scale.desired, scale.reason = desired, english(scale_said(decision))[:200]
     reason = scale_said(decision)
     if desired == 0:
         if active or job.state != JobState.STOPPED:
@@ -271,7 +269,7 @@ def wake(job: Job, now: datetime | None = None) -> bool:
         autoscaler = Autoscaler(_policy(scale, inference_spec(job)))
         autoscaler.restore([(t, n) for t, n in scale.recommendations])
         decision = autoscaler.wake(now.timestamp())
-        scale.desired, scale.reason = decision.desired, decision.reason
+        scale.desired, scale.reason = decision.desired, english(scale_said(decision))
         scale.recommendations = [list(r) for r in autoscaler.recent()]
         job.roles = with_bounds(job.roles, scale, decision.desired)
         job.save(update_fields=["roles"])

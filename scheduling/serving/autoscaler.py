@@ -56,8 +56,7 @@ class ScaleDecision:
     desired: int
     recommended: int        # from this observation alone, before the scale-down delay
     observed: float
-    reason: str
-    # the reason as a key of REASON_TEXTS and its figures, for callers that word it in other languages
+    # why, as a key and its figures: the caller words it (scheduling/history_catalogue.py SCALE_*)
     reason_key: str = "woken"
     figures: tuple[tuple[str, str], ...] = ()
 
@@ -85,13 +84,13 @@ class Autoscaler:
             recommended = max(recommended, 1)
         desired = self._remember(now, recommended)
         key, figures = self._reason(desired, recommended, observed, current)
-        return ScaleDecision(desired, recommended, observed, reason_text(key, figures), key, tuple(figures.items()))
+        return ScaleDecision(desired, recommended, observed, key, tuple(figures.items()))
 
     def wake(self, now: float) -> ScaleDecision:
         """A request arrived while the service had no replica: start one (or min) now."""
         recommended = max(1, self.policy.min_replicas)
         desired = self._remember(now, recommended)
-        return ScaleDecision(desired, recommended, 0.0, reason_text("woken", {}), "woken")
+        return ScaleDecision(desired, recommended, 0.0, "woken")
 
     def restore(self, recent: list[tuple[float, int]]) -> None:
         """Take back the recommendations kept from earlier evaluations (`recent()`), for a caller that
@@ -121,23 +120,6 @@ class Autoscaler:
         if recommended < desired:
             return "stays_delayed", figures
         return "stays", figures
-
-
-# The English reasons (scheduling/inference.py words the same keys for other languages).
-LOAD_TEXT = "%(metric)s %(observed)s for a target of %(target)s per replica"
-REASON_TEXTS = {
-    "up": "up from %(current)s to %(desired)s: %(load)s",
-    "down": "down from %(current)s to %(desired)s: %(load)s for %(delay)s s",
-    "stays_delayed": "stays at %(desired)s: %(load)s wants %(recommended)s, after %(delay)s s",
-    "stays": "stays at %(desired)s: %(load)s",
-    "woken": "a request arrived while at zero: cold start",
-}
-
-
-def reason_text(key: str, figures: dict[str, str]) -> str:
-    if not figures:
-        return REASON_TEXTS[key]
-    return REASON_TEXTS[key] % {**figures, "load": LOAD_TEXT % figures}
 
 
 class TrafficWindow:
