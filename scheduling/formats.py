@@ -88,14 +88,14 @@ def gpu_slice(slice_: Mapping[str, Any] | None, gpu_count: int) -> str:
     """What a replica holds, as the ledger and pages name it: '2 GPUs', '0.5 GPU', '0.5 GPU + 10 GiB'
     (the memory only when some is reserved), 'MIG 3g.40gb', 'time-slice slot 1', 'CPU only'."""
     s = slice_ or {}
-    kind = s.get("kind", "whole")
-    if kind == "fraction":
+    slice_kind = s.get("kind", "whole")
+    if slice_kind == "fraction":
         share = f"{gpus_number(s.get('gpu_milli', 0))} GPU"
         mem_mib = s.get("gpu_mem_mib") or 0
         return f"{share} + {mem_mib / MIB_PER_GIB:g} GiB" if mem_mib else share
-    if kind == "mig":
+    if slice_kind == "mig":
         return f"MIG {s.get('mig_profile', '')}"
-    if kind == "timeslice":
+    if slice_kind == "timeslice":
         return f"time-slice slot {s.get('timeslice_slot', 0)}" + (f" on {gpu_count} GPUs" if gpu_count > 1 else "")
     return f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}" if gpu_count else "CPU only"
 

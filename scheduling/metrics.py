@@ -179,12 +179,12 @@ class ClusterFigures:
 
 def slice_gpus(piece: dict, pool: NodePool | None) -> float:
     """GPUs one replica holds on each of its GPUs, from its stored slice."""
-    kind = piece.get("kind", "whole")
-    if kind == "fraction":
+    slice_kind = piece.get("kind", "whole")
+    if slice_kind == "fraction":
         return piece.get("gpu_milli", MILLI_PER_GPU) / MILLI_PER_GPU
-    if kind == "mig":
+    if slice_kind == "mig":
         return mig_milli(piece.get("mig_profile", "")) / MILLI_PER_GPU
-    if kind == "timeslice":
+    if slice_kind == "timeslice":
         return 1 / max(1, pool.timeslice_replicas if pool else 1)
     return 1.0
 

@@ -54,10 +54,10 @@ def _best_effort(row: dict[str, str], line: int) -> bool:
         if flag not in ("0", "1"):
             raise TraceError(f"line {line}: best_effort must be 0 or 1, got {flag[:20]!r}")
         return flag == "1"
-    kind = (row.get("job_type") or "").strip().lower()
-    if kind not in ("best", "strict"):
-        raise TraceError(f"line {line}: job_type must be best or strict, got {kind[:20]!r}")
-    return kind == "best"
+    job_type = (row.get("job_type") or "").strip().lower()
+    if job_type not in ("best", "strict"):
+        raise TraceError(f"line {line}: job_type must be best or strict, got {job_type[:20]!r}")
+    return job_type == "best"
 
 
 def read_philly(lines: Iterable[str], *, max_jobs: int | None = None) -> list[TraceJob]:

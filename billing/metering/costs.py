@@ -13,17 +13,17 @@ from scheduling.models import NodePool, Replica
 def replica_allocation(replica: Replica, pool: NodePool, role: dict) -> pricing.Allocation:
     """The slice a placement held, as the priced allocation (share of a GPU model, CPU, memory)."""
     slice_ = replica.slice or {}
-    kind = slice_.get("kind", "whole")
+    slice_kind = slice_.get("kind", "whole")
     count = len(replica.gpu_indices)
     if count == 0:
         share = Decimal(0)
-    elif kind == "fraction":
+    elif slice_kind == "fraction":
         share = pricing.charged_gpu_share("fraction", gpu_milli=slice_.get("gpu_milli") or None,
                                           gpu_mem_mib=slice_.get("gpu_mem_mib") or None,
                                           gpu_total_mem_mib=pool.gpu_memory_mib)
-    elif kind == "mig":
+    elif slice_kind == "mig":
         share = pricing.charged_gpu_share("mig", mig_profile=slice_["mig_profile"])
-    elif kind == "timeslice":
+    elif slice_kind == "timeslice":
         share = pricing.charged_gpu_share("timeslice", num_gpus=count, timeslice_replicas=pool.timeslice_replicas)
     else:
         share = pricing.charged_gpu_share("exclusive", num_gpus=count)

@@ -168,14 +168,14 @@ def free_gpus() -> tuple[list[cm.Pool], list[FreeGpu]]:
     for node_id, gpus, slice_ in Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False).values_list(
             "node_id", "gpu_indices", "slice"):
         s = slice_ or {}
-        kind = s.get("kind", "whole")
+        slice_kind = s.get("kind", "whole")
         for g in gpus:
             key = (node_id, g)
-            if kind == "mig":
+            if slice_kind == "mig":
                 held_mig[key].append(s.get("mig_profile", ""))
-            elif kind == "timeslice":
+            elif slice_kind == "timeslice":
                 held_slots[key] += 1
-            elif kind == "fraction":
+            elif slice_kind == "fraction":
                 held_milli[key] += int(s.get("gpu_milli", 0))
                 held_mem[key] += int(s.get("gpu_mem_mib", 0))
             else:

@@ -27,8 +27,8 @@ CATALOGUE = [
 
 
 def demo_spec(rng: random.Random, n: int) -> str:
-    name, kind, sharing, resources, duration, queue, preemptible = rng.choice(CATALOGUE)
-    replicas = "{min: 1, max: 2}" if kind == "pytorch" else "{min: 1, max: 1}"
+    name, job_type, sharing, resources, duration, queue, preemptible = rng.choice(CATALOGUE)
+    replicas = "{min: 1, max: 2}" if job_type == "pytorch" else "{min: 1, max: 1}"
     lines = [f"name: {name.format(n=n)}", "type: single", f"priority: {rng.choice([0, 10, 20, 50])}",
              f"preemptible: {'true' if preemptible else 'false'}", f"expectedDuration: {duration}"]
     if queue:

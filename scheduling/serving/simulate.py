@@ -234,20 +234,20 @@ def simulate(steps: list[Step], policy: ScalePolicy, share: float, *, model: Ser
     if arrivals:
         service.schedule(arrivals[0], "arrive")
     while service.events:
-        now, _, kind, payload = heapq.heappop(service.events)
-        if kind == "arrive":
+        now, _, event, payload = heapq.heappop(service.events)
+        if event == "arrive":
             service.arrive(now, rng.randint(*tokens))
             arrival_index += 1
             if arrival_index < len(arrivals):
                 service.schedule(arrivals[arrival_index], "arrive")
-        elif kind == "done":
+        elif event == "done":
             replica, request = payload  # type: ignore[misc]
             service.finish(now, replica, request)
-        elif kind == "ready":
+        elif event == "ready":
             if payload in service.replicas:
                 payload.ready = True  # type: ignore[attr-defined]
                 service.dispatch(now)
-        elif kind == "tick" and now <= end:
+        elif event == "tick" and now <= end:
             service.tick(now)
             if now + tick_s <= end:
                 service.schedule(now + tick_s, "tick")

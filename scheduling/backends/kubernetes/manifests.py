@@ -261,15 +261,15 @@ def slice_kind(replica: ReplicaLaunch) -> str:
 def gpu_resources(replica: ReplicaLaunch, vendor: str) -> dict[str, str]:
     """The extended resource the device plugin hands out for this sharing mode (fractions: none, their
     GPU is held by reservation pods and reached through NVIDIA_VISIBLE_DEVICES)."""
-    kind, n = slice_kind(replica), len(replica.gpus)
-    if kind == "whole":
+    sharing, n = slice_kind(replica), len(replica.gpus)
+    if sharing == "whole":
         return {AMD_GPU if vendor == "amd" else NVIDIA_GPU: str(n)} if n else {}
-    if kind == "mig":
+    if sharing == "mig":
         profile = (replica.slice or {}).get("mig_profile") or ""
         if not re.fullmatch(r"\d+g\.\d+gb", profile):
             raise ValueError(f"replica {replica.key}: MIG slice needs a profile such as 3g.40gb, got {profile!r}")
         return {MIG_PREFIX + profile: "1"}
-    if kind == "timeslice":
+    if sharing == "timeslice":
         return {SHARED_GPU: str(max(n, 1))}
     return {}
 

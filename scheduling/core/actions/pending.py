@@ -126,10 +126,10 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
             evicted = sorted(evicted_by_job.get(job_id, ()))
             out[job_id] = Reason("evicted_requeued", {"reasons": evicted}) if evicted else NEXT_CYCLE
             continue
-        kind, reason = state.fail
-        if kind == "capacity":
+        failure, reason = state.fail
+        if failure == "capacity":
             reason = reasons.capacity(state)
-        elif kind == "reduce-cost":
+        elif failure == "reduce-cost":
             reason = reasons.reduce_cost(off_peak_of(s, state.job)[1])
         out[job_id] = reason
     return out
