@@ -3,16 +3,27 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# uv, pinned, installed from PyPI beside the project (not on PATH): it builds .venv from the committed uv.lock.
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+EXTRAS ?= load
 
-.PHONY: install run test e2e lint docs demo clean messages compilemessages
+.PHONY: install extras run test e2e lint docs demo clean messages compilemessages
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+$(UV):
+	$(PYTHON) -m pip install -q --disable-pip-version-check --target $(TOOLS) 'uv==$(UV_VERSION)'
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --quiet --frozen --python $(PYTHON) --extra dev --extra docs
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Optional extras on top of dev (bench.load: load; bench.placement_bound: bound): make extras EXTRAS="load bound"
+extras: install
+	$(UV) sync --quiet --frozen --inexact --python $(PYTHON) --extra dev --extra docs $(foreach e,$(EXTRAS),--extra $(e))
 
 demo: install
 	$(PY) -m portal.wait --no-redis
@@ -35,13 +46,7 @@ lint: install
 
 # The manual: docs/ as an MkDocs site (mkdocs.yml), built into site/; --strict fails on a broken link,
 # a missing anchor or a page left out of the nav.
-DOCS_STAMP := $(VENV)/.docs-installed
-
-$(DOCS_STAMP): pyproject.toml | $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,docs]'
-	touch $(DOCS_STAMP)
-
-docs: $(DOCS_STAMP)
+docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The zh_Hans catalogue: `make messages` collects marked strings into locale/, translate the new
@@ -53,4 +58,4 @@ compilemessages: install
 	$(PY) manage.py compilemessages -l zh_Hans --ignore '.venv/*'
 
 clean:
-	rm -rf var staticfiles site
+	rm -rf var staticfiles site $(TOOLS)

@@ -1,6 +1,6 @@
 """Portal load: N locust users over the main pages and the API of the real web server.
 
-    .venv/bin/pip install -e '.[load]'
+    make extras EXTRAS=load
     python -m bench.load --users 20 --duration 60 --json                       # fresh SQLite
     python -m bench.load --users 50 --duration 60 \\
         --database-url postgres://postgres@127.0.0.1:5432/gpuplatform_load --json

@@ -1,6 +1,6 @@
 """Upper bound on what moving best-effort pods can win, for `bench.placement --moves`.
 
-    pip install scipy   # the optional "bound" extra: pip install -e '.[bound]'
+    make extras EXTRAS=bound   # scipy, the optional "bound" extra
     python -m bench.placement_bound --nodes NODES.csv --pods PODS.csv --seeds 42-51 --json
 
 Replays a seed with the production policy until the first pod fails (from then on moves may
