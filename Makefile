@@ -34,8 +34,10 @@ demo: install
 run: demo
 	$(PY) -m portal.run
 
+# CI narrows this (MARK="not e2e and not slow_server") in the stage that does not run the slow servers.
+MARK ?= not e2e
 test: install
-	$(PY) -m pytest -m "not e2e"
+	$(PY) -m pytest -m "$(MARK)"
 
 e2e: install
 	$(PY) -m pytest -m e2e tests/e2e
