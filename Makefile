@@ -10,7 +10,7 @@ UV := $(TOOLS)/bin/uv
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 EXTRAS ?= load
 
-.PHONY: install extras run test e2e lint docs demo clean messages compilemessages
+.PHONY: install extras prepare run test e2e lint docs demo clean messages compilemessages
 
 $(UV):
 	$(PYTHON) -m pip install -q --disable-pip-version-check --target $(TOOLS) 'uv==$(UV_VERSION)'
@@ -25,14 +25,19 @@ install: $(STAMP)
 extras: install
 	$(UV) sync --quiet --frozen --inexact --python $(PYTHON) --extra dev --extra docs $(foreach e,$(EXTRAS),--extra $(e))
 
-demo: install
+prepare: install
 	$(PY) -m portal.wait --no-redis
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py load_demo
 	$(PY) manage.py collectstatic --noinput -v0
 
-run: demo
-	$(PY) -m portal.run
+# Everything, the 30 days of demo jobs included, before anything starts.
+demo: prepare
+	$(PY) manage.py load_demo
+
+# The tenants, cluster and prices first; the demo month is played once the portal answers (portal.run).
+run: prepare
+	$(PY) manage.py load_demo --no-history
+	$(PY) -m portal.run --demo-history
 
 # CI narrows this (MARK="not e2e and not slow_server") in the stage that does not run the slow servers.
 MARK ?= not e2e

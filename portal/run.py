@@ -10,7 +10,9 @@ Every program waits for what it needs before it starts (`portal.wait`: the datab
 also the portal), so nothing fails at start and no traceback scrolls by. Once the portal answers, `banner`
 prints the URL and the demo logins.
 
-`--only web,worker` runs a subset (tests).
+`--demo-history` (what `make run` passes) also plays the demo month in the background once the portal is up: the
+first page answers within a minute of a fresh clone, and beat (which sends the cycle) starts only when the month is
+played, so the worker's cycle never fights the one that plays it. `--only web,worker` runs a subset (tests).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import sys
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-NAMES = ("redis", "web", "worker", "beat", "agents", "banner")
+NAMES = ("redis", "web", "worker", "beat", "agents", "history", "banner")
 ONCE = ("banner",)  # runs once to its end; not restarted, its lines not prefixed
+RUN_ONCE = ("history",)  # runs once to its end, not restarted; its lines prefixed
+HISTORY_DONE = "demo-history.done"  # written when the demo month is played (or could not be): beat starts then
 
 
 def web_workers() -> int:
@@ -41,8 +45,11 @@ def web_command(port: int, host: str = "127.0.0.1", workers: int | None = None) 
             "--no-access-log"]  # the portal logs one line per request itself (portal.logs)
 
 
-def processes(port: int, var_dir: Path, redis_command: list[str] | None = None) -> dict[str, str]:
+def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
+              history: bool = False) -> dict[str, str]:
     py = shlex.quote(sys.executable)
+    done = shlex.quote(str(var_dir / HISTORY_DONE))
+    after_history = f"until [ -e {done} ]; do sleep 1; done && " if history else ""
     tokens = shlex.quote(str(var_dir / "agent-tokens.json"))
     url = f"http://127.0.0.1:{port}"
     wait = f"{py} -m portal.wait"  # the database and Redis
@@ -52,13 +59,15 @@ def processes(port: int, var_dir: Path, redis_command: list[str] | None = None) 
         "web": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(port))}",
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
         "worker": f"{wait} && exec {py} -m celery -A portal --quiet worker -l INFO --concurrency 2 -n worker@%h",
-        "beat": f"{wait} && exec {py} -m celery -A portal --quiet beat -l INFO "
+        "beat": f"{wait} && {after_history}exec {py} -m celery -A portal --quiet beat -l INFO "
                 f"-s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",
         # One simulated node agent per node of the demo cluster, with its own token and spool. The demo
-        # history is made before the stack starts (`make demo`), not beside the worker's cycle.
+        # month is played by `history` (with --demo-history) before beat starts the worker's cycle.
         "agents": f"{wait} && {py} manage.py load_demo --no-history --agent-tokens {tokens} && {portal_up} && "
                   f"exec {py} -m nodeagent.fleet --portal {url} --tokens {tokens} --interval 10 "
                   f"--spool-dir {shlex.quote(str(var_dir / 'agents'))}",
+        # Idempotent: a month already played is left as it is. Beat waits for the marker, even after a failure.
+        "history": f"{wait} && {portal_up} --quiet --timeout 600 && {py} manage.py load_demo; touch {done}",
         "banner": f"{portal_up} --quiet --timeout 600 && exec {py} -m portal.banner --url {url}/",
     })
     return procs
@@ -76,6 +85,7 @@ def prefixed(name: str, script: str) -> str:
 
 
 def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_command: list[str] | None = None) -> str:
+    history = "history" in only
     sock = var_dir / "supervisor.sock"
     # A password on the control socket, and the user named when running as root: supervisord warns
     # (CRIT) at every start otherwise.
@@ -104,10 +114,11 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
         f"password={password}",
         "",
     ]
-    for name, script in processes(port, var_dir, redis_command).items():
+    for name, script in processes(port, var_dir, redis_command, history=history).items():
         if name not in only:
             continue
         once = name in ONCE
+        ends = once or name in RUN_ONCE
         command = shlex.join(["bash", "-c", script if once else prefixed(name, script)]).replace("%", "%%")
         lines += [
             f"[program:{name}]",
@@ -115,8 +126,8 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
             f"directory={BASE_DIR}",
             # Redis first; the others wait for it (portal.wait) before they start.
             f"priority={10 if name == 'redis' else 100}",
-            f"autorestart={'false' if once else 'true'}",
-            f"startsecs={0 if once else 1}",
+            f"autorestart={'false' if ends else 'true'}",
+            f"startsecs={0 if ends else 1}",
             "startretries=100",
             # Stop the whole group (the sed that prefixes the lines too), except that Celery's main
             # process alone gets the TERM: it lets its pool children finish their tasks (a warm
@@ -134,9 +145,14 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(NAMES), help="comma-separated processes to run")
+    parser.add_argument("--only", default=",".join(n for n in NAMES if n != "history"),
+                        help="comma-separated processes to run")
+    parser.add_argument("--demo-history", action="store_true",
+                        help="also play the demo month in the background (beat starts when it is done)")
     args = parser.parse_args(argv)
     only = tuple(n.strip() for n in args.only.split(",") if n.strip())
+    if args.demo_history and "history" not in only:
+        only += ("history",)
     if unknown := set(only) - set(NAMES):
         parser.error(f"unknown processes: {', '.join(sorted(unknown))}")
 
@@ -151,13 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     # Another stack already serving this socket keeps it; it is not ours to supervise.
     if settings.EMBEDDED_REDIS and not embedded_redis.is_answering(settings.REDIS_URL):
         redis_command = embedded_redis.server_command(settings.REDIS_URL)
+    (var_dir / HISTORY_DONE).unlink(missing_ok=True)
     conf = var_dir / "supervisord.conf"
     conf.touch(mode=0o600)
     conf.chmod(0o600)  # it holds the control socket's password
     conf.write_text(config(port, var_dir, only, redis_command))
     os.environ["PYTHONUNBUFFERED"] = "1"
     os.environ.setdefault("DEMO_LOAD", "1")  # a trickle of demo jobs; DEMO_LOAD=0 turns it off
-    started = [n for n in NAMES if n in only and (n != "redis" or redis_command) and n not in ONCE]
+    started = [n for n in NAMES if n in only and (n != "redis" or redis_command) and n not in ONCE + RUN_ONCE]
     print(f"starting {', '.join(started)} under supervisord ({conf}); the portal's address and logins follow "
           "once it answers", flush=True)
     # exec: Ctrl-C reaches supervisord itself, which stops its programs before it exits.

@@ -126,6 +126,23 @@ def test_load_demo_quiets_the_cycles_it_replays():
     assert logger.isEnabledFor(logging.INFO) == logging.getLogger().isEnabledFor(logging.INFO)
 
 
+def test_the_demo_month_plays_in_the_background_and_beat_waits_for_it(tmp_path):
+    conf = run.config(8123, tmp_path, only=("web", "worker", "beat", "history"))
+    history = conf.split("[program:history]")[1].split("[program:")[0]
+    assert "autorestart=false" in history and "sed -u" in history  # runs once, its lines prefixed
+    assert "manage.py load_demo; touch" in history  # beat starts even when the month could not be played
+    beat = conf.split("[program:beat]")[1].split("[program:")[0]
+    assert run.HISTORY_DONE in beat and beat.index(run.HISTORY_DONE) < beat.index("celery")
+    without = run.config(8123, tmp_path, only=("web", "worker", "beat"))
+    assert run.HISTORY_DONE not in without and "[program:history]" not in without
+
+
+def test_make_run_answers_before_the_month_is_played():
+    makefile = Path(ROOT / "Makefile").read_text()
+    run_target = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "load_demo --no-history" in run_target and "--demo-history" in run_target
+
+
 def test_make_demo_waits_for_the_database_first():
-    demo = Path(ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    demo = Path(ROOT / "Makefile").read_text().split("\nprepare:", 1)[1].split("\n\n", 1)[0]
     assert demo.index("portal.wait") < demo.index("migrate")
