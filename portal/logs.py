@@ -19,7 +19,7 @@ REQUESTS = logging.getLogger("portal.requests")
 
 # Requests that repeat on a timer or come from machines: DEBUG, not INFO.
 ROUTINE_PATHS = re.compile(
-    r"^/(?:api/v1/agent/|healthz$|metrics$|favicon\.ico$|static/)"  # node agents, probes, scrapes, files
+    r"^/(?:api/v1/agent/|healthz$|readyz$|metrics$|favicon\.ico$|static/)"  # node agents, probes, scrapes, files
     r"|/jobs/\d+/log/$"  # a running job's log, polled by its page
     r"|^/reports/exports/[0-9a-f-]+/$"  # an Excel export's progress, polled by the reports page
 )

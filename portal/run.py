@@ -53,7 +53,7 @@ def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
     tokens = shlex.quote(str(var_dir / "agent-tokens.json"))
     url = f"http://127.0.0.1:{port}"
     wait = f"{py} -m portal.wait"  # the database and Redis
-    portal_up = f"{py} -m portal.wait --no-database --no-redis --http {url}/healthz"
+    portal_up = f"{py} -m portal.wait --no-database --no-redis --http {url}/readyz"
     procs = {"redis": shlex.join(redis_command)} if redis_command else {}
     procs.update({
         "web": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(port))}",

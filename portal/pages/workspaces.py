@@ -17,8 +17,15 @@ from portal.selectors import current_workspace, get_workspace_for_user, membersh
 
 @require_GET
 def healthz(request):
-    healthy, checks = health.report()
-    return JsonResponse({"status": "ok" if healthy else "unhealthy", **checks}, status=200 if healthy else 503)
+    """Liveness: the process answers; no dependency is checked (an outage must not restart pods)."""
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def readyz(request):
+    """Readiness: 503 naming the failing dependencies (database, redis, migrations) until all are fine."""
+    ready, checks = health.readiness()
+    return JsonResponse({"status": "ready" if ready else "unready", **checks}, status=200 if ready else 503)
 
 
 @login_required

@@ -5,14 +5,18 @@ use `helm template` as well. The subset, which the chart must stay within (anyth
 - actions `{{ pipeline }}`, trim markers `{{-` / `-}}`, comments `{{/* ... */}}`;
 - `if` / `else if` / `else` / `end`, `with` / `else` / `end`, `range` (over a list or a map, `.` rebound) / `end`;
 - `.Values.a.b`, `.Release.Name`, `.Release.Namespace`, `.Chart.Name`, `.Chart.Version`, `.Chart.AppVersion`,
-  `.` and `$` (the root), string, number and boolean literals, parenthesised sub-pipelines;
+  `.Template.BasePath`, `.` and `$` (the root), string, number and boolean literals, parenthesised
+  sub-pipelines;
+- `include NAME DOT` and the `{{ template NAME DOT }}` action, where NAME is another file of the chart
+  (`print $.Template.BasePath "/configmap.yaml"`), rendered with DOT as its root;
 - functions: default, quote, squote, toYaml, nindent, indent, b64enc, not, eq, ne, and, or, required,
-  printf (%s, %d), int, lower, trimSuffix, toString.
+  printf (%s, %d), print, sha256sum, int, lower, trimSuffix, toString.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -95,7 +99,9 @@ def parse(tokens: list[tuple[str, str]]) -> list[Node]:
             if len(stack) == 1:
                 raise TemplateError("end without a block")
             stack.pop()
-        elif word in ("define", "template", "block", "include", "tpl"):
+        elif word == "template":  # the action form of include: `{{ template NAME DOT }}`
+            current.append(Node("expr", f"include {rest}"))
+        elif word in ("define", "block", "tpl"):
             raise TemplateError(f"{word!r} is outside the supported subset")
         else:
             current.append(Node("expr", value))
@@ -144,15 +150,35 @@ FUNCS = {
     "lower": lambda s: str(s).lower(),
     "trimSuffix": lambda suffix, s: str(s).removesuffix(suffix),
     "toString": lambda v: str(v),
+    "print": lambda *a: "".join("" if v is None else _text(v) for v in a),
+    "sha256sum": lambda s: hashlib.sha256(str(s).encode()).hexdigest(),
 }
 
 
 class Renderer:
-    def __init__(self, values: dict, release: dict, chart: dict) -> None:
-        self.root = {"Values": values, "Release": release, "Chart": chart}
+    """`files` maps each template's name (`<chart>/templates/<file>`, as `include` names it) to its source;
+    `base_path` is `.Template.BasePath` (`<chart>/templates`)."""
+
+    def __init__(self, values: dict, release: dict, chart: dict, files: dict[str, str] | None = None,
+                 base_path: str = "") -> None:
+        self.root = {"Values": values, "Release": release, "Chart": chart,
+                     "Template": {"BasePath": base_path, "Name": ""}}
+        self.files = files or {}
+        self._including: list[str] = []
 
     def render(self, source: str) -> str:
         return self._nodes(parse(tokenize(source)), self.root)
+
+    def include(self, name: str, dot: Any) -> str:
+        if name not in self.files:
+            raise TemplateError(f"include of {name!r}: no such template")
+        if name in self._including:
+            raise TemplateError(f"include of {name!r} from itself")
+        self._including.append(name)
+        try:
+            return self._nodes(parse(tokenize(self.files[name])), dot)
+        finally:
+            self._including.pop()
 
     def _nodes(self, nodes: list[Node], dot: Any) -> str:
         out = []
@@ -189,7 +215,9 @@ class Renderer:
             if value is not _NOTHING:
                 args.append(value)
             head = words[0]
-            if head in FUNCS:
+            if head == "include":
+                value = self.include(*args)
+            elif head in FUNCS:
                 value = FUNCS[head](*args)
             elif len(words) == 1 and value is _NOTHING:
                 value = self.operand(head, dot)

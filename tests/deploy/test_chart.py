@@ -48,8 +48,11 @@ def values_for(name: str, extra: dict | None = None) -> dict:
 
 def render(values: dict, release: str = "gpu", namespace: str = "gpu-platform") -> list[dict]:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    base_path = f"{chart['name']}/templates"
+    files = {f"{base_path}/{t.name}": t.read_text() for t in sorted((CHART / "templates").glob("*.yaml"))}
     renderer = Renderer(values, {"Name": release, "Namespace": namespace, "Service": "Helm"},
-                        {"Name": chart["name"], "Version": chart["version"], "AppVersion": chart["appVersion"]})
+                        {"Name": chart["name"], "Version": chart["version"], "AppVersion": chart["appVersion"]},
+                        files=files, base_path=base_path)
     docs = []
     for template in sorted((CHART / "templates").glob("*.yaml")):
         text = renderer.render(template.read_text())
@@ -114,8 +117,10 @@ def test_workloads_run_what_the_platform_needs():
     command = container["command"]
     assert command[:2] == ["uvicorn", "portal.asgi:application"]
     assert command[command.index("--workers") + 1] == "2"  # one process per core a pod may use
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    assert portal["spec"]["replicas"] == 3
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "replicas" not in portal["spec"]  # the HPA sets it
+    assert named(docs, "HorizontalPodAutoscaler", "gpu-portal")["spec"]["minReplicas"] == 3
     assert {e["secretRef"]["name"] for e in container["envFrom"] if "secretRef" in e} == {"gpu-platform-secrets"}
     assert not by_kind(docs, "Secret")  # from the existing Secret
     worker = named(docs, "Deployment", "gpu-worker")["spec"]["template"]["spec"]
@@ -128,10 +133,10 @@ def test_workloads_run_what_the_platform_needs():
     assert agent["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert "--token" not in " ".join(agent["containers"][0]["command"])
     job = named(docs, "Job", "gpu-migrate")
-    assert "pre-upgrade" in job["metadata"]["annotations"]["helm.sh/hook"].split(",")
+    assert job["metadata"]["annotations"]["helm.sh/hook"].split(",") == ["pre-install", "pre-upgrade"]
     assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "manage.py", "migrate",
                                                                            "--noinput"]
-    assert named(docs, "PodDisruptionBudget", "gpu-portal")["spec"]["minAvailable"] == 1
+    assert named(docs, "PodDisruptionBudget", "gpu-portal")["spec"]["maxUnavailable"] == 1
     assert by_kind(docs, "Ingress") and len(by_kind(docs, "NetworkPolicy")) == 3
 
 
@@ -241,8 +246,9 @@ def test_rbac_grants_exactly_what_the_kubernetes_backend_calls():
         ("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
     docs = render(values_for("values.yaml"))
     assert granted(docs) == calls
-    (cluster_role,) = by_kind(docs, "ClusterRole")
-    assert all(rule["apiGroups"] == [""] for rule in cluster_role["rules"])  # leases: the namespace only
+    assert {r["metadata"]["name"] for r in by_kind(docs, "ClusterRole")} == {"gpu-scheduler", "gpu-portal"}
+    for cluster_role in by_kind(docs, "ClusterRole"):
+        assert all(rule["apiGroups"] == [""] for rule in cluster_role["rules"])  # leases: the namespace only
     (role,) = by_kind(docs, "Role")
     (binding,) = by_kind(docs, "RoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "gpu-platform"

@@ -129,7 +129,7 @@ def test_websocket_with_redis_down_is_told_paused_and_the_server_keeps_serving(t
         page = httpx.get(f"{base}/", headers={"Cookie": cookie}, timeout=15)
         assert page.status_code == 200
         assert 'id="live-banner"' in page.text
-        assert httpx.get(f"{base}/healthz", timeout=15).status_code == 503  # and says why
+        assert httpx.get(f"{base}/readyz", timeout=15).status_code == 503  # and says why
     finally:
         stop_processes([proc])
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]

@@ -34,7 +34,7 @@ def test_one_info_line_per_page_request(client, tenants, caplog):
 
 @pytest.mark.parametrize(("method", "path"), [
     ("post", "/api/v1/agent/heartbeat"), ("post", "/api/v1/agent/usage"), ("get", "/api/v1/agent/assignments?node=x"),
-    ("get", "/healthz"), ("get", "/metrics"), ("get", "/static/portal/site.css"), ("get", "/favicon.ico"),
+    ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"), ("get", "/static/portal/site.css"), ("get", "/favicon.ico"),
     ("get", "/console/?partial=1"), ("get", "/jobs/1/log/"),
 ])
 def test_heartbeats_polling_and_probes_are_debug(client, tenants, caplog, method, path):
@@ -107,9 +107,9 @@ def test_every_program_waits_for_its_services(tmp_path):
     procs = run.processes(8123, tmp_path, redis_command=["redis-server"])
     for name in ("web", "worker", "beat", "agents"):
         assert procs[name].startswith(f"{sys.executable} -m portal.wait && "), procs[name]
-    assert "--http http://127.0.0.1:8123/healthz" in procs["agents"].split("nodeagent.fleet")[0]
+    assert "--http http://127.0.0.1:8123/readyz" in procs["agents"].split("nodeagent.fleet")[0]
     assert procs["banner"].startswith(f"{sys.executable} -m portal.wait --no-database --no-redis --http "
-                                      "http://127.0.0.1:8123/healthz")
+                                      "http://127.0.0.1:8123/readyz")
     assert "--no-access-log" in run.web_command(8123)  # the portal logs each request once, itself
     conf = run.config(8123, tmp_path, redis_command=["redis-server"])
     assert conf.count("password=") == 2  # the control socket asks for one, supervisorctl has it

@@ -284,8 +284,9 @@ def test_redis_killed_and_restarted_pages_serve_the_scheduler_waits_and_nothing_
     samples = [_sample("h100-01") for _ in range(3)]
     answer = agent.post("/api/v1/agent/usage", json={"node": "h100-01", "samples": samples})
     assert answer.status_code == 200 and len(answer.json()["accepted"]) == 3, answer.text
-    health = httpx.get(f"{base}/healthz", timeout=30)
+    health = httpx.get(f"{base}/readyz", timeout=30)
     assert health.status_code == 503 and health.json()["database"] == "ok", health.text
+    assert health.json()["failing"] == ["redis"], health.text
     # The scheduler waits: no cycle runs without its lock, and nothing crashes.
     time.sleep(max(0.0, REDIS_OUTAGE_S - (time.monotonic() - down_at)))
     assert Job.objects.get(pk=during).state == JobState.PENDING
@@ -294,7 +295,7 @@ def test_redis_killed_and_restarted_pages_serve_the_scheduler_waits_and_nothing_
 
     own_redis.start()
     up_at = time.monotonic()
-    wait_until(lambda: httpx.get(f"{base}/healthz", timeout=30).status_code == 200, 60, "healthz stays 503")
+    wait_until(lambda: httpx.get(f"{base}/readyz", timeout=30).status_code == 200, 60, "readyz stays 503")
 
     def joined():
         ws = socket()
@@ -507,8 +508,8 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
                                                   "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
             assert login.status_code == 503 and "text/html" in login.headers["content-type"], login.text
             assert 'id="domain-error"' in login.text and "database" in login.text  # the styled page
-            health = httpx.get(f"{base}/healthz", timeout=60)
-            assert health.status_code == 503 and health.json()["database"] != "ok", health.text
+            health = httpx.get(f"{base}/readyz", timeout=60)
+            assert health.status_code == 503 and "database" in health.json()["failing"], health.text
             time.sleep(max(0.0, FAULT_OUTAGE_S - (time.monotonic() - cut_at)))
             spooled = spool.count()
             assert spooled > 0  # kept while the portal cannot store them
@@ -523,7 +524,7 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
             wait_until(lambda: produced_before <= set(stored()), 120, "samples from the outage never arrive",
                        every=0.5)
             arrived_s = time.monotonic() - up_at
-            health = httpx.get(f"{base}/healthz", timeout=30)
+            health = httpx.get(f"{base}/readyz", timeout=30)
             assert health.status_code == 200, health.text  # the portal's connections are back
         finally:
             agent.stop()
