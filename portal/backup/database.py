@@ -66,9 +66,16 @@ def load(dump_file: Path) -> None:
     """Replace the configured database's contents with the dump's."""
     connection.close()  # pg_restore and the SQLite backup write through connections of their own
     if vendor() == "postgresql":
-        _drop_tables()  # tables of a newer schema than the dump's would stop the migrate that follows
-        _run("pg_restore", "--clean", "--if-exists", "--no-owner", "--single-transaction", "--exit-on-error",
-             str(dump_file))
+        # One transaction for all of it, so a restore that fails leaves the database as it was. The tables
+        # are dropped first: those of a newer schema than the dump's would stop the migrate that follows.
+        drops, script = dump_file.with_name("drop-tables.sql"), dump_file.with_name("restore.sql")
+        with connection.cursor() as cursor:
+            tables = connection.introspection.table_names(cursor)
+        connection.close()
+        drops.write_text("".join(f"DROP TABLE IF EXISTS {connection.ops.quote_name(t)} CASCADE;\n" for t in tables))
+        _run("pg_restore", "--clean", "--if-exists", "--no-owner", f"--file={script}", str(dump_file), connect=False)
+        _run("psql", "--no-psqlrc", "--quiet", "--single-transaction", "--set=ON_ERROR_STOP=1",
+             f"--file={drops}", f"--file={script}")
     else:
         source = sqlite3.connect(dump_file)
         target = sqlite3.connect(connection.settings_dict["NAME"], timeout=20)
@@ -80,14 +87,7 @@ def load(dump_file: Path) -> None:
     connection.close()
 
 
-def _drop_tables() -> None:
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names(cursor):
-            cursor.execute(f"DROP TABLE IF EXISTS {connection.ops.quote_name(table)} CASCADE")
-    connection.close()
-
-
-def _run(tool: str, *args: str) -> None:
+def _run(tool: str, *args: str, connect: bool = True) -> None:
     if shutil.which(tool) is None:
         raise DatabaseToolFailed(f"{tool} is not installed (Debian: postgresql-client)")
     db = connection.settings_dict
@@ -95,6 +95,8 @@ def _run(tool: str, *args: str) -> None:
     target += [f"--port={db['PORT']}"] if db.get("PORT") else []
     target += [f"--username={db['USER']}"] if db.get("USER") else []
     target.append(f"--dbname={db['NAME']}")
+    if not connect:  # pg_restore writing its SQL to a file
+        target = []
     env = dict(os.environ)
     if db.get("PASSWORD"):
         env["PGPASSWORD"] = str(db["PASSWORD"])

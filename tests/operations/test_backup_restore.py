@@ -186,6 +186,18 @@ def test_a_restore_refuses_an_archive_of_a_newer_schema_and_changes_nothing(arch
     assert _state(settings) == before and before[0] == 0
 
 
+def test_a_restore_refuses_a_damaged_database_file_and_changes_nothing(archive, settings):
+    damaged = _doctored(archive, lambda m: m["database"].update(sha256="0" * 64))
+    from billing.models import ChargeLine
+
+    ChargeLine.objects.all().delete()
+    before = _state(settings)
+    with pytest.raises(CommandError) as refused:
+        call_command("restore", str(damaged), "--yes")
+    assert "damaged" in str(refused.value)
+    assert _state(settings) == before
+
+
 def test_a_restore_refuses_another_secret_key_unless_told_to_ignore_it(archive, settings):
     settings.SECRET_KEY = "another key entirely, for this test only"
     from billing.models import ChargeLine
@@ -248,3 +260,21 @@ def test_keep_deletes_the_older_archives_named_alike_beyond_the_newest_n(transac
     assert "Deleted the older backup" in out.getvalue()
     with pytest.raises(CommandError):
         call_command("backup", str(folder / "gpu-platform-20261129T0300.tar"), "--keep", "0")
+
+
+def test_a_restore_upgrades_an_archive_of_an_older_schema(transactional_db, trees, tenants, tmp_path):
+    latest = max(name for app, name in manifest.applied_migrations() if app == "billing")
+    previous = sorted(name for app, name in manifest.applied_migrations() if app == "billing")[-2]
+    call_command("migrate", "billing", previous, verbosity=0)  # the archive of a version one migration older
+    try:
+        older = tmp_path / "gpu-platform-older.tar"
+        call_command("backup", str(older), stdout=io.StringIO())
+    finally:
+        call_command("migrate", "billing", verbosity=0)
+    saved = services.read_manifest(older)
+    assert saved["schema"]["latest"]["billing"] == previous
+
+    call_command("restore", str(older), "--yes", stdout=io.StringIO())
+    assert ("billing", latest) in manifest.applied_migrations()
+    assert manifest.schema()["number"] == saved["schema"]["number"] + 1
+    assert manifest.job_counts() == saved["job_counts"]
