@@ -1,0 +1,31 @@
+"""The file trees a backup holds besides the database, each under its name in the archive.
+
+Adding a tree is one line here: its name in the archive and the setting that holds its folder. Job logs
+are not files (the cycle keeps them in the database, scheduling.logs); the simulated cluster's runtime
+folder (SIM_RUNTIME_DIR) holds only live processes' records, which mean nothing after a restore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class FileTree:
+    name: str  # its folder in the archive: files/<name>/
+    setting: str  # the setting that holds the folder on this install
+
+    @property
+    def path(self) -> Path:
+        return Path(getattr(settings, self.setting))
+
+
+FILE_TREES = (
+    FileTree("notebook-homes", "NOTEBOOK_HOME_DIR"),
+    FileTree("report-exports", "REPORT_EXPORT_DIR"),
+    # later: FileTree("volumes", "VOLUME_DIR"), FileTree("datasets", "DATASET_DIR"),
+    # FileTree("invoices", "INVOICE_PDF_DIR")
+)
