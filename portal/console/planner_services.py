@@ -333,9 +333,12 @@ def cancel_run(user, run: PlannerRun) -> bool:
     """Cancel a queued or running replay: the run says cancelled at once, a queued task is revoked (and
     would find the run taken anyway), a running replay stops at its next progress update. Audited. False
     when the run had already ended."""
-    before = run.state
-    if not PlannerRun.objects.filter(pk=run.pk, state__in=(PlannerRun.State.QUEUED, PlannerRun.State.RUNNING)).update(
-            state=PlannerRun.State.CANCELLED, finished=clock.now()):
+    # one state at a time, as the database has it now (the worker may have taken the run meanwhile)
+    for before in (PlannerRun.State.QUEUED, PlannerRun.State.RUNNING):
+        if PlannerRun.objects.filter(pk=run.pk, state=before).update(state=PlannerRun.State.CANCELLED,
+                                                                     finished=clock.now()):
+            break
+    else:
         return False
     if before == PlannerRun.State.QUEUED:
         revoke_task(task_id(run))

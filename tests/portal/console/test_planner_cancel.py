@@ -14,7 +14,7 @@ from portal.console.tasks import run_planner
 TRACE_INPUTS = {"trace_queue": "vision-lab", "checkpoint_min": 30, "preemption": True, "pools": {}, "queues": {}}
 
 
-def backlog_trace(jobs: int = 120) -> str:
+def backlog_trace(jobs: int = 40) -> str:
     """`jobs` 8-GPU jobs of an hour, submitted a minute apart: far more than the test world's 8-GPU nodes
     take at once, so most of the replay is the backlog worked off after the last submission."""
     rows = [f"{i},vision-lab,8,{60 * i},3600,{i % 2}" for i in range(jobs)]
@@ -34,7 +34,9 @@ class Seen(list):
 
 @pytest.fixture
 def progress_seen(monkeypatch):
-    """Every progress value a replay writes (Seen), through the planner's own writer."""
+    """Every progress value a replay writes (Seen), through the planner's own writer, updated every 5 cycles
+    (a small trace then gives many updates)."""
+    monkeypatch.setattr(services, "STEP_CYCLES", 5)
     seen = Seen()
     hooks = seen.hooks
     writer = services._progress_writer
