@@ -372,7 +372,9 @@ def execute_run(run_id: int) -> bool:
         log.info("planner run %s stopped: it was cancelled", run_id)
         return False
     except Exception as error:
-        running.update(state=PlannerRun.State.FAILED, error=str(error)[:2000], finished=clock.now())
+        # (a time limit's exception says nothing: its name then)
+        running.update(state=PlannerRun.State.FAILED, error=(str(error) or type(error).__name__)[:2000],
+                       finished=clock.now())
         raise
     running.update(state=PlannerRun.State.DONE, results=results, progress=1.0, finished=clock.now())
     return True
