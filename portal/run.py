@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-NAMES = ("redis", "web", "worker", "beat", "agents", "history", "banner")
+NAMES = ("redis", "web", "worker", "worker-long", "beat", "agents", "history", "banner")
+CELERY_WORKERS = ("worker", "worker-long")
 ONCE = ("banner",)  # runs once to its end; not restarted, its lines not prefixed
 RUN_ONCE = ("history",)  # runs once to its end, not restarted; its lines prefixed
 HISTORY_DONE = "demo-history.done"  # written when the demo month is played (or could not be): beat starts then
@@ -55,10 +56,14 @@ def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
     wait = f"{py} -m portal.wait"  # the database and Redis
     portal_up = f"{py} -m portal.wait --no-database --no-redis --http {url}/readyz"
     procs = {"redis": shlex.join(redis_command)} if redis_command else {}
+    long_concurrency = int(os.environ.get("LONG_TASK_CONCURRENCY") or 2)
     procs.update({
         "web": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(port))}",
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
         "worker": f"{wait} && exec {py} -m celery -A portal --quiet worker -l INFO --concurrency 2 -n worker@%h",
+        # Replays and exports (settings: LONG_TASKS) on their own queue, so they never delay a cycle.
+        "worker-long": f"{wait} && exec {py} -m celery -A portal --quiet worker -l INFO -Q long "
+                       f"--concurrency {long_concurrency} -n long@%h",
         "beat": f"{wait} && {after_history}exec {py} -m celery -A portal --quiet beat -l INFO "
                 f"-s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",
         # One simulated node agent per node of the demo cluster, with its own token and spool. The demo
@@ -132,7 +137,7 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
             # Stop the whole group (the sed that prefixes the lines too), except that Celery's main
             # process alone gets the TERM: it lets its pool children finish their tasks (a warm
             # shutdown) instead of losing them mid-task; whatever is left is killed after the wait.
-            f"stopasgroup={'false' if name == 'worker' else 'true'}",
+            f"stopasgroup={'false' if name in CELERY_WORKERS else 'true'}",
             "killasgroup=true",
             "stopwaitsecs=20",
             "redirect_stderr=true",

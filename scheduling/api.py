@@ -150,4 +150,4 @@ from scheduling import formats
 from scheduling.formats import gettext, in_english, memory, ngettext, pgettext
 
 # ------------------------------------------------------------ Tasks sent by name
-from scheduling.broker import send_task
+from scheduling.broker import revoke_task, send_task

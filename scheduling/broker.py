@@ -14,11 +14,23 @@ from celery import current_app
 log = logging.getLogger(__name__)
 
 
-def send_task(name: str, *args) -> bool:
-    """Send task `name` with `args`; False when the broker could not take it."""
+def send_task(name: str, *args, task_id: str | None = None) -> bool:
+    """Send task `name` with `args` (under `task_id`, to revoke it later); False when the broker could not
+    take it."""
     try:
-        current_app.send_task(name, args=list(args))
+        current_app.send_task(name, args=list(args), task_id=task_id)
     except Exception as error:  # kombu, redis and Celery's result store each raise their own
         log.warning("%s%r waits for the task broker: %s", name, args, error)
+        return False
+    return True
+
+
+def revoke_task(task_id: str) -> bool:
+    """Tell the workers to drop task `task_id` if it has not started (a started one is stopped by its own
+    checks, never killed); False when the broker could not take the message."""
+    try:
+        current_app.control.revoke(task_id)
+    except Exception as error:  # as in send_task
+        log.warning("revoking task %s waits for the task broker: %s", task_id, error)
         return False
     return True

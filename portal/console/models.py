@@ -112,9 +112,10 @@ class PlannerRun(models.Model):
         RUNNING = "running", _("Running")
         DONE = "done", _("Done")
         FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
 
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.WHATIF)
-    state = models.CharField(max_length=8, choices=State.choices, default=State.QUEUED, db_index=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
     created = models.DateTimeField(default=clock.now, editable=False, db_index=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="planner_runs")

@@ -98,6 +98,16 @@ def planner_save(request, pk: int):
 
 
 @operator_required
+@require_POST
+def planner_cancel(request, pk: int):
+    """Stop a queued or running replay (planner_services.cancel_run); the page then says it was cancelled."""
+    run = get_object_or_404(PlannerRun, pk=pk)
+    if not services.cancel_run(request.user, run):
+        raise ConsoleError(gettext("only a queued or running replay can be cancelled"))
+    return redirect("console-planner-run", pk=run.pk)
+
+
+@operator_required
 def planner_compare(request):
     """Two finished runs side by side: their edited clusters' figures (the actual cluster's are the same for
     runs of the same window)."""

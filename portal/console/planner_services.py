@@ -3,7 +3,9 @@ and on one the operator edited, the figures of each, and the pool-against-silos 
 
 Every replay is `scheduling/core/replay.py`'s engine, so every decision is the production core's. Runs are
 `PlannerRun` rows: `start_run` records one and queues `tasks.run_planner` after commit; the task calls
-`execute_run`, which moves it from queued to running to done (or failed) with its progress on the way.
+`execute_run`, which moves it from queued to running to done (or failed) with its progress on the way. An
+operator may cancel a queued or running run (`cancel_run`): a replay checks at every progress update whether
+its run is still running and stops there when it is not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from decimal import Decimal
 from django.db import transaction
 
 from billing.api import price_tables, pricing
+from portal.console import audit
 from portal.console.models import PlannerRun
 from scheduling.api import (
     MILLI_PER_GPU,
@@ -33,6 +36,7 @@ from scheduling.api import (
     late_allowed,
     percentile,
     read_philly,
+    revoke_task,
     send_task,
 )
 from scheduling.api import cluster_model as cm
@@ -43,7 +47,7 @@ log = logging.getLogger(__name__)
 CYCLE_S = 30.0              # simulated seconds between cycles (and on every arrival and end)
 CHART_BUCKETS = 240         # points of the allocation chart
 WAIT_POINTS = 101           # quantiles of each queue's waits kept for the distribution chart
-PROGRESS_STEPS = 40         # progress updates per replay
+STEP_CYCLES = 25            # simulated cycles between progress updates (and checks for a cancel)
 MAX_CYCLES = 60_000         # per replay: beyond it the replay stops and says so
 WAIT_TARGET_S = 60.0        # the savings search: every queue's p95 wait within this
 MAX_SEARCH_NODES = 256      # the savings search gives up on a pool beyond this many nodes
@@ -52,6 +56,10 @@ BEST_EFFORT_PRIORITY, STRICT_PRIORITY = 0, 50
 
 class PlannerInputError(ValueError):
     """Inputs the planner cannot replay (a queue tree the scheduler refuses, a trace it cannot read)."""
+
+
+class ReplayCancelled(Exception):
+    """The run was cancelled while it replayed: it stops at its next progress update."""
 
 
 # --------------------------------------------------------------------------- the edited cluster
@@ -155,21 +163,26 @@ def check_trace(text: str) -> int:
 # --------------------------------------------------------------------------- one replay and its figures
 
 
+def pending_window(cluster: cm.Snapshot) -> int:
+    """The waiting jobs per queue a replay's cycle is shown (`Replay`'s pending_window): twice the cluster's
+    GPUs, so that a queue shown that many still asks for more than the cluster holds, and at least 64."""
+    return max(64, 2 * sum(len(n.gpus) for n in cluster.nodes))
+
+
 def replay_side(cluster: cm.Snapshot, jobs: list[ReplayJob], *, start: float, end: float,
-                progress: Callable[[float], None] = lambda f: None, rates: pricing.Rates | None = None) -> dict:
-    """Replay `jobs` on `cluster` from `start`; progress through the window [start, end] is reported, then the
-    jobs still running at its end are run out. Returns the figures (see `figures_of`)."""
-    engine = Replay(cluster, jobs, start=start, cycle_s=CYCLE_S, record_allocation=True)
-    stopped = False
-    for k in range(1, PROGRESS_STEPS + 1):
-        engine.run(until=start + (end - start) * k / PROGRESS_STEPS, max_cycles=MAX_CYCLES - engine.cycles)
-        progress(k / PROGRESS_STEPS)
-        if engine.cycles >= MAX_CYCLES:
-            stopped = True
-            break
-    if not stopped:
-        engine.run(max_cycles=MAX_CYCLES - engine.cycles)
-        stopped = not engine.finished()
+                progress: Callable[[float], None] = lambda f: None, rates: pricing.Rates | None = None,
+                on_events: bool = True) -> dict:
+    """Replay `jobs` on `cluster` from `start` until every job is done (or MAX_CYCLES), reporting progress
+    every STEP_CYCLES cycles: half the simulated time through the window [start, end] (the submissions),
+    half the jobs done, so it moves while a backlog is worked off after the last submission too. Returns
+    the figures (see `figures_of`)."""
+    engine = Replay(cluster, jobs, start=start, cycle_s=CYCLE_S, record_allocation=True, on_events=on_events,
+                    pending_window=pending_window(cluster))
+    span, total = max(end - start, 1.0), max(len(jobs), 1)
+    while engine.cycles < MAX_CYCLES and not engine.finished():
+        engine.advance(max_cycles=min(STEP_CYCLES, MAX_CYCLES - engine.cycles))
+        progress(min(1.0, (min(max(engine.time - start, 0.0) / span, 1.0) + engine.ended() / total) / 2))
+    stopped = not engine.finished()
     result = engine.result()
     figures = figures_of(cluster, jobs, result, start=start, end=end, rates=rates)
     figures["stopped_after_cycles"] = MAX_CYCLES if stopped else None
@@ -312,11 +325,34 @@ def start_run(user, *, kind: str, inputs: dict, trace_csv: str = "") -> PlannerR
     """Record a run and queue its task once the transaction commits. With the broker away the run
     stays queued (the page says so) instead of failing the request."""
     run = PlannerRun.objects.create(kind=kind, created_by=user, inputs=inputs, trace_csv=trace_csv)
-    transaction.on_commit(lambda: send_task(RUN_PLANNER, run.pk))
+    transaction.on_commit(lambda: send_task(RUN_PLANNER, run.pk, task_id=task_id(run)))
     return run
 
 
+def cancel_run(user, run: PlannerRun) -> bool:
+    """Cancel a queued or running replay: the run says cancelled at once, a queued task is revoked (and
+    would find the run taken anyway), a running replay stops at its next progress update. Audited. False
+    when the run had already ended."""
+    # one state at a time, as the database has it now (the worker may have taken the run meanwhile)
+    for before in (PlannerRun.State.QUEUED, PlannerRun.State.RUNNING):
+        if PlannerRun.objects.filter(pk=run.pk, state=before).update(state=PlannerRun.State.CANCELLED,
+                                                                     finished=clock.now()):
+            break
+    else:
+        return False
+    if before == PlannerRun.State.QUEUED:
+        revoke_task(task_id(run))
+    run.refresh_from_db()
+    audit.record(user, "cancel", run, changes={"state": [before, run.state]})
+    return True
+
+
 RUN_PLANNER = "portal.console.tasks.run_planner"
+
+
+def task_id(run: PlannerRun) -> str:
+    """The id its Celery task is sent under, to revoke it when the run is cancelled."""
+    return f"planner-run-{run.pk}"
 
 
 def execute_run(run_id: int) -> bool:
@@ -326,20 +362,31 @@ def execute_run(run_id: int) -> bool:
             state=PlannerRun.State.RUNNING, started=clock.now()):
         return False
     run = PlannerRun.objects.get(pk=run_id)
+    running = PlannerRun.objects.filter(pk=run_id, state=PlannerRun.State.RUNNING)  # not once cancelled
     try:
-        results = savings_results() if run.kind == PlannerRun.Kind.SAVINGS else whatif_results(run)
+        if run.kind == PlannerRun.Kind.SAVINGS:
+            results = savings_results(progress=_progress_writer(run_id, 0.0, 1.0))
+        else:
+            results = whatif_results(run)
+    except ReplayCancelled:
+        log.info("planner run %s stopped: it was cancelled", run_id)
+        return False
     except Exception as error:
-        PlannerRun.objects.filter(pk=run_id).update(state=PlannerRun.State.FAILED, error=str(error)[:2000],
-                                                    finished=clock.now())
+        # (a time limit's exception says nothing: its name then)
+        running.update(state=PlannerRun.State.FAILED, error=(str(error) or type(error).__name__)[:2000],
+                       finished=clock.now())
         raise
-    PlannerRun.objects.filter(pk=run_id).update(state=PlannerRun.State.DONE, results=results, progress=1.0,
-                                                finished=clock.now())
+    running.update(state=PlannerRun.State.DONE, results=results, progress=1.0, finished=clock.now())
     return True
 
 
 def _progress_writer(run_id: int, offset: float, share: float) -> Callable[[float], None]:
+    """Writes the run's progress (`offset` + `share` x the fraction reported); raises ReplayCancelled when
+    the run is no longer running (an operator cancelled it)."""
     def write(fraction: float) -> None:
-        PlannerRun.objects.filter(pk=run_id).update(progress=round(offset + share * fraction, 3))
+        if not PlannerRun.objects.filter(pk=run_id, state=PlannerRun.State.RUNNING).update(
+                progress=round(offset + share * fraction, 3)):
+            raise ReplayCancelled(run_id)
     return write
 
 
@@ -363,9 +410,12 @@ def whatif_results(run: PlannerRun) -> dict:
     edited_jobs = jobs if inputs.get("preemption", True) else [
         replace(j, job=replace(j.job, preemptible=False)) for j in jobs]
     rates = current_rates(inputs.get("currency"))
-    actual = replay_side(cluster, jobs, start=start, end=end, rates=rates,
+    # An uploaded trace may hold tens of thousands of jobs: its cycles run on the beat's ticks only (as the
+    # platform's do), not also the moment each of them arrives or ends.
+    on_events = run.kind != PlannerRun.Kind.TRACE
+    actual = replay_side(cluster, jobs, start=start, end=end, rates=rates, on_events=on_events,
                          progress=_progress_writer(run.pk, 0.0, 0.5))
-    what_if = replay_side(edited, edited_jobs, start=start, end=end, rates=rates,
+    what_if = replay_side(edited, edited_jobs, start=start, end=end, rates=rates, on_events=on_events,
                           progress=_progress_writer(run.pk, 0.5, 0.5))
     return {"window": {"start": start, "end": end}, "jobs": len(jobs), "actual": actual, "edited": what_if,
             "pinned_models": _pinned_models(jobs, edited)}
@@ -381,11 +431,14 @@ def _pinned_models(jobs: list[ReplayJob], cluster: cm.Snapshot) -> list[str]:
 # --------------------------------------------------------------------------- pool against silos
 
 
-def _meets(cluster: cm.Snapshot, jobs: list[ReplayJob], target_s: float) -> bool:
-    """Every queue's p95 wait within `target_s` and every job done; given up as soon as out of reach."""
+def _meets(cluster: cm.Snapshot, jobs: list[ReplayJob], target_s: float,
+           checkpoint: Callable[[], None] = lambda: None) -> bool:
+    """Every queue's p95 wait within `target_s` and every job done; given up as soon as out of reach.
+    `checkpoint` is called every six simulated hours (it raises ReplayCancelled to stop)."""
     if not jobs:
         return True
-    engine = Replay(cluster, jobs, start=min(j.submit_time for j in jobs), cycle_s=CYCLE_S)
+    engine = Replay(cluster, jobs, start=min(j.submit_time for j in jobs), cycle_s=CYCLE_S,
+                    pending_window=pending_window(cluster))
     per_queue: dict[str, list[str]] = defaultdict(list)
     for j in jobs:
         per_queue[j.job.queue].append(j.job.id)
@@ -393,7 +446,8 @@ def _meets(cluster: cm.Snapshot, jobs: list[ReplayJob], target_s: float) -> bool
     at = engine.start
     while not engine.finished():
         at += 6 * 3600
-        engine.run(until=at, max_cycles=MAX_CYCLES)
+        engine.advance(until=at, max_cycles=MAX_CYCLES)
+        checkpoint()
         for q, ids in per_queue.items():
             late = 0
             for jid in ids:
@@ -434,7 +488,7 @@ def shares(total_milli: int, silos: dict[str, int]) -> dict[str, int]:
 
 
 def pool_savings(history: list[HistoryJob], cluster: cm.Snapshot, *, target_s: float = WAIT_TARGET_S,
-                 checkpoint_s: float | None = 1800.0) -> dict:
+                 checkpoint_s: float | None = 1800.0, progress: Callable[[float], None] = lambda f: None) -> dict:
     """Per pool, the fewest nodes (shaped like the pool's) on which its history meets the wait target: each
     queue on its own (a silo: the queue alone, deserving all of it), and all of them sharing one pool, each
     queue deserving a share in proportion to its silo with work over it borrowed (every job preemptible,
@@ -445,7 +499,10 @@ def pool_savings(history: list[HistoryJob], cluster: cm.Snapshot, *, target_s: f
         if h.pool:
             jobs_by_pool[h.pool].append(rj)
     pools_out = {}
-    for pool in cluster.pools:
+    for done, pool in enumerate(cluster.pools):
+        def checkpoint(done=done) -> None:
+            progress(done / len(cluster.pools))   # by pools searched: each search's length is unknown
+
         jobs = jobs_by_pool.get(pool.name)
         mine = [n for n in cluster.nodes if n.pool == pool.name]
         if not jobs or not mine:
@@ -463,7 +520,8 @@ def pool_savings(history: list[HistoryJob], cluster: cm.Snapshot, *, target_s: f
             by_queue[j.job.queue].append(j)
         for queue, team_jobs in sorted(by_queue.items()):
             def alone(n: int, queue=queue, team_jobs=team_jobs, on=on, gpus=gpus) -> bool:
-                return _meets(on(n, (cm.Queue(queue, deserved_milli=n * gpus * MILLI_PER_GPU),)), team_jobs, target_s)
+                return _meets(on(n, (cm.Queue(queue, deserved_milli=n * gpus * MILLI_PER_GPU),)), team_jobs, target_s,
+                              checkpoint)
             found = _smallest_nodes(alone, 1)
             if found is None:
                 unreachable.append(queue)
@@ -476,9 +534,10 @@ def pool_savings(history: list[HistoryJob], cluster: cm.Snapshot, *, target_s: f
             continue
         borrowing = [replace(j, job=replace(j.job, preemptible=True)) for j in jobs]
 
-        def shared(n: int, on=on, gpus=gpus, silos=silos, borrowing=borrowing) -> bool:
+        def shared(n: int, on=on, gpus=gpus, silos=silos, borrowing=borrowing, checkpoint=checkpoint) -> bool:
             quotas = shares(n * gpus * MILLI_PER_GPU, silos)
-            return _meets(on(n, tuple(cm.Queue(q, deserved_milli=m) for q, m in quotas.items())), borrowing, target_s)
+            return _meets(on(n, tuple(cm.Queue(q, deserved_milli=m) for q, m in quotas.items())), borrowing, target_s,
+                          checkpoint)
 
         pooled = _smallest_nodes(shared, max(1, len(mine) // 2))
         if pooled is None:
@@ -492,10 +551,10 @@ def pool_savings(history: list[HistoryJob], cluster: cm.Snapshot, *, target_s: f
             "saved_gpus": silos_total - pool_total, "wait_target_s": target_s, "jobs": len(history)}
 
 
-def savings_results(days: int = 30) -> dict:
+def savings_results(days: int = 30, progress: Callable[[float], None] = lambda f: None) -> dict:
     now = clock.now()
     since = now - timedelta(days=days)
-    result = pool_savings(history_jobs(since=since, until=now), cluster_snapshot())
+    result = pool_savings(history_jobs(since=since, until=now), cluster_snapshot(), progress=progress)
     result["window"] = {"start": since.timestamp(), "end": now.timestamp()}
     return result
 

@@ -47,6 +47,7 @@ urlpatterns = [
     path("planner/", planner.planner, name="console-planner"),
     path("planner/runs/<int:pk>/", planner.planner_run, name="console-planner-run"),
     path("planner/runs/<int:pk>/save/", planner.planner_save, name="console-planner-save"),
+    path("planner/runs/<int:pk>/cancel/", planner.planner_cancel, name="console-planner-cancel"),
     path("planner/compare/", planner.planner_compare, name="console-planner-compare"),
     path("planner/savings/", planner.planner_savings, name="console-planner-savings"),
 ]

@@ -19,6 +19,19 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_IMPORTS = ("billing.reports.tasks", "portal.notifications.tasks")  # not apps' tasks.py: autodiscovery misses them
 
+# Long tasks (planner and savings replays, Excel exports) run on a queue of their own with a worker of their
+# own (`worker-long` under `make run`, the chart's long worker), so they never hold up the scheduling cycle on
+# the default queue. Each is stopped after LONG_TASK_TIME_LIMIT_S: softly a little before (an exception the
+# task records as its failure), then for good (the worker kills its child).
+CELERY_LONG_QUEUE = "long"
+LONG_TASKS = ("portal.console.tasks.run_planner", "portal.console.tasks.refresh_pool_savings",
+              "billing.reports.tasks.build_excel_export")
+LONG_TASK_TIME_LIMIT_S = float(os.environ.get("LONG_TASK_TIME_LIMIT_S", "1800"))
+LONG_TASK_CONCURRENCY = int(os.environ.get("LONG_TASK_CONCURRENCY", "2"))
+CELERY_TASK_ROUTES = {name: {"queue": CELERY_LONG_QUEUE} for name in LONG_TASKS}
+CELERY_TASK_ANNOTATIONS = {name: {"time_limit": LONG_TASK_TIME_LIMIT_S,
+                                  "soft_time_limit": LONG_TASK_TIME_LIMIT_S - min(60.0, LONG_TASK_TIME_LIMIT_S / 10)} for name in LONG_TASKS}
+
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
     "queue-history": {"task": "portal.tasks.sample_queue_allocation", "schedule": QUEUE_HISTORY_INTERVAL_S},

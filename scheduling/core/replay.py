@@ -22,6 +22,14 @@ consolidation move, which restarts the moved replicas) keeps the work saved by i
 (`checkpoint_s`: every that many seconds of work; 0: all of it; None: none, it starts over) and counts
 the rest as lost. Shrinking an elastic job's extras does not stop it.
 
+A long backlog. With `pending_window=N` a cycle's snapshot shows each queue only its first N jobs that hold
+no replica (in the queue's own order: higher priority, then submitted first); the others wait outside it, as
+if not yet submitted, and come in as those before them start. A cycle's cost grows with the jobs it is
+shown, so a trace far bigger than the cluster (tens of thousands waiting) would otherwise cost seconds a
+cycle. Decisions are the same as long as no queue has more than N such jobs; beyond, a job further back than
+N cannot be backfilled and its queue's demand counts N jobs (the planner makes N at least twice the
+cluster's GPUs, so every queue still asks for more than the cluster holds).
+
 Results: per job its first start, its end, how often it was stopped and the work lost (`JobResult`);
 with `record_allocation=True` also every change of what a job holds on a node, `(time, job id, node, GPU milli)`
 (a bind adds, an eviction or a completion takes away), from which allocation over time per queue or pool is
@@ -32,6 +40,7 @@ docs/DESIGN.md. Pure Python + numpy, no Django.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Collection, Iterable
@@ -124,9 +133,12 @@ class Replay:
 
     def __init__(self, cluster: Snapshot, jobs: Iterable[ReplayJob], *, start: float | None = None,
                  cycle_s: float = 2.0, on_events: bool = True, on_cycle: CycleObserver | None = None,
-                 record_allocation: bool = False, reasons: bool | None = None) -> None:
+                 record_allocation: bool = False, reasons: bool | None = None,
+                 pending_window: int | None = None) -> None:
         if cycle_s <= 0:
             raise ValueError("cycle_s must be > 0")
+        if pending_window is not None and pending_window < 1:
+            raise ValueError("pending_window must be >= 1 or None")
         self.cluster = replace(cluster, jobs=(), running=())
         self.start = cluster.now if start is None else start
         self.cycle_s = cycle_s
@@ -144,6 +156,11 @@ class Replay:
         self.completions: list[tuple[float, str, int]] = []
         self.short: set[str] = set()          # active jobs holding fewer than all their replicas
         self.allocation: list[tuple[float, str, str, int]] | None = [] if record_allocation else None
+        # with a pending window: per queue the active jobs holding no replica, by the queue's order, and the
+        # active jobs holding some (insertion-ordered, so snapshots do not depend on hashing)
+        self.pending_window = pending_window
+        self.waiting: dict[str, list[tuple[int, float, str]]] = {}
+        self.holding: dict[str, None] = {}
         # what the Celery worker keeps between cycles (plans by roles); never changes a decision
         self.memo = CycleMemo()
         # jobs with equal roles share one roles tuple, so the core weighs and plans them once per shape
@@ -183,6 +200,7 @@ class Replay:
         for jid in self.active:
             state = self.jobs[jid]
             self._check_short(state)
+            self._check_waiting(state)
             if state.at_minimum():
                 self._start(state, self.start)
 
@@ -192,6 +210,13 @@ class Replay:
             max_cycles: int | None = None) -> ReplayResult:
         """Cycle until nothing more can happen, or the next cycle would be after `until`, or every job of
         `watch` has started, or `max_cycles` cycles ran (in this call)."""
+        self.advance(until, watch=watch, max_cycles=max_cycles)
+        return self.result()
+
+    def advance(self, until: float | None = None, *, watch: Collection[str] | None = None,
+                max_cycles: int | None = None) -> int:
+        """`run` without building its result (a copy of every job's): for callers that go on in many small
+        steps. Returns the cycles run."""
         unknown = sorted(set(watch or ()) - set(self.jobs))
         if unknown:
             raise ValueError(f"watch: no replay job {unknown[0]!r}")
@@ -214,7 +239,11 @@ class Replay:
             ran += 1
             if waiting is not None:
                 waiting = {j for j in waiting if self.jobs[j].result.start is None}
-        return self.result()
+        return ran
+
+    def ended(self) -> int:
+        """How many jobs have finished their work so far."""
+        return len(self.jobs) - len(self.active) - (len(self.arrivals) - self.next_arrival)
 
     def result(self) -> ReplayResult:
         """Where the replay stands now."""
@@ -282,18 +311,45 @@ class Replay:
                 self._record(end, jid, self.running.pop(key), -1)
             state.keys.clear()
             state.held = dict.fromkeys(state.held, 0)
+            self.holding.pop(jid, None)
             self.dirty = True
         while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival][0] <= at:
             _, jid = self.arrivals[self.next_arrival]
             self.active[jid] = self.jobs[jid].spec.job
             self.short.add(jid)
+            self._check_waiting(self.jobs[jid])
             self.next_arrival += 1
             self.dirty = True
         self.time = at
 
+    def _check_waiting(self, state: _Job) -> None:
+        """Keep `waiting` and `holding` up to date for an active job (with a pending window only)."""
+        if self.pending_window is None:
+            return
+        job = state.spec.job
+        key = (-job.priority, job.created, job.id)
+        queue = self.waiting.setdefault(job.queue, [])
+        i = bisect.bisect_left(queue, key)
+        listed = i < len(queue) and queue[i] == key
+        if any(state.held.values()):
+            if listed:
+                del queue[i]
+            self.holding[job.id] = None
+        else:
+            if not listed:
+                queue.insert(i, key)
+            self.holding.pop(job.id, None)
+
     def _snapshot(self, at: float) -> Snapshot:
         running = tuple(self.running[k] for k in sorted(self.running))
-        return replace(self.cluster, jobs=tuple(self.active.values()), running=running, now=at)
+        if self.pending_window is None:
+            jobs = tuple(self.active.values())
+        else:
+            specs = self.jobs
+            jobs = tuple([specs[jid].spec.job for jid in self.holding]
+                         + [specs[key[2]].spec.job for queue in self.waiting.values()
+                            for key in queue[:self.pending_window]])
+        return replace(self.cluster, jobs=jobs, running=running, now=at)
 
     def _apply(self, at: float, decisions: Decisions) -> None:
         stopped: set[str] = set()
@@ -327,6 +383,7 @@ class Replay:
             if state.run_since is None and state.at_minimum():
                 self._start(state, at)
             self._check_short(state)
+            self._check_waiting(state)
         self.binds += len(decisions.binds)
         self.evicts += len(decisions.evicts)
         self.cycles += 1

@@ -20,7 +20,7 @@
           bar.value = p;
           pct.textContent = p + " %";
           state.textContent = s.state === "running" ? said(state, "runningText", "Running") : said(state, "queuedText", "Queued");
-          if (s.state === "done" || s.state === "failed") { window.location.reload(); return; }
+          if (s.state === "done" || s.state === "failed" || s.state === "cancelled") { window.location.reload(); return; }
           window.setTimeout(poll, 1000);
         })
         .catch(function () { window.setTimeout(poll, 3000); });

@@ -146,3 +146,15 @@ def test_make_run_answers_before_the_month_is_played():
 def test_make_demo_waits_for_the_database_first():
     demo = Path(ROOT / "Makefile").read_text().split("\nprepare:", 1)[1].split("\n\n", 1)[0]
     assert demo.index("portal.wait") < demo.index("migrate")
+
+
+def test_make_run_has_a_long_worker_beside_the_cycle_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("LONG_TASK_CONCURRENCY", "3")
+    procs = run.processes(8123, tmp_path)
+    long_worker = procs["worker-long"].split(" && exec ", 1)[1]
+    assert long_worker == f"{sys.executable} -m celery -A portal --quiet worker -l INFO -Q long --concurrency 3 -n long@%h"
+    assert procs["worker-long"].startswith(f"{sys.executable} -m portal.wait && ")
+    assert " -Q " not in procs["worker"]   # the cycle's worker takes the default queue only
+    conf = run.config(8123, tmp_path)
+    program = conf.split("[program:worker-long]")[1].split("[program:")[0]
+    assert "long@%%h" in program and "stopasgroup=false" in program   # its tasks end before it stops

@@ -155,3 +155,36 @@ def test_allocation_records_every_change_of_what_jobs_hold():
                                  (45, "high", "h100-0", 1000), (55, "high", "h100-0", -1000),
                                  (55, "low", "h100-0", 1000), (110, "low", "h100-0", -1000)]
     assert replay(cluster(1), [low], start=0).allocation == []   # only when asked for
+
+
+def _backlog(count: int) -> list[ReplayJob]:
+    """`count` jobs of mixed sizes in two queues, all waiting at once for a 4-GPU node, some more urgent."""
+    sizes = (1, 2, 4, 3)
+    return [ReplayJob.simple(f"j{i}", "a" if i % 3 else "b", sizes[i % 4], i * 5.0, 60 + 7 * (i % 5),
+                             priority=1 if i % 7 == 0 else 0) for i in range(count)]
+
+
+def test_a_pending_window_as_long_as_the_backlog_changes_nothing():
+    queues = (Queue("a", deserved_milli=2000), Queue("b", deserved_milli=2000))
+    exact = replay(cluster(4, *queues), _backlog(40), start=0, cycle_s=10)
+    windowed = Replay(cluster(4, *queues), _backlog(40), start=0, cycle_s=10, pending_window=40).run()
+    assert starts(windowed) == starts(exact) and windowed.cycles == exact.cycles
+
+
+def test_a_short_pending_window_still_runs_every_job_in_the_queue_order():
+    # same-size jobs in one queue: nothing can be backfilled, so a window of 2 decides as the whole queue would
+    jobs = [ReplayJob.simple(f"j{i:02d}", "q", 2, float(i), 30, priority=i % 2) for i in range(30)]
+    exact = replay(cluster(4), jobs, start=0, cycle_s=10)
+    engine = Replay(cluster(4), jobs, start=0, cycle_s=10, pending_window=2)
+    shown = []
+    engine.on_cycle = lambda at, snapshot, decisions: shown.append(len(snapshot.jobs))
+    windowed = engine.run()
+    assert starts(windowed) == starts(exact)
+    assert all(j.end is not None for j in windowed.jobs.values())
+    assert max(shown) <= 2 + 2      # the two running and at most two waiting
+    assert engine.ended() == 30
+
+
+def test_a_pending_window_must_be_positive():
+    with pytest.raises(ValueError, match="pending_window"):
+        Replay(cluster(1), [], start=0, pending_window=0)
