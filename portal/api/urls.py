@@ -1,6 +1,18 @@
 from django.urls import path, re_path
 
-from portal.api import advice, agent, costs, errors, jobs, notebooks, quotes, services, specs, version, workspaces
+from portal.api import (
+    advice,
+    agent,
+    costs,
+    errors,
+    jobs,
+    notebooks,
+    quotes,
+    services,
+    specs,
+    version,
+    workspaces,
+)
 
 urlpatterns = [
     path("version", version.VersionApi.as_view(), name="api-version"),
