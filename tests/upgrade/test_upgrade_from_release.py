@@ -3,7 +3,8 @@ and its demo month, in its own environment) is migrated by this tree, and nothin
 
 The figures are read with SQL through psycopg, from tables both schemas have: neither the release's
 code nor this tree's ORM reads them, since the schema is what changes. Then this tree's portal must
-serve the upgraded database (a sign-in with the release's password, pages, the API).
+serve the upgraded database (a sign-in with the release's password, pages, the API), and its
+migrations reversed back to the release's schema must keep the figures too (and satisfy the release).
 
 Caches, so that a second run takes a minute, not ten: the release's environment under
 var/upgrade-cache/<commit>/venv, and the release's database as a PostgreSQL template
@@ -198,6 +199,13 @@ def release_checkout(tmp_path):
         subprocess.run(["git", "-C", str(ROOT), "worktree", "prune"], check=False, capture_output=True)
 
 
+def _latest_migrations(url: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        return dict(connection.execute("SELECT app, max(name) FROM django_migrations GROUP BY app").fetchall())
+
+
 def _print_figures(title: str, values: dict) -> None:
     print(title)
     for label, rows in values.items():
@@ -218,6 +226,7 @@ def test_upgrade_from_the_last_release_keeps_the_data_and_serves(release_checkou
     upgraded = _with_database(url, name)
     try:
         before = figures(upgraded)
+        release_schema = _latest_migrations(upgraded)
         assert int(before["usage samples"][0][0]) > 0 and before["job logs (replica logs, bytes, lines)"][0][0] != "0"
         assert before["ledger per workspace (lines, cost, list cost, allocated GPU-h)"], "the release made no ledger"
 
@@ -225,7 +234,6 @@ def test_upgrade_from_the_last_release_keeps_the_data_and_serves(release_checkou
         migrated, _ = _run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env,
                            what="this tree's migrate")
         print("  applied: " + ", ".join(line.split()[1] for line in migrated.splitlines() if "Applying" in line))
-        _run([sys.executable, "manage.py", "migrate", "--check"], cwd=ROOT, env=env, what="migrate --check")
         _run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, what="manage.py check")
 
         after = figures(upgraded)
@@ -257,6 +265,17 @@ def test_upgrade_from_the_last_release_keeps_the_data_and_serves(release_checkou
         assert status == 200 and body["pending_migrations"] == []
         assert body["version"] != version, "this tree still claims the release's version"
         assert served["api_jobs"][0] == 200 and served["api_jobs"][1] > 0
+
+        # Back down: this tree's migrations reversed to the release's schema, which the release accepts.
+        for app, name in sorted(release_schema.items()):
+            if _latest_migrations(upgraded).get(app) != name:
+                _run([sys.executable, "manage.py", "migrate", app, name, "--noinput"], cwd=ROOT, env=env,
+                     what=f"this tree's migrate back to {app}.{name}")
+        assert _latest_migrations(upgraded) == release_schema
+        assert figures(upgraded) == before, "reversing the migrations changed the figures"
+        print("figures after migrating back to the release's schema: equal, all of them")
+        _run([str(python), "manage.py", "migrate", "--check"], cwd=checkout,
+             env=_release_env(tmp_path / "release-var", upgraded), what="the release's migrate --check")
     finally:
         _drop(url, name)
     print(f"upgrade test: {time.monotonic() - started:.1f} s wall")
