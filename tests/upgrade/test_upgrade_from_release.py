@@ -220,10 +220,10 @@ def test_upgrade_from_the_last_release_keeps_the_data_and_serves(release_checkou
     print(f"\nupgrade from {version} ({commit[:12]}) to this tree")
     python = _release_python(checkout, commit)
     template = _release_database(url, checkout, python, commit, tmp_path / "release-var")
-    name = f"upgrade_{secrets.token_hex(4)}"
+    database = f"upgrade_{secrets.token_hex(4)}"
     with _admin(url) as admin:
-        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    upgraded = _with_database(url, name)
+        admin.execute(f'CREATE DATABASE "{database}" TEMPLATE "{template}"')
+    upgraded = _with_database(url, database)
     try:
         before = figures(upgraded)
         release_schema = _latest_migrations(upgraded)
@@ -267,15 +267,16 @@ def test_upgrade_from_the_last_release_keeps_the_data_and_serves(release_checkou
         assert served["api_jobs"][0] == 200 and served["api_jobs"][1] > 0
 
         # Back down: this tree's migrations reversed to the release's schema, which the release accepts.
-        for app, name in sorted(release_schema.items()):
-            if _latest_migrations(upgraded).get(app) != name:
-                _run([sys.executable, "manage.py", "migrate", app, name, "--noinput"], cwd=ROOT, env=env,
-                     what=f"this tree's migrate back to {app}.{name}")
+        for app, migration in sorted(release_schema.items()):
+            if _latest_migrations(upgraded).get(app) != migration:
+                _run([sys.executable, "manage.py", "migrate", app, migration, "--noinput"], cwd=ROOT, env=env,
+                     what=f"this tree's migrate back to {app}.{migration}")
         assert _latest_migrations(upgraded) == release_schema
         assert figures(upgraded) == before, "reversing the migrations changed the figures"
         print("figures after migrating back to the release's schema: equal, all of them")
         _run([str(python), "manage.py", "migrate", "--check"], cwd=checkout,
              env=_release_env(tmp_path / "release-var", upgraded), what="the release's migrate --check")
     finally:
-        _drop(url, name)
+        _drop(url, database)
+    assert not _database_exists(url, database)
     print(f"upgrade test: {time.monotonic() - started:.1f} s wall")
