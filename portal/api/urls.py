@@ -1,8 +1,21 @@
 from django.urls import path, re_path
 
-from portal.api import advice, agent, costs, errors, jobs, notebooks, quotes, services, specs, workspaces
+from portal.api import (
+    advice,
+    agent,
+    costs,
+    errors,
+    jobs,
+    notebooks,
+    quotes,
+    services,
+    specs,
+    version,
+    workspaces,
+)
 
 urlpatterns = [
+    path("version", version.VersionApi.as_view(), name="api-version"),
     path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
     path("workspaces/<slug:slug>/", workspaces.WorkspaceDetailApi.as_view(), name="api-workspace"),
     path("workspaces/<slug:slug>/queues/", workspaces.WorkspaceQueuesApi.as_view(), name="api-workspace-queues"),

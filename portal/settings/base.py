@@ -102,6 +102,8 @@ REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "portal.api.pagination.Pagination"
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["portal.api.parsers.JSONParser", "rest_framework.parsers.FormParser",
                                             "rest_framework.parsers.MultiPartParser"]
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+# The git commit GET /api/v1/version names (an image sets it at build); unset: the checkout's HEAD, if any
+BUILD_COMMIT = os.environ.get("BUILD_COMMIT", "").strip()
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Platform API",
     "DESCRIPTION": "Workspaces, jobs, quotes and usage of the GPU platform.",
