@@ -93,6 +93,7 @@ BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot 
 
 # Code -> why a pool gives no option (after "pool: "), in the reader's language.
 REFUSALS: dict[str, Callable[[Figures], str]] = {
+    "pool_has_no_nodes": lambda p: _("the pool has no nodes yet"),
     "role_pool": lambda p: _("role '%(role)s' %(reason)s") % {
         "role": p["role"], "reason": reason_text(p["reason"]["code"], p["reason"]["params"])},
     "role_cluster": lambda p: _("role '%(role)s': %(reason)s") % {

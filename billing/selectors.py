@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 
 from django.db.models import Prefetch
@@ -12,6 +13,11 @@ from billing.models import GpuRate, PriceTable
 from billing.quotes import PoolOffer
 from scheduling.api import MILLI_PER_GPU, PoolGpus, gpu_model_name, pool_gpu_counts, vendor_name
 from scheduling.models import JobState, NodePool, Replica
+
+logger = logging.getLogger(__name__)
+
+# (pool, error type) pairs already logged: a broken pool is logged once per process, not per quote
+_LOGGED_BROKEN: set[tuple[str, str]] = set()
 
 
 def price_tables(currency: str | None = None) -> list[pricing.PriceTable]:
@@ -38,16 +44,25 @@ def _held_milli_by_pool() -> dict[int, int]:
 
 
 def pool_offers() -> list[PoolOffer]:
+    """Every pool's offer; a pool whose offer cannot be built (a row the quote refuses) is left out,
+    so one bad pool never fails every quote, and logged once per cause."""
     held = _held_milli_by_pool()
     counts = pool_gpu_counts()
     offers = []
     for pool in NodePool.objects.order_by("name"):
         gpus = counts.get(pool.pk, PoolGpus(0, 0))
-        offers.append(PoolOffer(
-            name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
-            gpu_memory_mib=pool.gpu_memory_mib,
-            gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
-            mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
-            spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]), total_gpus=gpus.total,
-        ))
+        try:
+            offers.append(PoolOffer(
+                name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
+                gpu_memory_mib=pool.gpu_memory_mib,
+                gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
+                mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
+                spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]),
+                total_gpus=gpus.total,
+            ))
+        except Exception as error:  # noqa: BLE001 (any fault of one pool's row leaves that pool out)
+            cause = (pool.name, type(error).__name__)
+            if cause not in _LOGGED_BROKEN:
+                _LOGGED_BROKEN.add(cause)
+                logger.exception("pool %s is left out of quotes: its offer cannot be built", pool.name)
     return offers
