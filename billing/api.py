@@ -29,7 +29,7 @@ from billing.currency import (
     workspace_currencies,
 )
 from billing.pricing import MINOR_UNITS, quantize_money, table_in_force
-from billing.selectors import pool_offers, price_currencies, price_tables
+from billing.selectors import pool_offers, pool_problems, price_currencies, price_tables
 
 # ------------------------------------------------------------ Ledger
 from billing.ledger import selectors as ledger_selectors, services as ledger_services
@@ -59,4 +59,4 @@ from billing.notices import Notice, notice_raised, written_in_english
 
 # ------------------------------------------------------------ Quote texts
 from billing import quote_texts
-from billing.quote_texts import between, refusals_text, tradeoff_text
+from billing.quote_texts import between, refusal_text, refusals_text, tradeoff_text

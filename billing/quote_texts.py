@@ -94,6 +94,8 @@ BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot 
 # Code -> why a pool gives no option (after "pool: "), in the reader's language.
 REFUSALS: dict[str, Callable[[Figures], str]] = {
     "pool_has_no_nodes": lambda p: _("the pool has no nodes yet"),
+    "pool_not_priced": lambda p: _("no rate for %(vendor)s %(gpu_model)s in the %(currencies)s price table") % {
+        "vendor": p["vendor"], "gpu_model": p["gpu_model"], "currencies": ", ".join(p["currencies"])},
     "role_pool": lambda p: _("role '%(role)s' %(reason)s") % {
         "role": p["role"], "reason": reason_text(p["reason"]["code"], p["reason"]["params"])},
     "role_cluster": lambda p: _("role '%(role)s': %(reason)s") % {

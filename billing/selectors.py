@@ -10,8 +10,9 @@ from django.db.models import Prefetch
 from billing import pricing
 from billing.currency import default_currency
 from billing.models import GpuRate, PriceTable
-from billing.quotes import PoolOffer
-from scheduling.api import MILLI_PER_GPU, PoolGpus, gpu_model_name, pool_gpu_counts, vendor_name
+from billing.pricing import table_in_force
+from billing.quotes import Note, PoolOffer
+from scheduling.api import MILLI_PER_GPU, PoolGpus, clock, gpu_model_name, pool_gpu_counts, vendor_name
 from scheduling.models import JobState, NodePool, Replica
 
 logger = logging.getLogger(__name__)
@@ -66,3 +67,40 @@ def pool_offers() -> list[PoolOffer]:
                 _LOGGED_BROKEN.add(cause)
                 logger.exception("pool %s is left out of quotes: its offer cannot be built", pool.name)
     return offers
+
+
+def pool_problems(now=None) -> dict[str, list[Note]]:
+    """Per pool name, why quotes leave it out whatever the job: `pool_has_no_nodes` (no GPU node has
+    joined it) and `pool_not_priced` (the price tables in force in these currencies have no rate for its
+    GPUs: workspaces billed in them are never offered it). Pools without a problem are absent."""
+    now = now or clock.now()
+    in_force = {}
+    for currency in price_currencies():
+        try:
+            in_force[currency] = table_in_force(price_tables(currency), now).rates
+        except ValueError:  # no table in force yet: that currency prices nothing
+            in_force[currency] = None
+    counts = pool_gpu_counts()
+    problems: dict[str, list[Note]] = {}
+    for pool in NodePool.objects.order_by("name"):
+        notes = []
+        if not counts.get(pool.pk, PoolGpus(0, 0)).total:
+            notes.append(Note("pool_has_no_nodes", {"pool": pool.name}))
+        unpriced = [currency for currency, rates in in_force.items() if not _prices(rates, pool)]
+        if unpriced:
+            notes.append(Note("pool_not_priced", {"pool": pool.name, "currencies": unpriced,
+                                                  "vendor": vendor_name(pool.vendor),
+                                                  "gpu_model": gpu_model_name(pool.gpu_model)}))
+        if notes:
+            problems[pool.name] = notes
+    return problems
+
+
+def _prices(rates, pool: NodePool) -> bool:
+    if rates is None:
+        return False
+    try:
+        rates.gpu_rate(vendor_name(pool.vendor), gpu_model_name(pool.gpu_model))
+    except ValueError:
+        return False
+    return True

@@ -118,6 +118,30 @@ def create_pool(user, data: Mapping[str, Any]) -> NodePool:
     return pool
 
 
+@transaction.atomic
+def delete_pool(user, pool: NodePool) -> None:
+    """Delete a pool no node has joined (so no replica runs in it); one with nodes is refused."""
+    pool = NodePool.objects.select_for_update().get(pk=pool.pk)
+    refusals = pool_deletion_refusals(pool)
+    if refusals:
+        raise ConsoleError({"": refusals})
+    audit.record(user, "delete", pool, changes={k: [v, None] for k, v in audit.snapshot(
+        pool, ("name", "vendor", "gpu_model", "gpu_memory_mib", *POOL_FIELDS)).items()})
+    pool.delete()
+
+
+def pool_deletion_refusals(pool: NodePool) -> list[str]:
+    """Why the pool cannot be deleted now (nothing: it can)."""
+    refusals = []
+    running = Replica.objects.filter(node__pool=pool, state__in=ACTIVE_STATES).count()
+    if running:
+        refusals.append(gettext("%(running)s replicas run in it: drain its nodes first") % {"running": running})
+    nodes = pool.nodes.count()
+    if nodes:
+        refusals.append(gettext("%(nodes)s nodes belong to it: remove them first") % {"nodes": nodes})
+    return refusals
+
+
 # --------------------------------------------------------------------------- nodes
 
 

@@ -8,6 +8,7 @@ urlpatterns = [
     path("advice/", views.advice, name="console-advice"),
     path("pools/", views.pools, name="console-pools"),
     path("pools/<slug:name>/", views.pool_edit, name="console-pool"),
+    path("pools/<slug:name>/delete/", views.pool_delete, name="console-pool-delete"),
     path("nodes/", views.nodes, name="console-nodes"),
     path("nodes/<str:name>/cordon/", views.node_cordon, name="console-node-cordon"),
     path("nodes/<str:name>/drain/", views.node_drain, name="console-node-drain"),

@@ -106,6 +106,13 @@ def advice(request):
 # --------------------------------------------------------------------------- pools
 
 
+def _warn_problems(request, pool: NodePool) -> None:
+    """Say what leaves a just-saved pool out of quotes (no nodes yet, no price in some currency)."""
+    for problem in selectors.pool_problem_texts().get(pool.name, []):
+        messages.warning(request, gettext("Pool %(pool)s is not offered in quotes: %(why)s") % {
+            "pool": pool.name, "why": problem["text"]})
+
+
 @operator_required
 def pools(request):
     errors = {}
@@ -114,14 +121,37 @@ def pools(request):
             pool = services.create_pool(request.user, request.POST)
             messages.success(request, gettext("Pool %(pool)s created; nodes join it when their agents report.") % {
                 "pool": pool.name})
+            _warn_problems(request, pool)
             return redirect("console-pools")
         except ConsoleError as error:
             errors = error.errors
     form = NewPoolForm(request.POST or None)
+    pools = cluster_view()
+    problems = selectors.pool_problem_texts()
+    for p in pools:
+        p["problems"] = problems.get(p["pool"].name, [])
     return render(request, "console/pools.html", {
-        "section": "pools", "pools": cluster_view(), "placements": Placement.choices, "sharings": PoolSharing.choices,
+        "section": "pools", "pools": pools, "placements": Placement.choices, "sharings": PoolSharing.choices,
         "field_rows": _field_rows(form, errors), "mig_families": MIG_FAMILIES,
         "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
+    }, status=400 if errors else 200)
+
+
+@operator_required
+def pool_delete(request, name):
+    """GET: what deleting would do, or why it is refused; POST: delete."""
+    pool = get_object_or_404(NodePool, name=name)
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            services.delete_pool(request.user, pool)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, gettext("Pool %(pool)s deleted.") % {"pool": name})
+            return redirect("console-pools")
+    return render(request, "console/pool_delete.html", {
+        "section": "pools", "pool": pool, "refusals": errors or services.pool_deletion_refusals(pool),
     }, status=400 if errors else 200)
 
 
@@ -142,6 +172,7 @@ def pool_edit(request, name):
         try:
             services.save_pool(request.user, pool, request.POST)
             messages.success(request, gettext("Pool %(pool)s saved.") % {"pool": pool.name})
+            _warn_problems(request, pool)
             return redirect("console-pools")
         except ConsoleError as error:
             errors = error.errors
@@ -151,6 +182,7 @@ def pool_edit(request, name):
         form.fields[field].widget.attrs["id"] = element_id
     return render(request, "console/pool_form.html", {
         "section": "pools", "pool": pool, "field_rows": _field_rows(form, errors), "mig_families": MIG_FAMILIES,
+        "problems": selectors.pool_problem_texts().get(pool.name, []),
         "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
     }, status=400 if errors else 200)
 
