@@ -38,6 +38,7 @@ from portal.console.models import AuditEntry, QueueAllocationSample, action_labe
 from portal.models import Workspace
 from scheduling.api import MILLI_PER_GPU, QueueShare, clock, cluster_view, job_reason, queue_shares
 from scheduling.api import cluster_model as cm
+from scheduling.forms import labels_text
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -85,8 +86,11 @@ def pool_problem_texts() -> dict[str, list[dict]]:
 def nodes_view() -> list[dict]:
     """cluster_view() with, per node, each job that holds GPUs there once (with its GPU indices)."""
     pools = cluster_view()
+    labels = dict(Node.objects.values_list("name", "labels"))
     for p in pools:
         for node in p["nodes"]:
+            node["labels"] = labels.get(node["name"]) or {}
+            node["labels_text"] = labels_text(node["labels"])
             jobs: dict[int, dict] = {}
             for gpu in node["gpus"]:
                 for h in gpu["holders"]:

@@ -27,7 +27,7 @@ from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
 from scheduling.api import DomainError, clock, cluster_view
-from scheduling.forms import NewPoolForm, PoolPolicyForm
+from scheduling.forms import NewNodeForm, NewPoolForm, PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 
 KNOWN_CURRENCIES = tuple(sorted(MINOR_UNITS))
@@ -190,10 +190,72 @@ def pool_edit(request, name):
 # --------------------------------------------------------------------------- nodes
 
 
+def _nodes_page(request, *, form=None, errors=None, new_token=None, status=200):
+    if request.GET.get("partial"):
+        return render(request, "console/_nodes.html", {"section": "nodes", "pools": selectors.nodes_view()})
+    errors = errors or {}
+    form = form or NewNodeForm()
+    return render(request, "console/nodes.html", {
+        "section": "nodes", "pools": selectors.nodes_view(), "field_rows": _field_rows(form, errors),
+        "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
+        "new_token": new_token,
+    }, status=status)
+
+
 @operator_required
 def nodes(request):
-    template = "console/_nodes.html" if request.GET.get("partial") else "console/nodes.html"
-    return render(request, template, {"section": "nodes", "pools": selectors.nodes_view()})
+    if request.method == "POST":
+        try:
+            node = services.add_node(request.user, request.POST)
+        except ConsoleError as error:
+            return _nodes_page(request, form=NewNodeForm(request.POST), errors=error.errors, status=400)
+        messages.success(request, gettext("Node %(node)s added to %(pool)s: issue its agent token, then start its "
+                                          "agent; it is not ready until the agent reports.") % {
+            "node": node.name, "pool": node.pool.name})
+        return redirect("console-nodes")
+    return _nodes_page(request)
+
+
+@require_POST
+@operator_required
+def node_labels(request, name):
+    node = get_object_or_404(Node, name=name)
+    try:
+        services.set_node_labels(request.user, node, request.POST)
+    except ConsoleError as error:
+        for msgs in error.errors.values():
+            for m in msgs:
+                messages.error(request, gettext("Labels of %(node)s not saved: %(why)s") % {"node": node.name, "why": m})
+        return redirect("console-nodes")
+    messages.success(request, gettext("Labels of %(node)s saved.") % {"node": node.name})
+    return redirect("console-nodes")
+
+
+@operator_required
+def node_remove(request, name):
+    """GET: confirm, or why it is refused; POST: remove."""
+    node = get_object_or_404(Node, name=name)
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            services.remove_node(request.user, node)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, gettext("Node %(node)s removed.") % {"node": name})
+            return redirect("console-nodes")
+    return render(request, "console/node_remove.html", {
+        "section": "nodes", "node": node, "refusals": errors or services.node_removal_refusals(node),
+    }, status=400 if errors else 200)
+
+
+@require_POST
+@operator_required
+def node_token(request, name):
+    """A new agent token for the node, shown once on the nodes page (only its hash is kept)."""
+    node = get_object_or_404(Node, name=name)
+    _token, raw = services.create_node_token(request.user, node)
+    return _nodes_page(request, new_token={"node": node.name, "raw": raw})
 
 
 @require_POST
