@@ -30,7 +30,7 @@ from billing import pricing
 from billing.ledger.periods import month_after, period_start
 from billing.ledger.selectors import money_sum, workspace_currency
 from billing.models import Budget, ChargeLine
-from billing.quote_texts import refusal_text
+from billing.quote_texts import pool_problem_text
 from billing.reports.selectors import _sums
 from billing.reports.services import budget_status, day_bounds, spent_in_period
 from billing.selectors import price_currencies, price_tables
@@ -123,7 +123,7 @@ class UnallocatedRow:
     def reason_text(self) -> str:
         if not self.reason:
             return ""
-        return refusal_text(self.reason, {"currencies": [self.currency], "vendor": self.vendor,
+        return pool_problem_text(self.reason, {"currencies": [self.currency], "vendor": self.vendor,
                                           "gpu_model": self.gpu_model})
 
 

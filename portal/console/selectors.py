@@ -21,10 +21,10 @@ from billing.api import (
     idle_cost,
     platform_tz,
     pool_offers,
+    pool_problem_text,
     pool_problems,
     price_tables,
     quote,
-    refusal_text,
     refusals_text,
     savings_by_period,
     tradeoff_text,
@@ -79,7 +79,7 @@ def heatmap(pools: list[dict]) -> dict:
 
 def pool_problem_texts() -> dict[str, list[dict]]:
     """Per pool name, why quotes leave it out ({"code", "text"} in the reader's language)."""
-    return {name: [{"code": n.code, "text": refusal_text(n.code, n.params, n.code)} for n in notes]
+    return {name: [{"code": n.code, "text": pool_problem_text(n.code, n.params, n.code)} for n in notes]
             for name, notes in pool_problems().items()}
 
 
