@@ -25,7 +25,7 @@ def spawn(portal: str, join_file: Path, node: str, spool: Path) -> subprocess.Po
     )
 
 
-def test_an_agent_with_a_join_token_gets_its_own_token_and_reports(live_daphne, cluster, tmp_path):
+def test_an_agent_with_a_join_token_gets_its_own_token_and_reports(live_server, cluster, tmp_path):
     from billing.api import create_join_token
     from billing.models import NodeToken
     from scheduling.models import Node, NodePool
@@ -33,7 +33,7 @@ def test_an_agent_with_a_join_token_gets_its_own_token_and_reports(live_daphne, 
     _token, raw = create_join_token(NodePool.objects.get(name="h100"), __import__("datetime").timedelta(hours=1))
     join_file = tmp_path / "join-token"
     join_file.write_text(raw + "\n")
-    agent = spawn(live_daphne.url, join_file, "gpu-joined-1", tmp_path / "spool.sqlite")
+    agent = spawn(live_server.url, join_file, "gpu-joined-1", tmp_path / "spool.sqlite")
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -52,9 +52,9 @@ def test_an_agent_with_a_join_token_gets_its_own_token_and_reports(live_daphne, 
     assert raw not in err  # the join token is never logged
 
 
-def test_an_agent_with_a_refused_join_token_exits_4(live_daphne, cluster, tmp_path):
+def test_an_agent_with_a_refused_join_token_exits_4(live_server, cluster, tmp_path):
     join_file = tmp_path / "join-token"
     join_file.write_text("gpj_not-a-token")
-    agent = spawn(live_daphne.url, join_file, "gpu-joined-2", tmp_path / "spool.sqlite")
+    agent = spawn(live_server.url, join_file, "gpu-joined-2", tmp_path / "spool.sqlite")
     _, err = agent.communicate(timeout=30)
     assert agent.returncode == 4 and "refused the join token" in err and "gpj_not-a-token" not in err
