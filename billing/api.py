@@ -29,7 +29,7 @@ from billing.currency import (
     workspace_currencies,
 )
 from billing.pricing import MINOR_UNITS, quantize_money, table_in_force
-from billing.selectors import pool_offers, price_currencies, price_tables
+from billing.selectors import pool_offers, pool_problems, price_currencies, price_tables
 
 # ------------------------------------------------------------ Ledger
 from billing.ledger import selectors as ledger_selectors, services as ledger_services
@@ -43,7 +43,7 @@ from billing.ledger.selectors import job_total, job_totals, ledger_cursor
 from billing.metering.costs import replica_allocation
 from billing.metering.ingest import MAX_BATCH, ingest
 from billing.metering.series import job_usage_series
-from billing.metering.tokens import create_node_token
+from billing.metering.tokens import JoinRefused, create_join_token, create_node_token, join_node
 
 # ------------------------------------------------------------ Reports, budgets and idle GPUs
 from billing.reports import capacity, exports, selectors as report_selectors, services as report_services
@@ -59,4 +59,4 @@ from billing.notices import Notice, notice_raised, written_in_english
 
 # ------------------------------------------------------------ Quote texts
 from billing import quote_texts
-from billing.quote_texts import between, refusals_text, tradeoff_text
+from billing.quote_texts import between, pool_problem_text, refusals_text, tradeoff_text

@@ -164,6 +164,30 @@ class NodeToken(models.Model):
         return hash_token(raw)
 
 
+class JoinToken(models.Model):
+    """A short-lived credential that lets agents claim nodes of one pool: an agent posts it with its
+    node's name and receives that node's own token (kubeadm-join style). Only the hash is kept."""
+
+    PREFIX = "gpj_"
+
+    pool = models.ForeignKey("scheduling.NodePool", on_delete=models.CASCADE, related_name="join_tokens")
+    digest = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=12)
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField()
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"join {self.pool.name} ({self.hint}…)"
+
+    @staticmethod
+    def digest_of(raw: str) -> str:
+        return hash_token(raw)
+
+
 class BilledRecordIsFinal(Conflict):
     title = "Billed records cannot be changed"
 

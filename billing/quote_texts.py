@@ -93,6 +93,7 @@ BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot 
 
 # Code -> why a pool gives no option (after "pool: "), in the reader's language.
 REFUSALS: dict[str, Callable[[Figures], str]] = {
+    "pool_has_no_nodes": lambda p: _("the pool has no nodes yet"),
     "role_pool": lambda p: _("role '%(role)s' %(reason)s") % {
         "role": p["role"], "reason": reason_text(p["reason"]["code"], p["reason"]["params"])},
     "role_cluster": lambda p: _("role '%(role)s': %(reason)s") % {
@@ -107,6 +108,13 @@ REFUSALS: dict[str, Callable[[Figures], str]] = {
                                                   "min": p["min_replicas"]},
     "reduce_cost_no_window": lambda p: _("a ReduceCost job runs only off-peak or on spot capacity, and there is no "
                                          "off-peak window"),
+}
+
+# Code -> why quotes leave a pool out whatever the job (the console's pools, the capacity report): the
+# refusals above that concern the pool alone, and these.
+POOL_PROBLEMS: dict[str, Callable[[Figures], str]] = {
+    "pool_not_priced": lambda p: _("no rate for %(vendor)s %(gpu_model)s in the %(currencies)s price table") % {
+        "vendor": p["vendor"], "gpu_model": p["gpu_model"], "currencies": ", ".join(p["currencies"])},
 }
 
 _UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
@@ -131,6 +139,14 @@ def refusal_text(code: str, params: Figures, english: str = "") -> str:
     """Why a pool gives no option (without the pool's name) in the active language, else `english`."""
     try:
         return REFUSALS[code](params)
+    except _UNREADABLE:
+        return english
+
+
+def pool_problem_text(code: str, params: Figures, english: str = "") -> str:
+    """Why quotes leave a pool out (pool_has_no_nodes, pool_not_priced) in the active language."""
+    try:
+        return (POOL_PROBLEMS.get(code) or REFUSALS[code])(params)
     except _UNREADABLE:
         return english
 

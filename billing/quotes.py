@@ -142,8 +142,10 @@ class PoolOffer:
             raise ValueError(f"{where}: vendor {self.vendor!r} is not one of {', '.join(VENDORS)}")
         if not isinstance(self.gpu_model, str) or not self.gpu_model.strip():
             raise ValueError(f"{where}: gpu_model is empty")
-        for attr in ("gpu_memory_mib", "gpus_per_node", "timeslice_replicas"):
+        for attr in ("gpu_memory_mib", "timeslice_replicas"):
             _require_int(getattr(self, attr), f"{where}: {attr}", minimum=1)
+        # a pool without GPU nodes yet offers nothing (quote() says so) but is a valid offer
+        _require_int(self.gpus_per_node, f"{where}: gpus_per_node", minimum=0 if self.total_gpus == 0 else 1)
         modes = frozenset(self.sharing_modes)
         if not modes or not modes <= set(MODES):
             raise ValueError(f"{where}: sharing_modes {sorted(modes)} must be a non-empty subset of {MODES}")
@@ -163,6 +165,11 @@ class PoolOffer:
             _require_int(self.total_gpus, f"{where}: total_gpus", minimum=0)
         object.__setattr__(self, "sharing_modes", modes)
         object.__setattr__(self, "mig_profiles", profiles)
+
+    @property
+    def is_empty(self) -> bool:
+        """No GPU node has joined the pool yet."""
+        return self.total_gpus == 0
 
     @property
     def traits(self) -> PoolTraits:
@@ -502,6 +509,11 @@ def _pool_refusal(spec: JobSpec, pool: PoolOffer) -> Note | None:
     return None
 
 
+def _empty_refusal(pool: PoolOffer) -> Note | None:
+    """A pool no GPU node has joined yet runs nothing, not even CPU-only roles."""
+    return _note("pool_has_no_nodes", pool=pool.name) if pool.is_empty else None
+
+
 def _price_refusal(spec: JobSpec, pool: PoolOffer, rates: Rates) -> Note | None:
     """A pool whose GPUs the price table does not price (one of another currency's timeline) is not
     offered: a workspace is quoted, and runs, only where its currency has a rate."""
@@ -776,7 +788,7 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
     options: list[QuoteOption] = []
     refusals: list[Note] = []
     for pool in pools:
-        refusal = _pool_refusal(spec, pool) or _price_refusal(spec, pool, rates)
+        refusal = _pool_refusal(spec, pool) or _empty_refusal(pool) or _price_refusal(spec, pool, rates)
         placements = [] if refusal else _placements(spec, pool)
         if not refusal and not placements:
             refusal = _no_fit_reason(spec, pool)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 
 from django.db.models import Prefetch
@@ -9,9 +10,15 @@ from django.db.models import Prefetch
 from billing import pricing
 from billing.currency import default_currency
 from billing.models import GpuRate, PriceTable
-from billing.quotes import PoolOffer
-from scheduling.api import MILLI_PER_GPU, PoolGpus, gpu_model_name, pool_gpu_counts, vendor_name
+from billing.pricing import table_in_force
+from billing.quotes import Note, PoolOffer
+from scheduling.api import MILLI_PER_GPU, PoolGpus, clock, gpu_model_name, pool_gpu_counts, vendor_name
 from scheduling.models import JobState, NodePool, Replica
+
+logger = logging.getLogger(__name__)
+
+# (pool, error type) pairs already logged: a broken pool is logged once per process, not per quote
+_LOGGED_BROKEN: set[tuple[str, str]] = set()
 
 
 def price_tables(currency: str | None = None) -> list[pricing.PriceTable]:
@@ -38,16 +45,62 @@ def _held_milli_by_pool() -> dict[int, int]:
 
 
 def pool_offers() -> list[PoolOffer]:
+    """Every pool's offer; a pool whose offer cannot be built (a row the quote refuses) is left out,
+    so one bad pool never fails every quote, and logged once per cause."""
     held = _held_milli_by_pool()
     counts = pool_gpu_counts()
     offers = []
     for pool in NodePool.objects.order_by("name"):
         gpus = counts.get(pool.pk, PoolGpus(0, 0))
-        offers.append(PoolOffer(
-            name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
-            gpu_memory_mib=pool.gpu_memory_mib,
-            gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
-            mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
-            spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]), total_gpus=gpus.total,
-        ))
+        try:
+            offers.append(PoolOffer(
+                name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
+                gpu_memory_mib=pool.gpu_memory_mib,
+                gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
+                mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
+                spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]),
+                total_gpus=gpus.total,
+            ))
+        except Exception as error:  # noqa: BLE001 (any fault of one pool's row leaves that pool out)
+            cause = (pool.name, type(error).__name__)
+            if cause not in _LOGGED_BROKEN:
+                _LOGGED_BROKEN.add(cause)
+                logger.exception("pool %s is left out of quotes: its offer cannot be built", pool.name)
     return offers
+
+
+def pool_problems(now=None) -> dict[str, list[Note]]:
+    """Per pool name, why quotes leave it out whatever the job: `pool_has_no_nodes` (no GPU node has
+    joined it) and `pool_not_priced` (the price tables in force in these currencies have no rate for its
+    GPUs: workspaces billed in them are never offered it). Pools without a problem are absent."""
+    now = now or clock.now()
+    in_force = {}
+    for currency in price_currencies():
+        try:
+            in_force[currency] = table_in_force(price_tables(currency), now).rates
+        except ValueError:  # no table in force yet: that currency prices nothing
+            in_force[currency] = None
+    counts = pool_gpu_counts()
+    problems: dict[str, list[Note]] = {}
+    for pool in NodePool.objects.order_by("name"):
+        notes = []
+        if not counts.get(pool.pk, PoolGpus(0, 0)).total:
+            notes.append(Note("pool_has_no_nodes", {"pool": pool.name}))
+        unpriced = [currency for currency, rates in in_force.items() if not _prices(rates, pool)]
+        if unpriced:
+            notes.append(Note("pool_not_priced", {"pool": pool.name, "currencies": unpriced,
+                                                  "vendor": vendor_name(pool.vendor),
+                                                  "gpu_model": gpu_model_name(pool.gpu_model)}))
+        if notes:
+            problems[pool.name] = notes
+    return problems
+
+
+def _prices(rates, pool: NodePool) -> bool:
+    if rates is None:
+        return False
+    try:
+        rates.gpu_rate(vendor_name(pool.vendor), gpu_model_name(pool.gpu_model))
+    except ValueError:
+        return False
+    return True

@@ -3,20 +3,33 @@
 A ``now`` option's start is the scheduler's answer (``scheduling.starts.expected_starts``: now when
 its MinReplicas find room together, else the forecast of its queue, None beyond the horizon); an
 ``off-peak`` option is expected when its window opens. When the cluster cannot be read as a
-consistent snapshot, each option keeps the quote's own guess.
+consistent snapshot, or not at all (a pool row the scheduler refuses: logged once per cause), each option
+keeps the quote's own guess.
 """
 
 from __future__ import annotations
 
+import logging
+
 from billing.quotes import NOW, Quote, with_expected_starts
 from scheduling.api import JobSpec, expected_starts
+
+logger = logging.getLogger(__name__)
+
+_LOGGED_FAULTS: set[str] = set()  # error types already logged: once per process, not per quote
 
 
 def with_cluster_starts(quote: Quote, spec: JobSpec, queue: str | None = None) -> Quote:
     """Each option's expected start; those that must wait are forecast in ``queue`` (None: not)."""
     now = quote.quoted_at
     asked = {o.id: o.to_json() for o in quote.options if o.when == NOW}
-    found = expected_starts(spec, asked, queue, now) if asked else {}
+    try:
+        found = expected_starts(spec, asked, queue, now) if asked else {}
+    except Exception as error:  # noqa: BLE001 (the quote stands without the scheduler's starts)
+        if type(error).__name__ not in _LOGGED_FAULTS:
+            _LOGGED_FAULTS.add(type(error).__name__)
+            logger.exception("quotes keep their own expected starts: the cluster cannot be read")
+        found = None
     starts = {o.id: o.starts_at if o.when != NOW else (o.expected_start if found is None else found[o.id])
               for o in quote.options}
     return with_expected_starts(quote, starts)

@@ -17,13 +17,21 @@ from nodeagent import __version__
 from nodeagent import metrics as agent_metrics
 from nodeagent.agent import Agent, AgentConfig, Collector
 from nodeagent.nvml import NvmlCollector, NvmlUnavailable, load_nvml
-from nodeagent.portal import PortalClient, check_portal_url
+from nodeagent.portal import (
+    PortalAuthError,
+    PortalClient,
+    PortalError,
+    backoff_delay,
+    check_portal_url,
+    exchange_join_token,
+)
 from nodeagent.simulated import LastKnownAssignments, SimulatedCollector
 from nodeagent.spool import Spool
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_NVML_UNAVAILABLE = 3
+EXIT_JOIN_REFUSED = 4
 
 log = logging.getLogger("nodeagent")
 
@@ -42,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--portal", default=env("GPU_AGENT_PORTAL"), help="portal base URL [GPU_AGENT_PORTAL]")
     p.add_argument("--token", default=env("GPU_AGENT_TOKEN"),
                    help="this node's token [GPU_AGENT_TOKEN; prefer the variable: argv is visible in ps]")
+    p.add_argument("--join-token", default=env("GPU_AGENT_JOIN_TOKEN"),
+                   help="a pool's join token, exchanged at start for this node's own token (kept in memory) when "
+                        "no --token is given [GPU_AGENT_JOIN_TOKEN]")
+    p.add_argument("--join-token-file", type=Path, default=env("GPU_AGENT_JOIN_TOKEN_FILE"),
+                   help="read the join token from this file (a mounted Secret) [GPU_AGENT_JOIN_TOKEN_FILE]")
     p.add_argument("--collector", choices=["nvml", "simulated"], default=env("GPU_AGENT_COLLECTOR", "nvml"))
     p.add_argument("--interval", type=float, default=float(env("GPU_AGENT_INTERVAL", "10")),
                    help="seconds between samples (default 10)")
@@ -101,6 +114,38 @@ def start_metrics(args: argparse.Namespace, collector: Collector, spool: Spool, 
     return recording, uploads
 
 
+def join_token_of(args: argparse.Namespace) -> str | None:
+    if args.join_token:
+        return args.join_token
+    if args.join_token_file:
+        return args.join_token_file.read_text().strip() or None
+    return None
+
+
+def joined_token(args: argparse.Namespace, join_token: str, *, attempts: int = 8, sleep=None) -> str:
+    """This node's token for the join token, retrying while the portal cannot answer (it may still be
+    starting); a refusal is final."""
+    import random
+    import time
+
+    sleep = sleep or time.sleep
+    rng = random.Random()
+    for failure in range(1, attempts + 1):
+        try:
+            token = exchange_join_token(args.portal, join_token, args.node)
+            log.info("joined: node %s has its own token now", args.node)
+            return token
+        except PortalAuthError:
+            raise
+        except PortalError as exc:
+            if failure == attempts:
+                raise
+            delay = backoff_delay(failure, max(args.interval, 1.0), args.backoff_cap, rng)
+            log.warning("join failed (%s); retrying in %.0f s", exc, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -110,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.probe:
         if not args.portal:
             parser.error("--portal (or GPU_AGENT_PORTAL) is required")
-        if not args.token:
-            parser.error("--token (or GPU_AGENT_TOKEN) is required")
+        join_token = None if args.token else join_token_of(args)
+        if not args.token and not join_token:
+            parser.error("--token (or GPU_AGENT_TOKEN) is required, or a join token (--join-token, "
+                         "GPU_AGENT_JOIN_TOKEN or GPU_AGENT_JOIN_TOKEN_FILE)")
         try:
             check_portal_url(args.portal)
             config = AgentConfig(
@@ -121,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         except ValueError as exc:
             parser.error(str(exc))
+        if join_token:
+            try:
+                args.token = joined_token(args, join_token)
+            except PortalError as exc:
+                print(f"gpu-node-agent: could not join: {exc}", file=sys.stderr)
+                return EXIT_JOIN_REFUSED
         client = PortalClient(args.portal, args.token)
     try:
         collector = make_collector(args, client)

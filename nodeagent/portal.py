@@ -6,6 +6,8 @@ POST {portal}/api/v1/agent/heartbeat   {"node": NAME, "ts": ISO, "agent_version"
 GET  {portal}/api/v1/agent/assignments?node=NAME   (simulated collector only)
     -> 200 {"assignments": [{"pod_uid", "gpu_index", "milli", "memory_mib"}, ...]}
 All with the header ``Authorization: Bearer <token>``.
+POST {portal}/api/v1/agent/join        {"token": JOIN_TOKEN, "node": NAME}   (no header: an agent without a token)
+    -> 200/201 {"node", "pool", "token": NODE_TOKEN}
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from nodeagent import __version__
 USAGE_PATH = "/api/v1/agent/usage"
 HEARTBEAT_PATH = "/api/v1/agent/heartbeat"
 ASSIGNMENTS_PATH = "/api/v1/agent/assignments"
+JOIN_PATH = "/api/v1/agent/join"
 
 
 class PortalError(Exception):
@@ -123,3 +126,30 @@ def parse_usage_answer(response: httpx.Response, ids: list | None = None) -> Upl
         # (the portal dedups by id).
         raise PortalError(f"unreadable answer from the portal ({exc!r}): {response.text[:200]}") from exc
     return UploadResult(accepted=accepted, rejected=rejected)
+
+
+def exchange_join_token(portal: str, join_token: str, node: str, *, timeout_s: float = 10.0,
+                        transport: httpx.BaseTransport | None = None) -> str:
+    """This node's own token for the pool's join token (kept in memory by the caller, never written).
+    PortalAuthError when the portal refuses the join token or the node; PortalError when it cannot
+    answer now (the caller retries)."""
+    base = check_portal_url(portal)
+    path = f"{base}{JOIN_PATH}"
+    try:
+        with httpx.Client(timeout=timeout_s, transport=transport,
+                          headers={"User-Agent": f"gpu-node-agent/{__version__}"}) as http:
+            response = http.post(path, json={"token": join_token, "node": node})
+    except httpx.HTTPError as exc:
+        raise PortalError(f"POST {path} failed: {exc!r}") from exc
+    if response.status_code in (400, 401, 403):
+        raise PortalAuthError(f"POST {path}: HTTP {response.status_code} - the portal refused the join token for "
+                              f"node {node!r}: {response.text[:200]}")
+    if response.status_code >= 300:
+        raise PortalError(f"POST {path}: HTTP {response.status_code}: {response.text[:200]}")
+    try:
+        token = response.json()["token"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PortalError(f"POST {path}: the answer has no token") from exc
+    if not isinstance(token, str) or not token:
+        raise PortalError(f"POST {path}: the answer has no token")
+    return token

@@ -2,10 +2,12 @@
 
 They only parse input; the rules live in Queue.clean() and NodePool.clean()."""
 
+import re
+
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from scheduling.models import NodePool, Queue
+from scheduling.models import Node, NodePool, Queue
 
 
 class QueueForm(forms.ModelForm):
@@ -147,3 +149,60 @@ class IdlePolicyForm(forms.ModelForm):
             "idle_stop_training": _("Off: only interactive jobs (notebooks) are stopped; single, PyTorch and MPI "
                                   "training jobs are only notified. On: they are stopped too."),
         }
+
+
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+MAX_LABEL_VALUE = 63
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """`key=value` per line (or comma-separated) as a dict; ValidationError naming the bad entry."""
+    labels: dict[str, str] = {}
+    for entry in re.split(r"[\n,]", text or ""):
+        entry = entry.strip()
+        if not entry:
+            continue
+        key, sep, value = entry.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not LABEL_KEY.match(key) or len(value) > MAX_LABEL_VALUE:
+            raise forms.ValidationError(_("%(entry)s is not a label: write key=value, the key of letters, digits, "
+                                          "'-', '_' and '.', the value at most 63 characters") % {"entry": entry[:80]})
+        labels[key] = value
+    return labels
+
+
+def labels_text(labels: dict[str, str]) -> str:
+    return "\n".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
+
+
+class NodeLabelsForm(forms.Form):
+    labels = forms.CharField(label=_("Labels"), required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                             help_text=_("key=value, one per line"))
+
+    def clean_labels(self) -> dict[str, str]:
+        return parse_labels(self.cleaned_data["labels"])
+
+
+class NewNodeForm(forms.ModelForm):
+    """A node the operator adds before its agent reports: its GPUs are the pool's model, their uuids
+    filled in by the agent's first heartbeat."""
+
+    gpus = forms.IntegerField(label=_("GPUs"), min_value=0, max_value=64, initial=8,
+                              help_text=_("How many GPUs of the pool's model it has"))
+    labels = forms.CharField(label=_("Labels"), required=False, help_text=_("key=value, comma-separated"))
+
+    class Meta:
+        model = Node
+        fields = ["name", "pool", "cpu_milli", "memory_mib"]
+        labels = {"name": _("Name"), "pool": _("Pool"), "cpu_milli": _("CPU (millicores)"),
+                  "memory_mib": _("Memory (MiB)")}
+        help_texts = {"name": _("As the cluster names it (its Kubernetes node name)")}
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name):
+            raise forms.ValidationError(_("lower-case letters, digits, '-' and '.', as a Kubernetes node name"))
+        return name
+
+    def clean_labels(self) -> dict[str, str]:
+        return parse_labels(self.cleaned_data["labels"])

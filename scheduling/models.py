@@ -149,6 +149,7 @@ class Node(models.Model):
     agent_silent = models.BooleanField(
         default=False, help_text="Its agent reported once, then stayed silent past NODE_NOT_READY_AFTER_S: "
                                  "not ready until it reports again")
+    labels = models.JSONField(default=dict, blank=True, help_text='The operator\'s labels, e.g. {"rack": "r12"}')
 
     class Meta:
         ordering = ["name"]

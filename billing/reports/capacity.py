@@ -30,6 +30,7 @@ from billing import pricing
 from billing.ledger.periods import month_after, period_start
 from billing.ledger.selectors import money_sum, workspace_currency
 from billing.models import Budget, ChargeLine
+from billing.quote_texts import pool_problem_text
 from billing.reports.selectors import _sums
 from billing.reports.services import budget_status, day_bounds, spent_in_period
 from billing.selectors import price_currencies, price_tables
@@ -92,7 +93,7 @@ def totals_by_currency(rows, *fields: str) -> list[dict]:
     for row in rows:
         total = out.setdefault(row.currency, {"currency": row.currency, **{f: ZERO for f in fields}})
         for f in fields:
-            total[f] += getattr(row, f)
+            total[f] += getattr(row, f) or ZERO  # a figure without a price (None) adds nothing
     return [out[c] for c in sorted(out)]
 
 
@@ -107,8 +108,23 @@ class UnallocatedRow:
     capacity_gpu_hours: Decimal
     allocated_gpu_hours: Decimal
     unallocated_gpu_hours: Decimal
-    list_cost: Decimal
+    list_cost: Decimal | None  # None: no hour of the day had a rate for the pool's GPUs in this currency
     currency: str
+    unpriced_gpu_hours: Decimal = Decimal(0)  # unallocated hours without a rate: not in list_cost
+    vendor: str = ""
+    gpu_model: str = ""
+
+    @property
+    def reason(self) -> str:
+        """`pool_not_priced` when some unallocated hours have no price (never counted as 0.00), else ""."""
+        return "pool_not_priced" if self.unpriced_gpu_hours else ""
+
+    @property
+    def reason_text(self) -> str:
+        if not self.reason:
+            return ""
+        return pool_problem_text(self.reason, {"currencies": [self.currency], "vendor": self.vendor,
+                                          "gpu_model": self.gpu_model})
 
 
 def _hours_of(day: date, now: datetime) -> list[datetime]:
@@ -124,7 +140,8 @@ def _hours_of(day: date, now: datetime) -> list[datetime]:
 def unallocated_by_pool_day(start: date, end: date, *, now: datetime) -> list[UnallocatedRow]:
     """Per pool and day: GPU capacity, what usage allocated of it, and the rest priced at list, once per
     currency that has a price timeline (unused capacity is no workspace's: each currency prices it on its
-    own tables, and no total adds two)."""
+    own tables, and no total adds two). Hours a currency has no rate for are counted apart
+    (`unpriced_gpu_hours`, reason `pool_not_priced`), never priced at 0.00."""
     timelines = {currency: price_tables(currency) for currency in price_currencies()}
     gpus = dict(NodePool.objects.annotate(n=Count("nodes__gpus")).values_list("name", "n"))
     allocated: dict[tuple[str, datetime], Decimal] = defaultdict(Decimal)
@@ -137,6 +154,8 @@ def unallocated_by_pool_day(start: date, end: date, *, now: datetime) -> list[Un
         while day <= end:
             capacity = used = free = ZERO
             costs = dict.fromkeys(timelines, ZERO)
+            unpriced = dict.fromkeys(timelines, ZERO)
+            priced_hours = dict.fromkeys(timelines, 0)
             for hour in _hours_of(day, now):
                 held = allocated.get((pool.name, hour), ZERO)
                 rest = max(ZERO, count - held)
@@ -145,12 +164,16 @@ def unallocated_by_pool_day(start: date, end: date, *, now: datetime) -> list[Un
                     try:
                         rates = pricing.table_in_force(tables, hour).rates
                         costs[currency] += rest * rates.gpu_rate(pool.vendor, pool.gpu_model)
+                        priced_hours[currency] += 1
                     except ValueError:  # no table then, or no rate for the model: capacity without a price
-                        pass
+                        unpriced[currency] += rest
             if capacity:
-                rows.extend(UnallocatedRow(day, pool.name, count, capacity, used.quantize(QUANTITY),
-                                           free.quantize(QUANTITY), pricing.quantize_money(cost, currency), currency)
-                            for currency, cost in costs.items())
+                rows.extend(UnallocatedRow(
+                    day, pool.name, count, capacity, used.quantize(QUANTITY), free.quantize(QUANTITY),
+                    pricing.quantize_money(cost, currency) if priced_hours[currency] else None, currency,
+                    unpriced_gpu_hours=unpriced[currency].quantize(QUANTITY), vendor=pool.vendor,
+                    gpu_model=pool.gpu_model)
+                    for currency, cost in costs.items())
             day += timedelta(days=1)
     return rows
 

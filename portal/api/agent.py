@@ -9,7 +9,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import ingest
+from billing.api import JoinRefused, ingest, join_node
 from billing.models import NodeToken
 from portal.api.parsers import JSONParser
 from scheduling.api import clock, get_backend, node_assignments, record_heartbeat
@@ -86,3 +86,33 @@ class AssignmentsApi(AgentView):
         # only the simulated cluster's replicas are local processes with figures of their own to read
         backend = get_backend() if settings.SCHEDULER_BACKEND == "simulated" else None
         return Response({"node": node.name, "assignments": node_assignments(node, backend=backend)})
+
+
+class JoinApi(APIView):
+    """An agent without a token yet: its pool's join token and its node name in, that node's own token
+    out (the node is added to the pool when new). No other credential: the join token is the proof."""
+
+    authentication_classes: list = []
+    permission_classes = [permissions.AllowAny]
+    parser_classes = [JSONParser]
+
+    def get_authenticate_header(self, request):
+        return "Bearer"  # a refused join token is a 401, not a 403
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT,
+                   description='{"token": "gpj_...", "node": "gpu-node-7"} -> {"node", "pool", "token": "gpn_..."}; '
+                               "401 when the join token is unknown, expired or revoked, 403 when the node is "
+                               "another pool's")
+    def post(self, request):
+        data = request.data
+        if not isinstance(data, dict) or not isinstance(data.get("token"), str) or not data.get("node"):
+            raise exceptions.ValidationError('the body must be {"token": "gpj_...", "node": "<node name>"}')
+        try:
+            node, raw, created = join_node(data["token"], data["node"])
+        except ValueError as error:
+            raise exceptions.ValidationError({"node": [str(error)]}) from None
+        except JoinRefused as error:
+            if "another pool" in str(error):
+                raise exceptions.PermissionDenied(str(error)) from None
+            raise exceptions.AuthenticationFailed(str(error)) from None
+        return Response({"node": node.name, "pool": node.pool.name, "token": raw}, status=201 if created else 200)

@@ -29,6 +29,7 @@ urlpatterns = [
     path("quotes/", quotes.QuoteApi.as_view(), name="api-quotes"),
     path("costs/", costs.CostsApi.as_view(), name="api-costs"),
     path("agent/usage", agent.UsageApi.as_view(), name="api-agent-usage"),
+    path("agent/join", agent.JoinApi.as_view(), name="api-agent-join"),
     path("agent/heartbeat", agent.HeartbeatApi.as_view(), name="api-agent-heartbeat"),
     path("agent/assignments", agent.AssignmentsApi.as_view(), name="api-agent-assignments"),
     path("jobs/<int:pk>/stop/", notebooks.JobStopApi.as_view(), name="api-job-stop"),

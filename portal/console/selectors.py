@@ -21,6 +21,8 @@ from billing.api import (
     idle_cost,
     platform_tz,
     pool_offers,
+    pool_problem_text,
+    pool_problems,
     price_tables,
     quote,
     refusals_text,
@@ -36,6 +38,7 @@ from portal.console.models import AuditEntry, QueueAllocationSample, action_labe
 from portal.models import Workspace
 from scheduling.api import MILLI_PER_GPU, QueueShare, clock, cluster_view, job_reason, queue_shares
 from scheduling.api import cluster_model as cm
+from scheduling.forms import labels_text
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -74,11 +77,20 @@ def heatmap(pools: list[dict]) -> dict:
     return {"z": z, "x": [f"GPU {i}" for i in range(width)], "y": y, "text": text}
 
 
+def pool_problem_texts() -> dict[str, list[dict]]:
+    """Per pool name, why quotes leave it out ({"code", "text"} in the reader's language)."""
+    return {name: [{"code": n.code, "text": pool_problem_text(n.code, n.params, n.code)} for n in notes]
+            for name, notes in pool_problems().items()}
+
+
 def nodes_view() -> list[dict]:
     """cluster_view() with, per node, each job that holds GPUs there once (with its GPU indices)."""
     pools = cluster_view()
+    labels = dict(Node.objects.values_list("name", "labels"))
     for p in pools:
         for node in p["nodes"]:
+            node["labels"] = labels.get(node["name"]) or {}
+            node["labels_text"] = labels_text(node["labels"])
             jobs: dict[int, dict] = {}
             for gpu in node["gpus"]:
                 for h in gpu["holders"]:

@@ -24,9 +24,10 @@ from portal.console import audit, selectors
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Membership, Role, Workspace
 from scheduling.api import DomainError, clock, record_event, requeue_job, said
-from scheduling.forms import NewPoolForm, PoolPolicyForm, QueueByNameForm
+from scheduling.forms import NewNodeForm, NewPoolForm, NodeLabelsForm, PoolPolicyForm, QueueByNameForm
 from scheduling.models import (
     ACTIVE_STATES,
+    Gpu,
     Job,
     JobState,
     Node,
@@ -116,6 +117,30 @@ def create_pool(user, data: Mapping[str, Any]) -> NodePool:
     audit.record(user, "create", pool, changes={k: [None, v] for k, v in audit.snapshot(
         pool, ("name", "vendor", "gpu_model", "gpu_memory_mib", *POOL_FIELDS)).items()})
     return pool
+
+
+@transaction.atomic
+def delete_pool(user, pool: NodePool) -> None:
+    """Delete a pool no node has joined (so no replica runs in it); one with nodes is refused."""
+    pool = NodePool.objects.select_for_update().get(pk=pool.pk)
+    refusals = pool_deletion_refusals(pool)
+    if refusals:
+        raise ConsoleError({"": refusals})
+    audit.record(user, "delete", pool, changes={k: [v, None] for k, v in audit.snapshot(
+        pool, ("name", "vendor", "gpu_model", "gpu_memory_mib", *POOL_FIELDS)).items()})
+    pool.delete()
+
+
+def pool_deletion_refusals(pool: NodePool) -> list[str]:
+    """Why the pool cannot be deleted now (nothing: it can)."""
+    refusals = []
+    running = Replica.objects.filter(node__pool=pool, state__in=ACTIVE_STATES).count()
+    if running:
+        refusals.append(gettext("%(running)s replicas run in it: drain its nodes first") % {"running": running})
+    nodes = pool.nodes.count()
+    if nodes:
+        refusals.append(gettext("%(nodes)s nodes belong to it: remove them first") % {"nodes": nodes})
+    return refusals
 
 
 # --------------------------------------------------------------------------- nodes
@@ -284,6 +309,63 @@ def withdraw_price_table(user, table: PriceTable) -> None:
     table.delete()
 
 
+@transaction.atomic
+def add_node(user, data: Mapping[str, Any]) -> Node:
+    """A node the operator adds before its agent reports: not ready (agent silent) until its first
+    heartbeat, its GPUs (the pool's model and memory) under placeholder uuids the heartbeat replaces."""
+    form = NewNodeForm(data)
+    if not form.is_valid():
+        raise ConsoleError.of_form(form)
+    node = form.save(commit=False)
+    node.labels = form.cleaned_data["labels"]
+    node.agent_silent = True
+    node.save()
+    Gpu.objects.bulk_create(Gpu(node=node, index=i, uuid=f"pending-{node.pk}-{i}", memory_mib=node.pool.gpu_memory_mib)
+                            for i in range(form.cleaned_data["gpus"]))
+    audit.record(user, "create", node, changes={"name": [None, node.name], "pool": [None, node.pool.name],
+                                                "gpus": [None, form.cleaned_data["gpus"]], "labels": [None, node.labels]})
+    return node
+
+
+@transaction.atomic
+def set_node_labels(user, node: Node, data: Mapping[str, Any]) -> Node:
+    form = NodeLabelsForm(data)
+    if not form.is_valid():
+        raise ConsoleError.of_form(form)
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    before, node.labels = node.labels, form.cleaned_data["labels"]
+    if before != node.labels:
+        node.save(update_fields=["labels"])
+        audit.record(user, "change", node, changes={"labels": [before, node.labels]})
+    return node
+
+
+def node_removal_refusals(node: Node) -> list[str]:
+    """Why the node cannot be removed now: replicas run on it, or its usage samples (which go with it)
+    are still kept for the jobs' usage figures."""
+    running = Replica.objects.filter(node=node, state__in=ACTIVE_STATES).count()
+    if running:
+        return [gettext("%(running)s replicas run on it: drain it first, and remove it once they are gone") % {
+            "running": running}]
+    if node.usage_samples.exists():
+        return [gettext("its agent's usage samples are kept %(days)s days for the jobs that ran there: cordon it "
+                        "until then") % {"days": settings.USAGE_RETENTION_DAYS}]
+    return []
+
+
+@transaction.atomic
+def remove_node(user, node: Node) -> None:
+    """Remove a node nothing runs on (its GPUs and agent tokens go with it); one that runs replicas is
+    refused: drain it first."""
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    refusals = node_removal_refusals(node)
+    if refusals:
+        raise ConsoleError({"": refusals})
+    NodeToken.objects.filter(node=node).delete()
+    audit.record(user, "delete", node, changes={"name": [node.name, None], "pool": [node.pool.name, None]})
+    node.delete()
+
+
 # --------------------------------------------------------------------------- node agent tokens
 
 
@@ -293,6 +375,14 @@ def create_node_token(user, node: Node) -> tuple[NodeToken, str]:
     token, raw = _new_token(node)
     audit.record(user, "create", token, message=said(texts.TOKEN_CREATED, hint=token.hint, node=node.name))
     return token, raw
+
+
+def rotate_node_tokens(user, node: Node) -> int:
+    """Revoke every live token of the node (before issuing its next one); how many were revoked."""
+    tokens = list(NodeToken.objects.filter(node=node, revoked__isnull=True))
+    for token in tokens:
+        revoke_node_token(user, token)
+    return len(tokens)
 
 
 @transaction.atomic

@@ -27,7 +27,7 @@ from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
 from scheduling.api import DomainError, clock, cluster_view
-from scheduling.forms import NewPoolForm, PoolPolicyForm
+from scheduling.forms import NewNodeForm, NewPoolForm, PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 
 KNOWN_CURRENCIES = tuple(sorted(MINOR_UNITS))
@@ -106,6 +106,13 @@ def advice(request):
 # --------------------------------------------------------------------------- pools
 
 
+def _warn_problems(request, pool: NodePool) -> None:
+    """Say what leaves a just-saved pool out of quotes (no nodes yet, no price in some currency)."""
+    for problem in selectors.pool_problem_texts().get(pool.name, []):
+        messages.warning(request, gettext("Pool %(pool)s is not offered in quotes: %(why)s") % {
+            "pool": pool.name, "why": problem["text"]})
+
+
 @operator_required
 def pools(request):
     errors = {}
@@ -114,14 +121,37 @@ def pools(request):
             pool = services.create_pool(request.user, request.POST)
             messages.success(request, gettext("Pool %(pool)s created; nodes join it when their agents report.") % {
                 "pool": pool.name})
+            _warn_problems(request, pool)
             return redirect("console-pools")
         except ConsoleError as error:
             errors = error.errors
     form = NewPoolForm(request.POST or None)
+    pools = cluster_view()
+    problems = selectors.pool_problem_texts()
+    for p in pools:
+        p["problems"] = problems.get(p["pool"].name, [])
     return render(request, "console/pools.html", {
-        "section": "pools", "pools": cluster_view(), "placements": Placement.choices, "sharings": PoolSharing.choices,
+        "section": "pools", "pools": pools, "placements": Placement.choices, "sharings": PoolSharing.choices,
         "field_rows": _field_rows(form, errors), "mig_families": MIG_FAMILIES,
         "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
+    }, status=400 if errors else 200)
+
+
+@operator_required
+def pool_delete(request, name):
+    """GET: what deleting would do, or why it is refused; POST: delete."""
+    pool = get_object_or_404(NodePool, name=name)
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            services.delete_pool(request.user, pool)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, gettext("Pool %(pool)s deleted.") % {"pool": name})
+            return redirect("console-pools")
+    return render(request, "console/pool_delete.html", {
+        "section": "pools", "pool": pool, "refusals": errors or services.pool_deletion_refusals(pool),
     }, status=400 if errors else 200)
 
 
@@ -142,6 +172,7 @@ def pool_edit(request, name):
         try:
             services.save_pool(request.user, pool, request.POST)
             messages.success(request, gettext("Pool %(pool)s saved.") % {"pool": pool.name})
+            _warn_problems(request, pool)
             return redirect("console-pools")
         except ConsoleError as error:
             errors = error.errors
@@ -151,6 +182,7 @@ def pool_edit(request, name):
         form.fields[field].widget.attrs["id"] = element_id
     return render(request, "console/pool_form.html", {
         "section": "pools", "pool": pool, "field_rows": _field_rows(form, errors), "mig_families": MIG_FAMILIES,
+        "problems": selectors.pool_problem_texts().get(pool.name, []),
         "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
     }, status=400 if errors else 200)
 
@@ -158,10 +190,72 @@ def pool_edit(request, name):
 # --------------------------------------------------------------------------- nodes
 
 
+def _nodes_page(request, *, form=None, errors=None, new_token=None, status=200):
+    if request.GET.get("partial"):
+        return render(request, "console/_nodes.html", {"section": "nodes", "pools": selectors.nodes_view()})
+    errors = errors or {}
+    form = form or NewNodeForm()
+    return render(request, "console/nodes.html", {
+        "section": "nodes", "pools": selectors.nodes_view(), "field_rows": _field_rows(form, errors),
+        "form_errors": [m for f, msgs in errors.items() if f not in form.fields for m in msgs],
+        "new_token": new_token,
+    }, status=status)
+
+
 @operator_required
 def nodes(request):
-    template = "console/_nodes.html" if request.GET.get("partial") else "console/nodes.html"
-    return render(request, template, {"section": "nodes", "pools": selectors.nodes_view()})
+    if request.method == "POST":
+        try:
+            node = services.add_node(request.user, request.POST)
+        except ConsoleError as error:
+            return _nodes_page(request, form=NewNodeForm(request.POST), errors=error.errors, status=400)
+        messages.success(request, gettext("Node %(node)s added to %(pool)s: issue its agent token, then start its "
+                                          "agent; it is not ready until the agent reports.") % {
+            "node": node.name, "pool": node.pool.name})
+        return redirect("console-nodes")
+    return _nodes_page(request)
+
+
+@require_POST
+@operator_required
+def node_labels(request, name):
+    node = get_object_or_404(Node, name=name)
+    try:
+        services.set_node_labels(request.user, node, request.POST)
+    except ConsoleError as error:
+        for msgs in error.errors.values():
+            for m in msgs:
+                messages.error(request, gettext("Labels of %(node)s not saved: %(why)s") % {"node": node.name, "why": m})
+        return redirect("console-nodes")
+    messages.success(request, gettext("Labels of %(node)s saved.") % {"node": node.name})
+    return redirect("console-nodes")
+
+
+@operator_required
+def node_remove(request, name):
+    """GET: confirm, or why it is refused; POST: remove."""
+    node = get_object_or_404(Node, name=name)
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            services.remove_node(request.user, node)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, gettext("Node %(node)s removed.") % {"node": name})
+            return redirect("console-nodes")
+    return render(request, "console/node_remove.html", {
+        "section": "nodes", "node": node, "refusals": errors or services.node_removal_refusals(node),
+    }, status=400 if errors else 200)
+
+
+@require_POST
+@operator_required
+def node_token(request, name):
+    """A new agent token for the node, shown once on the nodes page (only its hash is kept)."""
+    node = get_object_or_404(Node, name=name)
+    _token, raw = services.create_node_token(request.user, node)
+    return _nodes_page(request, new_token={"node": node.name, "raw": raw})
 
 
 @require_POST

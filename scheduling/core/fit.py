@@ -140,8 +140,9 @@ def check_pools(pools: Sequence[PoolTraits], request: Request) -> Unfit | None:
                 "narrowed": bool(request.pool or request.gpu_model)}, "mig_profile")
         candidates = matching
 
-    known = [p.gpus_per_node for p in candidates if p.gpus_per_node is not None]
-    if known and len(known) == len(candidates) and request.num_gpus > max(known):
+    sized = [p for p in candidates if p.gpus_per_node != 0]  # a pool no node has joined yet bounds nothing
+    known = [p.gpus_per_node for p in sized if p.gpus_per_node is not None]
+    if known and len(known) == len(sized) and request.num_gpus > max(known):
         return Unfit("too_many_gpus", {"gpus": request.num_gpus, "most": max(known)}, "num_gpus")
 
     if request.mode in WHOLE_GPU_MODES and request.gpu_mem_mib:

@@ -286,3 +286,15 @@ def test_the_worker_runs_with_the_charts_lease_and_scheduler_settings():
     assert settings.scheduler_name == "gpu-platform" and settings.in_cluster is True
     default = named(render(values_for("values.yaml")), "Deployment", "gpu-worker")["spec"]["template"]["spec"]
     assert "K8S_SCHEDULER_NAME" not in {e["name"] for e in default["containers"][0]["env"]}
+
+
+def test_each_agent_pod_holds_only_its_pools_join_token_never_other_nodes_tokens():
+    agent = named(render(values_for("values.yaml")), "DaemonSet", "gpu-agent")["spec"]["template"]["spec"]
+    container = agent["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["GPU_AGENT_NODE"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["GPU_AGENT_JOIN_TOKEN_FILE"]["value"] == "/etc/gpu-agent/join/token"
+    assert "GPU_AGENT_TOKEN" not in env and container["command"] == ["gpu-node-agent"]
+    secrets = [v["secret"] for v in agent["volumes"] if "secret" in v]
+    assert secrets == [{"secretName": "gpu-platform-agent-join", "items": [{"key": "token", "path": "token"}]}]
+    assert agent["automountServiceAccountToken"] is False

@@ -52,6 +52,10 @@ def notes_of(spec_text: str, pools=None, rates=None, *, queued=False):
     return [n for o in result.options for n in o.tradeoff_notes] + list(result.refusals)
 
 
+EMPTY_POOL = PoolOffer(name="b200", vendor="nvidia", gpu_model="B200-180GB", gpu_memory_mib=184320, gpus_per_node=0,
+                       free_milli_now=0, total_gpus=0)
+
+
 def every_note():
     no_rtx = replace(world_rates(), gpu={k: v for k, v in world_rates().gpu.items() if k[1] != "RTX-4090-24GB"})
     no_windows = replace(world_rates(), offpeak_windows=())
@@ -68,6 +72,7 @@ def every_note():
         *notes_of(job(role("main", "{gpu: 1}", "    nodePool: h100\n"))),  # pinned elsewhere
         *notes_of(job(role("main", "{gpu: 1}", "    gpuModel: B200-192GB\n"))),  # no pool at all
         *notes_of(job(role("main", "{gpu: 1, mig: 7g.80gb}", "    sharing: mig\n"))),  # no 7g instance
+        *notes_of(QUARTER, [*demo_pool_offers(), EMPTY_POOL]),  # a pool no node has joined yet
     ]
 
 
@@ -203,3 +208,11 @@ def test_the_submit_page_renders_its_quote_in_the_readers_language(client, clust
     assert 'data-not-offered-text="不提供（%(n)s）"' in chinese and 'data-now-text="现在"' in chinese
     total = re.search(r'class="num total">([^<]*)<', chinese).group(1)
     assert re.fullmatch(r"\$\d+\.\d\d", total), total  # vision-lab is billed in USD
+
+
+def test_every_pool_problem_has_a_text():
+    figures = {"pool": "b200", "currencies": ["USD", "CNY"], "vendor": "nvidia", "gpu_model": "B200-180GB"}
+    assert quote_texts.pool_problem_text("pool_has_no_nodes", figures, "?") == "the pool has no nodes yet"
+    assert quote_texts.pool_problem_text("pool_not_priced", figures, "?") == (
+        "no rate for nvidia B200-180GB in the USD, CNY price table")
+    assert quote_texts.pool_problem_text("pool_not_priced", {}, "?") == "?"

@@ -40,9 +40,13 @@ def test_unallocated_capacity_is_priced_in_each_currency_and_totalled_per_curren
     assert h100["USD"].list_cost == Decimal(16 * 24 * 3) and h100["CNY"].list_cost == Decimal("8294.40")  # 384 x 21.60
     assert h100["USD"].unallocated_gpu_hours == h100["CNY"].unallocated_gpu_hours == Decimal(16 * 24)
     rtx = {r.currency: r for r in rows if r.pool == "rtx4090"}
-    assert rtx["CNY"].list_cost == Decimal("0.00")  # the CNY table prices no RTX 4090: hours without a price
+    # the CNY table prices no RTX 4090: its hours are unpriced, never 0.00
+    assert rtx["CNY"].list_cost is None and rtx["CNY"].reason == "pool_not_priced"
+    assert rtx["CNY"].unpriced_gpu_hours == rtx["CNY"].unallocated_gpu_hours == Decimal(8 * 24)
+    assert "no rate for nvidia RTX-4090-24GB in the CNY price table" in rtx["CNY"].reason_text
+    assert rtx["USD"].reason == "" and rtx["USD"].unpriced_gpu_hours == 0
     totals = {t["currency"]: t for t in capacity.totals_by_currency(rows, "unallocated_gpu_hours", "list_cost")}
-    assert totals["CNY"]["list_cost"] == sum(r.list_cost for r in rows if r.currency == "CNY") > Decimal("8294.40")
+    assert totals["CNY"]["list_cost"] == sum(r.list_cost or 0 for r in rows if r.currency == "CNY") > Decimal("8294.40")
     assert totals["USD"]["list_cost"] == sum(r.list_cost for r in rows if r.currency == "USD")
 
 
@@ -54,6 +58,8 @@ def test_the_capacity_page_shows_each_currencys_total(client, cluster, yuan, clo
     for t in capacity.totals_by_currency(rows, "unallocated_gpu_hours", "list_cost"):
         assert f"{t['list_cost']:,}" in page
     assert "¥6,220.80" in page and " CNY<" not in page  # h100: 16 GPUs x 18 hours x 21.60
+    rtx = page.split(f'data-day="{D}" data-pool="rtx4090"')[2].split("</tr>")[0]  # the CNY row comes second
+    assert 'data-reason="pool_not_priced"' in rtx and "¥0.00" not in rtx
 
 
 def test_the_planner_prices_its_replay_in_the_chosen_currency(cluster, yuan, clock):
