@@ -78,11 +78,12 @@ def test_every_pod_is_read_only_under_runtime_default_seccomp(docs):
                 assert spec["securityContext"]["runAsNonRoot"] is True
 
 
-def test_the_agent_keeps_its_token_wiring():
+def test_the_agent_mounts_only_its_join_token_under_a_read_only_root():
     agent = named(render(values_for("values.yaml")), "DaemonSet", "gpu-agent")["spec"]["template"]["spec"]
     container = agent["containers"][0]
-    assert container["command"][-1].startswith('GPU_AGENT_TOKEN="$(cat /etc/gpu-agent/tokens/$GPU_AGENT_NODE)"')
-    assert {"name": "tokens", "mountPath": "/etc/gpu-agent/tokens", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "join-token", "mountPath": "/etc/gpu-agent/join", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
     relaxed = named(render(values_for("values.yaml", {"securityContext": {"agentReadOnlyRootFilesystem": False}})),
                     "DaemonSet", "gpu-agent")["spec"]["template"]["spec"]["containers"][0]
     assert relaxed["securityContext"]["readOnlyRootFilesystem"] is False
