@@ -1,7 +1,7 @@
 """Quiet logs: one line per request at INFO, what repeats on a timer at DEBUG.
 
 - `RequestLogMiddleware` writes the one line per HTTP request (`portal.requests`): method, path, status,
-  duration, request id and user id. It gives every request an id (the caller's `X-Request-ID` when it is
+  duration, and (by `RequestContext`, as on every line) the request id and user id. It gives every request an id (the caller's `X-Request-ID` when it is
   sane, else a new one), echoes it in the response's `X-Request-ID`, and `RequestContext` adds it (and the
   user id) to every record logged during the request; Celery tasks sent from it carry it. Node agents' calls, page polling, health checks, scrapes and static files are DEBUG. The web
   server's own access log is off (`portal.run.web_command`), so nothing is logged twice.
@@ -76,10 +76,9 @@ class RequestLogMiddleware:
             response[REQUEST_ID_HEADER] = request.request_id
             level = logging.DEBUG if is_routine(request) else logging.INFO
             if REQUESTS.isEnabledFor(level):
-                REQUESTS.log(level, "%s %s %d %.0f ms request %s user %s", request.method,
-                             request.get_full_path()[:300], response.status_code,
-                             (time.perf_counter() - started) * 1000, request.request_id,
-                             user_id_of(request, load=True))
+                user_id_of(request, load=True)   # read now, so that RequestContext puts it on the line
+                REQUESTS.log(level, "%s %s %d %.0f ms", request.method, request.get_full_path()[:300],
+                             response.status_code, (time.perf_counter() - started) * 1000)
             return response
         finally:
             current_request.reset(tokens[1])

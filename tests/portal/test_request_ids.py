@@ -60,15 +60,13 @@ def test_the_request_line_carries_the_id_and_the_user_id(client, tenants, format
     response = client.get("/account/preferences/", HTTP_X_REQUEST_ID="req-1")
     assert response.status_code == 200
     (line,) = request_lines(formatted)
-    assert "GET /account/preferences/ 200" in line
-    assert f"request req-1 user {tenants.alice.pk}" in line
-    assert f"[request req-1 user {tenants.alice.pk}]" in line   # the context every record of the request gets
+    assert f"portal.requests [request req-1 user {tenants.alice.pk}]: GET /account/preferences/ 200" in line
 
 
 def test_an_anonymous_request_says_no_user(client, tenants, formatted):
     client.get("/account/login/", HTTP_X_REQUEST_ID="req-anon")
     (line,) = request_lines(formatted)
-    assert "request req-anon user -" in line
+    assert "[request req-anon user -]: GET /account/login/ " in line
 
 
 def test_records_outside_a_request_have_no_context(formatted):
