@@ -18,6 +18,8 @@ class PortalConfig(AppConfig):
         job_events_committed.connect(receivers.on_job_events, dispatch_uid="portal-notify-job-events")
         notice_raised.connect(receivers.on_billing_notice, dispatch_uid="portal-notify-billing-notices")
 
+        from portal import logs
         from portal.metrics import connect_celery_signals
 
         connect_celery_signals()
+        logs.connect_celery_signals()   # a task sent from a request logs with the request's id

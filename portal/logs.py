@@ -1,7 +1,9 @@
 """Quiet logs: one line per request at INFO, what repeats on a timer at DEBUG.
 
 - `RequestLogMiddleware` writes the one line per HTTP request (`portal.requests`): method, path, status,
-  duration. Node agents' calls, page polling, health checks, scrapes and static files are DEBUG. The web
+  duration, and (by `RequestContext`, as on every line) the request id and user id. It gives every request an id (the caller's `X-Request-ID` when it is
+  sane, else a new one), echoes it in the response's `X-Request-ID`, and `RequestContext` adds it (and the
+  user id) to every record logged during the request; Celery tasks sent from it carry it. Node agents' calls, page polling, health checks, scrapes and static files are DEBUG. The web
   server's own access log is off (`portal.run.web_command`), so nothing is logged twice.
 - `Routine` demotes to DEBUG what Celery says about the beat's own tasks every few seconds (sent, received,
   succeeded) and what uvicorn says when a websocket opens and closes; failures keep their level.
@@ -11,11 +13,39 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import time
+import uuid
 
 REQUESTS = logging.getLogger("portal.requests")
+
+REQUEST_ID_HEADER = "X-Request-ID"
+# What a caller's id may be: short, printable, no spaces (it goes into log lines and a response header).
+SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,127}")
+# The request being served in this context, and its id (Celery tasks have the id of the request that sent them).
+current_request: contextvars.ContextVar = contextvars.ContextVar("current_request", default=None)
+current_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("current_request_id", default="")
+
+
+def request_id_of(header: str | None) -> str:
+    """The caller's id when it is sane, else a new one."""
+    if header and SANE_REQUEST_ID.fullmatch(header):
+        return header
+    return uuid.uuid4().hex
+
+
+def user_id_of(request, *, load: bool) -> str:
+    """The signed-in user's id, or "-". Without `load` only a user the request has already read (no query
+    from inside a log call)."""
+    if request is None:
+        return "-"
+    if load:
+        user = getattr(request, "user", None)
+    else:
+        user = getattr(request, "_cached_user", None)
+    return str(user.pk) if user is not None and getattr(user, "is_authenticated", False) else "-"
 
 # Requests that repeat on a timer or come from machines: DEBUG, not INFO.
 ROUTINE_PATHS = re.compile(
@@ -31,19 +61,73 @@ def is_routine(request) -> bool:
 
 
 class RequestLogMiddleware:
-    """Outermost: one line per request, after the response is made (streams: when they start)."""
+    """Outermost: the request's id, then one line per request after the response is made (streams: when
+    they start)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         started = time.perf_counter()
-        response = self.get_response(request)
-        level = logging.DEBUG if is_routine(request) else logging.INFO
-        if REQUESTS.isEnabledFor(level):
-            REQUESTS.log(level, "%s %s %d %.0f ms", request.method, request.get_full_path()[:300],
-                         response.status_code, (time.perf_counter() - started) * 1000)
-        return response
+        request.request_id = request_id_of(request.headers.get(REQUEST_ID_HEADER))
+        tokens = current_request_id.set(request.request_id), current_request.set(request)
+        try:
+            response = self.get_response(request)
+            response[REQUEST_ID_HEADER] = request.request_id
+            level = logging.DEBUG if is_routine(request) else logging.INFO
+            if REQUESTS.isEnabledFor(level):
+                user_id_of(request, load=True)   # read now, so that RequestContext puts it on the line
+                REQUESTS.log(level, "%s %s %d %.0f ms", request.method, request.get_full_path()[:300],
+                             response.status_code, (time.perf_counter() - started) * 1000)
+            return response
+        finally:
+            current_request.reset(tokens[1])
+            current_request_id.reset(tokens[0])
+
+
+class RequestContext(logging.Filter):
+    """On the handler: every record gets `context`, " [request ID user ID]" while a request (or a Celery task
+    it sent) is being served, else empty."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request_id = current_request_id.get()
+        if request_id:
+            record.context = f" [request {request_id} user {user_id_of(current_request.get(), load=False)}]"
+        else:
+            record.context = ""
+        return True
+
+
+def _carry_request_id(headers=None, **_):
+    """before_task_publish: a task sent while serving a request carries the request's id."""
+    request_id = current_request_id.get()
+    if request_id and headers is not None:
+        headers.setdefault("request_id", request_id)
+
+
+_task_tokens: dict[str, contextvars.Token] = {}
+
+
+def _adopt_request_id(task_id=None, task=None, **_):
+    request = getattr(task, "request", None)
+    # a worker makes the message's headers attributes of the request; an eager run keeps them in `headers`
+    request_id = getattr(request, "request_id", None) or (getattr(request, "headers", None) or {}).get("request_id")
+    if request_id and task_id:
+        _task_tokens[task_id] = current_request_id.set(request_id_of(str(request_id)))
+
+
+def _drop_request_id(task_id=None, **_):
+    token = _task_tokens.pop(task_id, None)
+    if token is not None:
+        current_request_id.reset(token)
+
+
+def connect_celery_signals() -> None:
+    from celery import signals
+
+    signals.before_task_publish.connect(_carry_request_id, dispatch_uid="logs-request-id-out", weak=False)
+    signals.task_prerun.connect(_adopt_request_id, dispatch_uid="logs-request-id-in", weak=False)
+    signals.task_postrun.connect(_drop_request_id, dispatch_uid="logs-request-id-done", weak=False)
 
 
 def beat_task_names() -> set[str]:
@@ -86,10 +170,12 @@ def logging_config(level: str = "INFO") -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"}},
         "filters": {"routine_tasks": routine, "routine_websockets": {"()": "portal.logs.Routine",
-                                                                     "kind": "websocket"}},
-        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+                                                                     "kind": "websocket"},
+                    "request_context": {"()": "portal.logs.RequestContext"}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                                 "filters": ["request_context"]}},
         "root": {"handlers": ["console"], "level": level},
         "loggers": {
             "axes": {"level": "WARNING"},

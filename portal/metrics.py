@@ -27,6 +27,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from billing.api import metrics as billing_metrics
 from scheduling.api import metrics as shared
+from scheduling.models import Node
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class PlatformCollector:
 
     def collect(self):
         yield from self._shared()
-        for section in (self._cluster, self._ingest, self._budgets):
+        for section in (self._cluster, self._nodes, self._ingest, self._budgets):
             try:
                 yield from section()
             except Exception:  # one broken figure must not take down the others
@@ -96,6 +97,12 @@ class PlatformCollector:
         yield _gauge("gpu_platform_queue_deserved_gpus", "The queue's deserved quota.", ["queue"], f.deserved)
         yield _gauge("gpu_platform_agent_last_seen_timestamp_seconds", "Last heartbeat of the node's agent.",
                      ["node"], f.agent_last_seen)
+
+    def _nodes(self):
+        # The cluster's Ready condition only: an agent's silence has its own series and alert.
+        yield _gauge("gpu_platform_node_ready", "1 while the cluster says the node is Ready, else 0.", ["node", "pool"],
+                     {(name, pool): 1.0 if ready else 0.0
+                      for name, pool, ready in Node.objects.values_list("name", "pool__name", "ready")})
 
     def _ingest(self):
         yield _gauge("gpu_platform_usage_ingest_lag_seconds",

@@ -75,7 +75,7 @@ def history_jobs(*, since: datetime | None = None, until: datetime | None = None
                 seconds = (max(ends) - first).total_seconds()
             else:
                 seconds = max((until - first).total_seconds(), float(declared))
-            pool = min(placed)[2]
+            pool = min(placed, key=lambda p: p[0])[2]   # the first placement's pool (ends may be open)
         elif finished:
             continue                       # ended before it ever ran
         else:

@@ -12,13 +12,13 @@ from django.utils.translation import gettext_lazy as _
 from scheduling import clock, formats, history_texts
 from scheduling.core import MIG_PROFILES
 from scheduling.core import model as cm
+from scheduling.core.mig import MIG_CARDS, layout_errors, mig_card
 from scheduling.core.units import gpu_model_name, vendor_name
 from scheduling.kinds import registry as kind_registry
 from scheduling.queue_tree import QueueRow, validate_queue
 
-# MIG profiles by card size: 40 GB cards (A100-40GB) and 80 GB cards (A100/H100-80GB).
-MIG_FAMILIES = {40 * 1024: ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-                80 * 1024: ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")}
+# MIG profiles by card (scheduling.core.mig holds the table and its source).
+MIG_FAMILIES = {card.model: card.names for card in MIG_CARDS}
 MAX_TIMESLICE_REPLICAS = 64
 
 
@@ -114,18 +114,25 @@ class NodePool(models.Model):
         errors = {}
         if self.vendor != Vendor.NVIDIA:
             errors["sharing"] = [gettext("MIG is an NVIDIA feature")]
-        family = MIG_FAMILIES.get(self.gpu_memory_mib)
+        card = mig_card(self.gpu_model, self.gpu_memory_mib)
         unknown = [p for p in self.mig_layout if p not in MIG_PROFILES]
         if unknown:
             errors["mig_layout"] = [gettext("unknown MIG profiles %(unknown)s; known: %(known)s") % {
                 "unknown": ", ".join(unknown), "known": ", ".join(MIG_PROFILES)}]
-        elif family is None:
-            errors["mig_layout"] = [gettext("%(model)s (%(gib)s GiB) has no MIG profiles; MIG needs a 40 GB or 80 GB "
-                                            "card") % {"model": self.gpu_model, "gib": self.gpu_memory_mib // 1024}]
-        elif any(p not in family for p in self.mig_layout):
-            wrong = [p for p in self.mig_layout if p not in family]
-            errors["mig_layout"] = [gettext("%(wrong)s are not profiles of a %(gb)s GB card (those are %(family)s)") % {
-                "wrong": ", ".join(wrong), "gb": self.gpu_memory_mib // 1024, "family": ", ".join(family)}]
+        elif card is None:
+            errors["mig_layout"] = [gettext("%(model)s (%(gib)s GiB) has no MIG profiles; MIG cards: %(cards)s") % {
+                "model": self.gpu_model, "gib": self.gpu_memory_mib // 1024,
+                "cards": ", ".join(c.model for c in MIG_CARDS)}]
+        else:
+            texts = {
+                "not_profiles": gettext("%(wrong)s are not profiles of %(model)s (those are %(family)s)"),
+                "compute_slices": gettext("the layout uses %(used)s compute slices; %(model)s has %(has)s"),
+                "memory_slices": gettext("the layout uses %(used)s memory slices; %(model)s has %(has)s"),
+                "too_many": gettext("%(count)s instances of %(profile)s; a GPU holds at most %(most)s"),
+            }
+            wrong = [texts[code] % figures for code, figures in layout_errors(card, list(self.mig_layout))]
+            if wrong:
+                errors["mig_layout"] = wrong
         return errors
 
     @property

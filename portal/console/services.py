@@ -170,27 +170,58 @@ class DrainPreview:
     node: Node
     moves: list[DrainItem] = field(default_factory=list)   # preemptible: evicted and requeued
     stays: list[DrainItem] = field(default_factory=list)   # not preemptible: finishes where it is
+    # Replicas on other nodes stopped too: their job would fall below its minimum replicas, so the
+    # whole job goes back to its queue rather than run (and be billed) short of what it needs.
+    also_stopped: list[DrainItem] = field(default_factory=list)
+    requeued: list[int] = field(default_factory=list)      # jobs that go back to their queue whole
+    shrunk: list[int] = field(default_factory=list)        # elastic jobs that keep running on fewer replicas
 
     @property
     def jobs_moving(self) -> list[int]:
         return sorted({i.job_id for i in self.moves})
 
 
+def _drain_item(r: Replica) -> DrainItem:
+    return DrainItem(r.job_id, r.job.name, r.job.workspace.slug, f"{r.role}-{r.index}", r.slice_label, r.state)
+
+
+def _falls_below_minimum(job: Job, remaining: list[Replica]) -> bool:
+    """Whether the replicas left after the drain are fewer than some role's minimum (or none at all)."""
+    if not remaining:
+        return True
+    left = {}
+    for r in remaining:
+        left[r.role] = left.get(r.role, 0) + 1
+    return any(left.get(role["name"], 0) < max(1, int(role.get("min_replicas", 1))) for role in job.roles)
+
+
 def drain_preview(node: Node) -> DrainPreview:
-    """What a drain would do, without doing it."""
+    """What a drain would do, without doing it; `drain` does exactly this."""
     preview = DrainPreview(node)
     replicas = Replica.objects.filter(node=node, state__in=ACTIVE_STATES).select_related("job__workspace")
     for r in replicas.order_by("job_id", "role", "index"):
-        item = DrainItem(r.job_id, r.job.name, r.job.workspace.slug, f"{r.role}-{r.index}", r.slice_label, r.state)
-        (preview.moves if r.job.preemptible else preview.stays).append(item)
+        (preview.moves if r.job.preemptible else preview.stays).append(_drain_item(r))
+    elsewhere = (Replica.objects.filter(job_id__in=preview.jobs_moving, state__in=ACTIVE_STATES)
+                 .exclude(node=node).select_related("job__workspace").order_by("job_id", "role", "index"))
+    by_job: dict[int, list[Replica]] = {job_id: [] for job_id in preview.jobs_moving}
+    for r in elsewhere:
+        by_job[r.job_id].append(r)
+    for job in Job.objects.filter(pk__in=preview.jobs_moving).order_by("pk"):
+        if _falls_below_minimum(job, by_job[job.pk]):
+            preview.requeued.append(job.pk)
+            preview.also_stopped.extend(_drain_item(r) for r in by_job[job.pk])
+        else:
+            preview.shrunk.append(job.pk)
     return preview
 
 
 @transaction.atomic
 def drain(user, node: Node, now: datetime | None = None) -> DrainPreview:
-    """Cordon the node and evict its preemptible replicas (Preempted, end reason "drain"); their jobs
-    go back to their queue. Non-preemptible work finishes where it is. The next scheduling cycle
-    stops the evicted pods (reconcile), exactly as after a cancel, and places the jobs elsewhere."""
+    """Cordon the node and evict its preemptible replicas (Preempted, end reason "drain"). An elastic
+    job that keeps at least its minimum replicas elsewhere runs on, shrunk; any other job goes back to
+    its queue whole (its replicas elsewhere stopped too), as the preview says. Non-preemptible work
+    finishes where it is. The next scheduling cycle stops the evicted pods (reconcile), exactly as after
+    a cancel, and places the requeued jobs elsewhere."""
     now = now or clock.now()
     node = Node.objects.select_for_update().get(pk=node.pk)
     preview = drain_preview(node)
@@ -199,10 +230,11 @@ def drain(user, node: Node, now: datetime | None = None) -> DrainPreview:
     for job in Job.objects.filter(pk__in=preview.jobs_moving).select_related("workspace"):
         evicted = job.replicas.filter(node=node, state__in=ACTIVE_STATES).update(
             state=JobState.PREEMPTED, ended=now, end_reason="drain")
-        if job.replicas.filter(state__in=ACTIVE_STATES).exists():
+        if job.pk in preview.shrunk:
             record_event(job, "shrunk", reason=said(texts.DRAIN_SHRUNK, count=evicted, node=node.name),
                          data={"reason": "drain", "node": node.name})
             continue
+        job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.PREEMPTED, ended=now, end_reason="drain")
         requeue_job(job, said(texts.DRAIN_EVICTED, node=node.name), "drain",
                     pending=("node_drained", {"node": node.name}), details={"node": node.name})
     audit.record(user, "drain", node, changes={"cordoned": [False, True]},

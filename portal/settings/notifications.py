@@ -2,7 +2,8 @@
 
 import os
 
-EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# default: one INFO log line per message, no mail server needed; set the SMTP backend to send for real
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "portal.notifications.log_backend.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpu-platform@localhost")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))

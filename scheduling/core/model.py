@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .mig import MIG_PROFILES
 from .reasons import Reason
 from .units import MIG_SLICES_PER_GPU, MILLI_PER_GPU, mig_slices_milli
 
@@ -19,15 +20,6 @@ EVICT_REASONS = ("reclaim", "preempt", "consolidate", "shrink", "node-lost")
 # queue over its fair share, a higher job priority in the same queue, a consolidation move, a
 # ReduceCost job yielding borrowed capacity, or the node going away.
 EVICT_RULES = ("reclaim-within-deserved", "fair-share", "priority", "consolidation", "reduce-cost", "node-lost")
-
-# MIG profiles: compute slices (out of 7) and memory per instance, for 40 GB and 80 GB cards.
-MIG_PROFILES: dict[str, tuple[int, int]] = {
-    "1g.5gb": (1, 5 * 1024), "2g.10gb": (2, 10 * 1024), "3g.20gb": (3, 20 * 1024),
-    "4g.20gb": (4, 20 * 1024), "7g.40gb": (7, 40 * 1024),
-    "1g.10gb": (1, 10 * 1024), "1g.20gb": (1, 20 * 1024), "2g.20gb": (2, 20 * 1024),
-    "3g.40gb": (3, 40 * 1024), "4g.40gb": (4, 40 * 1024), "7g.80gb": (7, 80 * 1024),
-}
-
 
 def mig_milli(profile: str) -> int:
     """GPU share a MIG instance holds, for quota and fair-share accounting."""

@@ -36,7 +36,7 @@ needs_prometheus = pytest.mark.skipif(shutil.which("prometheus") is None,
 def test_alert_rules_are_valid():
     out = subprocess.run(["promtool", "check", "rules", str(RULES / "rules.yml")], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "7 rules found" in out.stdout
+    assert "10 rules found" in out.stdout
 
 
 @needs_promtool
@@ -54,11 +54,28 @@ def test_a_broken_alert_fails_its_unit_test(tmp_path):
     assert out.returncode != 0 and "GpuPlatformSchedulerStalled" in out.stdout + out.stderr
 
 
+@needs_promtool
+@pytest.mark.parametrize(("alert", "old", "new"), [
+    ("GpuPlatformHttp5xx", "> 0.05", "> 0"),                           # back to firing on any error
+    ("GpuPlatformScrapeDown", "for: 3m", "for: 0m"),
+    ("GpuPlatformCeleryTaskFailures", ">= 3", ">= 1"),
+    ("GpuPlatformNodeNotReady", "(gpu_platform_node_ready) == 0", "(gpu_platform_node_ready) == 1"),
+])
+def test_each_new_alert_has_a_unit_test_that_catches_a_change(tmp_path, alert, old, new):
+    rules = (RULES / "rules.yml").read_text()
+    assert rules.count(old) == 1
+    (tmp_path / "rules.yml").write_text(rules.replace(old, new))
+    shutil.copy(RULES / "rules_test.yml", tmp_path / "rules_test.yml")
+    out = subprocess.run(["promtool", "test", "rules", "rules_test.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode != 0 and alert in out.stdout + out.stderr
+
+
 def test_alerts_cover_what_operators_need():
     names = {r["alert"] for g in yaml.safe_load((RULES / "rules.yml").read_text())["groups"] for r in g["rules"]}
     assert names == {"GpuPlatformSchedulerStalled", "GpuPlatformNodeAgentSilent", "GpuPlatformAgentSpoolGrowing",
                      "GpuPlatformGpuXidErrors", "GpuPlatformIdleAllocatedGpus", "GpuPlatformBudgetExceeded",
-                     "GpuPlatformHttp5xx"}
+                     "GpuPlatformHttp5xx", "GpuPlatformScrapeDown", "GpuPlatformCeleryTaskFailures",
+                     "GpuPlatformNodeNotReady"}
 
 
 # --- what the code exports -------------------------------------------------------------------------------

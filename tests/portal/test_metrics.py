@@ -167,3 +167,23 @@ def test_pending_jobs_counted_by_state(client, cluster, backend, clock, run):
     Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished=clock.now - timedelta(seconds=1))
     samples = scrape(client)
     assert not any(name == "gpu_platform_pending_jobs" for name, _ in samples)
+
+
+def test_node_readiness_is_exported_per_node(client, cluster):
+    Node.objects.filter(name="h100-02").update(ready=False)
+    samples = scrape(client)
+    assert value(samples, "gpu_platform_node_ready", node="h100-01", pool="h100") == 1
+    assert value(samples, "gpu_platform_node_ready", node="h100-02", pool="h100") == 0
+
+
+def test_a_real_celery_task_that_raises_is_counted_by_the_signal(client, db):
+    from portal.celery import app
+
+    @app.task(name="tests.metrics.always_fails", bind=False)
+    def always_fails():
+        raise RuntimeError("boom")
+
+    always_fails.apply()   # runs the task through Celery's tracer, which sends task_failure
+    always_fails.apply()
+    samples = scrape(client)
+    assert value(samples, "gpu_platform_celery_task_failures_total", task="tests.metrics.always_fails") == 2

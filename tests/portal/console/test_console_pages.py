@@ -41,13 +41,13 @@ def test_mig_layout_is_checked_against_the_card(admin_client, cluster):
     bad = admin_client.post("/console/pools/h100-mig/", {"placement": "default", "sharing": "mig",
                                                          "timeslice_replicas": "4", "mig_layout": "3g.20gb, 4g.20gb"})
     assert bad.status_code == 400 and 'data-field="mig_layout"' in bad.content.decode()
-    assert "not profiles of a 80 GB card" in bad.content.decode()
+    assert "not profiles of H100-80GB" in bad.content.decode()
     too_many = admin_client.post("/console/pools/rtx4090/", {"placement": "default", "sharing": "mig",
                                                              "timeslice_replicas": "4", "mig_layout": "7g.80gb"})
     assert too_many.status_code == 400 and "no MIG profiles" in too_many.content.decode()
     slices = admin_client.post("/console/pools/a100-spot/", {"placement": "default", "sharing": "mig", "spot": "1",
                                                              "timeslice_replicas": "4", "mig_layout": "7g.80gb,1g.10gb"})
-    assert slices.status_code == 400 and "8 slices" in slices.content.decode()
+    assert slices.status_code == 400 and "8 compute slices" in slices.content.decode()
     assert NodePool.objects.get(name="a100-spot").sharing == "standard"
     good = admin_client.post("/console/pools/a100-spot/", {"placement": "frag", "sharing": "mig", "spot": "1",
                                                            "timeslice_replicas": "4", "mig_layout": "4g.40gb, 3g.40gb"})

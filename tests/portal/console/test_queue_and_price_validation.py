@@ -159,7 +159,7 @@ def test_admin_refuses_a_mig_layout_the_card_does_not_have(staff_client, cluster
             "timeslice_replicas": "4", "mig_layout": "3g.20gb, 4g.20gb"}
     response = staff_client.post(f"/admin/scheduling/nodepool/{pool.pk}/change/", data)
     assert response.status_code == 200
-    assert any("not profiles of a 80 GB card" in m for m in field_errors(response.content.decode(), "mig_layout"))
+    assert any("not profiles of H100-80GB" in m for m in field_errors(response.content.decode(), "mig_layout"))
     assert NodePool.objects.get(name="h100-mig").mig_layout == pool.mig_layout
 
 
