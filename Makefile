@@ -59,10 +59,10 @@ docs: install
 # The zh_Hans catalogue: `make messages` collects marked strings into locale/, translate the new
 # entries in the .po, then `make compilemessages` (the .mo is committed, so a fresh clone has it).
 messages: install
-	$(PY) manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'tests/*' --ignore 'gpuctl/*' --ignore 'nodeagent/*' --ignore 'bench/*' --ignore 'site/*'
+	$(PY) manage.py makemessages -l zh_Hans --no-obsolete --ignore '.venv/*' --ignore 'var/*' --ignore 'tests/*' --ignore 'gpuctl/*' --ignore 'nodeagent/*' --ignore 'bench/*' --ignore 'site/*' --ignore '.tools/*' --ignore 'build/*'
 
 compilemessages: install
-	$(PY) manage.py compilemessages -l zh_Hans --ignore '.venv/*'
+	$(PY) manage.py compilemessages -l zh_Hans --ignore '.venv/*' --ignore 'var/*' --ignore '.tools/*'
 
 clean:
 	rm -rf var staticfiles site $(TOOLS)
