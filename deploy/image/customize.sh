@@ -56,7 +56,8 @@ case "$IMAGE_APP" in
     test -f "$rootfs/app/locale/zh_Hans/LC_MESSAGES/django.mo"
     rm -rf "$rootfs/tmp/build-var" ;;
   wheel)
-    uv_pip --no-deps /tmp/work/dist/*.whl ;;
+    wheel=$(cd "$IMAGE_WORK/dist" && echo *.whl)  # the glob is the build machine's, the path the root's
+    uv_pip --no-deps "/tmp/work/dist/$wheel" ;;
   "") ;;
   *) echo "customize.sh: unknown APP=$IMAGE_APP" >&2; exit 2 ;;
 esac
