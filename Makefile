@@ -10,7 +10,7 @@ UV := $(TOOLS)/bin/uv
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 EXTRAS ?= load
 
-.PHONY: install extras prepare run test e2e lint docs demo clean messages compilemessages
+.PHONY: install extras prepare run test e2e lint docs demo clean messages compilemessages image image-rootfs
 
 $(UV):
 	$(PYTHON) -m pip install -q --disable-pip-version-check --target $(TOOLS) 'uv==$(UV_VERSION)'
@@ -63,6 +63,15 @@ messages: install
 
 compilemessages: install
 	$(PY) manage.py compilemessages -l zh_Hans --ignore '.venv/*' --ignore 'var/*' --ignore '.tools/*'
+
+# OCI images (as root; mmdebstrap, buildah): build/images/portal.oci.tar (gpu-platform) and agent.oci.tar
+# (gpu-node-agent), from Debian packages and uv.lock; deploy/image/build.sh says how.
+image: $(UV)
+	deploy/image/build.sh portal agent
+
+# Only the root filesystem tarballs, for `docker build` with deploy/image/Dockerfile.
+image-rootfs: $(UV)
+	deploy/image/build.sh --rootfs-only portal agent
 
 clean:
 	rm -rf var staticfiles site $(TOOLS)

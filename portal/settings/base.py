@@ -1,6 +1,7 @@
 """The Django project: apps, middleware, templates, languages and time, static files, the REST API."""
 
 import os
+from pathlib import Path
 
 from portal.settings.env import BASE_DIR, VAR_DIR
 
@@ -81,7 +82,8 @@ USE_TZ = True
 # --- static -------------------------------------------------------------------------------
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# collectstatic's destination; the image collects into /app/staticfiles at build time (read-only there).
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or VAR_DIR / "staticfiles")
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True  # serve from static/ too, so tests and `make run` need no collectstatic race
 

@@ -1,0 +1,142 @@
+"""The OCI images (`make image`, deploy/image/): the portal image's config runs a non-root user through its
+entrypoint, its root filesystem holds no compiler but the collected static files, the zh_Hans catalogue and
+the CJK font, and `manage.py check --deploy` passes in it (at WARNING level, production's environment);
+the agent image's gpu-node-agent answers --help.
+
+Root only, with Debian's mmdebstrap, buildah and umoci; skipped elsewhere. It validates
+build/images/*.oci.tar when present (CI: .ci/image builds them first, then this test runs), else it builds
+them with `make image` (about 5 minutes on 2 cores; IMAGE_REBUILD=1 forces a build).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGES = ROOT / "build" / "images"
+RUN_UNPACKED = ROOT / "deploy" / "image" / "run_unpacked.py"
+TOOLS = ("mmdebstrap", "buildah", "umoci", "unshare")
+
+pytestmark = [
+    pytest.mark.slow_server,
+    pytest.mark.skipif(os.geteuid() != 0, reason="building and unpacking images needs root"),
+    pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
+                       reason=f"needs {', '.join(TOOLS)} (apt-get install mmdebstrap buildah umoci)"),
+]
+
+
+@pytest.fixture(scope="session")
+def image_archives() -> dict[str, Path]:
+    archives = {name: IMAGES / f"{name}.oci.tar" for name in ("portal", "agent")}
+    if os.environ.get("IMAGE_REBUILD") == "1" or not all(a.exists() for a in archives.values()):
+        subprocess.run(["make", "image"], cwd=ROOT, check=True, timeout=1800)
+    return archives
+
+
+def oci_config(archive: Path) -> tuple[str, dict]:
+    """The archive's one image: its reference name and its OCI image config."""
+    with tarfile.open(archive) as tar:
+        def blob(digest: str) -> dict:
+            return json.load(tar.extractfile("blobs/sha256/" + digest.removeprefix("sha256:")))
+
+        [entry] = json.load(tar.extractfile("index.json"))["manifests"]
+        manifest = blob(entry["digest"])
+        return entry["annotations"]["org.opencontainers.image.ref.name"], blob(manifest["config"]["digest"])
+
+
+@pytest.fixture(scope="session")
+def unpacked(image_archives, tmp_path_factory) -> dict[str, Path]:
+    """Each image unpacked by umoci into a runtime bundle (config.json, rootfs/)."""
+    bundles = {}
+    for name, archive in image_archives.items():
+        work = tmp_path_factory.mktemp(f"image-{name}")
+        (work / "layout").mkdir()
+        subprocess.run(["tar", "-xf", str(archive), "-C", str(work / "layout")], check=True, timeout=300)
+        ref, _ = oci_config(archive)
+        subprocess.run(["umoci", "unpack", "--image", f"{work / 'layout'}:{ref}", str(work / "bundle")],
+                       check=True, capture_output=True, timeout=600)
+        bundles[name] = work / "bundle"
+    return bundles
+
+
+def project_version() -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+@pytest.mark.parametrize(("name", "image"), [("portal", "gpu-platform"), ("agent", "gpu-node-agent")])
+def test_image_config_runs_a_non_root_user_through_the_entrypoint(image_archives, name, image):
+    ref, config = oci_config(image_archives[name])
+    assert ref == f"{image}:{project_version()}"
+    assert config["config"]["User"] == "10001:10001"
+    assert config["config"]["Entrypoint"] == ["/usr/local/bin/entrypoint"]
+    env = dict(item.split("=", 1) for item in config["config"]["Env"])
+    assert env["PATH"].startswith("/opt/venv/bin:")
+    assert env["DEBUG"] == "0"
+
+
+@pytest.mark.parametrize("name", ["portal", "agent"])
+def test_no_compiler_in_the_root_filesystem(unpacked, name):
+    rootfs = unpacked[name] / "rootfs"
+    assert (rootfs / "opt/venv/bin/python").exists()
+    compilers = [p.name for d in ("usr/bin", "usr/local/bin") for p in (rootfs / d).iterdir()
+                 if p.name in ("cc", "c++", "gcc", "g++", "clang", "tcc") or p.name.endswith(("-gcc", "-g++"))
+                 or p.name.startswith(("gcc-", "x86_64-linux-gnu-gcc"))]
+    assert compilers == []
+    assert not (rootfs / "usr/lib/gcc").exists()
+
+
+def test_portal_root_filesystem_has_static_files_catalogue_and_cjk_font(unpacked):
+    rootfs = unpacked["portal"] / "rootfs"
+    assert (rootfs / "app/staticfiles/admin/css/base.css").exists()  # collectstatic ran at build time
+    assert (rootfs / "app/locale/zh_Hans/LC_MESSAGES/django.mo").exists()
+    assert list((rootfs / "usr/share/fonts/truetype/wqy").glob("wqy-microhei.tt*"))
+    state = rootfs / "var/lib/gpu-platform"
+    assert (state.stat().st_uid, state.stat().st_gid) == (10001, 10001)
+
+
+def run_in(bundle: Path, state: Path, *args: str, env: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    state.mkdir(exist_ok=True)
+    os.chown(state, 10001, 10001)
+    env_args = [arg for item in env for arg in ("--env", item)]
+    return subprocess.run([str(RUN_UNPACKED), str(bundle), str(state), *env_args, "--", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_check_deploy_is_clean_in_the_portal_image(unpacked, tmp_path):
+    production = (f"SECRET_KEY={secrets.token_urlsafe(50)}", "ALLOWED_HOSTS=portal.example.com",
+                  "CSRF_TRUSTED_ORIGINS=https://portal.example.com")
+    done = run_in(unpacked["portal"], tmp_path / "var", "manage", "check", "--deploy", "--fail-level", "WARNING",
+                  env=production)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
+
+
+def test_check_deploy_fails_without_the_secret_key(unpacked, tmp_path):
+    """The same check can fail: production without SECRET_KEY refuses to start."""
+    done = run_in(unpacked["portal"], tmp_path / "var", "manage", "check", "--deploy")
+    assert done.returncode != 0
+    assert "SECRET_KEY must be set" in done.stderr
+
+
+def test_the_portal_image_has_the_postgresql_client_the_backups_call_without_perl(unpacked, tmp_path):
+    for tool in ("pg_dump", "pg_restore", "psql"):
+        done = run_in(unpacked["portal"], tmp_path / "var", tool, "--version")
+        assert done.returncode == 0, done.stderr
+        assert "(PostgreSQL) 15" in done.stdout
+    assert not (unpacked["portal"] / "rootfs/usr/bin/perl").exists()
+
+
+def test_agent_image_runs_gpu_node_agent(unpacked, tmp_path):
+    done = run_in(unpacked["agent"], tmp_path / "state", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "gpu-node-agent" in done.stdout
