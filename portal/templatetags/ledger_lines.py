@@ -12,12 +12,18 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 
+from billing.models import ChargeLine
+
 register = template.Library()
 
 _ROW = ('<tr{}><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td>\n      <td>{}</td><td>{}</td><td>{}</td><td>{}</td>\n'
         '      <td>{}</td><td>{}</td><td>{}</td>\n      <td>{}</td><td>{}</td>\n'
         '      <td>{}</td><td>{}</td><td>{}</td></tr>\n')
 _JOB_PLACEHOLDER = 987654321
+# the columns a row shows: read as values, not as model instances (a line has some 30 columns)
+_COLUMNS = ("provisional", "hour", "workspace__slug", "category", "offpeak", "queue", "job_id", "job_name", "reason",
+            "node", "gpu_model", "sharing", "allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours",
+            "cpu_core_hours", "memory_gib_hours", "list_cost", "cost", "currency")
 
 
 def _text(value) -> str:
@@ -27,18 +33,20 @@ def _text(value) -> str:
 
 @register.simple_tag
 def ledger_line_rows(rows):
+    """`rows`: a queryset of ChargeLine, ordered and sliced."""
+    categories = dict(ChargeLine.Category.choices)
     job_url = reverse("job", args=[_JOB_PLACEHOLDER])
     provisional = format_html(' class="provisional" title="{}"', gettext("the hour is still open"))
     off_peak = format_html(" · {}", gettext("off-peak"))
     out = []
-    for r in rows:
-        hour = formats.date_format(timezone.localtime(r.hour) if timezone.is_aware(r.hour) else r.hour, "Y-m-d H:i")
-        job = (format_html('<a href="{}">{}</a>', job_url.replace(str(_JOB_PLACEHOLDER), str(r.job_id)), r.job_name)
-               if r.job_id else format_html("{}", r.reason))
+    for (is_open, hour, slug, category, is_off_peak, queue, job_id, job_name, reason, node, gpu_model, sharing,
+         allocated, used, idle, cpu, memory, list_cost, cost, currency) in rows.values_list(*_COLUMNS):
+        hour = formats.date_format(timezone.localtime(hour) if timezone.is_aware(hour) else hour, "Y-m-d H:i")
+        job = (format_html('<a href="{}">{}</a>', job_url.replace(str(_JOB_PLACEHOLDER), str(job_id)), job_name)
+               if job_id else format_html("{}", reason))
         out.append(format_html(
-            _ROW, provisional if r.provisional else "", hour, r.workspace.slug, r.get_category_display(),
-            off_peak if r.offpeak else "", r.queue, job, r.node, r.gpu_model, r.sharing,
-            floatformat(r.allocated_gpu_hours, 3), floatformat(r.used_gpu_hours, 3), floatformat(r.idle_gpu_hours, 3),
-            floatformat(r.cpu_core_hours, 2), floatformat(r.memory_gib_hours, 2),
-            _text(r.list_cost), _text(r.cost), _text(r.currency)))
+            _ROW, provisional if is_open else "", hour, slug, categories.get(category, category),
+            off_peak if is_off_peak else "", queue, job, node, gpu_model, sharing,
+            floatformat(allocated, 3), floatformat(used, 3), floatformat(idle, 3),
+            floatformat(cpu, 2), floatformat(memory, 2), _text(list_cost), _text(cost), _text(currency)))
     return mark_safe("    ".join(out))  # noqa: S308 - every part went through format_html
