@@ -7,7 +7,9 @@
 
 Everything is throwaway and on 127.0.0.1:
 1. A fresh database: a SQLite file under a temp VAR_DIR (default), or the PostgreSQL database
-   named by --database-url, dropped and created again (and dropped at the end unless --keep-db);
+   named by --database-url, dropped and created again (and dropped at the end unless --keep-db;
+   --reuse-db serves the one an earlier --keep-db run, or `bench.request_cost`, built: no step 2's
+   migrate and load_demo, which take minutes on a busy machine);
    the project's embedded Redis on a unix socket in the temp dir.
 2. `manage.py migrate` and `manage.py load_demo` (child processes), then a `manage.py shell`
    snippet that makes one API token per demo user (`portal.services.create_api_token`) and lists
@@ -206,9 +208,10 @@ def manage(args: list[str], env: dict[str, str], timeout: float = 600) -> str:
     return done.stdout
 
 
-def prepare(env: dict[str, str]) -> tuple[dict, dict[str, float]]:
+def prepare(env: dict[str, str], *, build: bool = True) -> tuple[dict, dict[str, float]]:
     timings = {}
-    for step, args in (("migrate_s", ["migrate", "--noinput", "-v", "0"]), ("load_demo_s", ["load_demo"])):
+    steps = (("migrate_s", ["migrate", "--noinput", "-v", "0"]), ("load_demo_s", ["load_demo"])) if build else ()
+    for step, args in steps:
         started = time.perf_counter()
         manage(args, env)
         timings[step] = round(time.perf_counter() - started, 1)
@@ -337,12 +340,12 @@ def run(args) -> dict:
 
         machine_before = {"cores": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2),
                           "python": platform.python_version(), "locust": locust.__version__}
-        if pg:
+        if pg and not args.reuse_db:
             reset_postgres(db_url)
         stack.redis_proc = embedded_redis.start(stack.redis_url, log_file=tmp / "redis.log")
         env = server_env(db_url, stack)
         started = time.perf_counter()
-        accounts, timings = prepare(env)
+        accounts, timings = prepare(env, build=not args.reuse_db)
         ACCOUNTS.clear()
         ACCOUNTS.update(accounts)
         base = start_server(stack, env, args.web_workers)
@@ -360,7 +363,7 @@ def run(args) -> dict:
         return result
     finally:
         stack.stop()
-        if pg and not args.keep_db:
+        if pg and not (args.keep_db or args.reuse_db):
             try:
                 reset_postgres(db_url, create=False)
             except Exception as exc:  # the figures matter more than the clean-up
@@ -411,12 +414,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="count only after every user has started and logged in: the steady state")
     parser.add_argument("--database-url", help="a postgres:// URL of a database of its own (dropped and created)")
     parser.add_argument("--keep-db", action="store_true", help="leave the PostgreSQL database in place")
+    parser.add_argument("--reuse-db", action="store_true",
+                        help="serve the PostgreSQL database an earlier --keep-db run built (no migrate, no "
+                             "load_demo: minutes on a busy machine), and leave it in place")
     parser.add_argument("--web-workers", type=live.positive_int, default=None,
                         help="web server processes (default: as make run, WEB_WORKERS or one per core)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.database_url and args.database_url.startswith(("postgres://", "postgresql://")):
         check_postgres_url(args.database_url)
+    elif args.reuse_db:
+        raise SystemExit("--reuse-db needs the --database-url of a PostgreSQL database an earlier run built")
     elif args.database_url:
         raise SystemExit("--database-url must be a postgres:// URL (the default is a fresh SQLite file)")
 

@@ -11,7 +11,7 @@ from django.utils import timezone, translation
 from django.views.defaults import page_not_found
 
 from portal import ratelimit
-from portal.selectors import chosen_language, time_zone_for
+from portal.selectors import page_language, time_zone_for
 from scheduling.api import DomainError
 
 
@@ -112,7 +112,7 @@ class UserLanguageMiddleware:
     def __call__(self, request):
         if request.path_info.startswith("/api/") or not request.user.is_authenticated:
             return self.get_response(request)
-        if not (language := chosen_language(request.user)):
+        if not (language := page_language(request.user)):
             return self.get_response(request)
         with translation.override(language):
             request.LANGUAGE_CODE = translation.get_language()

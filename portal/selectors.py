@@ -32,10 +32,17 @@ def get_workspace_for_user(user, slug: str) -> Workspace:
 
 
 def current_workspace(request) -> Workspace | None:
-    """The workspace chosen with the switcher, else the user's first one."""
-    mine = workspaces_for(request.user)
+    """The workspace chosen with the switcher, else the user's first one. Read once per request (the
+    view and the page's header both ask), again if the user or the chosen slug changed meanwhile."""
     slug = request.session.get("workspace") if hasattr(request, "session") else None
-    return (slug and mine.filter(slug=slug).first()) or mine.first()
+    asked = (request.user.pk, slug)
+    kept = getattr(request, "_current_workspace", None)
+    if kept is not None and kept[0] == asked:
+        return kept[1]
+    mine = workspaces_for(request.user)
+    workspace = (slug and mine.filter(slug=slug).first()) or mine.first()
+    request._current_workspace = (asked, workspace)
+    return workspace
 
 
 def jobs_for(user, *, workspace=None, state: str | None = None) -> QuerySet:
@@ -84,8 +91,26 @@ def chosen_language(user) -> str:
     return chosen if chosen in dict(settings.LANGUAGES) else ""
 
 
+def page_preferences(user) -> tuple[str, str]:
+    """The zone and language the user chose ("" each: none) for the page middlewares: one query for
+    both, kept on the request's user object (it lives one request). Pages that change them read
+    chosen_time_zone / chosen_language afresh."""
+    kept = getattr(user, "_page_preferences", None)
+    if kept is None:
+        row = UserPreference.objects.filter(user=user).values_list("time_zone", "language").first()
+        kept = user._page_preferences = (row[0] or "", row[1] or "") if row else ("", "")
+    return kept
+
+
+def page_language(user) -> str:
+    """chosen_language, read through page_preferences."""
+    chosen = page_preferences(user)[1]
+    return chosen if chosen in dict(settings.LANGUAGES) else ""
+
+
 def time_zone_for(user) -> str:
-    """The zone the user's pages show times in: their choice, else the platform's. One query."""
-    chosen = chosen_time_zone(user)
+    """The zone the user's pages show times in: their choice, else the platform's. One query, shared
+    with page_language."""
+    chosen = page_preferences(user)[0]
     # A zone the zone database no longer has (tzdata update) falls back rather than break pages.
     return chosen if time_zones.is_known(chosen) else settings.TIME_ZONE

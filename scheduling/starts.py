@@ -6,10 +6,13 @@ place them (``core.session.Session.all_fit``: ``core/fit.py`` and the placement 
 waits in its queue: its expected start is the earliest of the forward replay that gives pending jobs
 theirs (``forecast.forecast_new_jobs``), or None beyond its horizon or without a queue.
 
-The session is kept while the cluster's snapshot stays the same (a placement's room depends on the
-pools, nodes and running replicas, not on the time of asking), and the forecasts for REUSE_S as the
-pending jobs' are, so repeated quotes and the submit that follows them between two cycles build
-neither a session nor a replay.
+The snapshot is read incrementally, as the cycle's worker reads it (``cycle.snapshot.SnapshotCache``:
+every row's version, then only the rows new or changed since the last quote), so it is exactly as fresh
+as the database. The session is kept while the cluster's snapshot stays the same (a placement's room
+depends on the pools, nodes and running replicas, not on the time of asking), and the forecasts for
+REUSE_S as the pending jobs' are, so repeated quotes and the submit that follows them between two
+cycles build neither a session nor a replay. The snapshot is the whole cluster's, the same for every
+workspace; nothing of one quote's spec is kept for another.
 """
 
 from __future__ import annotations
@@ -22,20 +25,30 @@ from typing import Any
 
 from scheduling.core import model as cm
 from scheduling.core.session import Session
-from scheduling.cycle.snapshot import build_snapshot, core_job, core_request, core_roles
+from scheduling.cycle.snapshot import SnapshotCache, build_snapshot, core_job, core_request, core_roles
 from scheduling.forecast import forecast_new_jobs
 from scheduling.spec import JobSpec
 from scheduling.spec.requests import role_requests
 
 _lock = threading.Lock()
 _kept: tuple[cm.Snapshot, Session] | None = None
+_snapshot_lock = threading.Lock()
+_snapshots = SnapshotCache()
 
 
 def forget_session() -> None:
-    """Drop the kept session (a test's world starts from none)."""
+    """Drop the kept session and snapshot (a test's world starts from none)."""
     global _kept
     with _lock:
         _kept = None
+    with _snapshot_lock:
+        _snapshots.reset()
+
+
+def cluster_snapshot(now: datetime) -> cm.Snapshot:
+    """The scheduler's snapshot at ``now``, read incrementally from the last one this process read."""
+    with _snapshot_lock:
+        return build_snapshot(now, _snapshots)
 
 
 def cluster_session(snapshot: cm.Snapshot) -> Session | None:
@@ -76,7 +89,7 @@ def expected_starts(spec: JobSpec, placements: Mapping[str, Mapping[str, Any]], 
     would start if submitted at ``now`` into ``queue``: ``now`` when it fits, else the earliest of the
     forecast (None: beyond its horizon, or no queue to wait in). None when the cluster cannot be read
     as a consistent snapshot: the caller keeps its own guess."""
-    snapshot = build_snapshot(now)
+    snapshot = cluster_snapshot(now)
     session = cluster_session(snapshot)
     if session is None:
         return None
