@@ -47,7 +47,7 @@ fi
 # Packages the image does not need once the others are installed (DROP), removed without their dependants.
 if [ -n "${IMAGE_DROP:-}" ]; then
   # shellcheck disable=SC2086
-  in_root dpkg --purge --force-depends $IMAGE_DROP >/dev/null
+  chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin dpkg --purge --force-depends $IMAGE_DROP >/dev/null
 fi
 
 case "$IMAGE_APP" in
