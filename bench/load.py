@@ -53,11 +53,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import gevent
 
 from bench import ingest, live
+from bench.databases import check_postgres_url
 from portal.run import web_command
 from portal.testing import ROOT, free_port, wait_for_http
 
@@ -149,14 +149,6 @@ class Stack(live.Stack):
     """The processes and files the benchmark owns; `stop` ends and removes them."""
 
     server_command: str = ""
-
-
-def check_postgres_url(url: str) -> tuple[str, str]:
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    if not name or name == "postgres" or parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
-        raise SystemExit(f"--database-url must name a database of its own on loopback, got {url!r}")
-    return name, parsed._replace(path="/postgres").geturl()
 
 
 def reset_postgres(url: str, *, create: bool = True) -> None:

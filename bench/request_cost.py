@@ -27,7 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse
+
+from bench.databases import check_postgres_url
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB_URL = "postgres://postgres@127.0.0.1:5432/h_request_cost"
@@ -37,15 +38,6 @@ QUOTE_SPEC = {"name": "load-quote", "type": "single", "expectedDuration": "1h",
                          "resources": {"gpu": 1, "cpu": 4, "memory": "16Gi"}}]}
 ENDPOINTS = ("/", "/jobs/", "/reports/", "/cluster/", "/jobs/[id]/",
              "/api/v1/workspaces/", "/api/v1/jobs/?limit=50", "/api/v1/quotes/ [POST]")
-
-
-def check_postgres_url(url: str) -> tuple[str, str]:
-    """The database's name and the admin URL; only a database of its own on loopback (as bench.load)."""
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    if not name or name == "postgres" or parsed.hostname not in ("127.0.0.1", "localhost", "::1"):
-        raise SystemExit(f"--database-url must name a database of its own on loopback, got {url!r}")
-    return name, parsed._replace(path="/postgres").geturl()
 
 
 def build_world(db_url: str, env: dict[str, str]) -> None:
