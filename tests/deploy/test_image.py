@@ -133,7 +133,7 @@ def test_the_portal_image_has_the_postgresql_client_the_backups_call_without_per
         done = run_in(unpacked["portal"], tmp_path / "var", tool, "--version")
         assert done.returncode == 0, done.stderr
         assert "(PostgreSQL) 15" in done.stdout
-    assert not (unpacked["portal"] / "rootfs/usr/bin/perl").exists()
+    assert not (unpacked["portal"] / "rootfs/usr/share/perl").exists()  # perl's modules (perl-base alone stays)
 
 
 def test_agent_image_runs_gpu_node_agent(unpacked, tmp_path):
