@@ -116,6 +116,8 @@ def test_workloads_run_what_the_platform_needs():
     container = portal["spec"]["template"]["spec"]["containers"][0]
     command = container["command"]
     assert command[:2] == ["uvicorn", "portal.asgi:application"]
+    # the client's address from the ingress's X-Forwarded-For (login rate limits are per client)
+    assert command[command.index("--forwarded-allow-ips") + 1] == "*"
     assert command[command.index("--workers") + 1] == "2"  # one process per core a pod may use
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"

@@ -84,6 +84,8 @@ def test_the_agent_mounts_only_its_join_token_under_a_read_only_root():
     assert {"name": "join-token", "mountPath": "/etc/gpu-agent/join", "readOnly": True} in container["volumeMounts"]
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # root with every capability dropped: the kubelet makes the host-path spool root-owned
+    assert agent["securityContext"]["runAsUser"] == 0 and container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     relaxed = named(render(values_for("values.yaml", {"securityContext": {"agentReadOnlyRootFilesystem": False}})),
                     "DaemonSet", "gpu-agent")["spec"]["template"]["spec"]["containers"][0]
     assert relaxed["securityContext"]["readOnlyRootFilesystem"] is False

@@ -45,6 +45,16 @@ def helm_commands() -> list[list[str]]:
     return [shlex.split(c) for _, body in blocks() for c in commands(body) if c.startswith("helm ")]
 
 
+def release_and_chart(command: list[str]) -> tuple[str, str] | None:
+    """`helm install R CHART ...` or `helm upgrade [--install] R CHART ...`: the release and the chart."""
+    words = [w for w in command[2:] if w != "--install"]
+    return (words[0], words[1]) if command[1] in ("install", "upgrade") else None
+
+
+def installs() -> list[list[str]]:
+    return [c for c in helm_commands() if c[1] == "install" or (c[1] == "upgrade" and "--install" in c)]
+
+
 def doc_values() -> tuple[str, dict]:
     ((name, body),) = marked("values")
     return name, yaml.safe_load(body)
@@ -52,8 +62,8 @@ def doc_values() -> tuple[str, dict]:
 
 def rendered_from_the_doc() -> list[dict]:
     name, values = doc_values()
-    (install,) = [c for c in helm_commands() if c[1] == "install"]
-    release, namespace = install[2], install[install.index("-n") + 1]
+    (install,) = installs()
+    release, namespace = release_and_chart(install)[0], install[install.index("-n") + 1]
     assert install[install.index("-f") + 1] == name
     return render(merge(yaml.safe_load((CHART / "values.yaml").read_text()), values), release, namespace)
 
@@ -97,10 +107,14 @@ def test_the_docs_values_render_into_valid_objects():
 
 def test_the_docs_commands_name_the_chart_and_objects_that_exist():
     for command in helm_commands():
-        if command[1] in ("install", "upgrade"):
-            assert (ROOT / command[3]).resolve() == CHART
+        if (named := release_and_chart(command)) is not None:
+            assert (ROOT / named[1]).resolve() == CHART
     docs = rendered_from_the_doc()
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    text = DOC.read_text()
+    # Jobs the doc makes itself: one from the CronJob, and the restore Job's manifest
+    names |= {("Job", n) for n in re.findall(r"create job --from=\S+ ([a-z0-9-]+)", text)}
+    names |= {(k, n) for k, n in re.findall(r"kind: (\w+)\nmetadata: \{name: ([a-z0-9-]+)\}", text)}
     referred = re.findall(r"(?<=[\s=])(deploy|cronjob|job|svc)/([a-z0-9-]+)(?![\w/-])", DOC.read_text())
     assert len(referred) >= 4
     for kind, name in referred:
@@ -140,3 +154,17 @@ def test_the_docs_manage_py_commands_run(db, tmp_path, capsys):
     out = capsys.readouterr().out
     assert not [p for p in PASSWORDS.values() if p in out]
 
+
+
+def test_the_docs_restore_job_is_a_valid_object_that_mounts_what_the_chart_makes():
+    ((_, body),) = marked("manifest")
+    job = yaml.safe_load(body)
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    spec = job["spec"]["template"]["spec"]
+    assert spec["containers"][0]["command"][:3] == ["python", "manage.py", "restore"]
+    assert "--yes" in spec["containers"][0]["command"]  # a Job has no terminal to confirm at
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v}
+    made = {(d["kind"], d["metadata"]["name"]) for d in rendered_from_the_doc()}
+    assert {("PersistentVolumeClaim", c) for c in claims} <= made
+    config = {r["configMapRef"]["name"] for r in spec["containers"][0]["envFrom"] if "configMapRef" in r}
+    assert {("ConfigMap", c) for c in config} <= made
