@@ -4,8 +4,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
-from rest_framework import authentication, exceptions, permissions
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import authentication, exceptions, permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -99,7 +99,9 @@ class JoinApi(APIView):
     def get_authenticate_header(self, request):
         return "Bearer"  # a refused join token is a 401, not a 403
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT,
+    @extend_schema(request=inline_serializer("AgentJoin", {"token": serializers.CharField(),
+                                                          "node": serializers.CharField()}),
+                   responses=OpenApiTypes.OBJECT,
                    description='{"token": "gpj_...", "node": "gpu-node-7"} -> {"node", "pool", "token": "gpn_..."}; '
                                "401 when the join token is unknown, expired or revoked, 403 when the node is "
                                "another pool's")

@@ -22,7 +22,8 @@ STATS: dict[str, int] = {}
 # meaning no JSON schema can state (a pool that exists, GPUs that fit, a workspace of the caller's, an
 # end after the start): a schema-valid request may rightly be refused with a documented 4xx.
 SEMANTIC_BODIES = {"/api/v1/jobs/", "/api/v1/quotes/", "/api/v1/specs/image-form/", "/api/v1/agent/usage",
-                   "/api/v1/agent/heartbeat", "/api/v1/costs/", "/api/v1/specs/image-form/values/"}
+                   "/api/v1/agent/heartbeat", "/api/v1/costs/", "/api/v1/specs/image-form/values/",
+                   "/api/v1/agent/join"}  # a node name the cluster would accept
 
 
 @pytest.fixture
