@@ -5,6 +5,7 @@ logins, a page is one INFO line, and node-agent calls and the beat's cycles ever
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -78,7 +79,8 @@ def test_a_start_with_redis_late_is_quiet(tmp_path, tenants):
     for name in ("web", "worker", "beat"):
         assert f"{name:<7}| redis is up after" in text, text[-4000:]
     assert f"GPU Platform is up: {base}/" in text and "alice    alice-demo    owner of vision-lab" in text
-    assert sum("portal.requests: GET /login/ 200" in line for line in output) == 1, text[-4000:]
+    assert sum(re.search(r"portal\.requests \[request \w+ user -\]: GET /login/ 200", line) is not None
+               for line in output) == 1, text[-4000:]
     assert '"GET /login/ HTTP/1.1"' not in text  # no second line from the web server's access log
     assert "agent/heartbeat" not in text and "healthz" not in text  # DEBUG
     assert "scheduling_cycle" not in text, text[-4000:]  # sent, received, succeeded: DEBUG
