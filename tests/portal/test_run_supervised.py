@@ -58,6 +58,7 @@ class Stack:
             self.proc = subprocess.Popen([sys.executable, "-m", "portal.run", "--only", only], cwd=ROOT, env=env,
                                          stdout=out, stderr=subprocess.STDOUT)
         self.health = f"http://127.0.0.1:{self.port}/healthz"
+        self.ready = f"http://127.0.0.1:{self.port}/readyz"  # names the database and Redis
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -123,7 +124,7 @@ def test_killed_embedded_redis_comes_back(tmp_path):
         redis_pid = _pid(stack.conf, "redis")
         os.kill(redis_pid, signal.SIGKILL)
         _wait(lambda: _pid(stack.conf, "redis") not in (0, redis_pid), 60, "redis was not restarted")
-        _wait(lambda: httpx.get(stack.health, timeout=5).json().get("redis") == "ok", 60,
+        _wait(lambda: httpx.get(stack.ready, timeout=5).json().get("redis") == "ok", 60,
               "web does not reach the restarted redis")
         new_redis = _pid(stack.conf, "redis")
     finally:
