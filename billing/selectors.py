@@ -9,6 +9,7 @@ from django.db.models import Prefetch
 
 from billing import pricing
 from billing.currency import default_currency
+from billing.faults import exception_once
 from billing.models import GpuRate, PriceTable
 from billing.pricing import table_in_force
 from billing.quotes import Note, PoolOffer
@@ -16,10 +17,6 @@ from scheduling.api import MILLI_PER_GPU, PoolGpus, clock, gpu_model_name, pool_
 from scheduling.models import JobState, NodePool, Replica
 
 logger = logging.getLogger(__name__)
-
-# (pool, error type) pairs already logged: a broken pool is logged once per process, not per quote
-_LOGGED_BROKEN: set[tuple[str, str]] = set()
-
 
 def price_tables(currency: str | None = None) -> list[pricing.PriceTable]:
     """The versions of one currency's timeline (default: the platform's billing currency)."""
@@ -62,10 +59,8 @@ def pool_offers() -> list[PoolOffer]:
                 total_gpus=gpus.total,
             ))
         except Exception as error:  # noqa: BLE001 (any fault of one pool's row leaves that pool out)
-            cause = (pool.name, type(error).__name__)
-            if cause not in _LOGGED_BROKEN:
-                _LOGGED_BROKEN.add(cause)
-                logger.exception("pool %s is left out of quotes: its offer cannot be built", pool.name)
+            exception_once(logger, ("pool offer", pool.name, type(error).__name__),
+                           "pool %s is left out of quotes: its offer cannot be built", pool.name)
     return offers
 
 

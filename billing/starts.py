@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import logging
 
+from billing.faults import exception_once
 from billing.quotes import NOW, Quote, with_expected_starts
 from scheduling.api import JobSpec, expected_starts
 
 logger = logging.getLogger(__name__)
-
-_LOGGED_FAULTS: set[str] = set()  # error types already logged: once per process, not per quote
-
 
 def with_cluster_starts(quote: Quote, spec: JobSpec, queue: str | None = None) -> Quote:
     """Each option's expected start; those that must wait are forecast in ``queue`` (None: not)."""
@@ -26,9 +24,8 @@ def with_cluster_starts(quote: Quote, spec: JobSpec, queue: str | None = None) -
     try:
         found = expected_starts(spec, asked, queue, now) if asked else {}
     except Exception as error:  # noqa: BLE001 (the quote stands without the scheduler's starts)
-        if type(error).__name__ not in _LOGGED_FAULTS:
-            _LOGGED_FAULTS.add(type(error).__name__)
-            logger.exception("quotes keep their own expected starts: the cluster cannot be read")
+        exception_once(logger, ("cluster starts", type(error).__name__),
+                       "quotes keep their own expected starts: the cluster cannot be read")
         found = None
     starts = {o.id: o.starts_at if o.when != NOW else (o.expected_start if found is None else found[o.id])
               for o in quote.options}

@@ -74,11 +74,10 @@ def test_the_demo_load_task_submits_with_an_empty_pool_present(empty_b200, clust
 
 @pytest.mark.django_db
 def test_a_pool_whose_offer_cannot_be_built_is_left_out_and_logged_once(cluster, clock, caplog, monkeypatch):
-    from billing import selectors, starts
+    from billing import faults
     from tests.factories import NodeFactory, NodePoolFactory
 
-    monkeypatch.setattr(selectors, "_LOGGED_BROKEN", set())
-    monkeypatch.setattr(starts, "_LOGGED_FAULTS", set())
+    monkeypatch.setattr(faults, "LOGGED", set())
     broken = NodePoolFactory(name="broken", gpu_memory_mib=0)  # a row no form would save
     NodeFactory(pool=broken, name="broken-01", gpus=2)
     with caplog.at_level(logging.ERROR):
