@@ -25,18 +25,17 @@ install: $(STAMP)
 extras: install
 	$(UV) sync --quiet --frozen --inexact --python $(PYTHON) --extra dev --extra docs $(foreach e,$(EXTRAS),--extra $(e))
 
+# Waits for the database, migrates and collects the static files (portal.prepare: one process, collectstatic beside).
 prepare: install
-	$(PY) -m portal.wait --no-redis
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py collectstatic --noinput -v0
+	$(PY) -m portal.prepare
 
 # Everything, the 30 days of demo jobs included, before anything starts.
-demo: prepare
-	$(PY) manage.py load_demo
+demo: install
+	$(PY) -m portal.prepare --demo full
 
 # The tenants, cluster and prices first; the demo month is played once the portal answers (portal.run).
-run: prepare
-	$(PY) manage.py load_demo --no-history
+run: install
+	$(PY) -m portal.prepare --demo base
 	$(PY) -m portal.run --demo-history
 
 # CI narrows this (MARK="not e2e and not slow_server") in the stage that does not run the slow servers.

@@ -6,8 +6,9 @@ foreground. It runs the project's own Redis (unless REDIS_URL points elsewhere),
 simulated cluster), Celery beat and the simulated node agents; a process that dies is started again while the others keep serving.
 Every line goes to the terminal prefixed with its process name; Ctrl-C stops everything.
 
-Every program waits for what it needs before it starts (`portal.wait`: the database and Redis; the agents
-also the portal), so nothing fails at start and no traceback scrolls by. Once the portal answers, `banner`
+Every program waits for what it needs before it starts (`portal.wait`), so nothing fails at start and no
+traceback scrolls by: the web server for the database and Redis, the others for the web server to answer
+(`/readyz`, which also needs the database, Redis and the migrations), so that it starts alone on the cores. Once the portal answers, `banner`
 prints the URL and the demo logins.
 
 `--demo-history` (what `make run` passes) also plays the demo month in the background once the portal is up: the
@@ -47,7 +48,7 @@ def web_command(port: int, host: str = "127.0.0.1", workers: int | None = None) 
 
 
 def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
-              history: bool = False) -> dict[str, str]:
+              history: bool = False, web: bool = True) -> dict[str, str]:
     py = shlex.quote(sys.executable)
     done = shlex.quote(str(var_dir / HISTORY_DONE))
     after_history = f"until [ -e {done} ]; do sleep 1; done && " if history else ""
@@ -55,24 +56,27 @@ def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
     url = f"http://127.0.0.1:{port}"
     wait = f"{py} -m portal.wait"  # the database and Redis
     portal_up = f"{py} -m portal.wait --no-database --no-redis --http {url}/readyz"
+    # With the web server in the stack, the others start once it answers: on a small machine they would
+    # otherwise take the cores from it while it starts, and the first page would wait for all of them.
+    after_web = f"{portal_up} --quiet --timeout 600 && " if web else f"{wait} && "
     procs = {"redis": shlex.join(redis_command)} if redis_command else {}
     long_concurrency = int(os.environ.get("LONG_TASK_CONCURRENCY") or 2)
     procs.update({
         "web": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(port))}",
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
-        "worker": f"{wait} && exec {py} -m celery -A portal --quiet worker -l INFO --concurrency 2 -n worker@%h",
+        "worker": f"{after_web}exec {py} -m celery -A portal --quiet worker -l INFO --concurrency 2 -n worker@%h",
         # Replays and exports (settings: LONG_TASKS) on their own queue, so they never delay a cycle.
-        "worker-long": f"{wait} && exec {py} -m celery -A portal --quiet worker -l INFO -Q long "
+        "worker-long": f"{after_web}exec {py} -m celery -A portal --quiet worker -l INFO -Q long "
                        f"--concurrency {long_concurrency} -n long@%h",
-        "beat": f"{wait} && {after_history}exec {py} -m celery -A portal --quiet beat -l INFO "
+        "beat": f"{after_web}{after_history}exec {py} -m celery -A portal --quiet beat -l INFO "
                 f"-s {shlex.quote(str(var_dir / 'celerybeat-schedule'))}",
         # One simulated node agent per node of the demo cluster, with its own token and spool. The demo
         # month is played by `history` (with --demo-history) before beat starts the worker's cycle.
-        "agents": f"{wait} && {py} manage.py load_demo --no-history --agent-tokens {tokens} && {portal_up} && "
+        "agents": f"{after_web}{py} manage.py load_demo --no-history --agent-tokens {tokens} && {portal_up} && "
                   f"exec {py} -m nodeagent.fleet --portal {url} --tokens {tokens} --interval 10 "
                   f"--spool-dir {shlex.quote(str(var_dir / 'agents'))}",
         # Idempotent: a month already played is left as it is. Beat waits for the marker, even after a failure.
-        "history": f"{wait} && {portal_up} --quiet --timeout 600 && {py} manage.py load_demo; touch {done}",
+        "history": f"{portal_up} --quiet --timeout 600 && {py} manage.py load_demo; touch {done}",
         "banner": f"{portal_up} --quiet --timeout 600 && exec {py} -m portal.banner --url {url}/",
     })
     return procs
@@ -119,7 +123,7 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
         f"password={password}",
         "",
     ]
-    for name, script in processes(port, var_dir, redis_command, history=history).items():
+    for name, script in processes(port, var_dir, redis_command, history=history, web="web" in only).items():
         if name not in only:
             continue
         once = name in ONCE

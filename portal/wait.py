@@ -94,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--http", default="", metavar="URL", help="also wait until URL answers 200")
     parser.add_argument("--quiet", action="store_true", help="say nothing unless it gives up")
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    import django
+    if not (args.no_database and args.no_redis):  # an HTTP check alone needs no Django
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+        import django
 
-    django.setup()
+        django.setup()
     checks = checks_for(database=not args.no_database, redis=not args.no_redis, http=args.http)
     def say(line: str) -> None:
         if not args.quiet or line.startswith("gave up"):
