@@ -228,6 +228,24 @@ class UsageSample(WrittenOnce, models.Model):
         indexes = [models.Index(fields=["replica", "ts"])]
 
 
+class LedgerRevision(models.Model):
+    """One row: a token that changes in the same transaction as every write to the charge lines, so sums
+    read from the ledger can be kept (billing.ledger.revision) until it changes. A write that rolls back
+    takes its token back with it, and a new token is random, so no two states of the ledger share one."""
+
+    token = models.CharField(max_length=32)
+
+    @classmethod
+    def bump(cls) -> None:
+        token = uuid.uuid4().hex
+        if not cls.objects.filter(pk=1).update(token=token):
+            cls.objects.update_or_create(pk=1, defaults={"token": token})
+
+    @classmethod
+    def current(cls) -> str:
+        return cls.objects.filter(pk=1).values_list("token", flat=True).first() or ""
+
+
 class ChargeLine(WrittenOnce, models.Model):
     """One line of the ledger: a job's held slice on one price, for (part of) one hour.
 
@@ -285,6 +303,10 @@ class ChargeLine(WrittenOnce, models.Model):
     reason = models.TextField(blank=True, help_text="Why an adjustment was made")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                                related_name="+")
+
+    def save(self, *args, **kwargs):
+        super().save(*args, **kwargs)
+        LedgerRevision.bump()
 
     class Meta:
         indexes = [models.Index(fields=["workspace", "period"]), models.Index(fields=["workspace", "day"]),

@@ -24,7 +24,7 @@ from billing import pricing
 from billing.currency import Currencies
 from billing.ledger import prices
 from billing.metering.costs import replica_allocation
-from billing.models import ChargeLine, LedgerCursor, PriceTable, UsageSample
+from billing.models import ChargeLine, LedgerCursor, LedgerRevision, PriceTable, UsageSample
 from billing.time_zone import platform_tz
 from scheduling.api import clock
 from scheduling.models import Replica
@@ -234,6 +234,7 @@ def post_ledger(*, now: datetime | None = None, job_ids: Iterable[int] | None = 
     stale.delete()
     lines = [_line(d, provisional=scoped or d.static["hour"] >= close_to, now=now) for d in drafts.values()]
     ChargeLine.objects.bulk_create(lines, batch_size=1000)
+    LedgerRevision.bump()
     if not scoped:
         cursor.closed_until = close_to
         cursor.posted_until = max(now, cursor.posted_until or now)

@@ -17,6 +17,7 @@ from django.db.models import Count, QuerySet, Sum
 from django.http import Http404
 
 from billing.currency import default_currency, workspace_currencies
+from billing.ledger.kept import ledger_read
 from billing.ledger.selectors import as_of, money_sum, sums_by_currency, workspace_currency
 from billing.models import ChargeLine
 from billing.pricing import quantize_money
@@ -184,7 +185,8 @@ def _zero_missing(sums: list[dict]) -> list[dict]:
 
 
 def _sums(rows: QuerySet[ChargeLine], *group: str) -> list[dict]:
-    return _zero_missing(list(_grouped(rows, *group)))
+    query = _grouped(rows, *group)
+    return ledger_read(query, lambda: _zero_missing(list(query)))
 
 
 def totals(rows: QuerySet[ChargeLine]) -> list[Totals]:

@@ -1,0 +1,42 @@
+"""Sums read from the ledger, kept in the cache until the ledger changes.
+
+The key is the query's own SQL and parameters with the ledger's revision (`LedgerRevision`, a token that
+changes in the transaction of every write to the charge lines), so a kept sum is exactly what the query
+would read now: every user who reads the same figures between two writes shares one database read. The
+cache being down only costs the read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.core.cache import cache
+from django.db.models import QuerySet
+
+from billing.models import LedgerRevision
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+KEPT_S = 3600  # an upper bound only: a new revision makes a new key
+
+
+def ledger_read(query: QuerySet, compute: Callable[[], T]) -> T:
+    sql, params = query.query.sql_with_params()
+    digest = hashlib.sha256(repr((LedgerRevision.current(), query.db, sql, params)).encode()).hexdigest()
+    key = f"ledger-read:{digest}"
+    try:
+        found = cache.get(key)
+    except Exception as error:  # any cache backend's "unreachable"
+        log.debug("ledger cache unreachable: %s", error)
+        return compute()
+    if found is not None:
+        return found
+    value = compute()
+    try:
+        cache.set(key, value, KEPT_S)
+    except Exception as error:
+        log.debug("ledger cache unreachable: %s", error)
+    return value

@@ -1,0 +1,84 @@
+"""The report sums are read once per state of the ledger and kept: the same figures again cost no
+aggregate query, and any write to the ledger (posting, an adjustment, a rolled-back write) gives the
+next read the ledger as it is."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.test.utils import CaptureQueriesContext
+from tests_reports_helpers import at, place, submit
+
+from billing.ledger.posting import post_ledger
+from billing.ledger.services import add_adjustment
+from billing.models import ChargeLine, LedgerRevision
+from billing.reports import selectors as reports
+from tests.factories import MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+MARCH = reports.ReportFilters(start=date(2026, 3, 1), end=date(2026, 3, 31), workspace="vision-lab")
+
+
+def vision_cost(user) -> Decimal:
+    (total,) = reports.totals(reports.report_rows(user, MARCH))
+    return total.cost
+
+
+def aggregates(queries) -> list[str]:
+    return [q["sql"] for q in queries if "SUM(" in q["sql"].upper()]
+
+
+def test_the_same_sums_again_are_not_read_again(usage):
+    alice = usage.tenants.alice
+    first = vision_cost(alice)
+    with CaptureQueriesContext(connection) as queries:
+        assert vision_cost(alice) == first
+    assert aggregates(queries.captured_queries) == []
+
+
+def test_a_second_member_shares_nothing_but_the_figures_they_may_see(usage):
+    """The kept sums are keyed on the query itself: a member of vision-lab reads vision's figures; a user
+    outside it is refused as before, with nothing from the cache."""
+    colleague = MembershipFactory(workspace=usage.tenants.vision).user
+    assert vision_cost(colleague) == vision_cost(usage.tenants.alice)
+    outsider = UserFactory()
+    with pytest.raises(reports.Http404):
+        reports.report_rows(outsider, MARCH)
+
+
+def test_an_adjustment_is_in_the_next_read(usage):
+    alice = usage.tenants.alice
+    before = vision_cost(alice)
+    line = ChargeLine.objects.filter(workspace=usage.tenants.vision).first()
+    add_adjustment(user=usage.tenants.finance, workspace=usage.tenants.vision, amount="-5.00", reason="goodwill",
+                   period=line.period)
+    assert vision_cost(alice) == before - Decimal("5.00")
+
+
+def test_new_usage_posted_is_in_the_next_read(usage):
+    alice = usage.tenants.alice
+    before = vision_cost(alice)
+    job = submit(alice, usage.tenants.vision, "vision-more")
+    place(job, at(date(2026, 3, 4), 2), at(date(2026, 3, 4), 3), node="h100-01", index=1)
+    post_ledger(now=at(date(2026, 3, 4), 5))
+    in_the_ledger = ChargeLine.objects.filter(workspace=usage.tenants.vision).aggregate(s=Sum("cost"))["s"]
+    assert in_the_ledger > before
+    assert vision_cost(alice) == in_the_ledger
+
+
+def test_a_rolled_back_write_takes_its_revision_back(usage):
+    alice = usage.tenants.alice
+    before, revision = vision_cost(alice), LedgerRevision.current()
+    line = ChargeLine.objects.filter(workspace=usage.tenants.vision).first()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        add_adjustment(user=usage.tenants.finance, workspace=usage.tenants.vision, amount="7.00", reason="oops",
+                       period=line.period)
+        assert vision_cost(alice) == before + Decimal("7.00")  # read inside: the new revision's sums
+        raise RuntimeError("rolled back")
+    assert LedgerRevision.current() == revision
+    assert vision_cost(alice) == before
