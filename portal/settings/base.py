@@ -30,12 +30,12 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
-    "portal.middleware.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",  # after sessions, before common: cookie, Accept-Language
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.middleware.RateLimitMiddleware",  # after auth: a signed-in user is counted by id
     "portal.middleware.TimeZoneMiddleware",  # after auth: the signed-in user's zone
     "portal.middleware.UserLanguageMiddleware",  # after auth: the signed-in user's language
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -1,5 +1,6 @@
 """Secrets, hosts, sign-in (password hashing, lockout), HTTPS and browser headers, rate limits."""
 
+import ipaddress
 import os
 import secrets
 
@@ -80,12 +81,24 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# Rate limits, "requests/seconds": login posts per client IP, API-token requests per token,
-# node-agent requests per node token. Over the limit: 429 with Retry-After. Counted in CACHES.
+# Rate limits, "requests/seconds": sign-in posts (/login/ and /admin/login/) per client address, API
+# requests per token (its digest, however the header spells it) or signed-in user, node-agent requests per
+# node token, /serve/ calls per caller and service. Over the limit: 429 with Retry-After. Counted in CACHES.
 RATE_LIMITS = {
     "login": os.environ.get("RATE_LIMIT_LOGIN", "30/60"),
     "api_token": os.environ.get("RATE_LIMIT_API_TOKEN", "600/60"),
     "agent": os.environ.get("RATE_LIMIT_AGENT", "120/60"),
+    "serve": os.environ.get("RATE_LIMIT_SERVE", "600/60"),
 }
+# The proxies (CIDRs) whose X-Forwarded-For is believed: the client's address is the right-most one in it
+# that is not a trusted proxy. Empty: the direct peer is the client (X-Forwarded-For is ignored).
+def _networks(name: str) -> list[str]:
+    try:
+        return [str(ipaddress.ip_network(cidr, strict=False)) for cidr in env_list(name, "")]
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}: {error}") from None
+
+
+TRUSTED_PROXIES = _networks("TRUSTED_PROXIES")
 # /metrics asks for this bearer token when set; unset (make run), it is open and shows no workspace series
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
