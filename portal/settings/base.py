@@ -16,7 +16,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served from static/ (no CDN)
     "channels",
-    "axes",
     "csp",
     "portal",
     "scheduling",
@@ -40,7 +39,7 @@ MIDDLEWARE = [
     "portal.middleware.UserLanguageMiddleware",  # after auth: the signed-in user's language
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "axes.middleware.AxesMiddleware",
+    "portal.login_backoff.LoginBackoffMiddleware",  # 429 for a sign-in within the account's back-off
     "portal.middleware.DomainErrorMiddleware",
     "portal.middleware.StyledNotFoundMiddleware",  # the styled 404 page under DEBUG too
 ]

@@ -27,7 +27,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 # --- auth ---------------------------------------------------------------------------------
 AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
+    "portal.login_backoff.LoginBackoffBackend",  # first: within a back-off, no password is read
     "django.contrib.auth.backends.ModelBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
@@ -45,12 +45,12 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
-# Repeated failed logins: lock the (username, IP) pair for a while.
-AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
-AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Repeated failed sign-ins slow the account down (portal.login_backoff): after FREE_FAILURES in a row, it
+# waits BASE_S, doubled by each further failure up to MAX_S; a success, or RESET_S without a failure, forgets.
+LOGIN_BACKOFF_FREE_FAILURES = int(os.environ.get("LOGIN_BACKOFF_FREE_FAILURES", "5"))
+LOGIN_BACKOFF_BASE_S = int(os.environ.get("LOGIN_BACKOFF_BASE_S", "2"))
+LOGIN_BACKOFF_MAX_S = int(os.environ.get("LOGIN_BACKOFF_MAX_S", "60"))
+LOGIN_BACKOFF_RESET_S = int(os.environ.get("LOGIN_BACKOFF_RESET_S", "900"))
 
 # --- HTTPS and headers (production: DEBUG=0) ------------------------------------------------
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
