@@ -20,7 +20,10 @@ def _nul_in_request(request) -> str | None:
     """The name of the first part of the request that holds a NUL byte, or None."""
     if "\x00" in request.path:
         return "path"
-    forms = [request.GET] if request.path.startswith("/api/") else [request.GET, request.POST]
+    # the API and /serve/ read their bodies themselves (/serve/ forwards it as sent): reading POST here would
+    # consume a multipart stream before them
+    raw_body = request.path.startswith("/api/") or is_serve_path(request.path)
+    forms = [request.GET] if raw_body else [request.GET, request.POST]
     for form in forms:
         for key, values in form.lists():
             if "\x00" in key or any("\x00" in v for v in values):
