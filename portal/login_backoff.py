@@ -45,7 +45,10 @@ def delay_after(failures: int) -> int:
 
 
 def record_failure(username: str, now: datetime) -> int | None:
-    """Count one failure; the seconds the account must now wait, or None."""
+    """Count one failure; the seconds the account must now wait, or None. Rows past their reset time
+    (names tried once and never again) are dropped on the way: the table stays small."""
+    forgotten = now - timedelta(seconds=settings.LOGIN_BACKOFF_RESET_S)
+    LoginBackoff.objects.filter(last_failure__lt=forgotten).exclude(username=username).delete()
     with transaction.atomic():
         row, _ = LoginBackoff.objects.select_for_update().get_or_create(
             username=username, defaults={"last_failure": now})

@@ -66,7 +66,8 @@ class RateLimitMiddleware:
     def __call__(self, request):
         if rule := self.rule(request):
             scope, ident = rule
-            if (wait := ratelimit.hit(scope, ident, settings.RATE_LIMITS[scope])) is not None:
+            rate = settings.RATE_LIMITS.get(scope)  # a scope left out of the setting is not limited
+            if rate and (wait := ratelimit.hit(scope, ident, rate)) is not None:
                 return self.refused(request, wait)
         return self.get_response(request)
 

@@ -88,3 +88,13 @@ def test_failed_logins_are_audited_without_the_password(client, tenants, clock):
 
 def client_address_in(message: str, client) -> bool:
     return client.defaults["REMOTE_ADDR"] in message
+
+
+@override_settings(**BACKOFF)
+def test_names_tried_long_ago_are_dropped(client, tenants, clock):
+    from portal.models import LoginBackoff
+
+    _login(client, "ghost", WRONG)
+    clock.advance(901)
+    _login(client, "alice", WRONG)
+    assert list(LoginBackoff.objects.values_list("username", flat=True)) == ["alice"]
