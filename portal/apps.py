@@ -18,6 +18,13 @@ class PortalConfig(AppConfig):
         job_events_committed.connect(receivers.on_job_events, dispatch_uid="portal-notify-job-events")
         notice_raised.connect(receivers.on_billing_notice, dispatch_uid="portal-notify-billing-notices")
 
+        from django.contrib.auth.signals import user_logged_in, user_login_failed
+
+        from portal import login_backoff
+
+        user_login_failed.connect(login_backoff.on_login_failed, dispatch_uid="portal-login-backoff-failed")
+        user_logged_in.connect(login_backoff.on_logged_in, dispatch_uid="portal-login-backoff-success")
+
         from portal import logs
         from portal.metrics import connect_celery_signals
 

@@ -178,7 +178,6 @@ def logging_config(level: str = "INFO") -> dict:
                                  "filters": ["request_context"]}},
         "root": {"handlers": ["console"], "level": level},
         "loggers": {
-            "axes": {"level": "WARNING"},
             "httpx": {"level": "WARNING"},  # a line per call (portal.wait, the Kubernetes client...)
             # 4xx are in the request line already; 5xx keep their traceback (ERROR)
             "django.request": {"level": "ERROR"},

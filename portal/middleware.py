@@ -12,6 +12,7 @@ from django.views.defaults import page_not_found
 
 from portal import ratelimit
 from portal.selectors import page_language, time_zone_for
+from portal.serve_errors import is_serve_path, openai_error
 from scheduling.api import DomainError
 
 
@@ -19,7 +20,10 @@ def _nul_in_request(request) -> str | None:
     """The name of the first part of the request that holds a NUL byte, or None."""
     if "\x00" in request.path:
         return "path"
-    forms = [request.GET] if request.path.startswith("/api/") else [request.GET, request.POST]
+    # the API and /serve/ read their bodies themselves (/serve/ forwards it as sent): reading POST here would
+    # consume a multipart stream before them
+    raw_body = request.path.startswith("/api/") or is_serve_path(request.path)
+    forms = [request.GET] if raw_body else [request.GET, request.POST]
     for form in forms:
         for key, values in form.lists():
             if "\x00" in key or any("\x00" in v for v in values):
@@ -49,8 +53,12 @@ class DomainErrorMiddleware:
 
 
 class RateLimitMiddleware:
-    """429 with Retry-After for too many login posts (per client IP), API-token requests (per
-    token) and node-agent requests (per node token). Rates in settings.RATE_LIMITS."""
+    """429 with Retry-After for too many sign-in posts (per client address, both sign-in forms), API
+    requests (per token digest, else per signed-in user), node-agent requests (per node token) and
+    /serve/ calls (per caller and service). Rates in settings.RATE_LIMITS. After authentication: a
+    signed-in user is counted by id."""
+
+    SIGN_IN_PATHS = ("login", "admin:login")
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -58,28 +66,46 @@ class RateLimitMiddleware:
     def __call__(self, request):
         if rule := self.rule(request):
             scope, ident = rule
-            if (wait := ratelimit.hit(scope, ident, settings.RATE_LIMITS[scope])) is not None:
-                if request.path_info.startswith("/api/"):  # the API answers problem details, as documented
-                    from portal.api.errors import TooManyRequests, problem_response
-
-                    response = problem_response(TooManyRequests(f"retry in {wait} s"))
-                else:
-                    response = HttpResponse(f"Too many requests; retry in {wait} s.\n", status=429,
-                                            content_type="text/plain")
-                response["Retry-After"] = str(wait)
-                return response
+            rate = settings.RATE_LIMITS.get(scope)  # a scope left out of the setting is not limited
+            if rate and (wait := ratelimit.hit(scope, ident, rate)) is not None:
+                return self.refused(request, wait)
         return self.get_response(request)
 
     @staticmethod
-    def rule(request) -> tuple[str, str] | None:
+    def refused(request, wait: int) -> HttpResponse:
         path = request.path_info
-        if path == reverse("login") and request.method == "POST":
-            return "login", request.META.get("REMOTE_ADDR", "")
-        auth = request.META.get("HTTP_AUTHORIZATION", "")
+        if path.startswith("/api/"):  # the API answers problem details, as documented
+            from portal.api.errors import TooManyRequests, problem_response
+
+            response = problem_response(TooManyRequests(f"retry in {wait} s"))
+        elif is_serve_path(path):
+            response = openai_error(429, f"Too many requests to this service; retry in {wait} s.")
+        else:
+            response = HttpResponse(f"Too many requests; retry in {wait} s.\n", status=429,
+                                    content_type="text/plain")
+        response["Retry-After"] = str(wait)
+        return response
+
+    @classmethod
+    def rule(cls, request) -> tuple[str, str] | None:
+        path = request.path_info
+        if request.method == "POST" and path in {reverse(name) for name in cls.SIGN_IN_PATHS}:
+            return "login", ratelimit.client_address(request)
+        if not (path.startswith("/api/") or is_serve_path(path)):
+            return None
+        token = ratelimit.token_identity(request.META)
+        if token == "malformed":  # refused by authentication; counted by address, not by spelling
+            token = "malformed:" + ratelimit.client_address(request)
         if path.startswith("/api/v1/agent/"):
-            return "agent", auth or request.META.get("REMOTE_ADDR", "")
-        if path.startswith("/api/") and auth.split(" ", 1)[0].lower() in ("bearer", "token"):
-            return "api_token", auth
+            return "agent", token or "address:" + ratelimit.client_address(request)
+        if is_serve_path(path):
+            service = "/".join(path.split("/")[2:4])  # /serve/<workspace>/<name>/...
+            return "serve", f"{token or 'address:' + ratelimit.client_address(request)}@{service}"
+        if token:
+            return "api_token", token
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            return "api_token", f"user:{user.pk}"
         return None
 
 

@@ -220,3 +220,16 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} to {self.webhook_id}: {self.state}"
+
+
+class LoginBackoff(models.Model):
+    """Failed sign-ins of one username (portal.login_backoff): after a few, each further one makes the
+    account wait twice as long as the last (capped), whatever address the next try comes from."""
+
+    username = models.CharField(max_length=150, unique=True, help_text="As typed: unknown names wait alike")
+    failures = models.PositiveIntegerField(default=0, help_text="Counted since the last success or pause")
+    last_failure = models.DateTimeField(help_text="The platform clock at the latest failure")
+    retry_after = models.DateTimeField(null=True, blank=True, help_text="No sign-in is tried before then")
+
+    def __str__(self) -> str:
+        return f"{self.username}: {self.failures} failures"

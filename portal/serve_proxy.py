@@ -9,7 +9,8 @@ own key in place of the client's token.
 A service scaled to zero (or one whose replicas are all still starting) does not refuse the request:
 the endpoint wakes it (`scheduling.inference.wake`: back in its queue), holds the request while the
 scheduler places a replica and its server loads the model, up to SERVE_COLD_START_TIMEOUT_S, then
-sends it on; the wait is recorded as a cold start. Errors are RFC 9457 problem details.
+sends it on; the wait is recorded as a cold start. Errors are in the OpenAI error shape
+(portal.serve_errors), which the OpenAI clients that call it read.
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ import time
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
 from portal import selectors as portal_selectors
 from portal.api.authentication import ApiTokenAuthentication
-from portal.api.errors import NotFound, problem_response
+from portal.api.errors import NotFound
 from portal.models import TokenScope
 from portal.notebook_proxy import REQUEST_DROPPED, forward, named_in_connection
+from portal.serve_errors import openai_error
 from scheduling import kinds
 from scheduling.api import DomainError, Endpoint, Forbidden, get_backend, inference
 from scheduling.models import FINAL_STATES, Job, JobState
@@ -166,19 +169,27 @@ def _headers(request, token: str) -> dict[str, str]:
     return headers
 
 
+def error_response(error: DomainError) -> HttpResponse:
+    """A refusal of this endpoint in the OpenAI error shape, with Retry-After when it is worth retrying."""
+    headers = {"Retry-After": "5"} if isinstance(error, Unavailable) else None
+    return openai_error(error.status, str(error) or error.title, headers=headers)
+
+
 @csrf_exempt  # token-authenticated: no session cookie is read, so no cross-site request can use one
 async def serve_proxy(request, workspace: str, name: str, path: str = ""):
     if request.method not in METHODS:
-        return HttpResponse(status=405, headers={"Allow": ", ".join(METHODS)})
+        return openai_error(405, f"method {request.method} is not allowed here",
+                            headers={"Allow": ", ".join(METHODS)})
+    try:
+        request.body  # noqa: B018 - over DATA_UPLOAD_MAX_MEMORY_SIZE: refused before anything is woken
+    except RequestDataTooBig:
+        return openai_error(413, f"the body may hold at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
     try:
         user = await sync_to_async(_caller)(request)
         job = await sync_to_async(live_service)(user, workspace, name)
         endpoint, waited = await _wait_for_replica(job)
     except DomainError as error:
-        response = problem_response(error)
-        if isinstance(error, Unavailable):
-            response["Retry-After"] = "5"
-        return response
+        return error_response(error)
     if waited is not None:
         await sync_to_async(inference.record_cold_start)(job, waited)
     query = request.META.get("QUERY_STRING", "")
@@ -186,7 +197,13 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
     response = await forward(request, url, query, _headers(request, endpoint.token))
     if response is None:
         log.warning("service %s/%s did not answer", workspace, name)
-        return problem_response(BadGateway(f"a replica of service '{name}' did not answer; try again"))
+        return error_response(BadGateway(f"a replica of service '{name}' did not answer; try again"))
     if waited is not None:
         response["X-Cold-Start-Seconds"] = f"{waited:.3f}"
     return response
+
+
+@csrf_exempt  # it changes nothing; any method gets the same 404
+def serve_not_found(request, *args, **kwargs) -> HttpResponse:
+    """A /serve/ path that names no service (/serve/<workspace>/<name>/...)."""
+    return openai_error(404, f"no service at {request.path}; call /serve/<workspace>/<service>/<path>")

@@ -14,6 +14,7 @@ from django.http import HttpResponse
 from django.template import loader
 
 from portal.api.errors import problem_response
+from portal.serve_errors import is_serve_path, openai_error
 from scheduling.api import DomainError
 
 RETRY_AFTER_S = 5
@@ -39,6 +40,8 @@ def server_error(request) -> HttpResponse:
     error = _error_for(sys.exc_info()[1])
     if request.path_info.startswith("/api/"):
         response = problem_response(error)
+    elif is_serve_path(request.path_info):  # its callers are OpenAI clients
+        response = openai_error(error.status, str(error))
     else:
         page = loader.get_template("error.html").render({"error": error, "errors": error.to_dicts()})
         response = HttpResponse(page, status=error.status)

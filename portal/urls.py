@@ -10,7 +10,7 @@ from portal.notebook_proxy import notebook_proxy
 from portal.notifications import views as notifications
 from portal.pages import account, language, tokens
 from portal.pages import workspaces as views
-from portal.serve_proxy import serve_proxy
+from portal.serve_proxy import serve_not_found, serve_proxy
 
 admin.site.site_header = "GPU Platform console"
 admin.site.site_title = "GPU Platform console"
@@ -41,6 +41,8 @@ urlpatterns = [
     # an inference service's endpoint: /serve/<workspace>/<name>/<the server's own path>
     re_path(r"^serve/(?P<workspace>[-a-zA-Z0-9_]+)/(?P<name>[a-z0-9-]+)/(?P<path>.*)$", serve_proxy,
             name="serve-proxy"),
+    # any other /serve/ path: a 404 its OpenAI clients can read (/serve/<ws>/<name> still gets its slash)
+    re_path(r"^serve/(?![-a-zA-Z0-9_]+/[a-z0-9-]+$)", serve_not_found),
     path("", include("portal.pages.urls")),
     path("console/", include("portal.console.urls")),
     path("admin/", admin.site.urls),

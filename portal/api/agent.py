@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from billing.api import JoinRefused, ingest, join_node
 from billing.models import NodeToken
 from portal.api.parsers import JSONParser
+from portal.credentials import presented
 from scheduling.api import clock, get_backend, node_assignments, record_heartbeat
 
 # An agent posts every few seconds: "last used" to the minute is enough, and saves a write per batch.
@@ -20,10 +21,10 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 class NodeTokenAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode(errors="replace").split()
-        if len(header) != 2 or header[0].lower() != "bearer":
+        found = presented(request.META)  # the rate limiter counts what this reads
+        if found is None or found.malformed:
             raise exceptions.NotAuthenticated("node agents authenticate with 'Authorization: Bearer gpn_...'")
-        token = (NodeToken.objects.select_related("node").filter(digest=NodeToken.digest_of(header[1]),
+        token = (NodeToken.objects.select_related("node").filter(digest=NodeToken.digest_of(found.token),
                                                                   revoked__isnull=True).first())
         if token is None:
             raise exceptions.AuthenticationFailed("unknown or revoked node token")

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from rest_framework import authentication, exceptions
 
 from billing.models import hash_token
+from portal.credentials import presented
 from portal.models import ApiToken, TokenScope
 from scheduling.api import clock
 
@@ -48,17 +49,16 @@ def required_scope(view, method: str) -> str:
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer gpt_...` (or `Token gpt_...`) with a personal API token."""
-
-    keywords = ("bearer", "token")
+    """`Authorization: Bearer gpt_...` (or `Token gpt_...`, or an `api-key` header) with a personal API
+    token, read by portal.credentials (which the rate limiter reads too)."""
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode(errors="replace").split()
-        if not header or header[0].lower() not in self.keywords:
+        found = presented(request.META)
+        if found is None:
             return None
-        if len(header) != 2:
+        if found.malformed:
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
-        token = ApiToken.objects.select_related("user").filter(digest=hash_token(header[1])).first()
+        token = ApiToken.objects.select_related("user").filter(digest=hash_token(found.token)).first()
         if token is None or not token.user.is_active:
             raise exceptions.AuthenticationFailed("Invalid token: create one at /account/tokens/.")
         now = clock.now()

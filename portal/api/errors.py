@@ -6,6 +6,7 @@ field it belongs to (and a line and column for spec errors), the shape gpuctl re
 from __future__ import annotations
 
 import re
+from http import HTTPStatus
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -36,7 +37,25 @@ KNOWN_TITLES = [
     gettext_noop("Billed records cannot be changed"), gettext_noop("Request body too large"),
     gettext_noop("Too many requests"), gettext_noop("Invalid request"),
     gettext_noop("Service unavailable"), gettext_noop("Server error"),
+    gettext_noop("Method not allowed"), gettext_noop("Unsupported media type"),
 ]
+# DRF exceptions whose default detail is a template ('Method "{method}" not allowed.'): a title of their own.
+# Any other template falls back to the status's phrase.
+DRF_TITLES = {
+    exceptions.MethodNotAllowed: "Method not allowed",
+    exceptions.UnsupportedMediaType: "Unsupported media type",
+    exceptions.Throttled: "Too many requests",
+}
+
+
+def _drf_title(exc: exceptions.APIException, status: int) -> str:
+    if isinstance(exc, exceptions.ValidationError):
+        return "Invalid request"
+    for kind, title in DRF_TITLES.items():
+        if isinstance(exc, kind):
+            return title
+    title = str(exc.default_detail)
+    return HTTPStatus(status).phrase if "{" in title else title
 
 
 def _localized(text: str) -> str:
@@ -98,7 +117,7 @@ def exception_handler(exc, context):
         detail = str(response.data["detail"])
     else:
         detail = "; ".join(f"{e['field']}: {e['message']}" if e["field"] else e["message"] for e in errors)
-    title = "Invalid request" if isinstance(exc, exceptions.ValidationError) else str(exc.default_detail)
+    title = _drf_title(exc, response.status_code)
     body = problem(response.status_code, title, detail, errors, type(exc).__name__)
     for header in ("WWW-Authenticate", "Retry-After", "Allow"):
         if header in response:

@@ -69,6 +69,16 @@ def record(user, action: str, target: Model | None = None, *, changes: dict | No
     )
 
 
+def record_failed_login(user, username: str, address: str, path: str, *, refused: bool) -> AuditEntry:
+    """A failed sign-in as `username` (the matching user, if any) from `address`. Never the password:
+    the caller passes none. `refused`: tried within the account's back-off, the password unread."""
+    why = "refused during back-off" if refused else "wrong username or password"
+    return AuditEntry.objects.create(
+        user=user, username=username[:150], source=AuditEntry.Source.SIGN_IN, action="login failed",
+        target_type="auth.user", target_id=str(user.pk) if user else "", target_repr=username[:200],
+        message=f"failed sign-in on {path} from {address}: {why}"[:1000])
+
+
 def _from_log_entry(sender, instance: LogEntry, created: bool, **kwargs) -> None:
     if not created:
         return

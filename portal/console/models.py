@@ -32,6 +32,7 @@ ACTION_LABELS = {
     "requeue": pgettext_lazy("audit action", "requeue"),
     "change priority": pgettext_lazy("audit action", "change priority"),
     "move queue": pgettext_lazy("audit action", "move queue"),
+    "login failed": pgettext_lazy("audit action", "login failed"),
 }
 
 
@@ -45,6 +46,7 @@ class AuditEntry(models.Model):
         CONSOLE = "console", _("Console")
         ADMIN = "admin", _("Django admin")
         TENANT = "tenant", _("Workspace pages")  # an owner managing their own workspace
+        SIGN_IN = "sign-in", _("Sign-in")  # a failed sign-in, on /login/ or /admin/login/
 
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,

@@ -16,7 +16,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served from static/ (no CDN)
     "channels",
-    "axes",
     "csp",
     "portal",
     "scheduling",
@@ -30,17 +29,17 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "csp.middleware.CSPMiddleware",
-    "portal.middleware.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",  # after sessions, before common: cookie, Accept-Language
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.middleware.RateLimitMiddleware",  # after auth: a signed-in user is counted by id
     "portal.middleware.TimeZoneMiddleware",  # after auth: the signed-in user's zone
     "portal.middleware.UserLanguageMiddleware",  # after auth: the signed-in user's language
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "axes.middleware.AxesMiddleware",
+    "portal.login_backoff.LoginBackoffMiddleware",  # 429 for a sign-in within the account's back-off
     "portal.middleware.DomainErrorMiddleware",
     "portal.middleware.StyledNotFoundMiddleware",  # the styled 404 page under DEBUG too
 ]

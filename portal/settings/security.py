@@ -1,5 +1,6 @@
 """Secrets, hosts, sign-in (password hashing, lockout), HTTPS and browser headers, rate limits."""
 
+import ipaddress
 import os
 import secrets
 
@@ -26,7 +27,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 # --- auth ---------------------------------------------------------------------------------
 AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
+    "portal.login_backoff.LoginBackoffBackend",  # first: within a back-off, no password is read
     "django.contrib.auth.backends.ModelBackend",
 ]
 AUTH_PASSWORD_VALIDATORS = [
@@ -44,12 +45,12 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
-# Repeated failed logins: lock the (username, IP) pair for a while.
-AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
-AXES_COOLOFF_TIME = float(os.environ.get("AXES_COOLOFF_HOURS", "0.25"))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Repeated failed sign-ins slow the account down (portal.login_backoff): after FREE_FAILURES in a row, it
+# waits BASE_S, doubled by each further failure up to MAX_S; a success, or RESET_S without a failure, forgets.
+LOGIN_BACKOFF_FREE_FAILURES = int(os.environ.get("LOGIN_BACKOFF_FREE_FAILURES", "5"))
+LOGIN_BACKOFF_BASE_S = int(os.environ.get("LOGIN_BACKOFF_BASE_S", "2"))
+LOGIN_BACKOFF_MAX_S = int(os.environ.get("LOGIN_BACKOFF_MAX_S", "60"))
+LOGIN_BACKOFF_RESET_S = int(os.environ.get("LOGIN_BACKOFF_RESET_S", "900"))
 
 # --- HTTPS and headers (production: DEBUG=0) ------------------------------------------------
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
@@ -80,12 +81,24 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# Rate limits, "requests/seconds": login posts per client IP, API-token requests per token,
-# node-agent requests per node token. Over the limit: 429 with Retry-After. Counted in CACHES.
+# Rate limits, "requests/seconds": sign-in posts (/login/ and /admin/login/) per client address, API
+# requests per token (its digest, however the header spells it) or signed-in user, node-agent requests per
+# node token, /serve/ calls per caller and service. Over the limit: 429 with Retry-After. Counted in CACHES.
 RATE_LIMITS = {
     "login": os.environ.get("RATE_LIMIT_LOGIN", "30/60"),
     "api_token": os.environ.get("RATE_LIMIT_API_TOKEN", "600/60"),
     "agent": os.environ.get("RATE_LIMIT_AGENT", "120/60"),
+    "serve": os.environ.get("RATE_LIMIT_SERVE", "600/60"),
 }
+# The proxies (CIDRs) whose X-Forwarded-For is believed: the client's address is the right-most one in it
+# that is not a trusted proxy. Empty: the direct peer is the client (X-Forwarded-For is ignored).
+def _networks(name: str) -> list[str]:
+    try:
+        return [str(ipaddress.ip_network(cidr, strict=False)) for cidr in env_list(name, "")]
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}: {error}") from None
+
+
+TRUSTED_PROXIES = _networks("TRUSTED_PROXIES")
 # /metrics asks for this bearer token when set; unset (make run), it is open and shows no workspace series
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")

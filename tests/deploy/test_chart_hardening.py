@@ -240,3 +240,15 @@ def test_the_renderer_includes_other_templates_and_hashes():
         renderer.render('{{ include "c/templates/b.yaml" . }}')
     with pytest.raises(TemplateError, match="outside the supported subset"):
         renderer.render('{{ define "x" }}{{ end }}')
+
+
+def test_the_portal_trusts_forwarded_addresses_from_the_ingress_range_only(docs):
+    """The client address (sign-in limits, the audit log) comes from X-Forwarded-For only when the direct
+    peer is the ingress: the chart names its range, and nothing else is trusted."""
+    import ipaddress
+
+    config = named(docs, "ConfigMap", "gpu-config")["data"]
+    ranges = [c for c in config["TRUSTED_PROXIES"].split(",") if c.strip()]
+    assert ranges and all(ipaddress.ip_network(c.strip(), strict=False).is_private for c in ranges)
+    narrowed = render(values_for("values.yaml", {"config": {"trustedProxies": "10.42.0.0/16"}}))
+    assert named(narrowed, "ConfigMap", "gpu-config")["data"]["TRUSTED_PROXIES"] == "10.42.0.0/16"

@@ -141,7 +141,8 @@ def test_only_a_member_token_with_the_submit_scope_gets_through(live_daphne, clu
                                 ({"Authorization": f"Bearer {viewer}"}, 403)):
             refused = client.get(url, headers=headers)
             assert refused.status_code == status, (headers, refused.text)
-            assert refused.headers["content-type"] == "application/problem+json"
+            assert refused.headers["content-type"] == "application/json"  # the OpenAI error shape
+            assert set(refused.json()["error"]) == {"message", "type", "code"}
         # bob's own workspace has no such service, and asking changed nothing here
         assert client.get(f"{live_daphne.url}/serve/nlp-group/llm/v1/models",
                           headers={"Authorization": f"Bearer {bob}"}).status_code == 404
