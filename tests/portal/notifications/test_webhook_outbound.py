@@ -208,3 +208,66 @@ def test_the_owner_sees_failed_never_how(tenants, webhook_receiver, closed_port_
         assert "failed" in table
         assert not any(word in table for word in ("HTTP", "404", "Connection", "refused", "Error")), table
         assert table.count("<tr data-delivery") == 1  # its own delivery, not the other tenant's
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """A TLS server on 127.0.0.1 with a self-signed certificate: it records the name the client asked
+    for (SNI) before the client checks the certificate (which it then refuses: no one signed it)."""
+    import datetime
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hooks.example.test")])
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("hooks.example.test")]), critical=False)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                         serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    asked: list[str | None] = []
+    context.sni_callback = lambda sock, server_name, ctx: asked.append(server_name)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+
+    def serve():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            try:
+                context.wrap_socket(conn, server_side=True).close()
+            except (ssl.SSLError, OSError):
+                pass  # the client refused the certificate
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1], asked
+    listener.close()
+    thread.join(timeout=10)
+
+
+def test_https_keeps_the_name_for_sni_and_the_certificate_check(tenants, tls_server, resolver, eager_tasks,
+                                                                settings, django_capture_on_commit_callbacks):
+    """Connected to the checked address, TLS still asks for the name given (SNI) and checks the
+    certificate against it: an unsigned one is a failed delivery."""
+    settings.WEBHOOK_ALLOW_PRIVATE_CIDRS = ["127.0.0.1/32"]
+    settings.WEBHOOK_MAX_ATTEMPTS = 1
+    port, asked = tls_server
+    resolver.names["hooks.example.test"] = [["127.0.0.1"]]
+    services.save_webhook(tenants.alice, tenants.vision, f"https://hooks.example.test:{port}/hooks/gpu")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.ping_webhook(tenants.alice, tenants.vision)
+    assert asked == ["hooks.example.test"]
+    assert WebhookDelivery.objects.get().last_error == "failed"
