@@ -3,6 +3,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from portal import time_zones
@@ -218,8 +219,23 @@ class WebhookDelivery(models.Model):
         ordering = ["-created"]
         verbose_name_plural = "webhook deliveries"
 
+    # last_error holds one of these words, never how a connection failed (that would make a port scanner of it)
+    REFUSED, FAILED_ANSWER = "refused", "failed"
+
     def __str__(self) -> str:
         return f"{self.event} to {self.webhook_id}: {self.state}"
+
+    @property
+    def last_answer(self) -> str:
+        """What the owner is told of the last attempt: delivered, refused or failed, never the status or the
+        error (rows written before this rule kept them: they read "failed")."""
+        if self.state == self.State.DELIVERED:
+            return gettext("delivered")
+        if self.last_error == self.REFUSED:
+            return gettext("refused: the URL is not one the platform calls (an internal address)")
+        if self.last_error or self.last_status:
+            return gettext("failed")
+        return ""
 
 
 class LoginBackoff(models.Model):

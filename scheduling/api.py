@@ -13,6 +13,9 @@ that write ``services.cancel_job(...)``: ``clock`` (tests set its time), ``servi
 from scheduling import clock
 from scheduling.errors import Conflict, DomainError, Forbidden
 
+# ------------------------------------------------------------ Calling a URL a tenant gave (never inside)
+from scheduling import outbound
+
 # ------------------------------------------------------------ Workload kinds
 from scheduling import kinds
 from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE

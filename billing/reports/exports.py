@@ -12,7 +12,8 @@ import csv
 import io
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+import re
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import islice
@@ -58,6 +59,8 @@ NUMBER_COLUMNS = MONEY_COLUMNS | {"ConsumedQuantity", "ContractedUnitPrice", "Li
                                   "x_JobId", "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours",
                                   "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours"}
 QUANTITY = Decimal("0.000001")
+GROUP_SUMS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
+              "memory_gib_hours", "list_cost", "exclusive_cost", "cost")
 EXCEL_MAX_ROWS = 1_048_576  # per sheet, header included
 CSV_CHUNK_ROWS = 2000
 
@@ -141,10 +144,6 @@ def line_rows(queryset, *, chunk_size: int | None = None) -> Iterator[list[str]]
         yield focus_row(line)
 
 
-GROUP_SUMS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
-              "memory_gib_hours", "list_cost", "exclusive_cost", "cost")
-
-
 def grouped_header(columns: Sequence[str]) -> list[str]:
     return [*columns, *GROUP_SUMS, "currency"]
 
@@ -184,13 +183,54 @@ async def aiter_rows(rows: Iterable[Sequence], *, chunk_size: int | None = None)
             return
 
 
+# --------------------------------------------------------------------------- spreadsheet-safe CSV
+
+# A cell a spreadsheet would read as a formula (OWASP's list): `=HYPERLINK(...)` in an adjustment's reason
+# must stay text when a finance team opens the file.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+# The columns of every CSV export that hold numbers (a negative amount stays a number there).
+CSV_NUMBER_COLUMNS = frozenset(NUMBER_COLUMNS | set(GROUP_SUMS))
+
+
+def spreadsheet_safe(value):
+    """Text that a spreadsheet would read as a formula, with a quote in front so it reads as text."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+
+
+class SafeCsvWriter:
+    """csv.writer whose free-text cells cannot be formulas: every cell is neutralised with
+    `spreadsheet_safe` but a number in one of the `numbers` columns of `header`. Every CSV export
+    writes through it."""
+
+    def __init__(self, buffer, header: Sequence[str], *, numbers: Collection[str] = CSV_NUMBER_COLUMNS,
+                 **options):
+        self._writer = csv.writer(buffer, **options)
+        self._numbers = frozenset(i for i, name in enumerate(header) if name in numbers)
+
+    def cell(self, index: int, value):
+        if index in self._numbers and (not isinstance(value, str) or _NUMBER.fullmatch(value)):
+            return value
+        return spreadsheet_safe(value)
+
+    def writerow(self, row: Sequence) -> None:
+        self._writer.writerow([self.cell(i, v) for i, v in enumerate(row)])
+
+    def writerows(self, rows: Iterable[Sequence]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
 async def csv_chunks(rows: AsyncIterator[Sequence], *, header: Sequence[str] | None = None,
-                     chunk_rows: int | None = None) -> AsyncIterator[bytes]:
-    """UTF-8 CSV bytes: the header at once, then one piece per `chunk_rows` rows as they arrive."""
+                     chunk_rows: int | None = None, numbers: Collection[str] = CSV_NUMBER_COLUMNS,
+                     ) -> AsyncIterator[bytes]:
+    """UTF-8 CSV bytes: the header at once, then one piece per `chunk_rows` rows as they arrive. Free
+    text is spreadsheet-safe; the `numbers` columns stay numbers."""
     chunk_rows = chunk_rows or CSV_CHUNK_ROWS
+    header = header or HEADER
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(header or HEADER)
+    writer = SafeCsvWriter(buffer, header, numbers=numbers, lineterminator="\r\n")
+    writer.writerow(header)
     yield buffer.getvalue().encode()
     buffer.seek(0)
     buffer.truncate()

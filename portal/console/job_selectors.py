@@ -70,6 +70,7 @@ def node_exists(name: str) -> bool:
 CSV_HEADER = ["id", "name", "workspace", "queue", "state", "submitter", "priority", "preemptible", "pool",
               "gpu_model", "sharing", "nodes", "submitted", "started", "finished", "pending_reason", "cost",
               "currency", "cost_is_final"]
+CSV_NUMBER_COLUMNS = frozenset({"id", "priority", "cost"})  # the rest is text, made spreadsheet-safe
 
 
 def _iso(at: datetime | None) -> str:

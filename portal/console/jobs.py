@@ -73,7 +73,8 @@ async def job_csv(request):
     if not user.is_staff:
         raise PermissionDenied(gettext("the operator console is for operators (staff) only"))
     rows = await sync_to_async(_csv_source)(request.GET)
-    response = StreamingHttpResponse(exports.csv_chunks(exports.aiter_rows(rows), header=job_selectors.CSV_HEADER),
+    response = StreamingHttpResponse(exports.csv_chunks(exports.aiter_rows(rows), header=job_selectors.CSV_HEADER,
+                                                        numbers=job_selectors.CSV_NUMBER_COLUMNS),
                                      content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="jobs.csv"'
     return response

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections import defaultdict
@@ -18,6 +17,7 @@ from django.utils.translation import gettext, ngettext
 
 from billing.api import (
     QuoteError,
+    exports,
     idle_cost,
     platform_tz,
     pool_offers,
@@ -406,7 +406,7 @@ def audit_csv_lines(entries: QuerySet[AuditEntry], language: str = "en") -> Iter
     """CSV lines, header first, oldest entry first: `message` in English as recorded, `message_text` in
     `language` (the reader's, taken when asked: the lines are written after the view returned)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    writer = exports.SafeCsvWriter(buffer, AUDIT_CSV_HEADER, numbers=())  # all of it text
 
     def line(row) -> str:
         buffer.seek(0)

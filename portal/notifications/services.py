@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from functools import partial
 from urllib.parse import urlsplit
 
-import httpx
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
@@ -35,7 +34,7 @@ from portal.models import (
     WebhookDelivery,
 )
 from portal.notifications import selectors, signing
-from scheduling.api import DomainError, clock, history_texts, said, send_task
+from scheduling.api import DomainError, clock, history_texts, outbound, said, send_task
 
 log = logging.getLogger(__name__)
 
@@ -252,8 +251,10 @@ def backoff_s(attempts: int) -> float:
 
 
 def attempt_delivery(delivery_id) -> Attempt:
-    """POST the delivery's body, signed, once. A 2xx delivers it; anything else (a status, a
-    timeout, a refused connection) is retried with backoff until WEBHOOK_MAX_ATTEMPTS."""
+    """POST the delivery's body, signed, once, through the outbound client (never to an inside address).
+    A 2xx delivers it; anything else (a status, a redirect, a timeout, no connection) is retried with
+    backoff until WEBHOOK_MAX_ATTEMPTS; an inside address is refused for good. The owner is told only
+    "delivered", "failed" or "refused"."""
     delivery = (WebhookDelivery.objects.select_related("webhook")
                 .filter(pk=delivery_id, state=WebhookDelivery.State.PENDING).first())
     if delivery is None:  # delivered, given up, or its webhook removed
@@ -264,13 +265,19 @@ def attempt_delivery(delivery_id) -> Attempt:
                signing.EVENT_HEADER: delivery.event, signing.DELIVERY_HEADER: str(delivery.pk)}
     status, error = None, ""
     try:
-        response = httpx.post(hook.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_S,
-                              follow_redirects=False)
-        status = response.status_code
-        if not 200 <= status < 300:
-            error = f"answered HTTP {status}"
-    except Exception as exc:  # refused, timed out, a bad address: this delivery's failure, never the caller's
-        error = f"{type(exc).__name__}: {exc}"[:300]
+        status = outbound.post(hook.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT_S).status_code
+        if not 200 <= status < 300:  # a redirect too: it is not followed
+            error = WebhookDelivery.FAILED_ANSWER
+    except outbound.Refused as refused:  # an inside address, now: refused for good, nothing sent
+        log.warning("webhook %s of %s refused: %s", hook.pk, delivery.pk, refused)
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            attempts=delivery.attempts + 1, last_status=None, last_error=WebhookDelivery.REFUSED,
+            state=WebhookDelivery.State.FAILED, next_attempt=None)
+        return Attempt(WebhookDelivery.State.FAILED)
+    except Exception as exc:  # timed out, no connection: this delivery's failure, never the caller's
+        # how it failed goes to the operator's log only: told to the owner it would make a port scanner of us
+        log.info("webhook %s of %s failed: %s", hook.pk, delivery.pk, f"{type(exc).__name__}: {exc}"[:300])
+        error = WebhookDelivery.FAILED_ANSWER
     now = clock.now()
     attempts = delivery.attempts + 1
     fields = {"attempts": attempts, "last_status": status, "last_error": error}
@@ -280,7 +287,8 @@ def attempt_delivery(delivery_id) -> Attempt:
     elif attempts >= settings.WEBHOOK_MAX_ATTEMPTS:
         fields.update(state=WebhookDelivery.State.FAILED, next_attempt=None)
         outcome = Attempt(WebhookDelivery.State.FAILED)
-        log.warning("webhook %s gave up on %s after %d attempts: %s", hook.url, delivery.pk, attempts, error)
+        log.warning("webhook %s gave up on %s after %d attempts (last status %s)", hook.pk, delivery.pk, attempts,
+                    status)
     else:
         wait = backoff_s(attempts)
         fields.update(next_attempt=now + timedelta(seconds=wait))
@@ -305,6 +313,13 @@ def _clean_url(url: str) -> str:
         raise DomainError(gettext("an http:// or https:// URL, e.g. https://example.com/hooks/gpu"), field="url") from None
     if urlsplit(url).username or urlsplit(url).password:
         raise DomainError(gettext("put no user or password in the URL: the signature proves who sends"), field="url")
+    try:
+        outbound.check_url(url)
+    except outbound.Refused as refused:
+        log.info("webhook URL refused: %s", refused)
+        raise DomainError(gettext("the platform does not call this address: its host is (or resolves to) a "
+                                  "loopback, private, link-local or reserved address, or does not resolve; "
+                                  "give a public URL"), field="url") from None
     return url
 
 

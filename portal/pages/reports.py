@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import tempfile
 from pathlib import Path
@@ -172,7 +171,7 @@ def _statement_lines(stmt):
 def statement_csv(request, slug, month):
     _, stmt = _statement(request, slug, month)
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer = exports.SafeCsvWriter(buffer, exports.HEADER, lineterminator="\r\n")
     writer.writerow(exports.HEADER)
     writer.writerows(exports.line_rows(_statement_lines(stmt)))
     response = HttpResponse(buffer.getvalue().encode(), content_type="text/csv; charset=utf-8")

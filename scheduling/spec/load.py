@@ -88,6 +88,21 @@ def decode_text(text: str | bytes) -> str:
     return text
 
 
+def _where(path: Path) -> str:
+    """A path as the field's name: roles[0].env.A."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def _nul_issue(path: Path, pos: Pos | None = None, *, key: bool = False) -> SpecIssue:
+    """A decoded string (an escape such as "\\0" or "\\u0000") with a NUL: no process argument, variable or
+    database text can hold one."""
+    where = _where(path) or _("the spec")
+    message = (_("%(where)s: a key contains a NUL character (\\0); remove it") if key
+               else _("%(where)s: the value contains a NUL character (\\0); remove it")) % {"where": where}
+    line, column = pos if pos else (None, None)
+    return SpecIssue(line, column, _where(path) or None, message)
+
+
 def _too_big(size: int) -> str:
     return _("the spec is %(size)s bytes; the limit is %(most)s bytes (64 KiB)") % {"size": size, "most": MAX_BYTES}
 
@@ -168,7 +183,11 @@ class _Converter:
             raise _Limit(_too_deep(), _pos(node))
         self.value_pos[path] = _pos(node)
         if isinstance(node, ScalarNode):
-            return self.scalar(node)
+            value = self.scalar(node)
+            if isinstance(value, str) and "\x00" in value:
+                self.issues.append(_nul_issue(path, _pos(node)))
+                return None
+            return value
         if isinstance(node, SequenceNode):
             if node.tag != _STD + "seq":
                 self.issue(node, _tag_message(node.tag, _("a plain list")))
@@ -217,6 +236,9 @@ class _Converter:
                 self.issue(key_node, _("a key must be plain text, not a list or mapping"))
                 continue
             key = key_node.value
+            if "\x00" in key:
+                self.issues.append(_nul_issue(path, _pos(key_node), key=True))
+                continue
             key_path = (*path, key)
             if key in result:
                 first_line = self.key_pos[key_path][0]
@@ -351,7 +373,7 @@ def load_object(obj: object) -> Loaded:
     count = 0
 
     def where(path: Path) -> str:
-        return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "the spec"
+        return _where(path) or "the spec"
 
     def said(path: Path) -> str:  # where(path) in a message: the field's name, else "the spec" translated
         return where(path) if path else _("the spec")
@@ -372,6 +394,9 @@ def load_object(obj: object) -> Loaded:
                                   _("%(where)s: keys must be text") % {"where": said(path)})
                     )
                     continue
+                if "\x00" in key:
+                    issues.append(_nul_issue(path, key=True))
+                    continue
                 out[key] = copy(item, (*path, key))
             return out
         if isinstance(value, list | tuple):
@@ -382,6 +407,9 @@ def load_object(obj: object) -> Loaded:
             return None
         if isinstance(value, float) and not math.isfinite(value):
             return value  # rejected with its field name by the reader
+        if isinstance(value, str) and "\x00" in value:
+            issues.append(_nul_issue(path))
+            return None
         if value is None or isinstance(value, str | int | float | bool):
             return value
         issues.append(

@@ -35,7 +35,20 @@ class WebhookReceiver:
 
 
 @pytest.fixture
-def webhook_receiver():
+def local_receivers_allowed(settings):
+    """The operator's allow-list names this machine: how a receiver on 127.0.0.1 gets deliveries."""
+    settings.WEBHOOK_ALLOW_PRIVATE_CIDRS = ["127.0.0.1/32"]
+
+
+@pytest.fixture
+def webhook_receiver(local_receivers_allowed, receiving_server):
+    """A receiver on 127.0.0.1 that the operator allowed."""
+    return receiving_server
+
+
+@pytest.fixture
+def receiving_server():
+    """A receiver on 127.0.0.1, on no allow-list: whatever it receives was sent to an inside address."""
     state: dict = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -61,7 +74,7 @@ def webhook_receiver():
 
 
 @pytest.fixture
-def closed_port_url():
+def closed_port_url(local_receivers_allowed):
     """A URL nothing listens on: a refused connection."""
     import socket
 

@@ -76,7 +76,7 @@ def test_a_failed_delivery_is_retried_with_backoff_until_it_gets_through(cluster
     delivery.refresh_from_db()
     assert first.retry_in == settings.WEBHOOK_RETRY_BASE_S == 30
     assert (delivery.state, delivery.attempts, delivery.last_status) == ("pending", 1, 500)
-    assert delivery.last_error == "answered HTTP 500" and (delivery.next_attempt - clock.now).total_seconds() == 30
+    assert delivery.last_error == "failed" and (delivery.next_attempt - clock.now).total_seconds() == 30
     assert services.attempt_delivery(delivery.pk).retry_in == 60
     assert services.attempt_delivery(delivery.pk).state == "delivered"
     delivery.refresh_from_db()
@@ -108,7 +108,7 @@ def test_a_dead_webhook_holds_up_no_other(cluster, webhook_receiver, closed_port
         budget_alert(cluster, cluster.vision, cluster.alice)
     dead = WebhookDelivery.objects.get(webhook__workspace=cluster.nlp)
     live = WebhookDelivery.objects.get(webhook__workspace=cluster.vision)
-    assert dead.state == "failed" and "ConnectError" in dead.last_error and dead.last_status is None
+    assert dead.state == "failed" and dead.last_error == "failed" and dead.last_status is None  # never how
     assert live.state == "delivered" and [r.json["workspace"] for r in webhook_receiver.received] == ["vision-lab"]
 
 
