@@ -32,4 +32,8 @@ class DurationHoursField(serializers.DecimalField):
                          max_value=MAX_DURATION_HOURS, **kwargs)
 
     def to_internal_value(self, data):
-        return super().to_internal_value(data).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        value = super().to_internal_value(data)
+        # out of bounds (1e400 among them, too big to round): left as is for the bounds' validators to refuse
+        if MIN_DURATION_HOURS <= value <= MAX_DURATION_HOURS:
+            value = value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        return value
