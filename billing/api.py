@@ -43,7 +43,7 @@ from billing.ledger.selectors import job_total, job_totals, ledger_cursor
 from billing.metering.costs import replica_allocation
 from billing.metering.ingest import MAX_BATCH, ingest
 from billing.metering.series import job_usage_series
-from billing.metering.tokens import JoinRefused, create_join_token, create_node_token, join_node
+from billing.metering.tokens import NODE_NAME, JoinRefused, create_join_token, create_node_token, join_node
 
 # ------------------------------------------------------------ Reports, budgets and idle GPUs
 from billing.reports import capacity, exports, selectors as report_selectors, services as report_services

@@ -127,7 +127,7 @@ from scheduling.signals import job_events_committed, job_finished, node_readines
 # ------------------------------------------------------------ Node agents, admin and the demo
 from scheduling.admin import ReadOnlyAdmin
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.cycle.inventory import node_assignments, record_heartbeat
+from scheduling.cycle.inventory import MAX_GPUS, MAX_MEMORY_MIB, MAX_UUID, node_assignments, record_heartbeat
 from scheduling.cycle.run import run_scheduling_cycle
 
 # ------------------------------------------------------------ Off-peak calendar

@@ -36,3 +36,10 @@ class Conflict(DomainError):
 
     status = 409
     title = "Conflicts with the current state"
+
+
+class Unprocessable(DomainError):
+    """Each part is well-formed, but together they say something that cannot be done (e.g. one GPU reported
+    twice): what no schema of the request's parts can state, so 422 rather than 400."""
+
+    status = 422

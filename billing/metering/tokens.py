@@ -43,7 +43,7 @@ def join_node(raw_join_token: str, node_name: str) -> tuple[Node, str, bool]:
     new (not ready until its agent reports), and its earlier tokens are revoked (a restarted agent
     joins again). Returns (node, raw node token, created). JoinRefused when the token does not allow it,
     ValueError for a malformed node name."""
-    if not isinstance(node_name, str) or not NODE_NAME.match(node_name):
+    if not isinstance(node_name, str) or not NODE_NAME.fullmatch(node_name):
         raise ValueError("node must be a Kubernetes node name (lower-case letters, digits, '-' and '.')")
     now = clock.now()
     token = (JoinToken.objects.select_related("pool").filter(digest=JoinToken.digest_of(str(raw_join_token)),

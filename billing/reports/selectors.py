@@ -44,6 +44,13 @@ class FilterError(DomainError):
     """A report filter that cannot be read; the message names the field."""
 
 
+class RangeError(FilterError):
+    """Two days that each are valid but make no range the report can read (the end before the start, or too
+    long): understood, but not processable (422), as no schema of the parameters alone can say."""
+
+    status = 422
+
+
 @dataclass(frozen=True)
 class ReportFilters:
     start: date
@@ -100,9 +107,9 @@ def parse_filters(params: Mapping[str, str], *, today: date) -> ReportFilters:
     end = _date(params["end"], "end") if params.get("end") else today
     start = _date(params["start"], "start") if params.get("start") else end - timedelta(days=6)
     if end < start:
-        raise FilterError(f"end: {end} is before start {start}")
+        raise RangeError(f"{end} is before start {start}", field="end")
     if (end - start).days > MAX_RANGE_DAYS:
-        raise FilterError(f"start: the range may span at most {MAX_RANGE_DAYS} days")
+        raise RangeError(f"the range may span at most {MAX_RANGE_DAYS} days", field="start")
     sharing = (params.get("sharing") or "").strip()
     if sharing and sharing not in SHARING_MODES:
         raise FilterError(f"sharing: {sharing!r} is not one of {', '.join(SHARING_MODES)}")

@@ -9,11 +9,33 @@ from rest_framework import authentication, exceptions, permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import JoinRefused, ingest, join_node
+from billing.api import MAX_BATCH, NODE_NAME, JoinRefused, ingest, join_node
 from billing.models import NodeToken
 from portal.api.parsers import JSONParser
 from portal.credentials import presented
-from scheduling.api import clock, get_backend, node_assignments, record_heartbeat
+from scheduling.api import (
+    MAX_GPUS,
+    MAX_MEMORY_MIB,
+    MAX_UUID,
+    clock,
+    get_backend,
+    node_assignments,
+    record_heartbeat,
+)
+
+# What a body must be to be read at all (a sample or a health figure that is wrong is refused alone, in the
+# answer); "node" names the token's own node (null or left out: that node), another name answers 403.
+OWN_NODE = {"type": "string", "nullable": True}
+USAGE_BATCH = {"type": "object", "required": ["samples"], "properties": {
+    "node": OWN_NODE, "samples": {"type": "array", "maxItems": MAX_BATCH}}}
+HEARTBEAT = {"type": "object", "properties": {
+    "node": OWN_NODE,
+    "agent_version": {"nullable": True, "description": "text; anything else is refused alone, in `rejected`"},
+    "gpus": {"type": "array", "maxItems": MAX_GPUS, "description": "each index and uuid once (else 422)",
+             "items": {"type": "object", "required": ["index", "uuid", "memory_mib"], "properties": {
+                 "index": {"type": "integer", "minimum": 0, "maximum": MAX_GPUS - 1},
+                 "uuid": {"type": "string", "minLength": 1, "maxLength": MAX_UUID, "pattern": "^[^\\u0000]*$"},
+                 "memory_mib": {"type": "integer", "minimum": 0, "maximum": MAX_MEMORY_MIB}}}}}}
 
 # An agent posts every few seconds: "last used" to the minute is enough, and saves a write per batch.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -55,7 +77,7 @@ class AgentView(APIView):
 
 
 class UsageApi(AgentView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT,
+    @extend_schema(request={"application/json": USAGE_BATCH}, responses=OpenApiTypes.OBJECT,
                    description='{"node", "samples": [...]} -> {"accepted": [ids], "rejected": [{"id", "reason"}]}')
     def post(self, request):
         node = self.own_node(request, request.data.get("node") if isinstance(request.data, dict) else None)
@@ -63,7 +85,7 @@ class UsageApi(AgentView):
 
 
 class HeartbeatApi(AgentView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT,
+    @extend_schema(request={"application/json": HEARTBEAT}, responses=OpenApiTypes.OBJECT,
                    description='{"node", "agent_version", "gpus": [{"index", "uuid", "memory_mib", "model", "util_pct", '
                                '"memory_used_mib", "temperature_c", "ecc_uncorrected", "xid_count", "xid_last"}]} -> '
                                '{"node", "gpus": count, "rejected": [{"gpu", "field", "reason"}]}; health figures are '
@@ -100,8 +122,9 @@ class JoinApi(APIView):
     def get_authenticate_header(self, request):
         return "Bearer"  # a refused join token is a 401, not a 403
 
-    @extend_schema(request=inline_serializer("AgentJoin", {"token": serializers.CharField(),
-                                                          "node": serializers.CharField()}),
+    @extend_schema(request=inline_serializer("AgentJoin", {
+                       "token": serializers.CharField(allow_blank=True),
+                       "node": serializers.RegexField(NODE_NAME.pattern, help_text="A Kubernetes node name")}),
                    responses=OpenApiTypes.OBJECT,
                    description='{"token": "gpj_...", "node": "gpu-node-7"} -> {"node", "pool", "token": "gpn_..."}; '
                                "401 when the join token is unknown, expired or revoked, 403 when the node is "

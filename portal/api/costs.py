@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -18,11 +17,23 @@ QUANTITIES = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclus
               "memory_gib_hours")
 
 
+MAX_PAGE = 10**6
+# The days the ledger is read for, as parse_filters bounds them (a year outside is refused).
+DAY = {"type": "string", "format": "date",
+       "pattern": r"^(19[7-9][0-9]|20[0-9][0-9]|2100)-[0-9]{2}-[0-9]{2}$"}
+TEXT = {"type": "string", "maxLength": costs.MAX_FILTER_LENGTH}
+
+
+def _param(name: str, description: str = "", schema: dict | None = None) -> OpenApiParameter:
+    """A filter: an empty value is taken as none (the default), as the report page's form sends it."""
+    return OpenApiParameter(name, schema or TEXT, description=description, extensions={"x-allow-empty": True})
+
+
 def _page(raw: str | None) -> int:
     if raw in (None, ""):
         return 1
-    if not raw.isdigit() or not 1 <= int(raw) <= 10**6:
-        raise ValidationError({"page": "must be a whole number from 1 to 1000000"})
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+        raise ValidationError({"page": f"must be a whole number from 1 to {MAX_PAGE}"})
     return int(raw)
 
 
@@ -50,14 +61,14 @@ class CostsApi(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("workspace", str, description="A workspace slug (default: all of the caller's)"),
-            OpenApiParameter("start", OpenApiTypes.DATE, description="First day (default: 6 days before end)"),
-            OpenApiParameter("end", OpenApiTypes.DATE, description="Last day, inclusive (default: today)"),
-            OpenApiParameter("group_by", str, enum=list(costs.GROUPS), description="Default: day"),
-            OpenApiParameter("page", int, description="Page of rows, from 1"),
-            OpenApiParameter("queue", str), OpenApiParameter("gpu_model", str),
-            OpenApiParameter("sharing", str, enum=list(costs.SHARING_MODES)),
-            OpenApiParameter("job", int),
+            _param("workspace", "A workspace slug (default: all of the caller's)"),
+            _param("start", "First day (default: 6 days before end)", DAY),
+            _param("end", "Last day, inclusive (default: today)", DAY),
+            _param("group_by", "Default: day", {"type": "string", "enum": list(costs.GROUPS)}),
+            _param("page", "Page of rows, from 1", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE}),
+            _param("queue"), _param("gpu_model"),
+            _param("sharing", "", {"type": "string", "enum": list(costs.SHARING_MODES)}),
+            _param("job", "", {"type": "integer", "minimum": 1, "maximum": costs.MAX_JOB_ID}),
         ],
         responses={200: inline_serializer("Costs", {
             "currency": serializers.CharField(allow_null=True), "as_of": serializers.DateTimeField(allow_null=True),

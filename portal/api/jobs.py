@@ -1,6 +1,5 @@
 """Jobs API: thin views over scheduling.services and scheduling.selectors."""
 
-from decimal import Decimal
 
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
@@ -16,6 +15,7 @@ from rest_framework.views import APIView
 
 from billing.api import job_total, submit_quoted_job
 from portal import selectors as portal_selectors
+from portal.api.fields import DurationHoursField, SpecField
 from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
 from scheduling.api import get_backend, job_reason, logs, selectors, services, spec_to_yaml
@@ -81,17 +81,12 @@ class EventOutput(serializers.Serializer):
 
 class JobSubmitInput(serializers.Serializer):
     workspace = serializers.SlugField()
-    spec = serializers.JSONField(help_text="The task YAML as text, or a JSON object of the same fields")
+    spec = SpecField(help_text="The task YAML as text, or a JSON object of the same fields")
     option = serializers.CharField(required=False, allow_blank=True)
-    duration_hours = serializers.DecimalField(
-        max_digits=6, decimal_places=2, min_value=Decimal("0.01"), max_value=Decimal("2160"), required=False,
+    duration_hours = DurationHoursField(
+        required=False,
         help_text="How long the job runs, in hours: the quote's totals are for it and the job is scheduled for it "
                   "(default: the spec's expectedDuration, else 2)")
-
-    def validate_spec(self, value):
-        if not isinstance(value, (str, dict)):
-            raise ValidationError("spec must be YAML text or a JSON object")
-        return value
 
 
 class JobListCreateApi(ListAPIView):
@@ -161,7 +156,9 @@ class JobCancelApi(APIView):
 
 class ImageFormInput(serializers.Serializer):
     workspace = serializers.SlugField()
-    form = serializers.DictField(child=serializers.JSONField(), help_text="Image form fields (image, gpus, ...)")
+    # null, like a blank field, means the field's default
+    form = serializers.DictField(child=serializers.JSONField(allow_null=True),
+                                 help_text="Image form fields (image, gpus, ...); null or blank: the default")
 
 
 class ImageFormApi(APIView):

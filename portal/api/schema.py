@@ -71,3 +71,20 @@ def add_problem_responses(result, generator, request, public):
             for status, description in PROBLEM_STATUSES.items():
                 operation["responses"].setdefault(status, {"description": description, "content": ref})
     return result
+
+
+def declare_what_is_enforced(result, generator, request, public):
+    """drf-spectacular postprocessing hook for what its annotations cannot say: a body given as a plain JSON
+    schema with required properties is itself required, and a query parameter whose empty value the server
+    takes as unset says so (`allowEmptyValue`; drf-spectacular passes on only x- extensions)."""
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict):
+                continue
+            for parameter in operation.get("parameters", []):
+                if parameter.pop("x-allow-empty", False):
+                    parameter["allowEmptyValue"] = True
+            body = operation.get("requestBody")
+            if body and any(media.get("schema", {}).get("required") for media in body.get("content", {}).values()):
+                body["required"] = True
+    return result

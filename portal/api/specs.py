@@ -3,22 +3,17 @@
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.api.fields import SpecField
 from portal.selectors import get_workspace_for_user
 from portal.submit_page import image_form_for
 
 
 class ImageFormValuesInput(serializers.Serializer):
     workspace = serializers.SlugField()
-    spec = serializers.JSONField(help_text="The task YAML as text, or a JSON object of the same fields")
-
-    def validate_spec(self, value):
-        if not isinstance(value, (str, dict)):
-            raise ValidationError("spec must be YAML text or a JSON object")
-        return value
+    spec = SpecField(help_text="The task YAML as text, or a JSON object of the same fields")
 
 
 class ImageFormValuesOutput(serializers.Serializer):

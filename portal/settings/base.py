@@ -100,8 +100,10 @@ REST_FRAMEWORK = {
 }
 # Request limits: pages of at most 500 rows, JSON nested at most 64 deep, bodies of at most 2.5 MB.
 REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "portal.api.pagination.Pagination"
-REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["portal.api.parsers.JSONParser", "rest_framework.parsers.FormParser",
-                                            "rest_framework.parsers.MultiPartParser"]
+# JSON bodies only: a form cannot carry a spec object or a typed number, and the schema names one media type
+# (any other answers 415).
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["portal.api.parsers.JSONParser"]
+REST_FRAMEWORK["TEST_REQUEST_DEFAULT_FORMAT"] = "json"
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # The git commit GET /api/v1/version names (an image sets it at build); unset: the checkout's HEAD, if any
 BUILD_COMMIT = os.environ.get("BUILD_COMMIT", "").strip()
@@ -115,5 +117,6 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "portal.api.schema.add_problem_responses"],
+                             "portal.api.schema.add_problem_responses",
+                             "portal.api.schema.declare_what_is_enforced"],
 }

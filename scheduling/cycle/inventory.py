@@ -13,7 +13,7 @@ from django.db import transaction
 from scheduling import clock, kinds
 from scheduling.backends.base import ClusterBackend, NodeInventory
 from scheduling.core.units import MILLI_PER_GPU
-from scheduling.errors import Conflict, DomainError
+from scheduling.errors import Conflict, DomainError, Unprocessable
 from scheduling.health import read_health
 from scheduling.models import (
     ACTIVE_STATES,
@@ -124,12 +124,19 @@ def record_heartbeat(node: Node, gpus, payload: dict | None = None) -> Heartbeat
             raise DomainError(f"gpus[{n}] needs index 0..{MAX_GPUS - 1}, a uuid of 1..{MAX_UUID} characters "
                               f"and memory_mib 0..{MAX_MEMORY_MIB}", field="gpus")
     if len({g["index"] for g in gpus}) < len(gpus) or len({g["uuid"] for g in gpus}) < len(gpus):
-        raise DomainError("each GPU index and uuid appears once", field="gpus")
+        raise Unprocessable("each GPU index and uuid appears once", field="gpus")
     if Gpu.objects.filter(uuid__in=[g["uuid"] for g in gpus]).exclude(node=node).exists():
         raise Conflict("a reported GPU uuid belongs to another node", field="gpus")
+    if node.gpus.filter(uuid__in=[g["uuid"] for g in gpus]).exclude(index__in=[g["index"] for g in gpus]).exists():
+        raise Conflict("a reported GPU uuid is at another index of this node, which the report leaves out",
+                       field="gpus")
     now = clock.now()
     health = read_health(payload or {}, gpus)
     known = {g.index: g for g in node.gpus.all()}
+    # GPUs that changed places (uuid unique): free their uuids first, so that a swap is not a collision
+    moving = [known[g["index"]].pk for g in gpus if g["index"] in known and known[g["index"]].uuid != g["uuid"]]
+    for pk in moving:
+        Gpu.objects.filter(pk=pk).update(uuid=f"moving-{pk}")
     for gpu in gpus:
         index, uuid, memory = gpu["index"], gpu["uuid"], gpu["memory_mib"]
         figures = health.gpus.get(index, {})
@@ -137,7 +144,7 @@ def record_heartbeat(node: Node, gpus, payload: dict | None = None) -> Heartbeat
             figures = {**figures, "health_at": now}
         if index not in known:
             Gpu.objects.create(node=node, index=index, uuid=uuid, memory_mib=memory, **figures)
-        elif (known[index].uuid, known[index].memory_mib) != (uuid, memory) or figures:
+        elif (known[index].uuid, known[index].memory_mib) != (uuid, memory) or figures or known[index].pk in moving:
             Gpu.objects.filter(pk=known[index].pk).update(uuid=uuid, memory_mib=memory, **figures)
     node.last_heartbeat = now
     fields = ["last_heartbeat"]

@@ -1,10 +1,16 @@
-"""Schemathesis against the live OpenAPI schema (/api/schema/): every operation, every check, as
-an owner, a finance user, a staff user and a node agent, each with its own token.
+"""Schemathesis against the live OpenAPI schema (/api/schema/): every operation, every check (as
+`st run --checks all`: positive data accepted, negative data rejected, status codes, content types,
+headers and bodies, problem details included, as declared), as an owner, a finance user, a staff user
+and a node agent, each with its own token.
 
-The app runs in-process (WSGI) so it sees the test's transaction. Examples are capped and
-derandomized: the same cases every run, a failure reproduces."""
+Two phases, as the CLI runs them: coverage (the schema's boundaries: each bound, null, a missing
+field, an extra property, another media type) and fuzzing. The app runs in-process (WSGI) so it
+sees the test's transaction. Examples are capped and derandomized: the same cases every run, a
+failure reproduces."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import schemathesis
@@ -12,18 +18,22 @@ from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hsettings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.checks import CHECKS, load_all_checks
+from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import FailureGroup
-from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-EXAMPLES = 10  # per operation, per generation mode, per caller
+# The repository's schemathesis.toml, as `st run` reads it.
+CONFIG = SchemathesisConfig.from_path(Path(__file__).resolve().parents[2] / "schemathesis.toml")
+EXAMPLES = 6  # per operation, per generation mode, per caller (the coverage phase adds its own)
 AGENT_PATH = "/api/v1/agent/"
 STATS: dict[str, int] = {}
-# Their bodies carry a task spec or agent samples, or their query a workspace and a date range, whose
-# meaning no JSON schema can state (a pool that exists, GPUs that fit, a workspace of the caller's, an
-# end after the start): a schema-valid request may rightly be refused with a documented 4xx.
-SEMANTIC_BODIES = {"/api/v1/jobs/", "/api/v1/quotes/", "/api/v1/specs/image-form/", "/api/v1/agent/usage",
-                   "/api/v1/agent/heartbeat", "/api/v1/costs/", "/api/v1/specs/image-form/values/",
-                   "/api/v1/agent/join"}  # a node name the cluster would accept
+BOTH_MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+
+
+def _all_checks():
+    """Every built-in check, as `--checks all` (those that need a stateful run skip themselves)."""
+    load_all_checks()
+    return [check for check in CHECKS.get_all() if not isinstance(check, type)]
 
 
 @pytest.fixture
@@ -46,7 +56,7 @@ def schema(cluster, settings):
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     try:
-        yield schemathesis.openapi.from_wsgi("/api/schema/", application)
+        yield schemathesis.openapi.from_wsgi("/api/schema/", application, config=CONFIG)
     finally:
         request_started.connect(close_old_connections)
         request_finished.connect(close_old_connections)
@@ -65,12 +75,36 @@ def _tokens(cluster):
     }
 
 
+def _validate(case, token: str, failures: list[str], seen: set[str], label: str) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    response = case.call(headers=headers)
+    try:
+        case.validate_response(response, checks=_all_checks(), headers=headers)
+    except FailureGroup as group:
+        for failure in group.exceptions:
+            key = f"{case.operation.label} [{label}] {failure.title}: {failure.message[:300]}"
+            if key not in seen:
+                seen.add(key)
+                failures.append(f"{key}\n    sent query={case.query} body={case.body!r:.200}\n"
+                                f"    got {response.status_code} {response.text[:200]}")
+
+
+def _run_coverage(operation, token: str, failures: list[str]) -> int:
+    """The coverage phase's cases (each boundary of the schema, both modes); returns the calls made."""
+    schema = operation.schema
+    config = schema.config.generation_for(operation=operation, phase="coverage")
+    seen: set[str] = set()
+    calls = 0
+    for case in schema.iter_coverage_cases(operation, generation_modes=list(BOTH_MODES), generation_config=config):
+        calls += 1
+        _validate(case, token, failures, seen, "coverage")
+    return calls
+
+
 def _run_mode(operation, mode, token: str, failures: list[str]) -> int:
     """Every example of one generation mode through every check; returns the calls made."""
     calls = 0
     seen: set[str] = set()
-    # Their meaning is beyond a JSON schema, so a schema-valid body may get a documented 400.
-    excluded = [positive_data_acceptance] if operation.path in SEMANTIC_BODIES else []
 
     @hsettings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
@@ -80,14 +114,7 @@ def _run_mode(operation, mode, token: str, failures: list[str]) -> int:
         if mode is GenerationMode.NEGATIVE and any(v == {} for v in (case.query or {}).values()):
             return  # an empty object serialises to no parameter at all: the request sent is a valid one
         calls += 1
-        try:
-            case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, excluded_checks=excluded)
-        except FailureGroup as group:
-            for failure in group.exceptions:
-                key = f"{operation.label} [{mode.value}] {failure.title}: {failure.message[:300]}"
-                if key not in seen:
-                    seen.add(key)
-                    failures.append(key)
+        _validate(case, token, failures, seen, mode.value)
 
     try:
         run()
@@ -104,8 +131,10 @@ def test_every_operation_conforms_to_the_schema(schema, cluster, caller):
     mine = [op for op in operations if op.path.startswith(AGENT_PATH) == (caller == "agent")]
     assert mine, f"no operation for {caller}"
     failures: list[str] = []
-    calls = sum(_run_mode(op, mode, token, failures) for op in mine
-                for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE))
+    calls = sum(_run_mode(op, mode, token, failures) for op in mine for mode in BOTH_MODES)
+    # The boundaries are the same whoever calls; an owner and an agent between them reach every operation.
+    if caller in ("owner", "agent"):
+        calls += sum(_run_coverage(op, token, failures) for op in mine)
     STATS[caller] = calls
     print(f"schemathesis {caller}: {len(mine)} operations, {calls} calls, {len(failures)} failures")
     assert not failures, "\n".join(failures)

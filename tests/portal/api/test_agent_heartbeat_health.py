@@ -93,3 +93,30 @@ def test_a_malformed_inventory_is_still_refused_whole(agent):
     assert response.status_code == 400
     assert response["Content-Type"].startswith("application/problem+json")
     assert not Gpu.objects.filter(node__name="h100-01", util_pct=50).exists()
+
+
+def test_gpus_that_swapped_indexes_are_stored_swapped(agent):
+    assert heartbeat(agent, [gpu(0), gpu(1)]).status_code == 200
+    swapped = [{**gpu(0), "uuid": "GPU-h100-01-1"}, {**gpu(1), "uuid": "GPU-h100-01-0"}]
+    response = heartbeat(agent, swapped)
+    assert response.status_code == 200, response.json()
+    node = Node.objects.get(name="h100-01")
+    assert dict(Gpu.objects.filter(node=node, index__in=[0, 1]).values_list("index", "uuid")) == {
+        0: "GPU-h100-01-1", 1: "GPU-h100-01-0"}
+
+
+def test_a_uuid_moved_from_an_index_the_report_leaves_out_is_a_conflict_and_changes_nothing(agent):
+    assert heartbeat(agent, [gpu(0), gpu(1)]).status_code == 200
+    response = heartbeat(agent, [{**gpu(1), "uuid": "GPU-h100-01-0"}])
+    assert response.status_code == 409
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json()["errors"][0]["field"] == "gpus"
+    node = Node.objects.get(name="h100-01")
+    assert dict(Gpu.objects.filter(node=node, index__in=[0, 1]).values_list("index", "uuid")) == {
+        0: "GPU-h100-01-0", 1: "GPU-h100-01-1"}
+
+
+def test_one_gpu_reported_twice_is_unprocessable(agent):
+    response = heartbeat(agent, [gpu(0), gpu(0)])
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "gpus"
