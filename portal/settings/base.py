@@ -99,11 +99,10 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
 }
-# Request limits: pages of at most 500 rows, JSON nested at most 64 deep, bodies of at most 2.5 MB.
+# Request limits: pages of at most 500 rows, JSON nested at most 64 deep (bodies: BODY_LIMIT_* in security).
 REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "portal.api.pagination.Pagination"
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["portal.api.parsers.JSONParser", "rest_framework.parsers.FormParser",
                                             "rest_framework.parsers.MultiPartParser"]
-DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # The git commit GET /api/v1/version names (an image sets it at build); unset: the checkout's HEAD, if any
 BUILD_COMMIT = os.environ.get("BUILD_COMMIT", "").strip()
 SPECTACULAR_SETTINGS = {
