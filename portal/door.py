@@ -26,6 +26,7 @@ ROUTE_LIMITS = (
     (re.compile(r"/api/v1/agent/"), "BODY_LIMIT_AGENT_BYTES"),
     (re.compile(r"/console/planner/"), "BODY_LIMIT_PLANNER_BYTES"),
     (re.compile(r"/serve/"), "BODY_LIMIT_SERVE_BYTES"),
+    (re.compile(r"/nb/"), "BODY_LIMIT_NOTEBOOK_BYTES"),
     (re.compile(r"/(api/v1/workspaces|w)/[^/]+/volumes/[^/]+/(files|upload)"), "BODY_LIMIT_VOLUME_BYTES"),
 )
 # Answered whatever the database's state: liveness, readiness (which names what is down), static files

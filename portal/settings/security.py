@@ -100,6 +100,8 @@ BODY_LIMIT_AGENT_BYTES = int(os.environ.get("BODY_LIMIT_AGENT_BYTES", str(2_621_
 BODY_LIMIT_PLANNER_BYTES = int(os.environ.get("BODY_LIMIT_PLANNER_BYTES", str(6 * 1024 * 1024)))
 # inference requests (/serve/): prompts with images or long contexts
 BODY_LIMIT_SERVE_BYTES = int(os.environ.get("BODY_LIMIT_SERVE_BYTES", str(2_621_440)))
+# a notebook's own requests (/nb/): JupyterLab uploads a file in 1 MiB chunks, base64 in JSON (~1.4 MB each)
+BODY_LIMIT_NOTEBOOK_BYTES = int(os.environ.get("BODY_LIMIT_NOTEBOOK_BYTES", str(2_621_440)))
 # file uploads to a workspace's volumes
 BODY_LIMIT_VOLUME_BYTES = int(os.environ.get("BODY_LIMIT_VOLUME_BYTES", str(1024 * 1024 * 1024)))
 
@@ -107,4 +109,5 @@ BODY_LIMIT_VOLUME_BYTES = int(os.environ.get("BODY_LIMIT_VOLUME_BYTES", str(1024
 # this often until it answers.
 DB_BREAKER_PROBE_S = float(os.environ.get("DB_BREAKER_PROBE_S", "1"))
 # Django's own check on a body it reads (files excepted) is a backstop behind the door's limits.
-DATA_UPLOAD_MAX_MEMORY_SIZE = max(BODY_LIMIT_BYTES, BODY_LIMIT_AGENT_BYTES, BODY_LIMIT_SERVE_BYTES)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(BODY_LIMIT_BYTES, BODY_LIMIT_AGENT_BYTES, BODY_LIMIT_SERVE_BYTES,
+                                  BODY_LIMIT_NOTEBOOK_BYTES)

@@ -316,7 +316,7 @@ def test_the_ingress_refuses_the_bodies_the_portal_refuses():
         assert path["backend"]["service"]["name"] == "gpu-portal"
     assert limits == {"/": config["BODY_LIMIT_BYTES"], "/api/v1/agent/": config["BODY_LIMIT_AGENT_BYTES"],
                       "/console/planner/": config["BODY_LIMIT_PLANNER_BYTES"],
-                      "/serve/": config["BODY_LIMIT_SERVE_BYTES"]}
+                      "/serve/": config["BODY_LIMIT_SERVE_BYTES"], "/nb/": config["BODY_LIMIT_NOTEBOOK_BYTES"]}
     assert int(config["BODY_LIMIT_BYTES"]) == 1024 * 1024 < int(config["BODY_LIMIT_AGENT_BYTES"])
     assert int(config["BODY_LIMIT_VOLUME_BYTES"]) > 0
 
@@ -325,7 +325,7 @@ def test_the_portals_routes_and_the_ingress_paths_agree():
     from portal.door import body_limit
 
     docs = render(values_for("values-production.yaml", {"bodyLimits": {
-        "defaultBytes": "1", "agentBytes": "2", "plannerBytes": "3", "serveBytes": "4"}}))
+        "defaultBytes": "1", "agentBytes": "2", "plannerBytes": "3", "serveBytes": "4", "notebookBytes": "5"}}))
     config = named(docs, "ConfigMap", "gpu-config")["data"]
     for ingress in by_kind(docs, "Ingress"):
         path = ingress["spec"]["rules"][0]["http"]["paths"][0]["path"]

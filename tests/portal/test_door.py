@@ -118,6 +118,7 @@ def test_bodies_within_the_limit_reach_django(application):
     ("/api/v1/agent/usage", "BODY_LIMIT_AGENT_BYTES"),
     ("/console/planner/", "BODY_LIMIT_PLANNER_BYTES"),
     ("/serve/vision-lab/chat/v1/completions", "BODY_LIMIT_SERVE_BYTES"),
+    ("/nb/vision-lab/lab/api/contents/data.bin", "BODY_LIMIT_NOTEBOOK_BYTES"),
     ("/api/v1/workspaces/vision-lab/volumes/imagenet/files", "BODY_LIMIT_VOLUME_BYTES"),
 ])
 def test_the_routes_that_carry_data_take_their_own_larger_limit(application, settings, path, setting):
