@@ -9,8 +9,10 @@ import threading
 import time
 from collections.abc import Callable
 
+import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, connections
+from psycopg_pool import PoolTimeout
 
 
 class DatabaseBreaker:
@@ -57,6 +59,21 @@ class DatabaseBreaker:
     def reset(self) -> None:
         with self._lock:
             self._open, self._probing, self._next_probe_at = False, False, 0.0
+
+
+def means_unreachable(exception: BaseException | None) -> bool:
+    """Whether a database error (as Django raises it, the driver's error its cause) says the database cannot
+    be reached, rather than that one query failed (a statement timeout, a lock): only then does it trip."""
+    if isinstance(exception, InterfaceError):
+        return True  # the connection is gone
+    cause = getattr(exception, "__cause__", None)
+    if isinstance(cause, PoolTimeout):
+        return True
+    if type(cause) is psycopg.OperationalError:  # connecting failed (its subclasses are server-side errors)
+        return True
+    # a connection exception (08...) or the server shutting down or starting (57P...)
+    sqlstate = getattr(cause, "sqlstate", None) or ""
+    return sqlstate.startswith(("08", "57P"))
 
 
 def database_reachable(using: str = DEFAULT_DB_ALIAS) -> bool:

@@ -18,7 +18,7 @@ from django.template import loader
 from django.utils.translation import gettext
 
 from portal.api.errors import problem_response
-from portal.breaker import database_breaker
+from portal.breaker import database_breaker, means_unreachable
 from scheduling.api import DomainError
 
 RETRY_AFTER_S = 5
@@ -70,6 +70,6 @@ def error_answer(path: str, error: DomainError) -> HttpResponse:
 
 def server_error(request) -> HttpResponse:
     exception = sys.exc_info()[1]
-    if is_database_outage(exception):
+    if is_database_outage(exception) and means_unreachable(exception):
         database_breaker.trip()  # the next requests are answered at once
     return error_answer(request.path_info, _error_for(exception))

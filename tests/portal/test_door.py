@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 
+import psycopg
 import pytest
 from django.db import OperationalError
+from psycopg_pool import PoolTimeout
 
 from portal.breaker import DatabaseBreaker, database_breaker
 from portal.door import Door, body_limit
@@ -173,13 +175,34 @@ class Recorder:
         await send({"type": "http.response.body", "body": b"ok"})
 
 
-def test_a_database_error_trips_the_breaker_and_answers_503(rf):
+def answer_while_handling(cause, request):
+    """server_error for a driver error as Django raises it: wrapped, the driver's error its cause."""
     try:
-        raise OperationalError("couldn't get a connection after 2.00 sec")  # as a PoolTimeout arrives
+        try:
+            raise cause
+        except Exception as driver_error:
+            raise OperationalError(str(driver_error)) from driver_error
     except OperationalError:
-        response = server_error(rf.get("/api/v1/jobs/"))
+        return server_error(request)
+
+
+@pytest.mark.parametrize("cause", [
+    PoolTimeout("couldn't get a connection after 2.00 sec"),
+    psycopg.OperationalError("connection failed: Connection refused"),
+    psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
+])
+def test_a_database_out_of_reach_trips_the_breaker_and_answers_503(rf, cause):
+    response = answer_while_handling(cause, rf.get("/api/v1/jobs/"))
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
     assert database_breaker.is_open
+
+
+@pytest.mark.parametrize("cause", [psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
+                                   psycopg.errors.LockNotAvailable("could not obtain lock")])
+def test_one_failed_query_answers_503_but_trips_nothing(rf, cause):
+    response = answer_while_handling(cause, rf.get("/api/v1/jobs/"))
+    assert response.status_code == 503
+    assert not database_breaker.is_open
 
 
 def test_an_open_breaker_answers_503_at_once_without_reaching_django():
