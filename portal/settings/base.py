@@ -98,13 +98,12 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
 }
-# Request limits: pages of at most 500 rows, JSON nested at most 64 deep, bodies of at most 2.5 MB.
+# Request limits: pages of at most 500 rows, JSON nested at most 64 deep (bodies: BODY_LIMIT_* in security).
 REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "portal.api.pagination.Pagination"
 # JSON bodies only: a form cannot carry a spec object or a typed number, and the schema names one media type
 # (any other answers 415).
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["portal.api.parsers.JSONParser"]
 REST_FRAMEWORK["TEST_REQUEST_DEFAULT_FORMAT"] = "json"
-DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # The git commit GET /api/v1/version names (an image sets it at build); unset: the checkout's HEAD, if any
 BUILD_COMMIT = os.environ.get("BUILD_COMMIT", "").strip()
 SPECTACULAR_SETTINGS = {

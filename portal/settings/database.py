@@ -14,15 +14,17 @@ DATABASE_URL = os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3
 # request uses it; with DB_POOL, the pool checks each connection it lends.
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Database unreachable: a request fails (500) within seconds instead of hanging.
+    # Database unreachable: a request fails (503) within seconds instead of hanging.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", int(os.environ.get("DB_CONNECT_TIMEOUT", "5")))
     if env_bool("DB_POOL", False):
-        # A request waits at most `timeout` for a connection; after an outage the pool's retries
-        # (1, 2, 4... s) start over every `reconnect_timeout`, so it reconnects within seconds.
+        # A request waits at most `timeout` (2 s) for a connection, then 503 and the breaker answers the
+        # next ones at once (portal.door); after an outage the pool's retries
+        # (1, 2 s) give up after `reconnect_timeout`, and the next request (or the breaker's probe) starts
+        # them over: it reconnects within about 2 s of the database's return.
         DATABASES["default"]["OPTIONS"]["pool"] = {
             "min_size": 1, "max_size": int(os.environ.get("DB_POOL_SIZE", "10")),
-            "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "5")), "reconnect_timeout": 10.0}
+            "timeout": min(2.0, float(os.environ.get("DB_POOL_TIMEOUT", "2"))), "reconnect_timeout": 3.0}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, for the test database: the Celery worker and Daphne processes
     # that tests start must see the same data (tests name one per process: tests/conftest.py).

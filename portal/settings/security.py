@@ -102,3 +102,25 @@ def _networks(name: str) -> list[str]:
 TRUSTED_PROXIES = _networks("TRUSTED_PROXIES")
 # /metrics asks for this bearer token when set; unset (make run), it is open and shows no workspace series
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+
+# Request bodies, refused at the door (portal.door) before Django reads them: a declared Content-Length
+# over the route's limit at once, a chunked body as soon as it grows past it (413). The API and pages take
+# 1 MiB; only the routes that carry data take more. The Helm ingress sets the same limits.
+BODY_LIMIT_BYTES = int(os.environ.get("BODY_LIMIT_BYTES", str(1024 * 1024)))
+# the node agents' ingest (/api/v1/agent/): a batch of 500 samples is ~150 kB; an agent halves its batch on 413
+BODY_LIMIT_AGENT_BYTES = int(os.environ.get("BODY_LIMIT_AGENT_BYTES", str(2_621_440)))
+# the capacity planner's trace upload (/console/planner/): a trace of up to 5 MiB, plus the form
+BODY_LIMIT_PLANNER_BYTES = int(os.environ.get("BODY_LIMIT_PLANNER_BYTES", str(6 * 1024 * 1024)))
+# inference requests (/serve/): prompts with images or long contexts
+BODY_LIMIT_SERVE_BYTES = int(os.environ.get("BODY_LIMIT_SERVE_BYTES", str(2_621_440)))
+# a notebook's own requests (/nb/): JupyterLab uploads a file in 1 MiB chunks, base64 in JSON (~1.4 MB each)
+BODY_LIMIT_NOTEBOOK_BYTES = int(os.environ.get("BODY_LIMIT_NOTEBOOK_BYTES", str(2_621_440)))
+# file uploads to a workspace's volumes
+BODY_LIMIT_VOLUME_BYTES = int(os.environ.get("BODY_LIMIT_VOLUME_BYTES", str(1024 * 1024 * 1024)))
+
+# A database seen down: requests are answered 503 at once (portal.door) and the database is probed again
+# this often until it answers.
+DB_BREAKER_PROBE_S = float(os.environ.get("DB_BREAKER_PROBE_S", "1"))
+# Django's own check on a body it reads (files excepted) is a backstop behind the door's limits.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(BODY_LIMIT_BYTES, BODY_LIMIT_AGENT_BYTES, BODY_LIMIT_SERVE_BYTES,
+                                  BODY_LIMIT_NOTEBOOK_BYTES)

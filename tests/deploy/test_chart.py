@@ -300,3 +300,39 @@ def test_each_agent_pod_holds_only_its_pools_join_token_never_other_nodes_tokens
     secrets = [v["secret"] for v in agent["volumes"] if "secret" in v]
     assert secrets == [{"secretName": "gpu-platform-agent-join", "items": [{"key": "token", "path": "token"}]}]
     assert agent["automountServiceAccountToken"] is False
+
+
+# --- request bodies ----------------------------------------------------------------------------------------
+
+
+def test_the_ingress_refuses_the_bodies_the_portal_refuses():
+    docs = render(values_for("values-production.yaml"))
+    config = named(docs, "ConfigMap", "gpu-config")["data"]
+    limits = {}
+    for ingress in by_kind(docs, "Ingress"):
+        (rule,) = ingress["spec"]["rules"]
+        (path,) = rule["http"]["paths"]
+        limits[path["path"]] = ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"]
+        assert path["backend"]["service"]["name"] == "gpu-portal"
+    assert limits == {"/": config["BODY_LIMIT_BYTES"], "/api/v1/agent/": config["BODY_LIMIT_AGENT_BYTES"],
+                      "/console/planner/": config["BODY_LIMIT_PLANNER_BYTES"],
+                      "/serve/": config["BODY_LIMIT_SERVE_BYTES"], "/nb/": config["BODY_LIMIT_NOTEBOOK_BYTES"]}
+    assert int(config["BODY_LIMIT_BYTES"]) == 1024 * 1024 < int(config["BODY_LIMIT_AGENT_BYTES"])
+    assert int(config["BODY_LIMIT_VOLUME_BYTES"]) > 0
+
+
+def test_the_portals_routes_and_the_ingress_paths_agree():
+    from portal.door import body_limit
+
+    docs = render(values_for("values-production.yaml", {"bodyLimits": {
+        "defaultBytes": "1", "agentBytes": "2", "plannerBytes": "3", "serveBytes": "4", "notebookBytes": "5"}}))
+    config = named(docs, "ConfigMap", "gpu-config")["data"]
+    for ingress in by_kind(docs, "Ingress"):
+        path = ingress["spec"]["rules"][0]["http"]["paths"][0]["path"]
+        setting = next(name for name, value in config.items()
+                       if name.startswith("BODY_LIMIT_") and value == ingress["metadata"]["annotations"][
+                           "nginx.ingress.kubernetes.io/proxy-body-size"])
+        from django.conf import settings
+
+        probe = path + "x" if path != "/" else "/api/v1/jobs/"
+        assert body_limit(probe) == getattr(settings, setting), (path, setting)

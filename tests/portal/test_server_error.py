@@ -7,7 +7,14 @@ import json
 import pytest
 from django.db import InterfaceError, OperationalError
 
+from portal.breaker import database_breaker
 from portal.server_error import server_error
+
+
+@pytest.fixture(autouse=True)
+def breaker_closed():
+    yield
+    database_breaker.reset()  # a database error trips it; the next test starts with it closed
 
 
 def answer_while_handling(exception, request):
@@ -38,3 +45,13 @@ def test_pages_get_the_styled_error_page(rf, exception, status):
     page = response.content.decode()
     assert response.status_code == status and 'id="domain-error"' in page
     assert f'data-status="{status}"' in page
+
+
+def test_redis_gone_is_unavailable_too(rf):
+    import redis
+
+    response = answer_while_handling(redis.ConnectionError("Connection refused"), rf.get("/api/v1/jobs/"))
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert "Redis" in json.loads(response.content)["detail"]
+    assert not database_breaker.is_open  # the breaker is the database's
+

@@ -510,6 +510,21 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
             assert 'id="domain-error"' in login.text and "database" in login.text  # the styled page
             health = httpx.get(f"{base}/readyz", timeout=60)
             assert health.status_code == 503 and "database" in health.json()["failing"], health.text
+            # Every request meanwhile: 503 with Retry-After, from the breaker without touching the database
+            # (its detail says so) rather than each waiting for a pool timeout behind the others.
+            api = {"Authorization": f"Bearer {world['api_token']}"}
+            answers = []
+            for _ in range(10):
+                started = time.monotonic()
+                answer = httpx.get(f"{base}/api/v1/jobs/", headers=api, timeout=60)
+                answers.append((time.monotonic() - started, answer))
+            for _, answer in answers:
+                assert_unavailable_problem(answer)
+            by_breaker = [a for _, a in answers if "moments ago" in a.json()["detail"]]
+            assert by_breaker, [a.json()["detail"] for _, a in answers]
+            page = browser.get("/")
+            assert page.status_code == 503 and 'id="domain-error"' in page.text and int(page.headers["Retry-After"])
+            slowest_s = max(seconds for seconds, _ in answers)
             time.sleep(max(0.0, FAULT_OUTAGE_S - (time.monotonic() - cut_at)))
             spooled = spool.count()
             assert spooled > 0  # kept while the portal cannot store them
@@ -520,6 +535,9 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
 
             proxy.restore()
             up_at, up_wall = time.monotonic(), datetime.now(UTC)
+            wait_until(lambda: httpx.get(f"{base}/api/v1/jobs/", headers=api, timeout=30).status_code == 200, 60,
+                       "the API stays unavailable after the database is back", every=0.1)
+            api_back_s = time.monotonic() - up_at
             produced_before = spool.ids()
             wait_until(lambda: produced_before <= set(stored()), 120, "samples from the outage never arrive",
                        every=0.5)
@@ -545,7 +563,9 @@ def test_database_cut_away_the_agent_spools_and_every_sample_arrives_once(scratc
         assert len(ticks) >= max(3, (up_at - cut_at) / interval / 4), sorted(ticks)
         during = len([1 for when, error in outcomes if cut_at <= when < up_at and error != "ok"])
         say(f"database cut for {up_at - cut_at:.1f} s: the portal answered HTTP {probe.status_code} in "
-            f"{answered_s:.2f} s; the agent sampled {len(ticks)} times meanwhile ({spooled} samples spooled, "
+            f"{answered_s:.2f} s, then {len(answers)} API requests each 503 in at most {slowest_s:.2f} s "
+            f"({len(by_breaker)} from the breaker); the API answered again {api_back_s:.1f} s after the database's "
+            f"return; the agent sampled {len(ticks)} times meanwhile ({spooled} samples spooled, "
             f"{during} failed uploads retried); every sample arrived {arrived_s:.1f} s after the database came back "
             f"({len(rows)} samples, {stored_hours:.6f} GPU-hours, none twice)")
     finally:
