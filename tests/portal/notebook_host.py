@@ -22,8 +22,8 @@ def origin_of(live, job_id: int) -> str:
 def on_host(live, job_id: int, cookie: str | None = None, **kwargs) -> httpx.Client:
     """An httpx client whose requests go to the notebook's host (relative URLs, no redirects followed)."""
     cookies = {COOKIE_NAME: cookie} if cookie else kwargs.pop("cookies", None)
-    return httpx.Client(base_url=live.url, headers={"Host": host_of(live, job_id)}, cookies=cookies,
-                        follow_redirects=False, **kwargs)
+    headers = {"Host": host_of(live, job_id), **kwargs.pop("headers", {})}
+    return httpx.Client(base_url=live.url, headers=headers, cookies=cookies, follow_redirects=False, **kwargs)
 
 
 def local_path(location: str) -> str:
