@@ -77,6 +77,11 @@ class Server:
     notebook_origin: str = ""  # its NOTEBOOK_ORIGIN: notebooks' hosts on its own port
 
 
+# the portal's usual hosts, and one on the same site as the notebooks' hosts (the browser test of the notebook
+# origin: `*.nb.localhost` and `portal.nb.localhost` are one site, as `*.nb.example.org` and `gpu.example.org`)
+LIVE_HOSTS = "127.0.0.1,localhost,[::1],testserver,portal.nb.localhost"
+
+
 @pytest.fixture(scope="session")
 def live_daphne(django_db_setup, redis_server, tmp_path_factory):
     """The real ASGI server (HTTP + websockets) on the test database. Tests that use it need
@@ -87,7 +92,7 @@ def live_daphne(django_db_setup, redis_server, tmp_path_factory):
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-            cwd=ROOT, env=child_env(NOTEBOOK_ORIGIN=notebook_origin), stdout=out, stderr=subprocess.STDOUT,
+            cwd=ROOT, env=child_env(NOTEBOOK_ORIGIN=notebook_origin, ALLOWED_HOSTS=LIVE_HOSTS), stdout=out, stderr=subprocess.STDOUT,
         )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=90, proc=proc)  # slow on a busy machine
