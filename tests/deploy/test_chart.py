@@ -300,3 +300,20 @@ def test_each_agent_pod_holds_only_its_pools_join_token_never_other_nodes_tokens
     secrets = [v["secret"] for v in agent["volumes"] if "secret" in v]
     assert secrets == [{"secretName": "gpu-platform-agent-join", "items": [{"key": "token", "path": "token"}]}]
     assert agent["automountServiceAccountToken"] is False
+
+
+def test_the_ingress_serves_the_notebooks_hosts_as_a_second_host():
+    docs = render(values_for("values-production.yaml"))
+    (ingress,) = by_kind(docs, "Ingress")
+    hosts = [rule["host"] for rule in ingress["spec"]["rules"]]
+    assert hosts == ["gpu.example.com", "*.nb.gpu.example.com"]
+    assert all(rule["http"]["paths"][0]["backend"]["service"]["name"] == "gpu-portal" for rule in ingress["spec"]["rules"])
+    assert {"hosts": ["*.nb.gpu.example.com"], "secretName": "gpu-platform-notebooks-tls"} in ingress["spec"]["tls"]
+    config = named(docs, "ConfigMap", "gpu-config")["data"]
+    assert config["NOTEBOOK_ORIGIN"] == "https://{id}.nb.gpu.example.com"
+    assert config["NOTEBOOK_TICKET_SECONDS"] == "120"
+    assert "nb.gpu.example.com" not in config["ALLOWED_HOSTS"]  # the portal's pages are never served there
+    assert not any(key.endswith("COOKIE_DOMAIN") for key in config)  # the portal's cookies stay host-only
+    without = render(values_for("values-production.yaml", {"ingress": {"notebookHost": ""}}))
+    (ingress,) = by_kind(without, "Ingress")
+    assert [rule["host"] for rule in ingress["spec"]["rules"]] == ["gpu.example.com"]
