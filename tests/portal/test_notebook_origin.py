@@ -169,3 +169,13 @@ def test_the_notebooks_host_never_serves_the_portal(cluster, notebooks):
     signed_in.cookies[COOKIE_NAME] = session_cookie(cluster.alice, a.pk, NOTEBOOK_PORT)
     for path in ("/api/v1/workspaces/", "/notebooks/", "/admin/"):
         assert signed_in.get(path).status_code == 404, path
+
+
+def test_the_ticket_is_not_logged(cluster, notebooks, caplog):
+    a, _, _ = notebooks
+    ticket = issue_ticket(cluster.alice, a.pk)
+    with caplog.at_level("INFO", logger="portal.requests"):
+        assert exchange(ticket, a.pk).status_code == 302
+    lines = [r.getMessage() for r in caplog.records if r.name == "portal.requests"]
+    assert any("/_ticket?ticket=[redacted]&next=" in line for line in lines), lines
+    assert ticket not in caplog.text
