@@ -6,6 +6,10 @@ class PortalConfig(AppConfig):
     verbose_name = "Tenants"
 
     def ready(self):
+        from portal.notebook_origin import check_cookie_domains, origin
+
+        check_cookie_domains()  # the portal's cookies must never reach a notebook's host
+        origin()  # a NOTEBOOK_ORIGIN that cannot be read stops the start
         from portal.api import schema  # noqa: F401 - registers the OpenAPI auth extension
         from portal.services import publish_job_events
         from scheduling.api import job_events_committed

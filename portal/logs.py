@@ -55,6 +55,14 @@ ROUTINE_PATHS = re.compile(
 )
 
 
+SECRET_PARAMS = re.compile(r"([?&]ticket=)[^&]*")  # a notebook's one-use ticket (portal/notebook_origin.py)
+
+
+def logged_path(request) -> str:
+    """The path and query as logged: secrets in the query are left out."""
+    return SECRET_PARAMS.sub(r"\1[redacted]", request.get_full_path())[:300]
+
+
 def is_routine(request) -> bool:
     return bool(ROUTINE_PATHS.search(request.path_info)) or (
         request.method == "GET" and "partial" in request.GET)  # live pages re-reading a fragment
@@ -77,7 +85,7 @@ class RequestLogMiddleware:
             level = logging.DEBUG if is_routine(request) else logging.INFO
             if REQUESTS.isEnabledFor(level):
                 user_id_of(request, load=True)   # read now, so that RequestContext puts it on the line
-                REQUESTS.log(level, "%s %s %d %.0f ms", request.method, request.get_full_path()[:300],
+                REQUESTS.log(level, "%s %s %d %.0f ms", request.method, logged_path(request),
                              response.status_code, (time.perf_counter() - started) * 1000)
             return response
         finally:

@@ -3,6 +3,7 @@
 A NUL byte in the path or a parameter is refused here, before any view: databases reject it
 mid-query (PostgreSQL), which would otherwise surface as a server error."""
 
+from asgiref.sync import async_to_sync, iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
@@ -10,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.views.defaults import page_not_found
 
-from portal import ratelimit
+from portal import notebook_origin, ratelimit
 from portal.selectors import page_language, time_zone_for
 from portal.serve_errors import is_serve_path, openai_error
 from scheduling.api import DomainError
@@ -29,6 +30,45 @@ def _nul_in_request(request) -> str | None:
             if "\x00" in key or any("\x00" in v for v in values):
                 return key.replace("\x00", "")
     return None
+
+
+class NotebookHostMiddleware:
+    """A request to a notebook's host (NOTEBOOK_ORIGIN) goes to the notebook proxy alone, before any other
+    middleware: no portal page, API, static file or metric is ever served there. A request to the portal
+    that a notebook's page sent (its Origin) is refused: notebooks may share the portal's site, and
+    SameSite cookies alone would let a notebook's script use the portal's session."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    @staticmethod
+    def _refused(request) -> HttpResponse | None:
+        if notebook_origin.is_notebook_origin(request.headers.get("Origin")):
+            return HttpResponse("Refused: a notebook's page may not call the portal.\n", status=403,
+                                content_type="text/plain; charset=utf-8")
+        return None
+
+    def __call__(self, request):
+        if self.is_async:
+            return self.__acall__(request)
+        from portal.notebook_proxy import notebook_host
+
+        if notebook_origin.parse_host(request.META.get("HTTP_HOST")) is not None:
+            return async_to_sync(notebook_host)(request)
+        return self._refused(request) or self.get_response(request)
+
+    async def __acall__(self, request):
+        from portal.notebook_proxy import notebook_host
+
+        if notebook_origin.parse_host(request.META.get("HTTP_HOST")) is not None:
+            return await notebook_host(request)
+        return self._refused(request) or await self.get_response(request)
 
 
 class DomainErrorMiddleware:

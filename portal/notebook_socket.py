@@ -1,16 +1,17 @@
-"""Websockets under `/nb/<workspace>/<name>/<path>` (a real JupyterLab's kernel channels): the notebook proxy
+"""Websockets on a notebook's own host (a real JupyterLab's kernel channels): the notebook proxy
 (portal/notebook_proxy.py) for websockets, with the same rule of who gets through.
 
-The handshake is refused (closed before it is accepted) for someone not signed in (4401), a member whose
-role may not submit (4403), anyone not a member or a notebook that does not exist (4404, the same), and a
-notebook whose server does not answer now (4503); the ASGI server turns a refusal into an HTTP 403. The
-Origin is checked before this (portal/asgi.py `AllowedHostsOriginValidator`): the session cookie alone
-must not let another site drive the notebook. The notebook's server is then reached with its own token
-(never shown to the browser) and nothing of the browser's request but the path, the query (less any
-`token`) and the subprotocols it offers: not the portal's cookies. Once both sides are open, messages
-(text and binary) are passed both ways until one side closes; the other is closed then, with its code
-where the ASGI servers allow it (1000 and 3000-4999; 1001-1015 become 4001-4015, as 1013 is 4013 in
-portal/live; a server that went away without a close is 4011).
+portal/asgi.py sends here every websocket whose Host is a notebook's (portal/notebook_origin.py). The
+handshake is refused (closed before it is accepted) for an Origin that is not this notebook's own host
+(4403: the host's cookie alone must not let another page, another notebook's included, drive it), for no
+valid cookie of this host (4401), a member whose role may not submit (4403), anyone not a member or a
+notebook that does not exist (4404, the same), a path outside the notebook's own, and a notebook whose
+server does not answer now (4503); the ASGI server turns a refusal into an HTTP 403. The notebook's
+server is then reached with its own token (never shown to the browser) and nothing of the browser's
+request but the path, the query (less any `token`) and the subprotocols it offers: not its cookies. Once
+both sides are open, messages (text and binary) are passed both ways until one side closes; the other is
+closed then, with its code where the ASGI servers allow it (1000 and 3000-4999; 1001-1015 become
+4001-4015, as 1013 is 4013 in portal/live; a server that went away without a close is 4011).
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, quote, urlencode
 
 from channels.db import database_sync_to_async
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidHandshake, InvalidURI
 from websockets.typing import Subprotocol
 
-from portal import selectors as portal_selectors
-from portal.notebooks import live_notebook
-from scheduling.api import Endpoint, endpoint_of, get_backend
+from portal import notebook_origin
+from portal.notebook_proxy import target_by_id
+from scheduling.api import Endpoint, base_url
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +43,38 @@ MAX_MESSAGE = 64 * 1024 * 1024  # a kernel's output with images can be large
 CLIENT_CODES = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014})
 
 
-def _endpoint(user, workspace: str, name: str) -> Endpoint | int:
-    """Where the notebook's server answers, or the close code that refuses the socket."""
+def _endpoint(cookie: str | None, job_id: int, port: int, path: str) -> tuple[Endpoint, str] | int:
+    """Where the notebook's server answers and the path under it, or the close code that refuses."""
+    user = notebook_origin.user_of_cookie(cookie, job_id, port)
+    if user is None:
+        return NOT_SIGNED_IN
     try:
-        job = live_notebook(user, workspace, name)
+        job, endpoint = target_by_id(user, job_id, port)
     except Http404:
         return NOT_FOUND
-    membership = portal_selectors.membership_for(user, job.workspace)
-    if membership is None or not membership.can_submit:
+    except PermissionDenied:
         return FORBIDDEN
-    return endpoint_of(job, get_backend()) or UNAVAILABLE
+    home = base_url(job.workspace.slug, job.name)
+    if not path.startswith(home):
+        return NOT_FOUND
+    return (endpoint, path[len(home):]) if endpoint else UNAVAILABLE
+
+
+def header(scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def host_cookie(scope) -> str | None:
+    """The notebook host's own cookie from the handshake (the only cookie this host reads)."""
+    try:
+        jar = SimpleCookie(header(scope, b"cookie") or "")
+    except CookieError:
+        return None
+    morsel = jar.get(notebook_origin.COOKIE_NAME)
+    return morsel.value if morsel else None
 
 
 def upstream_url(endpoint: Endpoint, path: str, query_string: bytes) -> str:
@@ -78,21 +103,21 @@ def to_upstream_code(code: int | None) -> int:
 
 
 class NotebookSocket:
-    """The ASGI application of one websocket (the route passes `workspace`, `name` and `path`)."""
+    """The ASGI application of the websockets of notebooks' hosts (the host names the notebook)."""
 
     async def __call__(self, scope, receive, send):
         if (await receive())["type"] != "websocket.connect":
             return
-        kwargs = scope["url_route"]["kwargs"]
-        user = scope.get("user")
-        if user is None or not user.is_authenticated:
-            await send({"type": "websocket.close", "code": NOT_SIGNED_IN})
+        job_id, port = notebook_origin.parse_host(header(scope, b"host"))
+        if header(scope, b"origin") != notebook_origin.origin_of(job_id, port):
+            await send({"type": "websocket.close", "code": FORBIDDEN})
             return
-        found = await database_sync_to_async(_endpoint)(user, kwargs["workspace"], kwargs["name"])
+        found = await database_sync_to_async(_endpoint)(host_cookie(scope), job_id, port, scope["path"])
         if isinstance(found, int):
             await send({"type": "websocket.close", "code": found})
             return
-        url = upstream_url(found, kwargs.get("path", ""), scope.get("query_string", b""))
+        found, path = found
+        url = upstream_url(found, path, scope.get("query_string", b""))
         subprotocols = [Subprotocol(p) for p in scope.get("subprotocols", [])] or None
         auth = {"Authorization": f"token {found.token}"} if found.token else None
         try:
@@ -100,7 +125,7 @@ class NotebookSocket:
                                      subprotocols=subprotocols, open_timeout=OPEN_TIMEOUT_S, max_size=MAX_MESSAGE,
                                      proxy=None)
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as error:
-            log.warning("notebook %s/%s: its websocket did not open: %s", kwargs["workspace"], kwargs["name"], error)
+            log.warning("notebook %s: its websocket did not open: %s", job_id, error)
             await send({"type": "websocket.close", "code": 1011})
             return
         try:

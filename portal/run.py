@@ -3,7 +3,9 @@
 Writes a supervisord config under VAR_DIR and replaces this process with supervisord in the
 foreground. It runs the project's own Redis (unless REDIS_URL points elsewhere), the web server
 (uvicorn, one process per core), the Celery worker (which runs the scheduling cycle on the
-simulated cluster), Celery beat and the simulated node agents; a process that dies is started again while the others keep serving.
+simulated cluster), the same web application on the notebooks' port (NOTEBOOK_ORIGIN's, 8001: each
+notebook on a host of its own, `<id>.nb.localhost:8001`, so that its pages never share the portal's
+origin or cookies), Celery beat and the simulated node agents; a process that dies is started again while the others keep serving.
 Every line goes to the terminal prefixed with its process name; Ctrl-C stops everything.
 
 Every program waits for what it needs before it starts (`portal.wait`), so nothing fails at start and no
@@ -27,7 +29,7 @@ import sys
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-NAMES = ("redis", "web", "worker", "worker-long", "beat", "agents", "history", "banner")
+NAMES = ("redis", "web", "notebooks", "worker", "worker-long", "beat", "agents", "history", "banner")
 CELERY_WORKERS = ("worker", "worker-long")
 ONCE = ("banner",)  # runs once to its end; not restarted, its lines not prefixed
 RUN_ONCE = ("history",)  # runs once to its end, not restarted; its lines prefixed
@@ -47,8 +49,17 @@ def web_command(port: int, host: str = "127.0.0.1", workers: int | None = None) 
             "--no-access-log"]  # the portal logs one line per request itself (portal.logs)
 
 
+def notebooks_port(port: int) -> int | None:
+    """The port of NOTEBOOK_ORIGIN when the portal's server does not already listen there (None then)."""
+    from portal.notebook_origin import origin
+
+    notebook = origin()
+    found = notebook.port or (443 if notebook.secure else 80)
+    return None if found == port else found
+
+
 def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
-              history: bool = False, web: bool = True) -> dict[str, str]:
+              history: bool = False, web: bool = True, notebook_port: int | None = None) -> dict[str, str]:
     py = shlex.quote(sys.executable)
     done = shlex.quote(str(var_dir / HISTORY_DONE))
     after_history = f"until [ -e {done} ]; do sleep 1; done && " if history else ""
@@ -63,6 +74,9 @@ def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
     long_concurrency = int(os.environ.get("LONG_TASK_CONCURRENCY") or 2)
     procs.update({
         "web": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(port))}",
+        # The same application on the notebooks' hosts: it serves them the notebook proxy and nothing else.
+        **({"notebooks": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(notebook_port, workers=1))}"}
+           if notebook_port else {}),
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
         "worker": f"{after_web}exec {py} -m celery -A portal --quiet worker -l INFO --concurrency 2 -n worker@%h",
         # Replays and exports (settings: LONG_TASKS) on their own queue, so they never delay a cycle.
@@ -93,7 +107,8 @@ def prefixed(name: str, script: str) -> str:
             f"{script}")
 
 
-def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_command: list[str] | None = None) -> str:
+def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_command: list[str] | None = None,
+           notebook_port: int | None = None) -> str:
     history = "history" in only
     sock = var_dir / "supervisor.sock"
     # A password on the control socket, and the user named when running as root: supervisord warns
@@ -123,7 +138,8 @@ def config(port: int, var_dir: Path, only: tuple[str, ...] = NAMES, redis_comman
         f"password={password}",
         "",
     ]
-    for name, script in processes(port, var_dir, redis_command, history=history, web="web" in only).items():
+    for name, script in processes(port, var_dir, redis_command, history=history, web="web" in only,
+                                  notebook_port=notebook_port).items():
         if name not in only:
             continue
         once = name in ONCE
@@ -166,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown processes: {', '.join(sorted(unknown))}")
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    import django
     from django.conf import settings
 
     from portal import embedded_redis
@@ -180,10 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     conf = var_dir / "supervisord.conf"
     conf.touch(mode=0o600)
     conf.chmod(0o600)  # it holds the control socket's password
-    conf.write_text(config(port, var_dir, only, redis_command))
+    django.setup()
+    conf.write_text(config(port, var_dir, only, redis_command, notebook_port=notebooks_port(port)))
     os.environ["PYTHONUNBUFFERED"] = "1"
     os.environ.setdefault("DEMO_LOAD", "1")  # a trickle of demo jobs; DEMO_LOAD=0 turns it off
-    started = [n for n in NAMES if n in only and (n != "redis" or redis_command) and n not in ONCE + RUN_ONCE]
+    started = [n for n in NAMES if n in only and (n != "redis" or redis_command) and n not in ONCE + RUN_ONCE
+               and (n != "notebooks" or notebooks_port(port))]
     print(f"starting {', '.join(started)} under supervisord ({conf}); the portal's address and logins follow "
           "once it answers", flush=True)
     # exec: Ctrl-C reaches supervisord itself, which stops its programs before it exits.

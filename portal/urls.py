@@ -6,7 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal.members import views as members
-from portal.notebook_proxy import notebook_proxy
+from portal.notebook_proxy import notebook_redirect
 from portal.notifications import views as notifications
 from portal.pages import account, language, tokens
 from portal.pages import workspaces as views
@@ -35,8 +35,8 @@ urlpatterns = [
     path("w/<slug:slug>/webhook/", notifications.webhook, name="workspace-webhook"),
     path("notifications/", notifications.notification_list, name="notifications"),
     path("notifications/settings/", notifications.notification_settings, name="notification-settings"),
-    # a notebook through the portal: /nb/<workspace>/<name>/<its own path>
-    re_path(r"^nb/(?P<workspace>[-a-zA-Z0-9_]+)/(?P<name>[a-z0-9-]+)/(?P<path>.*)$", notebook_proxy,
+    # a notebook, from the portal: a member goes on to its own host (portal/notebook_origin.py)
+    re_path(r"^nb/(?P<workspace>[-a-zA-Z0-9_]+)/(?P<name>[a-z0-9-]+)/(?P<path>.*)$", notebook_redirect,
             name="notebook-proxy"),
     # an inference service's endpoint: /serve/<workspace>/<name>/<the server's own path>
     re_path(r"^serve/(?P<workspace>[-a-zA-Z0-9_]+)/(?P<name>[a-z0-9-]+)/(?P<path>.*)$", serve_proxy,

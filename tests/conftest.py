@@ -74,6 +74,12 @@ def kept_forecasts_forgotten():
 class Server:
     url: str
     proc: subprocess.Popen
+    notebook_origin: str = ""  # its NOTEBOOK_ORIGIN: notebooks' hosts on its own port
+
+
+# the portal's usual hosts, and one on the same site as the notebooks' hosts (the browser test of the notebook
+# origin: `*.nb.localhost` and `portal.nb.localhost` are one site, as `*.nb.example.org` and `gpu.example.org`)
+LIVE_HOSTS = "127.0.0.1,localhost,[::1],testserver,portal.nb.localhost"
 
 
 @pytest.fixture(scope="session")
@@ -81,15 +87,16 @@ def live_daphne(django_db_setup, redis_server, tmp_path_factory):
     """The real ASGI server (HTTP + websockets) on the test database. Tests that use it need
     `transactional_db` so their data is committed and visible to it."""
     port = free_port()
+    notebook_origin = f"http://{{id}}.nb.localhost:{port}"  # the same server, on notebooks' host names
     log = tmp_path_factory.mktemp("daphne") / "daphne.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-            cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT,
+            cwd=ROOT, env=child_env(NOTEBOOK_ORIGIN=notebook_origin, ALLOWED_HOSTS=LIVE_HOSTS), stdout=out, stderr=subprocess.STDOUT,
         )
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
-        yield Server(url=f"http://127.0.0.1:{port}", proc=proc)
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=90, proc=proc)  # slow on a busy machine
+        yield Server(url=f"http://127.0.0.1:{port}", proc=proc, notebook_origin=notebook_origin)
     finally:
         proc.terminate()
         proc.wait(timeout=15)

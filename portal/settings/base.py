@@ -25,6 +25,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "portal.logs.RequestLogMiddleware",  # outermost: one log line per request
+    "portal.middleware.NotebookHostMiddleware",  # a notebook's host gets the notebook proxy and nothing else
     "portal.metrics.MetricsMiddleware",  # counts every response, answers /metrics
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -25,6 +25,13 @@ SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
+# Notebooks (and any other web page a job serves) on their own origin, one host per notebook: `{id}` is the
+# leftmost label of the host (portal/notebook_origin.py). Not the portal's host, not in ALLOWED_HOSTS: the
+# portal's pages and API are never served there, and its host-only cookies never sent there.
+NOTEBOOK_ORIGIN = os.environ.get("NOTEBOOK_ORIGIN", "http://{id}.nb.localhost:8001")
+NOTEBOOK_TICKET_SECONDS = int(os.environ.get("NOTEBOOK_TICKET_SECONDS", "120"))  # the portal's ticket, used once
+NOTEBOOK_SESSION_SECONDS = int(os.environ.get("NOTEBOOK_SESSION_SECONDS", "43200"))  # the notebook host's cookie
+
 # --- auth ---------------------------------------------------------------------------------
 AUTHENTICATION_BACKENDS = [
     "portal.login_backoff.LoginBackoffBackend",  # first: within a back-off, no password is read

@@ -310,7 +310,7 @@ def test_the_ingress_refuses_the_bodies_the_portal_refuses():
     config = named(docs, "ConfigMap", "gpu-config")["data"]
     limits = {}
     for ingress in by_kind(docs, "Ingress"):
-        (rule,) = ingress["spec"]["rules"]
+        rule = ingress["spec"]["rules"][0]  # the portal's host (the notebooks' hosts: below)
         (path,) = rule["http"]["paths"]
         limits[path["path"]] = ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"]
         assert path["backend"]["service"]["name"] == "gpu-portal"
@@ -336,3 +336,21 @@ def test_the_portals_routes_and_the_ingress_paths_agree():
 
         probe = path + "x" if path != "/" else "/api/v1/jobs/"
         assert body_limit(probe) == getattr(settings, setting), (path, setting)
+
+
+def test_the_ingress_serves_the_notebooks_hosts_as_a_second_host():
+    docs = render(values_for("values-production.yaml"))
+    config = named(docs, "ConfigMap", "gpu-config")["data"]
+    ingress = named(docs, "Ingress", "gpu-portal-notebook")
+    hosts = [rule["host"] for rule in ingress["spec"]["rules"]]
+    assert hosts == ["gpu.example.com", "*.nb.gpu.example.com"]
+    assert all(rule["http"]["paths"][0]["backend"]["service"]["name"] == "gpu-portal" for rule in ingress["spec"]["rules"])
+    assert {"hosts": ["*.nb.gpu.example.com"], "secretName": "gpu-platform-notebooks-tls"} in ingress["spec"]["tls"]
+    assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"] == \
+        config["BODY_LIMIT_NOTEBOOK_BYTES"]
+    assert config["NOTEBOOK_ORIGIN"] == "https://{id}.nb.gpu.example.com"
+    assert config["NOTEBOOK_TICKET_SECONDS"] == "120"
+    assert "nb.gpu.example.com" not in config["ALLOWED_HOSTS"]  # the portal's pages are never served there
+    assert not any(key.endswith("COOKIE_DOMAIN") for key in config)  # the portal's cookies stay host-only
+    without = render(values_for("values-production.yaml", {"ingress": {"notebookHost": ""}}))
+    assert all(rule["host"] == "gpu.example.com" for i in by_kind(without, "Ingress") for rule in i["spec"]["rules"])

@@ -1,9 +1,9 @@
-"""A notebook's websockets through the portal (portal/notebook_socket.py), and the simulated notebook's own
+"""A notebook's websockets on its own host (portal/notebook_socket.py), and the simulated notebook's own
 kernel websocket (scheduling/backends/simulated/notebook_server.py).
 
 On the real ASGI server, in front of a real notebook process: a member runs code over Jupyter's kernel
-channels with their session and the kernel's activity shows; another tenant, a viewer, a stranger and
-another site's page are refused. In process (Channels' communicator): the close code of each refusal, and
+channels with the notebook host's cookie and the kernel's activity shows; another tenant, a viewer, a
+stranger, the portal's session, another site's page and another notebook's page are refused. In process (Channels' communicator): the close code of each refusal, and
 the relay itself against a websocket server standing in for the notebook (the token added, no cookie, the
 query's `token` dropped, the subprotocol agreed, text and binary both ways, close codes passed on). Against
 the notebook process: the RFC 6455 handshake and frames."""
@@ -29,17 +29,35 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from billing.services import submit_quoted_job
+from portal.notebook_origin import COOKIE_NAME, NOTEBOOK_PORT, session_cookie
 from scheduling import services
 from scheduling.backends.base import Endpoint
 from scheduling.notebooks import notebook_token
 from tests.portal.conftest import NOTEBOOK  # the running notebook fixture's spec
+from tests.portal.notebook_host import host_of, on_host, open_from_portal, origin_of
 
 JUPYTER_SUBPROTOCOL = "v1.kernel.websocket.jupyter.org"  # what JupyterLab offers; the simulated one picks none
 
 
 def cookie(client, user) -> str:
+    """The portal's session cookie, as a Cookie header."""
     client.force_login(user)
     return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+def host_cookie(live_daphne, client, user, job_id: int) -> str:
+    """The notebook host's cookie for `user`, got the browser's way (the portal's ticket, exchanged)."""
+    client.force_login(user)
+    portal = httpx.Client(cookies={settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value})
+    with portal:
+        return f"{COOKIE_NAME}={open_from_portal(live_daphne, portal, job_id)}"
+
+
+def connect_host(live_daphne, job_id: int, path: str, **kwargs):
+    """A websocket to the notebook's host on the live server (its name resolves to nothing here)."""
+    port = int(live_daphne.url.rsplit(":", 1)[1])
+    return connect(f"ws://{host_of(live_daphne, job_id)}{path}",
+                   sock=socket.create_connection(("127.0.0.1", port)), **kwargs)
 
 
 def execute_request(code: str) -> dict:
@@ -78,17 +96,18 @@ def ws_url(live_daphne, path: str) -> str:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_member_runs_code_over_the_kernel_channels(live_daphne, cluster, running_notebook, client):
-    url = f"{live_daphne.url}/nb/vision-lab/lab/"
-    alice_cookie = cookie(client, cluster.alice)
-    with httpx.Client(headers={"Cookie": alice_cookie}) as alice:
-        kernel = alice.post(url + "api/kernels", json={"name": "python3"}, headers={"Origin": live_daphne.url})
+    job_id, own = running_notebook.pk, origin_of(live_daphne, running_notebook.pk)
+    alice_cookie = host_cookie(live_daphne, client, cluster.alice, job_id)
+    with on_host(live_daphne, job_id, headers={"Cookie": alice_cookie}) as alice:
+        url = "/nb/vision-lab/lab/"
+        kernel = alice.post(url + "api/kernels", json={"name": "python3"}, headers={"Origin": own})
         assert kernel.status_code == 201, kernel.text
         kernel_id = kernel.json()["id"]
         before = alice.get(url + "api/status").json()
 
-        with connect(ws_url(live_daphne, f"/nb/vision-lab/lab/api/kernels/{kernel_id}/channels?session_id=s1"),
-                     origin=live_daphne.url, additional_headers={"Cookie": alice_cookie},
-                     subprotocols=[JUPYTER_SUBPROTOCOL], open_timeout=10) as channels:
+        with connect_host(live_daphne, job_id, f"/nb/vision-lab/lab/api/kernels/{kernel_id}/channels?session_id=s1",
+                          origin=own, additional_headers={"Cookie": alice_cookie},
+                          subprotocols=[JUPYTER_SUBPROTOCOL], open_timeout=10) as channels:
             assert channels.subprotocol is None  # the single-socket JSON protocol
             assert alice.get(url + "api/status").json()["connections"] == 1
             request = execute_request('print("hello from the portal")')
@@ -110,27 +129,32 @@ def test_a_member_runs_code_over_the_kernel_channels(live_daphne, cluster, runni
 @pytest.mark.django_db(transaction=True)
 def test_other_tenants_viewers_strangers_and_other_sites_are_refused(live_daphne, cluster, running_notebook,
                                                                      client):
-    url = f"{live_daphne.url}/nb/vision-lab/lab/"
-    alice_cookie = cookie(client, cluster.alice)
-    with httpx.Client(headers={"Cookie": alice_cookie}) as alice:
-        kernel = alice.post(url + "api/kernels", json={}, headers={"Origin": live_daphne.url}).json()
+    job_id, own = running_notebook.pk, origin_of(live_daphne, running_notebook.pk)
+    alice_cookie = host_cookie(live_daphne, client, cluster.alice, job_id)
+    with on_host(live_daphne, job_id, headers={"Cookie": alice_cookie}) as alice:
+        kernel = alice.post("/nb/vision-lab/lab/api/kernels", json={}, headers={"Origin": own}).json()
     path = f"/nb/vision-lab/lab/api/kernels/{kernel['id']}/channels"
+    forged = {name: f"{COOKIE_NAME}={session_cookie(getattr(cluster, name), job_id, NOTEBOOK_PORT)}"
+              for name in ("bob", "finance")}  # as if they had got a ticket
     attempts = {
-        "bob (another tenant)": (cookie(client.__class__(), cluster.bob), live_daphne.url),
-        "finance (a viewer)": (cookie(client.__class__(), cluster.finance), live_daphne.url),
-        "a stranger": ("", live_daphne.url),
+        "bob (another tenant)": (forged["bob"], own),
+        "finance (a viewer)": (forged["finance"], own),
+        "a stranger": ("", own),
+        "alice with the portal's session only": (cookie(client.__class__(), cluster.alice), own),
         "alice from another site's page": (alice_cookie, "https://evil.example"),
+        "alice from the portal's page": (alice_cookie, live_daphne.url),
+        "alice from another notebook's page": (alice_cookie, origin_of(live_daphne, job_id + 1)),
     }
     for who, (session, origin) in attempts.items():
         with pytest.raises(InvalidStatus) as refused:
-            connect(ws_url(live_daphne, path), origin=origin, open_timeout=10,
-                    additional_headers={"Cookie": session} if session else {})
+            connect_host(live_daphne, job_id, path, origin=origin, open_timeout=10,
+                         additional_headers={"Cookie": session} if session else {})
         assert refused.value.response.status_code == 403, who
-    with pytest.raises(InvalidStatus):  # bob's own workspace has no such notebook
-        connect(ws_url(live_daphne, f"/nb/nlp-group/lab/api/kernels/{kernel['id']}/channels"),
-                origin=live_daphne.url, additional_headers={"Cookie": attempts["bob (another tenant)"][0]})
-    with httpx.Client(headers={"Cookie": alice_cookie}) as alice:
-        assert alice.get(url + "api/status").json()["connections"] == 0  # none of them reached the notebook
+    with pytest.raises(InvalidStatus):  # the portal no longer serves notebooks' sockets
+        connect(live_daphne.url.replace("http://", "ws://") + path, origin=live_daphne.url,
+                additional_headers={"Cookie": cookie(client.__class__(), cluster.alice)}, open_timeout=10)
+    with on_host(live_daphne, job_id, headers={"Cookie": alice_cookie}) as alice:
+        assert alice.get("/nb/vision-lab/lab/api/status").json()["connections"] == 0  # none reached the notebook
 
 
 # --------------------------------------------------------------------------- in process: codes and the relay
@@ -142,17 +166,26 @@ def pending_notebook(cluster):
 
 
 @pytest.fixture
-def cookies(cluster, client) -> dict[str, str]:
-    return {name: cookie(client.__class__(), getattr(cluster, name)) for name in ("alice", "bob", "finance")}
+def cookies(cluster, pending_notebook, monkeypatch) -> dict[str, str]:
+    """Each user's cookie of the pending notebook's host (as if each had got a ticket)."""
+    monkeypatch.setattr(f"{__name__}.NOTEBOOK_JOB", pending_notebook.pk)
+    return {name: f"{COOKIE_NAME}={session_cookie(getattr(cluster, name), pending_notebook.pk, NOTEBOOK_PORT)}"
+            for name in ("alice", "bob", "finance")}
 
 
-def communicator(path: str, session: str | None = None, subprotocols=None) -> WebsocketCommunicator:
+def communicator(path: str, session: str | None = None, subprotocols=None, job_id: int | None = None,
+                 origin: str | None = None) -> WebsocketCommunicator:
+    """A websocket to the notebook's host (NOTEBOOK_ORIGIN's default: `<id>.nb.localhost:8001`) from its own page."""
     from portal.asgi import application
 
-    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
+    host = f"{job_id or NOTEBOOK_JOB}.nb.localhost:8001"
+    headers = [(b"origin", (origin or f"http://{host}").encode()), (b"host", host.encode())]
     if session:
         headers.append((b"cookie", session.encode()))
     return WebsocketCommunicator(application, path, headers=headers, subprotocols=subprotocols)
+
+
+NOTEBOOK_JOB = 0  # set by the `cookies` fixture: the pending notebook's id
 
 
 @pytest.mark.django_db(transaction=True)
@@ -161,14 +194,20 @@ async def test_each_refusal_has_its_close_code(cluster, pending_notebook, cookie
     for session, where, code in (
         (None, path, 4401),
         (cookies["bob"], path, 4404),
-        (cookies["bob"], "/nb/nlp-group/lab/api/kernels/k1/channels", 4404),
+        (cookies["alice"], "/nb/nlp-group/lab/api/kernels/k1/channels", 4404),  # not its path
         (cookies["alice"], "/nb/vision-lab/other/api/kernels/k1/channels", 4404),
+        (cookies["alice"], "/api/v1/workspaces/", 4404),
         (cookies["finance"], path, 4403),
         (cookies["alice"], path, 4503),  # pending: its server does not answer yet
     ):
         socket_ = communicator(where, session)
         assert await socket_.connect(timeout=10) == (False, code), (session, where)
         await socket_.disconnect()
+    for origin in ("http://testserver", f"http://{pending_notebook.pk + 1}.nb.localhost:8001"):
+        socket_ = communicator(path, cookies["alice"], origin=origin)
+        assert await socket_.connect(timeout=10) == (False, 4403), origin
+    socket_ = communicator(path, cookies["alice"], job_id=pending_notebook.pk + 1)  # its cookie on another host
+    assert await socket_.connect(timeout=10) == (False, 4401)
 
 
 @pytest.fixture
@@ -204,7 +243,7 @@ async def start_upstream(handler, monkeypatch):
     server = await serve(handler, "127.0.0.1", 0, select_subprotocol=select)
     port = server.sockets[0].getsockname()[1]
     endpoint = Endpoint(url=f"http://127.0.0.1:{port}/nb/vision-lab/lab/", token="the-notebooks-token")
-    monkeypatch.setattr("portal.notebook_socket.endpoint_of", lambda job, backend: endpoint)
+    monkeypatch.setattr("portal.notebook_proxy.endpoint_of", lambda job, backend: endpoint)
     return server
 
 
@@ -256,17 +295,19 @@ async def test_a_notebook_that_does_not_answer_is_1011(cluster, pending_notebook
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
     endpoint = Endpoint(url=f"http://127.0.0.1:{port}/nb/vision-lab/lab/", token="t")
-    monkeypatch.setattr("portal.notebook_socket.endpoint_of", lambda job, backend: endpoint)
+    monkeypatch.setattr("portal.notebook_proxy.endpoint_of", lambda job, backend: endpoint)
     socket_ = communicator("/nb/vision-lab/lab/api/kernels/k1/channels", cookies["alice"])
     assert await socket_.connect(timeout=10) == (False, 1011)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_stopped_notebook_refuses_its_sockets(live_daphne, cluster, running_notebook, client):
+    alice_cookie = host_cookie(live_daphne, client, cluster.alice, running_notebook.pk)
     services.stop_workload(cluster.alice, running_notebook, "")
     with pytest.raises(InvalidStatus):
-        connect(ws_url(live_daphne, "/nb/vision-lab/lab/api/kernels/k1/channels"), origin=live_daphne.url,
-                additional_headers={"Cookie": cookie(client, cluster.alice)}, open_timeout=10)
+        connect_host(live_daphne, running_notebook.pk, "/nb/vision-lab/lab/api/kernels/k1/channels",
+                     origin=origin_of(live_daphne, running_notebook.pk),
+                     additional_headers={"Cookie": alice_cookie}, open_timeout=10)
 
 
 # --------------------------------------------------------------------------- the notebook process's websocket

@@ -90,7 +90,8 @@ def test_make_run_process_set_starts_and_stops_cleanly(tmp_path):
     """`python -m portal.run` (what `make run` ends with) on a fresh var dir and database."""
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE")}
     env.update(VAR_DIR=str(tmp_path / "var"), DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-               PORT=str(free_port()), PYTHONUNBUFFERED="1")
+               PORT=str(free_port()), PYTHONUNBUFFERED="1",
+               NOTEBOOK_ORIGIN=f"http://{{id}}.nb.localhost:{free_port()}")  # notebooks' hosts: a second server
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     log = tmp_path / "run.log"
     with open(log, "wb") as out:
@@ -105,7 +106,7 @@ def test_make_run_process_set_starts_and_stops_cleanly(tmp_path):
         runner.send_signal(signal.SIGINT)
         code = runner.wait(timeout=30)
     output = log.read_text()
-    for name in ("web", "worker", "beat", "agents"):
+    for name in ("web", "notebooks", "worker", "beat", "agents"):
         assert f"stopped: {name}" in output, output[-3000:]
     assert code in (0, 130, -2, 1), output[-2000:]
     assert not (tmp_path / "var" / "redis.sock").exists() or not _answers(tmp_path / "var" / "redis.sock")

@@ -5,7 +5,8 @@
 Under `--base-url` (Jupyter's base_url: the path the portal's proxy forwards) it serves a page (`/`,
 `lab`), Jupyter's `api`, `api/status` (started, last_activity, connections, kernels), `api/kernels`
 (list, start with POST, stop with DELETE `api/kernels/<id>`), `api/contents` (the files of the
-persistent home directory `--home`: list, read, and write with PUT `api/contents/<name>`), and
+persistent home directory `--home`: list, read, and write with PUT `api/contents/<name>`), `files/<name>`
+(a home file as it is, its type from its name, as Jupyter serves one: an HTML file's scripts run), and
 `metrics` (Prometheus text; `?format=json` for JSON). The simulation's own call,
 POST `api/kernels/<id>/execute` `{"code", "seconds", "gpu"}`, keeps that kernel busy for `seconds`
 using `gpu` (0..1) of the slice; it answers at once (202).
@@ -31,6 +32,7 @@ import argparse
 import ast
 import html
 import json
+import mimetypes
 import os
 import re
 import sys
@@ -282,6 +284,9 @@ class Handler(BaseHTTPRequestHandler):
             self._kernels(method, parts[2:])
         elif parts[:2] == ["api", "contents"]:
             self._contents(method, parts[2:])
+        elif method == "GET" and len(parts) == 2 and parts[0] == "files":
+            content_type = mimetypes.guess_type(parts[1])[0] or "application/octet-stream"
+            self._send(200, nb.read(parts[1]), f"{content_type}; charset=utf-8")
         else:
             raise NotebookError(404 if method == "GET" else 405, f"{method} /{path} is not served here")
 
