@@ -40,11 +40,19 @@ run: install
 
 # CI narrows this (MARK="not e2e and not slow_server") in the stage that does not run the slow servers.
 MARK ?= not e2e
+# The suite across the cores (pytest-xdist): one worker per core, each with its own test database, Redis
+# socket or Redis database number and runtime folders (tests/settings_env.py, tests/conftest.py).
+# loadscope keeps a module (or class) on one worker, so its module fixtures (the demo month) are built once.
+# TEST_WORKERS=1 (or 0) runs the suite in this one process, as `pytest` without -n does.
+TEST_WORKERS ?= auto
+TEST_DIST ?= loadscope
+XDIST = $(if $(filter 0 1,$(TEST_WORKERS)),-n 0,-n $(TEST_WORKERS) --dist $(TEST_DIST))
 test: install
-	$(PY) -m pytest -m "$(MARK)"
+	$(PY) -m pytest -m "$(MARK)" $(XDIST)
 
+# One process: the browser tests share one Chromium and one live server.
 e2e: install
-	$(PY) -m pytest -m e2e tests/e2e
+	$(PY) -m pytest -m e2e tests/e2e -n 0
 
 lint: install
 	$(VENV)/bin/ruff check .

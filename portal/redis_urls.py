@@ -36,6 +36,15 @@ def for_celery(url: str) -> str:
     return url
 
 
+def channel_layer_prefix(url: str) -> str:
+    """The channel layer's names for `url`. Pub/sub channels belong to the whole Redis server, whatever
+    the database number, so the names carry the number (database 0 keeps channels_redis' own "asgi"):
+    two platforms on one server with two numbers (parallel test workers, staging beside production)
+    never get each other's events."""
+    db = parse(url).db
+    return "asgi" if db == 0 else f"asgi.db{db}."
+
+
 def for_redis_py(url: str) -> str:
     """redis-py (and channels_redis, which uses it) understands both forms as they are."""
     parse(url)

@@ -17,7 +17,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+def wait_for_http(url: str, timeout: float = 60.0, proc: subprocess.Popen | None = None) -> None:
+    """Until `url` answers below 500 (or `proc` exits). The wait allows for a server that starts beside the
+    other test workers (one per core), each importing Django at the same time."""
     import httpx
 
     deadline = time.monotonic() + timeout

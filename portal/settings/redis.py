@@ -16,10 +16,12 @@ redis_urls.parse(REDIS_URL)  # fail fast on a malformed URL
 # Redis pub/sub: one publish per event reaches every Daphne process, which fans it out to its
 # sockets. At-most-once delivery is right for live pages (the database is the record; a page
 # that missed an event catches up on reload).
+# The channel names carry REDIS_URL's database number: pub/sub ignores it (redis_urls.channel_layer_prefix).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [redis_urls.for_redis_py(REDIS_URL)]},
+        "CONFIG": {"hosts": [redis_urls.for_redis_py(REDIS_URL)],
+                   "prefix": redis_urls.channel_layer_prefix(REDIS_URL)},
     }
 }
 

@@ -3,6 +3,7 @@
 import ipaddress
 import os
 import secrets
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -15,9 +16,22 @@ def _secret_key() -> str:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     # Development only: a random key kept under var/ (git-ignored), never in the repo.
-    key_file = VAR_DIR / "secret-key"
+    return kept_secret_key(VAR_DIR / "secret-key")
+
+
+def kept_secret_key(key_file: Path) -> str:
+    """The key in `key_file`, made there first if missing. Processes that start together (test workers,
+    `make run`'s servers) all get the first one's key: it is written aside, then linked in place, which
+    fails if another process's key got there first, so no process reads a half-written file."""
     if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
+        aside = key_file.with_name(f".{key_file.name}.{os.getpid()}")
+        aside.write_text(secrets.token_urlsafe(50))
+        try:
+            os.link(aside, key_file)
+        except FileExistsError:
+            pass
+        finally:
+            aside.unlink()
     return key_file.read_text().strip()
 
 

@@ -27,6 +27,7 @@ TOOLS = ("mmdebstrap", "buildah", "umoci", "unshare")
 
 pytestmark = [
     pytest.mark.slow_server,
+    pytest.mark.xdist_group("image"),  # its session fixtures build into build/images: one worker (--dist loadgroup)
     pytest.mark.skipif(os.geteuid() != 0, reason="building and unpacking images needs root"),
     pytest.mark.skipif(any(shutil.which(t) is None for t in TOOLS),
                        reason=f"needs {', '.join(TOOLS)} (apt-get install mmdebstrap buildah umoci)"),
