@@ -119,7 +119,7 @@ def test_deactivation_asks_first_keeps_history_and_can_be_undone(admin_client, t
     assert not can_log_in("carol", PASSWORDS["carol"])
     admin_client.post("/console/users/carol/reactivate/")
     assert can_log_in("carol", PASSWORDS["carol"])
-    assert audit_actions("carol") == ["deactivate", "reactivate"]
+    assert audit_actions("carol") == ["deactivate", "login failed", "reactivate"]  # the refused sign-in too
 
 
 @pytest.mark.django_db
@@ -144,7 +144,7 @@ def test_password_reset_asks_first_and_checks_the_validators(admin_client, tenan
     assert "Password of bob reset." in done.content.decode()
     assert can_log_in("bob", STRONG)
     assert not can_log_in("bob", PASSWORDS["bob"])
-    assert audit_actions("bob") == ["reset password"]
+    assert audit_actions("bob") == ["reset password", "login failed"]  # the old password's refused sign-in too
 
 
 # --------------------------------------------------------------------------- workspace members
