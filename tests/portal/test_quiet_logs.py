@@ -12,7 +12,7 @@ import pytest
 
 from portal import run, wait
 from portal.banner import banner_text, demo_logins
-from portal.testing import ROOT
+from portal.testing import ROOT, child_env
 
 pytestmark = pytest.mark.django_db
 
@@ -105,8 +105,15 @@ def test_the_banner_names_the_url_and_the_demo_logins_present(tenants):
 
 def test_every_program_waits_for_its_services(tmp_path):
     procs = run.processes(8123, tmp_path, redis_command=["redis-server"])
-    for name in ("web", "worker", "beat", "agents"):
-        assert procs[name].startswith(f"{sys.executable} -m portal.wait && "), procs[name]
+    portal_up = f"{sys.executable} -m portal.wait --no-database --no-redis --http http://127.0.0.1:8123/readyz"
+    assert procs["web"].startswith(f"{sys.executable} -m portal.wait && "), procs["web"]
+    # the others once the web server answers (which needs the database, Redis and the migrations)
+    for name in ("worker", "worker-long", "beat", "agents"):
+        assert procs[name].startswith(portal_up), procs[name]
+    # without a web server in the stack, each waits for the database and Redis itself
+    alone = run.processes(8123, tmp_path, redis_command=["redis-server"], web=False)
+    for name in ("worker", "worker-long", "beat", "agents"):
+        assert alone[name].startswith(f"{sys.executable} -m portal.wait && "), alone[name]
     assert "--http http://127.0.0.1:8123/readyz" in procs["agents"].split("nodeagent.fleet")[0]
     assert procs["banner"].startswith(f"{sys.executable} -m portal.wait --no-database --no-redis --http "
                                       "http://127.0.0.1:8123/readyz")
@@ -140,12 +147,19 @@ def test_the_demo_month_plays_in_the_background_and_beat_waits_for_it(tmp_path):
 def test_make_run_answers_before_the_month_is_played():
     makefile = Path(ROOT / "Makefile").read_text()
     run_target = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
-    assert "load_demo --no-history" in run_target and "--demo-history" in run_target
+    assert "portal.prepare --demo base" in run_target and "--demo-history" in run_target
 
 
-def test_make_demo_waits_for_the_database_first():
-    demo = Path(ROOT / "Makefile").read_text().split("\nprepare:", 1)[1].split("\n\n", 1)[0]
-    assert demo.index("portal.wait") < demo.index("migrate")
+def test_make_prepare_waits_for_the_database_first(tmp_path):
+    """portal.prepare (make prepare, demo and run) says it waits for an unreachable database and gives up,
+    without migrating anything."""
+    env = child_env(DATABASE_URL="postgres://postgres@127.0.0.1:1/nowhere", VAR_DIR=str(tmp_path / "var"),
+                    STATIC_ROOT=str(tmp_path / "static"))
+    done = subprocess.run([sys.executable, "-m", "portal.prepare", "--timeout", "1"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "waiting for the database ..." in done.stdout and "gave up after 1 s" in done.stdout
+    assert "Applying" not in done.stdout + done.stderr
 
 
 def test_make_run_has_a_long_worker_beside_the_cycle_worker(tmp_path, monkeypatch):
@@ -153,7 +167,7 @@ def test_make_run_has_a_long_worker_beside_the_cycle_worker(tmp_path, monkeypatc
     procs = run.processes(8123, tmp_path)
     long_worker = procs["worker-long"].split(" && exec ", 1)[1]
     assert long_worker == f"{sys.executable} -m celery -A portal --quiet worker -l INFO -Q long --concurrency 3 -n long@%h"
-    assert procs["worker-long"].startswith(f"{sys.executable} -m portal.wait && ")
+    assert procs["worker-long"].startswith(f"{sys.executable} -m portal.wait --no-database --no-redis --http ")
     assert " -Q " not in procs["worker"]   # the cycle's worker takes the default queue only
     conf = run.config(8123, tmp_path)
     program = conf.split("[program:worker-long]")[1].split("[program:")[0]

@@ -159,6 +159,8 @@ def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_w
             client.force_login(cluster.alice)  # /logout/ may have ended the session
             # the API and service endpoints take her token (a service endpoint takes nothing else)
             kwargs = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"} if url.startswith(("/api/", "/serve/")) else {}
+            if url.startswith("/api/") and method != "get":
+                kwargs["content_type"] = "application/json"  # the API reads JSON bodies only (else 415)
             response = getattr(client, method)(url, data, **kwargs)
             requests += 1
             body = response_body(response)
