@@ -59,7 +59,7 @@ import gevent
 from bench import ingest, live
 from bench.databases import check_postgres_url
 from portal.run import web_command
-from portal.testing import ROOT, free_port, wait_for_http
+from portal.testing import ROOT, free_port, stop_processes, wait_for_http
 
 RAISED_LIMIT = "1000000/60"
 QUOTE_SPEC = {"name": "load-quote", "type": "single", "expectedDuration": "1h",
@@ -149,6 +149,11 @@ class Stack(live.Stack):
     """The processes and files the benchmark owns; `stop` ends and removes them."""
 
     server_command: str = ""
+    server_proc: subprocess.Popen | None = None  # uvicorn (not live.Stack's daphne)
+
+    def stop(self) -> None:
+        stop_processes([self.server_proc])  # its workers hold database connections until it ends
+        super().stop()
 
 
 def reset_postgres(url: str, *, create: bool = True) -> None:
