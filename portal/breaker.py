@@ -86,4 +86,19 @@ def database_reachable(using: str = DEFAULT_DB_ALIAS) -> bool:
         connections[using].close()
 
 
+def database_answers_unpooled(using: str = DEFAULT_DB_ALIAS, timeout_s: int = 1) -> bool:
+    """Whether a connection of its own (not one from the pool) reaches the database: a pool that timed out
+    may be busy rather than cut off, and a busy one must not shut every request out."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return True  # no pool there
+    params = {**connection.get_connection_params(), "connect_timeout": timeout_s}
+    try:
+        with psycopg.connect(**params) as direct:
+            direct.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
 database_breaker = DatabaseBreaker()

@@ -187,13 +187,25 @@ def answer_while_handling(cause, request):
 
 
 @pytest.mark.parametrize("cause", [
-    PoolTimeout("couldn't get a connection after 2.00 sec"),
     psycopg.OperationalError("connection failed: Connection refused"),
     psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
 ])
 def test_a_database_out_of_reach_trips_the_breaker_and_answers_503(rf, cause):
     response = answer_while_handling(cause, rf.get("/api/v1/jobs/"))
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert database_breaker.is_open
+
+
+@pytest.mark.django_db
+def test_a_pool_timed_out_trips_only_when_a_connection_of_its_own_fails_too(rf, monkeypatch):
+    """A pool busy under load times out as a cut-off one does; a connection of its own tells them apart, so
+    a busy portal sheds the one request, not every request for a second."""
+    timed_out = PoolTimeout("couldn't get a connection after 2.00 sec")
+    response = answer_while_handling(timed_out, rf.get("/api/v1/jobs/"))
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert not database_breaker.is_open  # the database answers: the pool was busy
+    monkeypatch.setattr("portal.server_error.database_answers_unpooled", lambda: False)
+    answer_while_handling(timed_out, rf.get("/api/v1/jobs/"))
     assert database_breaker.is_open
 
 
