@@ -52,7 +52,8 @@ def wait_until(check, timeout: float, what: str):
 def test_two_replays_on_the_long_worker_leave_the_cycle_every_tick(cluster, operator, tmp_path):
     env = child_env(CELERY_QUEUE=f"gap-{uuid.uuid4().hex[:8]}", SCHEDULER_INTERVAL_S=str(INTERVAL_S),
                     LONG_TASK_CONCURRENCY="2")
-    programs = make_run.processes(8000, tmp_path)   # the port is the agents' and the banner's, not started here
+    # no web server here: each program waits for the database and Redis itself (web=False)
+    programs = make_run.processes(8000, tmp_path, web=False)
     procs = []
     try:
         for name in ("worker", "worker-long", "beat"):
