@@ -201,16 +201,16 @@ def language_reset():
 
 
 @pytest.fixture(autouse=True)
-def pending_reasons_forgotten():
-    """The cycle worker's kept pending reasons name rows by primary key; a test's rolled-back rows
-    may reuse another test's keys, so each test starts with none kept."""
+def kept_cycle_state_forgotten():
+    """What the cycle worker keeps between cycles (the snapshot read incrementally, the memo, the pending
+    reasons) names rows by primary key; a test's rolled-back rows may reuse another test's keys, so each
+    test starts with none kept, as a cold worker does."""
     yield
     if not _django_configured():
         return
-    from scheduling.cycle.pending import PendingReasons
     from scheduling.cycle.run import KEPT
 
-    KEPT.reasons = PendingReasons()
+    KEPT.__init__()  # the snapshot read incrementally and the memo too: rolled-back rows' keys come back
 
 
 @pytest.fixture(autouse=True)
