@@ -61,8 +61,10 @@ def test_the_history_is_the_jobs_with_their_queue_and_run_times(busy_hour):
 def test_the_replay_decides_as_the_celery_cycle_on_the_same_snapshot(cluster, clock, backend, run, submit):
     """Pending jobs in the database: the planner's first replay cycle on its cluster binds exactly what the
     Celery cycle binds on the same jobs and cluster."""
-    jobs = [submit(cluster, f"j{i}", gpus=g, pool=p) for i, (g, p) in enumerate(
-        [(8, "h100"), (4, "h100"), (4, "h100"), (2, "a100-spot"), (8, "h100"), (1, "rtx4090")])]
+    jobs = []
+    for i, (g, p) in enumerate([(8, "h100"), (4, "h100"), (4, "h100"), (2, "a100-spot"), (8, "h100"), (1, "rtx4090")]):
+        jobs.append(submit(cluster, f"j{i}", gpus=g, pool=p))
+        clock.advance(1)  # submitted one after the other: the queue's order is the submission order
     replay = Replay(cluster_snapshot(), replay_jobs(history_jobs(), checkpoint_s=None), start=clock.now.timestamp())
     seen = []
     replay.on_cycle = lambda at, snapshot, decisions: seen.append(decisions)
