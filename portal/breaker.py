@@ -63,12 +63,13 @@ class DatabaseBreaker:
 
 def means_unreachable(exception: BaseException | None) -> bool:
     """Whether a database error (as Django raises it, the driver's error its cause) says the database cannot
-    be reached, rather than that one query failed (a statement timeout, a lock): only then does it trip."""
+    be reached, rather than that one query failed (a statement timeout, a lock) or the pool was busy: only
+    then does it trip."""
     if isinstance(exception, InterfaceError):
         return True  # the connection is gone
     cause = getattr(exception, "__cause__", None)
-    if isinstance(cause, PoolTimeout):
-        return True
+    if isinstance(cause, PoolTimeout):  # a pool busy under load times out too: only a cut-off one trips
+        return not database_answers_unpooled()
     if type(cause) is psycopg.OperationalError:  # connecting failed (its subclasses are server-side errors)
         return True
     # a connection exception (08...) or the server shutting down or starting (57P...)

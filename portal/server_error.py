@@ -16,10 +16,9 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse
 from django.template import loader
 from django.utils.translation import gettext
-from psycopg_pool import PoolTimeout
 
 from portal.api.errors import problem_response
-from portal.breaker import database_answers_unpooled, database_breaker, means_unreachable
+from portal.breaker import database_breaker, means_unreachable
 from portal.serve_errors import is_serve_path, openai_error
 from scheduling.api import DomainError
 
@@ -65,7 +64,6 @@ def error_answer(path: str, error: DomainError) -> HttpResponse:
 
 def server_error(request) -> HttpResponse:
     exception = sys.exc_info()[1]
-    if is_database_outage(exception) and means_unreachable(exception) and not (
-            isinstance(exception.__cause__, PoolTimeout) and database_answers_unpooled()):
-        database_breaker.trip()  # the next requests are answered at once (a pool busy under load trips nothing)
+    if is_database_outage(exception) and means_unreachable(exception):
+        database_breaker.trip()  # the next requests are answered at once
     return error_answer(request.path_info, _error_for(exception))

@@ -204,7 +204,7 @@ def test_a_pool_timed_out_trips_only_when_a_connection_of_its_own_fails_too(rf, 
     response = answer_while_handling(timed_out, rf.get("/api/v1/jobs/"))
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
     assert not database_breaker.is_open  # the database answers: the pool was busy
-    monkeypatch.setattr("portal.server_error.database_answers_unpooled", lambda: False)
+    monkeypatch.setattr("portal.breaker.database_answers_unpooled", lambda: False)
     answer_while_handling(timed_out, rf.get("/api/v1/jobs/"))
     assert database_breaker.is_open
 
