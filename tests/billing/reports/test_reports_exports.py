@@ -12,7 +12,7 @@ import openpyxl
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient, Client
-from tests_reports_helpers import DAY, at, make_usage
+from tests_reports_helpers import DAY, RANGE, at, csv_body, make_usage
 
 from billing.ledger.services import add_adjustment
 from billing.models import ChargeLine, LedgerRevision, ReportExport
@@ -20,7 +20,6 @@ from billing.reports import exports
 from billing.reports import selectors as reports
 from billing.reports.tasks import build_excel_export
 
-RANGE = {"start": "2026-03-01", "end": "2026-03-08"}
 TWO_DECIMALS = re.compile(r"^-?\d+\.\d{2}$")
 
 
@@ -64,18 +63,6 @@ def _many_rows(usage, count):
             provisional=False, computed_at=hour))
     ChargeLine.objects.bulk_create(lines)
     LedgerRevision.bump()  # as the ledger's own bulk posting does: sums kept for the old ledger are not read
-
-
-def csv_body(user, **params) -> str:
-    client = AsyncClient()
-    client.force_login(user)
-
-    async def fetch():
-        response = await client.get("/reports/export.csv", {**RANGE, **params})
-        assert response.status_code == 200
-        return b"".join([chunk async for chunk in response.streaming_content])
-
-    return async_to_sync(fetch)().decode()
 
 
 def test_the_csv_view_streams_chunk_by_chunk(usage, monkeypatch):

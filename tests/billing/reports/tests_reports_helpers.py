@@ -4,6 +4,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient
+
 from billing.ledger.posting import post_ledger
 from billing.models import ChargeLine
 from billing.services import submit_quoted_job
@@ -74,3 +77,19 @@ def make_usage(cluster) -> Usage:
     place(nlp_job, at(DAY, 12), at(DAY, 14), node="h100-02")
     post_ledger(now=at(date(2026, 3, 4), 0))
     return Usage(cluster, vision_job, frac_job, nlp_job)
+
+
+RANGE = {"start": "2026-03-01", "end": "2026-03-08"}
+
+
+def csv_body(user, **params) -> str:
+    """The report's CSV export for `user` over RANGE (and `params`), read from its stream."""
+    client = AsyncClient()
+    client.force_login(user)
+
+    async def fetch():
+        response = await client.get("/reports/export.csv", {**RANGE, **params})
+        assert response.status_code == 200
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(fetch)().decode()
