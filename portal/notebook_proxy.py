@@ -187,9 +187,6 @@ async def notebook_redirect(request, workspace: str, name: str, path: str = ""):
     return response
 
 
-notebook_proxy = notebook_redirect  # its old name
-
-
 def _message(status: int, title: str, message: str) -> HttpResponse:
     """A page of the notebook's host: standalone (the portal's pages, assets and session are not here)."""
     html = render_to_string("portal/notebook_host_message.html", {
@@ -221,14 +218,10 @@ def _redeem(request, job_id: int, port: int) -> HttpResponse:
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
-    if user is None:
-        return _no_access()
-    try:
-        job, _ = target_by_id(user, job_id, port)
-    except Http404:
-        return _not_found()
-    except PermissionDenied:
-        return _no_access()
+    found = _opened_by(user, job_id, port)
+    if isinstance(found, HttpResponse):
+        return found
+    job, _ = found
     home = base_url(job.workspace.slug, job.name)
     next_ = request.GET.get("next", "")
     response = HttpResponseRedirect(next_ if next_.startswith(home) and "\\" not in next_ else home)
@@ -241,8 +234,13 @@ def _redeem(request, job_id: int, port: int) -> HttpResponse:
 
 
 def _access(request, job_id: int, port: int):
-    """(the notebook, its endpoint or None) for the cookie's user, or the response that refuses."""
+    """(the notebook, its endpoint or None) for the user of the host's cookie, or the response that refuses."""
     user = notebook_origin.user_of_cookie(request.COOKIES.get(notebook_origin.COOKIE_NAME), job_id, port)
+    return _opened_by(user, job_id, port)
+
+
+def _opened_by(user, job_id: int, port: int):
+    """(the notebook, its endpoint or None) for `user`, or the response that refuses (no user: no access)."""
     if user is None:
         return _no_access()
     try:
