@@ -23,9 +23,11 @@ T = TypeVar("T")
 KEPT_S = 3600  # an upper bound only: a new revision makes a new key
 
 
-def ledger_read(query: QuerySet, compute: Callable[[], T]) -> T:
+def ledger_read(query: QuerySet, compute: Callable[[], T], *, also: tuple = ()) -> T:
+    """`compute()` of `query`'s rows, kept until the ledger changes. `also`: what else the value depends on
+    (a rendering's language and time zone), part of the key."""
     sql, params = query.query.sql_with_params()
-    digest = hashlib.sha256(repr((LedgerRevision.current(), query.db, sql, params)).encode()).hexdigest()
+    digest = hashlib.sha256(repr((LedgerRevision.current(), query.db, sql, params, also)).encode()).hexdigest()
     key = f"ledger-read:{digest}"
     try:
         found = cache.get(key)

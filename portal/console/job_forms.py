@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.console import job_selectors
 from portal.console.job_selectors import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE, SORTS, JobFilters
+from portal.widgets import PlainSelect
 from scheduling.api import MAX_PRIORITY
 
 MAX_PARAMETER_LENGTH = 200
@@ -39,7 +40,7 @@ def parse_age(text: str) -> timedelta:
 
 
 def _choice(label: str, help_text: str, invalid: str) -> forms.ChoiceField:
-    return forms.ChoiceField(label=label, help_text=help_text, required=False, choices=(),
+    return forms.ChoiceField(label=label, help_text=help_text, required=False, choices=(), widget=PlainSelect,
                              error_messages={"invalid_choice": invalid})
 
 
@@ -62,7 +63,7 @@ class JobFilterForm(forms.Form):
     max_age = forms.CharField(label=_("Newer than"), required=False, max_length=12,
                               help_text=_("Submitted at most this long ago"),
                               widget=forms.TextInput(attrs={"placeholder": _("e.g. 1d")}))
-    sort = forms.ChoiceField(label=_("Sort by"), required=False, choices=SORT_CHOICES,
+    sort = forms.ChoiceField(label=_("Sort by"), required=False, choices=SORT_CHOICES, widget=PlainSelect,
                              error_messages={"invalid_choice": _("%(value)s is not a column to sort by")})
     page_size = forms.IntegerField(label=_("Rows a page"), required=False, min_value=1, max_value=MAX_PAGE_SIZE,
                                    help_text=format_lazy(_("At most {rows}"), rows=MAX_PAGE_SIZE),

@@ -8,13 +8,14 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.console.job_forms import JobFilterForm
 from portal.job_lists import workspace_filter_choices
+from portal.widgets import PlainSelect
 
 
 class WorkspaceJobFilterForm(JobFilterForm):
     """One of the caller's workspaces: its queues, members and submitters; no node filter (nodes are
     the operators' business). The workspace itself is checked by the view first (404 for another's)."""
 
-    submitter = forms.ChoiceField(label=_("Submitter"), required=False, choices=(),
+    submitter = forms.ChoiceField(label=_("Submitter"), required=False, choices=(), widget=PlainSelect,
                                   error_messages={"invalid_choice": _("%(value)s is not a member or submitter here")})
 
     field_order = ["q", "workspace", "state", "queue", "submitter", "sharing", "pool", "gpu_model", "min_age",

@@ -2,7 +2,9 @@
 
 Up to 500 lines of 16 cells each: through the template engine they were most of the report page's
 CPU (a node, a variable lookup and an escape per cell). Built here with the same filters the template
-used (date, floatformat, the reader's number format), escaped by format_html, the same HTML out."""
+used (date, floatformat, the reader's number format), escaped by format_html, the same HTML out. The rows' HTML is kept with the ledger's sums (billing's
+ledger_read: until the next ledger write), per language and time zone: every reader of the same report
+between two writes shares one rendering."""
 
 from django import template
 from django.template.defaultfilters import floatformat
@@ -10,8 +12,9 @@ from django.urls import reverse
 from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
-from django.utils.translation import gettext
+from django.utils.translation import get_language, gettext
 
+from billing.api import ledger_read
 from billing.models import ChargeLine
 
 register = template.Library()
@@ -34,6 +37,12 @@ def _text(value) -> str:
 @register.simple_tag
 def ledger_line_rows(rows):
     """`rows`: a queryset of ChargeLine, ordered and sliced."""
+    reader = ("ledger-line-rows", get_language(), timezone.get_current_timezone_name())
+    html = ledger_read(rows, lambda: _rows_html(rows), also=reader)
+    return mark_safe(html)  # noqa: S308 - every part went through format_html
+
+
+def _rows_html(rows) -> str:
     categories = dict(ChargeLine.Category.choices)
     job_url = reverse("job", args=[_JOB_PLACEHOLDER])
     provisional = format_html(' class="provisional" title="{}"', gettext("the hour is still open"))
@@ -49,4 +58,4 @@ def ledger_line_rows(rows):
             off_peak if is_off_peak else "", queue, job, node, gpu_model, sharing,
             floatformat(allocated, 3), floatformat(used, 3), floatformat(idle, 3),
             floatformat(cpu, 2), floatformat(memory, 2), _text(list_cost), _text(cost), _text(currency)))
-    return mark_safe("    ".join(out))  # noqa: S308 - every part went through format_html
+    return "    ".join(out)

@@ -82,3 +82,40 @@ def test_a_rolled_back_write_takes_its_revision_back(usage):
         raise RuntimeError("rolled back")
     assert LedgerRevision.current() == revision
     assert vision_cost(alice) == before
+
+
+def rows_html(user) -> str:
+    from portal.templatetags.ledger_lines import ledger_line_rows
+
+    return str(ledger_line_rows(reports.report_rows(user, MARCH).order_by("hour", "id")[:500]))
+
+
+def line_reads(queries) -> list[str]:
+    return [q["sql"] for q in queries if 'FROM "billing_chargeline"' in q["sql"] and "SUM(" not in q["sql"].upper()]
+
+
+def test_the_ledger_lines_table_is_rendered_once_per_state_of_the_ledger(usage):
+    alice = usage.tenants.alice
+    first = rows_html(alice)
+    assert "<tr" in first
+    with CaptureQueriesContext(connection) as queries:
+        assert rows_html(alice) == first
+    assert line_reads(queries.captured_queries) == []
+    line = ChargeLine.objects.filter(workspace=usage.tenants.vision).first()
+    add_adjustment(user=usage.tenants.finance, workspace=usage.tenants.vision, amount="-5.00", reason="goodwill-rows",
+                   period=line.period)
+    assert "goodwill-rows" not in first
+    assert "goodwill-rows" in rows_html(alice)
+
+
+def test_the_kept_table_is_per_language_and_time_zone(usage):
+    from django.utils import timezone, translation
+
+    alice = usage.tenants.alice
+    english = rows_html(alice)
+    with translation.override("zh-hans"):
+        chinese = rows_html(alice)
+    assert "<td>用量</td>" in chinese and "<td>用量</td>" not in english
+    with timezone.override("Asia/Tokyo"):
+        tokyo = rows_html(alice)
+    assert tokyo != english  # the hours read in the reader's zone
