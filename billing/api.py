@@ -34,7 +34,7 @@ from billing.selectors import pool_offers, pool_problems, price_currencies, pric
 # ------------------------------------------------------------ Ledger
 from billing.ledger import selectors as ledger_selectors, services as ledger_services
 from billing.ledger.jobs import estimate_check, job_cost, job_efficiency
-from billing.ledger.kept import ledger_read
+from billing.ledger.kept import ledger_read, one_revision
 from billing.ledger.periods import month_end, period_start
 from billing.ledger.posting import post_ledger
 from billing.ledger.prices import billed_priority, money_text

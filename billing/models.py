@@ -237,6 +237,9 @@ class LedgerRevision(models.Model):
 
     @classmethod
     def bump(cls) -> None:
+        from billing.ledger.kept import forget_revision
+
+        forget_revision()
         token = uuid.uuid4().hex
         if not cls.objects.filter(pk=1).update(token=token):
             cls.objects.update_or_create(pk=1, defaults={"token": token})

@@ -10,6 +10,7 @@ from django.db.models import Max, QuerySet, Sum
 
 from billing import pricing
 from billing.currency import currency_at, currency_in, default_currency
+from billing.ledger.kept import ledger_read
 from billing.models import ChargeLine, LedgerCursor
 
 
@@ -62,7 +63,8 @@ def as_of(rows: QuerySet[ChargeLine]) -> datetime | None:
     """The time of the latest usage included: the last full post, or later where a line was
     refreshed since (by its job's own ingest)."""
     posted = ledger_cursor().posted_until
-    latest = rows.aggregate(m=Max("computed_at"))["m"]
+    rows = rows.order_by()
+    latest = ledger_read(rows, lambda: rows.aggregate(m=Max("computed_at"))["m"], also=("as_of",))
     return max((t for t in (posted, latest) if t is not None), default=None)
 
 

@@ -278,11 +278,13 @@ def chart_data(rows: QuerySet[ChargeLine], filters: ReportFilters) -> dict:
 def choices(user) -> dict[str, list[str]]:
     """Values for the filter drop-downs, from what the user may see."""
     rows = ChargeLine.objects.filter(workspace__in=report_workspaces(user)).order_by()
-    return {
-        "queues": sorted(set(rows.values_list("queue", flat=True).distinct()) - {""}),
-        "gpu_models": sorted(set(rows.values_list("gpu_model", flat=True).distinct()) - {""}),
-        "sharing": list(SHARING_MODES),
-    }
+
+    def distinct(column: str) -> list[str]:
+        return sorted(set(rows.values_list(column, flat=True).distinct()) - {""})
+
+    return {"queues": ledger_read(rows, lambda: distinct("queue"), also=("distinct", "queue")),
+            "gpu_models": ledger_read(rows, lambda: distinct("gpu_model"), also=("distinct", "gpu_model")),
+            "sharing": list(SHARING_MODES)}
 
 
 def get_report_workspace(user, slug: str):

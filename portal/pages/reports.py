@@ -22,6 +22,7 @@ from billing.api import (
     exports,
     ledger_services,
     month_end,
+    one_revision,
     platform_tz,
     report_services,
     workspace_currencies,
@@ -43,6 +44,7 @@ def _today():
 
 
 @login_required
+@one_revision()  # the page's many kept ledger figures share one read of the ledger's revision
 def report_page(request):
     try:
         filters = reports.parse_filters(request.GET, today=_today())

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from billing.api import tenant_dashboard
+from billing.api import one_revision, tenant_dashboard
 from portal import health, services
 from portal.pages.workspace_queues import queue_context
 from portal.selectors import current_workspace, get_workspace_for_user, membership_for
@@ -29,6 +29,7 @@ def readyz(request):
 
 
 @login_required
+@one_revision()  # the page's kept ledger figures share one read of the ledger's revision
 def dashboard(request):
     """The tenant dashboard for the current workspace: this month's spend against the budget,
     GPU-hours by day, jobs by state, efficiency with the jobs that wasted most, and the savings."""

@@ -119,3 +119,38 @@ def test_the_kept_table_is_per_language_and_time_zone(usage):
     with timezone.override("Asia/Tokyo"):
         tokyo = rows_html(alice)
     assert tokyo != english  # the hours read in the reader's zone
+
+
+def revision_reads(queries) -> int:
+    return sum('FROM "billing_ledgerrevision"' in q["sql"] for q in queries)
+
+
+def test_one_revision_reads_the_revision_once_for_a_page_of_figures(usage):
+    from billing.ledger.kept import one_revision
+
+    alice = usage.tenants.alice
+    vision_cost(alice)
+    with CaptureQueriesContext(connection) as without:
+        vision_cost(alice), vision_cost(alice), rows_html(alice)
+    with CaptureQueriesContext(connection) as within, one_revision():
+        vision_cost(alice), vision_cost(alice), rows_html(alice)
+    assert revision_reads(without.captured_queries) == 3
+    assert revision_reads(within.captured_queries) == 1
+
+
+def test_a_write_inside_one_revision_is_in_the_reads_after_it_even_when_rolled_back(usage):
+    from billing.ledger.kept import one_revision
+
+    alice = usage.tenants.alice
+    line = ChargeLine.objects.filter(workspace=usage.tenants.vision).first()
+    with one_revision():
+        before = vision_cost(alice)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            add_adjustment(user=usage.tenants.finance, workspace=usage.tenants.vision, amount="7.00", reason="oops",
+                           period=line.period)
+            assert vision_cost(alice) == before + Decimal("7.00")
+            raise RuntimeError("rolled back")
+        assert vision_cost(alice) == before
+        add_adjustment(user=usage.tenants.finance, workspace=usage.tenants.vision, amount="2.00", reason="kept",
+                       period=line.period)
+        assert vision_cost(alice) == before + Decimal("2.00")
