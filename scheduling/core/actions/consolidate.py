@@ -130,7 +130,8 @@ class ConsolidateWalk:
         return False
 
     def moved_for_gang(self, state: JobState, pools: set[str]) -> bool:
-        """Nodes cleared for a gang (`consolidate_for`), tried when some could host it."""
+        """Room made for a gang one replica at a time (`clear_per_replica`), else by clearing nodes
+        (`consolidate_for`), tried when some nodes could host it."""
         s = self.s
         if self.movable is None:
             self.movable = Movable.collect(s)
@@ -139,8 +140,8 @@ class ConsolidateWalk:
         if not len(rows):
             return False
         self.budget -= 1
-        if s.transaction(lambda: clear_per_replica(s, state, rows, movable)
-                         or consolidate_for(s, state, rows, movable)):
+        if (s.transaction(lambda: clear_per_replica(s, state, rows, movable))
+                or s.transaction(lambda: consolidate_for(s, state, rows, movable))):
             self.movable = Movable.collect(s)
             self.residents = None
             return True
