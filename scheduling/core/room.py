@@ -487,13 +487,11 @@ class _RoomPlanner:
                 return []
             chosen = list(best[1])
         elif request.num_gpus > 0:
-            load = {g: [r for r in here if g in r.placement.gpus] for g in np.flatnonzero(a.gpu_present[node]).tolist()}
-            held = {g: sum(r.placement.gpu_milli for r in load[g]) for g in load}
-            clearable = [g for g in load if int(a.gpu_free_milli[node, g]) + held[g] == MILLI_PER_GPU]
-            if len(clearable) < request.num_gpus:
+            found = fewest_to_clear(a, node, [(r, r.placement.gpus, r.placement.gpu_milli) for r in here],
+                                    request.num_gpus)
+            if found is None:
                 return []
-            for g in sorted(clearable, key=lambda g: (MILLI_PER_GPU - int(a.gpu_free_milli[node, g]), g))[: request.num_gpus]:
-                chosen += [r for r in load[g] if r not in chosen]
+            chosen = found
         # then CPU and memory: the biggest CPU users first
         cpu = a.cpu_free[node] + sum(r.request.cpu_milli for r in chosen)
         mem = a.mem_free[node] + sum(r.request.mem_mib for r in chosen)
@@ -506,6 +504,56 @@ class _RoomPlanner:
         if cpu < request.cpu_milli or mem < request.mem_mib:
             return []
         return sorted(chosen, key=lambda r: -r.request.total_gpu_milli)
+
+
+def fewest_to_clear(arrays: ClusterArrays, node: int, holders: list[tuple[object, tuple[int, ...], int]],
+                    count: int) -> list | None:
+    """The holders to move off `node` so that `count` of its GPUs are whole and free, moving the least
+    GPU milli (then the fewest holders, then the lowest GPUs); None when they cannot. `holders` are
+    (holder, its GPUs, milli on each) for the movable ones; a GPU that holds anything else stays.
+    A holder of several GPUs frees them all, so those GPUs are taken or left together."""
+    gpus = np.flatnonzero(arrays.gpu_present[node]).tolist()
+    on: dict[int, list[int]] = {g: [] for g in gpus}
+    for i, (_, held, _) in enumerate(holders):
+        for g in held:
+            on[g].append(i)
+    # GPUs that only leave together (linked by a holder of several), each set with what it takes
+    group = {g: g for g in gpus}
+
+    def top(g: int) -> int:
+        while group[g] != g:
+            g = group[g]
+        return g
+
+    for _, held, _ in holders:
+        for g in held[1:]:
+            group[top(g)] = top(held[0])
+    units: dict[int, list[int]] = {}
+    for g in gpus:
+        units.setdefault(top(g), []).append(g)
+    options = []
+    for members in units.values():
+        idx = sorted({i for g in members for i in on[g]})
+        held = sum(holders[i][2] * len(holders[i][1]) for i in idx)
+        if any(int(arrays.gpu_free_milli[node, g]) + sum(holders[i][2] for i in on[g]) != MILLI_PER_GPU
+               for g in members):
+            continue                       # something that cannot move holds part of it
+        options.append((held, len(idx), min(members), len(members), idx))
+    options.sort()
+    # the cheapest choice of sets reaching `count` GPUs (a small knapsack: a node has few GPUs)
+    best: list[tuple | None] = [None] * (count + 1)
+    best[0] = (0, 0, ())
+    for k, (held, moved, _, size, _) in enumerate(options):
+        for have in range(count, -1, -1):
+            if best[have] is None:
+                continue
+            reach = min(count, have + size)
+            cand = (best[have][0] + held, best[have][1] + moved, best[have][2] + (k,))
+            if reach != have and (best[reach] is None or cand[:2] < best[reach][:2]):
+                best[reach] = cand
+    if best[count] is None:
+        return None
+    return [holders[i][0] for k in best[count][2] for i in options[k][4]]
 
 
 def _subsets(items: list[Resident], limit: int = 6) -> Iterator[tuple[Resident, ...]]:

@@ -3,14 +3,15 @@ one fits again."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import placement as pl
-from ..model import EvictCause, Job, ReplicaKey, Role, Slice
+from ..model import EvictCause, Job, ReplicaKey, Request, Role, Slice
 from ..repack import Steps
-from ..room import MovableSet, Resident, plan_room
+from ..room import MovableSet, Resident, fewest_to_clear, plan_room
 from ..session import Session, request_milli
 from ..state import Assignment, JobState
 from ..units import MILLI_PER_GPU
@@ -129,7 +130,8 @@ class ConsolidateWalk:
         return False
 
     def moved_for_gang(self, state: JobState, pools: set[str]) -> bool:
-        """Nodes cleared for a gang (`consolidate_for`), tried when some could host it."""
+        """Room made for a gang one replica at a time (`clear_per_replica`), else by clearing nodes
+        (`consolidate_for`), tried when some nodes could host it."""
         s = self.s
         if self.movable is None:
             self.movable = Movable.collect(s)
@@ -138,7 +140,8 @@ class ConsolidateWalk:
         if not len(rows):
             return False
         self.budget -= 1
-        if s.transaction(lambda: consolidate_for(s, state, rows, movable)):
+        if (s.transaction(lambda: clear_per_replica(s, state, rows, movable))
+                or s.transaction(lambda: consolidate_for(s, state, rows, movable))):
             self.movable = Movable.collect(s)
             self.residents = None
             return True
@@ -250,6 +253,55 @@ def candidate_rows(s: Session, state: JobState, pools: set[str], movable: Movabl
     order = np.lexsort((rows, moving, -free))
     # a gang missing several replicas may need as many nodes cleared
     return rows[order][:MAX_CONSOLIDATION_NODES + sum(len(v) for v in missing.values()) - 1]
+
+
+def clear_per_replica(s: Session, state: JobState, rows: np.ndarray, movable: Movable) -> bool:
+    """Scenario body for a gang of whole GPUs: each missing replica in turn goes where it fits now,
+    or else onto the first of `rows` where moving the fewest replicas off makes room for it; then
+    the moved ones go back where they fit, the others elsewhere (`move_all`). Replicas not in the
+    way stay where they are, as KAI-Scheduler leaves them."""
+    p = plan(s, state)
+    if any(r.request.mode != "exclusive" or r.request.num_gpus == 0 for r in p.roles):
+        return False
+    moved: list[tuple[ReplicaKey, Assignment]] = []
+    for role in p.roles:
+        request, pools = role.request, p.pools[role.name]
+        for index in p.missing[role.name]:
+            key = (state.job.id, role.name, index)
+            spot = next((found for pool in pools if (found := s.find_spot(request, pool)) is not None), None)
+            if spot is not None:
+                s.bind(key, spot)
+            elif not any(s.transaction(functools.partial(room_on_row, s, key, request, pools, row, movable, moved))
+                         for row in rows.tolist()):
+                return False
+    return move_all(s, moved)
+
+
+def room_on_row(s: Session, key: ReplicaKey, request: Request, pools: list[str], row: int, movable: Movable,
+                moved: list[tuple[ReplicaKey, Assignment]]) -> bool:
+    """Move the fewest replicas off node `row` so replica `key` (whole GPUs of one of `pools`) fits
+    there, and bind it there; the moved ones are added to `moved` (to be placed again)."""
+    pool = s.node_pool[row]
+    if pool not in pools or not request_mask(s, request, [pool])[row]:
+        return False
+    holders = [(k, s.assign[k].gpus, s.assign[k].slice.gpu_milli) for k in movable.keys.get(row, [])
+               if k in s.assign and k not in s.new and k[0] != key[0]]
+    victims = fewest_to_clear(s.arrays, row, holders, request.num_gpus)
+    if not victims:
+        return False
+    cause = consolidation_cause(s.jobs[key[0]].job)
+    gone = [(k, s.assign[k]) for k in victims]
+    for k in victims:
+        s.unbind(k, "consolidate", cause)
+    only = np.zeros(s.arrays.size, dtype=bool)
+    only[row] = True
+    spot = pl.place(s.arrays, s.placement_request(request), s.pools[pool].placement, only, s.ctx)
+    if spot is None:
+        return False
+    s.bind(key, Assignment(spot.node, spot.gpus, Slice("whole", spot.gpu_milli, spot.gpu_mem_mib),
+                           request.cpu_milli, request.mem_mib))
+    moved.extend(gone)
+    return True
 
 
 def consolidate_for(s: Session, state: JobState, rows: np.ndarray, movable: Movable) -> bool:

@@ -275,9 +275,10 @@ def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
 
 
 def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState], tuple | None],
-                        never: Callable[[JobState], bool] | None = None) -> None:
+                        never: Callable[[JobState], bool] | None = None, again: bool = True) -> None:
     """Walk pending jobs fairly; `prepare` returns (units, cause_of, final_check) or None to skip.
-    `never(job)`: the job's visit passes whatever happens in this walk (see `without_idle_branches`)."""
+    `never(job)`: the job's visit passes whatever happens in this walk (see `without_idle_branches`).
+    `again`: an elastic job that got what it asked for is visited again for its next replica."""
     budget, fails = [MAX_EVICTION_SCENARIOS], [0]
     failed: dict[tuple, int] = {}
 
@@ -304,7 +305,7 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
 
         if s.transaction(lambda: evict_until_placed(s, state, units, cause_of, final_check)):
             state.fail = None
-            if state.grows:
+            if again and state.grows:
                 return AGAIN     # an elastic job may take its next replica the same way
         else:
             failed[sig] = s.freed

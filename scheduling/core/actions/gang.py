@@ -66,19 +66,38 @@ def missing_milli(s: Session, state: JobState) -> int:
 
 def quota_block(s: Session, job: Job, add: int) -> Reason | None:
     """Why `job` may not take `add` more milli-GPU now (limit, non-preemptible quota), or None."""
-    np_add = 0
-    if not job.preemptible:
-        state = s.jobs[job.id]
-        np_add = state.np_milli(state.held + add) - state.np_milli(state.held)
+    np_add = non_preemptible_add(s, job, add)
     for name in s.queue_path[job.queue]:
         queue = s.queues[name]
         if queue.limit_milli is not None and s.alloc[name] + add > queue.limit_milli:
             return Reason("queue_over_limit", {"queue": name, "limit_milli": queue.limit_milli,
                                                "used_milli": int(s.alloc[name]), "need_milli": int(add)})
         if np_add and s.np_alloc[name] + np_add > queue.deserved_milli:
-            return Reason("queue_non_preemptible_quota", {"queue": name, "deserved_milli": queue.deserved_milli,
-                                                          "used_milli": int(s.np_alloc[name]),
-                                                          "need_milli": int(np_add)})
+            return np_reason(s, name, np_add)
+    return None
+
+
+def non_preemptible_add(s: Session, job: Job, add: int) -> int:
+    """What `add` more milli-GPU of `job` would count against its queues' non-preemptible quota."""
+    if job.preemptible:
+        return 0
+    state = s.jobs[job.id]
+    return state.np_milli(state.held + add) - state.np_milli(state.held)
+
+
+def np_reason(s: Session, name: str, np_add: int) -> Reason:
+    return Reason("queue_non_preemptible_quota", {"queue": name, "deserved_milli": s.queues[name].deserved_milli,
+                                                  "used_milli": int(s.np_alloc[name]), "need_milli": int(np_add)})
+
+
+def np_quota_block(s: Session, job: Job, add: int) -> Reason | None:
+    """Why `job` may not take `add` more milli-GPU by its queues' non-preemptible quota alone (which
+    evicting preemptible work never lifts), or None."""
+    np_add = non_preemptible_add(s, job, add)
+    if np_add:
+        for name in s.queue_path[job.queue]:
+            if s.np_alloc[name] + np_add > s.queues[name].deserved_milli:
+                return np_reason(s, name, np_add)
     return None
 
 

@@ -9,7 +9,7 @@ from ..model import EvictCause, Job
 from ..session import Session
 from ..state import JobState
 from .evicting import Unit, live_keys, merged, run_eviction_action, victim_units
-from .gang import reduce_cost_waits, within_quota
+from .gang import missing_milli, np_quota_block, reduce_cost_waits, within_quota
 
 
 def preempt(s: Session) -> None:
@@ -24,8 +24,8 @@ def preempt(s: Session) -> None:
 
     def prepare(state: JobState):
         job = state.job
-        if reduce_cost_waits(s, job):
-            return None
+        if reduce_cost_waits(s, job) or np_quota_block(s, job, missing_milli(s, state)):
+            return None             # evicting preemptible work never lifts a non-preemptible quota
         same = job.priority > lowest.get(job.queue, job.priority)
         if not same and not borrowed:
             return None
@@ -38,7 +38,9 @@ def preempt(s: Session) -> None:
         job = state.job
         return reduce_cost_waits(s, job) or (not borrowed and job.priority <= lowest.get(job.queue, job.priority))
 
-    run_eviction_action(s, {"capacity", "quota"}, prepare, never)
+    # one scenario per job, as KAI-Scheduler preempts: an elastic job gets its minimum (or its next
+    # replica) here, and what it asks for next waits for the next cycle
+    run_eviction_action(s, {"capacity", "quota"}, prepare, never, again=False)
 
 
 def preempt_may_help(s: Session) -> bool:
