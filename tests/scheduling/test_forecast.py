@@ -42,7 +42,10 @@ def test_every_waiting_job_starts_inside_its_forecast(cluster, backend, clock, r
     first, second = submit(cluster, "first"), submit(cluster, "second", duration="2h")
     run(backend, clock)
     clock.advance(2)
-    waiting = [submit(cluster, "third"), submit(cluster, "fourth", duration="30m"), submit(cluster, "fifth")]
+    waiting = []
+    for name, duration in (("third", "1h"), ("fourth", "30m"), ("fifth", "1h")):
+        waiting.append(submit(cluster, name, duration=duration))
+        clock.advance(0.001)  # the queue's order is this one (at one instant the ids would decide it)
     run(backend, clock)
     assert {Job.objects.get(pk=j.pk).state for j in (first, second)} == {JobState.RUNNING}
     waiting = [Job.objects.get(pk=j.pk) for j in waiting]

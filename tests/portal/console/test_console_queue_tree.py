@@ -68,7 +68,10 @@ def test_tenants_cannot_change_or_delete_a_queue(client, cluster):
 @pytest.mark.django_db
 def test_tree_shows_rules_share_allocation_and_pending_reasons(admin_client, cluster, submit, backend, clock, run):
     # h100 has 16 GPUs: two 8-GPU jobs run, the third waits for GPUs
-    jobs = [submit(cluster, f"big-{i}", gpus=8) for i in range(3)]
+    jobs = []
+    for i in range(3):
+        jobs.append(submit(cluster, f"big-{i}", gpus=8))
+        clock.advance(1)  # the third is the last in the queue's order (at one instant the ids would decide it)
     run(backend, clock)
     waiting = Job.objects.get(pk=jobs[2].pk)
     assert waiting.state == JobState.PENDING and waiting.pending_code

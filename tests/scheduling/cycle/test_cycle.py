@@ -161,6 +161,7 @@ def test_non_preemptible_work_is_never_evicted(cluster, backend, clock, run):
 def test_pending_jobs_get_a_readable_reason(cluster, backend, clock, run):
     for n in range(2):
         submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(f"big{n}", gpus=8, preemptible="false"))
+        clock.advance(1)  # the third is the last in the queue's order (at one instant the ids would decide it)
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("third", gpus=8, preemptible="false"))
     run(backend, clock)
     job.refresh_from_db()
@@ -223,6 +224,7 @@ def test_a_whole_gpu_stored_without_its_memory_still_holds_the_gpu(cluster, back
                            slice={"kind": "whole"}, started=clock.now)
     held = next(r for r in build_snapshot(clock.now).running if r.job_id == str(old.pk))
     assert held.slice.gpu_milli == 1000 and held.slice.gpu_mem_mib == node.gpus.get(index=0).memory_mib
+    clock.advance(1)  # the new jobs come after it in the queue's order (at one instant the ids would decide it)
     jobs = [submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(f"new-{n}"))
             for n in range(node.gpus.count())]
     run(backend, clock)

@@ -43,10 +43,12 @@ def _reasons_outside_pending() -> list[tuple]:
 
 def test_a_job_that_runs_or_ended_has_no_pending_reason(cluster, backend, clock, run):
     # two 8-GPU jobs fill the h100 pool; the next two wait, with a reason
-    first, second, third, fourth = [
-        submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
-                          spec=spec(f"big{n}", gpus=8, preemptible="false"))
-        for n in range(4)]
+    jobs = []
+    for n in range(4):
+        jobs.append(submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                                      spec=spec(f"big{n}", gpus=8, preemptible="false")))
+        clock.advance(1)  # the queue's order is this one (at one instant the ids would decide it)
+    first, second, third, fourth = jobs
     run(backend, clock)
     clock.advance(2)
     run(backend, clock)

@@ -22,6 +22,7 @@ def pending_events(job):
 def test_a_pending_job_stores_its_reason_code_and_params(cluster, backend, clock, run):
     for n in range(2):
         submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec(f"big{n}", gpus=8, preemptible="false"))
+        clock.advance(1)  # the third is the last in the queue's order (at one instant the ids would decide it)
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("third", gpus=8, preemptible="false"))
     assert (job.pending_code, job.pending_params) == ("waiting_for_cycle", {})
     assert job.pending_reason == "waiting for the next scheduling cycle"
@@ -76,6 +77,7 @@ def test_a_row_from_before_codes_takes_its_code_without_an_event(cluster, backen
     for n in range(3):
         job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
                                 spec=spec(f"big{n}", gpus=8, preemptible="false"))
+        clock.advance(1)  # the last is the one that waits (at one instant the ids would decide it)
     run(backend, clock)
     job.refresh_from_db()
     code, params = job.pending_code, job.pending_params
