@@ -1,4 +1,4 @@
-"""Real local processes for the simulated cluster's serving replicas (notebooks, model servers).
+"""Real local processes for the simulated cluster's replicas (notebooks, model servers, training).
 
 One directory per replica under the runtime root holds `process.json` (pid, command, when, the
 process's start time as the kernel counts it) and `output.log` (its stdout and stderr). A server
@@ -98,8 +98,7 @@ class ProcessRuntime:
             return None
         return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
 
-    def keys(self) -> list[ReplicaKey]:
-        """Every replica that has a record (running or not)."""
+    def _records(self) -> list[tuple[ReplicaKey, dict]]:
         found = []
         if not self.root.is_dir():
             return found
@@ -107,27 +106,37 @@ class ProcessRuntime:
             try:
                 data = json.loads((folder / RECORD).read_text())
                 job_id, role, index = data["key"]
-                found.append((int(job_id), str(role), int(index)))
+                found.append(((int(job_id), str(role), int(index)), data))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return found
+
+    def keys(self) -> list[ReplicaKey]:
+        """Every replica that has a record (running or not)."""
+        return [key for key, _ in self._records()]
+
+    def running(self) -> int:
+        """How many recorded processes are alive."""
+        return sum(1 for _, data in self._records()
+                   if isinstance(data.get("pid"), int) and _pid_alive(data["pid"], data.get("ticks")))
 
     def has(self, key: ReplicaKey) -> bool:
         return self._record(key) is not None
 
     # -- start ----------------------------------------------------------------------------------
     def start(self, key: ReplicaKey, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              token: str = "") -> bool:
+              token: str = "", inherit_environment: bool = True) -> bool:
         """Start the replica's process unless it has one already (running or ended: its record says so
-        until stop()). Returns whether it started one now. Does not wait for it to be ready."""
+        until stop()). Returns whether it started one now. Does not wait for it to be ready. Its
+        environment is this process's plus `env`, or `env` alone without `inherit_environment`."""
         folder = self.folder(key)
         if self._record(key) is not None:
             return False
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / LOG, "wb") as log:
             popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=folder, env={**os.environ, **(env or {})}, start_new_session=True,
-                                     close_fds=True)
+                                     cwd=folder, env={**(os.environ if inherit_environment else {}), **(env or {})},
+                                     start_new_session=True, close_fds=True)
         _CHILDREN[popen.pid] = popen
         record = {"key": list(key), "pid": popen.pid, "argv": [a for a in argv], "started": time.time(),
                   "ticks": _proc_start_ticks(popen.pid), "token": token}
@@ -136,6 +145,15 @@ class ProcessRuntime:
         tmp.chmod(0o600)  # the token is a secret
         tmp.replace(folder / RECORD)
         return True
+
+    def note(self, key: ReplicaKey, text: str) -> None:
+        """Write `text` as the log of a replica that has no process (and no record: it counts for nothing);
+        stop() removes it with the folder."""
+        if self._record(key) is not None:
+            return
+        folder = self.folder(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / LOG).write_text(text if text.endswith("\n") else text + "\n")
 
     # -- read -----------------------------------------------------------------------------------
     def _url(self, key: ReplicaKey) -> str | None:
