@@ -13,7 +13,7 @@ import pytest
 from scheduling import services
 from scheduling.backends.simulated import processes
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.models import Job, JobState, ReplicaLog
+from scheduling.models import Job, JobState, Node, ReplicaLog
 
 # 1 h on the simulated clock; speedup 360: its process lives about 11 s, longer than any test here
 SPEC = """name: {name}
@@ -109,9 +109,9 @@ def test_the_mounts_a_process_is_given_are_in_its_log(backend, tmp_path):
 
 
 @pytest.mark.django_db
-def test_past_the_cap_a_replica_runs_without_a_process_and_its_log_says_so(cluster, clock, run):
-    backend = SimulatedBackend(speedup=SPEEDUP, failure_rate=0, clock=clock, training_processes=True,
-                               max_processes=1)
+def test_past_the_cap_a_replica_runs_without_a_process_and_its_log_says_so(cluster, clock, run, settings):
+    settings.SIM_TRAINING_PROCESSES, settings.SIM_MAX_PROCESSES = True, 1
+    backend = SimulatedBackend(speedup=SPEEDUP, failure_rate=0, clock=clock)
     first, second = submit(cluster, "first"), submit(cluster, "second")
     start(run, backend, clock)
     first.refresh_from_db()
@@ -124,14 +124,27 @@ def test_past_the_cap_a_replica_runs_without_a_process_and_its_log_says_so(clust
 
 
 @pytest.mark.django_db
-def test_with_training_processes_off_a_replica_has_none(cluster, clock, run):
-    backend = SimulatedBackend(speedup=SPEEDUP, failure_rate=0, clock=clock, training_processes=False)
+def test_with_training_processes_off_a_replica_has_none(cluster, clock, run, settings):
+    settings.SIM_TRAINING_PROCESSES = False
+    backend = SimulatedBackend(speedup=SPEEDUP, failure_rate=0, clock=clock)
     job = submit(cluster, "quiet")
     start(run, backend, clock)
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
     assert backend.runtime.find((job.pk, "main", 0)) is None and backend.runtime.keys() == []
     assert "environment:" not in backend.logs((job.pk, "main", 0))
+
+
+@pytest.mark.django_db
+def test_a_replica_on_a_node_that_is_lost_loses_its_process(cluster, backend, clock, run):
+    job = submit(cluster, "stranded")
+    start(run, backend, clock)
+    key = (job.pk, "main", 0)
+    info = backend.runtime.find(key)
+    assert info.alive
+    Node.objects.filter(name=job.replicas.get().node.name).update(ready=False)
+    assert key not in {status.key for status in backend.statuses()}
+    assert wait_for(lambda: not alive(info.pid)) and backend.runtime.find(key) is None
 
 
 @pytest.mark.django_db
