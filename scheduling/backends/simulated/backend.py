@@ -15,7 +15,8 @@ process (`training_process`) for as long as it runs: started with the replica's 
 spec's `env` and the platform's variables) and its mounts, it logs their names, sleeps for the replica's
 run and exits 0. Its log is part of the replica's. A process that ends before its replica (killed, crashed)
 fails the replica; evicting or forgetting the replica stops it. At most SIM_MAX_PROCESSES processes of any
-kind run at once: past it a training replica runs without one and its log says so.
+kind run at once: past it a training replica runs without one and its log says so. The cycle does not
+wait for these starts: a background thread (`processes.STARTS`) makes them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import re
 import shutil
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -52,7 +54,7 @@ from scheduling.backends.base import (
     ReplicaStatus,
 )
 from scheduling.backends.simulated import training_process
-from scheduling.backends.simulated.processes import ProcessRuntime
+from scheduling.backends.simulated.processes import STARTS, ProcessRuntime
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
 
 
@@ -174,25 +176,43 @@ class SimulatedBackend:
 
     # -- training: a process that lives as long as the replica runs ---------------------------------
     def _start_training_many(self, replicas: list[ReplicaLaunch], now: datetime) -> None:
-        """A process per training replica while fewer than max_processes run (notebooks and servers
-        count, and always start); a replica past the cap runs without one, and its log says so."""
+        """Hand the replicas' process starts to the background starter (the cycle does not wait for them):
+        each runs until its pod's simulated end, counted from now on the wall clock."""
         ends = {(job_id, role, index): job_started + timedelta(seconds=run_seconds + PULL_SECONDS)
                 for job_id, role, index, job_started, run_seconds in SimulatedPod.objects.filter(
                     job_id__in={r.job_id for r in replicas}).values_list(
                     "job_id", "role", "index", "job_started", "run_seconds")}
+        wall = time.time()
+        batch = [(replica, wall + (ends[replica.key] - now).total_seconds()) for replica in replicas
+                 if replica.key in ends]  # a pod not there (deleted meanwhile) gets no process
+        if batch:
+            STARTS.submit(lambda: self._start_training_batch(batch))
+
+    def _start_training_batch(self, batch: list[tuple[ReplicaLaunch, float]]) -> None:
+        """In the starter's thread (no database): a process per replica while fewer than max_processes
+        run (notebooks and servers count, and always start); a replica past the cap runs without one,
+        and its log says so."""
         running = self.runtime.running()
-        for replica in replicas:
+        for replica, ends_at in batch:
             key = replica.key
-            if key not in ends or self.runtime.has(key):
-                continue  # its pod is gone already, or it has its process (launch is idempotent)
+            if self.runtime.has(key):
+                continue  # it has its process (launch is idempotent)
             if running >= self.max_processes:
                 self.runtime.note(key, f"{replica.role}-{replica.index}: no process: {running} simulated processes "
                                        f"run already, the most SIM_MAX_PROCESSES allows; this replica runs without one")
                 continue
-            run_s = max(0.0, (ends[key] - now).total_seconds())
             env, mounts = replica_environment(replica), {}  # volumes and secret files add their paths here
-            if self.start_training_process(replica, env=env, mounts=mounts, run_s=run_s):
-                running += 1
+            try:
+                started = self.start_training_process(replica, env=env, mounts=mounts,
+                                                       run_s=max(0.0, ends_at - time.time()))
+            except OSError as error:  # no more processes or files: the replica runs on without one
+                self.runtime.note(key, f"{replica.role}-{replica.index}: no process: it could not start: {error}")
+                continue
+            running += started
+
+    def wait_for_starts(self, timeout: float = 30.0) -> bool:
+        """Until the process starts handed over so far are done (tests)."""
+        return STARTS.wait(timeout)
 
     def start_training_process(self, replica: ReplicaLaunch, *, env: Mapping[str, str], mounts: Mapping[str, str],
                                run_s: float) -> bool:

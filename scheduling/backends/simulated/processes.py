@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from scheduling.backends.base import Endpoint, ReplicaKey
+
+log = logging.getLogger(__name__)
 
 RECORD, LOG = "process.json", "output.log"
 URL_SCAN_BYTES = 16 * 1024  # the ready line comes first; never read a long log to find it
@@ -229,3 +234,51 @@ class ProcessRuntime:
         """Every process under the root (tests, and a simulated cluster being torn down)."""
         for key in self.keys():
             self.stop(key, wait_s=2.0)
+
+
+class Starter:
+    """Runs start jobs one after another in one daemon thread of this process, so that the caller (the
+    scheduling cycle) does not wait while processes are forked; one job at a time keeps a cap counted
+    by the jobs right. A job that raises is logged; the ones after it still run."""
+
+    def __init__(self):
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked worker has none of the parent's thread
+
+    def _reset(self) -> None:
+        self._changed = threading.Condition()
+        self._jobs: deque[Callable[[], None]] = deque()
+        self._unfinished = 0
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._changed:
+            self._jobs.append(job)
+            self._unfinished += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="simulated-process-starts", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                if not self._jobs:
+                    self._thread = None
+                    return
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:
+                log.exception("starting simulated processes failed")
+            finally:
+                with self._changed:
+                    self._unfinished -= 1
+                    self._changed.notify_all()
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Until every job submitted so far has run (tests; a worker never waits). False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._unfinished == 0, timeout)
+
+
+STARTS = Starter()  # one per process: every backend's training starts, in order

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -38,9 +39,10 @@ def submit(cluster, name: str) -> Job:
 
 
 def start(run, backend, clock) -> None:
-    run(backend, clock)  # placed and launched
+    run(backend, clock)  # placed and launched; the processes start in the background
     clock.advance(2)  # past the image pull
     run(backend, clock)
+    assert backend.wait_for_starts()
 
 
 def alive(pid: int) -> bool:
@@ -167,6 +169,7 @@ def test_a_process_that_completed_does_not_fail_its_replica(cluster, clock, run)
     backend = SimulatedBackend(speedup=36000, failure_rate=0, clock=clock, training_processes=True)
     job = submit(cluster, "quick")  # 1 h at 36000x: 0.1 s after the image pull's second; its process 1.1 s
     run(backend, clock)
+    assert backend.wait_for_starts()
     clock.advance(1.05)  # the platform's clock says it runs still
     key = (job.pk, "main", 0)
     assert wait_for(lambda: backend.runtime.find(key).exit_code == 0)
@@ -178,3 +181,23 @@ def test_a_process_that_completed_does_not_fail_its_replica(cluster, clock, run)
     run(backend, clock)
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED
+
+
+def test_the_starter_runs_jobs_in_order_in_the_background_and_goes_on_after_one_fails():
+    from scheduling.backends.simulated.processes import Starter
+
+    starter, release, done = Starter(), threading.Event(), []
+
+    def blocked():
+        release.wait(10)
+        done.append("blocked")
+
+    def failing():
+        raise OSError("no more processes")
+
+    starter.submit(blocked)  # the caller does not wait for it
+    starter.submit(failing)
+    starter.submit(lambda: done.append("after"))
+    assert done == [] and not starter.wait(timeout=0.2)
+    release.set()
+    assert starter.wait(timeout=10) and done == ["blocked", "after"]
