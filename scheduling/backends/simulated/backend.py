@@ -183,17 +183,23 @@ class SimulatedBackend:
                     job_id__in={r.job_id for r in replicas}).values_list(
                     "job_id", "role", "index", "job_started", "run_seconds")}
         wall = time.time()
-        batch = [(replica, wall + (ends[replica.key] - now).total_seconds()) for replica in replicas
-                 if replica.key in ends]  # a pod not there (deleted meanwhile) gets no process
+        batch = [(replica, *self.training_wiring(replica), wall + (ends[replica.key] - now).total_seconds())
+                 for replica in replicas if replica.key in ends]  # a pod deleted meanwhile gets no process
         if batch:
             STARTS.submit(lambda: self._start_training_batch(batch))
 
-    def _start_training_batch(self, batch: list[tuple[ReplicaLaunch, float]]) -> None:
+    def training_wiring(self, replica: ReplicaLaunch) -> tuple[dict[str, str], dict[str, str]]:
+        """The environment and the mounts ({path in the replica: path on this machine}) of a training
+        replica's process. Called in the cycle's thread, so it may read the database; volumes and secret
+        files add their paths (and secrets their variables) here."""
+        return replica_environment(replica), {}
+
+    def _start_training_batch(self, batch: list[tuple[ReplicaLaunch, dict, dict, float]]) -> None:
         """In the starter's thread (no database): a process per replica while fewer than max_processes
         run (notebooks and servers count, and always start); a replica past the cap runs without one,
         and its log says so."""
         running = self.runtime.running()
-        for replica, ends_at in batch:
+        for replica, env, mounts, ends_at in batch:
             key = replica.key
             if self.runtime.has(key):
                 continue  # it has its process (launch is idempotent)
@@ -201,7 +207,6 @@ class SimulatedBackend:
                 self.runtime.note(key, f"{replica.role}-{replica.index}: no process: {running} simulated processes "
                                        f"run already, the most SIM_MAX_PROCESSES allows; this replica runs without one")
                 continue
-            env, mounts = replica_environment(replica), {}  # volumes and secret files add their paths here
             try:
                 started = self.start_training_process(replica, env=env, mounts=mounts,
                                                        run_s=max(0.0, ends_at - time.time()))

@@ -111,6 +111,24 @@ def test_the_mounts_a_process_is_given_are_in_its_log(backend, tmp_path):
 
 
 @pytest.mark.django_db
+def test_what_training_wiring_adds_reaches_the_process(cluster, clock, run, tmp_path):
+    class Wired(SimulatedBackend):  # as volumes and secrets will: a variable and a mounted folder more
+        def training_wiring(self, replica):
+            env, mounts = super().training_wiring(replica)
+            return {**env, "DATASET_TOKEN": "hidden-value-91c2"}, {**mounts, "/data": str(tmp_path)}
+
+    backend = Wired(speedup=SPEEDUP, failure_rate=0, clock=clock, training_processes=True)
+    job = submit(cluster, "wired")
+    start(run, backend, clock)
+    key = (job.pk, "main", 0)
+    assert log_says(backend, key, "mount /data: directory")
+    log = backend.logs(key)
+    assert "DATASET_TOKEN" in log and "SIM_MOUNTS" in log and "hidden-value-91c2" not in log
+    services.cancel_job(user=cluster.alice, job=job)
+    run(backend, clock)
+
+
+@pytest.mark.django_db
 def test_past_the_cap_a_replica_runs_without_a_process_and_its_log_says_so(cluster, clock, run, settings):
     settings.SIM_TRAINING_PROCESSES, settings.SIM_MAX_PROCESSES = True, 1
     backend = SimulatedBackend(speedup=SPEEDUP, failure_rate=0, clock=clock)
