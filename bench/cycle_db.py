@@ -119,7 +119,8 @@ def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800,
         env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_url, "VAR_DIR": tmp,
                "DEBUG": "0", "SECRET_KEY": secrets.token_urlsafe(50),  # production behaviour, no query log
                "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0", "CSRF_COOKIE_SECURE": "0",
-               "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "portal.settings"}
+               "LOG_LEVEL": "WARNING", "DJANGO_SETTINGS_MODULE": "portal.settings",
+               "SIM_TRAINING_PROCESSES": "0"}  # the cycle's cost, not thousands of training processes
         try:
             done = subprocess.run([sys.executable, "-m", "bench.cycle_db", "--rows", str(rows_file),
                                    "--repeat", str(repeat), "--cycles", str(cycles), "--churn", str(churn),
@@ -416,6 +417,7 @@ def time_full(url: str, repeat: int, cycles: int, churn: int, seed: int, warmup:
 def child(rows_file: Path, repeat: int, cycles: int, churn: int, seed: int, warmup: int) -> dict:
     import django
 
+    os.environ["SIM_TRAINING_PROCESSES"] = "0"  # also when run by hand: the launches start no processes
     django.setup()
     from django.conf import settings
     from django.core.management import call_command

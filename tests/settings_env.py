@@ -21,6 +21,9 @@ FOR_THE_SETTINGS = {
     "SIM_RUNTIME_DIR": str(_RUNTIME),
     "NOTEBOOK_HOME_DIR": str(_RUNTIME / "homes"),
     "TEST_FAST_PASSWORD_HASHER": "1",
+    # training replicas run without a process (a process each would slow the suite); the tests of that
+    # feature give their backend training_processes=True
+    "SIM_TRAINING_PROCESSES": "0",
 }
 SET_HERE = {name: value for name, value in FOR_THE_SETTINGS.items() if name not in os.environ}
 os.environ.update(SET_HERE)

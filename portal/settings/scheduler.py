@@ -4,7 +4,7 @@ simulated cluster, job logs, node health and the console's queue history."""
 import os
 from pathlib import Path
 
-from portal.settings.env import VAR_DIR
+from portal.settings.env import VAR_DIR, env_bool
 
 SCHEDULER_BACKEND = os.environ.get("SCHEDULER_BACKEND", "simulated")  # simulated | kubernetes
 SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
@@ -25,6 +25,11 @@ SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
 # notebooks' home folders per workspace and name, kept across stop and start. Tests set folders of their own.
 SIM_RUNTIME_DIR = Path(os.environ.get("SIM_RUNTIME_DIR") or VAR_DIR / "sim-runtime")
 NOTEBOOK_HOME_DIR = Path(os.environ.get("NOTEBOOK_HOME_DIR") or VAR_DIR / "notebooks")
+# Training replicas run a small process each (it logs its wiring, lives for the replica's run): off with 0
+# (the benchmarks and most tests). At most SIM_MAX_PROCESSES simulated processes of any kind run at once;
+# past it a training replica runs without one (notebooks and services always get theirs).
+SIM_TRAINING_PROCESSES = env_bool("SIM_TRAINING_PROCESSES", True)
+SIM_MAX_PROCESSES = int(os.environ.get("SIM_MAX_PROCESSES", "64"))
 # Replica logs (scheduling.logs): kept this long after the replica ended, at most this much per job
 JOB_LOG_RETENTION_DAYS = int(os.environ.get("JOB_LOG_RETENTION_DAYS", "30"))
 JOB_LOG_MAX_BYTES = int(os.environ.get("JOB_LOG_MAX_BYTES", str(2 * 1024 * 1024)))

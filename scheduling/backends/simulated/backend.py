@@ -8,16 +8,27 @@ A node that is not ready has lost its pods: they are no longer reported.
 A notebook replica is a real local process (`notebook_server`, started through `processes.py` under
 SIM_RUNTIME_DIR): Pending until it says it listens, Running while it lives, Failed if it exits on its own;
 evicting or forgetting the replica stops it. Its home folder (NOTEBOOK_HOME_DIR/<workspace>/<name>) is
-kept across stops and starts until `delete_home`. Training replicas stay as above.
+kept across stops and starts until `delete_home`.
+
+A training replica keeps the timing above and, unless SIM_TRAINING_PROCESSES is off, also runs a small
+process (`training_process`) for as long as it runs: started with the replica's environment alone (the
+spec's `env` and the platform's variables) and its mounts, it logs their names, sleeps for the replica's
+run and exits 0. Its log is part of the replica's. A process that ends before its replica (killed, crashed)
+fails the replica; evicting or forgetting the replica stops it. At most SIM_MAX_PROCESSES processes of any
+kind run at once: past it a training replica runs without one and its log says so. The cycle does not
+wait for these starts: a background thread (`processes.STARTS`) makes them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
@@ -42,7 +53,8 @@ from scheduling.backends.base import (
     ReplicaLaunch,
     ReplicaStatus,
 )
-from scheduling.backends.simulated.processes import ProcessRuntime
+from scheduling.backends.simulated import training_process
+from scheduling.backends.simulated.processes import STARTS, ProcessRuntime
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
 
 
@@ -64,6 +76,7 @@ class PodRow(NamedTuple):
 PULL_SECONDS = 1.0
 NOTEBOOK_SERVER = "scheduling.backends.simulated.notebook_server"
 INFERENCE_SERVER = "scheduling.backends.simulated.inference_server"
+TRAINING_PROCESS = str(Path(training_process.__file__).resolve())  # run as a script: no project imports
 SLICE_MODES = {"whole": "exclusive", "fraction": "fraction", "mig": "mig", "timeslice": "timeslice"}
 _HOME_PART = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # slugs and DNS-label names only
 
@@ -78,6 +91,16 @@ def _gpu_share(replica: ReplicaLaunch) -> float:
     return float(max(1, len(replica.gpus)))
 
 
+def replica_environment(replica: ReplicaLaunch) -> dict[str, str]:
+    """The environment a training replica's process gets: the spec's `env` and, as on Kubernetes, the
+    platform's variables for its rank and GPUs (these win over the spec's)."""
+    own = {"WORLD_SIZE": str(replica.world_size), "RANK": str(replica.rank)}
+    if replica.gpus:
+        uuids = list(replica.gpu_uuids) + [""] * (len(replica.gpus) - len(replica.gpu_uuids))
+        own["NVIDIA_VISIBLE_DEVICES"] = ",".join(u or str(i) for u, i in zip(uuids, replica.gpus, strict=True))
+    return {**dict(replica.env), **own}
+
+
 def _fails(job_id: int, rate: float) -> bool:
     digest = hashlib.sha256(f"sim-failure:{job_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") / 2**32 < rate
@@ -88,7 +111,8 @@ class SimulatedBackend:
 
     def __init__(self, *, speedup: float | None = None, failure_rate: float | None = None, clock=clock.now,
                  runtime: ProcessRuntime | None = None, homes: Path | None = None,
-                 server_startup_s: float | None = None):
+                 server_startup_s: float | None = None, training_processes: bool | None = None,
+                 max_processes: int | None = None):
         self.speedup = speedup if speedup is not None else settings.SIM_SPEEDUP
         self.failure_rate = failure_rate if failure_rate is not None else settings.SIM_FAILURE_RATE
         self.clock = clock
@@ -97,6 +121,9 @@ class SimulatedBackend:
         self.homes = Path(homes or settings.NOTEBOOK_HOME_DIR)
         self.server_startup_s = (server_startup_s if server_startup_s is not None
                                  else settings.SIM_INFERENCE_STARTUP_S)
+        self.training_processes = (training_processes if training_processes is not None
+                                   else settings.SIM_TRAINING_PROCESSES)
+        self.max_processes = max_processes if max_processes is not None else settings.SIM_MAX_PROCESSES
 
     def inventory(self) -> list[NodeInventory]:
         # rows, not model instances: read every cycle, for thousands of GPUs
@@ -143,6 +170,81 @@ class SimulatedBackend:
                 self._start_notebook(replica)
             elif replica.shape == MODEL_SERVER:
                 self._start_server(replica)
+        training = [r for r in replicas if r.shape == BATCH] if self.training_processes else []
+        if training:
+            self._start_training_many(training, now)
+
+    # -- training: a process that lives as long as the replica runs ---------------------------------
+    def _start_training_many(self, replicas: list[ReplicaLaunch], now: datetime) -> None:
+        """Hand the replicas' process starts to the background starter (the cycle does not wait for them):
+        each runs until its pod's simulated end, counted from now on the wall clock."""
+        ends = {(job_id, role, index): job_started + timedelta(seconds=run_seconds + PULL_SECONDS)
+                for job_id, role, index, job_started, run_seconds in SimulatedPod.objects.filter(
+                    job_id__in={r.job_id for r in replicas}).values_list(
+                    "job_id", "role", "index", "job_started", "run_seconds")}
+        wall = time.time()
+        batch = [(replica, *self.training_wiring(replica), wall + (ends[replica.key] - now).total_seconds())
+                 for replica in replicas if replica.key in ends]  # a pod deleted meanwhile gets no process
+        if batch:
+            STARTS.submit(lambda: self._start_training_batch(batch))
+
+    def training_wiring(self, replica: ReplicaLaunch) -> tuple[dict[str, str], dict[str, str]]:
+        """The environment and the mounts ({path in the replica: path on this machine}) of a training
+        replica's process. Called in the cycle's thread, so it may read the database; volumes and secret
+        files add their paths (and secrets their variables) here."""
+        return replica_environment(replica), {}
+
+    def _start_training_batch(self, batch: list[tuple[ReplicaLaunch, dict, dict, float]]) -> None:
+        """In the starter's thread (no database): a process per replica while fewer than max_processes
+        run (notebooks and servers count, and always start); a replica past the cap runs without one,
+        and its log says so."""
+        running = self.runtime.running()
+        for replica, env, mounts, ends_at in batch:
+            key = replica.key
+            if self.runtime.has(key):
+                continue  # it has its process (launch is idempotent)
+            if running >= self.max_processes:
+                self.runtime.note(key, f"{replica.role}-{replica.index}: no process: {running} simulated processes "
+                                       f"run already, the most SIM_MAX_PROCESSES allows; this replica runs without one")
+                continue
+            try:
+                started = self.start_training_process(replica, env=env, mounts=mounts,
+                                                       run_s=max(0.0, ends_at - time.time()))
+            except OSError as error:  # no more processes or files: the replica runs on without one
+                self.runtime.note(key, f"{replica.role}-{replica.index}: no process: it could not start: {error}")
+                continue
+            running += started
+
+    def wait_for_starts(self, timeout: float = 30.0) -> bool:
+        """Until the process starts handed over so far are done (tests)."""
+        return STARTS.wait(timeout)
+
+    def start_training_process(self, replica: ReplicaLaunch, *, env: Mapping[str, str], mounts: Mapping[str, str],
+                               run_s: float) -> bool:
+        """Start the training replica's process with exactly `env` (nothing of this worker's environment)
+        and `mounts` ({path in the replica: path on this machine}, passed as JSON in SIM_MOUNTS when there
+        are any), for `run_s` seconds. Returns whether it started one now."""
+        environment = dict(env)
+        if mounts:
+            environment[training_process.MOUNTS_VARIABLE] = json.dumps(dict(mounts), sort_keys=True)
+        argv = [sys.executable, "-I", "-S", TRAINING_PROCESS, "--seconds", f"{run_s:.3f}",
+                "--name", f"{replica.role}-{replica.index}"]
+        return self.runtime.start(replica.key, argv, env=environment, inherit_environment=False)
+
+    def _training_process_ended(self, key: ReplicaKey) -> str | None:
+        """Why the training replica's process ended before its replica did, or None while it runs (or
+        once it completed)."""
+        info = self.runtime.find(key)
+        if info is None or info.alive:
+            return None
+        last = self.runtime.log_tail(key, 1).strip()
+        if last == training_process.COMPLETED:
+            return None
+        if info.exit_code is not None and info.exit_code < 0:
+            return f"the training process was killed by signal {-info.exit_code}"
+        if info.exit_code is not None:
+            return f"the training process exited with code {info.exit_code}: {last}"[:500]
+        return "the training process ended before its replica"
 
     # -- notebooks: real processes -----------------------------------------------------------------
     def home_of(self, workspace: str, name: str) -> Path:
@@ -233,13 +335,14 @@ class SimulatedBackend:
         pods = [PodRow(*row) for row in SimulatedPod.objects.order_by("job_id", "role", "index").values_list(
             *PodRow._fields)]
         held = {(pod.job_id, pod.role, pod.index) for pod in pods}
-        for key in self.runtime.keys():
-            if key not in held:  # its pod was dropped (a launch rolled back, a worker killed mid-evict)
-                self.runtime.stop(key)
+        recorded = set(self.runtime.keys())
+        for key in recorded - held:  # its pod was dropped (a launch rolled back, a worker killed mid-evict)
+            self.runtime.stop(key)
         for pod in pods:
+            key = (pod.job_id, pod.role, pod.index)
             if pod.node not in ready:
-                if pod.process:
-                    self.runtime.stop((pod.job_id, pod.role, pod.index))  # the node's processes went with it
+                if key in recorded:
+                    self.runtime.stop(key)  # the node's processes went with it
                 continue  # the node is gone and its pods with it
             if pod.process:
                 phase, started, finished, message = self._process_phase(pod, now)
@@ -248,6 +351,8 @@ class SimulatedBackend:
                 continue
             phase, started, finished = self._phase(pod, now)
             message = "simulated failure: CUDA error: an illegal memory access" if phase == FAILED else ""
+            if key in recorded and phase in (PENDING, RUNNING) and (ended := self._training_process_ended(key)):
+                phase, started, finished, message = FAILED, started or pod.launched.timestamp(), now.timestamp(), ended
             result.append(ReplicaStatus(pod.job_id, pod.role, pod.index, phase, pod.node, message, started, finished))
         return result
 
@@ -270,6 +375,8 @@ class SimulatedBackend:
         phase, _, _ = self._phase(pod, now)
         lines = [f"{pod.launched:%H:%M:%S} pulling image {pod.image}",
                  f"{pod.launched:%H:%M:%S} scheduled on {pod.node}, GPUs {pod.gpus}"]
+        if self.training_processes:  # what its process said, or why it has none
+            lines += self.runtime.log_tail(key, max(0, tail_lines)).splitlines()
         total = max(pod.run_seconds, 1e-6)
         elapsed = min(max((now - pod.job_started).total_seconds(), 0.0), total)
         steps = int(10 * elapsed / total)

@@ -1,4 +1,4 @@
-"""Real local processes for the simulated cluster's serving replicas (notebooks, model servers).
+"""Real local processes for the simulated cluster's replicas (notebooks, model servers, training).
 
 One directory per replica under the runtime root holds `process.json` (pid, command, when, the
 process's start time as the kernel counts it) and `output.log` (its stdout and stderr). A server
@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from scheduling.backends.base import Endpoint, ReplicaKey
+
+log = logging.getLogger(__name__)
 
 RECORD, LOG = "process.json", "output.log"
 URL_SCAN_BYTES = 16 * 1024  # the ready line comes first; never read a long log to find it
@@ -98,8 +103,7 @@ class ProcessRuntime:
             return None
         return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
 
-    def keys(self) -> list[ReplicaKey]:
-        """Every replica that has a record (running or not)."""
+    def _records(self) -> list[tuple[ReplicaKey, dict]]:
         found = []
         if not self.root.is_dir():
             return found
@@ -107,27 +111,37 @@ class ProcessRuntime:
             try:
                 data = json.loads((folder / RECORD).read_text())
                 job_id, role, index = data["key"]
-                found.append((int(job_id), str(role), int(index)))
+                found.append(((int(job_id), str(role), int(index)), data))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return found
+
+    def keys(self) -> list[ReplicaKey]:
+        """Every replica that has a record (running or not)."""
+        return [key for key, _ in self._records()]
+
+    def running(self) -> int:
+        """How many recorded processes are alive."""
+        return sum(1 for _, data in self._records()
+                   if isinstance(data.get("pid"), int) and _pid_alive(data["pid"], data.get("ticks")))
 
     def has(self, key: ReplicaKey) -> bool:
         return self._record(key) is not None
 
     # -- start ----------------------------------------------------------------------------------
     def start(self, key: ReplicaKey, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              token: str = "") -> bool:
+              token: str = "", inherit_environment: bool = True) -> bool:
         """Start the replica's process unless it has one already (running or ended: its record says so
-        until stop()). Returns whether it started one now. Does not wait for it to be ready."""
+        until stop()). Returns whether it started one now. Does not wait for it to be ready. Its
+        environment is this process's plus `env`, or `env` alone without `inherit_environment`."""
         folder = self.folder(key)
         if self._record(key) is not None:
             return False
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / LOG, "wb") as log:
             popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=folder, env={**os.environ, **(env or {})}, start_new_session=True,
-                                     close_fds=True)
+                                     cwd=folder, env={**(os.environ if inherit_environment else {}), **(env or {})},
+                                     start_new_session=True, close_fds=True)
         _CHILDREN[popen.pid] = popen
         record = {"key": list(key), "pid": popen.pid, "argv": [a for a in argv], "started": time.time(),
                   "ticks": _proc_start_ticks(popen.pid), "token": token}
@@ -136,6 +150,15 @@ class ProcessRuntime:
         tmp.chmod(0o600)  # the token is a secret
         tmp.replace(folder / RECORD)
         return True
+
+    def note(self, key: ReplicaKey, text: str) -> None:
+        """Write `text` as the log of a replica that has no process (and no record: it counts for nothing);
+        stop() removes it with the folder."""
+        if self._record(key) is not None:
+            return
+        folder = self.folder(key)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / LOG).write_text(text if text.endswith("\n") else text + "\n")
 
     # -- read -----------------------------------------------------------------------------------
     def _url(self, key: ReplicaKey) -> str | None:
@@ -211,3 +234,51 @@ class ProcessRuntime:
         """Every process under the root (tests, and a simulated cluster being torn down)."""
         for key in self.keys():
             self.stop(key, wait_s=2.0)
+
+
+class Starter:
+    """Runs start jobs one after another in one daemon thread of this process, so that the caller (the
+    scheduling cycle) does not wait while processes are forked; one job at a time keeps a cap counted
+    by the jobs right. A job that raises is logged; the ones after it still run."""
+
+    def __init__(self):
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked worker has none of the parent's thread
+
+    def _reset(self) -> None:
+        self._changed = threading.Condition()
+        self._jobs: deque[Callable[[], None]] = deque()
+        self._unfinished = 0
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._changed:
+            self._jobs.append(job)
+            self._unfinished += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="simulated-process-starts", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                if not self._jobs:
+                    self._thread = None
+                    return
+                job = self._jobs.popleft()
+            try:
+                job()
+            except Exception:
+                log.exception("starting simulated processes failed")
+            finally:
+                with self._changed:
+                    self._unfinished -= 1
+                    self._changed.notify_all()
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Until every job submitted so far has run (tests; a worker never waits). False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._unfinished == 0, timeout)
+
+
+STARTS = Starter()  # one per process: every backend's training starts, in order
