@@ -87,7 +87,7 @@ class AllocateQuiet(Quiet):
         if state.replicas:
             return id(plan(self.s, state)), job.queue, job.preemptible
         # nothing running: the plan follows from the roles (see `plan`), no need to look it up
-        return id(job.roles), reduce_cost_waits(self.s, job), job.queue, job.preemptible
+        return id(job.roles), reduce_cost_waits(self.s, job), job.topology, job.queue, job.preemptible
 
     def created(self, g: tuple, state: JobState) -> None:
         sig = self.sigs[g] = plan(self.s, state).sig
