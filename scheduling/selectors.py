@@ -36,7 +36,8 @@ def cluster_info() -> ClusterInfo:
         PoolInfo(name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
                  gpu_memory_mib=pool.gpu_memory_mib,
                  gpus_per_node=counts.get(pool.pk, PoolGpus(0, 0)).most_per_node,
-                 sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()))
+                 sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()),
+                 topology_levels=tuple(pool.topology_levels or ()))
         for pool in NodePool.objects.order_by("name")
     ))
 
