@@ -12,7 +12,7 @@ from ..model import Job, Request, Role
 from ..reasons import Reason
 from ..session import Session, request_milli
 from ..state import JobState
-from .topology import place_in_topology
+from .topology import place_in_topology, topology_key
 
 EPS = 1e-6               # slack of the comparisons of GPU milli with fair shares and quotas
 
@@ -37,7 +37,8 @@ def plan(s: Session, state: JobState) -> Plan:
         found = make_plan(s, state)
     else:
         roles = state.job.roles
-        key = (id(roles), reduce_cost_waits(s, state.job), state.job.topology)
+        key = (id(roles), reduce_cost_waits(s, state.job),
+               None if state.job.topology is None else topology_key(s, state))
         cached = s.plans.get(key)
         if cached is not None and cached[0] is roles:
             found = cached[1]
@@ -61,7 +62,7 @@ def make_plan(s: Session, state: JobState) -> Plan:
     topology = state.job.topology
     if topology is not None:
         # where a gang with topology fits depends on its level, and on the domain where it runs already
-        sig = (*sig, topology, state.job.id if state.replicas else None)
+        sig = (*sig, topology_key(s, state), state.job.id if state.replicas else None)
     return Plan(missing, roles, pools, need, sig)
 
 

@@ -19,6 +19,11 @@ from ..units import MILLI_PER_GPU
 if TYPE_CHECKING:
     from .gang import Plan
 
+# How long a `preferred` gang waits for one domain before it spills into several, in seconds since it was
+# submitted: on a busy cluster one domain rarely has room the moment a gang comes first, but often does
+# a few cycles later, while the work behind it backfills the GPUs it leaves free.
+PREFERRED_WAIT_S = 600.0
+
 # Domains tried per level, best fitting first: each try places the whole gang, and a domain whose free
 # figures allow the gang rarely fails for another reason.
 MAX_TRIES = 4
@@ -109,7 +114,7 @@ def place_in_topology(s: Session, state: JobState, p: Plan, pools: set[str], att
             for domain in best_fit(lower_ids, len(domains.names[lower]), free, need):
                 if attempt(lower_ids == domain):
                     return True
-        if topology.required:
+        if topology.required or waits_for_one_domain(s, state):
             return False
     # preferred: the fewest domains of the level, within one domain of a level above if one holds them
     count = len(domains.names[level])
@@ -123,6 +128,20 @@ def place_in_topology(s: Session, state: JobState, p: Plan, pools: set[str], att
     if rows is not None and attempt(rows):
         return True
     return attempt(None)
+
+
+def waits_for_one_domain(s: Session, state: JobState) -> bool:
+    """Whether a `preferred` gang with nothing running still waits for one domain (`PREFERRED_WAIT_S`)."""
+    topology = state.job.topology
+    return (topology is not None and not topology.required and not state.replicas
+            and s.snapshot.now - state.job.created < PREFERRED_WAIT_S)
+
+
+def topology_key(s: Session, state: JobState) -> tuple | None:
+    """What of a job's topology decides where it may go now: its topology, and whether it still waits for
+    one domain. Jobs with equal keys (and roles) fit or fail together."""
+    topology = state.job.topology
+    return None if topology is None else (topology, waits_for_one_domain(s, state))
 
 
 def topology_reason(s: Session, state: JobState, p: Plan, pools: set[str]) -> Reason:

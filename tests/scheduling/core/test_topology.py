@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from scheduling.core import Node, Pool, Queue, RunningReplica, Slice, Snapshot, Topology, run_cycle
+from scheduling.core.actions.topology import PREFERRED_WAIT_S
 from scheduling.core.builders import cycles, job
 from scheduling.core.cycle import apply_decisions
 from scheduling.core.model import Gpu
@@ -73,11 +74,16 @@ class Scenario:
     waits: dict[str, dict] = field(default_factory=dict)        # job -> its pending reason's params
     pools: tuple[Pool, ...] = (POOL,)
     key: str = ""                                      # a label key to read `placed` by, instead of block/rack
+    now: float = 0.0                                   # the jobs were submitted at 0
 
 
 def snapshot_of(sc: Scenario) -> Snapshot:
-    return Snapshot(pools=sc.pools, nodes=sc.nodes, queues=QUEUES,
+    return Snapshot(pools=sc.pools, nodes=sc.nodes, queues=QUEUES, now=sc.now,
                     jobs=tuple(j for j, _ in sc.busy) + sc.jobs, running=tuple(r for _, r in sc.busy))
+
+
+BUSY_RACKS = (busy("b0-r0-n0", 0, 1, 2, 3), busy("b0-r1-n0", 0, 1), busy("b0-r2-n0", 0, 1, 2, 3),
+              busy("b0-r2-n1", 0, 1))
 
 
 SCENARIOS = [
@@ -106,13 +112,18 @@ SCENARIOS = [
         jobs=(job("g", "a", gpus=2, replicas=4),),
         placed={"g": {"b0/r0", "b0/r1"}}),
     Scenario(
-        # no rack holds 10 GPUs; the two roomiest (6 + 4) do, the 2-GPU rack is left alone
+        # no rack holds 10 GPUs; once the gang has waited PREFERRED_WAIT_S for one, the two roomiest (6 + 4)
+        # do, the 2-GPU rack is left alone
         "preferred spills into the fewest racks",
-        racks(1, 3, 2),
-        busy=(busy("b0-r0-n0", 0, 1, 2, 3), busy("b0-r1-n0", 0, 1), busy("b0-r2-n0", 0, 1, 2, 3),
-              busy("b0-r2-n1", 0, 1)),
+        racks(1, 3, 2), busy=BUSY_RACKS, now=PREFERRED_WAIT_S,
         jobs=(job("g", "a", gpus=2, replicas=5, topology=preferred("rack")),),
         placed={"g": {"b0/r0", "b0/r1"}}),
+    Scenario(
+        # the same gang just submitted waits a while for one rack, and says which rack has the most room
+        "preferred waits a while for one rack",
+        racks(1, 3, 2), busy=BUSY_RACKS, now=PREFERRED_WAIT_S - 1,
+        jobs=(job("g", "a", gpus=2, replicas=5, topology=preferred("rack")),),
+        waits={"g": {"level": "rack", "need_milli": 10000, "domain": "b0/r1", "free_milli": 6000}}),
     Scenario(
         # preferred and one rack holds it: exactly as required
         "preferred stays in one rack when one holds it",
