@@ -6,7 +6,7 @@ topology and once topology-blind.
     python -m bench.topology --derive-histogram ../shared/traces/philly/trace_job_Philly_MIX1.csv
 
 Cluster: 512 nodes of 8 GPUs, 8 nodes a rack, 4 racks a block (64 racks, 16 blocks), one pool whose levels
-are block > rack. Load: jobs arrive as a Poisson stream at `--load` times what the cluster serves; half of
+are block > rack. Load: jobs arrive as a Poisson stream at `--load` (1.0) times what the cluster serves; half of
 them (`--single-share`) are 1-GPU jobs, the others gangs whose GPU count follows the Philly trace's
 histogram of GPUs per job (the jobs of 2 GPUs or more; `bench/philly_gpus_per_job.json`, derived from the
 trace by `--derive-histogram`). A gang of up to 8 GPUs is that many 1-GPU replicas; a bigger one is 8-GPU
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=512)
     parser.add_argument("--hours", type=float, default=6.0, help="arrivals for this long (simulated)")
     parser.add_argument("--warmup", type=float, default=1.0, help="hours left out of the utilisation")
-    parser.add_argument("--load", type=float, default=1.2, help="offered GPU load over capacity")
+    parser.add_argument("--load", type=float, default=1.0, help="offered GPU load over capacity")
     parser.add_argument("--single-share", type=float, default=0.5, help="share of 1-GPU jobs")
     parser.add_argument("--mean-duration", type=float, default=3600.0, help="seconds")
     parser.add_argument("--cycle", type=float, default=30.0, help="seconds between cycles")

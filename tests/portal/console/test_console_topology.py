@@ -51,3 +51,36 @@ def test_the_snapshot_reads_levels_and_only_their_labels(cluster, clock):
     assert core_pool.topology == (BLOCK, RACK)
     core_node = next(n for n in snapshot.nodes if n.name == node.name)
     assert core_node.labels == ((BLOCK, "b1"), (RACK, "r7"))
+
+
+class Inventory:
+    """A backend that only reports nodes."""
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+    def inventory(self):
+        return self.nodes
+
+
+@pytest.mark.django_db
+def test_the_inventory_brings_the_cluster_topology_labels_and_keeps_the_operators(cluster):
+    from scheduling.backends.base import GpuInventory, NodeInventory
+    from scheduling.cycle.inventory import sync_inventory
+
+    pool = NodePool.objects.get(name="h100")
+    pool.topology_levels = ["example.com/nvlink-domain", RACK]
+    pool.save()
+    node = Node.objects.filter(pool=pool).order_by("name").first()
+    node.labels = {"team": "vision", RACK: "old"}
+    node.save()
+    gpus = tuple(GpuInventory(i, g.uuid, g.memory_mib) for i, g in enumerate(node.gpus.order_by("index")))
+    seen = NodeInventory(node.name, "h100", "nvidia", pool.gpu_model, gpus, node.cpu_milli, node.memory_mib,
+                         labels=(("example.com/nvlink-domain", "d3"), ("kubernetes.io/os", "linux"),
+                                 (RACK, "r2"), ("topology.kubernetes.io/zone", "z1")))
+    assert sync_inventory(Inventory([seen])) >= 1
+    node.refresh_from_db()
+    assert node.labels == {"team": "vision", RACK: "r2", "topology.kubernetes.io/zone": "z1",
+                           "example.com/nvlink-domain": "d3"}
+    # the same inventory again changes nothing
+    assert sync_inventory(Inventory([seen])) == 0
