@@ -69,6 +69,8 @@ def cluster_session(snapshot: cm.Snapshot) -> Session | None:
 
 
 def _fits_now(session: Session, spec: JobSpec, placement: Mapping[str, Any]) -> bool:
+    if job_topology(spec, placement).get("required"):
+        return False   # room in the pool is not room in one domain: the forecast's cycles say when
     pool = placement.get("pool", "")
     if pool not in session.pool_mask:
         return False
