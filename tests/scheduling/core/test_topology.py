@@ -326,3 +326,31 @@ def test_no_topology_costs_no_domains():
     allocate(session)
     assert session._domains == {}
     assert np.count_nonzero(session.arrays.gpu_free_milli) < session.arrays.gpu_free_milli.size
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_early_stops_decide_as_visiting_every_job(seed):
+    # jobs of equal roles that differ in topology (or in whether they still wait for one domain) are kept
+    # apart by the walks' groups and the plans' signatures
+    rng = random.Random(100 + seed)
+    snap = random_snapshot(rng)
+    roles = job("x", "a", gpus=1, replicas=3).roles
+    twins = tuple(replace(job(f"t{i}", rng.choice("ab"), created=rng.choice((0, 700))), roles=roles,
+                          topology=rng.choice((None, required("rack"), preferred("rack"), preferred("block"))))
+                  for i in range(6))
+    snap = replace(snap, jobs=snap.jobs + twins, now=rng.choice((0.0, PREFERRED_WAIT_S + 1)))
+    for _ in range(3):
+        quiet, exact = run_cycle(snap), run_cycle(snap, exact=True)
+        assert (quiet.binds, quiet.evicts, quiet.pending) == (exact.binds, exact.evicts, exact.pending)
+        snap = apply_decisions(snap, exact)
+
+
+def test_a_required_gang_that_waits_does_not_hold_back_its_twin_without_topology():
+    # same roles: the older one needs a rack with 8 free GPUs (none has), the younger one runs across racks
+    snap = snapshot_of(Scenario("twins", racks(1, 2, 2), busy=(busy("b0-r0-n0", 0, 1), busy("b0-r1-n0", 0, 1, 2))))
+    roles = job("x", "a", gpus=2, replicas=4).roles
+    older = replace(job("older", "a", created=1), roles=roles, topology=required("rack"))
+    younger = replace(job("younger", "a", created=2), roles=roles)
+    decisions = run_cycle(replace(snap, jobs=snap.jobs + (older, younger)))
+    assert decisions.pending_codes["older"].code == "topology_no_domain"
+    assert "younger" not in decisions.pending_codes
