@@ -79,6 +79,11 @@ TRADEOFFS: dict[str, Callable[[Figures], str]] = {
     "spot": lambda p: _("spot capacity: can be reclaimed at any time"),
     "reduce_cost": lambda p: _("ReduceCost: no completion promise; runs only off-peak or on spot capacity"),
     "preemptible": lambda p: _("preemptible: can be evicted for higher-priority work"),
+    "topology_one_domain": lambda p: (
+        _("runs within one %(level)s of %(pool)s (the fastest links between its replicas); waits for one with "
+          "room") if p["required"] else
+        _("runs within one %(level)s of %(pool)s when one has room, else in the fewest")) % {
+        "level": p["level"], "pool": p["pool"]},
 }
 
 # Code -> a trade-off's short name for a table cell.
@@ -88,6 +93,7 @@ TAGS = {
     "waits_for_off_peak": gettext_noop("waits for off-peak"), "may_wait_for_capacity": gettext_noop("may queue"),
     "no_room_now": gettext_noop("may queue"), "spot": gettext_noop("reclaimable"),
     "reduce_cost": gettext_noop("no completion promise"), "preemptible": gettext_noop("preemptible"),
+    "topology_one_domain": gettext_noop("one domain"),
 }
 BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot badges say these
 
@@ -108,6 +114,9 @@ REFUSALS: dict[str, Callable[[Figures], str]] = {
                                                   "min": p["min_replicas"]},
     "reduce_cost_no_window": lambda p: _("a ReduceCost job runs only off-peak or on spot capacity, and there is no "
                                          "off-peak window"),
+    "topology_level_missing": lambda p: _("the job requires one %(level)s, the pool has no such level (levels: "
+                                          "%(levels)s)") % {"level": p["level"],
+                                                            "levels": ", ".join(p["levels"]) or _("none")},
 }
 
 # Code -> why quotes leave a pool out whatever the job (the console's pools, the capacity report): the

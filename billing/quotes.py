@@ -97,6 +97,7 @@ from scheduling.api import (
     check_pool_identity,
     check_pools,
     is_offpeak,
+    level_name,
     mig_slices_milli,
     next_offpeak_start,
     require_aware,
@@ -133,6 +134,8 @@ class PoolOffer:
     spot: bool = False
     free_milli_now: int | None = None  # free GPU capacity now (milli-GPU); None = unknown
     total_gpus: int | None = None  # all GPUs of the pool; None = unknown
+    # topology levels (node label keys, outermost first) with the GPUs of each level's largest domain
+    topology: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         where = f"pool offer {self.name!r}"
@@ -290,6 +293,8 @@ class QuoteOption:
     price_per_hour_max: Decimal = Decimal(0)  # whole job at MaxReplicas, peak
     price_per_hour_max_offpeak: Decimal = Decimal(0)  # whole job at MaxReplicas, off-peak
     tradeoff_notes: tuple[Note, ...] = field(default=(), compare=False)  # tradeoffs[i] is tradeoff_notes[i].text
+    # where the gang goes: ("required" | "preferred", level), the job's `topology`; None: anywhere
+    topology: tuple[str, str] | None = None
 
     @property
     def starts_now(self) -> bool:
@@ -352,6 +357,7 @@ class QuoteOption:
             "earliest": self.earliest,
             "tradeoff_tags": [note.tag for note in self.tradeoff_notes],  # one per trade-off
             "tradeoff_codes": [note.to_json() for note in self.tradeoff_notes],  # one per trade-off
+            "topology": {self.topology[0]: self.topology[1]} if self.topology else {},
         }
 
 
@@ -803,6 +809,8 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
             placements = fitting
         if not refusal and spec.reduce_cost and not pool.spot and not windows:
             refusal = _note("reduce_cost_no_window", pool=pool.name)
+        if not refusal:
+            refusal = _topology_refusal(spec, pool)
         if refusal:
             refusals.append(refusal)
             continue
@@ -810,11 +818,10 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
             if spec.reduce_cost and when == NOW and not pool.spot and not offpeak_now:
                 continue  # ReduceCost: only off-peak or spot
             for label, holdings in placements:
-                options.append(
-                    _price_option(
-                        spec, pool, label, holdings, rates, when=when, starts_at=starts_at, now=now, tz=tz
-                    )
+                option = _price_option(
+                    spec, pool, label, holdings, rates, when=when, starts_at=starts_at, now=now, tz=tz
                 )
+                options.extend(_with_topology(spec, pool, option, _needed_milli(spec, holdings)))
     unavailable = [f"{note.params['pool']}: {note.text}" for note in refusals]
     if not options:
         why = _cluster_refusal(spec, pools)
@@ -831,6 +838,44 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
         unavailable=tuple(unavailable),
         refusals=tuple(refusals),
     )
+
+
+def _pool_level(pool: PoolOffer, level: str) -> tuple[str, int] | None:
+    """The pool's level a job names (by its label key or the key's last part), with its largest domain's GPUs."""
+    return next(((key, gpus) for key, gpus in pool.topology if level in (key, level_name(key))), None)
+
+
+def _topology_refusal(spec: JobSpec, pool: PoolOffer) -> Note | None:
+    """A spec that requires a level the pool does not have (the node level every pool has)."""
+    topology = spec.topology
+    if topology is None or not topology.required or topology.level == "node" or _pool_level(pool, topology.level):
+        return None
+    return _note("topology_level_missing", pool=pool.name, level=topology.level,
+                 levels=[level_name(key) for key, _ in pool.topology])
+
+
+def _with_topology(spec: JobSpec, pool: PoolOffer, option: QuoteOption, needed_milli: int) -> list[QuoteOption]:
+    """The option as the spec's topology has it; and for a gang in a pool with topology levels whose spec asks
+    none, the same option kept within one domain of the innermost level whose largest domain holds the gang
+    (the same price: it may wait longer for a domain with room)."""
+    if spec.topology is not None:
+        kind = "required" if spec.topology.required else "preferred"
+        note = _note("topology_one_domain", pool=pool.name, level=spec.topology.level, required=spec.topology.required)
+        return [_add_note(replace(option, topology=(kind, spec.topology.level)), note)]
+    if spec.min_replicas < 2 or not pool.topology:
+        return [option]
+    level = next((level_name(key) for key, gpus in reversed(pool.topology) if gpus * MILLI_PER_GPU >= needed_milli),
+                 None)
+    if level is None:
+        return [option]
+    within = replace(option, id=f"{option.id}.{level}", topology=("required", level), matches_spec=False,
+                     can_start_now=False, expected_start=None if option.when == NOW else option.expected_start)
+    return [option, _add_note(within, _note("topology_one_domain", pool=pool.name, level=level, required=True))]
+
+
+def _add_note(option: QuoteOption, note: Note) -> QuoteOption:
+    notes = (*option.tradeoff_notes, note)
+    return replace(option, tradeoff_notes=notes, tradeoffs=tuple(n.text for n in notes))
 
 
 def _mark_earliest(options: Sequence[QuoteOption]) -> tuple[QuoteOption, ...]:

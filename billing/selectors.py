@@ -13,7 +13,15 @@ from billing.faults import exception_once
 from billing.models import GpuRate, PriceTable
 from billing.pricing import table_in_force
 from billing.quotes import Note, PoolOffer
-from scheduling.api import MILLI_PER_GPU, PoolGpus, clock, gpu_model_name, pool_gpu_counts, vendor_name
+from scheduling.api import (
+    MILLI_PER_GPU,
+    PoolGpus,
+    clock,
+    gpu_model_name,
+    pool_domain_gpus,
+    pool_gpu_counts,
+    vendor_name,
+)
 from scheduling.models import JobState, NodePool, Replica
 
 logger = logging.getLogger(__name__)
@@ -46,6 +54,7 @@ def pool_offers() -> list[PoolOffer]:
     so one bad pool never fails every quote, and logged once per cause."""
     held = _held_milli_by_pool()
     counts = pool_gpu_counts()
+    domains = pool_domain_gpus()
     offers = []
     for pool in NodePool.objects.order_by("name"):
         gpus = counts.get(pool.pk, PoolGpus(0, 0))
@@ -56,7 +65,7 @@ def pool_offers() -> list[PoolOffer]:
                 gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
                 mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
                 spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]),
-                total_gpus=gpus.total,
+                total_gpus=gpus.total, topology=domains.get(pool.pk, ()),
             ))
         except Exception as error:  # noqa: BLE001 (any fault of one pool's row leaves that pool out)
             exception_once(logger, ("pool offer", pool.name, type(error).__name__),

@@ -44,6 +44,7 @@ from scheduling.selectors import (
     cluster_view,
     default_queue,
     node_health,
+    pool_domain_gpus,
     pool_gpu_counts,
     queue_shares,
     queues_for_workspace,
@@ -82,7 +83,7 @@ from scheduling.core.units import (
 # ------------------------------------------------------------ Placement rules, pure
 # (the core's cluster model and fit checks, for quotes and the fragmentation view)
 from scheduling.core import model as cluster_model
-from scheduling.core.model import Pool, Request, mig_milli
+from scheduling.core.model import Pool, Request, level_name, mig_milli
 from scheduling.core.fit import PoolTraits, check_gpu, check_pool, check_pool_identity, check_pools
 
 # ------------------------------------------------------------ Capacity planning

@@ -162,12 +162,12 @@ def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[_JobInput, ...]:
     roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
     held = Job.objects.filter(state=JobState.PENDING, not_before__gt=now).exclude(roles=[]).values_list(
         "pk", "expected_duration_s", "not_before", "queue__name", "roles", "priority", "preemptible", "reduce_cost",
-        "created")
-    for pk, declared, not_before, queue, roles, priority, preemptible, reduce_cost, created in held:
+        "created", "topology")
+    for pk, declared, not_before, queue, roles, priority, preemptible, reduce_cost, created, topology in held:
         text = repr(roles)
         if text not in roles_by_text:
             roles_by_text[text] = core_roles(roles)
-        job = core_job(pk, queue, roles_by_text[text], priority, preemptible, reduce_cost, created)
+        job = core_job(pk, queue, roles_by_text[text], priority, preemptible, reduce_cost, created, topology)
         out.append(_JobInput(job, queue, declared / fallback, None, False, not_before.timestamp(), True))
     return tuple(out)
 

@@ -69,8 +69,14 @@ class MigLayoutField(forms.CharField):
         return [p.strip() for p in str(value or "").split(",") if p.strip()]
 
 
+class TopologyLevelsField(MigLayoutField):
+    """Topology levels as node label keys, outermost first, comma-separated (e.g. "example.com/block,
+    topology.kubernetes.io/rack")."""
+
+
 class NodePoolForm(forms.ModelForm):
     mig_layout = MigLayoutField(required=False, help_text=_('Instances on every GPU, e.g. "3g.40gb, 2g.20gb"'))
+    topology_levels = TopologyLevelsField(required=False)
 
     class Meta:
         model = NodePool
@@ -85,13 +91,14 @@ class PoolPolicyForm(NodePoolForm):
     """What the console may change on a pool (the hardware comes from the nodes)."""
 
     class Meta(NodePoolForm.Meta):
-        fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot"]
+        fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels"]
         labels = {
             "placement": _("Placement policy"),
             "sharing": _("Sharing mode"),
             "timeslice_replicas": _("Time-slice replicas per GPU"),
             "mig_layout": _("MIG layout"),
             "spot": _("Spot / preemptible nodes"),
+            "topology_levels": _("Topology levels"),
         }
         help_texts = {
             "placement": _("Where the scheduler puts work: bin-pack fills nodes, spread balances them, "
@@ -101,11 +108,16 @@ class PoolPolicyForm(NodePoolForm):
                        "pool's nodes drained."),
             "timeslice_replicas": _("1 to 64: replicas sharing one GPU in time-slicing mode."),
             "spot": _("Discounted nodes with no completion promise: jobs on them may be preempted."),
+            "topology_levels": _("Node label keys, outermost first, comma-separated, e.g. \"example.com/block, "
+                                 "topology.kubernetes.io/rack\" (or an NVLink domain label for NVL72-class systems). "
+                                 "Jobs ask for a level by the key's last part: topology: {required: rack}."),
         }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["mig_layout"].label = self.Meta.labels["mig_layout"]
+        self.fields["topology_levels"].label = self.Meta.labels["topology_levels"]
+        self.fields["topology_levels"].help_text = self.Meta.help_texts["topology_levels"]
         self.fields["mig_layout"].help_text = _("MIG mode only: the instances on every GPU, comma-separated, e.g. "
                                                 '"3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb". At most 7 compute slices.')
 

@@ -1,5 +1,6 @@
 """The cluster (pools, nodes, GPUs), queues, and jobs with their replicas and events."""
 
+import re
 import uuid
 
 from django.conf import settings
@@ -16,6 +17,9 @@ from scheduling.core.mig import MIG_CARDS, layout_errors, mig_card
 from scheduling.core.units import gpu_model_name, vendor_name
 from scheduling.kinds import registry as kind_registry
 from scheduling.queue_tree import QueueRow, validate_queue
+
+# a Kubernetes label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 # MIG profiles by card (scheduling.core.mig holds the table and its source).
 MIG_FAMILIES = {card.model: card.names for card in MIG_CARDS}
@@ -61,6 +65,10 @@ class NodePool(models.Model):
     timeslice_replicas = models.PositiveSmallIntegerField(default=4, validators=[MinValueValidator(1)])
     mig_layout = models.JSONField(default=list, blank=True, help_text='Instances on every GPU, e.g. ["3g.40gb", "2g.20gb"]')
     spot = models.BooleanField(default=False)
+    topology_levels = models.JSONField(
+        default=list, blank=True,
+        help_text='Topology levels as node label keys, outermost first, e.g. ["example.com/block", '
+                  '"topology.kubernetes.io/rack"]; a job asks for a level by its key or the key\'s last part')
     # Idle policy: a slice whose mean GPU utilisation stays below the threshold for the window is idle.
     idle_threshold_pct = models.PositiveSmallIntegerField(
         default=5, validators=[MaxValueValidator(100)],
@@ -87,7 +95,8 @@ class NodePool(models.Model):
         return cm.Pool(name=self.name, vendor=vendor_name(self.vendor), gpu_model=gpu_model_name(self.gpu_model),
                        gpu_memory_mib=self.gpu_memory_mib, placement=self.placement,
                        sharing=self.sharing_modes, timeslice_replicas=self.timeslice_replicas,
-                       mig_layout=tuple(self.mig_layout or ()), spot=self.spot)
+                       mig_layout=tuple(self.mig_layout or ()), spot=self.spot,
+                       topology=tuple(self.topology_levels or ()))
 
     def clean(self):
         """What the scheduler core would refuse in this pool, by field."""
@@ -97,6 +106,12 @@ class NodePool(models.Model):
                 "most": MAX_TIMESLICE_REPLICAS}]
         if not isinstance(self.mig_layout, list):
             errors["mig_layout"] = [gettext("must be a list of MIG profiles")]
+        levels = self.topology_levels
+        if not isinstance(levels, list) or not all(isinstance(k, str) and LABEL_KEY.fullmatch(k) for k in levels):
+            errors["topology_levels"] = [gettext("must be a list of node label keys, outermost first, e.g. "
+                                                 "example.com/block, topology.kubernetes.io/rack")]
+        elif len({cm.level_name(k) for k in levels}) != len(levels):
+            errors["topology_levels"] = [gettext("names a level twice (a level is named by its key's last part)")]
         elif self.sharing == PoolSharing.MIG:
             errors.update(self._mig_errors())
         if not errors:
@@ -294,6 +309,8 @@ class Job(models.Model):
     spec = models.JSONField(help_text="The validated, normalised spec")
     roles = models.JSONField(default=list, help_text="Per role: what the scheduler places (scheduling.spec.requests)")
     quote = models.JSONField(null=True, blank=True, help_text="The quote option frozen at submission")
+    topology = models.JSONField(default=dict, blank=True,
+                                help_text='Where its gang goes: {"required": "rack"}, {"preferred": "rack"} or {}')
     not_before = models.DateTimeField(null=True, blank=True,
                                       help_text="An off-peak option waits for its window, as it was quoted")
     # The platform clock, not the machine's: "submitted" is when the platform says it was.

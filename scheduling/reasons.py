@@ -193,6 +193,11 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "host_short": lambda p: _("not enough CPU or memory on the nodes of pool %(pool)s that have GPU room") % p,
     "gang_does_not_fit": lambda p: _("the gang's %(replicas)s replicas do not fit together in pool %(pools)s") % {
         "replicas": p["replicas"], "pools": ", ".join(p["pools"])},
+    "topology_no_domain": lambda p: _("needs %(need)s within one %(level)s; the largest free %(level)s, "
+                                      "%(domain)s, has %(free)s") % {
+        "need": _gpus(p["need_milli"]), "level": p["level"], "domain": p["domain"], "free": _gpus(p["free_milli"])},
+    "topology_level_unknown": lambda p: _("needs one %(level)s, but no node of pool %(pools)s is labelled with that "
+                                          "level") % {"level": p["level"], "pools": ", ".join(p["pools"])},
     # set by the scheduling layer outside a cycle
     "waiting_for_cycle": lambda p: _("waiting for the next scheduling cycle"),
     "waits_for_off_peak": lambda p: _("waits for the off-peak window it was quoted for (%(not_before)s)") % p,

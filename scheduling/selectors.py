@@ -29,6 +29,25 @@ def pool_gpu_counts() -> dict[int, PoolGpus]:
     return {pool_id: PoolGpus(sum(counts), max(counts)) for pool_id, counts in per_pool.items()}
 
 
+def pool_domain_gpus() -> dict[int, tuple[tuple[str, int], ...]]:
+    """Per pool id with topology levels: each level (label key, outermost first) with the GPUs of its largest
+    domain (the nodes sharing their values of the keys down to that level), in one query."""
+    levels = {pk: tuple(keys) for pk, keys in NodePool.objects.values_list("pk", "topology_levels") if keys}
+    if not levels:
+        return {}
+    sizes: dict[tuple[int, int, tuple], int] = defaultdict(int)
+    for pool_id, labels, gpus in Node.objects.filter(pool_id__in=levels).annotate(n=Count("gpus")).values_list(
+            "pool_id", "labels", "n"):
+        keys, labels = levels[pool_id], labels or {}
+        for depth in range(1, len(keys) + 1):
+            if all(k in labels for k in keys[:depth]):
+                sizes[(pool_id, depth, tuple(str(labels[k]) for k in keys[:depth]))] += gpus
+    largest = {pk: [0] * len(keys) for pk, keys in levels.items()}
+    for (pool_id, depth, _), gpus in sizes.items():
+        largest[pool_id][depth - 1] = max(largest[pool_id][depth - 1], gpus)
+    return {pk: tuple(zip(keys, largest[pk], strict=True)) for pk, keys in levels.items()}
+
+
 def cluster_info() -> ClusterInfo:
     """What the spec checks need: each pool with its largest node's GPU count."""
     counts = pool_gpu_counts()
@@ -36,7 +55,8 @@ def cluster_info() -> ClusterInfo:
         PoolInfo(name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
                  gpu_memory_mib=pool.gpu_memory_mib,
                  gpus_per_node=counts.get(pool.pk, PoolGpus(0, 0)).most_per_node,
-                 sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()))
+                 sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()),
+                 topology_levels=tuple(pool.topology_levels or ()))
         for pool in NodePool.objects.order_by("name")
     ))
 

@@ -33,7 +33,7 @@ from scheduling.spec import (
     spec_to_dict,
     spec_to_yaml,
 )
-from scheduling.spec.requests import role_requests
+from scheduling.spec.requests import job_topology, role_requests
 
 
 def _queue_error(message: str) -> SpecError:
@@ -164,6 +164,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
         quote=quote, roles=role_requests(parsed, quote), not_before=not_before,
+        topology=job_topology(parsed, quote),
         **_pending_fields(*pending),
     )
     service_scale.create_scale(job)

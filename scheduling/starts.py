@@ -28,7 +28,7 @@ from scheduling.core.session import Session
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot, core_job, core_request, core_roles
 from scheduling.forecast import forecast_new_jobs
 from scheduling.spec import JobSpec
-from scheduling.spec.requests import role_requests
+from scheduling.spec.requests import job_topology, role_requests
 
 _lock = threading.Lock()
 _kept: tuple[cm.Snapshot, Session] | None = None
@@ -69,6 +69,8 @@ def cluster_session(snapshot: cm.Snapshot) -> Session | None:
 
 
 def _fits_now(session: Session, spec: JobSpec, placement: Mapping[str, Any]) -> bool:
+    if job_topology(spec, placement).get("required"):
+        return False   # room in the pool is not room in one domain: the forecast's cycles say when
     pool = placement.get("pool", "")
     if pool not in session.pool_mask:
         return False
@@ -80,7 +82,9 @@ def _fits_now(session: Session, spec: JobSpec, placement: Mapping[str, Any]) -> 
 
 def _candidate(spec: JobSpec, placement: Mapping[str, Any], queue: str, now: datetime) -> tuple[cm.Job, float]:
     roles = core_roles(role_requests(spec, dict(placement)))
-    return core_job(0, queue, roles, spec.priority, spec.preemptible, spec.reduce_cost, now), spec.expected_duration_s
+    topology = job_topology(spec, placement)
+    return (core_job(0, queue, roles, spec.priority, spec.preemptible, spec.reduce_cost, now, topology),
+            spec.expected_duration_s)
 
 
 def expected_starts(spec: JobSpec, placements: Mapping[str, Mapping[str, Any]], queue: str | None,

@@ -156,7 +156,7 @@ def pool_delete(request, name):
 
 
 POOL_FIELD_IDS = {"placement": "f-placement", "sharing": "f-sharing", "timeslice_replicas": "f-timeslice",
-                  "mig_layout": "f-mig", "spot": "f-spot"}
+                  "mig_layout": "f-mig", "spot": "f-spot", "topology_levels": "f-topology"}
 
 
 def _field_rows(form: forms.Form, errors: dict[str, list[str]]) -> list[tuple]:

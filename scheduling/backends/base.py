@@ -46,6 +46,7 @@ class NodeInventory:
     cordoned: bool = False
     spot: bool = False
     timeslice_replicas: int = 0  # >0: nvidia.com/gpu.shared replicas per GPU
+    labels: tuple[tuple[str, str], ...] = ()  # the node's labels as the cluster has them, sorted
 
 
 @dataclass(frozen=True)

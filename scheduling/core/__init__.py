@@ -43,13 +43,14 @@ from .model import (
     RunningReplica,
     Slice,
     Snapshot,
+    Topology,
 )
 from .reasons import Reason
 
 __all__ = [
     "EVICT_REASONS", "EVICT_RULES", "MIG_PROFILES", "SHARING_MODES", "Bind", "Decisions", "Evict", "EvictCause",
     "Gpu", "Job", "Node", "Pool", "Queue", "Reason", "Request", "Role", "RunningReplica", "Slice", "Snapshot",
-    "apply_decisions", "run_cycle", "without_jobs",
+    "Topology", "apply_decisions", "run_cycle", "without_jobs",
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .cycle import apply_decisions, run_cycle
-from .model import Decisions, Job, Node, Request, Role, Snapshot
+from .model import Decisions, Job, Node, Request, Role, Snapshot, Topology
 
 
 def nodes(pool: str, count: int, gpus: int, prefix: str | None = None, **kwargs) -> tuple[Node, ...]:
@@ -34,6 +34,7 @@ def job(
     vendor: str = "nvidia",
     gpu_model: str = "",
     pool: str = "",
+    topology: Topology | None = None,
 ) -> Job:
     """A one-role job ("worker") of `replicas` identical replicas; gang minimum = min_replicas
     (default: all of them)."""
@@ -41,7 +42,7 @@ def job(
                       cpu_milli=cpu, mem_mib=mem, vendor=vendor, gpu_model=gpu_model, pool=pool)
     low = replicas if min_replicas is None else min_replicas
     return Job(job_id, queue, (Role("worker", request, low, replicas),), priority=priority,
-               preemptible=preemptible, reduce_cost=reduce_cost, created=created)
+               preemptible=preemptible, reduce_cost=reduce_cost, created=created, topology=topology)
 
 
 def with_jobs(snapshot: Snapshot, *jobs: Job) -> Snapshot:

@@ -40,6 +40,8 @@ class Pool:
     timeslice_replicas: int = 4           # slots per GPU when sharing is {timeslice}
     mig_layout: tuple[str, ...] = ()      # instances on every GPU when sharing is {mig}
     spot: bool = False
+    # topology levels as node label keys, outermost first (e.g. block, rack): see `Topology`
+    topology: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         where = f"pool {self.name!r}"
@@ -69,6 +71,8 @@ class Pool:
         if "timeslice" in self.sharing:
             if self.timeslice_replicas < 1:
                 raise ValueError(f"{where}: timeslice_replicas must be >= 1")
+        if len(set(self.topology)) != len(self.topology) or not all(self.topology):
+            raise ValueError(f"{where}: topology levels must be distinct, non-empty label keys")
 
     @property
     def gpu_mode(self) -> str:
@@ -96,6 +100,7 @@ class Node:
     memory_mib: int = 512 * 1024
     ready: bool = True
     cordoned: bool = False
+    labels: tuple[tuple[str, str], ...] = ()   # (key, value), sorted: what the topology levels read
 
     @classmethod
     def with_gpus(cls, name: str, pool: str, count: int, **kwargs) -> Node:
@@ -187,6 +192,28 @@ class Role:
     max_replicas: int = 1
 
 
+NODE_LEVEL = "node"                       # the level every pool has below its declared ones: one node
+
+
+def level_name(key: str) -> str:
+    """What a job calls a pool's level: the label key's last part ("topology.kubernetes.io/rack": rack)."""
+    return key.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where a job's gang goes: within one domain of `level` (a pool level's name, see `level_name`, its
+    label key, or `NODE_LEVEL`), which it must (`required`: it waits otherwise) or should (it spills into
+    the fewest domains otherwise)."""
+
+    level: str
+    required: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.level:
+            raise ValueError("topology: level is empty")
+
+
 @dataclass(frozen=True)
 class Job:
     id: str
@@ -196,6 +223,7 @@ class Job:
     preemptible: bool = True
     reduce_cost: bool = False
     created: float = 0.0
+    topology: Topology | None = None
 
     def __post_init__(self) -> None:
         # messages are built only when something is wrong: a snapshot holds many thousands of jobs

@@ -49,6 +49,7 @@ CODES = frozenset({
     "queue_non_preemptible_quota", "fair_share_held", "reduce_cost_off_peak", "pool_no_node", "cpu_memory_short",
     "gpus_short", "gang_gpus_short", "gpus_not_on_one_node", "gpu_shares_short", "mig_none_free", "gang_mig_short",
     "timeslice_slots_short", "timeslice_not_on_one_node", "host_short", "gang_does_not_fit",
+    "topology_no_domain", "topology_level_unknown",
     # set by the scheduling layer outside a cycle
     "waiting_for_cycle", "waits_for_off_peak", "requeued", "node_drained", "budget_suspended",
 })

@@ -54,6 +54,7 @@ from .model import (
     mig_milli,
 )
 from .state import Assignment, JobState
+from .topology import Domains, build_domains
 from .units import MILLI_PER_GPU
 
 _FIRST = itemgetter(0)
@@ -129,6 +130,7 @@ class Session:
     # actions' plans of jobs with nothing running, by (id of the job's roles, waits for off-peak) ->
     # (roles, plan); a memo may carry them from cycle to cycle
     plans: dict[tuple, tuple] = field(default_factory=dict)
+    _domains: dict[tuple, Domains] = field(default_factory=dict)   # by the levels' label keys
 
     # ------------------------------------------------------------------ building
 
@@ -413,19 +415,31 @@ class Session:
             for spot in reversed(taken):
                 self._take(spot, +1)
 
-    def find_spot(self, request: Request, pool_name: str) -> Assignment | None:
-        """Where one replica of `request` would go in `pool_name` now (nothing is changed)."""
+    def find_spot(self, request: Request, pool_name: str, within: np.ndarray | None = None) -> Assignment | None:
+        """Where one replica of `request` would go in `pool_name` now, on the rows of `within` (bool [N])
+        if given (nothing is changed)."""
         key = (request.shape(), pool_name)
         if self._no_room.get(key) == self.returned:
             return None                      # failed before, and no capacity came back since
+        if within is not None:               # no room in a part of the pool says nothing of the rest
+            return self._find_spot(request, pool_name, within)
         spot = self._find_spot(request, pool_name)
         if spot is None:
             self._no_room[key] = self.returned
         return spot
 
-    def _find_spot(self, request: Request, pool_name: str) -> Assignment | None:
+    def domains(self, keys: tuple[str, ...]) -> Domains:
+        """The topology domains of the session's rows for these levels (`topology.build_domains`)."""
+        found = self._domains.get(keys)
+        if found is None:
+            found = self._domains[keys] = build_domains(self.nodes, keys)
+        return found
+
+    def _find_spot(self, request: Request, pool_name: str, within: np.ndarray | None = None) -> Assignment | None:
         pool = self.pools[pool_name]
         mask = self.pool_mask[pool_name]
+        if within is not None:
+            mask = mask & within
         if request.mode in ("exclusive", "fraction"):
             preq = self.placement_request(request)
             allowed = mask

@@ -43,6 +43,15 @@ def _pool_for(inv: NodeInventory, pools: dict[str, NodePool]) -> NodePool:
     return pool
 
 
+TOPOLOGY_PREFIX = "topology.kubernetes.io/"
+
+
+def topology_labels(inv: NodeInventory, keys: set[str]) -> dict[str, str]:
+    """The node's cluster labels that topology levels read: Kubernetes' topology.kubernetes.io/ ones and
+    any key a pool names as a level. The operator's other labels on the node are kept as they are."""
+    return {k: v for k, v in inv.labels if k.startswith(TOPOLOGY_PREFIX) or k in keys}
+
+
 @transaction.atomic
 def sync_inventory(backend: ClusterBackend) -> int:
     """Apply the backend's view of nodes and GPUs; returns how many rows changed."""
@@ -51,6 +60,8 @@ def sync_inventory(backend: ClusterBackend) -> int:
     # the columns compared, not the rows: thousands of nodes and GPUs are read every cycle
     fields = ("pool_id", "cpu_milli", "memory_mib", "ready", "cordoned")
     nodes = {row[1]: (row[0], row[2:]) for row in Node.objects.values_list("pk", "name", *fields)}
+    topology_keys = {key for pool in pools.values() for key in pool.topology_levels or ()}
+    kept_labels = dict(Node.objects.values_list("name", "labels")) if any(inv.labels for inv in inventory) else {}
     gpus = {(node_id, index): (pk, uuid, memory)
             for pk, node_id, index, uuid, memory in Gpu.objects.values_list("pk", "node_id", "index", "uuid", "memory_mib")}
     changed = 0
@@ -67,6 +78,12 @@ def sync_inventory(backend: ClusterBackend) -> int:
             node_id = found[0]
             if found[1] != wanted:
                 Node.objects.filter(pk=node_id).update(**dict(zip(fields, wanted, strict=True)))
+                changed += 1
+        labels = topology_labels(inv, topology_keys)
+        if labels:
+            merged = {**(kept_labels.get(inv.name) or {}), **labels}
+            if merged != kept_labels.get(inv.name):
+                Node.objects.filter(pk=node_id).update(labels=merged)
                 changed += 1
         for g in inv.gpus:
             row = gpus.get((node_id, g.index))

@@ -63,11 +63,33 @@ def core_roles(roles: list[dict]) -> tuple[cm.Role, ...]:
 
 
 def core_job(job_id: int, queue: str, roles: tuple[cm.Role, ...], priority: int, preemptible: bool,
-             reduce_cost: bool, created: datetime) -> cm.Job:
+             reduce_cost: bool, created: datetime, topology: str | dict | None = None) -> cm.Job:
     return cm.Job(
         id=str(job_id), queue=queue, priority=priority, preemptible=preemptible, reduce_cost=reduce_cost,
-        created=created.timestamp(), roles=roles,
+        created=created.timestamp(), roles=roles, topology=core_topology(topology),
     )
+
+
+_TOPOLOGIES: dict[str, cm.Topology | None] = {"{}": None, "": None}
+
+
+def core_topology(stored: str | dict | None) -> cm.Topology | None:
+    """A job's stored topology ({"required": level} or {"preferred": level}, as JSON text or decoded) for
+    the core; jobs share one object per text."""
+    if not stored:
+        return None
+    text = stored if isinstance(stored, str) else json.dumps(stored, sort_keys=True)
+    if text not in _TOPOLOGIES:
+        value = json.loads(text) if isinstance(stored, str) else stored
+        required = value.get("required")
+        level = required or value.get("preferred")
+        _TOPOLOGIES[text] = cm.Topology(level, required=bool(required)) if level else None
+    return _TOPOLOGIES[text]
+
+
+def core_labels(labels: dict, keys: set[str]) -> tuple[tuple[str, str], ...]:
+    """The node's labels the pools' topology levels read, sorted."""
+    return tuple(sorted((k, str(v)) for k, v in (labels or {}).items() if k in keys))
 
 
 def core_slice(slice_: dict, gpu_memory: list[int]) -> cm.Slice:
@@ -89,11 +111,13 @@ class Cluster:
             gpus_by_node[node_id].append(cm.Gpu(index=index, uuid=uuid, memory_mib=memory))
         self.node_names: dict[int, str] = {}
         nodes = []
-        for pk, name, pool, cpu, mem, ready, silent, cordoned in Node.objects.values_list(
-                "pk", "name", "pool__name", "cpu_milli", "memory_mib", "ready", "agent_silent", "cordoned"):
+        keys = {key for pool in self.pools for key in pool.topology}
+        for pk, name, pool, cpu, mem, ready, silent, cordoned, labels in Node.objects.values_list(
+                "pk", "name", "pool__name", "cpu_milli", "memory_mib", "ready", "agent_silent", "cordoned", "labels"):
             self.node_names[pk] = name
             nodes.append(cm.Node(name=name, pool=pool, gpus=tuple(sorted(gpus_by_node[pk], key=lambda g: g.index)),
-                                 cpu_milli=cpu, memory_mib=mem, ready=ready and not silent, cordoned=cordoned))
+                                 cpu_milli=cpu, memory_mib=mem, ready=ready and not silent, cordoned=cordoned,
+                                 labels=core_labels(labels, keys) if keys else ()))
         self.nodes = tuple(nodes)
         self.queue_names = dict(Queue.objects.values_list("pk", "name"))
         self.queues = tuple(core_queue(q, self.queue_names.get(q.parent_id)) for q in Queue.objects.all())
@@ -127,7 +151,8 @@ def placed_replicas():
     return Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False).exclude(job__state__in=FINAL_STATES)
 
 
-JOB_COLUMNS = ("pk", "queue_id", Cast("roles", TextField()), "priority", "preemptible", "reduce_cost", "created")
+JOB_COLUMNS = ("pk", "queue_id", Cast("roles", TextField()), "priority", "preemptible", "reduce_cost", "created",
+               Cast("topology", TextField()))
 REPLICA_COLUMNS = ("pk", "job_id", "role", "index", "node_id", "gpu_indices", "slice")
 
 
@@ -155,15 +180,15 @@ def build_snapshot(now: datetime, cache: SnapshotCache | None = None) -> cm.Snap
     cluster = Cluster()
     roles = Roles()
     queues = cluster.queue_names
-    jobs = [core_job(pk, queues[queue_id], roles(text), priority, preemptible, reduce_cost, created)
-            for pk, queue_id, text, priority, preemptible, reduce_cost, created in
+    jobs = [core_job(pk, queues[queue_id], roles(text), priority, preemptible, reduce_cost, created, topology)
+            for pk, queue_id, text, priority, preemptible, reduce_cost, created, topology in
             scheduled_jobs(now).order_by("pk").values_list(*JOB_COLUMNS)]
     running = [cluster.running(*row[1:]) for row in placed_replicas().values_list(*REPLICA_COLUMNS)]
     return cm.Snapshot(jobs=tuple(jobs), running=tuple(sorted(running, key=lambda r: (r.job_id, r.role, r.index))),
                        **cluster.fields(now))
 
 
-VERSION_COLUMNS = {Job: ("queue_id", "roles", "priority", "preemptible", "reduce_cost", "created"),
+VERSION_COLUMNS = {Job: ("queue_id", "roles", "priority", "preemptible", "reduce_cost", "created", "topology"),
                    Replica: ("job_id", "role", "index", "node_id", "gpu_indices", "slice")}
 
 
@@ -254,12 +279,12 @@ class SnapshotCache:
         for start in range(0, len(changed), self.CHUNK):
             chunk = changed[start:start + self.CHUNK]
             found = set()
-            for pk, version, queue_id, text, priority, preemptible, reduce_cost, created in query.filter(
+            for pk, version, queue_id, text, priority, preemptible, reduce_cost, created, topology in query.filter(
                     pk__in=chunk).values_list("pk", row_version(Job), *JOB_COLUMNS[1:]):
                 found.add(pk)
                 self.jobs[pk] = version
                 live.put_job(core_job(pk, queues[queue_id], self.roles(text), priority, preemptible, reduce_cost,
-                                      created))
+                                      created, topology))
             for pk in chunk:
                 if pk not in found:   # written again since its version was read, and no longer taken
                     if self.jobs.pop(pk, None) is not None:

@@ -222,6 +222,8 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
     if spec.checkpoint_path is not None:
         hidden.append("checkpointPath")
+    if spec.topology is not None:
+        hidden.append("topology")
     if role.sharing == "mig":
         gpus = ""
     elif role.sharing == "fraction":
@@ -332,6 +334,8 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
     out["roles"] = [role_to_dict(r) for r in spec.roles]
     if spec.checkpoint_path is not None:
         out["checkpointPath"] = spec.checkpoint_path
+    if spec.topology is not None:
+        out["topology"] = spec.topology.to_dict()
     return out
 
 

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
+from scheduling.core import model as cm
 from scheduling.core.fit import PoolTraits, check_pools, closest
 from scheduling.core.model import Request
+from scheduling.core.topology import level_names
 from scheduling.reasons import reason_text
 from scheduling.spec.model import JobSpec, RoleSpec
 
@@ -25,6 +27,7 @@ class PoolInfo:
     gpus_per_node: int
     sharing_modes: frozenset[str] = DEFAULT_POOL_SHARING
     mig_profiles: frozenset[str] = frozenset()
+    topology_levels: tuple[str, ...] = ()  # node label keys, outermost first
 
     @property
     def traits(self) -> PoolTraits:
@@ -94,6 +97,19 @@ def check_role(index: int, role: RoleSpec, cluster: ClusterInfo) -> list[Cluster
                            _("role '%(role)s': %(reason)s") % {"role": role.name, "reason": reason})]
 
 
+def check_topology(spec: JobSpec, cluster: ClusterInfo) -> list[ClusterProblem]:
+    """A topology level no pool declares: a required gang would wait for ever, a preferred one gains nothing."""
+    if spec.topology is None:
+        return []
+    levels = level_names(cm.Pool(p.name, topology=tuple(p.topology_levels)) for p in cluster.pools)
+    if spec.topology.level in levels:
+        return []
+    short = sorted(n for n in levels if "/" not in n)
+    return [ClusterProblem(None, "topology", _("no pool has the topology level '%(level)s' (levels: %(levels)s)%(hint)s")
+                           % {"level": spec.topology.level, "levels": ", ".join(short),
+                              "hint": did_you_mean(spec.topology.level, short)})]
+
+
 def check_cluster(
     spec: JobSpec, cluster: ClusterInfo | None = None, workspace_queues: Collection[str] | None = None
 ) -> list[ClusterProblem]:
@@ -101,4 +117,5 @@ def check_cluster(
     if cluster is not None:
         for index, role in enumerate(spec.roles):
             problems.extend(check_role(index, role, cluster))
+        problems.extend(check_topology(spec, cluster))
     return problems

@@ -96,6 +96,22 @@ class RoleSpec:
         return self.num_gpus * self.gpu_milli
 
 
+TOPOLOGY_KINDS = ("required", "preferred")
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    """`topology: {required: rack}` or `{preferred: rack}`: keep the gang within one domain of a pool's
+    topology level (named by its label key or the key's last part; `node` is one node). Required: the job
+    waits until one domain holds it; preferred: it spills into the fewest domains otherwise."""
+
+    level: str
+    required: bool
+
+    def to_dict(self) -> dict[str, str]:
+        return {"required" if self.required else "preferred": self.level}
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -110,6 +126,7 @@ class JobSpec:
     kind: str = DEFAULT_KIND  # a name in the kinds' registry (scheduling.kinds): training, notebook, inference
     notebook: NotebookSpec | None = None
     inference: InferenceSpec | None = None
+    topology: TopologySpec | None = None
 
     @property
     def min_replicas(self) -> int:

@@ -26,10 +26,12 @@ from scheduling.spec.model import (
     DEFAULT_MEM_MIB,
     JOB_TYPES,
     SHARING_MODES,
+    TOPOLOGY_KINDS,
     VENDORS,
     JobSpec,
     RoleSpec,
     SpecIssue,
+    TopologySpec,
 )
 from scheduling.spec.units import (
     MIG_PROFILE_RE,
@@ -43,6 +45,9 @@ from scheduling.spec.units import (
 
 MISSING: Any = object()
 
+# a topology level: a label key ("topology.kubernetes.io/rack") or its last part ("rack")
+TOPOLOGY_LEVEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,251}[A-Za-z0-9])?$")
+TOPOLOGY_HINT = gettext_noop("a topology level such as rack, block, nvlink-domain or node, or its label key")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_HINT = gettext_noop("lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit")
 IMAGE_HINT = gettext_noop("an image reference such as registry.io/team/train:1.0")
@@ -65,6 +70,7 @@ CLEAN_KEYS = (
     "expectedDuration",
     "roles",
     "checkpointPath",
+    "topology",
     "kind",  # training here; notebook and inference are read by spec/kinds.py
 )
 ROLE_KEYS = (
@@ -330,6 +336,7 @@ def read_clean(r: Reader) -> ReadResult:
         )
     duration = r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S)
     checkpoint = r.text(doc, (), "checkpointPath")
+    topology = read_topology(r, doc)
 
     roles: list[RoleSpec | None] = []
     raw_roles = r.required(doc, (), "roles", gettext_noop(": a list of roles (name, image, replicas, resources)"))
@@ -348,6 +355,7 @@ def read_clean(r: Reader) -> ReadResult:
     if r.issues or None in (name, job_type, priority, preemptible, duration) or None in roles:
         return ReadResult(None, clean_locate)
     spec = JobSpec(
+        topology=topology,
         name=name,
         type=job_type,
         roles=tuple(roles),
@@ -359,6 +367,28 @@ def read_clean(r: Reader) -> ReadResult:
         checkpoint_path=checkpoint,
     )
     return ReadResult(spec, clean_locate)
+
+
+def read_topology(r: Reader, doc: dict[str, Any]) -> TopologySpec | None:
+    """`topology: {required: LEVEL}` or `{preferred: LEVEL}`; None when absent or wrong (an issue said)."""
+    raw = doc.get("topology")
+    if raw is None:
+        return None
+    found = r.mapping(raw, ("topology",), _("required or preferred and a level, e.g. {required: rack}"))
+    if found is None:
+        return None
+    r.check_keys(found, ("topology",), TOPOLOGY_KINDS, where=_("topology"))
+    given = [k for k in TOPOLOGY_KINDS if k in found]
+    if len(given) != 1:
+        if not given and set(found) <= set(TOPOLOGY_KINDS):
+            r.error(("topology",), _("topology needs one of required or preferred, e.g. {required: rack}"))
+        elif len(given) > 1:
+            r.error(("topology", given[1]), _("topology takes required or preferred, not both"))
+        return None
+    level = r.text(found, ("topology",), given[0], required=True, pattern=TOPOLOGY_LEVEL, hint=TOPOLOGY_HINT)
+    if level is None or level is MISSING:
+        return None
+    return TopologySpec(level, given[0] == "required")
 
 
 def clean_locate(problem: ClusterProblem) -> tuple[Path, ...]:

@@ -6,6 +6,7 @@ snapshot builder every cycle without parsing the spec again).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from scheduling import kinds
@@ -42,3 +43,12 @@ def _request(role: RoleSpec, quoted: dict[str, Any] | None, pool: str) -> dict[s
         "gpu_model": role.gpu_model or "", "pool": (pool if quoted else "") or role.node_pool or "",
         "image": role.image, "command": list(role.command), "env": dict(role.env),
     }
+
+
+def job_topology(spec: JobSpec, option: Mapping[str, Any] | None) -> dict[str, str]:
+    """Where the job's gang goes, as stored on the job: the spec's own `topology`, else the one of the
+    quote option it runs with (a topology-constrained option), else {} (anywhere)."""
+    if spec.topology is not None:
+        return spec.topology.to_dict()
+    chosen = (option or {}).get("topology") or {}
+    return dict(chosen) if isinstance(chosen, Mapping) else {}

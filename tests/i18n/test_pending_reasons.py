@@ -75,6 +75,8 @@ SAMPLES = [
     ("timeslice_not_on_one_node", {"gpus": 4, "pool": "l40s-shared"}),
     ("host_short", {"pool": "h100"}),
     ("gang_does_not_fit", {"replicas": 4, "pools": ["h100", "a100-spot"]}),
+    ("topology_no_domain", {"level": "rack", "need_milli": 16000, "domain": "b1/r2", "free_milli": 12000}),
+    ("topology_level_unknown", {"level": "rack", "pools": ["h100"]}),
     ("waiting_for_cycle", {}),
     ("waits_for_off_peak", {"not_before": "2026-11-25 00:00"}),
     ("requeued", {}),

@@ -52,6 +52,9 @@ def notes_of(spec_text: str, pools=None, rates=None, *, queued=False):
     return [n for o in result.options for n in o.tradeoff_notes] + list(result.refusals)
 
 
+RACKED = PoolOffer(name="racked", vendor="nvidia", gpu_model="H100-80GB", gpu_memory_mib=80 * 1024, gpus_per_node=8,
+                   topology=(("example.com/block", 128), ("topology.kubernetes.io/rack", 32)))
+GANG = job(role("main", "{gpu: 8}", "    replicas: {min: 2, max: 2}\n"))
 EMPTY_POOL = PoolOffer(name="b200", vendor="nvidia", gpu_model="B200-180GB", gpu_memory_mib=184320, gpus_per_node=0,
                        free_milli_now=0, total_gpus=0)
 
@@ -73,6 +76,9 @@ def every_note():
         *notes_of(job(role("main", "{gpu: 1}", "    gpuModel: B200-192GB\n"))),  # no pool at all
         *notes_of(job(role("main", "{gpu: 1, mig: 7g.80gb}", "    sharing: mig\n"))),  # no 7g instance
         *notes_of(QUARTER, [*demo_pool_offers(), EMPTY_POOL]),  # a pool no node has joined yet
+        *notes_of(GANG, [RACKED]),  # a gang within one rack
+        *notes_of(GANG + "topology: {preferred: rack}\n", [RACKED]),  # the spec's own, preferred
+        *notes_of(GANG + "topology: {required: rack}\n", [RACKED, replace(RACKED, name="flat", topology=())]),
     ]
 
 

@@ -220,7 +220,7 @@ def node_inventory(node: dict, config: KubernetesConfig) -> NodeInventory:
         memory_mib=int(quantity(resources.get("memory", "0")) / (1024 * 1024)),
         ready=ready, cordoned=bool(spec.get("unschedulable")),
         spot=any(_marked(m, labels, taints) for m in config.spot_markers),
-        timeslice_replicas=timeslice,
+        timeslice_replicas=timeslice, labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
     )
 
 

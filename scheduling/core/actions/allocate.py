@@ -9,6 +9,7 @@ from ..reasons import Reason
 from ..session import Session
 from ..state import JobState
 from .gang import place_gang, plan, quota_block, reduce_cost_waits
+from .topology import topology_key
 from .walk import AGAIN, Quiet, fair_walk, pending_by_queue
 
 
@@ -87,7 +88,8 @@ class AllocateQuiet(Quiet):
         if state.replicas:
             return id(plan(self.s, state)), job.queue, job.preemptible
         # nothing running: the plan follows from the roles (see `plan`), no need to look it up
-        return id(job.roles), reduce_cost_waits(self.s, job), job.queue, job.preemptible
+        topology = None if job.topology is None else topology_key(self.s, state)
+        return id(job.roles), reduce_cost_waits(self.s, job), topology, job.queue, job.preemptible
 
     def created(self, g: tuple, state: JobState) -> None:
         sig = self.sigs[g] = plan(self.s, state).sig

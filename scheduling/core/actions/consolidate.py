@@ -17,6 +17,7 @@ from ..state import Assignment, JobState
 from ..units import MILLI_PER_GPU
 from .evicting import EvictionQuiet, move_all, waits_whole, without_idle_branches
 from .gang import gang_pools, gang_signature, missing_milli, place_gang, plan, request_mask
+from .topology import required_rows
 from .walk import AGAIN, STOP, fair_walk, pending_by_queue
 
 # Consolidation looks at this many nodes per pending job.
@@ -184,8 +185,8 @@ def movable_set(s: Session) -> MovableSet:
         if key in new or sl.kind not in ("whole", "fraction"):
             continue
         job = jobs[key[0]].job
-        if not job.preemptible:
-            continue
+        if not job.preemptible or (job.topology is not None and job.topology.required):
+            continue   # a replica of a required topology is not moved one by one: it could leave its domain
         kind = kinds.get((id(job.roles), key[1]))
         if kind is None:
             request = s.role(key[0], key[1]).request
@@ -204,8 +205,10 @@ def room_for_one(s: Session, state: JobState, role: Role, index: int, residents:
     keys = [(state.job.id, name, i) for name, running in state.running.items() for i in running]
     own = [residents.remove(k, s.assign[k].row) for k in keys if k in residents.on_node[s.assign[k].row]]
     try:
+        mask = request_mask(s, request, pools)
+        within = required_rows(s, state, pools)
         room = plan_room(s.arrays, s.placement_request(request), s.pools[pools[0]].placement, residents,
-                         request_mask(s, request, pools), s.ctx, steps=steps)
+                         mask if within is None else mask & within, s.ctx, steps=steps)
     finally:
         for r in own:
             residents.add(r)

@@ -26,6 +26,7 @@ from .gang import (
     reduce_cost_waits,
     request_mask,
 )
+from .topology import required_rows
 from .walk import AGAIN, STOP, Quiet, fair_walk, pending_by_queue
 
 # Scenarios that evict are costly; a cycle tries at most this many per action, and gives up on the
@@ -266,8 +267,9 @@ def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
     pools = s.pools_for(request)
     if reduce_cost_waits(s, s.jobs[key[0]].job):
         pools = [p for p in pools if p == home or s.pools[p].spot]
+    within = required_rows(s, s.jobs[key[0]], pools, old.row)   # a required topology keeps its domain
     for pool in sorted(pools, key=lambda p: p != home):
-        spot = s.find_spot(request, pool)
+        spot = s.find_spot(request, pool, within)
         if spot is not None:
             s.bind(key, spot)
             return True

@@ -12,6 +12,7 @@ from ..model import Job, Request, Role
 from ..reasons import Reason
 from ..session import Session, request_milli
 from ..state import JobState
+from .topology import place_in_topology, topology_key
 
 EPS = 1e-6               # slack of the comparisons of GPU milli with fair shares and quotas
 
@@ -36,7 +37,8 @@ def plan(s: Session, state: JobState) -> Plan:
         found = make_plan(s, state)
     else:
         roles = state.job.roles
-        key = (id(roles), reduce_cost_waits(s, state.job))
+        key = (id(roles), reduce_cost_waits(s, state.job),
+               None if state.job.topology is None else topology_key(s, state))
         cached = s.plans.get(key)
         if cached is not None and cached[0] is roles:
             found = cached[1]
@@ -57,6 +59,10 @@ def make_plan(s: Session, state: JobState) -> Plan:
         need += len(missing[r.name]) * request_milli(r.request, s.pools[serving[0]] if serving else None)
     sig = (tuple((r.request.shape(), len(missing[r.name]), tuple(pools[r.name])) for r in roles),
            reduce_cost_waits(s, state.job))
+    topology = state.job.topology
+    if topology is not None:
+        # where a gang with topology fits depends on its level, and on the domain where it runs already
+        sig = (*sig, topology_key(s, state), state.job.id if state.replicas else None)
     return Plan(missing, roles, pools, need, sig)
 
 
@@ -132,24 +138,30 @@ def role_pools(s: Session, state: JobState, role: Role, only: set[str] | None) -
 
 
 def place_gang(s: Session, state: JobState, only: set[str] | None = None) -> bool:
-    """Bind the replicas missing to reach the gang minimum: all of them or none."""
+    """Bind the replicas missing to reach the gang minimum: all of them or none; a job that asks for
+    topology within its domains (`topology.place_in_topology`)."""
     p = plan(s, state)
 
-    def scenario() -> bool:
-        for role in p.roles:
-            pools = p.pools[role.name] if only is None else role_pools(s, state, role, only)
-            for index in p.missing[role.name]:
-                spot = None
-                for pool in pools:
-                    spot = s.find_spot(role.request, pool)
-                    if spot is not None:
-                        break
-                if spot is None:
-                    return False
-                s.bind((state.job.id, role.name, index), spot)
-        return True
+    def on(within: np.ndarray | None) -> bool:
+        def scenario() -> bool:
+            for role in p.roles:
+                pools = p.pools[role.name] if only is None else role_pools(s, state, role, only)
+                for index in p.missing[role.name]:
+                    spot = None
+                    for pool in pools:
+                        spot = s.find_spot(role.request, pool, within)
+                        if spot is not None:
+                            break
+                    if spot is None:
+                        return False
+                    s.bind((state.job.id, role.name, index), spot)
+            return True
 
-    return s.transaction(scenario)
+        return s.transaction(scenario)
+
+    if state.job.topology is not None:
+        return place_in_topology(s, state, p, gang_pools(s, state, only), on)
+    return on(None)
 
 
 def gang_signature(s: Session, state: JobState) -> tuple:

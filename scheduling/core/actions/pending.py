@@ -10,12 +10,16 @@ from ..model import Request
 from ..reasons import Reason
 from ..session import Session
 from ..state import JobState
-from .gang import EPS, off_peak_of, plan
+from .gang import EPS, gang_pools, off_peak_of, plan
+from .topology import topology_reason, waits_for_one_domain
 
 
 def capacity_reason(s: Session, state: JobState) -> Reason:
     """Why the gang does not fit, in numbers a person can check."""
     p = plan(s, state)
+    topology = state.job.topology
+    if topology is not None and (topology.required or waits_for_one_domain(s, state)):
+        return topology_reason(s, state, p, gang_pools(s, state))
     parts: dict[str, Reason] = {}          # by text: the same shortage named once
     for role in p.roles:
         count = len(p.missing[role.name])

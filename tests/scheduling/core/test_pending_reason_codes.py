@@ -92,6 +92,10 @@ EXAMPLES = {
     "host_short": ({"pool": "h100"}, "not enough CPU or memory on the nodes of pool h100 that have GPU room"),
     "gang_does_not_fit": ({"replicas": 4, "pools": ["a", "b"]},
                           "the gang's 4 replicas do not fit together in pool a, b"),
+    "topology_no_domain": ({"level": "rack", "need_milli": 16000, "domain": "b1/r2", "free_milli": 12000},
+                           "needs 16 GPUs within one rack; the largest free rack, b1/r2, has 12 GPUs"),
+    "topology_level_unknown": ({"level": "rack", "pools": ["h100"]},
+                               "needs one rack, but no node of pool h100 is labelled with that level"),
     # pending: outside the cycle
     "waiting_for_cycle": ({}, "waiting for the next scheduling cycle"),
     "waits_for_off_peak": ({"not_before": "2026-01-01 22:00"},
