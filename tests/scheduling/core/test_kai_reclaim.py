@@ -55,9 +55,11 @@ def allocatable(snap: Snapshot) -> dict[str, int]:
 def check(snap: Snapshot, *, fair: dict[str, int], evicted: set[str], bound: set[str],
           quiet: bool = True) -> tuple[Decisions, Snapshot]:
     """One cycle evicts and binds exactly these jobs, on these fair shares; with `quiet`, the next
-    cycles change nothing. Returns the cycle's decisions and the snapshot after them."""
+    cycles change nothing; a cycle that visits every job (`exact`) decides the same. Returns the cycle's
+    decisions and the snapshot after them."""
     assert shares(snap) == fair
     d = run_cycle(snap)
+    assert run_cycle(snap, exact=True) == d
     assert {e.job_id for e in d.evicts} == evicted
     assert {b.job_id for b in d.binds} == bound
     after = apply_decisions(snap, d)
