@@ -144,9 +144,10 @@ def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[
 
 def _give_rounded_off(left: float, lost: Mapping[str, float], share: dict[str, float],
                       cap: Mapping[str, float]) -> float:
-    """Give `left` a GPU at a time to the children the rounding kept the most from (by name on a
-    tie), each once and never over its cap; returns what is left."""
-    for name in sorted(lost, key=lambda n: (-lost[n], n)):
+    """Give `left` a GPU at a time to the children the rounding kept the most from, each once and
+    never over its cap; returns what is left. On a tie (equal weights lose equal fractions) the child
+    that still asks for the most goes first, then by name: a name never decides who waits."""
+    for name in sorted(lost, key=lambda n: (-round(lost[n], 6), share[n] - cap[n], n)):
         if left <= EPS:
             break
         take = min(float(MILLI_PER_GPU), left, cap[name] - share[name])
