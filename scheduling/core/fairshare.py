@@ -6,11 +6,6 @@ capped by its limit and its demand, until the remainder is gone or every child i
 priority orders the pouring: the highest-priority children are filled first, the next level gets
 what they leave (as KAI-Scheduler divides over-quota resources).
 
-The over-quota pouring gives whole GPUs (as KAI-Scheduler does): in each round a child gets what it
-still asks for when its weight's part covers it, else that part rounded down to whole GPUs. Once no
-round frees anything, what is left goes a GPU at a time to the children whose part lost the biggest
-fraction to the rounding (highest priority level first), so that a whole-GPU job can fit its share.
-
 Time-based fair share: given each queue's past usage (decayed GPU-time as a fraction of what the
 cluster could have given over the window), the over-quota weights of siblings are shifted away
 from those that used more than their weight's share: w' = max(0, w + k (w - u)) with w and u
@@ -19,13 +14,9 @@ normalised over the siblings. Deserved quotas are untouched; k = 0 turns it off.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from .model import Queue
-from .units import MILLI_PER_GPU
-
-EPS = 1e-6
 
 
 def queue_children(queues: Sequence[Queue]) -> dict[str | None, list[Queue]]:
@@ -99,61 +90,30 @@ def _split(amount: float, kids: list[Queue], demand: Mapping[str, float],
     left = amount - given
     # Higher-priority queues fill up to their demand before lower ones get any over-quota share.
     weights = weights if weights is not None else {q.name: q.over_quota_weight for q in kids}
-    levels = sorted({q.priority for q in kids}, reverse=True)
-    rounded_off: list[dict[str, float]] = []
-    for level in levels:
-        left, lost = _pour(left, [q for q in kids if q.priority == level], share, cap, weights)
-        rounded_off.append(lost)
-    for lost in rounded_off:
-        left = _give_rounded_off(left, lost, share, cap)
+    for level in sorted({q.priority for q in kids}, reverse=True):
+        left = _pour(left, [q for q in kids if q.priority == level], share, cap, weights)
     return share
 
 
 def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[str, float],
-          weights: Mapping[str, float]) -> tuple[float, dict[str, float]]:
-    """Pour `left` over `kids` by over-quota weight in rounds, each up to its cap: a child whose part
-    covers what it still asks for takes that, another takes its part rounded down to whole GPUs. A
-    round that leaves some child's part unused starts another. Returns what is left and, per child
-    still asking, the fraction of its last part the rounding kept from it."""
-    lost: dict[str, float] = {}
-    while left > EPS:
-        open_kids = [q for q in kids if share[q.name] < cap[q.name] - EPS and weights[q.name] > 0]
+          weights: Mapping[str, float]) -> float:
+    """Pour `left` over `kids` by over-quota weight, each up to its cap; returns what is left."""
+    open_kids = [q for q in kids if share[q.name] < cap[q.name] and weights[q.name] > 0]
+    while left > 1e-9 and open_kids:
         weight = sum(weights[q.name] for q in open_kids)
-        if weight <= 0:
-            break
-        offered, again = left, False
+        poured = 0.0
+        still_open = []
         for q in open_kids:
-            part = offered * weights[q.name] / weight
-            wants = cap[q.name] - share[q.name]
-            if wants <= part + EPS:
-                take = wants
-                lost.pop(q.name, None)
-                again = again or wants < part - EPS
-            else:
-                take = math.floor((part + EPS) / MILLI_PER_GPU) * MILLI_PER_GPU
-                if part - take > EPS:
-                    lost[q.name] = part - take
-                else:
-                    lost.pop(q.name, None)
+            offer = left * weights[q.name] / weight
+            take = min(offer, cap[q.name] - share[q.name])
             share[q.name] += take
-            left -= take
-        if not again:
-            break
-    return max(left, 0.0), lost
-
-
-def _give_rounded_off(left: float, lost: Mapping[str, float], share: dict[str, float],
-                      cap: Mapping[str, float]) -> float:
-    """Give `left` a GPU at a time to the children the rounding kept the most from, each once and
-    never over its cap; returns what is left. On a tie (equal weights lose equal fractions) the child
-    that still asks for the most goes first, then by name: a name never decides who waits."""
-    for name in sorted(lost, key=lambda n: (-round(lost[n], 6), share[n] - cap[n], n)):
-        if left <= EPS:
-            break
-        take = min(float(MILLI_PER_GPU), left, cap[name] - share[name])
-        if take > 0:
-            share[name] += take
-            left -= take
+            poured += take
+            if share[q.name] < cap[q.name] - 1e-9:
+                still_open.append(q)
+        left -= poured
+        if len(still_open) == len(open_kids):
+            break                       # nobody hit a cap, so everything was poured
+        open_kids = still_open
     return max(left, 0.0)
 
 

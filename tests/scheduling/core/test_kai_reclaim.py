@@ -10,6 +10,8 @@ are the reference for the semantics (the cases are rebuilt, not copied).
 
 from __future__ import annotations
 
+import pytest
+
 from scheduling.core import Pool, Queue, RunningReplica, Slice, Snapshot, run_cycle
 from scheduling.core.builders import cycles, job, nodes
 from scheduling.core.cycle import apply_decisions
@@ -17,6 +19,12 @@ from scheduling.core.model import Decisions
 from scheduling.core.session import Session
 
 H100 = (Pool("h100"),)
+
+# KAI-Scheduler gives the over-quota part of the fair share in whole GPUs (each queue its weight's part
+# rounded down, what is left a GPU at a time to the queues the rounding kept the most from); these cases
+# rest on it. Our fair share divides it exactly: the whole-GPU division, tried, moved the MIX1 replay's
+# pool-besteffort layout off its target at 1,072 GPUs (one team's p95 wait from 49 s to 64-66 s).
+WHOLE_GPU_DIVISION = pytest.mark.xfail(strict=True, reason="needs the whole-GPU over-quota division")
 
 
 def whole(job_id: str, node: str, *gpus: int) -> RunningReplica:
@@ -69,6 +77,7 @@ def check(snap: Snapshot, *, fair: dict[str, int], evicted: set[str], bound: set
     return d, after
 
 
+@WHOLE_GPU_DIVISION
 def test_queue_under_fair_share_reclaims_from_one_over_it():
     """KAI integration reclaim 00, "queue0 is under fair share, queue1 is over fair share - reclaim".
 
@@ -107,6 +116,7 @@ def test_queue_within_its_deserved_reclaims_a_whole_job_from_an_over_committed_c
     check(snap, fair={"queue0": 4364, "queue1": 3636}, evicted={"running0"}, bound={"pending0"})
 
 
+@WHOLE_GPU_DIVISION
 def test_whole_gpu_remainder_goes_to_the_queue_with_the_bigger_fraction():
     """KAI integration reclaim 11, "Reclaim according to the reclaimable deserved GPUs, queue0 has 1 GPU
     from remaining ...".
@@ -222,6 +232,7 @@ def test_queues_over_committed_in_equal_ratio_reclaim_nothing():
     check(snap, fair={"queue0": 1000, "queue1": 1000}, evicted=set(), bound=set())
 
 
+@WHOLE_GPU_DIVISION
 def test_whole_gpu_over_quota_division_in_one_round():
     """KAI integration reclaim 19, "Verify we do only 1 round of GPU allocation for whole GPUs jobs, and
     give the GPUs to the one with the bigger remaining - this is a bug we had".
