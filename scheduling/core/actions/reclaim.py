@@ -1,7 +1,8 @@
-"""Reclaim: a queue within its fair share takes GPUs back from queues over theirs."""
+"""Reclaim: a queue within its share takes GPUs back from queues over theirs."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..model import EvictCause, Job
@@ -12,16 +13,21 @@ from .gang import EPS, missing_milli, plan, within_quota
 
 
 def reclaim(s: Session) -> None:
-    """A queue within its fair share takes GPUs back from another queue, by one of two rules (those
-    of KAI-Scheduler's proportion plugin), weighed where the two queues' branches of the tree meet:
+    """A queue within its share takes GPUs back from another queue, by one of two rules (those of
+    KAI-Scheduler's proportion plugin), weighed where the two queues' branches of the tree meet:
 
-    - fair-share: the other side holds more than its fair share (before this eviction; a job is
-      never split, so the last one taken may leave it below);
+    - fair-share: the other side holds more than its share (before this eviction; a job is never
+      split, so the last one taken may leave it below);
     - reclaim-within-deserved: the other side holds more than its deserved quota and the taker's
       side stays within its own.
 
-    The taker's queue and every ancestor must end within their fair shares (and limits) once the
-    victims are gone; victims under an ancestor that would go over are the only ones that help it."""
+    A queue's share here is what it may hold (`Session.allocatable`): its fair share, or its deserved
+    quota where that is more (deserved quotas that over-commit the cluster are scaled down in the fair
+    share, but a queue may still reclaim up to its quota from one over its own).
+
+    The taker's queue must end within its share once the victims are gone. An ancestor of it may end
+    over its own share only while it stays less full (held / share) than every sibling of it that lost
+    victims, as KAI-Scheduler weighs departments: victims are taken from the fuller side only."""
     if not reclaim_may_help(s):
         return
     walk = ReclaimWalk(s, victim_units(s, "reclaim"))
@@ -33,42 +39,60 @@ class ReclaimWalk:
 
     def __init__(self, s: Session, units: dict[str, list[Unit]]) -> None:
         self.s, self.units = s, units
-        self.victim_order = victim_order({q for q in units if s.alloc[q] > s.fair_share.get(q, 0.0) + EPS})
+        self.victim_order = victim_order({q for q in units if s.alloc[q] > s.allocatable.get(q, 0.0) + EPS})
         self.sides: dict[tuple[str, str], tuple[str, str]] = {}
         # the queues a leaf may take `need` from: the same for every job of that leaf and need until
         # some queue's usage changes (`Session.stamp`), so kept for that long
         self.found: dict[tuple, list[str]] = {}
         self.found_at: tuple[int, int] | None = None
+        self.weighed: dict[str, list[tuple[str, list[str]]]] = {}
+        self.children: dict[str | None, list[str]] | None = None
 
-    def lenders_for(self, leaf: str, need: int, scope: str) -> list[str]:
+    def lenders_for(self, leaf: str, need: int) -> list[str]:
         s = self.s
         at = (s.stamp, s.freed)
         if self.found_at != at:
             self.found.clear()
             self.found_at = at
-        key = (leaf, need, scope)
+        key = (leaf, need)
         lenders = self.found.get(key)
         if lenders is None:
             sides = self.sides
-            lenders = self.found[key] = [q for q in self.units if q != leaf and (
-                scope == ANYWHERE or scope in s.queue_path[q]) and reclaim_rule(s, sides, leaf, q, need) is not None]
+            lenders = self.found[key] = [q for q in self.units
+                                         if q != leaf and reclaim_rule(s, sides, leaf, q, need) is not None]
         return lenders
+
+    def siblings_weighed(self, leaf: str) -> list[tuple[str, list[str]]]:
+        """Each ancestor of `leaf` with its siblings: the pairs whose fullness `saturation_holds` weighs.
+        (The leaf itself never ends over its share, so it is not weighed.)"""
+        found = self.weighed.get(leaf)
+        if found is None:
+            s = self.s
+            if self.children is None:
+                self.children = {}
+                for name, q in s.queues.items():
+                    self.children.setdefault(q.parent, []).append(name)
+            found = self.weighed[leaf] = [(q, [o for o in self.children[s.queues[q].parent] if o != q])
+                                          for q in s.queue_path[leaf][1:]]
+        return found
 
     def prepare(self, state: JobState):
         s, job = self.s, state.job
         if not reclaim_can_lift(state):
             return None
         need = missing_milli(s, state)
-        scope = victims_scope(s, job.queue, need)
-        if scope is None:
+        leaf = job.queue
+        if s.alloc[leaf] + need > s.allocatable.get(leaf, 0.0) + EPS:
             return None
-        lenders = self.lenders_for(job.queue, need, scope)
+        lenders = self.lenders_for(leaf, need)
         if not lenders:
             return None
+        weighed = self.siblings_weighed(leaf)
+        before = {o: s.alloc[o] for _, others in weighed for o in others}
 
         def final_check() -> bool:
-            return within_quota(s, job) and all(s.alloc[q] <= s.fair_share.get(q, 0.0) + EPS
-                                                for q in s.queue_path[job.queue])
+            return (within_quota(s, job) and s.alloc[leaf] <= s.allocatable.get(leaf, 0.0) + EPS
+                    and saturation_holds(s, weighed, before))
 
         units = self.units
         return (merged((units[q] for q in lenders), self.victim_order), reclaim_causes(s, self.sides, job, need),
@@ -79,9 +103,27 @@ class ReclaimWalk:
             return False
         if not reclaim_can_lift(state):
             return True
-        # a queue's usage is never negative: a job asking more than its queue's fair share never reclaims
+        # a queue's usage is never negative: a job asking more than its queue's share never reclaims
         p = state.plan if state.plan_version == state.version else plan(self.s, state)
-        return p.need > self.s.fair_share.get(state.job.queue, 0.0) + EPS
+        return p.need > self.s.allocatable.get(state.job.queue, 0.0) + EPS
+
+
+def saturation_holds(s: Session, weighed: list[tuple[str, list[str]]], before: dict[str, float]) -> bool:
+    """Whether every queue of `weighed` that is now over its share is less full (held / share) than
+    each of its siblings that lost work since `before` (a sibling with no share is not weighed)."""
+    for queue, others in weighed:
+        mine, held = s.allocatable.get(queue, 0.0), s.alloc[queue]
+        if held <= mine + EPS:
+            continue
+        ratio = held / mine if mine > EPS else math.inf
+        for other in others:
+            now = s.alloc[other]
+            if now >= before[other] - EPS:
+                continue
+            theirs = s.allocatable.get(other, 0.0)
+            if theirs > EPS and ratio >= now / theirs:
+                return False
+    return True
 
 
 def victim_order(over_own_share: set[str]) -> Callable[[Unit], tuple]:
@@ -112,46 +154,19 @@ def reclaim_causes(s: Session, sides: dict, job: Job, need: int) -> Callable[[Un
 
 def reclaim_may_help(s: Session) -> bool:
     """Whether some job `reclaim` walks may take anything: one whose last failure evicting could lift and
-    whose queue could take what it asks for within its fair share (`victims_scope`). When none may, every
-    visit would pass, so the action is left out (a scan of the jobs instead)."""
+    whose queue could take what it asks for within its share. When none may, every visit would pass,
+    so the action is left out (a scan of the jobs instead)."""
     kinds = ("capacity", "quota")
-    scope: dict[tuple[str, int], bool] = {}
     for state in s.wanting:
         fail = state.fail
         if fail is None or fail[0] not in kinds or not (state.pending or state.grows) or state.evicted:
             continue
         if not reclaim_can_lift(state):
             continue
-        key = (state.job.queue, missing_milli(s, state))
-        found = scope.get(key)
-        if found is None:
-            found = scope[key] = victims_scope(s, key[0], key[1]) is not None
-        if found:
+        queue = state.job.queue
+        if s.alloc[queue] + missing_milli(s, state) <= s.allocatable.get(queue, 0.0) + EPS:
             return True
     return False
-
-
-ANYWHERE = ""   # a victims' scope that is no queue (queue names are never empty)
-
-
-def victims_scope(s: Session, leaf: str, need: int) -> str | None:
-    """The queue whose subtree the victims must come from: the nearest ancestor that would go over
-    its fair share by taking `need` (only evictions under it bring it back), else ANYWHERE. None
-    when the leaf itself would go over, or when evicting all other preemptible work under some
-    ancestor could still not make room in its share."""
-    if s.alloc[leaf] + need > s.fair_share.get(leaf, 0.0) + EPS:
-        return None
-    own_preemptible = s.alloc[leaf] - s.np_alloc[leaf]
-    scope = ANYWHERE
-    for q in s.queue_path[leaf][1:]:
-        share = s.fair_share.get(q, 0.0)
-        if s.alloc[q] + need <= share + EPS:
-            continue
-        freeable = s.alloc[q] - s.np_alloc[q] - own_preemptible
-        if s.alloc[q] + need - freeable > share + EPS:
-            return None
-        scope = scope or q
-    return scope
 
 
 def split_sides(s: Session, cache: dict, mine: str, theirs: str) -> tuple[str, str]:
@@ -171,7 +186,7 @@ def reclaim_rule(s: Session, cache: dict, mine: str, theirs: str, need: int) -> 
     """(rule, level) by which leaf `mine` may take `need` from leaf `theirs` now, or None."""
     taker, giver = split_sides(s, cache, mine, theirs)
     held = s.alloc[giver]
-    if held > s.fair_share.get(giver, 0.0) + EPS:
+    if held > s.allocatable.get(giver, 0.0) + EPS:
         return "fair-share", giver
     if held > s.deserved.get(giver, 0.0) + EPS and s.alloc[taker] + need <= s.deserved.get(taker, 0.0) + EPS:
         return "reclaim-within-deserved", giver
