@@ -36,6 +36,10 @@ def kept_secret_key(key_file: Path) -> str:
 
 
 SECRET_KEY = _secret_key()
+# Workspace secrets and registry passwords are encrypted with these Fernet keys (scheduling/secrets.py): the first
+# encrypts, all decrypt. Make one with `manage.py rotate_secrets_key --new-key`; put a new key first, then run
+# `manage.py rotate_secrets_key`. Empty under DEBUG: a key derived from SECRET_KEY; required otherwise.
+SECRETS_KEY = env_list("SECRETS_KEY", "")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 

@@ -83,6 +83,17 @@ def _fails(job_id: int, rate: float) -> bool:
     return int.from_bytes(digest[:4], "big") / 2**32 < rate
 
 
+def secret_env(replica: ReplicaLaunch) -> dict[str, str]:
+    """The variables a replica takes from the workspace's secrets (a process's environment, as a pod's)."""
+    return {var: replica.secret_values[name] for var, name in replica.secret_env if name in replica.secret_values}
+
+
+def secret_files(replica: ReplicaLaunch) -> dict[str, str]:
+    """The secret files a replica mounts: <mountPath>/<secret name> -> the value."""
+    return {f"{path.rstrip('/')}/{name}": replica.secret_values[name] for name, path in replica.secret_mounts
+            if name in replica.secret_values}
+
+
 class SimulatedBackend:
     name = "simulated"
 
@@ -157,8 +168,9 @@ class SimulatedBackend:
             home = self.home_of(replica.workspace, replica.job_name)
             home.mkdir(parents=True, exist_ok=True)
             argv += ["--home", str(home)]
-        self.runtime.start(replica.key, argv, env={"JUPYTER_TOKEN": replica.token} if replica.token else {},
-                           token=replica.token)
+        own = {"JUPYTER_TOKEN": replica.token} if replica.token else {}
+        self.runtime.start(replica.key, argv, env={**secret_env(replica), **own}, token=replica.token,
+                           files=secret_files(replica))
 
     def _start_server(self, replica: ReplicaLaunch) -> None:
         """An inference replica: the OpenAI-compatible server, as fast as the slice it was given, that
@@ -171,7 +183,8 @@ class SimulatedBackend:
             argv += ["--mig", str(s.get("mig_profile") or "")]
         if replica.token:
             argv += ["--api-key", replica.token]
-        self.runtime.start(replica.key, argv, token=replica.token)
+        self.runtime.start(replica.key, argv, env=secret_env(replica), token=replica.token,
+                           files=secret_files(replica))
 
     def endpoint(self, key: ReplicaKey, *, workspace: str = "", base_url: str = "") -> Endpoint | None:
         return self.runtime.endpoint(key)  # the process said where it listens (under its base URL)
