@@ -271,6 +271,23 @@ def registry_for_image(workspace, image: str) -> RegistryCredential | None:
     return registries_of(workspace).filter(server=image_registry(image)).first()
 
 
+def image_pulls(workspace, spec) -> list[dict]:
+    """Per role of a spec: its image, the registry it pulls from and the workspace's credential that applies
+    (None: pulled without one), with a sentence in the active language (the quote and the submit page)."""
+    servers = dict(registries_of(workspace).values_list("server", "username"))
+    out = []
+    for role in spec.roles:
+        registry = image_registry(role.image)
+        credential = registry if registry in servers else None
+        text = (_("%(image)s is pulled from %(registry)s with the workspace's credential (user %(user)s)") % {
+                    "image": role.image, "registry": registry, "user": servers[registry]} if credential else
+                _("%(image)s is pulled from %(registry)s without a credential: the workspace has none for it") % {
+                    "image": role.image, "registry": registry})
+        out.append({"role": role.name, "image": role.image, "registry": registry, "credential": credential,
+                    "text": text})
+    return out
+
+
 def dockerconfigjson(server: str, username: str, password: str) -> str:
     """The .dockerconfigjson a kubernetes.io/dockerconfigjson Secret holds."""
     host = "https://index.docker.io/v1/" if server == DOCKER_HUB else server
