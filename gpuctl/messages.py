@@ -129,6 +129,11 @@ ZH = {
     "cost/1K req": "每千次请求费用",
     # table headers (ID, URL, RPS, P50 and P95 stay as they are)
     "NAME": "名称",
+    "SIZE": "大小",
+    "CHANGED": "修改时间",
+    "BY": "修改人",
+    "REGISTRY": "镜像仓库",
+    "USERNAME": "用户名",
     "WORKSPACE": "工作空间",
     "QUEUE": "队列",
     "STATE": "状态",

@@ -3,7 +3,8 @@ when a replica is launched.
 
 Values are Fernet tokens under SECRETS_KEY (a list: the first key encrypts, every key decrypts, so a new key
 goes first and `manage.py rotate_secrets_key` re-encrypts every value under it). Without the setting a
-development platform (DEBUG) derives a key from SECRET_KEY; production refuses to store or read a value.
+development platform (DEBUG) has a key derived from SECRET_KEY (portal/settings/security.py); production
+refuses to store or read a value.
 
 Nothing here returns a value to a page or the API: `values_for_launch` gives the backends what they mount,
 `mask` hides every known value of a workspace in the logs it keeps and serves. The portal records the audit
@@ -13,7 +14,6 @@ lines (its layer), with names only.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import re
 from collections import defaultdict
@@ -60,20 +60,12 @@ class NotSecretsOwner(Forbidden, PermissionDenied):
 # --------------------------------------------------------------------------- the key
 
 
-def derived_key(secret_key: str) -> str:
-    """A Fernet key made from Django's SECRET_KEY: development and tests only."""
-    digest = hashlib.sha256(b"gpu-platform secrets:" + secret_key.encode()).digest()
-    return base64.urlsafe_b64encode(digest).decode()
-
-
 def configured_keys() -> tuple[str, ...]:
-    """SECRETS_KEY as a tuple of keys, the first the one that encrypts."""
+    """SECRETS_KEY as a tuple of keys, the first the one that encrypts (the settings derive one under DEBUG)."""
     raw = getattr(settings, "SECRETS_KEY", None) or ()
     keys = tuple(k.strip() for k in (raw.split(",") if isinstance(raw, str) else raw) if k and k.strip())
     if keys:
         return keys
-    if settings.DEBUG:
-        return (derived_key(settings.SECRET_KEY),)
     raise SecretsNotConfigured("SECRETS_KEY must be set when DEBUG is off: one or more Fernet keys, comma-separated "
                                "(make one with `manage.py rotate_secrets_key --new-key`)")
 
