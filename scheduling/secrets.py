@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -31,6 +32,7 @@ from scheduling import clock
 from scheduling.errors import DomainError, Forbidden
 from scheduling.models import RegistryCredential, WorkspaceSecret
 
+log = logging.getLogger(__name__)
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 MAX_VALUE_BYTES = 64 * 1024
 MASK = "****"
@@ -179,12 +181,31 @@ def set_secret(user, workspace, name: object, value: object) -> tuple[WorkspaceS
 
 
 @transaction.atomic
-def delete_secret(user, workspace, name: str) -> None:
+def delete_secret(user, workspace, name: str, *, backend=None) -> None:
     require_owner(user, workspace)
     deleted, _count = WorkspaceSecret.objects.filter(workspace=workspace, name=name).delete()
     if not deleted:
         raise NoSuchSecret(_("workspace %(workspace)s has no secret %(name)s") % {
             "workspace": workspace.slug, "name": repr(name)})
+    _remove_from_cluster(backend, workspace.slug, secret=name)
+
+
+def _remove_from_cluster(backend, workspace: str, **which: str) -> None:
+    """After commit, the cluster's copy goes too (a Kubernetes Secret); a cluster that does not answer keeps it
+    until the workspace's next launch of that name, and says so in the log. Replicas running keep theirs."""
+    def remove() -> None:
+        nonlocal backend
+        try:
+            if backend is None:
+                from scheduling.backends import get_backend
+
+                backend = get_backend()
+            if hasattr(backend, "remove_secret"):
+                backend.remove_secret(workspace, **which)
+        except Exception:
+            log.warning("the cluster's copy of %s of workspace %s was not removed", which, workspace, exc_info=True)
+
+    transaction.on_commit(remove)
 
 
 def secrets_of(workspace):
@@ -239,7 +260,7 @@ def set_registry(user, workspace, server: object, username: object, password: ob
 
 
 @transaction.atomic
-def delete_registry(user, workspace, server: str) -> str:
+def delete_registry(user, workspace, server: str, *, backend=None) -> str:
     require_owner(user, workspace)
     try:
         server = normalise_server(server)
@@ -249,6 +270,7 @@ def delete_registry(user, workspace, server: str) -> str:
     if not deleted:
         raise NoSuchSecret(_("workspace %(workspace)s has no credential for %(server)s") % {
             "workspace": workspace.slug, "server": repr(server)}, field="server")
+    _remove_from_cluster(backend, workspace.slug, registry=server)
     return server
 
 

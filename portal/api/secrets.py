@@ -4,6 +4,7 @@ holds a value. Thin views over portal.secrets.services."""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -78,7 +79,8 @@ class SecretDetailApi(APIView):
         workspace = get_workspace_for_user(request.user, slug)
         row = secrets.secrets_of(workspace).select_related("changed_by").filter(name=name).first()
         if row is None:
-            raise secrets.NoSuchSecret(f"workspace {workspace.slug} has no secret {name!r}")
+            raise secrets.NoSuchSecret(gettext("workspace %(workspace)s has no secret %(name)s") % {
+                "workspace": workspace.slug, "name": repr(name)})
         return Response(SecretOutput(row).data)
 
     @extend_schema(request=None, responses={204: None})

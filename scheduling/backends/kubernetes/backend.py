@@ -397,6 +397,14 @@ class KubernetesBackend:
         self._ensure_namespace(ns, None)
         self.cache.put(self._create_pod(m.reservation_pod(node, gpu, uuid, vendor, self.config), None))
 
+    def remove_secret(self, workspace: str, *, secret: str = "", registry: str = "") -> None:
+        """A deleted workspace secret (or registry credential) leaves the workspace's namespace too."""
+        with self._lock:
+            namespace = m.namespace_name(self.config, workspace)
+            name = m.secret_object_name(secret) if secret else m.pull_secret_name(registry)
+            self._delete(f"secret {namespace}/{name}", self.core.delete_namespaced_secret, name, namespace)
+            self._secret_digests.pop((namespace, name), None)
+
     # --- stopping ----------------------------------------------------------------------------------------
     def evict(self, key: ReplicaKey, reason: str) -> None:
         with self._lock:

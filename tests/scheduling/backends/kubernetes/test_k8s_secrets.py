@@ -79,3 +79,21 @@ def test_a_replica_without_secrets_makes_no_secret_and_no_pull_secret(api, backe
     backend.launch(launch(5, "main", 0))
     assert api.list("secrets", NS) == []
     assert "imagePullSecrets" not in api.get("pods", NS, "job-5-main-0")["spec"]
+
+
+def test_deleting_a_workspace_secret_removes_the_namespaces_copy(api, backend, gpu_node, tenants,
+                                                                django_capture_on_commit_callbacks):
+    from scheduling import secrets
+
+    backend.launch(with_secrets())
+    assert api.get("secrets", NS, "secret-hf-token") is not None
+    secrets.set_secret(tenants.alice, tenants.vision, "hf-token", TOKEN)
+    secrets.set_registry(tenants.alice, tenants.vision, "registry.example.com", "robot", PULL)
+    with django_capture_on_commit_callbacks(execute=True):
+        secrets.delete_secret(tenants.alice, tenants.vision, "hf-token", backend=backend)
+        secrets.delete_registry(tenants.alice, tenants.vision, "registry.example.com", backend=backend)
+    assert api.get("secrets", NS, "secret-hf-token") is None
+    assert api.get("secrets", NS, m.pull_secret_name("registry.example.com")) is None
+    assert api.get("secrets", NS, "secret-kaggle") is not None  # the others stay
+    backend.launch(with_secrets(8))  # a launch that still names it writes it again (its digest was forgotten)
+    assert api.get("secrets", NS, "secret-hf-token") is not None
