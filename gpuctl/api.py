@@ -40,6 +40,8 @@ class Api:
             raise CliError(f"cannot reach {self.settings.url}: no answer within {TIMEOUT_S:g} s") from None
         except httpx.HTTPError as error:
             raise CliError(f"cannot reach {self.settings.url}: {error}") from None
+        if response.status_code == 204:  # a DELETE's answer: nothing to read
+            return None
         if response.is_success:
             return self._json(response)
         raise self._failure(response, not_found=not_found, spec_file=spec_file)

@@ -57,6 +57,7 @@ from gpuctl.output import (
     to_yaml,
     width,
 )
+from gpuctl.secrets import add_secret_commands
 from gpuctl.serve import add_serve_commands
 from gpuctl.settings import (
     DEFAULT_URL,
@@ -520,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_notebook_commands(commands, command, _add_output)
     add_serve_commands(commands, command, _add_output)
+    add_secret_commands(commands, command, _add_output)
 
     completion = command(commands, "completion", cmd_completion,
                          "print the shell completion script: source <(gpuctl completion bash)", settings=False)

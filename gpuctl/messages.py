@@ -22,6 +22,16 @@ ZH = {
     "no {state} jobs in {workspace}": "工作空间 {workspace} 中没有 {state} 状态的作业",
     "you are a member of no workspace": "您不是任何工作空间的成员",
     "no such workspace: {workspace}": "没有这个工作空间：{workspace}",
+    # gpuctl secret, gpuctl registry
+    "value of {name}: ": "{name} 的值：",
+    "password for {server}: ": "{server} 的密码：",
+    "secret {name} set in {workspace} ({size} bytes)": "已在工作空间 {workspace} 设置密钥 {name}（{size} 字节）",
+    "no secrets in {workspace}": "工作空间 {workspace} 中没有密钥",
+    "secret {name} deleted from {workspace}": "已从工作空间 {workspace} 删除密钥 {name}",
+    "credential for {server} set in {workspace} (user {username})":
+        "已在工作空间 {workspace} 设置 {server} 的凭据（用户 {username}）",
+    "no registry credentials in {workspace}": "工作空间 {workspace} 中没有镜像仓库凭据",
+    "credential for {server} deleted from {workspace}": "已从工作空间 {workspace} 删除 {server} 的凭据",
     "gpuctl: error: {message}": "gpuctl: 错误：{message}",
     # gpuctl serve
     "created service {name} ({id}) in {workspace}, queue {queue}: {state}":
@@ -119,6 +129,11 @@ ZH = {
     "cost/1K req": "每千次请求费用",
     # table headers (ID, URL, RPS, P50 and P95 stay as they are)
     "NAME": "名称",
+    "SIZE": "大小",
+    "CHANGED": "修改时间",
+    "BY": "修改人",
+    "REGISTRY": "镜像仓库",
+    "USERNAME": "用户名",
     "WORKSPACE": "工作空间",
     "QUEUE": "队列",
     "STATE": "状态",

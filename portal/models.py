@@ -61,6 +61,12 @@ class Membership(models.Model):
     def can_manage_members(self) -> bool:
         return self.role == Role.OWNER
 
+    @property
+    def can_manage_secrets(self) -> bool:
+        """Owners write secrets and registry credentials; members name them in specs (can_submit); viewers and
+        finance see the names only."""
+        return self.role == Role.OWNER
+
 
 class TokenScope(models.TextChoices):
     """What an API token may do; each scope includes the ones before it."""

@@ -10,6 +10,7 @@ from portal.notebook_proxy import notebook_redirect
 from portal.notifications import views as notifications
 from portal.pages import account, language, tokens
 from portal.pages import workspaces as views
+from portal.secrets import views as workspace_secrets
 from portal.serve_proxy import serve_not_found, serve_proxy
 
 admin.site.site_header = "GPU Platform console"
@@ -33,6 +34,7 @@ urlpatterns = [
     path("w/<slug:slug>/members/", members.members, name="workspace-members"),
     path("w/<slug:slug>/members/<int:member_id>/remove/", members.member_remove, name="workspace-member-remove"),
     path("w/<slug:slug>/webhook/", notifications.webhook, name="workspace-webhook"),
+    path("w/<slug:slug>/secrets/", workspace_secrets.secrets_page, name="workspace-secrets"),
     path("notifications/", notifications.notification_list, name="notifications"),
     path("notifications/settings/", notifications.notification_settings, name="notification-settings"),
     # a notebook, from the portal: a member goes on to its own host (portal/notebook_origin.py)

@@ -36,6 +36,9 @@ from scheduling.services import (
     suspend_jobs,
 )
 
+# ------------------------------------------------------------ Workspace secrets and registry credentials
+from scheduling import secrets
+
 # ------------------------------------------------------------ Reads
 from scheduling import selectors
 from scheduling.selectors import (

@@ -23,7 +23,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
-from scheduling import clock
+from scheduling import clock, secrets
 from scheduling.backends.base import ClusterBackend, ReplicaKey
 from scheduling.errors import DomainError
 from scheduling.models import ACTIVE_STATES, Job, Replica, ReplicaLog
@@ -88,7 +88,10 @@ def store_replica_logs(items: list[tuple[Replica, str]], *, now: datetime | None
     """`store_replica_log` for many placements in a few queries: each job's logs stay within its cap,
     taken in the order given."""
     job_ids = sorted({replica.job_id for replica, _ in items})
-    list(Job.objects.select_for_update().filter(pk__in=job_ids).order_by("pk").values_list("pk"))  # one writer per cap
+    # one writer per cap
+    workspace_of = dict(Job.objects.select_for_update().filter(pk__in=job_ids).order_by("pk").values_list(
+        "pk", "workspace_id"))
+    known = secrets.known_values(workspace_of.values())  # a kept log never holds a secret's value
     existing: dict[tuple, int] = {}
     used: dict[int, int] = {}
     for pk, job_id, role, index, attempt, size in ReplicaLog.objects.filter(job_id__in=job_ids).values_list(
@@ -104,6 +107,7 @@ def store_replica_logs(items: list[tuple[Replica, str]], *, now: datetime | None
             result.append(found[existing[key]])
             continue
         if key not in new:
+            text = secrets.mask(text, known.get(workspace_of.get(replica.job_id), ()))
             text, truncated = fit(clean(text), cap - used.get(replica.job_id, 0), cap)
             size = len(text.encode())
             used[replica.job_id] = used.get(replica.job_id, 0) + size
@@ -211,17 +215,19 @@ def sections(job: Job, replica: tuple[str, int] | None = None, *, now: datetime 
     return [found[key] for key in sorted(found)]
 
 
-def section_text(job: Job, section: Section, backend: ClusterBackend) -> str | None:
-    """The stored copy, else the backend's log now; None when the backend does not answer."""
+def section_text(job: Job, section: Section, backend: ClusterBackend, hide=None) -> str | None:
+    """The stored copy, else the backend's log now; None when the backend does not answer. `hide` masks the
+    workspace's secret values (read here when not given): a value stored since the log was kept is hidden too."""
+    hide = hide or secrets.masker_for(job.workspace_id)
     if section.stored is not None:
-        return section.stored.text
+        return hide(section.stored.text)
     try:
         text = backend.logs((job.pk, section.role, section.index), tail_lines=settings.JOB_LOG_TAIL_LINES)
     except Exception:
         log.warning("the log of replica %s/%s-%s could not be read", job.pk, section.role, section.index,
                     exc_info=True)
         return None
-    return fit(clean(text), settings.JOB_LOG_MAX_BYTES, settings.JOB_LOG_MAX_BYTES)[0]
+    return fit(clean(hide(text)), settings.JOB_LOG_MAX_BYTES, settings.JOB_LOG_MAX_BYTES)[0]
 
 
 def job_log_text(job: Job, backend: ClusterBackend, replica: tuple[str, int] | None = None) -> str:
@@ -230,8 +236,9 @@ def job_log_text(job: Job, backend: ClusterBackend, replica: tuple[str, int] | N
     found = sections(job, replica)
     headers = replica is None or len(found) > 1
     parts = []
+    hide = secrets.masker_for(job.workspace_id)
     for section in found:
-        text = section_text(job, section, backend)
+        text = section_text(job, section, backend, hide)
         parts.append((section.header if headers else "")
                      + ("[the cluster did not answer; try again]\n" if text is None else text))
     return "".join(parts)
@@ -245,17 +252,19 @@ class LogFollower:
         self.headers = replica is None
         self.seen: dict[tuple[str, int, int], list[str]] = {}
         self.last: tuple[str, int, int] | None = None  # the section written last
+        self.hide = None  # read at the first poll, in the thread that may query (not an event loop)
 
     def running(self) -> bool:
         self.job.refresh_from_db(fields=["state"])
         return self.job.state in ACTIVE_STATES
 
     def poll(self, *, final: bool = False) -> str:
+        self.hide = self.hide or secrets.masker_for(self.job.workspace_id)
         found = sections(self.job, self.replica)
         self.headers = self.headers or len(found) > 1
         out: list[str] = []
         for section in found:
-            text = section_text(self.job, section, self.backend)
+            text = section_text(self.job, section, self.backend, self.hide)
             lines = (text or "").splitlines(keepends=True)
             if not final and section.stored is None and lines and not lines[-1].endswith("\n"):
                 lines.pop()  # still being written: sent once complete

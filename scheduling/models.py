@@ -563,3 +563,47 @@ class WorkspaceCalendar(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace_id}: {self.calendar} from {self.period:%Y-%m}"
+
+
+class WorkspaceSecret(models.Model):
+    """A value a workspace's jobs read (a token, a key file), stored encrypted (scheduling.secrets); write-only:
+    the pages and the API show its name and who changed it when, never the value."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=63, help_text="A DNS label: what a spec's env or secretMounts names")
+    ciphertext = models.TextField(help_text="The value, a Fernet token under SECRETS_KEY")
+    size = models.PositiveIntegerField(help_text="Bytes of the value in UTF-8")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    changed = models.DateTimeField(default=clock.now)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    changed_by_name = models.CharField(max_length=150, blank=True, help_text="Kept when the user is deleted")
+
+    class Meta:
+        ordering = ["workspace_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_secret_per_name")]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}/{self.name}"
+
+
+class RegistryCredential(models.Model):
+    """How a workspace's pods pull images from one registry (an imagePullSecret on Kubernetes); the password
+    or token is stored encrypted as a secret's value is."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="registry_credentials")
+    server = models.CharField(max_length=253, help_text="The registry host (and port), e.g. registry.example.com")
+    username = models.CharField(max_length=200)
+    ciphertext = models.TextField(help_text="The password or token, a Fernet token under SECRETS_KEY")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    changed = models.DateTimeField(default=clock.now)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    changed_by_name = models.CharField(max_length=150, blank=True, help_text="Kept when the user is deleted")
+
+    class Meta:
+        ordering = ["workspace_id", "server"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "server"], name="one_credential_per_registry")]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}/{self.server}"

@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from scheduling import clock, history_texts, kinds, selectors, service_scale, signals
+from scheduling import clock, history_texts, kinds, secrets, selectors, service_scale, signals
 from scheduling import history_catalogue as texts
 from scheduling.bulk import update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
@@ -41,9 +41,10 @@ def _queue_error(message: str) -> SpecError:
 
 
 def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
-    """Parse and check a spec against the cluster and the queues the workspace may use."""
+    """Parse and check a spec against the cluster, and the queues and secrets of the workspace."""
     queue_names = list(selectors.queues_for_workspace(workspace).values_list("name", flat=True))
-    kwargs = {"cluster": selectors.cluster_info(), "workspace_queues": queue_names}
+    kwargs = {"cluster": selectors.cluster_info(), "workspace_queues": queue_names,
+              "workspace_secrets": secrets.secret_names(workspace)}
     if isinstance(spec, Mapping):
         return parse_job_spec_obj(spec, **kwargs)
     return parse_job_spec(spec, **kwargs)
@@ -52,7 +53,8 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
 def spec_from_form(workspace, form: Mapping[str, Any]) -> JobSpec:
     """The image form, checked like a YAML spec (SpecError names the form fields)."""
     queue_names = list(selectors.queues_for_workspace(workspace).values_list("name", flat=True))
-    return spec_from_image_form(form, cluster=selectors.cluster_info(), workspace_queues=queue_names)
+    return spec_from_image_form(form, cluster=selectors.cluster_info(), workspace_queues=queue_names,
+                                workspace_secrets=secrets.secret_names(workspace))
 
 
 def _resolve_queue(workspace, spec: JobSpec):

@@ -9,6 +9,7 @@ from billing.api import QuoteError, quote_for_workspace, quote_texts, service_ra
 from portal.api.jobs import JobSubmitInput
 from portal.selectors import get_workspace_for_user
 from scheduling import kinds
+from scheduling.api import secrets
 
 
 class QuoteInput(JobSubmitInput):
@@ -35,6 +36,8 @@ class QuoteApi(APIView):
         # the English trade-offs and refusals keep their fields, *_text beside them are in the request's language
         # `rates`: how the page reads them (scheduling.kinds.base RATES_*)
         out = quote_texts.localized({**quote.to_json(), "kind": spec.kind, "rates": kinds.kind_of(spec).quote_rates})
+        # which of the workspace's registry credentials pulls each image (none: a public image)
+        out["image_pulls"] = secrets.image_pulls(workspace, spec)
         rate = body.validated_data.get("requests_per_second")
         if rate is not None and kinds.kind_of(spec).autoscaled:
             rates = service_rates(spec, quote, rate)

@@ -31,7 +31,7 @@ from portal.submit_page import (
     submit_texts,
 )
 from scheduling import kinds
-from scheduling.api import DEFAULT_NOTEBOOK_IMAGE, MAX_BYTES, DomainError
+from scheduling.api import DEFAULT_NOTEBOOK_IMAGE, MAX_BYTES, DomainError, secrets
 from scheduling.api import selectors as scheduling_selectors
 
 
@@ -73,7 +73,7 @@ def _quoted(workspace, text: str, duration: Decimal | None) -> dict:
     hours = hours_of(round(quote.expected_duration_hours * 3600))
     return {"quote": quote, "rows": quote_rows(quote, spec.kind), "common": common_tradeoffs(quote),
             "unavailable": quote_texts.unavailable(quote.to_json()), "duration_hours": hours, "kind": spec.kind,
-            "status": 200}
+            "image_pulls": secrets.image_pulls(workspace, spec), "status": 200}
 
 
 @login_required

@@ -1,5 +1,7 @@
 """Secrets, hosts, sign-in (password hashing, lockout), HTTPS and browser headers, rate limits."""
 
+import base64
+import hashlib
 import ipaddress
 import os
 import secrets
@@ -36,6 +38,19 @@ def kept_secret_key(key_file: Path) -> str:
 
 
 SECRET_KEY = _secret_key()
+
+
+def _derived_secrets_key(secret_key: str) -> str:
+    """Development and tests only: a Fernet key made from SECRET_KEY."""
+    digest = hashlib.sha256(b"gpu-platform secrets:" + secret_key.encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+# Workspace secrets and registry passwords are encrypted with these Fernet keys (scheduling/secrets.py): the first
+# encrypts, all decrypt. Make one with `manage.py rotate_secrets_key --new-key`; put a new key first, then run
+# `manage.py rotate_secrets_key`. Unset under DEBUG: a key derived from SECRET_KEY; required otherwise (a value
+# is then neither stored nor read without it).
+SECRETS_KEY = env_list("SECRETS_KEY", "") or ([_derived_secrets_key(SECRET_KEY)] if DEBUG else [])
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 

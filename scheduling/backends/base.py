@@ -91,6 +91,15 @@ class ReplicaLaunch:
     model_registry: str = ""
     model_name: str = ""
     gpu_mem_limit_mib: int = 0  # a fraction's burstable memory limit (0: none)
+    # The workspace's secrets it reads: (variable, secret name) and (secret name, directory holding a file named
+    # after the secret), with the values of those secrets by name, which a backend puts where the replica reads
+    # them (a Kubernetes Secret, the process's environment) and never in a log, a label or a pod spec.
+    secret_env: tuple[tuple[str, str], ...] = ()
+    secret_mounts: tuple[tuple[str, str], ...] = ()
+    secret_values: dict = field(default_factory=dict, repr=False, compare=False)
+    # The registry credential that pulls the image: its server ("" none) and .dockerconfigjson.
+    pull_secret: str = ""
+    pull_config: str = field(default="", repr=False, compare=False)
 
     @property
     def key(self) -> ReplicaKey:

@@ -21,7 +21,7 @@ from functools import partial
 from django.db import transaction
 from django.db.models import Max
 
-from scheduling import clock, core, inference, kinds, signals
+from scheduling import clock, core, inference, kinds, secrets, signals
 from scheduling import history_catalogue as texts
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.bulk import update_rows
@@ -65,9 +65,14 @@ def gpu_uuids(node_ids) -> dict[int, dict[int, str]]:
     return by_node
 
 
-def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None = None) -> ReplicaLaunch:
+def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None = None,
+               material: secrets.LaunchSecrets | None = None) -> ReplicaLaunch:
+    """`material`: the secrets and registry credentials of the batch's jobs (read for this replica's job alone
+    when not given)."""
     job = replica.job
     role = next(r for r in job.roles if r["name"] == replica.role)
+    material = material if material is not None else secrets.launch_secrets([job])
+    pull = material.pull_for(job.workspace_id, role["image"])
     uuids = (uuids_by_node or gpu_uuids([replica.node_id]))[replica.node_id]
     world = sum(r["max_replicas"] for r in job.roles)
     rank = sum(r["max_replicas"] for r in job.roles[: job.roles.index(role)]) + replica.index
@@ -78,6 +83,10 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         gpu_uuids=tuple(uuids.get(i, "") for i in replica.gpu_indices), slice=replica.slice,
         cpu_milli=role["cpu_milli"], mem_mib=role["mem_mib"], expected_duration_s=job.expected_duration_s,
         world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)},
+        secret_env=tuple(sorted((role.get("secret_env") or {}).items())),
+        secret_mounts=tuple(tuple(m) for m in role.get("secret_mounts") or ()),
+        secret_values=material.values_for(job.workspace_id, secrets.referenced(role)),
+        pull_secret=pull.server if pull else "", pull_config=pull.config if pull else "",
     )
     # what the job's kind adds or sets: its name and process, a notebook's token and home, a service's server
     return ReplicaLaunch(**{**fields, **kinds.kind_of(job).launch_fields(job)})
@@ -190,7 +199,8 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
     update_rows(changed, ["state", "started", "ended", "end_reason"])
     if relaunch:
         uuids = gpu_uuids({r.node_id for r in relaunch})
-        launches = [launch_for(r, uuids) for r in relaunch]
+        material = secrets.launch_secrets(r.job for r in relaunch)
+        launches = [launch_for(r, uuids, material) for r in relaunch]
         transaction.on_commit(lambda: launch_all(backend, launches))
         report.relaunched += len(relaunch)
     for key in statuses:  # the backend runs something the database does not hold
@@ -289,7 +299,8 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     update_rows(scheduled, ["state", *PENDING_FIELDS])
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})
-    launches = [launch_for(r, uuids) for r in new]
+    material = secrets.launch_secrets(r.job for r in new)
+    launches = [launch_for(r, uuids, material) for r in new]
     transaction.on_commit(lambda: launch_all(backend, launches))
 
     set_pending_reasons(decisions.pending_codes, decisions.pending, kept_reasons)

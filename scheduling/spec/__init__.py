@@ -46,24 +46,27 @@ __all__ = [
 ]
 
 Queues = Collection[str]
+Secrets = Collection[str]
 
 
 def parse_job_spec(
-    text: str | bytes, *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None
+    text: str | bytes, *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None,
+    workspace_secrets: Secrets | None = None,
 ) -> JobSpec:
     """YAML text (either form) -> JobSpec, or SpecError with every problem and its line/column.
 
     With `cluster`, also rejects what no pool can run; with `workspace_queues`, a queue the
-    workspace may not use.
+    workspace may not use; with `workspace_secrets`, a secret the workspace does not have.
     """
-    return _read(load_yaml(text), dotted, cluster, workspace_queues)
+    return _read(load_yaml(text), dotted, cluster, workspace_queues, workspace_secrets)
 
 
 def parse_job_spec_obj(
-    obj: Mapping[str, Any], *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None
+    obj: Mapping[str, Any], *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None,
+    workspace_secrets: Secrets | None = None,
 ) -> JobSpec:
     """A JSON object body with the same fields (either form); errors carry no line/column."""
-    return _read(load_object(obj), dotted, cluster, workspace_queues)
+    return _read(load_object(obj), dotted, cluster, workspace_queues, workspace_secrets)
 
 
 def validate_spec(
@@ -78,9 +81,10 @@ def validate_spec(
 
 
 def _read(
-    loaded: Loaded, namer: Callable[[Path], str], cluster: ClusterInfo | None, workspace_queues: Queues | None
+    loaded: Loaded, namer: Callable[[Path], str], cluster: ClusterInfo | None, workspace_queues: Queues | None,
+    workspace_secrets: Secrets | None = None,
 ) -> JobSpec:
-    reader = Reader(loaded, namer)
+    reader = Reader(loaded, namer, known_secrets=workspace_secrets)
     keys = list(loaded.value)
     seed = [k for k in keys if k in SEED_KEYS]
     clean = [k for k in keys if k in CLEAN_KEYS]
@@ -145,7 +149,8 @@ def _name_from_image(image: str) -> str:
 
 
 def spec_from_image_form(
-    form: Mapping[str, Any], *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None
+    form: Mapping[str, Any], *, cluster: ClusterInfo | None = None, workspace_queues: Queues | None = None,
+    workspace_secrets: Secrets | None = None,
 ) -> JobSpec:
     """The portal's image form (values may be strings, as posted) -> JobSpec.
 
@@ -163,7 +168,7 @@ def spec_from_image_form(
         doc, problems = kind_form_document(kind, form)
         if problems:
             raise SpecError(problems)
-        return _read(load_object(doc), form_namer(kind), cluster, workspace_queues)
+        return _read(load_object(doc), form_namer(kind), cluster, workspace_queues, workspace_secrets)
     form = {k: v for k, v in form.items() if k != "kind"}
     issues: list[SpecIssue] = []
 
@@ -199,7 +204,7 @@ def spec_from_image_form(
                 target = target.setdefault(part, {})
             target[path[-1]] = values[key]
     doc["roles"] = [role]
-    return _read(load_object(doc), _form_namer, cluster, workspace_queues)
+    return _read(load_object(doc), _form_namer, cluster, workspace_queues, workspace_secrets)
 
 
 def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
@@ -216,8 +221,10 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append(f"{len(spec.roles)} roles")
     if role.name != "main":
         hidden.append(f"the role name '{role.name}'")
-    if role.env:
+    if role.env or role.secret_env:
         hidden.append("env")
+    if role.secret_mounts:
+        hidden.append("secretMounts")
     if spec.preemptible != spec.reduce_cost:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
     if spec.checkpoint_path is not None:
@@ -293,8 +300,10 @@ def role_to_dict(role: RoleSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"name": role.name, "image": role.image}
     if role.command:
         out["command"] = list(role.command)
-    if role.env:
-        out["env"] = dict(role.env)
+    if role.env or role.secret_env:
+        out["env"] = {**dict(role.env), **{var: {"secret": name} for var, name in role.secret_env}}
+    if role.secret_mounts:
+        out["secretMounts"] = [{"secret": name, "mountPath": path} for name, path in role.secret_mounts]
     out["replicas"] = {"min": role.min_replicas, "max": role.max_replicas}
     out["sharing"] = role.sharing
     resources: dict[str, Any] = {}

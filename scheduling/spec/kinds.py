@@ -39,6 +39,8 @@ from scheduling.spec.read import (
     read_env,
     read_replicas,
     read_resources,
+    read_secret_env,
+    read_secret_mounts,
     show,
 )
 from scheduling.spec.units import format_duration, format_memory, parse_duration, parse_memory
@@ -64,8 +66,8 @@ from scheduling.spec.workloads import (
 
 JOB_KEYS = ("kind", "name", "queue", "priority", "preemptible", "expectedDuration")
 SLICE_KEYS = ("sharing", "resources", "vendor", "gpuModel", "nodePool")
-NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", *SLICE_KEYS, "home", "idleAfter")
-INFERENCE_KEYS = (*JOB_KEYS, "server", "image", "command", "env", "port", "healthPath", "model", *SLICE_KEYS,
+NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", "secretMounts", *SLICE_KEYS, "home", "idleAfter")
+INFERENCE_KEYS = (*JOB_KEYS, "server", "image", "command", "env", "secretMounts", "port", "healthPath", "model", *SLICE_KEYS,
                   "replicas", "target", "scaleDownDelay")
 HOME_KEYS = ("size",)
 MODEL_KEYS = ("path", "registry", "name")
@@ -169,6 +171,7 @@ def read_notebook(r: Reader, kind: str) -> ReadResult:
     job = _job_fields(r, doc)
     image = _image(r, doc, DEFAULT_NOTEBOOK_IMAGE)
     env = read_env(r, doc, ())
+    secrets = {"secret_env": read_secret_env(r, doc, ()), "secret_mounts": read_secret_mounts(r, doc, ())}
     place = _placement(r, doc)
     view = doc
     raw = doc.get("resources")
@@ -181,9 +184,10 @@ def read_notebook(r: Reader, kind: str) -> ReadResult:
     idle_after = _bounded_duration(r, doc, "idleAfter", MIN_IDLE_AFTER_S, MAX_IDLE_AFTER_S, MISSING)
     if r.issues or idle_after is None or not _complete(
             job["name"], job["priority"], job["preemptible"], job["expected_duration_s"], place["vendor"], image, env,
-            resources, home):
+            resources, home, *secrets.values()):
         return ReadResult(None, top_locate)
-    role = RoleSpec(name=NOTEBOOK_ROLE, image=image, env=env, min_replicas=1, max_replicas=1, **place, **resources)
+    role = RoleSpec(name=NOTEBOOK_ROLE, image=image, env=env, min_replicas=1, max_replicas=1, **secrets, **place,
+                    **resources)
     notebook = NotebookSpec(home_mib=home, idle_after_s=None if idle_after is MISSING else idle_after)
     return ReadResult(JobSpec(type="single", roles=(role,), kind=kind, notebook=notebook, **job), top_locate)
 
@@ -225,6 +229,7 @@ def read_inference(r: Reader, kind: str) -> ReadResult:
                     hint=gettext_noop("a path such as /health"))
     command = read_command(r, doc, ())
     env = read_env(r, doc, ())
+    secrets = {"secret_env": read_secret_env(r, doc, ()), "secret_mounts": read_secret_mounts(r, doc, ())}
     model = _read_model(r, doc, server)
     place = _placement(r, doc)
     resources, limit = _read_server_resources(r, doc, place["vendor"])
@@ -233,10 +238,10 @@ def read_inference(r: Reader, kind: str) -> ReadResult:
     delay = _bounded_duration(r, doc, "scaleDownDelay", 1, MAX_SCALE_DOWN_DELAY_S, DEFAULT_SCALE_DOWN_DELAY_S)
     if r.issues or not _complete(job["name"], job["priority"], job["preemptible"], job["expected_duration_s"],
                                  place["vendor"], server, image, port, health, command, env, model, resources,
-                                 limit, replicas, target, delay):
+                                 limit, replicas, target, delay, *secrets.values()):
         return ReadResult(None, top_locate)
     role = RoleSpec(name=SERVER_ROLE, image=image, command=command, env=env, min_replicas=replicas[0],
-                    max_replicas=replicas[1], **place, **resources)
+                    max_replicas=replicas[1], **secrets, **place, **resources)
     path, registry, served = model
     inference = InferenceSpec(
         server=server, port=port, health_path=health, model_path=path, model_registry=registry, model_name=served,
@@ -353,6 +358,8 @@ def kind_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
         out["command"] = role["command"]
     if "env" in role:
         out["env"] = role["env"]
+    if "secretMounts" in role:
+        out["secretMounts"] = role["secretMounts"]
     out.update({k: role[k] for k in SLICE_KEYS if k in role})
     if spec.notebook is not None:
         out["home"] = {"size": format_memory(spec.notebook.home_mib)}

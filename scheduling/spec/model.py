@@ -78,6 +78,10 @@ class RoleSpec:
     image: str
     command: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    # The workspace's secrets it reads, by name (never their values): (variable, secret), and (secret, directory)
+    # where a file named after the secret holds its value.
+    secret_env: tuple[tuple[str, str], ...] = ()
+    secret_mounts: tuple[tuple[str, str], ...] = ()
     min_replicas: int = 1
     max_replicas: int = 1
     sharing: str = "exclusive"
@@ -94,6 +98,10 @@ class RoleSpec:
     @property
     def milli_per_replica(self) -> int:
         return self.num_gpus * self.gpu_milli
+
+    @property
+    def secret_names(self) -> set[str]:
+        return {name for _var, name in self.secret_env} | {name for name, _path in self.secret_mounts}
 
 
 TOPOLOGY_KINDS = ("required", "preferred")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -55,6 +55,8 @@ GPU_MODEL_HINT = gettext_noop("a GPU model such as A100-80GB")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:@+]{0,511}$")
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._\-]{0,62}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MOUNT_PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]{1,255}$")
+MAX_SECRET_MOUNTS = 16
 MAX_REPLICAS = 1024
 MAX_GPUS_PER_REPLICA = 64
 MAX_ROLES = 8
@@ -78,6 +80,7 @@ ROLE_KEYS = (
     "image",
     "command",
     "env",
+    "secretMounts",
     "replicas",
     "sharing",
     "resources",
@@ -149,6 +152,8 @@ class Reader:
     doc: Loaded
     namer: Callable[[Path], str] = dotted
     issues: list[SpecIssue] = field(default_factory=list)
+    # The names of the workspace's secrets a spec may reference; None: not checked (no workspace).
+    known_secrets: Collection[str] | None = None
 
     def pos(self, path: Path, *, key: bool = False) -> Pos | None:
         if key and path in self.doc.key_pos:
@@ -439,6 +444,8 @@ def read_role(r: Reader, raw: Any, path: Path) -> RoleSpec | None:
     )
     command = read_command(r, role, path)
     env = read_env(r, role, path)
+    secret_env = read_secret_env(r, role, path)
+    secret_mounts = read_secret_mounts(r, role, path)
     replicas = read_replicas(r, role, path)
     vendor = r.choice(role, path, "vendor", VENDORS, default="nvidia", fold_case=True)
     gpu_model = r.text(role, path, "gpuModel", pattern=MODEL_RE, hint=GPU_MODEL_HINT)
@@ -446,13 +453,16 @@ def read_role(r: Reader, raw: Any, path: Path) -> RoleSpec | None:
         gpu_model = gpu_model_name(gpu_model)
     node_pool = r.text(role, path, "nodePool", pattern=DNS_LABEL, hint=DNS_HINT)
     resources = read_resources(r, role, path, vendor)
-    if None in (name, image, command, env, replicas, vendor, resources) or MISSING in (name, image):
+    if (None in (name, image, command, env, secret_env, secret_mounts, replicas, vendor, resources)
+            or MISSING in (name, image)):
         return None
     return RoleSpec(
         name=name,
         image=image,
         command=command,
         env=env,
+        secret_env=secret_env,
+        secret_mounts=secret_mounts,
         min_replicas=replicas[0],
         max_replicas=replicas[1],
         vendor=vendor,
@@ -494,6 +504,8 @@ def read_env(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, st
                 key=True,
             )
             ok = False
+        elif isinstance(item, dict):
+            continue  # a secret's value ({secret: name}): read by read_secret_env
         elif is_number(item) and not (isinstance(item, float) and not math.isfinite(item)):
             pairs.append((key, str(item)))
         elif isinstance(item, str):
@@ -503,6 +515,84 @@ def read_env(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, st
                 "name": r.namer(item_path), "value": show(item)})
             ok = False
     return tuple(pairs) if ok else None
+
+
+def read_secret_ref(r: Reader, value: Any, path: Path) -> str | None:
+    """`{secret: name}`: a secret of the job's workspace (checked when the reader knows them)."""
+    ref = r.mapping(value, path, _("secret: the name of one of the workspace's secrets"))
+    if ref is None:
+        return None
+    before = len(r.issues)
+    r.check_keys(ref, path, ("secret",), where=r.namer(path))
+    name = r.text(ref, path, "secret", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
+    if name in (None, MISSING) or len(r.issues) > before:
+        return None
+    if r.known_secrets is not None and name not in r.known_secrets:
+        r.error((*path, "secret"), _("the workspace has no secret '%(name)s'%(hint)s") % {
+            "name": name, "hint": did_you_mean(name, r.known_secrets)})
+        return None
+    return name
+
+
+def read_secret_env(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, str], ...] | None:
+    """The env entries that take a secret's value: (variable, secret name). The others are read_env's."""
+    env = role.get("env")
+    if not isinstance(env, dict):
+        return ()
+    pairs, ok = [], True
+    for key, item in env.items():
+        if not isinstance(item, dict) or not ENV_NAME_RE.fullmatch(key):
+            continue
+        name = read_secret_ref(r, item, (*path, "env", key))
+        if name is None:
+            ok = False
+        else:
+            pairs.append((key, name))
+    return tuple(pairs) if ok else None
+
+
+def read_secret_mounts(r: Reader, role: dict[str, Any], path: Path) -> tuple[tuple[str, str], ...] | None:
+    """`secretMounts: [{secret: kaggle, mountPath: /etc/kaggle}]`: (secret name, directory). The directory holds
+    one file named after the secret, its value."""
+    value = role.get("secretMounts")
+    if value is None:
+        return ()
+    list_path = (*path, "secretMounts")
+    if not isinstance(value, list):
+        r.error(list_path, _("%(name)s must be a list such as [{secret: kaggle, mountPath: /etc/kaggle}]") % {
+            "name": r.namer(list_path)})
+        return None
+    if len(value) > MAX_SECRET_MOUNTS:
+        r.error(list_path, _("%(name)s has %(count)s entries; at most %(most)s") % {
+            "name": r.namer(list_path), "count": len(value), "most": MAX_SECRET_MOUNTS})
+        return None
+    mounts, seen, ok = [], set(), True
+    for i, raw in enumerate(value):
+        item_path = (*list_path, i)
+        item = r.mapping(raw, item_path, "secret, mountPath")
+        if item is None:
+            ok = False
+            continue
+        r.check_keys(item, item_path, ("secret", "mountPath"), where=r.namer(item_path))
+        name = read_secret_ref(r, {"secret": item.get("secret")}, item_path) if "secret" in item else None
+        if "secret" not in item:
+            r.required(item, item_path, "secret")
+        mount = r.text(item, item_path, "mountPath", required=True, pattern=MOUNT_PATH_RE,
+                       hint=gettext_noop("an absolute path such as /etc/kaggle"))
+        if isinstance(mount, str) and MOUNT_PATH_RE.fullmatch(mount) and ".." in mount.split("/"):
+            r.error((*item_path, "mountPath"), _("%(name)s must not contain '..'") % {
+                "name": r.namer((*item_path, "mountPath"))})
+            mount = None
+        elif isinstance(mount, str) and mount.rstrip("/") in seen:
+            r.error((*item_path, "mountPath"), _("%(name)s %(path)s is mounted twice") % {
+                "name": r.namer((*item_path, "mountPath")), "path": mount})
+            mount = None
+        if name is None or mount in (None, MISSING):
+            ok = False
+            continue
+        seen.add(mount.rstrip("/"))
+        mounts.append((name, mount.rstrip("/") or "/"))
+    return tuple(mounts) if ok else None
 
 
 def read_replicas(r: Reader, role: dict[str, Any], path: Path) -> tuple[int, int] | None:

@@ -42,6 +42,8 @@ def _request(role: RoleSpec, quoted: dict[str, Any] | None, pool: str) -> dict[s
         "cpu_milli": role.cpu_milli, "mem_mib": role.mem_mib, "vendor": role.vendor,
         "gpu_model": role.gpu_model or "", "pool": (pool if quoted else "") or role.node_pool or "",
         "image": role.image, "command": list(role.command), "env": dict(role.env),
+        # names only: the values are read when a replica is launched (scheduling.secrets)
+        "secret_env": dict(role.secret_env), "secret_mounts": [list(m) for m in role.secret_mounts],
     }
 
 

@@ -23,6 +23,7 @@
   const assumption = document.getElementById("quote-assumption");
   const unavailable = document.getElementById("quote-unavailable");
   const commonNote = document.getElementById("quote-common");
+  const pullsNote = document.getElementById("quote-pulls");
   const duration = document.getElementById("duration-hours");
   // One tab and one fieldset per kind that has one (the page writes them from scheduling.kinds).
   const kindForms = Object.fromEntries([...document.querySelectorAll("#tab-image fieldset.image-form[data-kind]")]
@@ -261,6 +262,16 @@
     status.textContent = n === 1
       ? saidWith("statusOneText", "%(n)s option, assuming %(hours)s h, in %(currency)s.", {n, hours, currency: quote.currency})
       : saidWith("statusOtherText", "%(n)s options, assuming %(hours)s h, in %(currency)s.", {n, hours, currency: quote.currency});
+    const pulls = quote.image_pulls || [];  // which registry credential pulls each image
+    if (pullsNote) {
+      pullsNote.hidden = pulls.length === 0;
+      pullsNote.replaceChildren(...pulls.map((p) => {
+        const span = el("span", null, `${p.text}. `);
+        span.dataset.registry = p.registry;
+        span.dataset.credential = p.credential || "";
+        return span;
+      }));
+    }
     const english = quote.unavailable || [];
     const list = english.map((u, i) => (quote.unavailable_text && quote.unavailable_text[i]) || u);
     unavailable.hidden = list.length === 0;
@@ -271,6 +282,7 @@
   function clearQuote(message) {
     table.hidden = true;
     commonNote.hidden = true;
+    if (pullsNote) pullsNote.hidden = true;
     tbody.replaceChildren();
     unavailable.hidden = true;
     status.className = "empty";

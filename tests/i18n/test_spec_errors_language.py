@@ -23,7 +23,7 @@ ENGLISH = [
     (5, 22, "roles[0].resources.gpu", "roles[0].resources.gpu (1.5) must be a whole number of GPUs with "
                                       "roles[0].sharing exclusive; use sharing: fraction for part of a GPU"),
     (5, 32, "roles[0].resources.cpu", "roles[0].resources.cpu 'lots' is not a CPU amount (e.g. 4, 0.5 or 500m)"),
-    (6, 5, "roles[0].colour", "unknown field 'colour' in a role (allowed: name, image, command, env, replicas, "
+    (6, 5, "roles[0].colour", "unknown field 'colour' in a role (allowed: name, image, command, env, secretMounts, replicas, "
                               "sharing, resources, vendor, gpuModel, nodePool)"),
 ]
 

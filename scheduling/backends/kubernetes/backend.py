@@ -22,6 +22,7 @@ No Django import: settings come from KubernetesConfig (environment variables K8S
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -185,6 +186,7 @@ class KubernetesBackend:
         self._sleep, self._clock = sleep, clock
         self._vendors: dict[str, str] = {}  # node -> nvidia | amd, from the last inventory
         self._namespaces: set[str] = set()  # namespaces known to exist
+        self._secret_digests: dict[tuple[str, str], str] = {}  # Secrets written, by a digest of what they hold
         self._lock = threading.RLock()  # one caller at a time: the cache is not shared-safe otherwise
 
     @classmethod
@@ -305,6 +307,7 @@ class KubernetesBackend:
             vendor = self._vendor(replica)
             pod = m.replica_pod(replica, namespace, vendor, self.config)  # bad input fails before any change
             self._ensure_namespace(namespace, replica.workspace)
+            self._ensure_secrets(replica, namespace)
             if replica.job_type in m.DISTRIBUTED:
                 self._ensure_job_objects(replica, namespace)
             if replica.shape == JUPYTER:
@@ -335,6 +338,19 @@ class KubernetesBackend:
             if created is None:
                 raise KubernetesApiError(f"create {what}", 409, "exists, then vanished while read back")
         return created
+
+    def _ensure_secrets(self, replica: ReplicaLaunch, namespace: str) -> None:
+        """The Secrets the pod refers to, written when their value changed since this backend last wrote them
+        (an owner replaced it): the pod reads the current value when it starts."""
+        for secret in m.replica_secret_objects(replica, namespace):
+            name = secret["metadata"]["name"]
+            digest = hashlib.sha256(json.dumps(secret, sort_keys=True).encode()).hexdigest()
+            if self._secret_digests.get((namespace, name)) == digest:
+                continue
+            what = f"secret {namespace}/{name}"
+            if self._create(what, self.core.create_namespaced_secret, namespace, secret) is None:
+                self._call(f"replace {what}", self.core.replace_namespaced_secret, name, namespace, secret)
+            self._secret_digests[(namespace, name)] = digest
 
     def _ensure_job_objects(self, replica: ReplicaLaunch, namespace: str) -> None:
         svc = m.headless_service(replica, namespace, self.config)
@@ -380,6 +396,14 @@ class KubernetesBackend:
             return
         self._ensure_namespace(ns, None)
         self.cache.put(self._create_pod(m.reservation_pod(node, gpu, uuid, vendor, self.config), None))
+
+    def remove_secret(self, workspace: str, *, secret: str = "", registry: str = "") -> None:
+        """A deleted workspace secret (or registry credential) leaves the workspace's namespace too."""
+        with self._lock:
+            namespace = m.namespace_name(self.config, workspace)
+            name = m.secret_object_name(secret) if secret else m.pull_secret_name(registry)
+            self._delete(f"secret {namespace}/{name}", self.core.delete_namespaced_secret, name, namespace)
+            self._secret_digests.pop((namespace, name), None)
 
     # --- stopping ----------------------------------------------------------------------------------------
     def evict(self, key: ReplicaKey, reason: str) -> None:

@@ -8,6 +8,7 @@ Namespace + ResourceQuota. No API calls here.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -249,6 +250,69 @@ def quota_manifest(workspace: str, gpu_quota_milli: int) -> dict:
     }
 
 
+# --- workspace secrets and registry credentials ------------------------------------------------------------
+SECRET_NAME = P + "secret"
+REGISTRY = P + "registry"
+DOCKER_CONFIG_KEY = ".dockerconfigjson"
+
+
+def secret_object_name(secret: str) -> str:
+    """The Kubernetes Secret that holds one workspace secret (key: the secret's name)."""
+    return dns_label(f"secret-{secret}")
+
+
+def pull_secret_name(server: str) -> str:
+    return dns_label(f"registry-{server}")
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def secret_manifest(secret: str, value: str, namespace: str, workspace: str) -> dict:
+    """A workspace secret in the workspace's namespace: pods read it by reference, never by value."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": secret_object_name(secret), "namespace": namespace,
+                         "labels": {MANAGED: "true", WORKSPACE: label_value(workspace),
+                                    SECRET_NAME: label_value(secret)}},
+            "data": {secret: _b64(value)}}
+
+
+def pull_secret_manifest(server: str, config: str, namespace: str, workspace: str) -> dict:
+    """A registry credential as an imagePullSecret (kubernetes.io/dockerconfigjson)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": pull_secret_name(server), "namespace": namespace,
+                         "labels": {MANAGED: "true", WORKSPACE: label_value(workspace), REGISTRY: label_value(server)}},
+            "data": {DOCKER_CONFIG_KEY: _b64(config)}}
+
+
+def replica_secret_objects(replica: ReplicaLaunch, namespace: str) -> list[dict]:
+    """The Secrets a replica's pod refers to: each secret it reads, its registry's credential."""
+    names = sorted({name for _var, name in replica.secret_env} | {name for name, _path in replica.secret_mounts})
+    objects = [secret_manifest(name, replica.secret_values[name], namespace, replica.workspace)
+               for name in names if name in replica.secret_values]
+    if replica.pull_secret and replica.pull_config:
+        objects.append(pull_secret_manifest(replica.pull_secret, replica.pull_config, namespace, replica.workspace))
+    return objects
+
+
+def _secret_refs(container: dict, spec: dict, replica: ReplicaLaunch, taken: set[str]) -> None:
+    """Env entries by secretKeyRef, secret volumes, the imagePullSecret: names, never values. A variable the
+    platform sets itself (`taken`) is not overridden by a secret."""
+    for var, name in replica.secret_env:
+        if var not in taken:
+            container["env"].append({"name": var, "valueFrom": {"secretKeyRef": {
+                "name": secret_object_name(name), "key": name}}})
+    for i, (name, path) in enumerate(replica.secret_mounts):
+        volume = f"secret-{i}"
+        container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": path, "readOnly": True})
+        spec.setdefault("volumes", []).append({"name": volume, "secret": {
+            "secretName": secret_object_name(name), "items": [{"key": name, "path": name}],
+            "defaultMode": 0o400}})
+    if replica.pull_secret:
+        spec["imagePullSecrets"] = [{"name": pull_secret_name(replica.pull_secret)}]
+
+
 # --- replica -> pods ------------------------------------------------------------------------------------
 def slice_kind(replica: ReplicaLaunch) -> str:
     kind = (replica.slice or {}).get("kind", "whole")
@@ -362,6 +426,7 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
         if replica.job_type == "mpi":
             container["volumeMounts"] = [{"name": "mpi-hostfile", "mountPath": MPI_HOSTFILE_DIR, "readOnly": True}]
             spec["volumes"] = [{"name": "mpi-hostfile", "configMap": {"name": hostfile_name(replica.job_id)}}]
+    _secret_refs(container, spec, replica, set(merged) - {k for k, _v in replica.env})
     annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
                    GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
                    P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}

@@ -53,7 +53,7 @@ from scheduling.backends.base import (
     ReplicaLaunch,
     ReplicaStatus,
 )
-from scheduling.backends.simulated import training_process
+from scheduling.backends.simulated import processes, training_process
 from scheduling.backends.simulated.processes import STARTS, ProcessRuntime
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
 
@@ -104,6 +104,17 @@ def replica_environment(replica: ReplicaLaunch) -> dict[str, str]:
 def _fails(job_id: int, rate: float) -> bool:
     digest = hashlib.sha256(f"sim-failure:{job_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big") / 2**32 < rate
+
+
+def secret_env(replica: ReplicaLaunch) -> dict[str, str]:
+    """The variables a replica takes from the workspace's secrets (a process's environment, as a pod's)."""
+    return {var: replica.secret_values[name] for var, name in replica.secret_env if name in replica.secret_values}
+
+
+def secret_files(replica: ReplicaLaunch) -> dict[str, str]:
+    """The secret files a replica mounts: <mountPath>/<secret name> -> the value."""
+    return {f"{path.rstrip('/')}/{name}": replica.secret_values[name] for name, path in replica.secret_mounts
+            if name in replica.secret_values}
 
 
 class SimulatedBackend:
@@ -192,7 +203,7 @@ class SimulatedBackend:
         """The environment and the mounts ({path in the replica: path on this machine}) of a training
         replica's process. Called in the cycle's thread, so it may read the database; volumes and secret
         files add their paths (and secrets their variables) here."""
-        return replica_environment(replica), {}
+        return {**secret_env(replica), **replica_environment(replica)}, {}
 
     def _start_training_batch(self, batch: list[tuple[ReplicaLaunch, dict, dict, float]]) -> None:
         """In the starter's thread (no database): a process per replica while fewer than max_processes
@@ -224,12 +235,15 @@ class SimulatedBackend:
         """Start the training replica's process with exactly `env` (nothing of this worker's environment)
         and `mounts` ({path in the replica: path on this machine}, passed as JSON in SIM_MOUNTS when there
         are any), for `run_s` seconds. Returns whether it started one now."""
-        environment = dict(env)
+        environment, files = dict(env), secret_files(replica)
+        root = self.runtime.folder(replica.key) / processes.ROOT
+        # the secrets' files are written under the replica's root (runtime.start); each mountPath is a mount
+        mounts = {**{path: str(root / path.lstrip("/")) for _name, path in replica.secret_mounts}, **mounts}
         if mounts:
             environment[training_process.MOUNTS_VARIABLE] = json.dumps(dict(mounts), sort_keys=True)
         argv = [sys.executable, "-I", "-S", TRAINING_PROCESS, "--seconds", f"{run_s:.3f}",
                 "--name", f"{replica.role}-{replica.index}"]
-        return self.runtime.start(replica.key, argv, env=environment, inherit_environment=False)
+        return self.runtime.start(replica.key, argv, env=environment, files=files, inherit_environment=False)
 
     def _training_process_ended(self, key: ReplicaKey) -> str | None:
         """Why the training replica's process ended before its replica did, or None while it runs (or
@@ -259,8 +273,9 @@ class SimulatedBackend:
             home = self.home_of(replica.workspace, replica.job_name)
             home.mkdir(parents=True, exist_ok=True)
             argv += ["--home", str(home)]
-        self.runtime.start(replica.key, argv, env={"JUPYTER_TOKEN": replica.token} if replica.token else {},
-                           token=replica.token)
+        own = {"JUPYTER_TOKEN": replica.token} if replica.token else {}
+        self.runtime.start(replica.key, argv, env={**secret_env(replica), **own}, token=replica.token,
+                           files=secret_files(replica))
 
     def _start_server(self, replica: ReplicaLaunch) -> None:
         """An inference replica: the OpenAI-compatible server, as fast as the slice it was given, that
@@ -273,7 +288,8 @@ class SimulatedBackend:
             argv += ["--mig", str(s.get("mig_profile") or "")]
         if replica.token:
             argv += ["--api-key", replica.token]
-        self.runtime.start(replica.key, argv, token=replica.token)
+        self.runtime.start(replica.key, argv, env=secret_env(replica), token=replica.token,
+                           files=secret_files(replica))
 
     def endpoint(self, key: ReplicaKey, *, workspace: str = "", base_url: str = "") -> Endpoint | None:
         return self.runtime.endpoint(key)  # the process said where it listens (under its base URL)

@@ -30,6 +30,7 @@ from scheduling.backends.base import Endpoint, ReplicaKey
 log = logging.getLogger(__name__)
 
 RECORD, LOG = "process.json", "output.log"
+ROOT, ROOT_ENV = "root", "SIMULATED_ROOT"  # where a replica's mounted files are: its / on a real node
 URL_SCAN_BYTES = 16 * 1024  # the ready line comes first; never read a long log to find it
 STOP_WAIT_S = 5.0
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -130,14 +131,19 @@ class ProcessRuntime:
 
     # -- start ----------------------------------------------------------------------------------
     def start(self, key: ReplicaKey, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              token: str = "", inherit_environment: bool = True) -> bool:
+              token: str = "", files: Mapping[str, str] | None = None, inherit_environment: bool = True) -> bool:
         """Start the replica's process unless it has one already (running or ended: its record says so
         until stop()). Returns whether it started one now. Does not wait for it to be ready. Its
-        environment is this process's plus `env`, or `env` alone without `inherit_environment`."""
+        environment is this process's plus `env`, or `env` alone without `inherit_environment`.
+
+        `files`: absolute paths (a secret's mountPath and name) to their text, written under the replica's
+        `root/` folder, readable by this user only, and named to the process by SIMULATED_ROOT."""
         folder = self.folder(key)
         if self._record(key) is not None:
             return False
         folder.mkdir(parents=True, exist_ok=True)
+        if files:
+            env = {**(env or {}), ROOT_ENV: str(self._write_files(folder / ROOT, files))}
         with open(folder / LOG, "wb") as log:
             popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      cwd=folder, env={**(os.environ if inherit_environment else {}), **(env or {})},
@@ -159,6 +165,18 @@ class ProcessRuntime:
         folder = self.folder(key)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / LOG).write_text(text if text.endswith("\n") else text + "\n")
+
+    @staticmethod
+    def _write_files(root: Path, files: Mapping[str, str]) -> Path:
+        for path, text in files.items():
+            target = (root / path.lstrip("/")).resolve()
+            if not target.is_relative_to(root.resolve()):
+                raise ValueError(f"{path!r} is outside the replica's root")
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+        return root
 
     # -- read -----------------------------------------------------------------------------------
     def _url(self, key: ReplicaKey) -> str | None:

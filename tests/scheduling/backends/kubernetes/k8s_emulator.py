@@ -30,14 +30,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-CORE_NAMESPACED = {"pods", "services", "configmaps", "resourcequotas", "persistentvolumeclaims"}
+CORE_NAMESPACED = {"pods", "services", "configmaps", "resourcequotas", "persistentvolumeclaims", "secrets"}
 # resources of named API groups, served under /apis/<group/version>/namespaces/<ns>/<plural>
 GROUPS = {"leases": "coordination.k8s.io/v1"}
 NAMESPACED = CORE_NAMESPACED | set(GROUPS)
 CLUSTER_SCOPED = {"nodes", "namespaces"}
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "resourcequotas": "ResourceQuota",
          "nodes": "Node", "namespaces": "Namespace", "leases": "Lease",
-         "persistentvolumeclaims": "PersistentVolumeClaim"}
+         "persistentvolumeclaims": "PersistentVolumeClaim", "secrets": "Secret"}
 TERMINAL = ("Succeeded", "Failed")
 
 

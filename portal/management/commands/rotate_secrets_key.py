@@ -1,0 +1,26 @@
+"""`manage.py rotate_secrets_key`: re-encrypt every workspace secret and registry password under the first key
+of SECRETS_KEY. `--new-key` prints a fresh key and changes nothing.
+
+Rotation: put the new key first in SECRETS_KEY (keeping the old ones after it), restart, run this, then drop
+the old keys."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduling.api import secrets
+
+
+class Command(BaseCommand):
+    help = "Re-encrypt every workspace secret and registry password under the first key of SECRETS_KEY."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--new-key", action="store_true", help="print a new Fernet key and change nothing")
+
+    def handle(self, *args, new_key: bool = False, **options):
+        if new_key:
+            self.stdout.write(secrets.new_key())
+            return
+        try:
+            count = secrets.rotate_all()
+        except secrets.SecretsNotConfigured as e:
+            raise CommandError(str(e)) from None
+        self.stdout.write(f"re-encrypted {count} values under the first key of SECRETS_KEY")
