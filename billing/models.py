@@ -1,7 +1,10 @@
 """Price tables: versions with an effective time; a new version never changes past charges."""
 
+import contextvars
 import hashlib
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 
 from django.conf import settings
@@ -237,16 +240,39 @@ class LedgerRevision(models.Model):
 
     @classmethod
     def bump(cls) -> None:
-        from billing.ledger.kept import forget_revision
-
-        forget_revision()
+        block = _revision_block.get()
+        if block is not None:  # a write in a block: every read after it asks the database (it may roll back)
+            block.clear()
+            block["written"] = True
         token = uuid.uuid4().hex
         if not cls.objects.filter(pk=1).update(token=token):
             cls.objects.update_or_create(pk=1, defaults={"token": token})
 
     @classmethod
     def current(cls) -> str:
+        block = _revision_block.get()
+        if block is not None and "written" not in block:
+            if "token" not in block:
+                block["token"] = cls._read()
+            return block["token"]
+        return cls._read()
+
+    @classmethod
+    def _read(cls) -> str:
         return cls.objects.filter(pk=1).values_list("token", flat=True).first() or ""
+
+    @classmethod
+    @contextmanager
+    def one_read(cls) -> Iterator[None]:
+        """Inside, the token is read once (until a write): a page's many kept figures share that read."""
+        reset = _revision_block.set({})
+        try:
+            yield
+        finally:
+            _revision_block.reset(reset)
+
+
+_revision_block: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ledger_revision_block", default=None)
 
 
 class ChargeLine(WrittenOnce, models.Model):

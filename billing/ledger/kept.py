@@ -12,11 +12,9 @@ write may still roll back).
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TypeVar
 
 from django.core.cache import cache
@@ -27,41 +25,18 @@ from billing.models import LedgerRevision
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 KEPT_S = 3600  # an upper bound only: a new revision makes a new key
-_block: contextvars.ContextVar[dict | None] = contextvars.ContextVar("ledger_revision_block", default=None)
 
 
-@contextmanager
-def one_revision() -> Iterator[None]:
+def one_revision():
     """Every kept read inside shares one read of the ledger's revision."""
-    reset = _block.set({})
-    try:
-        yield
-    finally:
-        _block.reset(reset)
-
-
-def forget_revision() -> None:
-    """The ledger was written: the block's reads from now on ask for the revision each time."""
-    block = _block.get()
-    if block is not None:
-        block.clear()
-        block["written"] = True
-
-
-def _revision() -> str:
-    block = _block.get()
-    if block is None or "written" in block:
-        return LedgerRevision.current()
-    if "token" not in block:
-        block["token"] = LedgerRevision.current()
-    return block["token"]
+    return LedgerRevision.one_read()
 
 
 def ledger_read(query: QuerySet, compute: Callable[[], T], *, also: tuple = ()) -> T:
     """`compute()` of `query`'s rows, kept until the ledger changes. `also`: what else the value depends on
     (a rendering's language and time zone), part of the key."""
     sql, params = query.query.sql_with_params()
-    digest = hashlib.sha256(repr((_revision(), query.db, sql, params, also)).encode()).hexdigest()
+    digest = hashlib.sha256(repr((LedgerRevision.current(), query.db, sql, params, also)).encode()).hexdigest()
     key = f"ledger-read:{digest}"
     try:
         found = cache.get(key)
