@@ -12,7 +12,7 @@ import pytest
 # Words that stay as they are in every language: identifiers, units, product and currency names.
 ALLOWED = {
     "GPU", "GPUs", "CPU", "MIG", "YAML", "API", "USD", "CNY", "EUR", "GBP", "JPY", "KRW", "INR", "CHF", "UTC", "CSV", "Excel", "ISO", "FOCUS",
-    "English", "GPU-hours", "Webhook", "A100", "H100", "H200", "Platform", "Kubernetes",
+    "English", "GPU-hours", "Webhook", "A100", "H100", "H200", "Platform", "Kubernetes", "NVLink", "NVL72",
     # job states and sharing modes are the API's and the YAML's values, shown as they are
     "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Cancelled", "Preempted", "Stopped",
     "exclusive", "fraction", "mig", "timeslice", "min", "whole", "single",
