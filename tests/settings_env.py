@@ -20,6 +20,8 @@ FOR_THE_SETTINGS = {
     "EMBEDDED_REDIS_SOCKET": str(VAR_DIR / f"redis-test-{os.getpid()}.sock"),
     "SIM_RUNTIME_DIR": str(_RUNTIME),
     "NOTEBOOK_HOME_DIR": str(_RUNTIME / "homes"),
+    "VOLUMES_DIR": str(_RUNTIME / "volumes"),
+    "DATASETS_DIR": str(_RUNTIME / "datasets"),
     "TEST_FAST_PASSWORD_HASHER": "1",
 }
 SET_HERE = {name: value for name, value in FOR_THE_SETTINGS.items() if name not in os.environ}

@@ -90,6 +90,8 @@ class ReplicaLaunch:
     model_registry: str = ""
     model_name: str = ""
     gpu_mem_limit_mib: int = 0  # a fraction's burstable memory limit (0: none)
+    # The workspace volumes and dataset versions the replica mounts, resolved (scheduling.storage.Mount)
+    mounts: tuple = ()
 
     @property
     def key(self) -> ReplicaKey:

@@ -21,7 +21,7 @@ from functools import partial
 from django.db import transaction
 from django.db.models import Max
 
-from scheduling import clock, core, inference, kinds, signals
+from scheduling import clock, core, inference, kinds, signals, storage
 from scheduling import history_catalogue as texts
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.bulk import update_rows
@@ -78,6 +78,7 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         gpu_uuids=tuple(uuids.get(i, "") for i in replica.gpu_indices), slice=replica.slice,
         cpu_milli=role["cpu_milli"], mem_mib=role["mem_mib"], expected_duration_s=job.expected_duration_s,
         world_size=world, rank=rank, labels={"replica-uid": str(replica.uid)},
+        mounts=storage.role_mounts(job, replica.role),
     )
     # what the job's kind adds or sets: its name and process, a notebook's token and home, a service's server
     return ReplicaLaunch(**{**fields, **kinds.kind_of(job).launch_fields(job)})

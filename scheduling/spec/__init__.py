@@ -26,6 +26,7 @@ from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
 from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
 from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
+from scheduling.spec.volumes import mounts_to_list
 
 __all__ = [
     "MAX_BYTES",
@@ -312,6 +313,8 @@ def role_to_dict(role: RoleSpec) -> dict[str, Any]:
         out["gpuModel"] = role.gpu_model
     if role.node_pool is not None:
         out["nodePool"] = role.node_pool
+    if role.volumes:
+        out["volumes"] = mounts_to_list(role.volumes)
     return out
 
 

@@ -14,6 +14,7 @@ kept across stops and starts until `delete_home`. Training replicas stay as abov
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import sys
@@ -26,7 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
-from scheduling import clock
+from scheduling import clock, storage
 from scheduling.backends.base import (
     BATCH,
     FAILED,
@@ -42,6 +43,7 @@ from scheduling.backends.base import (
     ReplicaLaunch,
     ReplicaStatus,
 )
+from scheduling.backends.simulated import mounts
 from scheduling.backends.simulated.processes import ProcessRuntime
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
 
@@ -76,6 +78,11 @@ def _gpu_share(replica: ReplicaLaunch) -> float:
     if s.get("kind") == "mig" and str(s.get("mig_profile") or "")[:1].isdigit():
         return int(str(s["mig_profile"])[0]) / 7
     return float(max(1, len(replica.gpus)))
+
+
+def _mounts_env(replica: ReplicaLaunch) -> dict[str, str]:
+    """Where the replica's process finds its volumes and datasets (simulated/mounts.py reads it)."""
+    return {mounts.ENV: json.dumps(storage.host_mapping(replica.mounts))} if replica.mounts else {}
 
 
 def _fails(job_id: int, rate: float) -> bool:
@@ -157,8 +164,8 @@ class SimulatedBackend:
             home = self.home_of(replica.workspace, replica.job_name)
             home.mkdir(parents=True, exist_ok=True)
             argv += ["--home", str(home)]
-        self.runtime.start(replica.key, argv, env={"JUPYTER_TOKEN": replica.token} if replica.token else {},
-                           token=replica.token)
+        env = {"JUPYTER_TOKEN": replica.token} if replica.token else {}
+        self.runtime.start(replica.key, argv, env={**env, **_mounts_env(replica)}, token=replica.token)
 
     def _start_server(self, replica: ReplicaLaunch) -> None:
         """An inference replica: the OpenAI-compatible server, as fast as the slice it was given, that
@@ -171,7 +178,7 @@ class SimulatedBackend:
             argv += ["--mig", str(s.get("mig_profile") or "")]
         if replica.token:
             argv += ["--api-key", replica.token]
-        self.runtime.start(replica.key, argv, token=replica.token)
+        self.runtime.start(replica.key, argv, env=_mounts_env(replica), token=replica.token)
 
     def endpoint(self, key: ReplicaKey, *, workspace: str = "", base_url: str = "") -> Endpoint | None:
         return self.runtime.endpoint(key)  # the process said where it listens (under its base URL)
