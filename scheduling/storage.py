@@ -239,7 +239,11 @@ def delete_volume(user, workspace, name: str, *, backend=None) -> None:
         raise Conflict(_("volume '%(name)s' is mounted by live jobs: %(jobs)s; wait for them to end or cancel "
                          "them") % {"name": name, "jobs": _job_list(jobs)}, field="name")
     volume.delete()
-    if backend is not None and hasattr(backend, "delete_volume"):
+    if backend is None:
+        from scheduling.backends import get_backend
+
+        backend = get_backend()
+    if hasattr(backend, "delete_volume"):   # a cluster with objects of its own (Kubernetes: the claim)
         backend.delete_volume(workspace.slug, name)
     transaction.on_commit(lambda: shutil.rmtree(volume_dir(workspace.slug, name), ignore_errors=True))
 
@@ -476,6 +480,9 @@ class Mount:
     version: int   # 0 for a volume
     mount_path: str
     read_only: bool
+    size_gib: int = 0   # a volume's claim (Kubernetes)
+    storage_class: str = ""
+    access_mode: str = AccessMode.READ_WRITE_ONCE
 
     def host_path(self) -> Path:
         if self.kind == "volume":
@@ -495,10 +502,14 @@ def role_mounts(job: Job, role_name: str) -> tuple[Mount, ...]:
     else:
         entries = list(spec.get("volumes") or [])   # a notebook's or a service's one role
     mounts = []
+    volumes = {v.name: v for v in Volume.objects.filter(workspace=job.workspace,
+                                                        name__in=[e.get("name") for e in entries if e.get("name")])}
     for entry in entries:
         path = posixpath.normpath(str(entry.get("mountPath") or "/"))
-        if entry.get("name"):
-            mounts.append(Mount("volume", job.workspace.slug, entry["name"], 0, path, bool(entry.get("readOnly"))))
+        volume = volumes.get(entry.get("name"))
+        if volume is not None:   # a volume deleted since: nothing to mount (refused while live)
+            mounts.append(Mount("volume", job.workspace.slug, volume.name, 0, path, bool(entry.get("readOnly")),
+                                volume.size_gib, volume.storage_class, volume.access_mode))
         elif entry.get("dataset"):
             version = _resolve_ref(job.workspace, entry["dataset"])
             if version is not None:   # a version deleted since: nothing to mount (refused while live)
