@@ -36,6 +36,9 @@ from scheduling.services import (
     suspend_jobs,
 )
 
+# ------------------------------------------------------------ Workspace volumes and datasets
+from scheduling import storage
+
 # ------------------------------------------------------------ Reads
 from scheduling import selectors
 from scheduling.selectors import (
