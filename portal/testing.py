@@ -66,7 +66,9 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "DATABASE_URL": database_url_for_children(), "REDIS_URL": settings.REDIS_URL,
            "VAR_DIR": str(settings.VAR_DIR), "PYTHONUNBUFFERED": "1", "TEST_FAST_PASSWORD_HASHER": "1",
            # the simulated cluster's processes, as this process sees them (a server finds a notebook's URL there)
-           "SIM_RUNTIME_DIR": str(settings.SIM_RUNTIME_DIR), "NOTEBOOK_HOME_DIR": str(settings.NOTEBOOK_HOME_DIR)}
+           "SIM_RUNTIME_DIR": str(settings.SIM_RUNTIME_DIR), "NOTEBOOK_HOME_DIR": str(settings.NOTEBOOK_HOME_DIR),
+           # workspace volumes and datasets on the simulated cluster: the server writes where the tests look
+           "VOLUMES_DIR": str(settings.VOLUMES_DIR), "DATASETS_DIR": str(settings.DATASETS_DIR)}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env.update(extra)
     return env

@@ -232,6 +232,7 @@ def _job_list(jobs: list[Job]) -> str:
 
 @transaction.atomic
 def delete_volume(user, workspace, name: str, *, backend=None) -> None:
+    """`backend`: the cluster's (scheduling.backends.get_backend()), whose own object of the volume goes too."""
     require_manager(user, workspace)
     volume = get_volume(workspace, name)
     jobs = jobs_mounting_volume(workspace, name)
@@ -239,11 +240,7 @@ def delete_volume(user, workspace, name: str, *, backend=None) -> None:
         raise Conflict(_("volume '%(name)s' is mounted by live jobs: %(jobs)s; wait for them to end or cancel "
                          "them") % {"name": name, "jobs": _job_list(jobs)}, field="name")
     volume.delete()
-    if backend is None:
-        from scheduling.backends import get_backend
-
-        backend = get_backend()
-    if hasattr(backend, "delete_volume"):   # a cluster with objects of its own (Kubernetes: the claim)
+    if backend is not None and hasattr(backend, "delete_volume"):   # a cluster's own object (Kubernetes: the claim)
         backend.delete_volume(workspace.slug, name)
     transaction.on_commit(lambda: shutil.rmtree(volume_dir(workspace.slug, name), ignore_errors=True))
 

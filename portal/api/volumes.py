@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.selectors import get_workspace_for_user
-from scheduling.api import storage
+from scheduling.api import get_backend, storage
 from scheduling.models import AccessMode, Volume
 
 # Writes are a member's everyday work, as submitting is; sharing data with another workspace needs manage.
@@ -88,7 +88,7 @@ class VolumeDetailApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request, slug, name):
         workspace = get_workspace_for_user(request.user, slug)
-        storage.delete_volume(request.user, workspace, name)
+        storage.delete_volume(request.user, workspace, name, backend=get_backend())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
