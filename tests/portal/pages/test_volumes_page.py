@@ -83,3 +83,18 @@ def test_owners_share_members_snapshot_finance_reads_and_the_other_tenant_sees_n
     theirs = client.get("/w/nlp-group/volumes/").content.decode()
     assert "vision-lab/imagenet@v1" in theirs  # shared with bob's workspace, read-only
     assert Volume.objects.filter(workspace=cluster.vision).count() == 1
+
+
+@pytest.mark.django_db
+def test_an_operator_sets_the_storage_quota_on_the_console(client, cluster):
+    client.force_login(cluster.admin)
+    page = "/console/workspaces/vision-lab/"
+    assert 'id="storage-quota"' in client.get(page).content.decode()
+    assert client.post(page, {"storage_quota": "500"}).status_code == 302
+    assert storage.quota_gib(cluster.vision) == 500
+    assert client.post(page, {"storage_quota": "lots"}).status_code == 400
+    assert client.post(page, {"storage_quota": ""}).status_code == 302
+    assert storage.quota_gib(cluster.vision) is None
+    client.force_login(cluster.alice)  # not an operator
+    client.post(page, {"storage_quota": "1"})
+    assert storage.quota_gib(cluster.vision) is None
