@@ -4,6 +4,7 @@ scheduling's storage services; a workspace is reached only by its members (404 f
 
 from __future__ import annotations
 
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -112,7 +113,7 @@ class VolumeFilesApi(APIView):
         workspace = get_workspace_for_user(request.user, slug)
         upload = request.FILES.get("file")
         if upload is None:
-            raise ValidationError({"file": ["a file is required (multipart field `file`)"]})
+            raise ValidationError({"file": [gettext("a file is required (multipart field `file`)")]})
         path = request.data.get("path") or upload.name
         written = storage.upload_file(request.user, workspace, name, path, upload, upload.size)
         return Response({"volume": name, "path": written, "bytes": upload.size}, status=status.HTTP_201_CREATED)

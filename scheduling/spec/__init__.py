@@ -219,6 +219,8 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append(f"the role name '{role.name}'")
     if role.env:
         hidden.append("env")
+    if role.volumes:
+        hidden.append("volumes")
     if spec.preemptible != spec.reduce_cost:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
     if spec.checkpoint_path is not None:

@@ -79,3 +79,13 @@ def test_a_notebook_and_a_service_mount_at_the_top_level():
     with pytest.raises(SpecError) as caught:
         parse_job_spec("kind: notebook\nname: nb\nvolumes:\n  - {name: data, mountPath: /proc/1}\n")
     assert (caught.value.errors[0].line, caught.value.errors[0].column) == (4, 29)
+
+
+def test_the_forms_say_they_cannot_show_the_volumes():
+    from scheduling.spec import image_form_values
+
+    training_spec = training("{name: data, mountPath: /data}")
+    notebook = parse_job_spec("kind: notebook\nname: nb\nvolumes: [{name: data, mountPath: /data}]\n")
+    for spec in (training_spec, notebook):
+        assert "volumes" in image_form_values(spec)[1]
+    assert "volumes" not in image_form_values(parse_job_spec("kind: notebook\nname: nb\n"))[1]
