@@ -273,7 +273,9 @@ def upload_file(user, workspace, name: str, path: str, data: IO[bytes], size: in
     target.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     tmp = target.with_name(target.name + ".upload")
-    with open(tmp, "wb") as out:
+    tmp.unlink(missing_ok=True)
+    # never through a link a job may have left in the volume: the file is made here, or the upload fails
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as out:
         for chunk in iter(lambda: data.read(1024 * 1024), b""):
             written += len(chunk)
             if written > most:
@@ -291,7 +293,7 @@ def volume_files(workspace, name: str, limit: int = 200) -> list[tuple[str, int]
     found = []
     if root.is_dir():
         for item in sorted(root.rglob("*")):
-            if item.is_file():
+            if item.is_file() and not item.is_symlink():
                 found.append(("/" + "/".join(item.relative_to(root).parts), item.stat().st_size))
                 if len(found) >= limit:
                     break
@@ -319,7 +321,8 @@ def snapshot(user, workspace, volume_name: str, dataset_name: str | None = None)
         shutil.rmtree(target)  # a left-over of a snapshot whose transaction failed
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir():
-        shutil.copytree(source, target, symlinks=False)
+        # links are copied as links, never followed: a link a job left cannot copy what lies outside the volume
+        shutil.copytree(source, target, symlinks=True)
     else:
         target.mkdir()
     size = _make_read_only(target)
@@ -329,7 +332,7 @@ def snapshot(user, workspace, volume_name: str, dataset_name: str | None = None)
 def _make_read_only(root: Path) -> int:
     size = 0
     for item in root.rglob("*"):
-        if item.is_file():
+        if item.is_file() and not item.is_symlink():
             size += item.stat().st_size
             item.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     return size
@@ -337,7 +340,7 @@ def _make_read_only(root: Path) -> int:
 
 def _writable_again(root: Path) -> None:
     for item in root.rglob("*"):
-        if item.is_file():
+        if item.is_file() and not item.is_symlink():
             item.chmod(stat.S_IRUSR | stat.S_IWUSR)
 
 

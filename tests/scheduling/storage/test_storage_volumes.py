@@ -150,3 +150,26 @@ def test_a_snapshot_is_a_read_only_numbered_copy_mountable_when_granted(cluster,
     storage.revoke(cluster.alice, cluster.vision, "imagenet", "nlp-group")
     with pytest.raises(SpecError):
         submit(cluster, nlp_spec, user=cluster.bob, workspace=cluster.nlp)
+
+
+@pytest.mark.django_db
+def test_links_left_in_a_volume_lead_nowhere_outside_it(cluster, tmp_path):
+    import io
+
+    outside = tmp_path / "host.txt"
+    outside.write_text("host")
+    outside.chmod(0o644)
+    storage.create_volume(cluster.alice, cluster.vision, name="data", size_gib=1)
+    root = storage.volume_dir("vision-lab", "data")
+    root.mkdir(parents=True)
+    (root / "escape").symlink_to(tmp_path)
+    (root / "a.txt.upload").symlink_to(outside)   # where an upload writes first
+    with pytest.raises(DomainError):
+        storage.upload_file(cluster.alice, cluster.vision, "data", "/escape/x", io.BytesIO(b"x"), 1)
+    storage.upload_file(cluster.alice, cluster.vision, "data", "/a.txt", io.BytesIO(b"mine"), 4)
+    assert outside.read_text() == "host" and (root / "a.txt").read_text() == "mine"
+    (root / "link.txt").symlink_to(outside)
+    version = storage.snapshot(cluster.alice, cluster.vision, "data")
+    copied = storage.dataset_dir("vision-lab", "data", version.number)
+    assert (copied / "link.txt").is_symlink() and version.size_bytes == 4
+    assert outside.stat().st_mode & 0o200  # the host file was not made read-only through the link
