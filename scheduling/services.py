@@ -153,10 +153,9 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     `parsed` is the spec already read by the caller (who quoted it), to avoid reading it twice.
     """
     require_submitter(user, workspace)
-    if parsed is None:
-        parsed = read_spec(workspace, spec)
-    else:
-        storage.check_mounts(workspace, parsed)  # read by the caller: its mounts may have gone since
+    parsed = parsed or read_spec(workspace, spec)
+    # again, locking the volumes it mounts until the job is stored: a delete meanwhile waits, then sees it
+    storage.check_mounts(workspace, parsed, lock=True)
     queue = _resolve_queue(workspace, parsed)
     _check_notebook_name(workspace, parsed)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))

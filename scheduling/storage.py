@@ -234,7 +234,8 @@ def _job_list(jobs: list[Job]) -> str:
 def delete_volume(user, workspace, name: str, *, backend=None) -> None:
     """`backend`: the cluster's (scheduling.backends.get_backend()), whose own object of the volume goes too."""
     require_manager(user, workspace)
-    volume = get_volume(workspace, name)
+    get_volume(workspace, name)
+    volume = Volume.objects.select_for_update().get(workspace=workspace, name=name)  # a submit mounting it waits
     jobs = jobs_mounting_volume(workspace, name)
     if jobs:
         raise Conflict(_("volume '%(name)s' is mounted by live jobs: %(jobs)s; wait for them to end or cancel "
@@ -443,9 +444,10 @@ def _resolve_ref(workspace, ref: str) -> DatasetVersion | None:
     return versions.filter(dataset__workspace__slug=owner, dataset__grants__workspace=workspace).first()
 
 
-def _mount_problem(workspace, mount: VolumeMount) -> str | None:
+def _mount_problem(workspace, mount: VolumeMount, lock: bool) -> str | None:
     if mount.volume is not None:
-        if not Volume.objects.filter(workspace=workspace, name=mount.volume).exists():
+        volumes = Volume.objects.filter(workspace=workspace, name=mount.volume)
+        if not (volumes.select_for_update() if lock else volumes).exists():
             return _("workspace '%(workspace)s' has no volume '%(name)s'") % {
                 "workspace": workspace.slug, "name": mount.volume}
         return None
@@ -455,13 +457,14 @@ def _mount_problem(workspace, mount: VolumeMount) -> str | None:
     return None
 
 
-def check_mounts(workspace, spec: JobSpec) -> None:
+def check_mounts(workspace, spec: JobSpec, *, lock: bool = False) -> None:
     """SpecError (each at its entry's line and column) for a volume the workspace lacks, or a dataset version
-    that does not exist or was not granted to it."""
+    that does not exist or was not granted to it. `lock` (inside the submitting transaction): the volumes'
+    rows stay locked until it commits, so a delete waits and then sees the new job."""
     issues = []
     for role in spec.roles:
         for mount in role.volumes:
-            problem = _mount_problem(workspace, mount)
+            problem = _mount_problem(workspace, mount, lock)
             if problem:
                 field, line, column = mount.where
                 issues.append(SpecIssue(line, column, field, problem if line is not None or not field
