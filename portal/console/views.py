@@ -21,7 +21,7 @@ from django.views.decorators.http import require_POST
 from billing.api import MINOR_UNITS, between, currency_at, default_currency, price_currencies
 from billing.forms import PriceTableForm
 from billing.models import PRICE_FIELDS, NodeToken, PriceTable
-from portal.console import selectors, services
+from portal.console import audit, selectors, services
 from portal.console.advice import BYTES_PER_PARAM, TASKS, part_name
 from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
@@ -341,7 +341,10 @@ def workspace_detail(request, slug):
                 grant_errors = {"storage_quota": [gettext("The storage quota is a whole number of GiB, or blank for "
                                                           "no limit.")]}
             else:
+                before = storage.quota_gib(workspace)
                 storage.set_storage_quota(workspace, int(text) if text else None)
+                audit.record(request.user, "change", workspace,
+                             changes={"storage_quota_gib": [before, int(text) if text else None]})
                 messages.success(request, gettext("Storage quota of %(workspace)s: %(quota)s.") % {
                     "workspace": workspace.slug, "quota": f"{text} GiB" if text else gettext("no limit")})
                 return redirect("console-workspace", slug=slug)

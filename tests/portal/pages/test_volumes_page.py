@@ -92,6 +92,10 @@ def test_an_operator_sets_the_storage_quota_on_the_console(client, cluster):
     assert 'id="storage-quota"' in client.get(page).content.decode()
     assert client.post(page, {"storage_quota": "500"}).status_code == 302
     assert storage.quota_gib(cluster.vision) == 500
+    from portal.console.models import AuditEntry
+
+    entry = AuditEntry.objects.get(action="change", target_repr="vision-lab")
+    assert entry.changes == {"storage_quota_gib": [None, 500]} and entry.username == "admin"
     assert client.post(page, {"storage_quota": "lots"}).status_code == 400
     assert client.post(page, {"storage_quota": ""}).status_code == 302
     assert storage.quota_gib(cluster.vision) is None
