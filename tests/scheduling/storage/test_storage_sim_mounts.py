@@ -56,3 +56,20 @@ def test_a_notebook_process_sees_a_file_written_to_its_volume(cluster, clock, ru
     assert seen.status_code == 200 and seen.json()["content"] == "cat\ndog\n"
     assert httpx.get(endpoint.url + "api/mounts/data/none.txt", headers=auth).status_code == 404
     assert httpx.get(endpoint.url + "api/mounts/etc/passwd", headers=auth).status_code == 404
+
+
+@pytest.mark.django_db
+def test_an_inference_process_is_given_its_mounts(cluster, clock):
+    from dataclasses import replace
+
+    from scheduling.backends.base import MODEL_SERVER
+    from tests.scheduling.backends.kubernetes.k8s_launches import launch
+
+    backend = SimulatedBackend(speedup=60, failure_rate=0, clock=clock)
+    mount = storage.Mount("volume", "vision-lab", "models", 0, "/models", True)
+    replica = replace(launch(job_id=41, role="server", mounts=(mount,)), shape=MODEL_SERVER, job_name="chat")
+    backend._start_server(replica)
+    pid = backend.runtime.find(replica.key).pid
+    environ = dict(item.split("=", 1) for item in open(f"/proc/{pid}/environ").read().split("\0") if "=" in item)
+    assert json.loads(environ["SIM_MOUNTS"]) == {"/models": str(storage.volume_dir("vision-lab", "models"))}
+    assert storage.volume_dir("vision-lab", "models").is_dir()  # made when first mounted
