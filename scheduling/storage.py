@@ -504,6 +504,8 @@ def role_mounts(job: Job, role_name: str) -> tuple[Mount, ...]:
                 entries = list(role.get("volumes") or [])
     else:
         entries = list(spec.get("volumes") or [])   # a notebook's or a service's one role
+    if not entries:
+        return ()   # most jobs mount nothing: no query in the cycle's launches
     mounts = []
     volumes = {v.name: v for v in Volume.objects.filter(workspace=job.workspace,
                                                         name__in=[e.get("name") for e in entries if e.get("name")])}
