@@ -30,12 +30,14 @@ class Api:
         self.http.close()
 
     def call(self, method: str, path: str, *, not_found: str, body: dict | None = None,
-             params: dict | None = None, spec_file: str | None = None) -> Any:
+             params: dict | None = None, spec_file: str | None = None, files: dict | None = None) -> Any:
         """The JSON answer of a 2xx; `not_found` is the message for the API's own 404, and
-        `spec_file` turns the errors of a 400 or 422 into `FILE:LINE:COL` lines (exit 2)."""
+        `spec_file` turns the errors of a 400 or 422 into `FILE:LINE:COL` lines (exit 2). With `files`
+        the body goes as multipart form fields beside them."""
         self._need_token()
+        sent = {"files": files, "data": body} if files is not None else {"json": body}
         try:
-            response = self.http.request(method, path, json=body, params=params)
+            response = self.http.request(method, path, params=params, **sent)
         except httpx.TimeoutException:
             raise CliError(f"cannot reach {self.settings.url}: no answer within {TIMEOUT_S:g} s") from None
         except httpx.HTTPError as error:
@@ -92,6 +94,8 @@ class Api:
         return re.sub(r"(?<![\w/.:-])(/account/tokens/)", lambda _: self.tokens_page, text)
 
     def _json(self, response: httpx.Response) -> Any:
+        if response.status_code == 204:  # done, nothing to say (a DELETE)
+            return None
         try:
             return response.json()
         except ValueError:

@@ -70,6 +70,7 @@ from gpuctl.settings import (
     resolve_settings,
     update_config_file,
 )
+from gpuctl.volume import add_volume_commands
 
 __all__ = ["CliError", "config_file_path", "format_job", "format_quote", "format_table", "main",
            "resolve_settings", "spec_error_line"]
@@ -522,6 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_notebook_commands(commands, command, _add_output)
     add_serve_commands(commands, command, _add_output)
     add_secret_commands(commands, command, _add_output)
+    add_volume_commands(commands, command, _add_output)
 
     completion = command(commands, "completion", cmd_completion,
                          "print the shell completion script: source <(gpuctl completion bash)", settings=False)

@@ -68,7 +68,9 @@ def child_env(**extra: str) -> dict[str, str]:
            # the simulated cluster's processes, as this process sees them (a server finds a notebook's URL there)
            "SIM_RUNTIME_DIR": str(settings.SIM_RUNTIME_DIR), "NOTEBOOK_HOME_DIR": str(settings.NOTEBOOK_HOME_DIR),
            "SIM_TRAINING_PROCESSES": "1" if settings.SIM_TRAINING_PROCESSES else "0",
-           "SIM_MAX_PROCESSES": str(settings.SIM_MAX_PROCESSES)}
+           "SIM_MAX_PROCESSES": str(settings.SIM_MAX_PROCESSES),
+           # workspace volumes and datasets on the simulated cluster: the server writes where the tests look
+           "VOLUMES_DIR": str(settings.VOLUMES_DIR), "DATASETS_DIR": str(settings.DATASETS_DIR)}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env.update(extra)
     return env

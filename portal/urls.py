@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from portal.members import views as members
 from portal.notebook_proxy import notebook_redirect
 from portal.notifications import views as notifications
-from portal.pages import account, language, tokens
+from portal.pages import account, language, tokens, volumes
 from portal.pages import workspaces as views
 from portal.secrets import views as workspace_secrets
 from portal.serve_proxy import serve_not_found, serve_proxy
@@ -35,6 +35,11 @@ urlpatterns = [
     path("w/<slug:slug>/members/<int:member_id>/remove/", members.member_remove, name="workspace-member-remove"),
     path("w/<slug:slug>/webhook/", notifications.webhook, name="workspace-webhook"),
     path("w/<slug:slug>/secrets/", workspace_secrets.secrets_page, name="workspace-secrets"),
+    path("w/<slug:slug>/volumes/", volumes.volumes, name="workspace-volumes"),
+    path("w/<slug:slug>/volumes/<slug:name>/upload/", volumes.volume_upload, name="workspace-volume-upload"),
+    path("w/<slug:slug>/volumes/<slug:name>/delete/", volumes.volume_delete, name="workspace-volume-delete"),
+    path("w/<slug:slug>/datasets/<slug:name>/v<int:number>/delete/", volumes.dataset_version_delete,
+         name="workspace-dataset-version-delete"),
     path("notifications/", notifications.notification_list, name="notifications"),
     path("notifications/settings/", notifications.notification_settings, name="notification-settings"),
     # a notebook, from the portal: a member goes on to its own host (portal/notebook_origin.py)

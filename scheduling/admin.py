@@ -1,7 +1,18 @@
 from django.contrib import admin
 
 from scheduling.forms import NodePoolForm, QueueForm
-from scheduling.models import Gpu, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
+from scheduling.models import (
+    Gpu,
+    Job,
+    JobEvent,
+    Node,
+    NodePool,
+    Queue,
+    QueueAccess,
+    Replica,
+    StorageQuota,
+    Volume,
+)
 
 
 class GpuInline(admin.TabularInline):
@@ -95,3 +106,18 @@ class JobAdmin(ReadOnlyAdmin):
 class JobEventAdmin(ReadOnlyAdmin):
     list_display = ["time", "job", "kind", "state", "reason"]
     list_filter = ["kind", "state"]
+
+
+@admin.register(StorageQuota)
+class StorageQuotaAdmin(admin.ModelAdmin):
+    """The operator's storage quota per workspace (the console's workspace page sets it too)."""
+
+    list_display = ("workspace", "limit_gib")
+    search_fields = ("workspace__slug",)
+
+
+@admin.register(Volume)
+class VolumeAdmin(ReadOnlyAdmin):
+    list_display = ("workspace", "name", "size_gib", "access_mode", "storage_class", "created")
+    list_filter = ("access_mode",)
+    search_fields = ("workspace__slug", "name")

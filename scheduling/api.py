@@ -38,6 +38,8 @@ from scheduling.services import (
 
 # ------------------------------------------------------------ Workspace secrets and registry credentials
 from scheduling import secrets
+# ------------------------------------------------------------ Workspace volumes and datasets
+from scheduling import storage
 
 # ------------------------------------------------------------ Reads
 from scheduling import selectors

@@ -582,6 +582,54 @@ class WorkspaceSecret(models.Model):
     class Meta:
         ordering = ["workspace_id", "name"]
         constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_secret_per_name")]
+# --------------------------------------------------------------------------- volumes and datasets
+
+
+class AccessMode(models.TextChoices):
+    READ_WRITE_ONCE = "ReadWriteOnce", _("ReadWriteOnce: one node at a time")
+    READ_WRITE_MANY = "ReadWriteMany", _("ReadWriteMany: many nodes at once")
+
+
+class Volume(models.Model):
+    """A workspace's persistent volume, mounted by name from a job's spec (scheduling/storage.py)."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="volumes")
+    name = models.SlugField(max_length=63)
+    size_gib = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    storage_class = models.CharField(max_length=63, default="standard")
+    access_mode = models.CharField(max_length=16, choices=AccessMode.choices, default=AccessMode.READ_WRITE_ONCE)
+    created = models.DateTimeField(default=clock.now, editable=False)
+
+    class Meta:
+        ordering = ["workspace_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_volume_per_name")]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}/{self.name} ({self.size_gib} GiB)"
+
+
+class StorageQuota(models.Model):
+    """The most GiB a workspace's volumes may hold together (no row: no limit). Operators set it."""
+
+    workspace = models.OneToOneField("portal.Workspace", on_delete=models.CASCADE, related_name="storage_quota")
+    limit_gib = models.PositiveIntegerField(help_text=_("Total size of the workspace's volumes, GiB"))
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}: {self.limit_gib} GiB"
+
+
+class Dataset(models.Model):
+    """A named series of read-only snapshots of a volume (its versions), owned by one workspace."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="datasets")
+    name = models.SlugField(max_length=63)
+    created = models.DateTimeField(default=clock.now, editable=False)
+    shared_with = models.ManyToManyField("portal.Workspace", through="DatasetGrant", related_name="granted_datasets",
+                                         blank=True)
+
+    class Meta:
+        ordering = ["workspace_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_dataset_per_name")]
 
     def __str__(self) -> str:
         return f"{self.workspace_id}/{self.name}"
@@ -607,3 +655,27 @@ class RegistryCredential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace_id}/{self.server}"
+class DatasetVersion(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    source_volume = models.CharField(max_length=63, help_text=_("The volume it was copied from"))
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    created = models.DateTimeField(default=clock.now, editable=False)
+
+    class Meta:
+        ordering = ["dataset_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["dataset", "number"], name="one_dataset_version_per_number")]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name}@v{self.number}"
+
+
+class DatasetGrant(models.Model):
+    """Another workspace may mount the dataset's versions, read-only."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="grants")
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="dataset_grants")
+    created = models.DateTimeField(default=clock.now, editable=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "workspace"], name="one_grant_per_workspace")]

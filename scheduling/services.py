@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from scheduling import clock, history_texts, kinds, secrets, selectors, service_scale, signals
+from scheduling import clock, history_texts, kinds, secrets, selectors, service_scale, signals, storage
 from scheduling import history_catalogue as texts
 from scheduling.bulk import update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
@@ -45,9 +45,9 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
     queue_names = list(selectors.queues_for_workspace(workspace).values_list("name", flat=True))
     kwargs = {"cluster": selectors.cluster_info(), "workspace_queues": queue_names,
               "workspace_secrets": secrets.secret_names(workspace)}
-    if isinstance(spec, Mapping):
-        return parse_job_spec_obj(spec, **kwargs)
-    return parse_job_spec(spec, **kwargs)
+    parsed = parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
+    storage.check_mounts(workspace, parsed)  # the volumes and dataset versions it mounts are the workspace's
+    return parsed
 
 
 def spec_from_form(workspace, form: Mapping[str, Any]) -> JobSpec:
@@ -156,6 +156,8 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     """
     require_submitter(user, workspace)
     parsed = parsed or read_spec(workspace, spec)
+    # again, locking the volumes it mounts until the job is stored: a delete meanwhile waits, then sees it
+    storage.check_mounts(workspace, parsed, lock=True)
     queue = _resolve_queue(workspace, parsed)
     _check_notebook_name(workspace, parsed)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))

@@ -20,6 +20,8 @@ FOR_THE_SETTINGS = {
     "EMBEDDED_REDIS_SOCKET": str(VAR_DIR / f"redis-test-{os.getpid()}.sock"),
     "SIM_RUNTIME_DIR": str(_RUNTIME),
     "NOTEBOOK_HOME_DIR": str(_RUNTIME / "homes"),
+    "VOLUMES_DIR": str(_RUNTIME / "volumes"),
+    "DATASETS_DIR": str(_RUNTIME / "datasets"),
     "TEST_FAST_PASSWORD_HASHER": "1",
     # training replicas run without a process (a process each would slow the suite); the tests of that
     # feature give their backend training_processes=True

@@ -12,6 +12,7 @@ from portal.api import (
     services,
     specs,
     version,
+    volumes,
     workspaces,
 )
 
@@ -47,6 +48,17 @@ urlpatterns = [
     path("services/<int:pk>/scale/", services.ServiceScaleApi.as_view(), name="api-service-scale"),
     path("services/<int:pk>/delete/", services.ServiceDeleteApi.as_view(), name="api-service-delete"),
     path("advice/inference/", advice.InferenceAdviceApi.as_view(), name="api-advice-inference"),
+    path("workspaces/<slug:slug>/volumes/", volumes.VolumeListApi.as_view(), name="api-volumes"),
+    path("workspaces/<slug:slug>/volumes/<slug:name>/", volumes.VolumeDetailApi.as_view(), name="api-volume"),
+    path("workspaces/<slug:slug>/volumes/<slug:name>/files/", volumes.VolumeFilesApi.as_view(),
+         name="api-volume-files"),
+    path("workspaces/<slug:slug>/datasets/", volumes.DatasetListApi.as_view(), name="api-datasets"),
+    path("workspaces/<slug:slug>/datasets/<slug:name>/versions/<int:number>/", volumes.DatasetVersionApi.as_view(),
+         name="api-dataset-version"),
+    path("workspaces/<slug:slug>/datasets/<slug:name>/grants/", volumes.DatasetGrantsApi.as_view(),
+         name="api-dataset-grants"),
+    path("workspaces/<slug:slug>/datasets/<slug:name>/grants/<slug:grantee>/", volumes.DatasetGrantApi.as_view(),
+         name="api-dataset-grant"),
     # Last: any other /api/v1/ path (e.g. /jobs/abc/) is a problem-details 404, not Django's HTML page.
     re_path(r"^", errors.not_found, name="api-not-found"),
 ]

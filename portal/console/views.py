@@ -21,12 +21,12 @@ from django.views.decorators.http import require_POST
 from billing.api import MINOR_UNITS, between, currency_at, default_currency, price_currencies
 from billing.forms import PriceTableForm
 from billing.models import PRICE_FIELDS, NodeToken, PriceTable
-from portal.console import selectors, services
+from portal.console import audit, selectors, services
 from portal.console.advice import BYTES_PER_PARAM, TASKS, part_name
 from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
-from scheduling.api import DomainError, clock, cluster_view
+from scheduling.api import DomainError, clock, cluster_view, storage
 from scheduling.forms import NewNodeForm, NewPoolForm, PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 
@@ -335,7 +335,20 @@ def workspace_detail(request, slug):
         if "remove" in request.POST:  # removing asks first
             membership = get_object_or_404(Membership, pk=request.POST["remove"], workspace=workspace)
             return redirect("console-member-remove", slug=slug, pk=membership.pk)
-        if "queue" in request.POST:
+        if "storage_quota" in request.POST:
+            text = request.POST["storage_quota"].strip()
+            if text and not (text.isdigit() and len(text) <= 9):
+                grant_errors = {"storage_quota": [gettext("The storage quota is a whole number of GiB, or blank for "
+                                                          "no limit.")]}
+            else:
+                before = storage.quota_gib(workspace)
+                storage.set_storage_quota(workspace, int(text) if text else None)
+                audit.record(request.user, "change", workspace,
+                             changes={"storage_quota_gib": [before, int(text) if text else None]})
+                messages.success(request, gettext("Storage quota of %(workspace)s: %(quota)s.") % {
+                    "workspace": workspace.slug, "quota": f"{text} GiB" if text else gettext("no limit")})
+                return redirect("console-workspace", slug=slug)
+        elif "queue" in request.POST:
             queue = get_object_or_404(Queue, name=request.POST["queue"])
             try:
                 services.grant_queue(request.user, workspace, queue, is_default=bool(request.POST.get("is_default")))
@@ -364,6 +377,7 @@ def workspace_detail(request, slug):
         "members": workspace.memberships.select_related("user").order_by("user__username"),
         "access": workspace.queue_access.select_related("queue").order_by("queue__name"),
         "queues": Queue.objects.filter(children__isnull=True).order_by("name"),
+        "storage_quota": storage.quota_gib(workspace), "storage_used": storage.used_gib(workspace),
     }, status=400 if member_form.errors or grant_errors else 200)
 
 

@@ -30,6 +30,10 @@ NOTEBOOK_HOME_DIR = Path(os.environ.get("NOTEBOOK_HOME_DIR") or VAR_DIR / "noteb
 # past it a training replica runs without one (notebooks and services always get theirs).
 SIM_TRAINING_PROCESSES = env_bool("SIM_TRAINING_PROCESSES", True)
 SIM_MAX_PROCESSES = int(os.environ.get("SIM_MAX_PROCESSES", "64"))
+# Workspace volumes and dataset versions on the simulated cluster: <workspace>/<name> and <workspace>/<name>/v<N>
+VOLUMES_DIR = Path(os.environ.get("VOLUMES_DIR") or VAR_DIR / "volumes")
+DATASETS_DIR = Path(os.environ.get("DATASETS_DIR") or VAR_DIR / "datasets")
+VOLUME_UPLOAD_MAX_BYTES = int(os.environ.get("VOLUME_UPLOAD_MAX_BYTES", str(100 * 1024 * 1024)))
 # Replica logs (scheduling.logs): kept this long after the replica ended, at most this much per job
 JOB_LOG_RETENTION_DAYS = int(os.environ.get("JOB_LOG_RETENTION_DAYS", "30"))
 JOB_LOG_MAX_BYTES = int(os.environ.get("JOB_LOG_MAX_BYTES", str(2 * 1024 * 1024)))

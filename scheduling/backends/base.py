@@ -100,6 +100,8 @@ class ReplicaLaunch:
     # The registry credential that pulls the image: its server ("" none) and .dockerconfigjson.
     pull_secret: str = ""
     pull_config: str = field(default="", repr=False, compare=False)
+    # The workspace volumes and dataset versions the replica mounts, resolved (scheduling.storage.Mount)
+    mounts: tuple = ()
 
     @property
     def key(self) -> ReplicaKey:

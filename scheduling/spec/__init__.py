@@ -26,6 +26,7 @@ from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
 from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
 from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
+from scheduling.spec.volumes import mounts_to_list
 
 __all__ = [
     "MAX_BYTES",
@@ -225,6 +226,8 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("env")
     if role.secret_mounts:
         hidden.append("secretMounts")
+    if role.volumes:
+        hidden.append("volumes")
     if spec.preemptible != spec.reduce_cost:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
     if spec.checkpoint_path is not None:
@@ -323,6 +326,8 @@ def role_to_dict(role: RoleSpec) -> dict[str, Any]:
         out["gpuModel"] = role.gpu_model
     if role.node_pool is not None:
         out["nodePool"] = role.node_pool
+    if role.volumes:
+        out["volumes"] = mounts_to_list(role.volumes)
     return out
 
 

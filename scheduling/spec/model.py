@@ -7,7 +7,7 @@ milli-CPU, seconds.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from django.utils.translation import gettext as _
 
@@ -62,6 +62,19 @@ def _issue_order(issue: SpecIssue) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
+class VolumeMount:
+    """A volume of the job's workspace (`volume`) or a dataset version (`dataset`, `[workspace/]name@vN`)
+    mounted at `mount_path`. `where` is the entry's field and position in the document, kept to name them
+    when the workspace is checked after reading (not part of the spec's value)."""
+
+    mount_path: str
+    volume: str | None = None
+    dataset: str | None = None
+    read_only: bool = False
+    where: tuple[str | None, int | None, int | None] = field(default=(None, None, None), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class RoleSpec:
     """One role (set of identical replicas) of a job; resources are per replica.
 
@@ -94,6 +107,7 @@ class RoleSpec:
     vendor: str = "nvidia"
     gpu_model: str | None = None
     node_pool: str | None = None
+    volumes: tuple[VolumeMount, ...] = ()
 
     @property
     def milli_per_replica(self) -> int:

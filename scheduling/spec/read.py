@@ -87,6 +87,7 @@ ROLE_KEYS = (
     "vendor",
     "gpuModel",
     "nodePool",
+    "volumes",  # read by spec/volumes.py (kinds.read_roles)
 )
 REPLICA_KEYS = ("min", "max")
 RESOURCE_KEYS = ("gpu", "gpuMemory", "cpu", "memory", "mig")

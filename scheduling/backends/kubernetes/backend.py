@@ -308,6 +308,7 @@ class KubernetesBackend:
             pod = m.replica_pod(replica, namespace, vendor, self.config)  # bad input fails before any change
             self._ensure_namespace(namespace, replica.workspace)
             self._ensure_secrets(replica, namespace)
+            self._ensure_volume_claims(replica, namespace)
             if replica.job_type in m.DISTRIBUTED:
                 self._ensure_job_objects(replica, namespace)
             if replica.shape == JUPYTER:
@@ -363,6 +364,25 @@ class KubernetesBackend:
                             hostfile) is None:  # the job grew or shrank since: the hostfile follows
                 self._call(f"patch configmap {namespace}/{name}", self.core.patch_namespaced_config_map, name,
                            namespace, {"data": hostfile["data"]})
+
+    def _ensure_volume_claims(self, replica: ReplicaLaunch, namespace: str) -> None:
+        """A workspace volume's claim is made when a job first mounts it; one that exists grows to the volume's
+        size (claims grow in place; a volume never shrinks)."""
+        for claim in m.volume_claims(replica, namespace):
+            name = claim["metadata"]["name"]
+            what = f"persistentvolumeclaim {namespace}/{name}"
+            created = self._create(what, self.core.create_namespaced_persistent_volume_claim, namespace, claim)
+            if created is None and "dataSource" not in claim["spec"]:
+                self._call(f"patch {what}", self.core.patch_namespaced_persistent_volume_claim, name, namespace,
+                           {"spec": {"resources": claim["spec"]["resources"]}})
+
+    def delete_volume(self, workspace: str, name: str) -> None:
+        """A deleted workspace volume's claim (none yet: nothing to do)."""
+        with self._lock:
+            namespace = m.namespace_name(self.config, workspace)
+            claim = m.volume_claim_name(name)
+            self._delete(f"persistentvolumeclaim {namespace}/{claim}",
+                         self.core.delete_namespaced_persistent_volume_claim, claim, namespace)
 
     def _ensure_notebook_objects(self, replica: ReplicaLaunch, namespace: str) -> None:
         if replica.home_mib:  # an existing claim is the notebook's home from before: kept as it is

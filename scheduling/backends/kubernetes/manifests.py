@@ -427,6 +427,7 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
             container["volumeMounts"] = [{"name": "mpi-hostfile", "mountPath": MPI_HOSTFILE_DIR, "readOnly": True}]
             spec["volumes"] = [{"name": "mpi-hostfile", "configMap": {"name": hostfile_name(replica.job_id)}}]
     _secret_refs(container, spec, replica, set(merged) - {k for k, _v in replica.env})
+    _workspace_mounts(container, spec, replica)
     annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
                    GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
                    P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}
@@ -693,3 +694,50 @@ def replica_status(pod: dict) -> ReplicaStatus:
         node=(pod.get("spec") or {}).get("nodeName", ""), message="; ".join(n for n in notes if n),
         started_at=epoch(started), finished_at=epoch(finished),
     )
+
+
+# -- workspace volumes and datasets (scheduling.storage) ---------------------------------------------
+
+
+def volume_claim_name(volume: str) -> str:
+    """A workspace volume's claim in the workspace's namespace: by name, so every job that mounts it shares it."""
+    return dns_label(f"vol-{volume}")
+
+
+def dataset_claim_name(owner: str, dataset: str, version: int) -> str:
+    return dns_label(f"ds-{owner}-{dataset}-v{version}")
+
+
+def _claim_of(mount) -> str:
+    if mount.kind == "volume":
+        return volume_claim_name(mount.name)
+    return dataset_claim_name(mount.workspace, mount.name, mount.version)
+
+
+def volume_claims(replica: ReplicaLaunch, namespace: str) -> list[dict]:
+    """The claims of the replica's mounts: a volume's as sized and classed; a dataset version's a read-only
+    claim filled from its snapshot (a VolumeSnapshot of the same name)."""
+    claims = []
+    for mount in replica.mounts:
+        name = _claim_of(mount)
+        metadata = {"name": name, "namespace": namespace,
+                    "labels": {MANAGED: "true", WORKSPACE: label_value(replica.workspace)}}
+        if mount.kind == "volume":
+            spec: dict = {"accessModes": [mount.access_mode],
+                          "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
+            if mount.storage_class:
+                spec["storageClassName"] = mount.storage_class
+        else:
+            spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}},
+                    "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": name}}
+        claims.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec})
+    return claims
+
+
+def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> None:
+    for i, mount in enumerate(replica.mounts):
+        volume = f"mount-{i}"
+        container.setdefault("volumeMounts", []).append(
+            {"name": volume, "mountPath": mount.mount_path, "readOnly": bool(mount.read_only)})
+        spec.setdefault("volumes", []).append(
+            {"name": volume, "persistentVolumeClaim": {"claimName": _claim_of(mount), "readOnly": bool(mount.read_only)}})

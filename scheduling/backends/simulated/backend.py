@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
-from scheduling import clock
+from scheduling import clock, storage
 from scheduling.backends.base import (
     BATCH,
     FAILED,
@@ -53,7 +53,7 @@ from scheduling.backends.base import (
     ReplicaLaunch,
     ReplicaStatus,
 )
-from scheduling.backends.simulated import processes, training_process
+from scheduling.backends.simulated import mounts, processes, training_process
 from scheduling.backends.simulated.processes import STARTS, ProcessRuntime
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
 
@@ -99,6 +99,9 @@ def replica_environment(replica: ReplicaLaunch) -> dict[str, str]:
         uuids = list(replica.gpu_uuids) + [""] * (len(replica.gpus) - len(replica.gpu_uuids))
         own["NVIDIA_VISIBLE_DEVICES"] = ",".join(u or str(i) for u, i in zip(uuids, replica.gpus, strict=True))
     return {**dict(replica.env), **own}
+def _mounts_env(replica: ReplicaLaunch) -> dict[str, str]:
+    """Where the replica's process finds its volumes and datasets (simulated/mounts.py reads it)."""
+    return {mounts.ENV: json.dumps(storage.host_mapping(replica.mounts))} if replica.mounts else {}
 
 
 def _fails(job_id: int, rate: float) -> bool:
@@ -203,14 +206,14 @@ class SimulatedBackend:
         """The environment and the mounts ({path in the replica: path on this machine}) of a training
         replica's process. Called in the cycle's thread, so it may read the database; volumes and secret
         files add their paths (and secrets their variables) here."""
-        return {**secret_env(replica), **replica_environment(replica)}, {}
+        return {**secret_env(replica), **replica_environment(replica)}, storage.host_mapping(replica.mounts)
 
     def _start_training_batch(self, batch: list[tuple[ReplicaLaunch, dict, dict, float]]) -> None:
         """In the starter's thread (no database): a process per replica while fewer than max_processes
         run (notebooks and servers count, and always start); a replica past the cap runs without one,
         and its log says so."""
         running = self.runtime.running()
-        for replica, env, mounts, ends_at in batch:
+        for replica, env, mapped, ends_at in batch:
             key = replica.key
             if self.runtime.has(key):
                 continue  # it has its process (launch is idempotent)
@@ -219,7 +222,7 @@ class SimulatedBackend:
                                        f"run already, the most SIM_MAX_PROCESSES allows; this replica runs without one")
                 continue
             try:
-                started = self.start_training_process(replica, env=env, mounts=mounts,
+                started = self.start_training_process(replica, env=env, mounts=mapped,
                                                        run_s=max(0.0, ends_at - time.time()))
             except OSError as error:  # no more processes or files: the replica runs on without one
                 self.runtime.note(key, f"{replica.role}-{replica.index}: no process: it could not start: {error}")
@@ -274,8 +277,8 @@ class SimulatedBackend:
             home.mkdir(parents=True, exist_ok=True)
             argv += ["--home", str(home)]
         own = {"JUPYTER_TOKEN": replica.token} if replica.token else {}
-        self.runtime.start(replica.key, argv, env={**secret_env(replica), **own}, token=replica.token,
-                           files=secret_files(replica))
+        self.runtime.start(replica.key, argv, env={**secret_env(replica), **own, **_mounts_env(replica)},
+                           token=replica.token, files=secret_files(replica))
 
     def _start_server(self, replica: ReplicaLaunch) -> None:
         """An inference replica: the OpenAI-compatible server, as fast as the slice it was given, that
@@ -288,8 +291,8 @@ class SimulatedBackend:
             argv += ["--mig", str(s.get("mig_profile") or "")]
         if replica.token:
             argv += ["--api-key", replica.token]
-        self.runtime.start(replica.key, argv, env=secret_env(replica), token=replica.token,
-                           files=secret_files(replica))
+        self.runtime.start(replica.key, argv, env={**secret_env(replica), **_mounts_env(replica)},
+                           token=replica.token, files=secret_files(replica))
 
     def endpoint(self, key: ReplicaKey, *, workspace: str = "", base_url: str = "") -> Endpoint | None:
         return self.runtime.endpoint(key)  # the process said where it listens (under its base URL)

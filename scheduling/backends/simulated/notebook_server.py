@@ -5,7 +5,8 @@
 Under `--base-url` (Jupyter's base_url: the path the portal's proxy forwards) it serves a page (`/`,
 `lab`), Jupyter's `api`, `api/status` (started, last_activity, connections, kernels), `api/kernels`
 (list, start with POST, stop with DELETE `api/kernels/<id>`), `api/contents` (the files of the
-persistent home directory `--home`: list, read, and write with PUT `api/contents/<name>`), `files/<name>`
+persistent home directory `--home`: list, read, and write with PUT `api/contents/<name>`), `api/mounts/<path>`
+(a file of a mounted volume or dataset by its path in the replica, through $SIM_MOUNTS), `files/<name>`
 (a home file as it is, its type from its name, as Jupyter serves one: an HTML file's scripts run), and
 `metrics` (Prometheus text; `?format=json` for JSON). The simulation's own call,
 POST `api/kernels/<id>/execute` `{"code", "seconds", "gpu"}`, keeps that kernel busy for `seconds`
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from scheduling.backends.simulated import websocket
+from scheduling.backends.simulated import mounts, websocket
 from scheduling.backends.simulated.json_body import read_json_object
 
 MAX_BODY = 1024 * 1024
@@ -284,6 +285,8 @@ class Handler(BaseHTTPRequestHandler):
             self._kernels(method, parts[2:])
         elif parts[:2] == ["api", "contents"]:
             self._contents(method, parts[2:])
+        elif method == "GET" and parts[:2] == ["api", "mounts"]:
+            self._mounted("/".join(parts[2:]))
         elif method == "GET" and len(parts) == 2 and parts[0] == "files":
             content_type = mimetypes.guess_type(parts[1])[0] or "application/octet-stream"
             self._send(200, nb.read(parts[1]), f"{content_type}; charset=utf-8")
@@ -343,6 +346,13 @@ class Handler(BaseHTTPRequestHandler):
             pass
         finally:
             self.notebook.connected(ident, -1)
+
+    def _mounted(self, path: str) -> None:
+        """A file of a mounted volume or dataset, by its path in the replica (as /data/x.txt would be read)."""
+        local = mounts.local_path(path, mounts.from_env())
+        if local is None or not local.is_file():
+            raise NotebookError(404, f"no mounted file /{path}")
+        self._send(200, {"path": "/" + path, "content": local.read_text(encoding="utf-8", errors="replace")})
 
     def _contents(self, method: str, rest: list[str]) -> None:
         nb = self.notebook
