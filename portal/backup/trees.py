@@ -26,6 +26,7 @@ class FileTree:
 FILE_TREES = (
     FileTree("notebook-homes", "NOTEBOOK_HOME_DIR"),
     FileTree("report-exports", "REPORT_EXPORT_DIR"),
-    # later: FileTree("volumes", "VOLUME_DIR"), FileTree("datasets", "DATASET_DIR"),
-    # FileTree("invoices", "INVOICE_PDF_DIR")
+    FileTree("volumes", "VOLUMES_DIR"),
+    FileTree("datasets", "DATASETS_DIR"),
+    # later: FileTree("invoices", "INVOICE_PDF_DIR")
 )

@@ -38,6 +38,11 @@ def trees(settings, tmp_path):
     (home / "notes.ipynb").write_text('{"cells": []}')
     settings.REPORT_EXPORT_DIR.mkdir()
     (settings.REPORT_EXPORT_DIR / "costs-1.csv").write_text("day,cost\n2026-11-01,1.00\n")
+    settings.VOLUMES_DIR, settings.DATASETS_DIR = tmp_path / "volumes", tmp_path / "datasets"
+    (settings.VOLUMES_DIR / "vision-lab" / "imagenet").mkdir(parents=True)
+    (settings.VOLUMES_DIR / "vision-lab" / "imagenet" / "train.csv").write_text("path,label\n")
+    (settings.DATASETS_DIR / "vision-lab" / "imagenet" / "v1").mkdir(parents=True)
+    (settings.DATASETS_DIR / "vision-lab" / "imagenet" / "v1" / "train.csv").write_text("path,label\n")
     return settings
 
 
@@ -86,8 +91,8 @@ def _wipe(settings) -> None:
                            + (" CASCADE" if connection.vendor == "postgresql" else ""))
     import shutil
 
-    shutil.rmtree(settings.NOTEBOOK_HOME_DIR)
-    shutil.rmtree(settings.REPORT_EXPORT_DIR)
+    for folder in (settings.NOTEBOOK_HOME_DIR, settings.REPORT_EXPORT_DIR, settings.VOLUMES_DIR, settings.DATASETS_DIR):
+        shutil.rmtree(folder)
 
 
 @pytest.mark.slow_server
@@ -123,6 +128,8 @@ def test_the_demo_data_survives_a_backup_a_wipe_and_a_restore(trees, tmp_path):
     assert "ledger sums agree" in out.getvalue()
     assert (trees.NOTEBOOK_HOME_DIR / "vision-lab" / "scratch" / "notes.ipynb").read_text() == '{"cells": []}'
     assert (trees.REPORT_EXPORT_DIR / "costs-1.csv").exists()
+    assert (trees.VOLUMES_DIR / "vision-lab" / "imagenet" / "train.csv").read_text() == "path,label\n"
+    assert (trees.DATASETS_DIR / "vision-lab" / "imagenet" / "v1" / "train.csv").exists()
     assert saved["ledger_sums"] == manifest.ledger_sums() and saved["job_counts"] == manifest.job_counts()
     print(f"\nBACKUP {connection.vendor}: {made} demo jobs of {USAGE_DAYS} days played in {usage_s:.1f} s; archive {archive.stat().st_size} bytes "
           f"(database {saved['database']['bytes']} bytes), {sum(saved['job_counts'].values())} jobs, "
@@ -236,10 +243,11 @@ def test_the_manifest_holds_figures_and_no_secret(archive, tenants, settings):
         name for app, name in manifest.applied_migrations() if app == "billing")
     assert found["schema"]["number"] == len(manifest.applied_migrations())
     assert len(found["secret_key_fingerprint"]) == 16
-    assert found["file_trees"] == {"notebook-homes": 1, "report-exports": 1}
+    assert found["file_trees"] == {"notebook-homes": 1, "report-exports": 1, "volumes": 1, "datasets": 1}
     names = tarfile.open(archive).getnames()
     assert database.DUMP_FILES[connection.vendor] in {Path(n).name for n in names}
     assert "files/notebook-homes/vision-lab/scratch/notes.ipynb" in names
+    assert "files/volumes/vision-lab/imagenet/train.csv" in names
 
 
 def test_keep_deletes_the_older_archives_named_alike_beyond_the_newest_n(transactional_db, trees, tmp_path):
