@@ -75,7 +75,7 @@ class PendingOutlook:
 
 def order_key(priority: int, created: datetime, pk: int) -> tuple:
     """The scheduler's order of a queue's jobs (core/actions/walk.py job_order, on the core job's fields)."""
-    return (-priority, created.timestamp(), pk)
+    return (-priority, created.timestamp(), str(pk))
 
 
 def queue_positions(jobs: Iterable[Job], now: datetime | None = None) -> dict[int, int]:

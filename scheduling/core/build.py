@@ -139,7 +139,7 @@ def weigh_changes(snapshot: Snapshot, cache: BuildCache, arrived: list[JobState]
 def order_key(state: JobState) -> tuple:
     """A job's place in `Session.order`: higher priority, then older."""
     job = state.job
-    return -job.priority, job.created, job.id_order
+    return -job.priority, job.created, job.id
 
 
 def not_a_whole_gpu(key: ReplicaKey, s: Slice) -> ValueError:

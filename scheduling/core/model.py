@@ -229,8 +229,6 @@ class Job:
         # messages are built only when something is wrong: a snapshot holds many thousands of jobs
         if not self.id:
             raise ValueError("job: id is empty")
-        # the last tie-break of every order: ids of one length order as their numbers do ("9" before "10")
-        object.__setattr__(self, "id_order", (len(self.id), self.id))
         if not self.roles:
             raise ValueError(f"job {self.id!r}: has no roles")
         if len(self.roles) > 1 and len({r.name for r in self.roles}) != len(self.roles):

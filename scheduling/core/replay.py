@@ -159,7 +159,7 @@ class Replay:
         # with a pending window: per queue the active jobs holding no replica, by the queue's order, and the
         # active jobs holding some (insertion-ordered, so snapshots do not depend on hashing)
         self.pending_window = pending_window
-        self.waiting: dict[str, list[tuple[int, float, tuple[int, str]]]] = {}
+        self.waiting: dict[str, list[tuple[int, float, str]]] = {}
         self.holding: dict[str, None] = {}
         # what the Celery worker keeps between cycles (plans by roles); never changes a decision
         self.memo = CycleMemo()
@@ -327,7 +327,7 @@ class Replay:
         if self.pending_window is None:
             return
         job = state.spec.job
-        key = (-job.priority, job.created, job.id_order)
+        key = (-job.priority, job.created, job.id)
         queue = self.waiting.setdefault(job.queue, [])
         i = bisect.bisect_left(queue, key)
         listed = i < len(queue) and queue[i] == key
@@ -347,7 +347,7 @@ class Replay:
         else:
             specs = self.jobs
             jobs = tuple([specs[jid].spec.job for jid in self.holding]
-                         + [specs[key[2][1]].spec.job for queue in self.waiting.values()
+                         + [specs[key[2]].spec.job for queue in self.waiting.values()
                             for key in queue[:self.pending_window]])
         return replace(self.cluster, jobs=jobs, running=running, now=at)
 

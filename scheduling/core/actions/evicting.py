@@ -78,7 +78,7 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
             units += made[3]
             continue
         made = []
-        base = (-job.created, job.id_order)
+        base = (-job.created, job.id)
         # extras go the way they came: from the job with the most above its minimum first
         if state.elastic:
             above = state.extra

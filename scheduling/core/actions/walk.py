@@ -22,7 +22,7 @@ def job_order(state: JobState) -> tuple:
     their gang minimum, then elastic jobs with the fewest replicas above it (so that spare room is
     shared round-robin); then the job submitted first."""
     job = state.job
-    return (-job.priority, 0 if state.pending else 1 + state.extra, job.created, job.id_order)
+    return (-job.priority, 0 if state.pending else 1 + state.extra, job.created, job.id)
 
 
 def queue_weights(s: Session, queue: str) -> tuple[float, float, int, float]:
@@ -42,8 +42,8 @@ def queue_order(alloc: float, need: float, weights: tuple[float, float, int, flo
     fair, deserved, rank, cap = weights
     with_job = alloc + need
     if cap > EPS:
-        return alloc > fair, with_job > deserved, rank, False, with_job / cap, alloc / cap, cap, job.created, job.id_order
-    return alloc > fair, with_job > deserved, rank, with_job > EPS, with_job, alloc, cap, job.created, job.id_order
+        return alloc > fair, with_job > deserved, rank, False, with_job / cap, alloc / cap, cap, job.created, job.id
+    return alloc > fair, with_job > deserved, rank, with_job > EPS, with_job, alloc, cap, job.created, job.id
 
 
 def pending_by_queue(s: Session, kinds: Iterable[str | None] | None = None) -> dict[str, list[JobState]]:

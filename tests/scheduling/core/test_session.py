@@ -113,11 +113,3 @@ def test_a_kept_build_is_the_whole_build():
         if step == 2:   # one job ends, two arrive
             snap = with_jobs(without_jobs(snap, snap.running[0].job_id), job("late", "b", gpus=2, created=0.5),
                              job("later", "a", gpus=1, created=20.0))
-
-
-def test_jobs_submitted_at_one_instant_start_in_the_order_of_their_numbers():
-    """Ids are the database's numbers as text: job 9 was submitted before job 10 and goes first."""
-    snap = Snapshot(pools=(Pool("p"),), nodes=nodes("p", 1, 8), queues=(Queue("q"),),
-                    jobs=tuple(job(str(n), "q", gpus=2, created=100.0) for n in (8, 9, 10, 11, 12)))
-    placed_ids = {b.job_id for b in run_cycle(snap).binds}
-    assert placed_ids == {"8", "9", "10", "11"}
