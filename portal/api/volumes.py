@@ -52,7 +52,7 @@ class VolumeListApi(APIView):
 
     token_scopes = EVERYDAY
 
-    @extend_schema(responses={200: StorageOutput})
+    @extend_schema(operation_id="v1_workspaces_volumes_list", responses={200: StorageOutput})
     def get(self, request, slug):
         workspace = get_workspace_for_user(request.user, slug)
         volumes = Volume.objects.filter(workspace=workspace).order_by("name")
@@ -122,7 +122,7 @@ class VolumeFilesApi(APIView):
 # --------------------------------------------------------------------------- datasets
 
 
-class VersionOutput(serializers.Serializer):
+class DatasetVersionOutput(serializers.Serializer):
     number = serializers.IntegerField()
     ref = serializers.SerializerMethodField(help_text="What a spec mounts: name@vN")
     source_volume = serializers.CharField()
@@ -140,7 +140,7 @@ class DatasetOutput(serializers.Serializer):
     shared_with = serializers.SerializerMethodField(help_text="Workspaces granted it (shown to its owner only)")
 
     def get_versions(self, dataset) -> list[dict]:
-        return VersionOutput(sorted(dataset.versions.all(), key=lambda v: v.number), many=True).data
+        return DatasetVersionOutput(sorted(dataset.versions.all(), key=lambda v: v.number), many=True).data
 
     def get_shared_with(self, dataset) -> list[str]:
         if dataset.workspace_id != self.context["workspace"].pk:
@@ -164,14 +164,14 @@ class DatasetListApi(APIView):
         datasets = storage.visible_datasets(workspace).order_by("workspace__slug", "name")
         return Response(DatasetOutput(datasets, many=True, context={"workspace": workspace}).data)
 
-    @extend_schema(request=SnapshotInput, responses={201: VersionOutput})
+    @extend_schema(request=SnapshotInput, responses={201: DatasetVersionOutput})
     def post(self, request, slug):
         workspace = get_workspace_for_user(request.user, slug)
         body = SnapshotInput(data=request.data)
         body.is_valid(raise_exception=True)
         version = storage.snapshot(request.user, workspace, body.validated_data["volume"],
                                    body.validated_data.get("name"))
-        return Response(VersionOutput(version).data, status=status.HTTP_201_CREATED)
+        return Response(DatasetVersionOutput(version).data, status=status.HTTP_201_CREATED)
 
 
 class DatasetVersionApi(APIView):

@@ -28,7 +28,13 @@ FILLERS = {
     "month": lambda bob, route: bob["month"],
     # Staff-only areas: any of bob's objects, alice must be refused before it is looked at.
     "name": lambda bob, route: (bob["notebook"].name if route.startswith("nb/")
-                                else bob["service"].name if route.startswith("serve/") else bob["workspace"].slug),
+                                else bob["service"].name if route.startswith("serve/")
+                                else bob["volume"].name if "/volumes/" in route
+                                else bob["dataset"].name if "/datasets/" in route
+                                else bob["secret"].name if "/secrets/" in route else bob["workspace"].slug),
+    "number": lambda bob, route: 1,  # bob's dataset's first version
+    "server": lambda bob, route: bob["registry"].server,
+    "grantee": lambda bob, route: bob["grantee"],  # alice's workspace: she may not share bob's dataset with it
     "app_label": lambda bob, route: "portal",
     "object_id": lambda bob, route: bob["workspace"].pk,
     "content_type_id": lambda bob, route: 1,
@@ -84,7 +90,22 @@ def bob_world(cluster, clock):
                                 spec="kind: inference\nname: bob-secret-service\nqueue: nlp-group\n"
                                      "model: {path: /models/secret}\nresources: {gpu: 1}\n")
     return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m"),
-            "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook, "service": service}
+            "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook, "service": service,
+            "grantee": cluster.vision.slug, **_bob_storage(cluster)}
+
+
+def _bob_storage(cluster) -> dict:
+    """Bob's volume, dataset version, secret and registry credential."""
+    from scheduling import secrets
+    from scheduling.models import Dataset, DatasetVersion, Volume
+
+    volume = Volume.objects.create(workspace=cluster.nlp, name="bob-secret-volume", size_gib=1)
+    dataset = Dataset.objects.create(workspace=cluster.nlp, name="bob-secret-dataset")
+    DatasetVersion.objects.create(dataset=dataset, number=1, source_volume=volume.name)
+    secret, _new = secrets.set_secret(cluster.bob, cluster.nlp, "bob-token", "bob-secret-value-5e1f")
+    registry = secrets.set_registry(cluster.bob, cluster.nlp, "registry.nlp.example", "bob", "bob-secret-pass-77c2")
+    registry = registry[0] if isinstance(registry, tuple) else registry
+    return {"volume": volume, "dataset": dataset, "secret": secret, "registry": registry}
 
 
 def _bob_notifications(cluster):
@@ -111,7 +132,7 @@ def _bob_state(bob):
         WebhookDelivery,
         Workspace,
     )
-    from scheduling.models import Job
+    from scheduling.models import Dataset, DatasetGrant, Job, RegistryCredential, Volume, WorkspaceSecret
 
     workspace = bob["workspace"]
     return (
@@ -128,6 +149,11 @@ def _bob_state(bob):
         list(WebhookDelivery.objects.filter(webhook__workspace=workspace).values().order_by("pk")),
         list(Notification.objects.filter(user__username="bob").values().order_by("pk")),
         list(NotificationPreference.objects.filter(user__username="bob").values().order_by("pk")),
+        list(Volume.objects.filter(workspace=workspace).values().order_by("pk")),
+        list(Dataset.objects.filter(workspace=workspace).values().order_by("pk")),
+        list(DatasetGrant.objects.filter(dataset__workspace=workspace).values().order_by("pk")),
+        list(WorkspaceSecret.objects.filter(workspace=workspace).values().order_by("pk")),
+        list(RegistryCredential.objects.filter(workspace=workspace).values().order_by("pk")),
     )
 
 
@@ -135,7 +161,8 @@ def _bob_state(bob):
 
 def _secrets(bob) -> list[bytes]:
     return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00",
-                                 "whsec_bob-secret-key", "nlp.example", bob["notebook"].name)]
+                                 "whsec_bob-secret-key", "nlp.example", bob["notebook"].name, "bob-secret-volume",
+                                 "bob-secret-dataset", "bob-secret-value-5e1f", "bob-secret-pass-77c2")]
 
 
 def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_world):
