@@ -229,3 +229,17 @@ def simulated_processes_stopped():
     if settings.SIM_RUNTIME_DIR.exists():
         ProcessRuntime(settings.SIM_RUNTIME_DIR).stop_all()
         shutil.rmtree(settings.SIM_RUNTIME_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API on loopback (moto in server mode) for the object-storage tests; yields its URL."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
