@@ -189,3 +189,30 @@ def test_listing_says_what_the_store_answered_and_an_endpoint_no_longer_allowed_
     settings.BUCKET_ALLOW_PRIVATE_CIDRS = []
     with pytest.raises(buckets.StoreUnreachable, match="no longer calls"):
         buckets.list_objects(cluster.vision, "raw-data")
+
+
+@pytest.mark.django_db
+def test_on_kubernetes_the_pod_reads_the_credentials_by_secret_key_ref(cluster, store):
+    import json
+
+    from scheduling.backends.kubernetes import manifests
+    from scheduling.backends.kubernetes.config import KubernetesConfig
+    from tests.scheduling.backends.kubernetes.k8s_launches import launch
+
+    endpoint, bucket, _client = store
+    register(cluster, endpoint, bucket)
+    job = services.submit_job(user=cluster.alice, workspace=cluster.vision,
+                              spec=SPEC.format(name="train", bucket="raw-data"))
+    role = job.roles[0]
+    replica = launch(job.pk, "main", 0, env=tuple(sorted(role["env"].items())),
+                     secret_env=tuple(sorted(role["secret_env"].items())),
+                     secret_values=secrets.launch_secrets([job]).values_for(job.workspace_id,
+                                                                            secrets.referenced(role)))
+    pod = manifests.replica_pod(replica, "gpu-ws-vision-lab", "nvidia", KubernetesConfig())
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "s3-secret"
+    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"]["key"] == "s3-key-id"
+    assert env["S3_BUCKET"]["value"] == bucket and env["AWS_ENDPOINT_URL_S3"]["value"] == endpoint
+    assert SECRET_KEY not in json.dumps(pod) and KEY_ID not in json.dumps(pod)
+    made = {o["metadata"]["name"] for o in manifests.replica_secret_objects(replica, "gpu-ws-vision-lab")}
+    assert made == {manifests.secret_object_name("s3-key-id"), manifests.secret_object_name("s3-secret")}
