@@ -216,3 +216,14 @@ def test_on_kubernetes_the_pod_reads_the_credentials_by_secret_key_ref(cluster, 
     assert SECRET_KEY not in json.dumps(pod) and KEY_ID not in json.dumps(pod)
     made = {o["metadata"]["name"] for o in manifests.replica_secret_objects(replica, "gpu-ws-vision-lab")}
     assert made == {manifests.secret_object_name("s3-key-id"), manifests.secret_object_name("s3-secret")}
+
+
+@pytest.mark.django_db
+def test_a_secret_a_bucket_holds_its_credentials_in_is_not_deleted_before_the_bucket(cluster, store):
+    endpoint, bucket, _client = store
+    register(cluster, endpoint, bucket)
+    with pytest.raises(Conflict, match="raw-data"):
+        secrets.delete_secret(cluster.alice, cluster.vision, "s3-secret")
+    buckets.delete_bucket(cluster.alice, cluster.vision, "raw-data")
+    secrets.delete_secret(cluster.alice, cluster.vision, "s3-secret")
+    assert secrets.secret_names(cluster.vision) == ["s3-key-id"]
