@@ -9,6 +9,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal.secrets import services
 from portal.selectors import get_workspace_for_user
 from scheduling.api import buckets, secrets
 
@@ -68,7 +69,7 @@ class BucketListApi(APIView):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         credentials = data.pop("credentials")
-        row = buckets.add_bucket(request.user, workspace, **data,
+        row = services.add_bucket(request.user, workspace, **data,
                                  access_key_id=credentials["accessKeyId"]["secret"],
                                  secret_access_key=credentials["secretAccessKey"]["secret"])
         return Response(BucketOutput(row).data, status=status.HTTP_201_CREATED)
@@ -85,7 +86,7 @@ class BucketDetailApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request, slug, name):
         workspace = get_workspace_for_user(request.user, slug)
-        buckets.delete_bucket(request.user, workspace, name)
+        services.delete_bucket(request.user, workspace, name)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

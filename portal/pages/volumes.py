@@ -13,6 +13,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.secrets import services as secret_services
 from portal.selectors import get_workspace_for_user
 from scheduling.api import DomainError, buckets, get_backend, secrets, storage
 from scheduling.models import AccessMode, Volume
@@ -144,14 +145,14 @@ def volumes(request, slug):
             if not form.is_valid():
                 return _page(request, workspace, status=400, bucket_form=form)
             try:
-                buckets.add_bucket(request.user, workspace, **form.cleaned_data)
+                secret_services.add_bucket(request.user, workspace, **form.cleaned_data)
             except DomainError as error:
                 _into(form, error)
                 return _page(request, workspace, status=error.status, bucket_form=form)
             messages.success(request, gettext("Bucket %(name)s registered.") % {"name": form.cleaned_data["name"]})
         elif action == "bucket-delete":
             name = request.POST.get("bucket", "")
-            buckets.delete_bucket(request.user, workspace, name)
+            secret_services.delete_bucket(request.user, workspace, name)
             messages.success(request, gettext("Bucket %(name)s deleted; its objects stay in the store.") % {
                 "name": name})
         elif action == "revoke":

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from rest_framework.test import APIClient
 
+from portal.console.models import AuditEntry
 from portal.services import create_api_token
 from scheduling.api import secrets
 from scheduling.models import WorkspaceBucket
@@ -72,6 +73,10 @@ def test_register_list_objects_and_delete(cluster, store):
     assert carol.delete(BUCKETS.format(slug="vision-lab") + "raw-data/").status_code in (403, 404)
     assert alice.delete(BUCKETS.format(slug="vision-lab") + "raw-data/").status_code == 204
     assert not WorkspaceBucket.objects.exists()
+    lines = AuditEntry.objects.filter(target_type="scheduling.workspacebucket").order_by("pk")
+    assert [(a.action, a.target_repr) for a in lines] == [("create", "vision-lab/raw-data"),
+                                                          ("delete", "vision-lab/raw-data")]
+    assert SECRET_KEY not in str(lines[0].changes) and "s3-key-id, s3-secret" in str(lines[0].changes)
 
 
 @pytest.mark.django_db
