@@ -112,3 +112,14 @@ def test_the_other_tenant_reaches_nothing(cluster, store):
     stolen = bob.post(BUCKETS.format(slug="nlp-group"), body(endpoint, bucket), format="json")
     assert stolen.status_code == 400 and "credentials.accessKeyId" in fields(stolen)
     assert WorkspaceBucket.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_store_that_refuses_the_listing_is_a_502_naming_its_answer(cluster, store):
+    endpoint, _bucket, _client = store
+    alice = api_with(cluster.alice)
+    assert alice.post(BUCKETS.format(slug="vision-lab"), body(endpoint, "not-made-in-the-store"),
+                      format="json").status_code == 201
+    refused = alice.get(BUCKETS.format(slug="vision-lab") + "raw-data/objects/")
+    assert refused.status_code == 502 and "404 (NoSuchBucket)" in fields(refused)["endpoint"]
+    assert SECRET_KEY not in refused.content.decode()
