@@ -227,3 +227,17 @@ def test_a_secret_a_bucket_holds_its_credentials_in_is_not_deleted_before_the_bu
     buckets.delete_bucket(cluster.alice, cluster.vision, "raw-data")
     secrets.delete_secret(cluster.alice, cluster.vision, "s3-secret")
     assert secrets.secret_names(cluster.vision) == ["s3-key-id"]
+
+
+@pytest.mark.parametrize("text", [
+    SPEC.format(name="train", bucket="raw-data"),
+    "kind: notebook\nname: nb\nqueue: vision-lab\nbuckets: [{name: raw-data}]\n",
+    "kind: inference\nname: svc\nqueue: vision-lab\nserver: custom\nimage: busybox:1.36\nport: 8000\n"
+    "healthPath: /health\nresources: {gpu: 1}\nbuckets: [{name: raw-data}]\n",
+])
+def test_the_clean_form_keeps_the_bucket(text):
+    from scheduling.spec import parse_job_spec, spec_to_yaml
+
+    parsed = parse_job_spec(text)
+    again = parse_job_spec(spec_to_yaml(parsed))
+    assert [use.name for use in again.roles[0].buckets] == ["raw-data"] and again == parsed
