@@ -28,6 +28,7 @@ import httpx
 
 from gpuctl import messages
 from gpuctl.api import Api, spec_error_line
+from gpuctl.bucket import add_bucket_commands
 from gpuctl.completion import FILES, SCRIPTS
 from gpuctl.errors import (
     EXIT_BROKEN_PIPE,
@@ -524,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_commands(commands, command, _add_output)
     add_secret_commands(commands, command, _add_output)
     add_volume_commands(commands, command, _add_output)
+    add_bucket_commands(commands, command, _add_output)
 
     completion = command(commands, "completion", cmd_completion,
                          "print the shell completion script: source <(gpuctl completion bash)", settings=False)

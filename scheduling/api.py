@@ -40,6 +40,8 @@ from scheduling.services import (
 from scheduling import secrets
 # ------------------------------------------------------------ Workspace volumes and datasets
 from scheduling import storage
+# ------------------------------------------------------------ Workspace buckets (S3-compatible object storage)
+from scheduling import buckets
 
 # ------------------------------------------------------------ Reads
 from scheduling import selectors

@@ -655,6 +655,31 @@ class RegistryCredential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace_id}/{self.server}"
+class WorkspaceBucket(models.Model):
+    """An S3-compatible bucket (or a prefix in one) a workspace registered under a name its jobs' specs use
+    (scheduling/buckets.py). The access key id and secret access key are two of the workspace's secrets,
+    named here: their values are stored once, encrypted, and never shown."""
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="buckets")
+    name = models.SlugField(max_length=63, help_text="What a spec's `buckets` names")
+    endpoint = models.CharField(max_length=2048, help_text="The store's http(s) URL, e.g. https://s3.example.com")
+    bucket = models.CharField(max_length=63, help_text="The bucket's name in the store")
+    prefix = models.CharField(max_length=1024, blank=True, help_text="The key prefix the workspace uses in it")
+    region = models.CharField(max_length=32, default="us-east-1")
+    access_key_id_secret = models.CharField(max_length=63, help_text="The secret holding the access key id")
+    secret_access_key_secret = models.CharField(max_length=63,
+                                                help_text="The secret holding the secret access key")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    created_by_name = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["workspace_id", "name"]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_bucket_per_name")]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id}/{self.name}"
+
+
 class DatasetVersion(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()

@@ -7,7 +7,8 @@ IPv4-mapped address is judged as that IPv4 address, and 6to4, Teredo and NAT64 a
 checked: a name that resolves elsewhere a moment later (DNS rebinding) cannot move it. TLS still checks
 the certificate of the name the tenant gave (SNI and Host are that name). Redirects are not followed;
 every call ends within TIMEOUT_S. The operator's WEBHOOK_ALLOW_PRIVATE_CIDRS lets named private ranges
-through, for receivers on premises.
+through, for receivers on premises; BUCKET_ALLOW_PRIVATE_CIDRS does the same for the S3-compatible stores
+workspaces register (scheduling/buckets.py), whose `allow` names that setting.
 
 The platform's own calls to the workloads it started (notebooks, inference servers) are not tenant
 URLs and do not come here.
@@ -38,16 +39,22 @@ class Refused(Exception):
     does not resolve. The message is for the operator's log, not for the tenant."""
 
 
+WEBHOOKS = "WEBHOOK_ALLOW_PRIVATE_CIDRS"
+BUCKETS = "BUCKET_ALLOW_PRIVATE_CIDRS"
+
+
 @lru_cache(maxsize=8)
-def _allowed_networks(cidrs: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+def _allowed_networks(setting: str, cidrs: tuple[str, ...]
+                      ) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     try:
         return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in cidrs if c.strip())
     except ValueError as error:
-        raise ImproperlyConfigured(f"WEBHOOK_ALLOW_PRIVATE_CIDRS: {error}") from None
+        raise ImproperlyConfigured(f"{setting}: {error}") from None
 
 
-def allowed_networks():
-    return _allowed_networks(tuple(getattr(settings, "WEBHOOK_ALLOW_PRIVATE_CIDRS", ()) or ()))
+def allowed_networks(allow: str = WEBHOOKS):
+    """The private ranges the operator let through for one kind of tenant URL (the setting named `allow`)."""
+    return _allowed_networks(allow, tuple(getattr(settings, allow, ()) or ()))
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
@@ -63,14 +70,14 @@ def _inside(address: Address) -> bool:
             or address.is_multicast or address.is_reserved or address.is_unspecified)
 
 
-def is_refused(address: Address) -> bool:
+def is_refused(address: Address, allow: str = WEBHOOKS) -> bool:
     """Whether the platform refuses to call this address (the allow-list taken into account)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:  # the IPv4 address is what is reached
         address = address.ipv4_mapped
     candidates: list[Address] = [address]
     if isinstance(address, ipaddress.IPv6Address):
         candidates += _embedded_ipv4(address)
-    allowed = allowed_networks()
+    allowed = allowed_networks(allow)
     if any(a in net for a in candidates for net in allowed if a.version == net.version):
         return False
     return any(_inside(a) for a in candidates)
@@ -82,7 +89,7 @@ def _host_and_port(url: httpx.URL) -> tuple[str, int]:
     return url.host, url.port or (443 if url.scheme == "https" else 80)
 
 
-def resolve(host: str, port: int) -> list[Address]:
+def resolve(host: str, port: int, allow: str = WEBHOOKS) -> list[Address]:
     """The host's addresses, each checked; Refused when there is none or any of them is inside."""
     try:
         addresses = [ipaddress.ip_address(host)]
@@ -98,15 +105,15 @@ def resolve(host: str, port: int) -> list[Address]:
         addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in found))
     if not addresses:
         raise Refused(f"{host} has no address")
-    inside = [a for a in addresses if is_refused(a)]
+    inside = [a for a in addresses if is_refused(a, allow)]
     if inside:
         raise Refused(f"{host} is an inside address ({inside[0]})")
     return addresses
 
 
-def check_url(url: str) -> None:
+def check_url(url: str, allow: str = WEBHOOKS) -> None:
     """Raise Refused for a URL the platform would not call (used when a tenant saves one)."""
-    resolve(*_host_and_port(httpx.URL(url)))
+    resolve(*_host_and_port(httpx.URL(url)), allow)
 
 
 def post(url: str, *, content: bytes, headers: Mapping[str, str], timeout: float = TIMEOUT_S) -> httpx.Response:
@@ -126,3 +133,30 @@ def post(url: str, *, content: bytes, headers: Mapping[str, str], timeout: float
         response = client.send(request, stream=True)
         response.close()
         return response
+
+
+def get(url: str, *, params: Mapping[str, str], headers: Mapping[str, str], allow: str = WEBHOOKS,
+        max_bytes: int = 1 << 20, timeout: float = TIMEOUT_S) -> tuple[int, bytes]:
+    """GET a tenant's URL the way `post` calls one (the checked address, no redirects, within `timeout`);
+    (status, body), the body cut at `max_bytes` (a store cannot make the worker hold a large one).
+    `headers` carry Host already when they were signed for it."""
+    target = httpx.URL(url)
+    host, port = _host_and_port(target)
+    address = resolve(host, port, allow)[0]
+    default_port = port == (443 if target.scheme == "https" else 80)
+    host_header = (f"[{host}]" if ":" in host else host) + ("" if default_port else f":{port}")
+    extensions = {"sni_hostname": host} if target.scheme == "https" else {}
+    pinned = target.copy_with(host=str(address), params=dict(params))
+    with httpx.Client(timeout=min(timeout, TIMEOUT_S), follow_redirects=False, trust_env=False) as client:
+        request = client.build_request("GET", pinned, headers={"Host": host_header, **headers},
+                                       extensions=extensions)
+        response = client.send(request, stream=True)
+        try:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) >= max_bytes:
+                    break
+            return response.status_code, bytes(body[:max_bytes])
+        finally:
+            response.close()

@@ -25,12 +25,12 @@ from functools import lru_cache
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
-from django.db import transaction
+from django.db import models, transaction
 from django.utils.translation import gettext as _
 
 from scheduling import clock
-from scheduling.errors import DomainError, Forbidden
-from scheduling.models import RegistryCredential, WorkspaceSecret
+from scheduling.errors import Conflict, DomainError, Forbidden
+from scheduling.models import RegistryCredential, WorkspaceBucket, WorkspaceSecret
 
 log = logging.getLogger(__name__)
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -183,6 +183,11 @@ def set_secret(user, workspace, name: object, value: object) -> tuple[WorkspaceS
 @transaction.atomic
 def delete_secret(user, workspace, name: str, *, backend=None) -> None:
     require_owner(user, workspace)
+    using = sorted(WorkspaceBucket.objects.filter(workspace=workspace).filter(
+        models.Q(access_key_id_secret=name) | models.Q(secret_access_key_secret=name)).values_list("name", flat=True))
+    if using:   # a bucket without its credentials could not be read, by jobs or the platform
+        raise Conflict(_("secret %(name)s holds credentials of the bucket %(buckets)s: delete the bucket first") % {
+            "name": repr(name), "buckets": ", ".join(using)}, field="name")
     deleted, _count = WorkspaceSecret.objects.filter(workspace=workspace, name=name).delete()
     if not deleted:
         raise NoSuchSecret(_("workspace %(workspace)s has no secret %(name)s") % {

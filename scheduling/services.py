@@ -9,7 +9,17 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from scheduling import clock, history_texts, kinds, secrets, selectors, service_scale, signals, storage
+from scheduling import (
+    buckets,
+    clock,
+    history_texts,
+    kinds,
+    secrets,
+    selectors,
+    service_scale,
+    signals,
+    storage,
+)
 from scheduling import history_catalogue as texts
 from scheduling.bulk import update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
@@ -47,6 +57,7 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
               "workspace_secrets": secrets.secret_names(workspace)}
     parsed = parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
     storage.check_mounts(workspace, parsed)  # the volumes and dataset versions it mounts are the workspace's
+    buckets.check_spec(workspace, parsed)  # and the buckets it reads
     return parsed
 
 
@@ -158,6 +169,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     parsed = parsed or read_spec(workspace, spec)
     # again, locking the volumes it mounts until the job is stored: a delete meanwhile waits, then sees it
     storage.check_mounts(workspace, parsed, lock=True)
+    buckets.check_spec(workspace, parsed, lock=True)
     queue = _resolve_queue(workspace, parsed)
     _check_notebook_name(workspace, parsed)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
@@ -167,7 +179,8 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type, kind=parsed.kind,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
-        quote=quote, roles=role_requests(parsed, quote), not_before=not_before,
+        quote=quote, roles=buckets.apply_to_roles(workspace, parsed, role_requests(parsed, quote)),
+        not_before=not_before,
         topology=job_topology(parsed, quote),
         **_pending_fields(*pending),
     )

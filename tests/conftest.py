@@ -92,7 +92,10 @@ def live_daphne(django_db_setup, redis_server, tmp_path_factory):
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-            cwd=ROOT, env=child_env(NOTEBOOK_ORIGIN=notebook_origin, ALLOWED_HOSTS=LIVE_HOSTS), stdout=out, stderr=subprocess.STDOUT,
+            # buckets on loopback (the s3_server fixture) are let through; webhooks keep their own setting
+            cwd=ROOT, env=child_env(NOTEBOOK_ORIGIN=notebook_origin, ALLOWED_HOSTS=LIVE_HOSTS,
+                                    BUCKET_ALLOW_PRIVATE_CIDRS="127.0.0.1/32"),
+            stdout=out, stderr=subprocess.STDOUT,
         )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", timeout=90, proc=proc)  # slow on a busy machine
@@ -229,3 +232,17 @@ def simulated_processes_stopped():
     if settings.SIM_RUNTIME_DIR.exists():
         ProcessRuntime(settings.SIM_RUNTIME_DIR).stop_all()
         shutil.rmtree(settings.SIM_RUNTIME_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API on loopback (moto in server mode) for the object-storage tests; yields its URL."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

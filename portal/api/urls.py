@@ -3,6 +3,7 @@ from django.urls import path, re_path
 from portal.api import (
     advice,
     agent,
+    buckets,
     costs,
     errors,
     jobs,
@@ -59,6 +60,10 @@ urlpatterns = [
          name="api-dataset-grants"),
     path("workspaces/<slug:slug>/datasets/<slug:name>/grants/<slug:grantee>/", volumes.DatasetGrantApi.as_view(),
          name="api-dataset-grant"),
+    path("workspaces/<slug:slug>/buckets/", buckets.BucketListApi.as_view(), name="api-buckets"),
+    path("workspaces/<slug:slug>/buckets/<slug:name>/", buckets.BucketDetailApi.as_view(), name="api-bucket"),
+    path("workspaces/<slug:slug>/buckets/<slug:name>/objects/", buckets.BucketObjectsApi.as_view(),
+         name="api-bucket-objects"),
     # Last: any other /api/v1/ path (e.g. /jobs/abc/) is a problem-details 404, not Django's HTML page.
     re_path(r"^", errors.not_found, name="api-not-found"),
 ]

@@ -1,5 +1,5 @@
 """The Volumes page of a workspace: its volumes (size, access mode, class) and storage quota, its datasets and
-those shared with it. Owners and members create, grow, upload to, snapshot and delete (after a confirmation);
+those shared with it, and its S3-compatible buckets (owners register and delete them). Owners and members create, grow, upload to, snapshot and delete (after a confirmation);
 owners share a dataset with another workspace; viewers and finance read. Outsiders get a 404."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from portal.secrets import services as secret_services
 from portal.selectors import get_workspace_for_user
-from scheduling.api import DomainError, get_backend, storage
+from scheduling.api import DomainError, buckets, get_backend, secrets, storage
 from scheduling.models import AccessMode, Volume
 
 
@@ -42,8 +43,25 @@ class GrantForm(forms.Form):
     workspace = forms.SlugField(label=_("Workspace"), help_text=_("It may mount the dataset's versions, read-only"))
 
 
+class BucketForm(forms.Form):
+    name = forms.SlugField(label=_("Name"), max_length=63, widget=forms.TextInput(attrs={"id": "f-bucket-name"}),
+                           help_text=_("What specs read it by: buckets: [{name: ...}]"))
+    endpoint = forms.CharField(label=_("Endpoint"), max_length=buckets.MAX_ENDPOINT,
+                               help_text=_("The store's http(s) address, e.g. https://s3.example.com"))
+    bucket = forms.CharField(label=_("Bucket"), max_length=63)
+    prefix = forms.CharField(label=_("Prefix"), max_length=buckets.MAX_PREFIX, required=False, strip=False)
+    region = forms.CharField(label=_("Region"), max_length=32, initial=buckets.DEFAULT_REGION)
+    access_key_id = forms.CharField(label=_("Secret with the access key id"), max_length=63)
+    secret_access_key = forms.CharField(label=_("Secret with the secret access key"), max_length=63)
+
+
+# the service names the credentials as the API takes them; the form has a field of its own for each
+_FORM_FIELD = {buckets.ACCESS_KEY_FIELD: "access_key_id", buckets.SECRET_KEY_FIELD: "secret_access_key"}
+
+
 def _into(form: forms.Form, error: DomainError) -> None:
     for field, msgs in error.errors.items():
+        field = _FORM_FIELD.get(field, field)
         for message in msgs:
             form.add_error(field if field in form.fields else None, message)
 
@@ -64,6 +82,9 @@ def _page(request, workspace, *, status: int = 200, **forms_given):
         "grant_errors": forms_given.get("grant_errors") or {},
         "errors": forms_given.get("errors") or [],
         "upload_limit": settings.VOLUME_UPLOAD_MAX_BYTES,
+        "buckets": buckets.buckets_of(workspace),
+        "can_add_buckets": secrets.may_manage(request.user, workspace),
+        "bucket_form": forms_given.get("bucket_form") or BucketForm(),
     }
     return render(request, "portal/volumes.html", context, status=status)
 
@@ -119,6 +140,21 @@ def volumes(request, slug):
                 return _page(request, workspace, status=error.status, grant_errors={name: _messages_of(error)})
             messages.success(request, gettext("Dataset %(name)s shared with %(workspace)s.") % {
                 "name": name, "workspace": form.cleaned_data["workspace"]})
+        elif action == "bucket-add":
+            form = BucketForm(request.POST)
+            if not form.is_valid():
+                return _page(request, workspace, status=400, bucket_form=form)
+            try:
+                secret_services.add_bucket(request.user, workspace, **form.cleaned_data)
+            except DomainError as error:
+                _into(form, error)
+                return _page(request, workspace, status=error.status, bucket_form=form)
+            messages.success(request, gettext("Bucket %(name)s registered.") % {"name": form.cleaned_data["name"]})
+        elif action == "bucket-delete":
+            name = request.POST.get("bucket", "")
+            secret_services.delete_bucket(request.user, workspace, name)
+            messages.success(request, gettext("Bucket %(name)s deleted; its objects stay in the store.") % {
+                "name": name})
         elif action == "revoke":
             storage.revoke(request.user, workspace, request.POST.get("dataset", ""), request.POST.get("workspace", ""))
             messages.success(request, gettext("Sharing taken back."))

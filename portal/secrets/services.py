@@ -8,10 +8,11 @@ from django.db import transaction
 
 from portal.console import audit
 from portal.console.models import AuditEntry
-from scheduling.api import secrets
+from scheduling.api import buckets, secrets
 
 TENANT = AuditEntry.Source.TENANT
 SECRET_TYPE, REGISTRY_TYPE = "scheduling.workspacesecret", "scheduling.registrycredential"
+BUCKET_TYPE = "scheduling.workspacebucket"
 
 
 @transaction.atomic
@@ -45,3 +46,20 @@ def delete_registry(user, workspace, server: str) -> None:
     server = secrets.delete_registry(user, workspace, server)
     audit.record(user, "delete", target_type_name=REGISTRY_TYPE, target_repr=f"{workspace.slug}/{server}",
                  source=TENANT)
+
+
+@transaction.atomic
+def add_bucket(user, workspace, **given):
+    """Register a bucket (scheduling.buckets); the audit line names it and the secrets it reads, no value."""
+    row = buckets.add_bucket(user, workspace, **given)
+    changes = {"endpoint": [None, row.endpoint], "bucket": [None, row.bucket], "prefix": [None, row.prefix],
+               "secrets": [None, f"{row.access_key_id_secret}, {row.secret_access_key_secret}"]}
+    audit.record(user, "create", target_type_name=BUCKET_TYPE, target_id=str(row.pk),
+                 target_repr=f"{workspace.slug}/{row.name}", changes=changes, source=TENANT)
+    return row
+
+
+@transaction.atomic
+def delete_bucket(user, workspace, name: str) -> None:
+    buckets.delete_bucket(user, workspace, name)
+    audit.record(user, "delete", target_type_name=BUCKET_TYPE, target_repr=f"{workspace.slug}/{name}", source=TENANT)

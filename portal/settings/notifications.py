@@ -18,3 +18,5 @@ WEBHOOK_RETRY_BASE_S = float(os.environ.get("WEBHOOK_RETRY_BASE_S", "30"))  # th
 # Private ranges webhooks may reach, for receivers on premises (e.g. "10.20.0.0/16,fd00:1::/64"); every other
 # loopback, private, link-local or reserved address is refused (scheduling/outbound.py)
 WEBHOOK_ALLOW_PRIVATE_CIDRS = env_list("WEBHOOK_ALLOW_PRIVATE_CIDRS", "")
+# The same for the S3-compatible stores workspaces register as buckets (an on-premises MinIO, say)
+BUCKET_ALLOW_PRIVATE_CIDRS = env_list("BUCKET_ALLOW_PRIVATE_CIDRS", "")

@@ -228,6 +228,8 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("secretMounts")
     if role.volumes:
         hidden.append("volumes")
+    if role.buckets:
+        hidden.append("buckets")
     if spec.preemptible != spec.reduce_cost:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
     if spec.checkpoint_path is not None:
@@ -328,6 +330,8 @@ def role_to_dict(role: RoleSpec) -> dict[str, Any]:
         out["nodePool"] = role.node_pool
     if role.volumes:
         out["volumes"] = mounts_to_list(role.volumes)
+    if role.buckets:
+        out["buckets"] = [{"name": use.name} for use in role.buckets]
     return out
 
 

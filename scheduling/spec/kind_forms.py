@@ -140,6 +140,8 @@ def kind_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("env")
     if role.volumes:
         hidden.append("volumes")
+    if role.buckets:
+        hidden.append("buckets")
     if spec.preemptible:
         hidden.append("preemptible: true")
     if role.vendor != "nvidia":  # the tab has no vendor field

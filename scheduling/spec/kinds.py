@@ -19,6 +19,7 @@ from django.utils.translation import gettext_noop
 
 from scheduling import kinds
 from scheduling.core.units import gpu_model_name
+from scheduling.spec.buckets import read_buckets
 from scheduling.spec.cluster import ClusterProblem
 from scheduling.spec.load import Path
 from scheduling.spec.model import DEFAULT_DURATION_S, VENDORS, JobSpec, RoleSpec
@@ -67,9 +68,10 @@ from scheduling.spec.workloads import (
 
 JOB_KEYS = ("kind", "name", "queue", "priority", "preemptible", "expectedDuration")
 SLICE_KEYS = ("sharing", "resources", "vendor", "gpuModel", "nodePool")
-NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", "secretMounts", *SLICE_KEYS, "home", "idleAfter", "volumes")
+NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", "secretMounts", *SLICE_KEYS, "home", "idleAfter", "volumes",
+                 "buckets")
 INFERENCE_KEYS = (*JOB_KEYS, "server", "image", "command", "env", "secretMounts", "port", "healthPath", "model",
-                  *SLICE_KEYS, "replicas", "target", "scaleDownDelay", "volumes")
+                  *SLICE_KEYS, "replicas", "target", "scaleDownDelay", "volumes", "buckets")
 HOME_KEYS = ("size",)
 MODEL_KEYS = ("path", "registry", "name")
 BURST_KEY = "gpuMemoryLimit"   # resources: a fraction's burstable memory limit (inference)
@@ -103,10 +105,13 @@ def read_roles(r: Reader, kind: str) -> ReadResult:
     raw_roles = r.doc.value.get("roles")
     mounts = [read_volumes(r, raw, ("roles", i)) if isinstance(raw, dict) else ()
               for i, raw in enumerate(raw_roles)] if isinstance(raw_roles, list) else []
-    result = read_clean(r)  # no spec when a role's volumes had a problem: it was recorded first
+    buckets = [read_buckets(r, raw, ("roles", i)) if isinstance(raw, dict) else ()
+               for i, raw in enumerate(raw_roles)] if isinstance(raw_roles, list) else []
+    result = read_clean(r)  # no spec when a role's volumes or buckets had a problem: it was recorded first
     if result.spec is None:
         return result
-    roles = tuple(replace(role, volumes=mounts[i] or ()) for i, role in enumerate(result.spec.roles))
+    roles = tuple(replace(role, volumes=mounts[i] or (), buckets=buckets[i] or ())
+                  for i, role in enumerate(result.spec.roles))
     return ReadResult(replace(result.spec, kind=kind, roles=roles), result.locate)
 
 
@@ -190,12 +195,13 @@ def read_notebook(r: Reader, kind: str) -> ReadResult:
     home = _read_home(r, doc)
     idle_after = _bounded_duration(r, doc, "idleAfter", MIN_IDLE_AFTER_S, MAX_IDLE_AFTER_S, MISSING)
     volumes = read_volumes(r, doc, ())
+    buckets = read_buckets(r, doc, ())
     if r.issues or idle_after is None or not _complete(
             job["name"], job["priority"], job["preemptible"], job["expected_duration_s"], place["vendor"], image, env,
-            resources, home, volumes, *secrets.values()):
+            resources, home, volumes, buckets, *secrets.values()):
         return ReadResult(None, top_locate)
     role = RoleSpec(name=NOTEBOOK_ROLE, image=image, env=env, min_replicas=1, max_replicas=1, volumes=volumes,
-                    **secrets, **place, **resources)
+                    buckets=buckets, **secrets, **place, **resources)
     notebook = NotebookSpec(home_mib=home, idle_after_s=None if idle_after is MISSING else idle_after)
     return ReadResult(JobSpec(type="single", roles=(role,), kind=kind, notebook=notebook, **job), top_locate)
 
@@ -245,12 +251,13 @@ def read_inference(r: Reader, kind: str) -> ReadResult:
     target = _read_target(r, doc)
     delay = _bounded_duration(r, doc, "scaleDownDelay", 1, MAX_SCALE_DOWN_DELAY_S, DEFAULT_SCALE_DOWN_DELAY_S)
     volumes = read_volumes(r, doc, ())
+    buckets = read_buckets(r, doc, ())
     if r.issues or not _complete(job["name"], job["priority"], job["preemptible"], job["expected_duration_s"],
                                  place["vendor"], server, image, port, health, command, env, model, resources,
-                                 limit, replicas, target, delay, volumes, *secrets.values()):
+                                 limit, replicas, target, delay, volumes, buckets, *secrets.values()):
         return ReadResult(None, top_locate)
     role = RoleSpec(name=SERVER_ROLE, image=image, command=command, env=env, min_replicas=replicas[0],
-                    max_replicas=replicas[1], volumes=volumes, **secrets, **place, **resources)
+                    max_replicas=replicas[1], volumes=volumes, buckets=buckets, **secrets, **place, **resources)
     path, registry, served = model
     inference = InferenceSpec(
         server=server, port=port, health_path=health, model_path=path, model_registry=registry, model_name=served,
@@ -372,6 +379,8 @@ def kind_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
     out.update({k: role[k] for k in SLICE_KEYS if k in role})
     if "volumes" in role:
         out["volumes"] = role["volumes"]
+    if "buckets" in role:
+        out["buckets"] = role["buckets"]
     if spec.notebook is not None:
         out["home"] = {"size": format_memory(spec.notebook.home_mib)}
         if spec.notebook.idle_after_s is not None:

@@ -75,6 +75,15 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class BucketUse:
+    """A bucket the workspace registered (scheduling/buckets.py), named by a role's `buckets`; its replicas get
+    its address and credentials as environment. `where` as VolumeMount's."""
+
+    name: str
+    where: tuple[str | None, int | None, int | None] = field(default=(None, None, None), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class RoleSpec:
     """One role (set of identical replicas) of a job; resources are per replica.
 
@@ -108,6 +117,7 @@ class RoleSpec:
     gpu_model: str | None = None
     node_pool: str | None = None
     volumes: tuple[VolumeMount, ...] = ()
+    buckets: tuple[BucketUse, ...] = ()
 
     @property
     def milli_per_replica(self) -> int:

@@ -88,6 +88,7 @@ ROLE_KEYS = (
     "gpuModel",
     "nodePool",
     "volumes",  # read by spec/volumes.py (kinds.read_roles)
+    "buckets",  # read by spec/buckets.py (kinds.read_roles)
 )
 REPLICA_KEYS = ("min", "max")
 RESOURCE_KEYS = ("gpu", "gpuMemory", "cpu", "memory", "mig")

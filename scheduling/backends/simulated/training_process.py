@@ -2,7 +2,8 @@
 
 Started by the simulated backend (`SimulatedBackend.start_training_process`) with exactly the replica's
 environment, as a container gets it. It prints the names of its environment variables (never their
-values) and each path mounted for it, then sleeps for `--seconds` and ends with the line COMPLETED and
+values) and each path mounted for it, writes one object `<S3_PREFIX><name>.txt` to the bucket its spec named
+(when S3_BUCKET and the AWS_* variables are set: a job's real process talking to the store), then sleeps for `--seconds` and ends with the line COMPLETED and
 exit code 0. The mounts come in SIM_MOUNTS, a JSON object {path in the replica: path on this machine};
 the simulated cluster has no container, so the process looks at the path on this machine.
 
@@ -13,10 +14,16 @@ starts in milliseconds and sees no project code.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.util
 import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
 
 MOUNTS_VARIABLE = "SIM_MOUNTS"
 COMPLETED = "training process completed"
@@ -48,6 +55,34 @@ def describe(source: str) -> str:
     return "missing"
 
 
+def write_to_bucket(name: str) -> str:
+    """PUT `<S3_PREFIX><name>.txt` into S3_BUCKET, signed with the replica's credentials; what the log says."""
+    env = os.environ
+    needed = ("S3_BUCKET", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    if not all(env.get(n) for n in needed):
+        return "bucket: none"
+    # the platform's signer, loaded by path: this script imports no package
+    found = importlib.util.spec_from_file_location("sigv4", Path(__file__).resolve().parents[2] / "sigv4.py")
+    sigv4 = importlib.util.module_from_spec(found)
+    found.loader.exec_module(sigv4)
+    key = env.get("S3_PREFIX", "") + f"{name}.txt"
+    body = f"written by {name}\n".encode()
+    url = sigv4.object_url(env["AWS_ENDPOINT_URL"], env["S3_BUCKET"], key)
+    headers = sigv4.sign("PUT", url, access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
+                         region=env.get("AWS_REGION") or "us-east-1", now=datetime.now(UTC),
+                         payload_sha256=hashlib.sha256(body).hexdigest())
+    headers.pop("Host")   # urllib sends the URL's own
+    headers["Content-Type"] = "text/plain"   # else urllib says form data, which a server may parse away
+    request = urllib.request.Request(url, data=body, method="PUT", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return f"bucket: wrote {key} ({answer.status})"
+    except urllib.error.HTTPError as error:
+        return f"bucket: writing {key} failed ({error.code})"
+    except OSError as error:
+        return f"bucket: writing {key} failed ({type(error).__name__})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, required=True, help="how long the replica runs")
@@ -61,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         say.write("mounts: none\n")
     for path, source in sorted(mapping.items()):
         say.write(f"mount {path}: {describe(source)}\n")
+    say.write(write_to_bucket(args.name) + "\n")
     say.flush()
     time.sleep(max(0.0, args.seconds))
     say.write(COMPLETED + "\n")
