@@ -24,7 +24,7 @@ ENGLISH = [
                                       "roles[0].sharing exclusive; use sharing: fraction for part of a GPU"),
     (5, 32, "roles[0].resources.cpu", "roles[0].resources.cpu 'lots' is not a CPU amount (e.g. 4, 0.5 or 500m)"),
     (6, 5, "roles[0].colour", "unknown field 'colour' in a role (allowed: name, image, command, env, secretMounts, replicas, "
-                              "sharing, resources, vendor, gpuModel, nodePool, volumes)"),
+                              "sharing, resources, vendor, gpuModel, nodePool, volumes, buckets)"),
 ]
 
 
