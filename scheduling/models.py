@@ -582,6 +582,8 @@ class WorkspaceSecret(models.Model):
     class Meta:
         ordering = ["workspace_id", "name"]
         constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_secret_per_name")]
+
+
 # --------------------------------------------------------------------------- volumes and datasets
 
 
