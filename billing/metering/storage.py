@@ -66,11 +66,17 @@ def sample_storage(*, now: datetime | None = None) -> int:
     now = now or clock.now()
     if settings.SCHEDULER_BACKEND != SIMULATED:
         return 0
-    hour = _hour(now)
-    known = Volume.objects.count() + DatasetVersion.objects.count()
-    if known == 0 or StorageSample.objects.filter(hour=hour, source=SIMULATED).count() >= known:
+    sampled = set(StorageSample.objects.filter(hour=_hour(now)).values_list("workspace_id", "kind", "name"))
+    if _things() <= sampled:
         return 0
     return record(simulated_readings(), now=now, source=SIMULATED)
+
+
+def _things() -> set[tuple[int, str, str]]:
+    """Every volume and dataset version, as its samples name it."""
+    volumes = {(ws, StorageSample.Kind.VOLUME.value, name) for ws, name in Volume.objects.values_list("workspace_id", "name")}
+    versions = DatasetVersion.objects.values_list("dataset__workspace_id", "dataset__name", "number")
+    return volumes | {(ws, StorageSample.Kind.DATASET.value, f"{name}@v{number}") for ws, name, number in versions}
 
 
 MAX_VOLUMES = 5000

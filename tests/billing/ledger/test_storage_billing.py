@@ -89,6 +89,16 @@ def test_a_volume_is_sampled_once_an_hour_and_an_hour_without_a_sample_is_not_bi
         (at(2, 10), Decimal(1), Decimal("0.02")), (at(2, 12), Decimal(10), Decimal("0.20"))]
 
 
+def test_a_volume_created_after_the_hours_sampling_is_sampled_in_that_hour(cluster, priced, clock):
+    volume_with(cluster, "first", GIB)
+    assert sample_storage(now=at(2, 10, 5)) == 1
+    volume_with(cluster, "second", 2 * GIB)
+    assert sample_storage(now=at(2, 10, 40)) == 1  # only the new one; the first keeps its reading
+    assert sample_storage(now=at(2, 10, 50)) == 0
+    assert sorted(StorageSample.objects.values_list("name", "used_bytes", "ts")) == [
+        ("first", GIB, at(2, 10, 5)), ("second", 2 * GIB, at(2, 10, 40))]
+
+
 def test_the_open_hour_is_billed_up_to_now_and_provisional(cluster, priced, clock):
     volume_with(cluster, "weights", 3 * GIB)
     sample_storage(now=at(2, 10, 0))
