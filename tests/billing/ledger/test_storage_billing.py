@@ -77,6 +77,19 @@ def test_an_hour_of_a_volume_is_billed_on_its_used_gib_hours_not_its_requested_s
     assert line.list_unit_price == STANDARD and line.currency == "USD" and not line.provisional
 
 
+def test_used_bytes_count_the_volumes_own_files_not_what_a_link_points_to(cluster, folders, tmp_path):
+    volume_with(cluster, "mixed", 1000)
+    folder = storage.volume_dir("vision-lab", "mixed")
+    (folder / "nested" / "deeper").mkdir(parents=True)
+    (folder / "nested" / "deeper" / "part").write_bytes(b"x" * 24)
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"y" * 5000)
+    (folder / "link").symlink_to(outside)
+    (folder / "dir-link").symlink_to(tmp_path, target_is_directory=True)
+    assert storage.folder_used_bytes(folder) == 1024
+    assert storage.folder_used_bytes(tmp_path / "no-such-volume") == 0
+
+
 def test_a_volume_is_sampled_once_an_hour_and_an_hour_without_a_sample_is_not_billed(cluster, priced, clock):
     volume_with(cluster, "weights", GIB)
     assert sample_storage(now=at(2, 10, 5)) == 1
