@@ -203,6 +203,9 @@ def _storage_lines(start: datetime, end: datetime, now: datetime, tables: _Table
         hour = sample.hour.astimezone(UTC)
         day = hour.astimezone(tz).date()
         currency = currencies.of(sample.workspace_id, day.replace(day=1))
+        if currency not in tables.priced:  # storage is no reason to stop posting everyone's usage
+            log.warning("no %s price table: storage of workspace %s is not billed", currency, sample.workspace_id)
+            continue
         used = pricing.PricedStorage(sample.storage_class, Decimal(sample.used_bytes) / GIB)
         for seg in pricing.storage_cost(used, hour, min(hour + HOUR, now), tables.of(currency), tz=tz):
             if not seg.gib_hours:  # nothing stored, nothing billed
@@ -216,7 +219,8 @@ def _storage_lines(start: datetime, end: datetime, now: datetime, tables: _Table
                 resource_name=f"{sample.kind}/{sample.name}", price_table_id=tables.pk(seg.table),
                 list_unit_price=per_gib_month, storage_gib_hours=seg.gib_hours,
                 # no discount and no sharing: what is billed is the list and the exclusive price too
-                cost=cost, list_cost=cost, exclusive_cost=cost, currency=currency, provisional=hour >= close_to, computed_at=now))
+                cost=cost, list_cost=cost, exclusive_cost=cost, currency=currency, provisional=hour >= close_to,
+                computed_at=now))
     return lines
 
 

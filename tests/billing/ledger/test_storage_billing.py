@@ -6,7 +6,7 @@ statements as every other line does; another tenant sees none of them."""
 import csv
 import io
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 
 from billing.ledger.posting import post_ledger
 from billing.metering.storage import sample_storage
-from billing.models import ChargeLine, PriceTable, StorageRate, StorageSample
+from billing.models import ChargeLine, PriceTable, StorageRate, StorageSample, WorkspaceCurrency
 from billing.pricing import PricedStorage, PricedWorkspace, PriceWindow, fold_storage, storage_cost
 from billing.reports.exports import HEADER, line_rows
 from billing.reports.services import budget_status, set_budget
@@ -150,6 +150,15 @@ def test_a_storage_class_without_a_price_is_not_billed(cluster, priced, clock):
     sample_storage(now=at(2, 10, 5))
     post_ledger(now=at(2, 12))
     assert StorageSample.objects.get().storage_class == "premium-nvme" and storage_lines() == []
+
+
+def test_storage_in_a_currency_without_prices_is_not_billed_and_stops_no_posting(cluster, priced, clock):
+    WorkspaceCurrency.objects.create(workspace=cluster.nlp, period=date(2026, 3, 1), currency="EUR", set_at=at(1, 0))
+    volume_with(cluster, "theirs", GIB, workspace=cluster.nlp, user=cluster.bob)
+    volume_with(cluster, "ours", GIB)
+    sample_storage(now=at(2, 10, 5))
+    post_ledger(now=at(2, 12))
+    assert [(x.workspace, x.resource_name) for x in storage_lines()] == [(cluster.vision, "volume/ours")]
 
 
 def test_a_new_price_mid_day_bills_each_part_of_the_hour_at_its_own_price(cluster, priced, clock):
