@@ -1,12 +1,17 @@
 from django.contrib import admin
 
 from billing.forms import PriceTableForm
-from billing.models import ChargeLine, ClosedPeriod, GpuRate, NodeToken, PriceTable, UsageSample
+from billing.models import ChargeLine, ClosedPeriod, GpuRate, NodeToken, PriceTable, StorageRate, UsageSample
 from scheduling.api import ReadOnlyAdmin, clock
 
 
 class GpuRateInline(admin.TabularInline):
     model = GpuRate
+    extra = 1
+
+
+class StorageRateInline(admin.TabularInline):
+    model = StorageRate
     extra = 1
 
 
@@ -16,7 +21,7 @@ class PriceTableAdmin(admin.ModelAdmin):
 
     form = PriceTableForm
     list_display = ["name", "currency", "effective_from", "cpu_core_hour", "memory_gib_hour", "offpeak_windows"]
-    inlines = [GpuRateInline]
+    inlines = [GpuRateInline, StorageRateInline]
 
     def _in_force_or_past(self, obj) -> bool:
         return obj is not None and obj.effective_from <= clock.now()

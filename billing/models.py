@@ -119,6 +119,7 @@ class PriceTable(models.Model):
         rates = pricing.Rates(
             currency=self.currency,
             gpu={(r.vendor, r.gpu_model): r.per_gpu_hour for r in self.gpu_rates.all()},
+            storage={r.storage_class: r.per_gib_month for r in self.storage_rates.all()},
             offpeak_windows=offpeak.parse_windows(self.offpeak_windows), offpeak_time_zone=self.offpeak_time_zone,
             **{name: getattr(self, name) for name in AMOUNT_FIELDS},
             rules=price_rules(weekend_discount=weekend_discount()),
@@ -142,6 +143,55 @@ class GpuRate(models.Model):
     def clean(self):
         if self.per_gpu_hour is not None and self.per_gpu_hour < 0:
             raise ValidationError({"per_gpu_hour": gettext("must be 0 or more")})
+
+
+class StorageRate(models.Model):
+    """A price version's price of one storage class, per GiB-month of the bytes used (sampled hourly)."""
+
+    table = models.ForeignKey(PriceTable, on_delete=models.CASCADE, related_name="storage_rates")
+    storage_class = models.CharField(max_length=63, default="standard",
+                                     help_text=_("The volumes' storage class, e.g. standard"))
+    per_gib_month = models.DecimalField(max_digits=12, decimal_places=4,
+                                        help_text=_("Price of one GiB used for a month (730 hours)"))
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["table", "storage_class"], name="one_rate_per_storage_class")]
+        ordering = ["storage_class"]
+
+    def __str__(self) -> str:
+        return f"{self.storage_class}: {self.per_gib_month}/GiB-month"
+
+    def clean(self):
+        if self.per_gib_month is not None and self.per_gib_month < 0:
+            raise ValidationError({"per_gib_month": gettext("must be 0 or more")})
+
+
+class StorageSample(models.Model):
+    """The bytes one volume or dataset version used in one hour of platform time: read from its folder
+    on the simulated cluster, from the kubelet's volume stats (reported by the node agent) on Kubernetes.
+    One per thing and hour; the ledger bills the hour's GiB-hours from it."""
+
+    class Kind(models.TextChoices):
+        VOLUME = "volume", _("Volume")
+        DATASET = "dataset", _("Dataset version")
+
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.CASCADE, related_name="storage_samples")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    name = models.CharField(max_length=140, help_text="The volume's name, or dataset@vN")
+    storage_class = models.CharField(max_length=63)
+    hour = models.DateTimeField(help_text="The hour (UTC) the sample stands for")
+    ts = models.DateTimeField()
+    used_bytes = models.PositiveBigIntegerField()
+    source = models.CharField(max_length=16, help_text="simulated (the folder) or kubelet (volume stats)")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "kind", "name", "hour"],
+                                               name="one_storage_sample_per_hour")]
+        indexes = [models.Index(fields=["hour"])]
+        ordering = ["hour", "workspace_id", "kind", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id} {self.kind} {self.name} {self.hour:%Y-%m-%d %H:00}: {self.used_bytes} B"
 
 
 class NodeToken(models.Model):
@@ -289,7 +339,14 @@ class ChargeLine(WrittenOnce, models.Model):
         ADJUSTMENT = "Adjustment", _("Adjustment")
         CREDIT = "Credit", _("Credit")
 
+    class Resource(models.TextChoices):
+        COMPUTE = "compute", _("Compute")
+        STORAGE = "storage", _("Storage")
+
     category = models.CharField(max_length=12, choices=Category.choices, default=Category.USAGE)
+    resource = models.CharField(max_length=8, choices=Resource.choices, blank=True,
+                                help_text="What a usage line bills: held GPUs, cores and memory, or stored GiB "
+                                          "(blank on adjustments and credits)")
     hour = models.DateTimeField(db_index=True, help_text="The hour (UTC) the line belongs to")
     day = models.DateField(help_text="The hour's date in the platform's time zone")
     period = models.DateField(help_text="First day of the billing month (platform time zone)")
@@ -307,13 +364,17 @@ class ChargeLine(WrittenOnce, models.Model):
     gpu_model = models.CharField(max_length=64, blank=True)
     sharing = models.CharField(max_length=16, blank=True, help_text="exclusive, fraction, mig or timeslice")
     slice = models.CharField(max_length=64, blank=True, help_text="What was held, e.g. 0.33 GPU or 1g.10gb")
-    sku_id = models.CharField(max_length=100, blank=True, help_text="GPU model, or model/MIG profile")
+    sku_id = models.CharField(max_length=100, blank=True,
+                              help_text="GPU model, or model/MIG profile; storage/<class> for storage")
+    resource_name = models.CharField(max_length=200, blank=True,
+                                     help_text="What storage was billed: volume/<name> or dataset/<name>@v<N>")
     price_table = models.ForeignKey(PriceTable, null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="charge_lines")
     offpeak = models.BooleanField(default=False)
     spot = models.BooleanField(default=False)
     list_unit_price = models.DecimalField(max_digits=14, decimal_places=4, default=0,
-                                          help_text="Peak, on-demand price of one whole GPU-hour")
+                                          help_text="Peak, on-demand price of one whole GPU-hour "
+                                                    "(storage: of one GiB-month)")
     allocated_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
     used_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
     exclusive_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0,
@@ -321,6 +382,8 @@ class ChargeLine(WrittenOnce, models.Model):
     idle_gpu_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
     cpu_core_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
     memory_gib_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0)
+    storage_gib_hours = models.DecimalField(max_digits=18, decimal_places=9, default=0,
+                                            help_text="GiB used (sampled hourly) times the hours kept")
     exclusive_cost = models.DecimalField(max_digits=16, decimal_places=2, default=0,
                                          help_text="The same held time on whole GPUs at the peak, on-demand price")
     list_cost = models.DecimalField(max_digits=16, decimal_places=2, default=0,

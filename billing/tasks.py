@@ -7,6 +7,7 @@ from django.conf import settings
 from billing.idle.services import check_idle_gpus as find_idle_gpus
 from billing.ledger.posting import post_ledger
 from billing.metering.ingest import purge_samples
+from billing.metering.storage import sample_storage
 from billing.reports import services as reports_services
 from billing.reports.services import check_budgets
 from scheduling.api import clock
@@ -14,7 +15,9 @@ from scheduling.api import clock
 
 @shared_task
 def post_usage() -> int:
-    """Recompute the open hours' lines, make the ended ones final, then check budgets."""
+    """Sample this hour's stored bytes (once an hour), recompute the open hours' lines, make the ended
+    ones final, then check budgets."""
+    sample_storage()
     posted = post_ledger()
     check_budgets(workspace_ids=posted.workspace_ids)
     return posted.lines

@@ -163,6 +163,7 @@ ZH = {
     "VENDOR": "厂商",
     "GPU MODEL": "GPU 型号",
     "POOL": "资源池",
+    "RESOURCE": "资源类别",
     "SPOT": "竞价",
     "WHEN": "开始",
     "PRICE/H ({currency})": "每小时价格 ({currency})",

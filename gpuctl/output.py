@@ -345,6 +345,7 @@ COST_GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gpu_model": (("gpu_model",), ("GPU MODEL",)),
     "pool": (("pool",), ("POOL",)),
     "workspace": (("workspace", "workspace_name"), ("WORKSPACE", "NAME")),
+    "resource": (("resource",), ("RESOURCE",)),  # compute or storage
 }
 COST_COLUMNS = (("allocated_gpu_hours", "GPU-H"), ("used_gpu_hours", "USED GPU-H"), ("idle_gpu_hours", "IDLE GPU-H"))
 WIDE_COST_COLUMNS = (("exclusive_gpu_hours", "EXCLUSIVE GPU-H"), ("cpu_core_hours", "CPU CORE-H"),

@@ -16,6 +16,7 @@ from pathlib import Path
 from nodeagent import __version__
 from nodeagent import metrics as agent_metrics
 from nodeagent.agent import Agent, AgentConfig, Collector
+from nodeagent.kubelet import KubeletVolumeStats
 from nodeagent.nvml import NvmlCollector, NvmlUnavailable, load_nvml
 from nodeagent.portal import (
     PortalAuthError,
@@ -68,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backoff-cap", type=float, default=300.0, help="longest wait between retries, s")
     p.add_argument("--proc-root", type=Path, default=Path(env("GPU_AGENT_PROC_ROOT", "/proc")),
                    help="where the host's /proc is mounted (to map processes to pods)")
+    p.add_argument("--kubelet-metrics", default=env("GPU_AGENT_KUBELET_METRICS"),
+                   help="the kubelet's metrics URL, e.g. https://$NODE_IP:10250/metrics: report each claim's "
+                        "kubelet_volume_stats_used_bytes for storage billing (default: off) [GPU_AGENT_KUBELET_METRICS]")
+    p.add_argument("--volumes-every", type=int, default=30,
+                   help="intervals between volume-stats reports (default 30)")
     sim = p.add_argument_group("simulated collector")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--sim-gpus", type=int, default=8)
@@ -164,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             config = AgentConfig(
                 node=args.node, interval_s=args.interval, batch_size=args.batch_size,
                 heartbeat_every=args.heartbeat_every, backoff_cap_s=max(args.backoff_cap, 1.0),
-                collector_name=args.collector,
+                collector_name=args.collector, volumes_every=args.volumes_every,
             )
         except ValueError as exc:
             parser.error(str(exc))
@@ -192,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     spool = Spool(args.spool or default_spool(args.node))
     if args.metrics_port:
         collector, client = start_metrics(args, collector, spool, client)
-    agent = Agent(config, collector, spool, client)
+    volume_stats = KubeletVolumeStats(args.kubelet_metrics) if args.kubelet_metrics else None
+    agent = Agent(config, collector, spool, client, volume_stats=volume_stats)
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("received %s, stopping", signal.Signals(signum).name)
@@ -207,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         collector.close()
         client.close()
         spool.close()
+        if volume_stats is not None:
+            volume_stats.close()
     return EXIT_OK
 
 

@@ -24,6 +24,12 @@ from nodeagent.spool import Spool
 log = logging.getLogger(__name__)
 
 
+class VolumeStats(Protocol):
+    def read(self) -> list[dict]: ...
+
+    def close(self) -> None: ...
+
+
 class Collector(Protocol):
     def inventory(self) -> list[GpuInfo]: ...
 
@@ -42,6 +48,7 @@ class AgentConfig:
     backoff_cap_s: float = 300.0
     shutdown_flush_s: float = 5.0  # how long a SIGTERM may spend sending what is spooled
     collector_name: str = ""
+    volumes_every: int = 30  # intervals between readings of the kubelet's volume stats (the portal keeps one an hour)
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -50,6 +57,8 @@ class AgentConfig:
             raise ValueError(f"interval must be > 0 seconds, got {self.interval_s}")
         if self.batch_size < 1:
             raise ValueError(f"batch size must be >= 1, got {self.batch_size}")
+        if self.volumes_every < 1:
+            raise ValueError(f"volumes-every must be >= 1 interval, got {self.volumes_every}")
         if self.heartbeat_every < 1:
             raise ValueError(f"heartbeat-every must be >= 1 interval, got {self.heartbeat_every}")
         if not 0 < self.backoff_base_s <= self.backoff_cap_s:
@@ -76,8 +85,10 @@ class Agent:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         rng: random.Random | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        volume_stats: VolumeStats | None = None,
     ) -> None:
         self.config = config
+        self.volume_stats = volume_stats
         self.collector = collector
         self.spool = spool
         self.client = client
@@ -91,6 +102,7 @@ class Agent:
         self._ticks = 0
         self._wake = threading.Event()  # new samples, or stopping: the uploader looks again
         self._heartbeat_due = threading.Event()
+        self._volumes_due = threading.Event()
         self.rejected_total = 0  # samples the portal refused as invalid since start (dead-lettered)
 
     @property
@@ -207,10 +219,29 @@ class Agent:
             return False
         return True
 
+    def send_volumes(self) -> int | None:
+        """Read the kubelet's volume stats and post them; returns how many the portal kept (None: not sent).
+        Nothing is spooled: the next reading comes soon, and the portal keeps one an hour."""
+        if self.volume_stats is None:
+            return None
+        try:
+            volumes = self.volume_stats.read()
+            answer = self.client.send_volumes(self.config.node, volumes)
+        except PortalError as exc:
+            log.warning("volume stats not sent: %s", exc)
+            return None
+        except Exception:  # a kubelet that does not answer must not stop the agent
+            log.exception("reading the kubelet's volume stats failed")
+            return None
+        kept = answer.get("volumes") if isinstance(answer, dict) else None
+        return kept.get("recorded") if isinstance(kept, dict) else None
+
     def tick(self) -> None:
-        """One interval: heartbeat when due, then collect."""
+        """One interval: heartbeat (and volume stats) when due, then collect."""
         if self._ticks % self.config.heartbeat_every == 0:
             self.heartbeat()
+        if self._ticks % self.config.volumes_every == 0:
+            self.send_volumes()
         self._ticks += 1
         try:
             self.collect_once()
@@ -233,6 +264,8 @@ class Agent:
             if self._monotonic() >= next_tick:
                 if self._ticks % self.config.heartbeat_every == 0:
                     self._heartbeat_due.set()
+                if self.volume_stats is not None and self._ticks % self.config.volumes_every == 0:
+                    self._volumes_due.set()
                 self._ticks += 1
                 try:
                     self.collect_once()
@@ -256,6 +289,9 @@ class Agent:
             if self._heartbeat_due.is_set():
                 self._heartbeat_due.clear()
                 self.heartbeat()
+            if self._volumes_due.is_set():
+                self._volumes_due.clear()
+                self.send_volumes()
             if self._monotonic() >= self._retry_at:
                 # A deadline, so that a stop is noticed between batches of a long backlog.
                 self.flush(deadline=self._monotonic() + self.config.interval_s)

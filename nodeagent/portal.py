@@ -95,6 +95,15 @@ class PortalClient:
         response = self._request("POST", USAGE_PATH, json={"node": node, "samples": samples})
         return parse_usage_answer(response, [s.get("id") for s in samples])
 
+    def send_volumes(self, node: str, volumes: list[dict]) -> object:
+        """The kubelet's used bytes per claim, as a usage post with no samples; the portal's answer says
+        how many it kept ({"volumes": {"recorded", "unknown"}})."""
+        response = self._request("POST", USAGE_PATH, json={"node": node, "samples": [], "volumes": volumes})
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
     def send_heartbeat(self, node: str, payload: dict) -> object:
         """The portal's answer: {"node", "gpus", "rejected": [health figures it refused]} (None if unreadable)."""
         response = self._request("POST", HEARTBEAT_PATH, json={"node": node, "agent_version": __version__, **payload})

@@ -40,6 +40,7 @@ from scheduling.services import (
 from scheduling import secrets
 # ------------------------------------------------------------ Workspace volumes and datasets
 from scheduling import storage
+from scheduling.backends.kubernetes.claims import claim_index  # a kubelet-reported claim -> what it holds
 # ------------------------------------------------------------ Workspace buckets (S3-compatible object storage)
 from scheduling import buckets
 

@@ -96,6 +96,18 @@ def dataset_dir(workspace: str, name: str, number: int) -> Path:
     return Path(settings.DATASETS_DIR) / workspace / name / f"v{int(number)}"
 
 
+def folder_used_bytes(root: Path) -> int:
+    """The bytes the files under a volume's or version's folder hold (what storage is billed on); links are
+    not followed, and a folder not there holds none."""
+    used = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            info = os.lstat(os.path.join(folder, name))
+            if stat.S_ISREG(info.st_mode):
+                used += info.st_size
+    return used
+
+
 def _check_part(part: str) -> None:
     if not DNS_LABEL.fullmatch(part or ""):
         raise ValueError(f"not a workspace slug or volume name: {part!r}")

@@ -24,7 +24,7 @@ from billing import pricing
 from billing.currency import Currencies
 from billing.ledger import prices
 from billing.metering.costs import replica_allocation
-from billing.models import ChargeLine, LedgerCursor, LedgerRevision, PriceTable, UsageSample
+from billing.models import ChargeLine, LedgerCursor, LedgerRevision, PriceTable, StorageSample, UsageSample
 from billing.time_zone import platform_tz
 from scheduling.api import clock
 from scheduling.models import Replica
@@ -180,12 +180,48 @@ def _line(draft: _Draft, *, provisional: bool, now: datetime) -> ChargeLine:
 
     used = min(draft.used, draft.alloc)
     return ChargeLine(
-        category=ChargeLine.Category.USAGE, charge_start=draft.start, charge_end=draft.end, **draft.static,
+        category=ChargeLine.Category.USAGE, resource=ChargeLine.Resource.COMPUTE, charge_start=draft.start,
+        charge_end=draft.end, **draft.static,
         allocated_gpu_hours=draft.alloc, used_gpu_hours=used, idle_gpu_hours=draft.alloc - used,
         exclusive_gpu_hours=draft.exclusive, cpu_core_hours=draft.cpu, memory_gib_hours=draft.mem,
         exclusive_cost=money(draft.exclusive_cost), list_cost=money(draft.list_cost), cost=money(draft.cost),
         currency=draft.currency, provisional=provisional, computed_at=now,
     )
+
+
+GIB = Decimal(2**30)
+
+
+def _storage_lines(start: datetime, end: datetime, now: datetime, tables: _Tables, close_to: datetime) -> list[ChargeLine]:
+    """Stored GiB: each sampled hour is billed on the bytes used then (the open hour up to now), one
+    line per thing, hour and price table, its money rounded once here."""
+    tz = platform_tz()
+    samples = list(StorageSample.objects.filter(hour__gte=start, hour__lt=end).order_by("pk"))
+    currencies = Currencies({s.workspace_id for s in samples})
+    lines = []
+    for sample in samples:
+        hour = sample.hour.astimezone(UTC)
+        day = hour.astimezone(tz).date()
+        currency = currencies.of(sample.workspace_id, day.replace(day=1))
+        if currency not in tables.priced:  # storage is no reason to stop posting everyone's usage
+            log.warning("no %s price table: storage of workspace %s is not billed", currency, sample.workspace_id)
+            continue
+        used = pricing.PricedStorage(sample.storage_class, Decimal(sample.used_bytes) / GIB)
+        for seg in pricing.storage_cost(used, hour, min(hour + HOUR, now), tables.of(currency), tz=tz):
+            if not seg.gib_hours:  # nothing stored, nothing billed
+                continue
+            per_gib_month = seg.table.rates.storage_rate(sample.storage_class) or ZERO
+            cost = pricing.quantize_money(seg.amount, currency)  # the one rounding of a charge
+            lines.append(ChargeLine(
+                category=ChargeLine.Category.USAGE, resource=ChargeLine.Resource.STORAGE, hour=hour, day=day,
+                period=day.replace(day=1), charge_start=seg.start, charge_end=seg.end,
+                workspace_id=sample.workspace_id, sku_id=f"storage/{sample.storage_class}",
+                resource_name=f"{sample.kind}/{sample.name}", price_table_id=tables.pk(seg.table),
+                list_unit_price=per_gib_month, storage_gib_hours=seg.gib_hours,
+                # no discount and no sharing: what is billed is the list and the exclusive price too
+                cost=cost, list_cost=cost, exclusive_cost=cost, currency=currency, provisional=hour >= close_to,
+                computed_at=now))
+    return lines
 
 
 def _cursor() -> LedgerCursor:
@@ -218,7 +254,8 @@ def post_ledger(*, now: datetime | None = None, job_ids: Iterable[int] | None = 
     start = cursor.closed_until
     if start is None:
         first = Replica.objects.filter(started__isnull=False).order_by("started").values_list("started", flat=True)
-        start = hour_floor(first[0] if first else now)
+        sampled = StorageSample.objects.order_by("hour").values_list("hour", flat=True)
+        start = hour_floor(min([now, *first[:1], *sampled[:1]]))
     end = hour_floor(now) + HOUR
     close_to = max(start, hour_floor(now - close_grace()))
     if not tables.priced:
@@ -233,6 +270,8 @@ def post_ledger(*, now: datetime | None = None, job_ids: Iterable[int] | None = 
     touched = set(stale.values_list("workspace_id", flat=True).distinct())
     stale.delete()
     lines = [_line(d, provisional=scoped or d.static["hour"] >= close_to, now=now) for d in drafts.values()]
+    if not scoped:  # stored GiB belong to no job: a job's post leaves them as they are
+        lines += _storage_lines(start, end, now, tables, close_to)
     ChargeLine.objects.bulk_create(lines, batch_size=1000)
     LedgerRevision.bump()
     if not scoped:

@@ -15,6 +15,7 @@ from django.db import connection
 
 from billing import metrics
 from billing.ledger.posting import post_ledger
+from billing.metering.storage import record_kubelet_volumes
 from billing.models import UsageSample
 from billing.reports.services import check_budgets
 from scheduling.api import DomainError, Forbidden, clock
@@ -48,6 +49,7 @@ class SampleRow:
 class IngestResult:
     accepted: list[str] = field(default_factory=list)
     rejected: list[dict] = field(default_factory=list)
+    volumes: dict[str, int] | None = None  # the kubelet volume stats kept: recorded and unknown claims
 
     def refuse(self, index: int, raw: object, reason: str) -> None:
         sample_id = raw.get("id") if isinstance(raw, dict) else None
@@ -56,7 +58,10 @@ class IngestResult:
         self.rejected.append({"index": index, "id": sample_id, "reason": reason})
 
     def to_json(self) -> dict:
-        return {"accepted": self.accepted, "rejected": self.rejected}
+        answer = {"accepted": self.accepted, "rejected": self.rejected}
+        if self.volumes is not None:
+            answer["volumes"] = self.volumes
+        return answer
 
 
 def _number(sample: dict, key: str, *, low: float, high: float, optional: bool = False) -> float | None:
@@ -129,6 +134,11 @@ def ingest(node: Node, payload: object, *, now: datetime | None = None) -> Inges
     if len(samples) > MAX_BATCH:
         raise BatchError(f"a batch holds at most {MAX_BATCH} samples, got {len(samples)}")
     result = IngestResult()
+    if payload.get("volumes") is not None:  # the kubelet's volume stats, for storage billed by use
+        try:
+            result.volumes = record_kubelet_volumes(payload["volumes"], now=now)
+        except ValueError as error:
+            raise BatchError(str(error), field="volumes") from None
     checked: list[tuple[int, SampleRow]] = []
     for index, raw in enumerate(samples):
         try:

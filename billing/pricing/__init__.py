@@ -26,11 +26,13 @@ from billing.pricing.rules import (
     DEFAULT_RULES,
     Adjustment,
     PricedOption,
+    PricedStorage,
     PricedWorkspace,
     PriceRule,
     PriceWindow,
     cut_points,
     fold,
+    fold_storage,
 )
 from scheduling.api import (
     DEFAULT_OFFPEAK_WINDOWS,
@@ -191,6 +193,8 @@ class Rates:
     # keeps its valley-electricity hours in Asia/Shanghai whatever the platform's zone.
     offpeak_time_zone: str = ""
     rules: tuple[PriceRule, ...] = DEFAULT_RULES  # the ordered price rules (billing.pricing.rules)
+    # storage class -> price per GiB-month of the bytes used (a class not here is not billed)
+    storage: Mapping[str, Decimal] = field(default_factory=dict)
 
     def windows_zone(self, platform_tz: tzinfo | str) -> tzinfo | str:
         """The zone this table's off-peak windows are read in."""
@@ -224,6 +228,12 @@ class Rates:
         set_(self, "offpeak_discount", _fraction(self.offpeak_discount, "off-peak discount"))
         set_(self, "spot_discount", _fraction(self.spot_discount, "spot discount"))
         set_(self, "rules", tuple(self.rules))
+        set_(self, "storage", {str(name).strip(): _rate(price, f"storage rate for class {name}")
+                               for name, price in dict(self.storage).items()})
+
+    def storage_rate(self, storage_class: str) -> Decimal | None:
+        """Price per GiB-month of the class's used bytes; None: the class is not priced."""
+        return self.storage.get(storage_class.strip())
 
     def gpu_rate(self, vendor: str, gpu_model: str) -> Decimal:
         """Price per GPU-hour for the model (names compared case-insensitively)."""
@@ -605,3 +615,43 @@ def cost_for_intervals(
         raise ValueError("no price tables given")
     total = sum((segment.amount for segment in segments), Decimal(0))
     return MeteredCost(currency=currency, total=quantize_money(total, currency), segments=tuple(segments))
+
+
+@dataclass(frozen=True)
+class StorageSegment:
+    """Used GiB kept over a piece of time under one price table: GiB-hours and their price."""
+
+    start: datetime
+    end: datetime
+    table: PriceTable
+    gib_hours: Decimal
+    amount: Decimal  # not rounded: the ledger line rounds once
+    adjustments: tuple[Adjustment, ...] = ()
+
+
+def storage_cost(
+    storage: PricedStorage, start: datetime, end: datetime, tables: Sequence[PriceTable], *, tz: tzinfo | str
+) -> tuple[StorageSegment, ...]:
+    """The used GiB of ``storage`` kept from ``start`` to ``end``, cut where a price table takes over, each
+    piece priced by its table's rules (``fold_storage``). A piece whose table does not price the class is
+    left out: it is not billed."""
+    require_aware(start, "storage start")
+    require_aware(end, "storage end")
+    tables = list(tables)
+    workspace = PricedWorkspace(tz)
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    changes = sorted({t.effective_from.astimezone(UTC) for t in tables if start < t.effective_from < end})
+    bounds = [start, *changes, end]
+    segments: list[StorageSegment] = []
+    for piece_start, piece_end in zip(bounds, bounds[1:], strict=False):
+        if piece_end <= piece_start:
+            continue
+        table = table_in_force(tables, piece_start)
+        priced = fold_storage(table.rates.rules, table.rates, storage, PriceWindow(piece_start, piece_end), workspace)
+        if priced is None:
+            continue
+        per_hour, adjustments = priced
+        held = hours(piece_end - piece_start)
+        segments.append(StorageSegment(piece_start, piece_end, table, storage.used_gib * held, per_hour * held,
+                                       adjustments))
+    return tuple(segments)

@@ -34,6 +34,11 @@ PRIORITY = "priority"
 OFF_PEAK = "off_peak"
 SPOT = "spot"
 WEEKEND = "weekend"
+STORAGE = "storage"
+
+# A storage price is per GiB-month; a month of storage is billed as this many hours (365 x 24 / 12), so
+# a GiB kept a whole year costs twelve months' price whatever the months' lengths.
+HOURS_PER_MONTH = Decimal(730)
 
 _SATURDAY = 5
 _HUNDRED = Decimal(100)
@@ -67,6 +72,13 @@ class PricedWorkspace(NamedTuple):
         return as_zone(self.time_zone)
 
 
+class PricedStorage(NamedTuple):
+    """Storage priced for an hour: the GiB used (measured, not requested) in one storage class."""
+
+    storage_class: str
+    used_gib: Decimal
+
+
 class Adjustment(NamedTuple):
     """A factor a rule applies, with its reason code and the figures that code names."""
 
@@ -90,6 +102,12 @@ class PriceRule:
 
     def boundaries(self, start: datetime, end: datetime, workspace: PricedWorkspace) -> Iterable[datetime]:
         return ()
+
+    def adjust_storage(
+        self, rates: Rates, storage: PricedStorage, window: PriceWindow, workspace: PricedWorkspace
+    ) -> Adjustment | None:
+        """The rule's answer for stored GiB; the GPU-time rules leave storage alone."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -163,11 +181,27 @@ class WeekendDiscount(PriceRule):
                 yield midnight
 
 
+@dataclass(frozen=True)
+class StorageUsed(PriceRule):
+    """Stored GiB cost their class's price per GiB-month, spread over the hours of a month
+    (HOURS_PER_MONTH); billed on the bytes used, sampled each hour, never on the size requested."""
+
+    def adjust(self, rates, option, window, workspace):
+        return None  # held GPUs, cores and memory are no storage
+
+    def adjust_storage(self, rates, storage, window, workspace):
+        per_gib_month = rates.storage_rate(storage.storage_class)
+        if per_gib_month is None:
+            return None
+        return Adjustment(STORAGE, per_gib_month / HOURS_PER_MONTH,
+                          {"storage_class": storage.storage_class, "per_gib_month": per_gib_month})
+
+
 def _local_midnight(day: date, zone: tzinfo) -> datetime:
     return datetime.combine(day, time(0), tzinfo=zone)
 
 
-DEFAULT_RULES: tuple[PriceRule, ...] = (SharingSlice(), Priority(), OffPeak(), Spot())
+DEFAULT_RULES: tuple[PriceRule, ...] = (SharingSlice(), Priority(), OffPeak(), Spot(), StorageUsed())
 
 
 def price_rules(*, weekend_discount: Decimal | None = None) -> tuple[PriceRule, ...]:
@@ -203,6 +237,20 @@ def fold(
     if price is None:
         price = _list_price(gpu, allocation, rates)
     return price, tuple(applied)
+
+
+def fold_storage(
+    rules: Sequence[PriceRule], rates: Rates, storage: PricedStorage, window: PriceWindow, workspace: PricedWorkspace
+) -> tuple[Decimal, tuple[Adjustment, ...]] | None:
+    """The unrounded price per hour of the GiB used, and the adjustments that made it: the used GiB times
+    every storage factor in the order of ``rules``. None when no rule prices the class (it is not billed)."""
+    applied = tuple(a for rule in rules if (a := rule.adjust_storage(rates, storage, window, workspace)) is not None)
+    if not any(a.code == STORAGE for a in applied):
+        return None
+    price = storage.used_gib
+    for adjustment in applied:
+        price *= adjustment.factor
+    return price, applied
 
 
 def _list_price(gpu: Decimal, allocation: Allocation, rates: Rates) -> Decimal:

@@ -27,6 +27,7 @@ from django.utils.translation import pgettext
 
 from billing import pricing
 from billing.ledger.periods import period_bounds
+from billing.pricing.rules import HOURS_PER_MONTH
 from scheduling import kinds
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ LINE_FIELDS = (
     "job_id", "job_name", "job__kind", "submitter", "pool", "node", "vendor", "gpu_model", "sharing", "slice",
     "sku_id", "price_table_id", "offpeak", "spot", "list_unit_price", "allocated_gpu_hours", "used_gpu_hours",
     "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours", "memory_gib_hours", "exclusive_cost", "list_cost",
-    "cost", "currency", "provisional", "reason", "author__username",
+    "cost", "currency", "provisional", "reason", "author__username", "resource", "resource_name", "storage_gib_hours",
 )
 # FinOps FOCUS columns (every column FOCUS 1.0 makes mandatory), then the platform's own, x_-prefixed.
 HEADER = [
@@ -50,17 +51,18 @@ HEADER = [
     "Tags",
     "x_JobId", "x_JobName", "x_Submitter", "x_Pool", "x_Node", "x_GpuModel", "x_SharingMode", "x_Slice",
     "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours", "x_ExclusiveGpuHours", "x_CpuCoreHours",
-    "x_MemoryGibHours", "x_ExclusiveCost", "x_Discounts", "x_DiscountAmount", "x_SharingSaving",
+    "x_MemoryGibHours", "x_StorageGibHours", "x_ExclusiveCost", "x_Discounts", "x_DiscountAmount", "x_SharingSaving",
     "x_Provisional", "x_Reason", "x_Author",
 ]
 MONEY_COLUMNS = frozenset({"BilledCost", "ContractedCost", "EffectiveCost", "ListCost", "x_ExclusiveCost",
                            "x_DiscountAmount", "x_SharingSaving"})
 NUMBER_COLUMNS = MONEY_COLUMNS | {"ConsumedQuantity", "ContractedUnitPrice", "ListUnitPrice", "PricingQuantity",
                                   "x_JobId", "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours",
-                                  "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours"}
+                                  "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours", "x_StorageGibHours"}
 QUANTITY = Decimal("0.000001")
 GROUP_SUMS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
-              "memory_gib_hours", "list_cost", "exclusive_cost", "cost")
+              "memory_gib_hours", "storage_gib_hours", "list_cost", "exclusive_cost", "cost")
+STORAGE = "storage"  # ChargeLine.Resource.STORAGE
 EXCEL_MAX_ROWS = 1_048_576  # per sheet, header included
 CSV_CHUNK_ROWS = 2000
 
@@ -132,9 +134,26 @@ def focus_row(line: Sequence) -> list[str]:
         "x_DiscountAmount": money(Decimal(f["list_cost"] or 0) - Decimal(f["cost"] or 0)),
         "x_SharingSaving": money(Decimal(f["exclusive_cost"] or 0) - Decimal(f["list_cost"] or 0)),
         "x_Provisional": "true" if f["provisional"] else "false", "x_Reason": f["reason"],
-        "x_Author": f["author__username"] or "",
+        "x_Author": f["author__username"] or "", "x_StorageGibHours": _qty(f["storage_gib_hours"]),
     }
+    if usage and f["resource"] == STORAGE:
+        values.update(_storage_values(f))
     return [values[h] for h in HEADER]
+
+
+def _storage_values(f: dict) -> dict[str, str]:
+    """A storage line's own columns: used GiB-hours consumed, priced per GiB-month of its class."""
+    gib_hours = Decimal(f["storage_gib_hours"] or 0)
+    per_gib_month = str(f["list_unit_price"])
+    return {
+        "ChargeDescription": f"{f['resource_name']}: {_qty(gib_hours)} GiB-hours used ({f['sku_id']})",
+        "ConsumedQuantity": _qty(gib_hours), "ConsumedUnit": "GiB-Hours",
+        "PricingQuantity": _qty(gib_hours / HOURS_PER_MONTH), "PricingUnit": "GiB-Months",
+        "ListUnitPrice": per_gib_month, "ContractedUnitPrice": per_gib_month, "PricingCategory": "Standard",
+        "ResourceId": f"{f['workspace__slug']}/{f['resource_name']}", "ResourceName": f["resource_name"],
+        "ResourceType": "Volume", "ServiceCategory": "Storage",
+        "SkuPriceId": f"pt{f['price_table_id']}:{f['sku_id']}", "x_Discounts": "",
+    }
 
 
 def line_rows(queryset, *, chunk_size: int | None = None) -> Iterator[list[str]]:

@@ -28,6 +28,7 @@ SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 GROUPS: dict[str, tuple[str, ...]] = {
     "day": ("day",), "queue": ("queue",), "job": ("job_id", "job_name"), "user": ("submitter",),
     "gpu_model": ("gpu_model",), "pool": ("pool",), "workspace": ("workspace__slug", "workspace__name"),
+    "resource": ("resource",),  # compute or storage
 }
 MAX_PAGE_ROWS = 500
 QUANTITY = Decimal("0.000001")  # GPU-, core- and GiB-hours as shown
@@ -36,7 +37,7 @@ FIRST_YEAR, LAST_YEAR = 1970, 2100  # dates outside are a client's mistake (and 
 MAX_FILTER_LENGTH = 200
 MAX_JOB_ID = 2**63 - 1
 SUMMED = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cpu_core_hours", "memory_gib_hours",
-          "exclusive_gpu_hours", "list_cost", "exclusive_cost", "cost")
+          "exclusive_gpu_hours", "storage_gib_hours", "list_cost", "exclusive_cost", "cost")
 MONEY = ("list_cost", "exclusive_cost", "cost")
 
 
@@ -215,7 +216,12 @@ def by_workspace(rows: QuerySet[ChargeLine]) -> list[dict]:
 
 
 def by_model_and_sharing(rows: QuerySet[ChargeLine]) -> list[dict]:
-    return _sums(rows, "gpu_model", "sharing", "currency")
+    """Compute per GPU model and sharing mode, then stored GiB per storage class."""
+    storage = ChargeLine.Resource.STORAGE
+    stored = _sums(rows.filter(resource=storage), "sku_id", "currency")
+    for row in stored:
+        row["resource"], row["storage_class"] = storage, row["sku_id"].removeprefix("storage/")
+    return _sums(rows.exclude(resource=storage), "gpu_model", "sharing", "currency") + stored
 
 
 def savings_by_period(rows: QuerySet[ChargeLine], *, per_workspace: bool = True) -> list[dict]:

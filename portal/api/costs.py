@@ -14,7 +14,7 @@ from scheduling.api import clock
 
 PARAMS = ("workspace", "start", "end", "group_by", "page", "queue", "gpu_model", "sharing", "job")
 QUANTITIES = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
-              "memory_gib_hours")
+              "memory_gib_hours", "storage_gib_hours")
 
 
 MAX_PAGE = 10**6

@@ -348,7 +348,7 @@ def gpu_advice(params_b, task: str, precision: str, *, currency: str | None = No
 def price_table_rows(now: datetime | None = None) -> list[dict]:
     """Every version, by currency (each currency is a timeline of its own), newest first."""
     now = now or clock.now()
-    tables = list(PriceTable.objects.prefetch_related("gpu_rates").order_by("currency", "-effective_from"))
+    tables = list(PriceTable.objects.prefetch_related("gpu_rates", "storage_rates").order_by("currency", "-effective_from"))
     in_force = {}
     for t in tables:
         if t.effective_from <= now:

@@ -18,12 +18,12 @@ from billing.api import create_node_token as _new_token
 from billing.api import currency as billing_currency
 from billing.api import currency_at
 from billing.forms import PriceTableForm
-from billing.models import PRICE_FIELDS, Budget, GpuRate, NodeToken, PriceTable
+from billing.models import PRICE_FIELDS, Budget, GpuRate, NodeToken, PriceTable, StorageRate
 from portal import history_catalogue as texts
 from portal.console import audit, selectors
 from portal.console.models import AuditEntry, QueueAllocationSample
 from portal.models import Membership, Role, Workspace
-from scheduling.api import DomainError, clock, record_event, requeue_job, said
+from scheduling.api import DomainError, clock, record_event, requeue_job, said, storage
 from scheduling.forms import NewNodeForm, NewPoolForm, NodeLabelsForm, PoolPolicyForm, QueueByNameForm
 from scheduling.models import (
     ACTIVE_STATES,
@@ -278,22 +278,65 @@ def parse_gpu_rates(text: str) -> list[tuple[str, str, Decimal]]:
     return rates
 
 
-def _checked_price_table(form: PriceTableForm, data: Mapping[str, Any]) -> list[tuple[str, str, Decimal]]:
+def parse_storage_rates(text: str) -> list[tuple[str, Decimal]]:
+    """One rate a line: `storage_class price_per_gib_month` (e.g. `standard 0.10`); none: storage is not billed."""
+    rates, seen = [], set()
+    for n, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise ConsoleError({"storage_rates": gettext("line %(line)s: write `storage_class price`, got %(got)s") % {
+                "line": n, "got": repr(line.strip())}})
+        storage_class, raw = parts
+        if not storage.STORAGE_CLASS_RE.fullmatch(storage_class):
+            raise ConsoleError({"storage_rates": gettext(
+                "line %(line)s: storage class %(storage_class)s must be lowercase letters, digits and '-'") % {
+                "line": n, "storage_class": repr(storage_class)}})
+        try:
+            price = Decimal(raw)
+        except InvalidOperation:
+            raise ConsoleError({"storage_rates": gettext("line %(line)s: price %(price)s is not a number") % {
+                "line": n, "price": repr(raw)}}) from None
+        if not price.is_finite() or price < 0:
+            raise ConsoleError({"storage_rates": gettext("line %(line)s: price must be 0 or more") % {"line": n}})
+        if price != price.quantize(Decimal("0.0001")):
+            raise ConsoleError({"storage_rates": gettext("line %(line)s: at most 4 decimal places") % {"line": n}})
+        if storage_class in seen:
+            raise ConsoleError({"storage_rates": gettext("line %(line)s: %(storage_class)s is listed twice") % {
+                "line": n, "storage_class": storage_class}})
+        seen.add(storage_class)
+        rates.append((storage_class, price))
+    return rates
+
+
+def _checked_price_table(form: PriceTableForm, data: Mapping[str, Any]
+                         ) -> tuple[list[tuple[str, str, Decimal]], list[tuple[str, Decimal]]]:
     """The form's and the rates' errors together, so each shows beside its field."""
     errors = {} if form.is_valid() else ConsoleError.of_form(form).errors
+    rates, storage_rates = [], []
     try:
         rates = parse_gpu_rates(str(data.get("gpu_rates") or ""))
     except ConsoleError as error:
         errors.update(error.errors)
-        rates = []
+    try:
+        storage_rates = parse_storage_rates(str(data.get("storage_rates") or ""))
+    except ConsoleError as error:
+        errors.update(error.errors)
     if errors:
         raise ConsoleError(errors)
-    return rates
+    return rates, storage_rates
+
+
+def _write_rates(table: PriceTable, rates, storage_rates) -> None:
+    GpuRate.objects.bulk_create(GpuRate(table=table, vendor=v, gpu_model=m, per_gpu_hour=p) for v, m, p in rates)
+    StorageRate.objects.bulk_create(StorageRate(table=table, storage_class=c, per_gib_month=p) for c, p in storage_rates)
 
 
 def _price_state(table: PriceTable) -> dict[str, Any]:
     state = audit.snapshot(table, PRICE_FIELDS)
     state["gpu_rates"] = [f"{r.vendor} {r.gpu_model} {r.per_gpu_hour.normalize():f}" for r in table.gpu_rates.all()]
+    state["storage_rates"] = [f"{r.storage_class} {r.per_gib_month.normalize():f}" for r in table.storage_rates.all()]
     return state
 
 
@@ -307,9 +350,9 @@ def _require_scheduled(table: PriceTable) -> None:
 def create_price_table(user, data: Mapping[str, Any]) -> PriceTable:
     """A new price-table version. It takes effect in the future: past charges never change."""
     form = PriceTableForm(data)
-    rates = _checked_price_table(form, data)
+    rates, storage_rates = _checked_price_table(form, data)
     table = form.save()
-    GpuRate.objects.bulk_create(GpuRate(table=table, vendor=v, gpu_model=m, per_gpu_hour=p) for v, m, p in rates)
+    _write_rates(table, rates, storage_rates)
     audit.record(user, "create", table, changes={k: [None, v] for k, v in _price_state(table).items()})
     return table
 
@@ -321,10 +364,11 @@ def update_price_table(user, table: PriceTable, data: Mapping[str, Any]) -> Pric
     _require_scheduled(table)
     before = _price_state(table)
     form = PriceTableForm(data, instance=table)
-    rates = _checked_price_table(form, data)
+    rates, storage_rates = _checked_price_table(form, data)
     table = form.save()
     table.gpu_rates.all().delete()
-    GpuRate.objects.bulk_create(GpuRate(table=table, vendor=v, gpu_model=m, per_gpu_hour=p) for v, m, p in rates)
+    table.storage_rates.all().delete()
+    _write_rates(table, rates, storage_rates)
     changes = audit.diff(before, _price_state(table))
     audit.record(user, "update", table, changes=changes)
     return table

@@ -412,20 +412,31 @@ def _rates_text(table: PriceTable | None) -> str:
     return "\n".join(f"{r.vendor} {r.gpu_model} {r.per_gpu_hour.normalize():f}" for r in table.gpu_rates.all())
 
 
+def _storage_rates_text(table: PriceTable | None) -> str:
+    if table is None:
+        return ""
+    return "\n".join(f"{r.storage_class} {r.per_gib_month.normalize():f}" for r in table.storage_rates.all())
+
+
 class PriceTableConsoleForm(PriceTableForm):
-    """The price-table form with the GPU rates as text (the service parses them)."""
+    """The price-table form with the GPU and storage rates as text (the service parses them)."""
 
     gpu_rates = forms.CharField(
         label=_("GPU rates"), widget=forms.Textarea(attrs={"rows": 7, "id": "f-rates"}),
         help_text=_("One a line: vendor gpu_model price_per_gpu_hour, e.g. \"nvidia H100-80GB 3.20\". Vendor: nvidia "
                     "or amd."))
+    storage_rates = forms.CharField(
+        label=_("Storage rates"), required=False, widget=forms.Textarea(attrs={"rows": 3, "id": "f-storage-rates"}),
+        help_text=_("One a line: storage_class price_per_gib_month, e.g. \"standard 0.10\". Billed on the bytes used, "
+                    "sampled every hour; a class not listed is not billed."))
 
 
 PRICE_FIELD_IDS = {"effective_from": "f-effective", "offpeak_windows": "f-offpeak"}
 
 
 def _price_values(table: PriceTable | None, **overrides) -> dict:
-    values = {"currency": table.currency if table else default_currency(), "gpu_rates": _rates_text(table)}
+    values = {"currency": table.currency if table else default_currency(), "gpu_rates": _rates_text(table),
+              "storage_rates": _storage_rates_text(table)}
     for f in PRICE_FIELDS:
         if f in ("currency", "effective_from"):
             continue  # set above and below
@@ -504,7 +515,7 @@ def workspace_currency(request):
 
 @operator_required
 def price_edit(request, pk):
-    table = get_object_or_404(PriceTable.objects.prefetch_related("gpu_rates"), pk=pk)
+    table = get_object_or_404(PriceTable.objects.prefetch_related("gpu_rates", "storage_rates"), pk=pk)
     errors = {}
     if request.method == "POST":
         try:
@@ -526,7 +537,7 @@ def price_edit(request, pk):
 
 @operator_required
 def price_withdraw(request, pk):
-    table = get_object_or_404(PriceTable.objects.prefetch_related("gpu_rates"), pk=pk)
+    table = get_object_or_404(PriceTable.objects.prefetch_related("gpu_rates", "storage_rates"), pk=pk)
     errors = []
     if request.method == "POST":
         try:

@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.db import transaction
 
 from billing.api import pricing
-from billing.models import AMOUNT_FIELDS, GpuRate, PriceTable
+from billing.models import AMOUNT_FIELDS, GpuRate, PriceTable, StorageRate
 from scheduling.api import parse_windows
 
 SINCE = datetime(2020, 1, 1, tzinfo=UTC)
@@ -25,6 +25,7 @@ def usd_rates() -> pricing.Rates:
              ("nvidia", "L40S-48GB"): Decimal("1.00"), ("nvidia", "RTX-4090-24GB"): Decimal("0.40"),
              ("amd", "MI300X-192GB"): Decimal("2.10")},
         cpu_core_hour=Decimal("0.02"), memory_gib_hour=Decimal("0.005"),
+        storage={"standard": Decimal("0.10")},  # per GiB-month used
     )
 
 
@@ -35,7 +36,7 @@ def cny_rates() -> pricing.Rates:
         gpu={("nvidia", "H100-80GB"): Decimal("21.60"), ("nvidia", "A100-80GB"): Decimal("13.00"),
              ("nvidia", "L40S-48GB"): Decimal("7.20"), ("nvidia", "RTX-4090-24GB"): Decimal("2.90"),
              ("amd", "MI300X-192GB"): Decimal("15.10")},
-        cpu_core_hour=Decimal("0.15"), memory_gib_hour=Decimal("0.036"),
+        cpu_core_hour=Decimal("0.15"), memory_gib_hour=Decimal("0.036"), storage={"standard": Decimal("0.72")},
         offpeak_windows=parse_windows(CNY_WINDOWS), offpeak_time_zone=CNY_ZONE, offpeak_discount=Decimal("0.50"))
 
 
@@ -50,6 +51,8 @@ def _table(name: str, rates: pricing.Rates, windows: str) -> None:
             GpuRate(table=table, vendor=vendor, gpu_model=model, per_gpu_hour=price)
             for (vendor, model), price in rates.gpu.items()
         )
+        StorageRate.objects.bulk_create(StorageRate(table=table, storage_class=storage_class, per_gib_month=price)
+                                        for storage_class, price in rates.storage.items())
 
 
 @transaction.atomic

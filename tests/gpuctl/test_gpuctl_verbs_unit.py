@@ -424,6 +424,22 @@ def test_cost_as_yaml_and_without_headers(cli):
                                          "8.000000", "13.37", "13.37", "13.37"]
 
 
+def test_cost_by_resource_shows_compute_and_storage_rows(cli):
+    rows = [{**cost_row(0, "", "10.00"), "resource": "compute"},
+            {**cost_row(0, "", "0.37"), "resource": "storage", "allocated_gpu_hours": "0.000000",
+             "used_gpu_hours": "0.000000", "idle_gpu_hours": "0.000000", "storage_gib_hours": "2.000000"}]
+    server = FakeServer({("GET", "/api/v1/costs/"): [httpx.Response(200, json={
+        "currency": "USD", "as_of": "2026-02-28T23:00:00+00:00", "total": "10.37", "group_by": "resource",
+        "count": 2, "page": 1, "pages": 1, "rows": rows})]})
+    code, out, err = cli(server, "cost", "-w", "vision-lab", "--month", "2026-02", "--by", "resource")
+    assert (code, err) == (0, "") and server.requests[0].url.params["group_by"] == "resource"
+    _, header, compute, storage, total = out.splitlines()
+    assert header.split()[0] == "RESOURCE"
+    assert compute.split()[0] == "compute" and storage.split() == ["storage", "0.000000", "0.000000", "0.000000",
+                                                                    "0.37"]
+    assert total.split() == ["TOTAL", "10.37"]
+
+
 @pytest.mark.parametrize("month", ["2026-13", "26-01", "march", "2026-1"])
 def test_a_bad_month_is_a_one_line_usage_error(month):
     assert usage_error(["cost", "--month", month]) == (f"gpuctl: error: argument --month: {month!r} is not a month such as 2026-03 "

@@ -7,8 +7,10 @@ The month (UTC, the billing tests' platform zone) for vision-lab:
 - a new price table from the 15th, 00:00: H100 at 3.30 and off-peak ending at 07:30;
 - job C: a whole H100 from 23:20 on the 14th to 00:40 on the 15th (across the price change);
 - job D: a whole H100 from 07:10 to 08:50 on the 20th (off-peak ends in the middle of an hour);
-- finance's credit of -1.23.
-nlp-group runs job E in the same month: none of it may show in vision-lab's figures.
+- finance's credit of -1.23;
+- a volume holding 3 GiB (of 100 requested), sampled at three hours of the 14th and 15th (across the price
+  change; standard storage at 14.60 per GiB-month, then 29.20).
+nlp-group runs job E and keeps a volume in the same month: none of it may show in vision-lab's figures.
 """
 
 import csv
@@ -24,16 +26,18 @@ from asgiref.sync import async_to_sync
 from billing.ledger.jobs import finalize_job_cost
 from billing.ledger.posting import post_ledger
 from billing.ledger.services import add_adjustment
-from billing.models import ChargeLine, GpuRate, PriceTable
+from billing.metering.storage import sample_storage
+from billing.models import ChargeLine, GpuRate, PriceTable, StorageRate
 from billing.reports.dashboard import tenant_dashboard
 from billing.reports.services import budget_status, set_budget
 from billing.reports.tasks import build_excel_export, export_dir
 from billing.services import submit_quoted_job
+from scheduling import storage
 from scheduling.models import JobState, Node, Replica
 
 pytestmark = pytest.mark.django_db
 CENT = Decimal("0.01")
-GROUPS = ("day", "queue", "job", "user", "gpu_model", "pool")
+GROUPS = ("day", "queue", "job", "user", "gpu_model", "pool", "workspace", "resource")
 WHOLE = """name: {name}
 roles:
   - name: main
@@ -66,7 +70,7 @@ def run_job(user, workspace, name, start, end, *, spec=WHOLE, node="h100-01", sl
 
 
 @pytest.fixture
-def month(cluster, clock):
+def month(cluster, clock, settings, tmp_path):
     clock.now = at(2, 9)
     table = PriceTable.objects.create(name="March rise", currency="USD", effective_from=at(15, 0),
                                       cpu_core_hour=Decimal("0.02"), memory_gib_hour=Decimal("0.005"),
@@ -83,6 +87,19 @@ def month(cluster, clock):
         run_job(c.alice, c.vision, "d-offpeak-mid-hour", at(20, 7, 10), at(20, 8, 50)),
     ]
     run_job(c.bob, c.nlp, "e-other-tenant", at(12, 1), at(12, 5), node="h100-02")
+    settings.VOLUMES_DIR, settings.DATASETS_DIR = tmp_path / "volumes", tmp_path / "datasets"
+    settings.SCHEDULER_BACKEND = "simulated"
+    StorageRate.objects.create(table=PriceTable.objects.get(name="Test prices"), storage_class="standard",
+                               per_gib_month=Decimal("14.60"))
+    StorageRate.objects.create(table=table, storage_class="standard", per_gib_month=Decimal("29.20"))
+    for user, workspace, size in ((c.alice, c.vision, 3 * 2**30), (c.bob, c.nlp, 5 * 2**30)):
+        storage.create_volume(user, workspace, name="data", size_gib=100)
+        folder = storage.volume_dir(workspace.slug, "data")
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "blob", "wb") as blob:
+            blob.truncate(size)
+    for sampled in (at(14, 22, 10), at(14, 23, 59), at(15, 0, 30)):
+        sample_storage(now=sampled)
     clock.now = at(31, 12)
     post_ledger(now=clock.now)
     for job in jobs:
@@ -115,6 +132,11 @@ def test_lines_are_what_the_hand_works_out(month):
     assert [(x.offpeak, x.charge_start, x.charge_end) for x in seven] == [
         (True, at(20, 7, 10), at(20, 7, 30)), (False, at(20, 7, 30), at(20, 8))]
     assert credit.cost == Decimal("-1.23") and credit.category == "Credit"
+    # 3 GiB an hour: 0.06 at 14.60 per GiB-month, 0.12 at 29.20 from the 15th
+    stored = ChargeLine.objects.filter(workspace__slug="vision-lab", resource="storage").order_by("hour")
+    assert [(x.hour, x.storage_gib_hours, x.cost) for x in stored] == [
+        (at(14, 22), Decimal(3), Decimal("0.06")), (at(14, 23), Decimal(3), Decimal("0.06")),
+        (at(15, 0), Decimal(3), Decimal("0.12"))]
     for line in ChargeLine.objects.all():
         assert line.cost == line.cost.quantize(CENT)
         assert not line.provisional  # every hour of the month has closed
