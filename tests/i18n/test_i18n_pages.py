@@ -32,7 +32,7 @@ INLINE_IDENTIFIER = re.compile(r"(?<!\S)[\w.:@-]*/[\w.:@/-]+|`[^`]*`|https?://\S
                                r"|\b[\w.+-]+@[\w-]+(\.[\w-]+)+|\b\w+(\.\w+)+\b")
 # The test world's data (user, workspace, queue names), which no page translates; `cluster` gives
 # the pages queues, pools and prices to show.
-WORLD_DATA = {"alice", "bob", "carol", "finance", "admin", "Vision", "Lab", "NLP", "Group", "vision-lab", "community",
+WORLD_DATA = {"alice", "bob", "carol", "finance", "admin", "standard", "Vision", "Lab", "NLP", "Group", "vision-lab", "community",
               "nlp-group", "root", "chat", "job-0", "job-1", "job-2", "job-3", "main-0", "lab", "laptop", "Test", "prices",
               "a100-spot", "h100", "h100-mig", "l40s-shared", "mi300x", "rtx4090",
               "main", "master", "worker"}  # role names of the examples and of the advice's spec
