@@ -565,7 +565,20 @@ class WorkspaceCalendar(models.Model):
         return f"{self.workspace_id}: {self.calendar} from {self.period:%Y-%m}"
 
 
-class WorkspaceSecret(models.Model):
+class EncryptedValue(models.Model):
+    """What an encrypted workspace value shows instead of itself: when it was made, and who changed it when."""
+
+    created = models.DateTimeField(default=clock.now, editable=False)
+    changed = models.DateTimeField(default=clock.now)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    changed_by_name = models.CharField(max_length=150, blank=True, help_text="Kept when the user is deleted")
+
+    class Meta:
+        abstract = True
+
+
+class WorkspaceSecret(EncryptedValue):
     """A value a workspace's jobs read (a token, a key file), stored encrypted (scheduling.secrets); write-only:
     the pages and the API show its name and who changed it when, never the value."""
 
@@ -573,11 +586,6 @@ class WorkspaceSecret(models.Model):
     name = models.CharField(max_length=63, help_text="A DNS label: what a spec's env or secretMounts names")
     ciphertext = models.TextField(help_text="The value, a Fernet token under SECRETS_KEY")
     size = models.PositiveIntegerField(help_text="Bytes of the value in UTF-8")
-    created = models.DateTimeField(default=clock.now, editable=False)
-    changed = models.DateTimeField(default=clock.now)
-    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    changed_by_name = models.CharField(max_length=150, blank=True, help_text="Kept when the user is deleted")
 
     class Meta:
         ordering = ["workspace_id", "name"]
@@ -637,7 +645,7 @@ class Dataset(models.Model):
         return f"{self.workspace_id}/{self.name}"
 
 
-class RegistryCredential(models.Model):
+class RegistryCredential(EncryptedValue):
     """How a workspace's pods pull images from one registry (an imagePullSecret on Kubernetes); the password
     or token is stored encrypted as a secret's value is."""
 
@@ -645,11 +653,6 @@ class RegistryCredential(models.Model):
     server = models.CharField(max_length=253, help_text="The registry host (and port), e.g. registry.example.com")
     username = models.CharField(max_length=200)
     ciphertext = models.TextField(help_text="The password or token, a Fernet token under SECRETS_KEY")
-    created = models.DateTimeField(default=clock.now, editable=False)
-    changed = models.DateTimeField(default=clock.now)
-    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    changed_by_name = models.CharField(max_length=150, blank=True, help_text="Kept when the user is deleted")
 
     class Meta:
         ordering = ["workspace_id", "server"]
@@ -657,6 +660,8 @@ class RegistryCredential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workspace_id}/{self.server}"
+
+
 class WorkspaceBucket(models.Model):
     """An S3-compatible bucket (or a prefix in one) a workspace registered under a name its jobs' specs use
     (scheduling/buckets.py). The access key id and secret access key are two of the workspace's secrets,
