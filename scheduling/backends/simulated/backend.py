@@ -213,7 +213,7 @@ class SimulatedBackend:
         run (notebooks and servers count, and always start); a replica past the cap runs without one,
         and its log says so."""
         running = self.runtime.running()
-        for replica, env, mapped, ends_at in batch:
+        for replica, env, mapped, ends_at in sorted(batch, key=lambda item: item[0].key):  # older jobs first
             key = replica.key
             if self.runtime.has(key):
                 continue  # it has its process (launch is idempotent)

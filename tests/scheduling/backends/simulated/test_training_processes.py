@@ -137,9 +137,12 @@ def test_past_the_cap_a_replica_runs_without_a_process_and_its_log_says_so(clust
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.state == second.state == JobState.RUNNING
-    assert backend.runtime.find((first.pk, "main", 0)).alive
-    assert backend.runtime.find((second.pk, "main", 0)) is None
-    assert "no process: 1 simulated processes run already" in backend.logs((second.pk, "main", 0))
+    # which replica gets the one process depends on the order of the starts, not on a contract
+    keys = [(first.pk, "main", 0), (second.pk, "main", 0)]
+    with_process = [key for key in keys if backend.runtime.find(key) is not None]
+    assert len(with_process) == 1 and backend.runtime.find(with_process[0]).alive
+    without = next(key for key in keys if key not in with_process)
+    assert "no process: 1 simulated processes run already" in backend.logs(without)
     assert backend.runtime.running() == 1
 
 
