@@ -26,7 +26,7 @@ _JOB_PLACEHOLDER = 987654321
 # the columns a row shows: read as values, not as model instances (a line has some 30 columns)
 _COLUMNS = ("provisional", "hour", "workspace__slug", "category", "offpeak", "queue", "job_id", "job_name", "reason",
             "node", "gpu_model", "sharing", "allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours",
-            "cpu_core_hours", "memory_gib_hours", "list_cost", "cost", "currency")
+            "cpu_core_hours", "memory_gib_hours", "list_cost", "cost", "currency", "resource", "resource_name", "sku_id")
 
 
 def _text(value) -> str:
@@ -49,12 +49,20 @@ def _rows_html(rows) -> str:
     off_peak = format_html(" · {}", gettext("off-peak"))
     out = []
     for (is_open, hour, slug, category, is_off_peak, queue, job_id, job_name, reason, node, gpu_model, sharing,
-         allocated, used, idle, cpu, memory, list_cost, cost, currency) in rows.values_list(*_COLUMNS):
+         allocated, used, idle, cpu, memory, list_cost, cost, currency, resource, resource_name,
+         sku_id) in rows.values_list(*_COLUMNS):
         hour = formats.date_format(timezone.localtime(hour) if timezone.is_aware(hour) else hour, "Y-m-d H:i")
-        job = (format_html('<a href="{}">{}</a>', job_url.replace(str(_JOB_PLACEHOLDER), str(job_id)), job_name)
-               if job_id else format_html("{}", reason))
+        attributes = provisional if is_open else ""
+        if job_id:
+            job = format_html('<a href="{}">{}</a>', job_url.replace(str(_JOB_PLACEHOLDER), str(job_id)), job_name)
+        elif resource == ChargeLine.Resource.STORAGE:  # a line of no job: what it stored says what it is
+            job = format_html("{}", gettext("Storage (%(storage_class)s): %(name)s") % {
+                "storage_class": sku_id.removeprefix("storage/"), "name": resource_name})
+            attributes = format_html('{} data-storage="{}"', attributes, resource_name)
+        else:
+            job = format_html("{}", reason)
         out.append(format_html(
-            _ROW, provisional if is_open else "", hour, slug, categories.get(category, category),
+            _ROW, attributes, hour, slug, categories.get(category, category),
             off_peak if is_off_peak else "", queue, job, node, gpu_model, sharing,
             floatformat(allocated, 3), floatformat(used, 3), floatformat(idle, 3),
             floatformat(cpu, 2), floatformat(memory, 2), _text(list_cost), _text(cost), _text(currency)))

@@ -206,6 +206,21 @@ def test_costs_api_groups_by_resource_and_agrees_with_the_ledger_budget_and_stat
                      r'<td class="num">1\.12</td>', page)
 
 
+def test_the_report_pages_ledger_lines_say_what_each_storage_line_stored(cluster, priced, clock, client):
+    volume_with(cluster, "weights", 3 * GIB)
+    volume_with(cluster, "their-data", 5 * GIB, workspace=cluster.nlp, user=cluster.bob)
+    storage.snapshot(cluster.alice, cluster.vision, "weights", None)
+    sample_storage(now=at(2, 10, 5))
+    clock.now = at(2, 12)
+    post_ledger(now=clock.now)
+    client.force_login(cluster.alice)
+    page = client.get("/reports/", {"start": "2026-03-01", "end": "2026-03-31"}).content.decode()
+    rows = re.findall(r'<tr data-storage="([^"]+)"><td>[^<]*</td><td>vision-lab</td><td>Usage</td><td></td>\s*'
+                      r'<td>Storage \(standard\): \1</td>.*?<td>(\d+\.\d\d)</td><td>USD</td></tr>', page, re.S)
+    assert sorted(rows) == [("dataset/weights@v1", "0.06"), ("volume/weights", "0.06")]
+    assert "their-data" not in page  # another tenant's storage
+
+
 def test_focus_export_marks_storage_lines(cluster, priced, clock, client):
     volume_with(cluster, "weights", 3 * GIB)
     sample_storage(now=at(2, 10, 5))
