@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,10 +83,9 @@ class Server:
 LIVE_HOSTS = "127.0.0.1,localhost,[::1],testserver,portal.nb.localhost"
 
 
-@pytest.fixture(scope="session")
-def live_daphne(django_db_setup, redis_server, tmp_path_factory):
-    """The real ASGI server (HTTP + websockets) on the test database. Tests that use it need
-    `transactional_db` so their data is committed and visible to it."""
+@contextmanager
+def daphne_server(tmp_path_factory, **env: str):
+    """The real ASGI server (HTTP + websockets) on the test database, `env` added to its environment."""
     port = free_port()
     notebook_origin = f"http://{{id}}.nb.localhost:{port}"  # the same server, on notebooks' host names
     log = tmp_path_factory.mktemp("daphne") / "daphne.log"
@@ -94,7 +94,7 @@ def live_daphne(django_db_setup, redis_server, tmp_path_factory):
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
             # buckets on loopback (the s3_server fixture) are let through; webhooks keep their own setting
             cwd=ROOT, env=child_env(NOTEBOOK_ORIGIN=notebook_origin, ALLOWED_HOSTS=LIVE_HOSTS,
-                                    BUCKET_ALLOW_PRIVATE_CIDRS="127.0.0.1/32"),
+                                    BUCKET_ALLOW_PRIVATE_CIDRS="127.0.0.1/32", **env),
             stdout=out, stderr=subprocess.STDOUT,
         )
     try:
@@ -103,6 +103,22 @@ def live_daphne(django_db_setup, redis_server, tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def live_daphne(django_db_setup, redis_server, tmp_path_factory):
+    """The real ASGI server on the test database. Tests that use it need `transactional_db` so their data
+    is committed and visible to it."""
+    with daphne_server(tmp_path_factory) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def live_daphne_with_training_processes(django_db_setup, redis_server, tmp_path_factory):
+    """The real ASGI server of a simulated cluster whose training replicas run processes: a job's page shows
+    what its process logged (its environment's names, its mounts)."""
+    with daphne_server(tmp_path_factory, SIM_TRAINING_PROCESSES="1") as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
