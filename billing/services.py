@@ -101,7 +101,7 @@ def service_rates(spec: JobSpec, quote: Quote, rate_rps: float) -> dict[str, dic
     """Per option of an inference service's quote: the replicas it settles at for a steady `rate_rps`
     (scheduling.serving.latency.replicas_at_rate, on that option's slice) and what they cost per hour,
     peak and off-peak (each replica at the option's per-replica rate)."""
-    if spec.inference is None:
+    if not kinds.kind_of(spec).autoscaled:  # no target to settle at
         return {}
     out = {}
     for option in quote.options:

@@ -90,6 +90,11 @@ class Kind:
         """A tab's job name when the form gives none."""
         return self.name
 
+    def form_values(self, spec: JobSpec) -> dict[str, str]:
+        """Its own tab's fields read back from a spec of this kind, as text (blank: the default); the fields
+        every tab has are scheduling.spec.kind_forms's."""
+        return {}
+
     # -- launch ------------------------------------------------------------------------------------
     def launch_fields(self, job) -> dict[str, Any]:
         """What a ReplicaLaunch of this kind's job carries besides its role, or sets instead of the role's

@@ -3,6 +3,7 @@ and woken again, listed on the services page and reached through the portal's en
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from django.utils.translation import gettext_lazy, gettext_noop
@@ -11,8 +12,10 @@ from scheduling import inference
 from scheduling.backends.base import MODEL_SERVER
 from scheduling.kinds.base import RATES_PER_REPLICAS
 from scheduling.kinds.one_role import OneRoleKind
-from scheduling.spec.kind_forms import JOB_FIELDS, SLICE_FIELDS, slug
-from scheduling.spec.kinds import read_inference, service_requests
+from scheduling.spec.kind_forms import JOB_FIELDS, SLICE_FIELDS, form_number, slug
+from scheduling.spec.kinds import read_inference, service_requests, service_to_dict
+from scheduling.spec.units import format_duration, format_memory
+from scheduling.spec.workloads import SERVER_DEFAULTS
 
 
 class InferenceKind(OneRoleKind):
@@ -45,6 +48,9 @@ class InferenceKind(OneRoleKind):
     def read(self, r):
         return read_inference(r, self.name)
 
+    def document_from_role(self, spec, role: dict[str, Any]) -> dict[str, Any]:
+        return service_to_dict(spec, role)
+
     def requests(self, spec, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return service_requests(spec, requests)
 
@@ -53,6 +59,27 @@ class InferenceKind(OneRoleKind):
             if isinstance(values.get(key), str) and (name := slug(values[key])):
                 return name
         return "service"
+
+    def form_values(self, spec) -> dict[str, str]:
+        role, serving = spec.roles[0], spec.inference
+        image, port, health = SERVER_DEFAULTS.get(serving.server, (None, None, None))
+        # a server's own image, port and path show blank, so that choosing another server takes its own
+        return {
+            "server": serving.server,
+            "image": "" if role.image == image else role.image,
+            "command": shlex.join(role.command),
+            "port": "" if serving.port == port else str(serving.port),
+            "healthPath": "" if serving.health_path == health else serving.health_path,
+            "modelPath": serving.model_path or "",
+            "modelRegistry": serving.model_registry or "",
+            "modelName": serving.model_name or "",
+            "gpuMemoryLimit": format_memory(serving.gpu_mem_limit_mib) if serving.gpu_mem_limit_mib else "",
+            "minReplicas": str(role.min_replicas),
+            "maxReplicas": str(role.max_replicas),
+            "targetMetric": serving.target_metric,
+            "targetValue": form_number(serving.target_value),
+            "scaleDownDelay": format_duration(serving.scale_down_delay_s),
+        }
 
     def launch_fields(self, job) -> dict[str, Any]:
         spec = inference.inference_spec(job)

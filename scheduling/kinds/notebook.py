@@ -13,7 +13,8 @@ from scheduling.backends.base import JUPYTER
 from scheduling.kinds.base import IDLE_STOP, RATES_PER_HOUR
 from scheduling.kinds.one_role import OneRoleKind
 from scheduling.spec.kind_forms import JOB_FIELDS, SLICE_FIELDS, slug
-from scheduling.spec.kinds import read_notebook
+from scheduling.spec.kinds import notebook_to_dict, read_notebook
+from scheduling.spec.units import format_duration, format_memory
 from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE, NOTEBOOK_QUOTE_S
 
 
@@ -42,8 +43,17 @@ class NotebookKind(OneRoleKind):
     def read(self, r):
         return read_notebook(r, self.name)
 
+    def document_from_role(self, spec, role: dict[str, Any]) -> dict[str, Any]:
+        return notebook_to_dict(spec, role)
+
     def form_default_name(self, values: dict[str, Any]) -> str:
         return slug(str(values.get("image") or DEFAULT_NOTEBOOK_IMAGE)) or self.name
+
+    def form_values(self, spec) -> dict[str, str]:
+        role, idle = spec.roles[0], spec.notebook.idle_after_s
+        return {"image": "" if role.image == DEFAULT_NOTEBOOK_IMAGE else role.image,
+                "homeSize": format_memory(spec.notebook.home_mib),
+                "idleAfter": "" if idle is None else format_duration(idle)}
 
     def launch_fields(self, job) -> dict[str, Any]:
         return {**super().launch_fields(job), "token": notebooks.notebook_token(job.pk),

@@ -6,7 +6,7 @@ from typing import Any
 
 from scheduling.kinds.base import Kind
 from scheduling.spec import role_to_dict
-from scheduling.spec.kinds import kind_to_dict, top_locate
+from scheduling.spec.kinds import top_locate
 
 
 class OneRoleKind(Kind):
@@ -14,7 +14,11 @@ class OneRoleKind(Kind):
         return top_locate  # the role's fields are top-level
 
     def to_dict(self, spec) -> dict[str, Any]:
-        return kind_to_dict(spec, role_to_dict(spec.roles[0]))
+        return self.document_from_role(spec, role_to_dict(spec.roles[0]))
+
+    def document_from_role(self, spec, role: dict[str, Any]) -> dict[str, Any]:
+        """The clean-form object from its role written as a training role's dict (scheduling.spec.kinds)."""
+        raise NotImplementedError
 
     def base_url(self, workspace: str, name: str) -> str:
         """The path its server answers under (the same on the portal, whose proxy forwards it)."""

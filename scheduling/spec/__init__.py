@@ -212,8 +212,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     """The image form's fields for a spec, as text the form shows (blank: the default), and what
     of the spec the form cannot show (filling the form in again would drop it). `kind` says which
     tab shows it."""
-    if workload_kinds.kind_of(spec).form_fields is not None:
-        return kind_form_values(spec)
+    kind = workload_kinds.kind_of(spec)
+    if kind.form_fields is not None:
+        return kind_form_values(kind, spec)
     role = spec.roles[0]
     hidden = []
     if spec.type != "single":

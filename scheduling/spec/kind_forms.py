@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from scheduling.spec.load import Path
 from scheduling.spec.model import JobSpec, SpecIssue
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
-from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE, SERVER_DEFAULTS, TARGET_METRICS
+from scheduling.spec.workloads import TARGET_METRICS
 
 if TYPE_CHECKING:
     from scheduling.kinds.base import Kind
@@ -127,13 +127,14 @@ def kind_form_document(kind: Kind, form: Mapping[str, Any]) -> tuple[dict[str, A
     return doc, issues
 
 
-def _number(value: float) -> str:
+def form_number(value: float) -> str:
+    """A number as a tab's field shows it (no ".0" on a whole number)."""
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def kind_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
-    """A notebook's or service's tab fields as text (blank: the default), and what of the spec the
-    tab cannot show."""
+def kind_form_values(kind: Kind, spec: JobSpec) -> tuple[dict[str, str], list[str]]:
+    """A kind's tab fields as text (blank: the default), and what of the spec the tab cannot show: the
+    fields every tab has, then the kind's own (its `form_values`)."""
     role = spec.roles[0]
     hidden = []
     if role.env:
@@ -168,29 +169,5 @@ def kind_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "gpuModel": role.gpu_model or "",
         "nodePool": role.node_pool or "",
     }
-    if spec.notebook is not None:
-        values["image"] = "" if role.image == DEFAULT_NOTEBOOK_IMAGE else role.image
-        values["homeSize"] = format_memory(spec.notebook.home_mib)
-        idle = spec.notebook.idle_after_s
-        values["idleAfter"] = "" if idle is None else format_duration(idle)
-    if spec.inference is not None:
-        serving = spec.inference
-        image, port, health = SERVER_DEFAULTS.get(serving.server, (None, None, None))
-        # a server's own image, port and path show blank, so that choosing another server takes its own
-        values.update({
-            "server": serving.server,
-            "image": "" if role.image == image else role.image,
-            "command": shlex.join(role.command),
-            "port": "" if serving.port == port else str(serving.port),
-            "healthPath": "" if serving.health_path == health else serving.health_path,
-            "modelPath": serving.model_path or "",
-            "modelRegistry": serving.model_registry or "",
-            "modelName": serving.model_name or "",
-            "gpuMemoryLimit": format_memory(serving.gpu_mem_limit_mib) if serving.gpu_mem_limit_mib else "",
-            "minReplicas": str(role.min_replicas),
-            "maxReplicas": str(role.max_replicas),
-            "targetMetric": serving.target_metric,
-            "targetValue": _number(serving.target_value),
-            "scaleDownDelay": format_duration(serving.scale_down_delay_s),
-        })
+    values.update(kind.form_values(spec))
     return values, hidden

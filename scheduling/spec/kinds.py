@@ -358,19 +358,21 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def kind_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
-    """The clean-form object of a notebook or service; `role` is its role as a training role's
-    dict (spec_to_dict's), whose fields move to the top level."""
+def kind_to_dict(spec: JobSpec, role: dict[str, Any], *, head: dict[str, Any] | None = None,
+                 command: bool = False) -> dict[str, Any]:
+    """The clean-form fields every one-role kind (a notebook, a service) writes; `role` is its role as a
+    training role's dict (spec_to_dict's), whose fields move to the top level. The kind's own fields:
+    `head` before the image, the role's command where `command` (its document states one), and the rest
+    after these (scheduling.kinds, each kind's `to_dict`)."""
     out: dict[str, Any] = {"kind": spec.kind, "name": spec.name}
     if spec.queue is not None:
         out["queue"] = spec.queue
     out["priority"] = spec.priority
     out["preemptible"] = spec.preemptible
     out["expectedDuration"] = format_duration(spec.expected_duration_s)
-    if spec.inference is not None:
-        out["server"] = spec.inference.server
+    out.update(head or {})
     out["image"] = role["image"]
-    if spec.inference is not None and "command" in role:
+    if command and "command" in role:
         out["command"] = role["command"]
     if "env" in role:
         out["env"] = role["env"]
@@ -381,28 +383,38 @@ def kind_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
         out["volumes"] = role["volumes"]
     if "buckets" in role:
         out["buckets"] = role["buckets"]
-    if spec.notebook is not None:
-        out["home"] = {"size": format_memory(spec.notebook.home_mib)}
-        if spec.notebook.idle_after_s is not None:
-            out["idleAfter"] = format_duration(spec.notebook.idle_after_s)
-    if spec.inference is not None:
-        serving = spec.inference
-        out["port"] = serving.port
-        out["healthPath"] = serving.health_path
-        model: dict[str, Any] = {}
-        if serving.model_path is not None:
-            model["path"] = serving.model_path
-        if serving.model_registry is not None:
-            model["registry"] = serving.model_registry
-        if serving.model_name is not None:
-            model["name"] = serving.model_name
-        if model:
-            out["model"] = model
-        if serving.gpu_mem_limit_mib:
-            out["resources"] = {**out["resources"], BURST_KEY: format_memory(serving.gpu_mem_limit_mib)}
-        out["replicas"] = role["replicas"]
-        out["target"] = {serving.target_metric: _number(serving.target_value)}
-        out["scaleDownDelay"] = format_duration(serving.scale_down_delay_s)
+    return out
+
+
+def notebook_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
+    """A notebook's clean-form object."""
+    out = kind_to_dict(spec, role)
+    out["home"] = {"size": format_memory(spec.notebook.home_mib)}
+    if spec.notebook.idle_after_s is not None:
+        out["idleAfter"] = format_duration(spec.notebook.idle_after_s)
+    return out
+
+
+def service_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
+    """An inference service's clean-form object."""
+    serving = spec.inference
+    out = kind_to_dict(spec, role, head={"server": serving.server}, command=True)
+    out["port"] = serving.port
+    out["healthPath"] = serving.health_path
+    model: dict[str, Any] = {}
+    if serving.model_path is not None:
+        model["path"] = serving.model_path
+    if serving.model_registry is not None:
+        model["registry"] = serving.model_registry
+    if serving.model_name is not None:
+        model["name"] = serving.model_name
+    if model:
+        out["model"] = model
+    if serving.gpu_mem_limit_mib:
+        out["resources"] = {**out["resources"], BURST_KEY: format_memory(serving.gpu_mem_limit_mib)}
+    out["replicas"] = role["replicas"]
+    out["target"] = {serving.target_metric: _number(serving.target_value)}
+    out["scaleDownDelay"] = format_duration(serving.scale_down_delay_s)
     return out
 
 
@@ -417,8 +429,6 @@ def service_requests(spec: JobSpec, requests: list[dict[str, Any]]) -> list[dict
     core has no job of zero replicas) and the autoscaler raises `max_replicas` to what it wants; the
     replicas above `min_replicas` are elastic, so they go first when others reclaim.
     """
-    if spec.inference is None:
-        return [{**r, "kind": spec.kind} for r in requests]
     out = []
     for request in requests:
         low, high = request["min_replicas"], request["max_replicas"]

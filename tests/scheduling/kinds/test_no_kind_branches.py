@@ -1,0 +1,116 @@
+"""Outside scheduling/kinds (and migrations), no Python decides by a workload kind: it asks the kind object
+(scheduling.kinds.kind_of) for the behaviour. This reads the syntax tree of every module of the platform's
+packages, so a comparison is found however it is written or wrapped; test_no_kind_comparisons reads the
+templates and scripts, which have no Python tree.
+
+What counts as deciding by a kind: comparing with a kind's name or a launch shape (`==`, `in`, a tuple
+of names), comparing a spec's part named after a kind (`spec.notebook is None`), a query keyword given
+a kind's name (`kind="notebook"`), a `case` of a kind's name, and a table keyed by kinds' names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from scheduling import kinds
+from scheduling.backends.base import SHAPES
+
+ROOT = Path(__file__).resolve().parents[3]
+PACKAGES = ("portal", "billing", "scheduling", "gpuctl", "nodeagent")
+SKIPPED = ("scheduling/kinds/", "/migrations/")
+SHAPE_NAMES = ("BATCH", "JUPYTER", "MODEL_SERVER")  # scheduling.backends.base's names for SHAPES
+
+# (module, the expression as ast.unparse writes it) -> why it may decide by a kind.
+ALLOWED = {
+    # A backend launches a replica's process by its shape, the vocabulary in which a kind names its process
+    # (Kind.launch_shape); what each process needs (a pod's port and home claim, a local server) is the
+    # backend's own, and a new kind reuses a shape without any backend changing.
+    ("scheduling/backends/kubernetes/backend.py", "replica.shape == JUPYTER"): "a backend launches by shape",
+    ("scheduling/backends/kubernetes/backend.py", "replica.shape == MODEL_SERVER"): "a backend launches by shape",
+    ("scheduling/backends/kubernetes/manifests.py", "replica.shape == JUPYTER"): "a backend launches by shape",
+    ("scheduling/backends/kubernetes/manifests.py", "replica.shape == MODEL_SERVER"): "a backend launches by shape",
+    ("scheduling/backends/simulated/backend.py", "replica.shape == JUPYTER"): "a backend launches by shape",
+    ("scheduling/backends/simulated/backend.py", "replica.shape == MODEL_SERVER"): "a backend launches by shape",
+    ("scheduling/backends/simulated/backend.py", "r.shape == BATCH"): "a backend launches by shape",
+    ("scheduling/backends/simulated/backend.py", "r.shape != BATCH"): "a backend launches by shape",
+    # The command-line client imports nothing of the platform (an import contract), so it keeps its own
+    # table of the kinds it has a command for, keyed by the name the API gives.
+    ("gpuctl/kinds.py", "{'notebook': 'notebook', 'inference': 'serve'}"): "the client imports no platform code",
+}
+
+
+def _strings(node: ast.AST) -> set[str]:
+    """The strings and constant names a comparison's side holds (itself, or a tuple, list or set of them)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*map(_strings, node.elts)) if node.elts else set()
+    return set()
+
+
+def kind_branches(source: str, names: tuple[str, ...]) -> list[str]:
+    """The expressions in `source` that decide by a workload kind (ast.unparse's text of each)."""
+    marks = set(names) | set(SHAPES) | set(SHAPE_NAMES)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_strings(side) & marks for side in sides) or any(
+                    isinstance(side, ast.Attribute) and side.attr in names for side in sides):
+                found.append(node)
+        elif isinstance(node, ast.Call):
+            if any(k.arg and k.arg.split("__")[-2 if k.arg.endswith("__in") else -1] == "kind"
+                   and _strings(k.value) & set(names) for k in node.keywords):
+                found.append(node)
+        elif isinstance(node, ast.MatchValue) and _strings(node.value) & marks:
+            found.append(node)
+        elif isinstance(node, ast.Dict) and node.keys and all(
+                isinstance(k, ast.Constant) and k.value in names for k in node.keys):
+            found.append(node)  # a table keyed by kinds (one with other keys is a record, not a table)
+    return [ast.unparse(node) for node in found]
+
+
+def test_the_scan_finds_what_it_looks_for():
+    names = ("training", "notebook", "inference")
+    assert kind_branches('if job.kind == "notebook":\n    pass\n', names) == ["job.kind == 'notebook'"]
+    assert kind_branches('x = kind not in ("notebook", "x")\n', names)
+    assert kind_branches('x = "training" != spec.kind\n', names)
+    assert kind_branches("x = replica.shape == JUPYTER\n", names)
+    assert kind_branches('x = replica.shape != "batch"\n', names)
+    assert kind_branches("x = spec.inference is not None\n", names)
+    assert kind_branches('Job.objects.filter(kind="notebook")\n', names)
+    assert kind_branches('Job.objects.filter(job__kind__in=["notebook", "inference"])\n', names)
+    assert kind_branches('match kind:\n    case "inference":\n        pass\n', names)
+    assert kind_branches('COMMANDS = {"notebook": "notebook"}\n', names)
+    # a kind's name is found whatever it is compared with (the memory estimate's task names its own constants)
+    assert kind_branches('x = task == "training"\n', names)
+    # not a kind: a slice's kind, a registry look-up, a query by the kinds' own facts, a record with such a key
+    assert not kind_branches('x = slice_kind == "fraction"\n', names)
+    assert not kind_branches('k = kinds.get("notebook")\n', names)
+    assert not kind_branches("Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))\n", names)
+    assert not kind_branches('Job.objects.filter(kind=parsed.kind, name="notebook")\n', names)
+    assert not kind_branches('attrs = {"notebook": notebook, "token": token}\n', names)
+
+
+def _found() -> dict[tuple[str, str], int]:
+    found: dict[tuple[str, str], int] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            if any(skip in f"/{where}" for skip in SKIPPED):
+                continue
+            for text in kind_branches(path.read_text(), kinds.names()):
+                found[(where, text)] = found.get((where, text), 0) + 1
+    return found
+
+
+def test_no_module_outside_the_kinds_decides_by_a_kind():
+    assert sorted(key for key in _found() if key not in ALLOWED) == []
+
+
+def test_each_allowed_exception_is_still_there():
+    """An exception whose code has gone (or moved into a kind) leaves the list, so the list stays short."""
+    found = _found()
+    assert sorted(key for key in ALLOWED if key not in found) == []
