@@ -113,6 +113,8 @@ def measure(endpoint: str, accounts: list[dict], n: int, profile: bool) -> dict:
     result = {"cpu_ms": round(1000 * cpu / n, 1), "wall_ms": round(1000 * wall / n, 1),
               "queries": round(queries / n, 1), "statuses": statuses}
     if profiler:
+        if os.environ.get("PROFILE_DUMP"):
+            profiler.dump_stats(os.environ["PROFILE_DUMP"])
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(45)
         out2 = io.StringIO()

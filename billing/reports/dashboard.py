@@ -57,7 +57,7 @@ def tenant_dashboard(user, workspace, *, now: datetime | None = None) -> TenantD
     totals = reports.totals(rows)
     states = list(Job.objects.filter(workspace=workspace).order_by().values("state").annotate(n=Count("id"))
                   .order_by("state"))
-    wasters = sorted(reports.jobs_of(rows.filter(category=ChargeLine.Category.USAGE)), key=lambda r: r["idle_gpu_hours"] or ZERO, reverse=True)[:5]
+    wasters = reports.jobs_of(rows.filter(category=ChargeLine.Category.USAGE), most_idle=5)
     return TenantDashboard(month_start=month_start, today=today, totals=totals[0] if totals else None,
                            by_day=reports.by_day(rows), jobs_by_state=states,
                            wasters=[w for w in wasters if (w["idle_gpu_hours"] or ZERO) > 0],

@@ -237,9 +237,16 @@ def savings_by_period(rows: QuerySet[ChargeLine], *, per_workspace: bool = True)
     return sums
 
 
-def jobs_of(rows: QuerySet[ChargeLine]) -> list[dict]:
-    """Per job: the sums over the range, with the job's frozen estimate and final cost."""
-    jobs = _sums(rows.filter(job__isnull=False), "job_id", "job_name", "queue", "currency")
+def jobs_of(rows: QuerySet[ChargeLine], *, most_idle: int | None = None) -> list[dict]:
+    """Per job: the sums over the range, with the job's frozen estimate and final cost; with `most_idle`,
+    only that many jobs, those with the most idle GPU-hours first (the jobs themselves are read for
+    those alone)."""
+    query = _grouped(rows.filter(job__isnull=False), "job_id", "job_name", "queue", "currency")
+    if most_idle is None:
+        jobs = ledger_read(query, lambda: _zero_missing(list(query)))
+    else:  # kept as the few rows shown: a workspace's month can hold thousands of jobs
+        jobs = ledger_read(query, lambda: sorted(_zero_missing(list(query)), key=lambda r: r["idle_gpu_hours"],
+                                                 reverse=True)[:most_idle], also=("most_idle", most_idle))
     from scheduling.models import Job
 
     info = {j.pk: j for j in Job.objects.filter(pk__in=[r["job_id"] for r in jobs]).only(
