@@ -11,7 +11,6 @@ from typing import Any
 
 from gpuctl.errors import EXIT_OK
 from gpuctl.inputs import chosen_workspace
-from gpuctl.output import format_table, headers_in
 
 
 def _url(workspace: str, name: str = "") -> str:
@@ -42,17 +41,11 @@ def cmd_bucket_add(run) -> int:
 def cmd_bucket_list(run) -> int:
     workspace = chosen_workspace(run)
     rows = run.api.call("GET", _url(workspace), not_found=_missing(workspace))
-    if run.structured:
-        run.emit(rows)
-        return EXIT_OK
-    if not rows:
-        run.note(run.say("no buckets in {workspace}", workspace=workspace))
-        return EXIT_OK
     table = [[r["name"], r["endpoint"], r["bucket"], r["prefix"] or "-",
               f"{r['credentials']['accessKeyId']['secret']}, {r['credentials']['secretAccessKey']['secret']}"]
              for r in rows]
-    run.print(format_table(headers_in(run.lang, ["NAME", "ENDPOINT", "BUCKET", "PREFIX", "SECRETS"]), table,
-                           headers_shown=run.headers, lang=run.lang))
+    run.listing(rows, table, ["NAME", "ENDPOINT", "BUCKET", "PREFIX", "SECRETS"],
+                empty=run.say("no buckets in {workspace}", workspace=workspace))
     return EXIT_OK
 
 
@@ -68,15 +61,8 @@ def cmd_bucket_ls(run) -> int:
     workspace = chosen_workspace(run)
     objects = run.api.call("GET", _url(workspace, run.args.name) + "objects/", params={"prefix": run.args.prefix},
                            not_found=_missing(workspace, run.args.name))
-    if run.structured:
-        run.emit(objects)
-        return EXIT_OK
-    if not objects:
-        run.note(run.say("no objects in bucket {name}", name=run.args.name))
-        return EXIT_OK
-    run.print(format_table(headers_in(run.lang, ["KEY", "BYTES", "MODIFIED"]),
-                           [[o["key"], o["size"], o["last_modified"]] for o in objects], right=(1,),
-                           headers_shown=run.headers, lang=run.lang))
+    run.listing(objects, [[o["key"], o["size"], o["last_modified"]] for o in objects], ["KEY", "BYTES", "MODIFIED"],
+                empty=run.say("no objects in bucket {name}", name=run.args.name), right=(1,))
     return EXIT_OK
 
 

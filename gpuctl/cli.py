@@ -53,6 +53,7 @@ from gpuctl.output import (
     format_quote,
     format_table,
     format_workspaces,
+    headers_in,
     pad,
     to_json,
     to_yaml,
@@ -124,6 +125,20 @@ class Run:
     @property
     def structured(self) -> bool:
         return self.output in ("json", "yaml")
+
+    def listing(self, answer: Any, rows: list[list[Any]], headers: list[str], *, empty: str,
+                right: tuple[int, ...] = ()) -> bool:
+        """A list command's output: `answer` as it came (-o json|yaml), else `rows` as a table, or the
+        `empty` remark when there are none. Returns whether a table was printed."""
+        if self.structured:
+            self.emit(answer)
+            return False
+        if not rows:
+            self.note(empty)
+            return False
+        self.print(format_table(headers_in(self.lang, headers), rows, right=right, headers_shown=self.headers,
+                                lang=self.lang))
+        return True
 
 
 def spec_body(run: Run, path: str) -> tuple[str, str, dict[str, Any]]:

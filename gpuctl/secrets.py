@@ -18,7 +18,6 @@ from urllib.parse import quote
 from gpuctl.completion import FILES
 from gpuctl.errors import EXIT_OK, CliError
 from gpuctl.inputs import chosen_workspace
-from gpuctl.output import format_table, headers_in
 
 
 def _base(run, what: str) -> tuple[str, str]:
@@ -59,15 +58,9 @@ def cmd_secret_set(run) -> int:
 def cmd_secret_list(run) -> int:
     workspace, base = _base(run, "secrets")
     rows = run.api.call("GET", base, not_found=f"no such workspace: {workspace}")
-    if run.structured:
-        run.emit(rows)
-        return EXIT_OK
-    if not rows:
-        run.note(run.say("no secrets in {workspace}", workspace=workspace))
-        return EXIT_OK
-    run.print(format_table(headers_in(run.lang, ["NAME", "SIZE", "CHANGED", "BY"]),
-                           [[r["name"], str(r["size"]), r["changed"], r["changed_by"]] for r in rows],
-                           right=(1,), headers_shown=run.headers, lang=run.lang))
+    run.listing(rows, [[r["name"], str(r["size"]), r["changed"], r["changed_by"]] for r in rows],
+                ["NAME", "SIZE", "CHANGED", "BY"], empty=run.say("no secrets in {workspace}", workspace=workspace),
+                right=(1,))
     return EXIT_OK
 
 
@@ -97,15 +90,9 @@ def cmd_registry_add(run) -> int:
 def cmd_registry_list(run) -> int:
     workspace, base = _base(run, "registries")
     rows = run.api.call("GET", base, not_found=f"no such workspace: {workspace}")
-    if run.structured:
-        run.emit(rows)
-        return EXIT_OK
-    if not rows:
-        run.note(run.say("no registry credentials in {workspace}", workspace=workspace))
-        return EXIT_OK
-    run.print(format_table(headers_in(run.lang, ["REGISTRY", "USERNAME", "CHANGED", "BY"]),
-                           [[r["server"], r["username"], r["changed"], r["changed_by"]] for r in rows],
-                           headers_shown=run.headers, lang=run.lang))
+    run.listing(rows, [[r["server"], r["username"], r["changed"], r["changed_by"]] for r in rows],
+                ["REGISTRY", "USERNAME", "CHANGED", "BY"],
+                empty=run.say("no registry credentials in {workspace}", workspace=workspace))
     return EXIT_OK
 
 

@@ -13,7 +13,6 @@ from typing import Any
 from gpuctl.completion import FILES
 from gpuctl.errors import EXIT_OK, EXIT_SPEC, CliError
 from gpuctl.inputs import chosen_workspace
-from gpuctl.output import format_table, headers_in
 
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
 TARGET = re.compile(r"^(?P<volume>[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?):(?P<path>/.*)$")
@@ -57,16 +56,10 @@ def cmd_volume_create(run) -> int:
 def cmd_volume_list(run) -> int:
     workspace = chosen_workspace(run)
     answer = run.api.call("GET", _volumes_url(workspace), not_found=_missing(workspace))
-    if run.structured:
-        run.emit(answer)
+    rows = [[v["name"], v["size_gib"], v["access_mode"], v["storage_class"]] for v in answer.get("volumes") or []]
+    if not run.listing(answer, rows, ["NAME", "GIB", "ACCESS", "CLASS"], right=(1,),
+                       empty=run.say("no volumes in {workspace}", workspace=workspace)):
         return EXIT_OK
-    volumes = answer.get("volumes") or []
-    if not volumes:
-        run.note(run.say("no volumes in {workspace}", workspace=workspace))
-        return EXIT_OK
-    rows = [[v["name"], v["size_gib"], v["access_mode"], v["storage_class"]] for v in volumes]
-    run.print(format_table(headers_in(run.lang, ["NAME", "GIB", "ACCESS", "CLASS"]), rows, right=(1,),
-                           headers_shown=run.headers, lang=run.lang))
     quota = answer.get("quota_gib")
     if run.headers:
         run.note(run.say("{used} GiB used of {quota}", used=answer.get("used_gib"),
@@ -132,16 +125,10 @@ def cmd_dataset_snapshot(run) -> int:
 def cmd_dataset_list(run) -> int:
     workspace = chosen_workspace(run)
     datasets = run.api.call("GET", _datasets_url(workspace), not_found=_missing(workspace))
-    if run.structured:
-        run.emit(datasets)
-        return EXIT_OK
     rows = [[("" if d["workspace"] == workspace else d["workspace"] + "/") + v["ref"], v["source_volume"],
              v["size_bytes"], ", ".join(d["shared_with"]) or "-"] for d in datasets for v in d["versions"]]
-    if not rows:
-        run.note(run.say("no datasets in {workspace}", workspace=workspace))
-        return EXIT_OK
-    run.print(format_table(headers_in(run.lang, ["DATASET", "FROM", "BYTES", "SHARED WITH"]), rows, right=(2,),
-                           headers_shown=run.headers, lang=run.lang))
+    run.listing(datasets, rows, ["DATASET", "FROM", "BYTES", "SHARED WITH"], right=(2,),
+                empty=run.say("no datasets in {workspace}", workspace=workspace))
     return EXIT_OK
 
 
