@@ -10,7 +10,9 @@ Django's test Client (browsers logged in as alice, bob and finance in turn, the 
 and prints per endpoint: CPU ms per request (this process: the Python side of the web server, the
 database server's own CPU not in it), wall ms per request and SQL queries per request. The first
 request of each endpoint is a warm-up (imports, template compilation) and is not counted.
-`--profile ENDPOINT` prints the cProfile top functions of that endpoint's counted requests.
+`--profile ENDPOINT` prints the cProfile top functions of that endpoint's counted requests, timed in CPU
+seconds of this process (waits for the database and a busy machine's other work left out); with
+PROFILE_DUMP=FILE in the environment the whole profile is also written there for `pstats`.
 A benchmark, not a gate: nothing is asserted.
 """
 
@@ -94,7 +96,7 @@ def measure(endpoint: str, accounts: list[dict], n: int, profile: bool) -> dict:
 
     for account in accounts:  # warm-up: imports, templates, connection
         request(endpoint, account, 0)
-    profiler = cProfile.Profile() if profile else None
+    profiler = cProfile.Profile(time.process_time) if profile else None
     statuses: dict[int, int] = {}
     queries = 0
     cpu0, wall0 = time.process_time(), time.perf_counter()
