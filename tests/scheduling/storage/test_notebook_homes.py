@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from billing.metering.storage import record_kubelet_volumes, sample_storage
 from billing.models import StorageSample
 from billing.services import submit_quoted_job
+from portal.backup.trees import FILE_TREES
 from portal.services import create_api_token
 from scheduling import services, storage
 from scheduling.backends.kubernetes.claims import claim_index
@@ -116,6 +117,7 @@ def test_files_in_the_home_outlive_the_notebook_are_billed_and_stay_in_their_wor
     folder = storage.volume_dir("vision-lab", "home-scratch")
     assert (folder / "notes.txt").read_text() == "keep me"  # the home is the volume's folder
     assert storage.volume_files(cluster.vision, "home-scratch") == [("/notes.txt", 7)]
+    assert [tree.name for tree in FILE_TREES if folder.is_relative_to(tree.path)] == ["volumes"]  # backed up once
 
     other = running(run, backend, clock, submit_quoted_job(user=cluster.bob, workspace=cluster.nlp,
                                                            spec=notebook("nlp-group")))
@@ -151,8 +153,11 @@ def test_homes_are_listed_as_volumes_to_their_workspace_only(cluster, client):
     page = client.get("/w/vision-lab/volumes/").content.decode()
     assert 'data-volume="home-scratch"' in page and 'data-home-of="scratch"' in page
     assert "home of notebook scratch" in page
+    notebooks = client.get("/notebooks/?workspace=vision-lab").content.decode()
+    assert 'id="homes-are-volumes"' in notebooks and 'href="/w/vision-lab/volumes/"' in notebooks
     client.force_login(cluster.bob)
     assert client.get("/w/vision-lab/volumes/").status_code == 404
+    assert "home-scratch" in client.get("/w/nlp-group/volumes/").content.decode()  # its own home only
 
 
 @pytest.mark.django_db
