@@ -64,8 +64,9 @@ def cmd_volume_list(run) -> int:
     if not volumes:
         run.note(run.say("no volumes in {workspace}", workspace=workspace))
         return EXIT_OK
-    rows = [[v["name"], v["size_gib"], v["access_mode"], v["storage_class"]] for v in volumes]
-    run.print(format_table(headers_in(run.lang, ["NAME", "GIB", "ACCESS", "CLASS"]), rows, right=(1,),
+    # HOME OF: the notebook whose home the volume is
+    rows = [[v["name"], v["size_gib"], v["access_mode"], v["storage_class"], v.get("home_of") or None] for v in volumes]
+    run.print(format_table(headers_in(run.lang, ["NAME", "GIB", "ACCESS", "CLASS", "HOME OF"]), rows, right=(1,),
                            headers_shown=run.headers, lang=run.lang))
     quota = answer.get("quota_gib")
     if run.headers:
