@@ -56,8 +56,10 @@ def cmd_volume_create(run) -> int:
 def cmd_volume_list(run) -> int:
     workspace = chosen_workspace(run)
     answer = run.api.call("GET", _volumes_url(workspace), not_found=_missing(workspace))
-    rows = [[v["name"], v["size_gib"], v["access_mode"], v["storage_class"]] for v in answer.get("volumes") or []]
-    if not run.listing(answer, rows, ["NAME", "GIB", "ACCESS", "CLASS"], right=(1,),
+    # HOME OF: the notebook whose home the volume is
+    rows = [[v["name"], v["size_gib"], v["access_mode"], v["storage_class"], v.get("home_of") or None]
+            for v in answer.get("volumes") or []]
+    if not run.listing(answer, rows, ["NAME", "GIB", "ACCESS", "CLASS", "HOME OF"], right=(1,),
                        empty=run.say("no volumes in {workspace}", workspace=workspace)):
         return EXIT_OK
     quota = answer.get("quota_gib")

@@ -609,10 +609,16 @@ class Volume(models.Model):
     storage_class = models.CharField(max_length=63, default="standard")
     access_mode = models.CharField(max_length=16, choices=AccessMode.choices, default=AccessMode.READ_WRITE_ONCE)
     created = models.DateTimeField(default=clock.now, editable=False)
+    # a notebook's home (named home-<notebook>): made when the first notebook of that name is submitted, kept
+    # when it stops or is deleted; empty for a volume made by hand
+    home_of = models.CharField(max_length=63, blank=True, default="",
+                               help_text="The notebook whose home this volume is (empty: an ordinary volume)")
 
     class Meta:
         ordering = ["workspace_id", "name"]
-        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_volume_per_name")]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_volume_per_name"),
+                       models.UniqueConstraint(fields=["workspace", "home_of"], condition=~models.Q(home_of=""),
+                                               name="one_home_per_notebook")]
 
     def __str__(self) -> str:
         return f"{self.workspace_id}/{self.name} ({self.size_gib} GiB)"

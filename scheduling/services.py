@@ -58,7 +58,16 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
     parsed = parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
     storage.check_mounts(workspace, parsed)  # the volumes and dataset versions it mounts are the workspace's
     buckets.check_spec(workspace, parsed)  # and the buckets it reads
+    if _home_mib(parsed):  # and a notebook's home volume fits the storage quota
+        storage.check_home(workspace, parsed.name, _home_mib(parsed))
     return parsed
+
+
+def _home_mib(parsed: JobSpec) -> int:
+    """The size of the home volume the spec's kind keeps (0: none)."""
+    if not kinds.kind_of(parsed).has_home or parsed.notebook is None:
+        return 0
+    return parsed.notebook.home_mib
 
 
 def spec_from_form(workspace, form: Mapping[str, Any]) -> JobSpec:
@@ -172,6 +181,8 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     buckets.check_spec(workspace, parsed, lock=True)
     queue = _resolve_queue(workspace, parsed)
     _check_notebook_name(workspace, parsed)
+    if _home_mib(parsed):  # made at the first notebook of the name, found again by the next ones
+        storage.ensure_home(workspace, parsed.name, _home_mib(parsed))
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
     pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))
@@ -413,7 +424,7 @@ def resume_workload(job: Job, why: Any) -> Job:
 def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) -> Job:
     """Delete a notebook: cancel it (billed for what it held, as any cancel) unless it already ended. Its home
     volume stays, so a new notebook of the same name finds its files, unless `delete_home`: then the
-    backend deletes it too."""
+    volume goes too (its row, its folder or the cluster's claim)."""
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
     if not kinds.kind_of(job).has_home:
@@ -432,5 +443,5 @@ def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) 
                 state__in=FINAL_STATES).exists():
             raise Conflict(f"notebook '{job.name}' has a newer live notebook using its home volume", field="home")
         # inside the transaction: a backend that fails leaves the notebook as it was, and says why
-        backend.delete_home(job.workspace.slug, job.name)
+        storage.delete_home(job.workspace, job.name, backend)
     return job

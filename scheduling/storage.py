@@ -7,11 +7,18 @@ VOLUMES_DIR/<workspace>/<name> and a version DATASETS_DIR/<workspace>/<name>/v<N
 finds them through `volume_mounts` (its mount path -> the folder). On Kubernetes a volume is a
 PersistentVolumeClaim in the workspace's namespace (backends/kubernetes/manifests.py).
 
+A notebook's home is a volume too (`home_of` names the notebook): made, or grown, when a notebook of that
+name is submitted, counted in the quota and billed as any volume, mounted at the notebook's home path, and
+kept when the notebook stops or is deleted (its owner deletes it with the notebook, or here, once no live
+notebook of that name uses it).
+
 Owners and members manage volumes and datasets; every member reads them; only an owner shares a dataset.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
 import posixpath
 import shutil
@@ -41,6 +48,7 @@ from scheduling.spec.read import DNS_LABEL
 from scheduling.spec.volumes import parse_dataset_ref
 
 MAX_VOLUME_GIB = 64 * 1024
+HOME_PREFIX = "home-"
 STORAGE_CLASS_RE = DNS_LABEL
 MANAGING_ROLES = ("owner", "member")   # portal.models.Role values, read through the membership relation
 SHARING_ROLES = ("owner",)
@@ -128,15 +136,22 @@ def used_gib(workspace, *, besides: Volume | None = None) -> int:
     return sum(volumes.values_list("size_gib", flat=True))
 
 
-def _check_quota(workspace, size_gib: int, *, besides: Volume | None = None) -> None:
+def _quota_problem(workspace, size_gib: int, *, besides: Volume | None = None) -> str | None:
     limit = quota_gib(workspace)
     if limit is None:
-        return
+        return None
     used = used_gib(workspace, besides=besides)
     if used + size_gib > limit:
-        raise Conflict(_("the workspace's storage quota is %(limit)s GiB: %(used)s GiB are in other volumes, so "
-                         "%(size)s GiB more would make %(total)s GiB") % {
-            "limit": limit, "used": used, "size": size_gib, "total": used + size_gib}, field="size_gib")
+        return _("the workspace's storage quota is %(limit)s GiB: %(used)s GiB are in other volumes, so "
+                 "%(size)s GiB more would make %(total)s GiB") % {
+            "limit": limit, "used": used, "size": size_gib, "total": used + size_gib}
+    return None
+
+
+def _check_quota(workspace, size_gib: int, *, besides: Volume | None = None) -> None:
+    problem = _quota_problem(workspace, size_gib, besides=besides)
+    if problem:
+        raise Conflict(problem, field="size_gib")
 
 
 def set_storage_quota(workspace, limit_gib: int | None) -> None:
@@ -225,6 +240,12 @@ def _live_jobs(workspaces) -> Iterable[Job]:
             .order_by("pk"))
 
 
+def _has_home(job: Job) -> bool:
+    from scheduling import kinds  # the kinds' registry imports this module
+
+    return kinds.kind_of(job).has_home
+
+
 def _spec_mounts(job: Job) -> list[dict]:
     """Every mount entry of a job's stored spec (a role's `volumes`, or a notebook's or service's)."""
     spec = job.spec or {}
@@ -235,7 +256,11 @@ def _spec_mounts(job: Job) -> list[dict]:
 
 
 def jobs_mounting_volume(workspace, name: str) -> list[Job]:
-    return [job for job in _live_jobs([workspace]) if any(e.get("name") == name for e in _spec_mounts(job))]
+    """Live jobs whose spec mounts the volume, and the live notebook whose home it is (a stopped one too)."""
+    home_of = Volume.objects.filter(workspace=workspace, name=name).values_list("home_of", flat=True).first()
+    return [job for job in _live_jobs([workspace])
+            if any(e.get("name") == name for e in _spec_mounts(job))
+            or (home_of and job.name == home_of and _has_home(job))]
 
 
 def _job_list(jobs: list[Job]) -> str:
@@ -252,10 +277,107 @@ def delete_volume(user, workspace, name: str, *, backend=None) -> None:
     if jobs:
         raise Conflict(_("volume '%(name)s' is mounted by live jobs: %(jobs)s; wait for them to end or cancel "
                          "them") % {"name": name, "jobs": _job_list(jobs)}, field="name")
+    _delete(volume, backend)
+
+
+def _delete(volume: Volume, backend) -> None:
+    """The row, the cluster's own object (Kubernetes: the claim) and, after commit, the folder."""
+    workspace, name, home_of = volume.workspace, volume.name, volume.home_of
     volume.delete()
-    if backend is not None and hasattr(backend, "delete_volume"):   # a cluster's own object (Kubernetes: the claim)
+    if backend is not None and home_of:   # a home keeps the claim it had as the notebook's home
+        backend.delete_home(workspace.slug, home_of)
+    elif backend is not None and hasattr(backend, "delete_volume"):
         backend.delete_volume(workspace.slug, name)
     transaction.on_commit(lambda: shutil.rmtree(volume_dir(workspace.slug, name), ignore_errors=True))
+
+
+# --------------------------------------------------------------------------- notebook homes
+
+
+def home_volume_name(notebook: str) -> str:
+    """The home volume's name: home-<notebook>, shortened with a hash when that passes 63 characters (the
+    same name the notebook's home claim always had on Kubernetes)."""
+    name = f"{HOME_PREFIX}{notebook}"
+    if len(name) <= 63:
+        return name
+    return f"{name[:56].rstrip('-')}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
+
+def home_gib(home_mib: int) -> int:
+    return max(1, math.ceil(home_mib / 1024))
+
+
+def home_volume(workspace, notebook: str) -> Volume | None:
+    return Volume.objects.filter(workspace=workspace, home_of=notebook).first()
+
+
+def _home_problem(workspace, notebook: str, home_mib: int) -> str | None:
+    """Why the notebook's home cannot be made or grown to home_mib: the name is an ordinary volume's, or the
+    quota would pass."""
+    size = home_gib(home_mib)
+    home = home_volume(workspace, notebook)
+    if home is None:
+        name = home_volume_name(notebook)
+        if Volume.objects.filter(workspace=workspace, name=name).exists():
+            return _("workspace '%(workspace)s' has a volume '%(name)s' that is not this notebook's home: rename "
+                     "the notebook, or delete that volume") % {"workspace": workspace.slug, "name": name}
+        return _quota_problem(workspace, size)
+    if size > home.size_gib:
+        return _quota_problem(workspace, size, besides=home)
+    return None
+
+
+def _home_error(message: str) -> SpecError:
+    return SpecError([SpecIssue(line=None, column=None, field="home.size", message=f"home.size: {message}")])
+
+
+def check_home(workspace, notebook: str, home_mib: int) -> None:
+    """SpecError when the notebook's home volume could not be made (or grown) now: a quote's check."""
+    problem = _home_problem(workspace, notebook, home_mib)
+    if problem:
+        raise _home_error(problem)
+
+
+def ensure_home(workspace, notebook: str, home_mib: int) -> Volume:
+    """The notebook's home volume, made at its first submit, grown when a new spec asks for more (a volume
+    never shrinks: a smaller size keeps the files and the size). Call inside the submitting transaction."""
+    type(workspace).objects.select_for_update().filter(pk=workspace.pk).first()   # the quota, as create_volume
+    problem = _home_problem(workspace, notebook, home_mib)
+    if problem:
+        raise _home_error(problem)
+    home = home_volume(workspace, notebook)
+    size = home_gib(home_mib)
+    if home is None:
+        return Volume.objects.create(workspace=workspace, name=home_volume_name(notebook), size_gib=size,
+                                     home_of=notebook)
+    if size > home.size_gib:
+        home.size_gib = size
+        home.save(update_fields=["size_gib"])
+    return home
+
+
+def home_mount(job: Job, home_mib: int) -> Mount:
+    """The notebook's home as a launch mounts it (its path is the backend's: the image's home). A notebook
+    admitted before homes were volumes and lacking its row gets it now, as it was sized then."""
+    home = home_volume(job.workspace, job.name)
+    if home is None:
+        name = home_volume_name(job.name)
+        if Volume.objects.filter(workspace=job.workspace, name=name).exists():   # an ordinary volume's name
+            name = f"{name[:56].rstrip('-')}-{hashlib.sha1(f'home-of:{job.name}'.encode()).hexdigest()[:6]}"
+        home, _made = Volume.objects.get_or_create(workspace=job.workspace, home_of=job.name, defaults={
+            "name": name, "size_gib": home_gib(home_mib)})
+    return Mount("volume", job.workspace.slug, home.name, 0, "", False, home.size_gib, home.storage_class,
+                 home.access_mode, home_of=home.home_of)
+
+
+def delete_home(workspace, notebook: str, backend) -> None:
+    """Delete the notebook's home volume (its owner's explicit ask when deleting the notebook); the caller
+    checked that no live notebook of that name uses it. Idempotent: no home, only the cluster's object."""
+    home = Volume.objects.select_for_update().filter(workspace=workspace, home_of=notebook).first()
+    if home is not None:
+        _delete(home, backend)
+    else:
+        backend.delete_home(workspace.slug, notebook)
 
 
 def _safe_target(root: Path, path: str) -> Path:
@@ -498,6 +620,7 @@ class Mount:
     size_gib: int = 0   # a volume's claim (Kubernetes)
     storage_class: str = ""
     access_mode: str = AccessMode.READ_WRITE_ONCE
+    home_of: str = ""   # a notebook's home volume: the notebook's name (its claim is named after it)
 
     def host_path(self) -> Path:
         if self.kind == "volume":
@@ -526,7 +649,7 @@ def role_mounts(job: Job, role_name: str) -> tuple[Mount, ...]:
         volume = volumes.get(entry.get("name"))
         if volume is not None:   # a volume deleted since: nothing to mount (refused while live)
             mounts.append(Mount("volume", job.workspace.slug, volume.name, 0, path, bool(entry.get("readOnly")),
-                                volume.size_gib, volume.storage_class, volume.access_mode))
+                                volume.size_gib, volume.storage_class, volume.access_mode, volume.home_of))
         elif entry.get("dataset"):
             version = _resolve_ref(job.workspace, entry["dataset"])
             if version is not None:   # a version deleted since: nothing to mount (refused while live)

@@ -100,8 +100,8 @@ def _volume_stat(raw: object) -> tuple[str, str, int]:
 
 def record_kubelet_volumes(raw_readings: object, *, now: datetime) -> dict[str, int]:
     """The kubelet's used bytes per claim (`kubelet_volume_stats_used_bytes`), as a node agent read them,
-    kept as this hour's samples of the volumes and dataset versions the claims hold; claims that hold
-    neither (a notebook's home, the models cache) are left out. ValueError says what is unreadable."""
+    kept as this hour's samples of the volumes (notebook homes among them) and dataset versions the claims hold;
+    claims that hold neither (the models cache) are left out. ValueError says what is unreadable."""
     if not isinstance(raw_readings, list):
         raise ValueError('"volumes" must be a list')
     if len(raw_readings) > MAX_VOLUMES:

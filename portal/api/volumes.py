@@ -26,6 +26,7 @@ class VolumeOutput(serializers.Serializer):
     storage_class = serializers.CharField()
     access_mode = serializers.CharField()
     created = serializers.DateTimeField()
+    home_of = serializers.CharField(help_text="The notebook whose home this volume is; empty for an ordinary volume")
 
 
 class VolumeCreateInput(serializers.Serializer):

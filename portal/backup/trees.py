@@ -24,6 +24,8 @@ class FileTree:
 
 
 FILE_TREES = (
+    # notebooks' homes from before they were volumes: the migration that made them volumes moves them into
+    # VOLUMES_DIR (so a home is in one tree), and moves those of an older archive again after its restore
     FileTree("notebook-homes", "NOTEBOOK_HOME_DIR"),
     FileTree("report-exports", "REPORT_EXPORT_DIR"),
     FileTree("volumes", "VOLUMES_DIR"),

@@ -74,12 +74,14 @@ class ReplicaLaunch:
     labels: dict = field(default_factory=dict)
     # What the spec's kind adds (its launch_fields, scheduling.kinds): its name, the process it runs
     # (`shape`, one of SHAPES); a notebook serves HTTP under base_url, asks for `token` on every request
-    # and keeps its home volume of home_mib across restarts.
+    # and keeps its home volume across restarts: `home`, the workspace volume (scheduling.storage.Mount) the
+    # backend mounts at the image's home path.
     kind: str = ""  # the kind's name, as labels and logs show it
     shape: str = BATCH
     token: str = ""  # the secret the replica's server asks for; the portal's proxy sends it, never a browser
     base_url: str = ""  # the path prefix its server answers under, e.g. /nb/vision-lab/scratch/
     home_mib: int = 0  # 0: no persistent home volume
+    home: object = None  # scheduling.storage.Mount of the home volume (None: no home)
     # An inference replica (scheduling.kinds.inference): its server (vllm | triton | custom)
     # listens on `port` under `base_url` (/serve/<workspace>/<name>/), answers 200 on health_path once
     # ready, and serves the model at model_path (a path on the models volume) or model_registry (a
@@ -164,4 +166,5 @@ class ClusterBackend(Protocol):
         not (yet). Called per proxied request: no cluster API call. The caller adds the token."""
 
     def delete_home(self, workspace: str, name: str) -> None:
-        """Delete a notebook's home volume (kept across stops until its owner deletes it). Idempotent."""
+        """Delete a notebook's home volume's own object (the simulated folder, the Kubernetes claim) once its
+        owner deleted the volume (scheduling.storage). Idempotent."""

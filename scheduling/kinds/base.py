@@ -38,7 +38,7 @@ class Kind:
     quote_duration_s: int | None = None
     # The process its replicas run, which every backend knows how to launch (scheduling.backends.base).
     launch_shape: str = BATCH
-    has_home: bool = False     # a persistent home volume, kept across stop and start (deleted with the job)
+    has_home: bool = False     # a home volume (scheduling.storage), kept across stop and start and after the job
     autoscaled: bool = False   # a service whose replicas the autoscaler sets (scheduling.inference)
     # Idle: judged by its server's own activity (a notebook's kernels) rather than the GPU samples of
     # the node agents, and what its idle policy does.

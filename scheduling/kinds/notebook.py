@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy, gettext_noop
 
-from scheduling import notebooks
+from scheduling import notebooks, storage
 from scheduling.backends.base import JUPYTER
 from scheduling.kinds.base import IDLE_STOP, RATES_PER_HOUR
 from scheduling.kinds.one_role import OneRoleKind
@@ -56,9 +56,10 @@ class NotebookKind(OneRoleKind):
                 "idleAfter": "" if idle is None else format_duration(idle)}
 
     def launch_fields(self, job) -> dict[str, Any]:
+        home_mib = notebooks.notebook_spec(job).home_mib
         return {**super().launch_fields(job), "token": notebooks.notebook_token(job.pk),
-                "base_url": self.base_url(job.workspace.slug, job.name),
-                "home_mib": notebooks.notebook_spec(job).home_mib}
+                "base_url": self.base_url(job.workspace.slug, job.name), "home_mib": home_mib,
+                "home": storage.home_mount(job, home_mib) if home_mib else None}
 
     def base_url(self, workspace: str, name: str) -> str:
         return notebooks.base_url(workspace, name)

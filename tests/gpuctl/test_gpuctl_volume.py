@@ -28,8 +28,8 @@ def test_create_list_resize_copy_and_remove(gpuctl, tokens, cluster, tmp_path):
     assert code == 1 and "only grows" in err
     code, out, err = gpuctl(alice, "volume", "list", "-w", "vision-lab")
     header, row = out.splitlines()
-    assert header.split() == ["NAME", "GIB", "ACCESS", "CLASS"] and row.split() == ["imagenet", "120", "ReadWriteOnce",
-                                                                                 "standard"]
+    assert header.split() == ["NAME", "GIB", "ACCESS", "CLASS", "HOME", "OF"]
+    assert row.split() == ["imagenet", "120", "ReadWriteOnce", "standard", "-"]
     assert "120 GiB used of 150 GiB" in err
 
     local = tmp_path / "labels.csv"

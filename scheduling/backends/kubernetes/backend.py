@@ -8,8 +8,9 @@
   and each shared GPU is held whole by a reservation pod (as Run:ai does); PyTorch / MPI jobs get a
   headless Service (rank-<r>.job-<id>.<ns>.svc, rank 0 = MASTER_ADDR) and an MPI hostfile ConfigMap.
 - a notebook (launch shape jupyter): its pod serves on port 8888 under its base URL with its token, mounts
-  its home PersistentVolumeClaim (made at the first launch, kept when the pod goes, deleted by
-  delete_home()), and a ClusterIP Service the portal's proxy reaches (endpoint(): no API call).
+  its home volume's PersistentVolumeClaim (made at the first launch, grown with the volume, kept when the pod
+  goes, deleted by delete_home()), and a ClusterIP Service the portal's proxy reaches (endpoint(): no API
+  call).
 - statuses(): a local cache of the platform's pods fed by a list, then a watch resumed from the last
   resourceVersion at every call (drained until idle); 410 Gone -> relist.
 - evict() / forget(): delete the pod, and the reservation with the last fraction on its GPU.
@@ -369,12 +370,15 @@ class KubernetesBackend:
         """A workspace volume's claim is made when a job first mounts it; one that exists grows to the volume's
         size (claims grow in place; a volume never shrinks)."""
         for claim in m.volume_claims(replica, namespace):
-            name = claim["metadata"]["name"]
-            what = f"persistentvolumeclaim {namespace}/{name}"
-            created = self._create(what, self.core.create_namespaced_persistent_volume_claim, namespace, claim)
-            if created is None and "dataSource" not in claim["spec"]:
-                self._call(f"patch {what}", self.core.patch_namespaced_persistent_volume_claim, name, namespace,
-                           {"spec": {"resources": claim["spec"]["resources"]}})
+            self._ensure_claim(claim, namespace)
+
+    def _ensure_claim(self, claim: dict, namespace: str) -> None:
+        name = claim["metadata"]["name"]
+        what = f"persistentvolumeclaim {namespace}/{name}"
+        created = self._create(what, self.core.create_namespaced_persistent_volume_claim, namespace, claim)
+        if created is None and "dataSource" not in claim["spec"]:
+            self._call(f"patch {what}", self.core.patch_namespaced_persistent_volume_claim, name, namespace,
+                       {"spec": {"resources": claim["spec"]["resources"]}})
 
     def delete_volume(self, workspace: str, name: str) -> None:
         """A deleted workspace volume's claim (none yet: nothing to do)."""
@@ -385,10 +389,8 @@ class KubernetesBackend:
                          self.core.delete_namespaced_persistent_volume_claim, claim, namespace)
 
     def _ensure_notebook_objects(self, replica: ReplicaLaunch, namespace: str) -> None:
-        if replica.home_mib:  # an existing claim is the notebook's home from before: kept as it is
-            claim = m.home_claim(replica, namespace)
-            self._create(f"persistentvolumeclaim {namespace}/{claim['metadata']['name']}",
-                         self.core.create_namespaced_persistent_volume_claim, namespace, claim)
+        if replica.home is not None:  # an existing claim is the notebook's home from before: its files kept
+            self._ensure_claim(m.home_claim(replica, namespace), namespace)
         svc = m.notebook_service(replica, namespace)
         self._create(f"service {namespace}/{svc['metadata']['name']}", self.core.create_namespaced_service,
                      namespace, svc)

@@ -1,13 +1,17 @@
-"""What a claim in a workspace's namespace holds: a workspace volume or a dataset version. The node
-agents report the kubelet's volume stats per claim (namespace and name); billing finds here which
-workspace's volume or version those bytes are, to bill its owner."""
+"""What a claim in a workspace's namespace holds: a workspace volume (a notebook's home too) or a dataset
+version. The node agents report the kubelet's volume stats per claim (namespace and name); billing finds here
+which workspace's volume or version those bytes are, to bill its owner."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from scheduling.backends.kubernetes.config import KubernetesConfig
-from scheduling.backends.kubernetes.manifests import dataset_claim_name, namespace_name, volume_claim_name
+from scheduling.backends.kubernetes.manifests import (
+    dataset_claim_name,
+    namespace_name,
+    workspace_volume_claim_name,
+)
 from scheduling.models import DatasetVersion, Volume
 
 
@@ -24,7 +28,8 @@ def claim_index(config: KubernetesConfig | None = None) -> dict[tuple[str, str],
     config = config or KubernetesConfig.from_env()
     index: dict[tuple[str, str], ClaimedStorage] = {}
     for volume in Volume.objects.select_related("workspace"):
-        key = (namespace_name(config, volume.workspace.slug), volume_claim_name(volume.name))
+        claim = workspace_volume_claim_name(volume.name, volume.home_of)
+        key = (namespace_name(config, volume.workspace.slug), claim)
         index[key] = ClaimedStorage(volume.workspace_id, "volume", volume.name, volume.storage_class)
     versions = DatasetVersion.objects.select_related("dataset__workspace").prefetch_related("dataset__shared_with")
     for version in versions:

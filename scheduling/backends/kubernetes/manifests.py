@@ -107,8 +107,8 @@ def reservation_name(node: str, gpu: int) -> str:
 
 
 def home_claim_name(notebook: str) -> str:
-    """A notebook's home volume claim: by name, so a stopped and started (or a new) notebook of that name
-    in the workspace finds its files."""
+    """A notebook's home volume's claim: by the notebook's name, so a stopped and started (or a new) notebook
+    of that name in the workspace finds its files (the name homes had before they were workspace volumes)."""
     return dns_label(f"home-{notebook}")
 
 
@@ -413,10 +413,9 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     if notebook:
         container["ports"] = [{"name": "http", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
         container["readinessProbe"] = {"tcpSocket": {"port": NOTEBOOK_PORT}, "periodSeconds": 5}
-        if replica.home_mib:
+        if replica.home is not None:
             container["volumeMounts"] = [{"name": "home", "mountPath": NOTEBOOK_HOME}]
-            spec["volumes"] = [{"name": "home",
-                                "persistentVolumeClaim": {"claimName": home_claim_name(replica.job_name)}}]
+            spec["volumes"] = [{"name": "home", "persistentVolumeClaim": {"claimName": claim_of(replica.home)}}]
     if inference:
         _serve(container, spec, replica, config)
     if config.scheduler_name:  # nodeName bypasses any scheduler; the name tells whose pods these are
@@ -457,13 +456,12 @@ def notebook_env(replica: ReplicaLaunch) -> list[tuple[str, str]]:
 
 
 def home_claim(replica: ReplicaLaunch, namespace: str) -> dict:
-    """The notebook's persistent home: outlives its pods (stop and start) until the notebook's owner deletes it."""
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": home_claim_name(replica.job_name), "namespace": namespace,
-                         "labels": {MANAGED: "true", WORKSPACE: label_value(replica.workspace),
-                                    NOTEBOOK_NAME: label_value(replica.job_name)}},
-            "spec": {"accessModes": ["ReadWriteOnce"],
-                     "resources": {"requests": {"storage": f"{max(1, replica.home_mib)}Mi"}}}}
+    """The notebook's home volume's claim, sized as the volume: outlives its pods (stop and start) until the
+    volume is deleted."""
+    claim = volume_claim(replica.home, replica.workspace, namespace)
+    claim["metadata"]["labels"][NOTEBOOK_NAME] = label_value(replica.job_name)
+    claim["spec"].pop("storageClassName", None)  # the cluster's default class, as homes always had
+    return claim
 
 
 def notebook_service(replica: ReplicaLaunch, namespace: str) -> dict:
@@ -708,30 +706,36 @@ def dataset_claim_name(owner: str, dataset: str, version: int) -> str:
     return dns_label(f"ds-{owner}-{dataset}-v{version}")
 
 
-def _claim_of(mount) -> str:
+def workspace_volume_claim_name(name: str, home_of: str = "") -> str:
+    """A workspace volume's claim; a notebook's home volume keeps the claim its notebook always had."""
+    return home_claim_name(home_of) if home_of else volume_claim_name(name)
+
+
+def claim_of(mount) -> str:
     if mount.kind == "volume":
-        return volume_claim_name(mount.name)
+        return workspace_volume_claim_name(mount.name, mount.home_of)
     return dataset_claim_name(mount.workspace, mount.name, mount.version)
 
 
+def volume_claim(mount, workspace: str, namespace: str) -> dict:
+    """A mount's claim: a volume's as sized and classed; a dataset version's a read-only claim filled from its
+    snapshot (a VolumeSnapshot of the same name)."""
+    name = claim_of(mount)
+    metadata = {"name": name, "namespace": namespace, "labels": {MANAGED: "true", WORKSPACE: label_value(workspace)}}
+    if mount.kind == "volume":
+        spec: dict = {"accessModes": [mount.access_mode],
+                      "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
+        if mount.storage_class:
+            spec["storageClassName"] = mount.storage_class
+    else:
+        spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}},
+                "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": name}}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
 def volume_claims(replica: ReplicaLaunch, namespace: str) -> list[dict]:
-    """The claims of the replica's mounts: a volume's as sized and classed; a dataset version's a read-only
-    claim filled from its snapshot (a VolumeSnapshot of the same name)."""
-    claims = []
-    for mount in replica.mounts:
-        name = _claim_of(mount)
-        metadata = {"name": name, "namespace": namespace,
-                    "labels": {MANAGED: "true", WORKSPACE: label_value(replica.workspace)}}
-        if mount.kind == "volume":
-            spec: dict = {"accessModes": [mount.access_mode],
-                          "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
-            if mount.storage_class:
-                spec["storageClassName"] = mount.storage_class
-        else:
-            spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}},
-                    "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": name}}
-        claims.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec})
-    return claims
+    """The claims of the replica's mounts (its notebook home's apart: home_claim)."""
+    return [volume_claim(mount, replica.workspace, namespace) for mount in replica.mounts]
 
 
 def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> None:
@@ -740,4 +744,4 @@ def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> No
         container.setdefault("volumeMounts", []).append(
             {"name": volume, "mountPath": mount.mount_path, "readOnly": bool(mount.read_only)})
         spec.setdefault("volumes", []).append(
-            {"name": volume, "persistentVolumeClaim": {"claimName": _claim_of(mount), "readOnly": bool(mount.read_only)}})
+            {"name": volume, "persistentVolumeClaim": {"claimName": claim_of(mount), "readOnly": bool(mount.read_only)}})

@@ -7,8 +7,9 @@ A node that is not ready has lost its pods: they are no longer reported.
 
 A notebook replica is a real local process (`notebook_server`, started through `processes.py` under
 SIM_RUNTIME_DIR): Pending until it says it listens, Running while it lives, Failed if it exits on its own;
-evicting or forgetting the replica stops it. Its home folder (NOTEBOOK_HOME_DIR/<workspace>/<name>) is
-kept across stops and starts until `delete_home`.
+evicting or forgetting the replica stops it. Its home is its home volume's folder
+(VOLUMES_DIR/<workspace>/home-<name>, scheduling.storage), kept across stops and starts until the volume is
+deleted.
 
 A training replica keeps the timing above and, unless SIM_TRAINING_PROCESSES is off, also runs a small
 process (`training_process`) for as long as it runs: started with the replica's environment alone (the
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import sys
 import time
@@ -78,7 +78,6 @@ NOTEBOOK_SERVER = "scheduling.backends.simulated.notebook_server"
 INFERENCE_SERVER = "scheduling.backends.simulated.inference_server"
 TRAINING_PROCESS = str(Path(training_process.__file__).resolve())  # run as a script: no project imports
 SLICE_MODES = {"whole": "exclusive", "fraction": "fraction", "mig": "mig", "timeslice": "timeslice"}
-_HOME_PART = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")  # slugs and DNS-label names only
 
 
 def _gpu_share(replica: ReplicaLaunch) -> float:
@@ -124,7 +123,7 @@ class SimulatedBackend:
     name = "simulated"
 
     def __init__(self, *, speedup: float | None = None, failure_rate: float | None = None, clock=clock.now,
-                 runtime: ProcessRuntime | None = None, homes: Path | None = None,
+                 runtime: ProcessRuntime | None = None,
                  server_startup_s: float | None = None, training_processes: bool | None = None,
                  max_processes: int | None = None):
         self.speedup = speedup if speedup is not None else settings.SIM_SPEEDUP
@@ -132,7 +131,6 @@ class SimulatedBackend:
         self.clock = clock
         self.clock_scale = self.speedup  # billing charges simulated time, as the tenant was quoted
         self.runtime = runtime or ProcessRuntime(settings.SIM_RUNTIME_DIR)
-        self.homes = Path(homes or settings.NOTEBOOK_HOME_DIR)
         self.server_startup_s = (server_startup_s if server_startup_s is not None
                                  else settings.SIM_INFERENCE_STARTUP_S)
         self.training_processes = (training_processes if training_processes is not None
@@ -265,15 +263,14 @@ class SimulatedBackend:
 
     # -- notebooks: real processes -----------------------------------------------------------------
     def home_of(self, workspace: str, name: str) -> Path:
-        if not (_HOME_PART.fullmatch(workspace) and _HOME_PART.fullmatch(name)):
-            raise ValueError(f"not a workspace slug and notebook name: {workspace!r}, {name!r}")
-        return self.homes / workspace / name
+        """The folder of the notebook's home volume."""
+        return storage.volume_dir(workspace, storage.home_volume_name(name))
 
     def _start_notebook(self, replica: ReplicaLaunch) -> None:
         argv = [sys.executable, "-m", NOTEBOOK_SERVER, "--base-url", replica.base_url or "/",
                 "--gpu", f"{_gpu_share(replica):g}", "--title", replica.job_name]
-        if replica.home_mib:
-            home = self.home_of(replica.workspace, replica.job_name)
+        if replica.home is not None:
+            home = replica.home.host_path()
             home.mkdir(parents=True, exist_ok=True)
             argv += ["--home", str(home)]
         own = {"JUPYTER_TOKEN": replica.token} if replica.token else {}

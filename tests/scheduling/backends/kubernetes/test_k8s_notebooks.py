@@ -1,6 +1,7 @@
 """A notebook on Kubernetes: a pod bound like any replica, serving under its base URL with its token, its
-home PersistentVolumeClaim (kept across stop and start, deleted only when asked) and a ClusterIP Service,
-all made and deleted through the emulated API server; every object valid for Kubernetes 1.30."""
+home volume's PersistentVolumeClaim (kept across stop and start, grown with the volume, deleted only when
+asked) and a ClusterIP Service, all made and deleted through the emulated API server; every object valid for
+Kubernetes 1.30."""
 
 from __future__ import annotations
 
@@ -12,16 +13,18 @@ import pytest
 from scheduling.backends.base import JUPYTER
 from scheduling.backends.kubernetes import manifests as m
 from scheduling.backends.kubernetes.config import KubernetesConfig
+from scheduling.storage import Mount
 from tests.scheduling.backends.kubernetes.k8s_launches import launch
 
 K8S_VERSION = "1.30.0"
 NS = "gpu-ws-vision-lab"
+HOME = Mount("volume", "vision-lab", "home-lab", 0, "", False, 20, "standard", "ReadWriteOnce", home_of="lab")
 
 
 def notebook_launch():
     """As the cycle launches a notebook (`kind` of the helper is the slice's)."""
     replica = launch(job_id=7, role="notebook", kind="fraction", token="s3cret", base_url="/nb/vision-lab/lab/",
-                     home_mib=20 * 1024, job_name="lab", command=(),
+                     home_mib=20 * 1024, home=HOME, job_name="lab", command=(),
                      image="quay.io/jupyter/pytorch-notebook:cuda12-latest", slice={"gpu_milli": 500, "gpu_mem_mib": 10240})
     return replace(replica, kind="notebook", shape=JUPYTER)
 
@@ -41,7 +44,7 @@ def test_the_notebook_objects_are_valid_and_say_what_they_serve():
     assert container["volumeMounts"] == [{"name": "home", "mountPath": "/home/jovyan"}]
     assert pod["spec"]["volumes"] == [{"name": "home", "persistentVolumeClaim": {"claimName": "home-lab"}}]
     assert pod["spec"]["nodeName"] == "gpu-1" and "command" not in container  # the image's own command
-    assert claim["spec"]["resources"]["requests"]["storage"] == "20480Mi"
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}
     assert service["spec"]["selector"] == {m.MANAGED: "true", m.KIND: m.REPLICA_KIND, m.JOB_ID: "7"}
     assert m.notebook_url(7, NS, "/nb/vision-lab/lab/") == f"http://nb-7.{NS}.svc:8888/nb/vision-lab/lab/"
     training = m.replica_pod(launch(), NS, "nvidia", KubernetesConfig())
@@ -66,9 +69,10 @@ def test_launch_stop_start_and_delete_through_the_api_server(api, backend, gpu_n
     assert api.list("pods", NS) == [] and api.list("services", NS) == []
     assert [c["metadata"]["name"] for c in api.list("persistentvolumeclaims", NS)] == ["home-lab"]
 
-    backend.launch(replica)  # start again: the same claim, not a new one
+    backend.launch(replace(replica, home=replace(HOME, size_gib=30)))  # start again: the same claim, grown
     (again,) = api.list("persistentvolumeclaims", NS)
     assert again["metadata"]["uid"] == claim["metadata"]["uid"]
+    assert again["spec"]["resources"]["requests"]["storage"] == "30Gi"
     assert len(api.list("pods", NS)) == 1 and len(api.list("services", NS)) == 1
 
     backend.forget(replica.key)

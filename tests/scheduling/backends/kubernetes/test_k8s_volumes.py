@@ -43,10 +43,12 @@ def test_the_pod_mounts_each_claim_and_honours_read_only():
 
 
 def test_a_notebook_keeps_its_home_beside_the_workspace_volumes():
-    replica = replace(launch(role="notebook", kind="fraction", home_mib=1024, job_name="lab", mounts=(IMAGENET,)),
-                      shape=JUPYTER)
+    home = Mount("volume", "vision-lab", "home-lab", 0, "", False, 1, "standard", "ReadWriteOnce", home_of="lab")
+    replica = replace(launch(role="notebook", kind="fraction", home_mib=1024, home=home, job_name="lab",
+                             mounts=(IMAGENET,)), shape=JUPYTER)
     pod = m.replica_pod(replica, NS, "nvidia", KubernetesConfig())
     assert [v["mountPath"] for v in pod["spec"]["containers"][0]["volumeMounts"]] == ["/home/jovyan", "/data"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]] == ["home-lab", "vol-imagenet"]
 
 
 def test_launch_makes_the_claim_once_grows_it_and_delete_removes_it(api, backend, gpu_node):

@@ -115,12 +115,14 @@ def test_a_notebook_server_that_dies_fails_its_job_and_eviction_cleans_up(cluste
 @pytest.mark.django_db
 def test_a_process_without_its_pod_is_stopped_and_homes_are_deleted_only_when_asked(cluster, backend, clock):
     from scheduling.backends.base import JUPYTER, ReplicaLaunch
+    from scheduling.storage import Mount
 
     launch = ReplicaLaunch(job_id=999, role="notebook", index=0, workspace="vision-lab", job_name="lost",
                            job_type="single", image="x", command=(), env=(), node="h100-01", gpus=(0,),
                            gpu_uuids=("GPU-h100-01-0",), slice={"kind": "fraction", "gpu_milli": 250},
                            cpu_milli=1000, mem_mib=1024, expected_duration_s=3600, kind="notebook", shape=JUPYTER, token="t",
-                           base_url="/nb/vision-lab/lost/", home_mib=1024)
+                           base_url="/nb/vision-lab/lost/", home_mib=1024,
+                           home=Mount("volume", "vision-lab", "home-lost", 0, "", False, 1, home_of="lost"))
     backend.launch(launch)
     home = backend.home_of("vision-lab", "lost")
     assert home.is_dir() and backend.runtime.has(launch.key)
