@@ -58,16 +58,9 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
     parsed = parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
     storage.check_mounts(workspace, parsed)  # the volumes and dataset versions it mounts are the workspace's
     buckets.check_spec(workspace, parsed)  # and the buckets it reads
-    if _home_mib(parsed):  # and a notebook's home volume fits the storage quota
-        storage.check_home(workspace, parsed.name, _home_mib(parsed))
+    if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # and a notebook's home volume fits the quota
+        storage.check_home(workspace, parsed.name, home_mib)
     return parsed
-
-
-def _home_mib(parsed: JobSpec) -> int:
-    """The size of the home volume the spec's kind keeps (0: none)."""
-    if not kinds.kind_of(parsed).has_home or parsed.notebook is None:
-        return 0
-    return parsed.notebook.home_mib
 
 
 def spec_from_form(workspace, form: Mapping[str, Any]) -> JobSpec:
@@ -181,8 +174,8 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     buckets.check_spec(workspace, parsed, lock=True)
     queue = _resolve_queue(workspace, parsed)
     _check_notebook_name(workspace, parsed)
-    if _home_mib(parsed):  # made at the first notebook of the name, found again by the next ones
-        storage.ensure_home(workspace, parsed.name, _home_mib(parsed))
+    if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # made at the first notebook of the name, found again
+        storage.ensure_home(workspace, parsed.name, home_mib)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
     pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))

@@ -90,6 +90,10 @@ class Kind:
         """A tab's job name when the form gives none."""
         return self.name
 
+    def home_mib(self, spec: JobSpec) -> int:
+        """The size of the home volume a spec of this kind keeps (0: none)."""
+        return 0
+
     def form_values(self, spec: JobSpec) -> dict[str, str]:
         """Its own tab's fields read back from a spec of this kind, as text (blank: the default); the fields
         every tab has are scheduling.spec.kind_forms's."""

@@ -46,6 +46,9 @@ class NotebookKind(OneRoleKind):
     def document_from_role(self, spec, role: dict[str, Any]) -> dict[str, Any]:
         return notebook_to_dict(spec, role)
 
+    def home_mib(self, spec) -> int:
+        return spec.notebook.home_mib if spec.notebook is not None else 0
+
     def form_default_name(self, values: dict[str, Any]) -> str:
         return slug(str(values.get("image") or DEFAULT_NOTEBOOK_IMAGE)) or self.name
 
