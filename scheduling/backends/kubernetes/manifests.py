@@ -714,24 +714,81 @@ def _claim_of(mount) -> str:
     return dataset_claim_name(mount.workspace, mount.name, mount.version)
 
 
+def volume_claim(mount, namespace: str, workspace: str, restore_size: str = "") -> dict:
+    """A mount's claim: a volume's as sized and classed; a dataset version's a read-only claim restored from
+    the VolumeSnapshot of the same name in this namespace, at least as large as the snapshot's restoreSize."""
+    name = _claim_of(mount)
+    metadata = {"name": name, "namespace": namespace, "labels": {MANAGED: "true", WORKSPACE: label_value(workspace)}}
+    if mount.kind == "volume":
+        spec: dict = {"accessModes": [mount.access_mode],
+                      "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
+        if mount.storage_class:
+            spec["storageClassName"] = mount.storage_class
+    else:
+        size = restore_size or f"{max(1, mount.size_gib)}Gi"
+        spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}},
+                "dataSource": {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": name}}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
 def volume_claims(replica: ReplicaLaunch, namespace: str) -> list[dict]:
-    """The claims of the replica's mounts: a volume's as sized and classed; a dataset version's a read-only
-    claim filled from its snapshot (a VolumeSnapshot of the same name)."""
-    claims = []
-    for mount in replica.mounts:
-        name = _claim_of(mount)
-        metadata = {"name": name, "namespace": namespace,
-                    "labels": {MANAGED: "true", WORKSPACE: label_value(replica.workspace)}}
-        if mount.kind == "volume":
-            spec: dict = {"accessModes": [mount.access_mode],
-                          "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
-            if mount.storage_class:
-                spec["storageClassName"] = mount.storage_class
-        else:
-            spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}},
-                    "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": name}}
-        claims.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec})
-    return claims
+    """The claims of the replica's mounts (volume_claim)."""
+    return [volume_claim(mount, namespace, replica.workspace) for mount in replica.mounts]
+
+
+# -- dataset versions as VolumeSnapshots -----------------------------------------------------------------
+SNAPSHOT_GROUP, SNAPSHOT_VERSION = "snapshot.storage.k8s.io", "v1"
+DATASET = P + "dataset"
+
+
+def _snapshot_labels(workspace: str, dataset: str, number: int) -> dict:
+    return {MANAGED: "true", WORKSPACE: label_value(workspace), DATASET: label_value(f"{dataset}-v{number}")}
+
+
+def volume_snapshot(volume: str, owner: str, dataset: str, number: int, namespace: str,
+                    snapshot_class: str | None) -> dict:
+    """A dataset version: a VolumeSnapshot of the volume's claim in the owner's namespace, named as the claims
+    restored from it (dataset_claim_name)."""
+    spec: dict = {"source": {"persistentVolumeClaimName": volume_claim_name(volume)}}
+    if snapshot_class:
+        spec["volumeSnapshotClassName"] = snapshot_class
+    return {"apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}", "kind": "VolumeSnapshot",
+            "metadata": {"name": dataset_claim_name(owner, dataset, number), "namespace": namespace,
+                         "labels": _snapshot_labels(owner, dataset, number)},
+            "spec": spec}
+
+
+def snapshot_copy_content_name(namespace: str, snapshot: str) -> str:
+    """The cluster-scoped VolumeSnapshotContent behind a grantee's copy of a dataset version."""
+    return dns_label(f"{namespace}-{snapshot}", limit=253)
+
+
+def snapshot_copy(original_content: dict, namespace: str, snapshot: str, grantee: str, owner: str, dataset: str,
+                  number: int) -> tuple[dict, dict]:
+    """(VolumeSnapshotContent, VolumeSnapshot): the owner's snapshot seen from a grantee's namespace. A
+    snapshot is namespaced and a claim restores only from one in its own namespace (cross-namespace data sources
+    are alpha), so the grantee gets a pre-provisioned content naming the same snapshot handle, bound to a
+    VolumeSnapshot of its own. Retain: deleting the copy never deletes the storage's snapshot, which the
+    owner's VolumeSnapshot holds."""
+    original = original_content.get("spec") or {}
+    handle = (original_content.get("status") or {}).get("snapshotHandle")
+    if not handle:
+        raise ValueError(f"VolumeSnapshotContent {original_content.get('metadata', {}).get('name')} has no "
+                         "snapshotHandle yet")
+    content_name = snapshot_copy_content_name(namespace, snapshot)
+    labels = _snapshot_labels(grantee, dataset, number)
+    labels[P + "owner"] = label_value(owner)
+    content_spec: dict = {"deletionPolicy": "Retain", "driver": original["driver"],
+                          "source": {"snapshotHandle": handle},
+                          "volumeSnapshotRef": {"name": snapshot, "namespace": namespace}}
+    if original.get("volumeSnapshotClassName"):
+        content_spec["volumeSnapshotClassName"] = original["volumeSnapshotClassName"]
+    content = {"apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}", "kind": "VolumeSnapshotContent",
+               "metadata": {"name": content_name, "labels": labels}, "spec": content_spec}
+    copy = {"apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}", "kind": "VolumeSnapshot",
+            "metadata": {"name": snapshot, "namespace": namespace, "labels": labels},
+            "spec": {"source": {"volumeSnapshotContentName": content_name}}}
+    return content, copy
 
 
 def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> None:
