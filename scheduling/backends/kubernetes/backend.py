@@ -313,6 +313,7 @@ class KubernetesBackend:
             self._ensure_namespace(namespace, replica.workspace)
             self._ensure_secrets(replica, namespace)
             self._ensure_volume_claims(replica, namespace)
+            self._ensure_bucket_mounts(replica, namespace)
             if replica.job_type in m.DISTRIBUTED:
                 self._ensure_job_objects(replica, namespace)
             if replica.shape == JUPYTER:
@@ -384,6 +385,30 @@ class KubernetesBackend:
             if created is None and "dataSource" not in claim["spec"]:
                 self._call(f"patch {what}", self.core.patch_namespaced_persistent_volume_claim, name, namespace,
                            {"spec": {"resources": claim["spec"]["resources"]}})
+
+    def _ensure_bucket_mounts(self, replica: ReplicaLaunch, namespace: str) -> None:
+        """The job's Secret (csi-s3), PersistentVolume and claim of each bucket it mounts (m.bucket_objects):
+        made by its first replica, shared by the others, removed with its last pod."""
+        for obj in m.bucket_objects(replica, namespace):
+            name = obj["metadata"]["name"]
+            if obj["kind"] == "Secret":
+                what = f"secret {namespace}/{name}"
+                if self._create(what, self.core.create_namespaced_secret, namespace, obj) is None:
+                    self._call(f"replace {what}", self.core.replace_namespaced_secret, name, namespace, obj)
+            elif obj["kind"] == "PersistentVolume":
+                self._create(f"persistentvolume {name}", self.core.create_persistent_volume, obj)
+            else:
+                self._create(f"persistentvolumeclaim {namespace}/{name}",
+                             self.core.create_namespaced_persistent_volume_claim, namespace, obj)
+
+    def _remove_bucket_mounts(self, pod: dict, namespace: str, job_id: int) -> None:
+        names = ((pod["metadata"].get("annotations") or {}).get(m.BUCKET_MOUNTS) or "").split(",")
+        for bucket in filter(None, names):
+            claim, volume = m.bucket_claim_name(job_id, bucket), m.bucket_volume_name(namespace, job_id, bucket)
+            self._delete(f"persistentvolumeclaim {namespace}/{claim}",
+                         self.core.delete_namespaced_persistent_volume_claim, claim, namespace)
+            self._delete(f"persistentvolume {volume}", self.core.delete_persistent_volume, volume)
+            self._delete(f"secret {namespace}/{claim}", self.core.delete_namespaced_secret, claim, namespace)
 
     def _dataset_snapshot(self, mount: Any, namespace: str, workspace: str) -> str:
         """The restoreSize of the dataset version's snapshot in this namespace ("" while not known); a grantee's
@@ -571,6 +596,7 @@ class KubernetesBackend:
         if (pod["metadata"].get("labels") or {}).get(m.INFERENCE_NAME):
             self._delete(f"service {namespace}/{m.inference_service_name(job_id)}",
                          self.core.delete_namespaced_service, m.inference_service_name(job_id), namespace)
+        self._remove_bucket_mounts(pod, namespace, job_id)
 
     # --- watching ----------------------------------------------------------------------------------------
     def statuses(self) -> list[ReplicaStatus]:

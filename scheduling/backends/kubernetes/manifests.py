@@ -428,9 +428,12 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
             spec["volumes"] = [{"name": "mpi-hostfile", "configMap": {"name": hostfile_name(replica.job_id)}}]
     _secret_refs(container, spec, replica, set(merged) - {k for k, _v in replica.env})
     _workspace_mounts(container, spec, replica)
+    _bucket_mounts(container, spec, replica)
     annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
                    GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
                    P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}
+    if replica.bucket_mounts:  # what goes with the job's last pod (backend._remove_job_objects_if_done)
+        annotations[BUCKET_MOUNTS] = ",".join(b.name for b in replica.bucket_mounts)
     labels = replica_labels(replica)
     if notebook:
         labels[NOTEBOOK_NAME] = label_value(replica.job_name)
@@ -798,3 +801,77 @@ def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> No
             {"name": volume, "mountPath": mount.mount_path, "readOnly": bool(mount.read_only)})
         spec.setdefault("volumes", []).append(
             {"name": volume, "persistentVolumeClaim": {"claimName": _claim_of(mount), "readOnly": bool(mount.read_only)}})
+
+
+# -- buckets mounted through a CSI driver (scheduling.buckets; the pool's bucket_csi_driver) -------------
+MOUNTPOINT_S3, CSI_S3 = "s3.csi.aws.com", "ru.yandex.s3.csi"
+BUCKET_DRIVERS = (MOUNTPOINT_S3, CSI_S3)
+BUCKET_MOUNTS = P + "bucket-mounts"
+# a PersistentVolume must state a capacity; an object store has none, and neither driver reads it
+BUCKET_CAPACITY = "1Ti"
+# csi-s3's GeeseFS: files writable by the job's user whatever its uid (the bucket has no owners)
+GEESEFS_OPTIONS = "--memory-limit 1000 --dir-mode 0777 --file-mode 0666"
+
+
+def bucket_claim_name(job_id: object, bucket: str) -> str:
+    """A job's claim (and csi-s3's Secret) of one bucket, in the workspace's namespace."""
+    return dns_label(f"job-{job_id}-bucket-{bucket}")
+
+
+def bucket_volume_name(namespace: str, job_id: object, bucket: str) -> str:
+    """The job's PersistentVolume of the bucket (cluster-scoped: the namespace keeps it apart)."""
+    return dns_label(f"{namespace}-job-{job_id}-bucket-{bucket}", limit=253)
+
+
+def bucket_objects(replica: ReplicaLaunch, namespace: str) -> list[dict]:
+    """Per bucket mount: (csi-s3: a Secret with the credentials and address,) a static PersistentVolume of the
+    driver and the claim bound to it. Mountpoint for Amazon S3 takes the bucket as volumeAttributes.bucketName
+    and the prefix, region and endpoint as mount options, its credentials from the driver's own (IAM);
+    csi-s3 takes "bucket/prefix" as the volume handle and its credentials from the Secret the node-publish
+    step reads."""
+    objects = []
+    for bucket in replica.bucket_mounts:
+        if bucket.driver not in BUCKET_DRIVERS:
+            raise ValueError(f"replica {replica.key}: bucket CSI driver {bucket.driver!r} is not "
+                             f"{' or '.join(BUCKET_DRIVERS)}")
+        claim = bucket_claim_name(replica.job_id, bucket.name)
+        volume = bucket_volume_name(namespace, replica.job_id, bucket.name)
+        labels = {MANAGED: "true", WORKSPACE: label_value(replica.workspace), JOB_ID: label_value(str(replica.job_id))}
+        prefix = bucket.prefix.strip("/")
+        pv_spec: dict = {"capacity": {"storage": BUCKET_CAPACITY}, "accessModes": ["ReadWriteMany"],
+                         "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                         "claimRef": {"namespace": namespace, "name": claim}}
+        if bucket.driver == MOUNTPOINT_S3:
+            options = [f"region {bucket.region}", f"endpoint-url {bucket.endpoint}", "allow-delete", "allow-other"]
+            if prefix:
+                options.append(f"prefix {prefix}/")
+            pv_spec["mountOptions"] = options
+            pv_spec["csi"] = {"driver": MOUNTPOINT_S3, "volumeHandle": volume,
+                              "volumeAttributes": {"bucketName": bucket.bucket}}
+        else:
+            ref = {"name": claim, "namespace": namespace}
+            objects.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                            "metadata": {"name": claim, "namespace": namespace, "labels": labels},
+                            "data": {"accessKeyID": _b64(replica.secret_values.get(bucket.access_key_id_secret, "")),
+                                     "secretAccessKey": _b64(replica.secret_values.get(
+                                         bucket.secret_access_key_secret, "")),
+                                     "endpoint": _b64(bucket.endpoint), "region": _b64(bucket.region)}})
+            pv_spec["csi"] = {"driver": CSI_S3, "volumeHandle": f"{bucket.bucket}/{prefix}" if prefix else bucket.bucket,
+                              "volumeAttributes": {"capacity": BUCKET_CAPACITY, "mounter": "geesefs",
+                                                   "options": GEESEFS_OPTIONS},
+                              "controllerPublishSecretRef": ref, "nodePublishSecretRef": ref, "nodeStageSecretRef": ref}
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolume",
+                        "metadata": {"name": volume, "labels": labels}, "spec": pv_spec})
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": claim, "namespace": namespace, "labels": labels},
+                        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                                 "resources": {"requests": {"storage": BUCKET_CAPACITY}}}})
+    return objects
+
+
+def _bucket_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> None:
+    for i, bucket in enumerate(replica.bucket_mounts):
+        volume = f"bucket-{i}"
+        container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": bucket.mount_path})
+        spec.setdefault("volumes", []).append(
+            {"name": volume, "persistentVolumeClaim": {"claimName": bucket_claim_name(replica.job_id, bucket.name)}})

@@ -38,11 +38,12 @@ GROUPS = {"leases": "coordination.k8s.io/v1", "volumesnapshots": "snapshot.stora
 # cluster-scoped resources of named API groups, served under /apis/<group/version>/<plural>
 CLUSTER_GROUPS = {"volumesnapshotcontents": "snapshot.storage.k8s.io/v1"}
 NAMESPACED = CORE_NAMESPACED | set(GROUPS)
-CLUSTER_SCOPED = {"nodes", "namespaces"} | set(CLUSTER_GROUPS)
+CORE_CLUSTER_SCOPED = {"nodes", "namespaces", "persistentvolumes"}
+CLUSTER_SCOPED = CORE_CLUSTER_SCOPED | set(CLUSTER_GROUPS)
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "resourcequotas": "ResourceQuota",
          "nodes": "Node", "namespaces": "Namespace", "leases": "Lease",
          "persistentvolumeclaims": "PersistentVolumeClaim", "secrets": "Secret",
-         "volumesnapshots": "VolumeSnapshot", "volumesnapshotcontents": "VolumeSnapshotContent"}
+         "persistentvolumes": "PersistentVolume", "volumesnapshots": "VolumeSnapshot", "volumesnapshotcontents": "VolumeSnapshotContent"}
 SNAPSHOT_DRIVER = "ebs.csi.aws.com"
 TERMINAL = ("Succeeded", "Failed")
 
@@ -599,7 +600,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return None
             return plural, ns, rest[0] if rest else None, rest[1] if len(rest) > 1 else None
         plural, rest = parts[0], parts[1:]
-        if plural not in CORE_NAMESPACED | CLUSTER_SCOPED or len(rest) > 2:
+        if plural not in CORE_NAMESPACED | CORE_CLUSTER_SCOPED or len(rest) > 2:
             return None
         return plural, None, rest[0] if rest else None, rest[1] if len(rest) > 1 else None
 
