@@ -1,5 +1,6 @@
-"""The node agent reads its kubelet's volume stats (storage billing) when agent.kubeletMetrics is on: its own
-node's kubelet on the secure port with a token that may `get nodes/metrics` and nothing else."""
+"""The chart's storage settings: the node agent reads its kubelet's volume stats (storage billing) when
+agent.kubeletMetrics is on, its own node's kubelet on the secure port with a token that may `get nodes/metrics`
+and nothing else; the VolumeSnapshotClass of dataset versions reaches the backend's settings."""
 
 from __future__ import annotations
 
@@ -71,3 +72,16 @@ def test_the_agents_network_policy_leaves_egress_to_the_kubelet_open():
             egress = policy["spec"].get("egress")
             assert "Egress" not in policy["spec"]["policyTypes"] or any(
                 not rule.get("ports") or {"port": 10250, "protocol": "TCP"} in rule["ports"] for rule in egress or ())
+
+
+def test_the_snapshot_class_of_dataset_versions_reaches_the_backends_settings():
+    from scheduling.backends.kubernetes.config import KubernetesConfig
+
+    def settings(extra: dict) -> KubernetesConfig:
+        config = {}
+        for doc in by_kind(render(values_for("values.yaml", extra)), "ConfigMap"):
+            config.update(doc.get("data") or {})
+        return KubernetesConfig.from_env(config)
+
+    assert settings({}).snapshot_class is None
+    assert settings({"config": {"k8sVolumeSnapshotClass": "csi-snapclass"}}).snapshot_class == "csi-snapclass"
