@@ -85,3 +85,28 @@ def test_the_snapshot_class_of_dataset_versions_reaches_the_backends_settings():
 
     assert settings({}).snapshot_class is None
     assert settings({"config": {"k8sVolumeSnapshotClass": "csi-snapclass"}}).snapshot_class == "csi-snapclass"
+
+
+def _rules_of(docs: list[dict], account: str) -> set[tuple[str, str, str]]:
+    roles = {r["metadata"]["name"]: r for r in by_kind(docs, "ClusterRole")}
+    found = set()
+    for binding in by_kind(docs, "ClusterRoleBinding"):
+        if any(s["kind"] == "ServiceAccount" and s["name"] == account for s in binding["subjects"]):
+            found |= {(g, r, v) for rule in roles[binding["roleRef"]["name"]]["rules"] for g in rule["apiGroups"]
+                      for r in rule["resources"] for v in rule["verbs"]}
+    return found
+
+
+def test_the_portal_makes_and_deletes_versions_and_the_worker_copies_them_and_mounts_buckets():
+    docs = render(values_for("values.yaml"))
+    snap = "snapshot.storage.k8s.io"
+    portal, worker = _rules_of(docs, "gpu-platform-portal"), _rules_of(docs, "gpu-platform-scheduler")
+    # storage.snapshot / delete_version / revoke run in the portal's request
+    assert {("", "persistentvolumeclaims", "get"), (snap, "volumesnapshots", "create"),
+            (snap, "volumesnapshots", "delete"), (snap, "volumesnapshotcontents", "delete"),
+            ("", "persistentvolumeclaims", "delete")} <= portal
+    assert not {(snap, "volumesnapshotcontents", "create"), ("", "persistentvolumes", "create")} & portal
+    # a grantee's copy at launch; a job's bucket volumes and csi-s3 Secret, made and removed by the cycle
+    assert {(snap, r, v) for r in ("volumesnapshots", "volumesnapshotcontents") for v in ("create", "get")} <= worker
+    assert {("", "persistentvolumes", "create"), ("", "persistentvolumes", "delete"), ("", "secrets", "delete"),
+            ("", "secrets", "update")} <= worker

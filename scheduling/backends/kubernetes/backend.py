@@ -391,10 +391,14 @@ class KubernetesBackend:
         made by its first replica, shared by the others, removed with its last pod."""
         for obj in m.bucket_objects(replica, namespace):
             name = obj["metadata"]["name"]
-            if obj["kind"] == "Secret":
+            if obj["kind"] == "Secret":  # written again only when the credentials changed since
+                digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+                if self._secret_digests.get((namespace, name)) == digest:
+                    continue
                 what = f"secret {namespace}/{name}"
                 if self._create(what, self.core.create_namespaced_secret, namespace, obj) is None:
                     self._call(f"replace {what}", self.core.replace_namespaced_secret, name, namespace, obj)
+                self._secret_digests[(namespace, name)] = digest
             elif obj["kind"] == "PersistentVolume":
                 self._create(f"persistentvolume {name}", self.core.create_persistent_volume, obj)
             else:
@@ -409,6 +413,7 @@ class KubernetesBackend:
                          self.core.delete_namespaced_persistent_volume_claim, claim, namespace)
             self._delete(f"persistentvolume {volume}", self.core.delete_persistent_volume, volume)
             self._delete(f"secret {namespace}/{claim}", self.core.delete_namespaced_secret, claim, namespace)
+            self._secret_digests.pop((namespace, claim), None)
 
     def _dataset_snapshot(self, mount: Any, namespace: str, workspace: str) -> str:
         """The restoreSize of the dataset version's snapshot in this namespace ("" while not known); a grantee's
