@@ -8,9 +8,10 @@ Django models).
 Each replica gets the bucket as the environment every S3 client reads: AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY (from the workspace's secrets the bucket names), AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3,
 AWS_REGION, AWS_DEFAULT_REGION, S3_BUCKET and S3_PREFIX; on a Kubernetes pool with a bucket CSI driver
-(NodePool.bucket_csi_driver) the bucket is also mounted, at `mountPath` (default /buckets/<name>). One set of those variables holds one bucket, so a role
-names at most one; the list leaves room for more (each with a variable prefix of its own) later. Whether the
-workspace has the bucket is checked against the database by `scheduling.buckets.check_spec`.
+(NodePool.bucket_csi_driver) the bucket is also mounted, at `mountPath` (default /buckets/<name>, never a
+volume's mountPath). One set of those variables holds one bucket, so a role names at most one; the list leaves
+room for more (each with a variable prefix of its own) later. Whether the workspace has the bucket is checked
+against the database by `scheduling.buckets.check_spec`.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def buckets_to_list(uses: tuple[BucketUse, ...]) -> list[dict[str, Any]]:
 
 
 def mount_path_of(use_name: str, mount_path: str) -> str:
+    """Where the bucket is mounted: the entry's mountPath, or /buckets/<name>."""
     return mount_path or f"{DEFAULT_MOUNT_ROOT}/{use_name}"
 
 

@@ -232,6 +232,7 @@ def test_a_secret_a_bucket_holds_its_credentials_in_is_not_deleted_before_the_bu
 @pytest.mark.parametrize("text", [
     SPEC.format(name="train", bucket="raw-data"),
     "kind: notebook\nname: nb\nqueue: vision-lab\nbuckets: [{name: raw-data}]\n",
+    "kind: notebook\nname: nb\nqueue: vision-lab\nbuckets: [{name: raw-data, mountPath: /data/raw}]\n",
     "kind: inference\nname: svc\nqueue: vision-lab\nserver: custom\nimage: busybox:1.36\nport: 8000\n"
     "healthPath: /health\nresources: {gpu: 1}\nbuckets: [{name: raw-data}]\n",
 ])
