@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kubelet-metrics", default=env("GPU_AGENT_KUBELET_METRICS"),
                    help="the kubelet's metrics URL, e.g. https://$NODE_IP:10250/metrics: report each claim's "
                         "kubelet_volume_stats_used_bytes for storage billing (default: off) [GPU_AGENT_KUBELET_METRICS]")
+    p.add_argument("--kubelet-insecure", action="store_true",
+                   default=env("GPU_AGENT_KUBELET_INSECURE", "").lower() in ("1", "true", "yes"),
+                   help="do not check the kubelet's serving certificate (a self-signed one, not issued by the "
+                        "cluster's CA) [GPU_AGENT_KUBELET_INSECURE]")
     p.add_argument("--volumes-every", type=int, default=30,
                    help="intervals between volume-stats reports (default 30)")
     sim = p.add_argument_group("simulated collector")
@@ -198,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     spool = Spool(args.spool or default_spool(args.node))
     if args.metrics_port:
         collector, client = start_metrics(args, collector, spool, client)
-    volume_stats = KubeletVolumeStats(args.kubelet_metrics) if args.kubelet_metrics else None
+    volume_stats = KubeletVolumeStats(args.kubelet_metrics, insecure=args.kubelet_insecure) if args.kubelet_metrics else None
     agent = Agent(config, collector, spool, client, volume_stats=volume_stats)
 
     def on_signal(signum: int, _frame: object) -> None:

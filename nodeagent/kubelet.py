@@ -55,13 +55,15 @@ def parse_volume_stats(text: str) -> list[dict]:
 
 class KubeletVolumeStats:
     """Reads the kubelet's /metrics (e.g. https://NODE_IP:10250/metrics) with the pod's service-account
-    token, which needs `get` on `nodes/metrics`."""
+    token, which needs `get` on `nodes/metrics`. The kubelet's certificate is checked against the cluster's CA
+    (the account's ca.crt); `insecure` skips that, for kubelets whose serving certificate is self-signed."""
 
     def __init__(self, url: str, *, account_dir: Path = SERVICE_ACCOUNT_DIR, timeout_s: float = 10.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 insecure: bool = False, transport: httpx.BaseTransport | None = None) -> None:
         token_file, ca_file = account_dir / "token", account_dir / "ca.crt"
         headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"} if token_file.exists() else {}
-        verify: bool | str = str(ca_file) if ca_file.exists() else True
+        verify: bool | str = False if insecure else str(ca_file) if ca_file.exists() else True
+        self.verify = verify
         self.url = url
         self._http = httpx.Client(timeout=timeout_s, headers=headers, verify=verify, transport=transport)
 

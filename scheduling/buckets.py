@@ -28,9 +28,10 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from scheduling import outbound, secrets, sigv4
+from scheduling.backends.base import BucketMount
 from scheduling.errors import Conflict, DomainError
-from scheduling.models import FINAL_STATES, Job, WorkspaceBucket
-from scheduling.spec.buckets import PLAIN_VARIABLES
+from scheduling.models import FINAL_STATES, Job, NodePool, WorkspaceBucket
+from scheduling.spec.buckets import PLAIN_VARIABLES, mount_path_of
 from scheduling.spec.model import JobSpec, SpecError, SpecIssue
 from scheduling.spec.read import DNS_LABEL
 
@@ -223,16 +224,37 @@ def apply_to_roles(workspace, spec: JobSpec, roles: list[dict]) -> list[dict]:
     if not wanted:
         return roles
     rows = {row.name: row for row in buckets_of(workspace).filter(name__in=wanted)}
-    uses = {role.name: [use.name for use in role.buckets] for role in spec.roles}
+    uses = {role.name: [use for use in role.buckets if use.name in rows] for role in spec.roles}
     for stored in roles:
-        names = [n for n in uses.get(stored["name"], ()) if n in rows]
-        for name in names:
-            plain, from_secrets = environment(rows[name])
+        role_uses = uses.get(stored["name"], ())
+        for use in role_uses:
+            plain, from_secrets = environment(rows[use.name])
             stored["env"] = {**stored.get("env", {}), **plain}
             stored["secret_env"] = {**stored.get("secret_env", {}), **from_secrets}
-        if names:
-            stored["buckets"] = names
+        if role_uses:
+            stored["buckets"] = [use.name for use in role_uses]
+            stored["bucket_mounts"] = [mount_fields(rows[use.name], use.mount_path) for use in role_uses]
     return roles
+
+
+def mount_fields(row: WorkspaceBucket, mount_path: str) -> dict[str, str]:
+    """What a pool with a bucket CSI driver mounts (BucketMount without the driver), frozen at submit."""
+    return {"name": row.name, "bucket": row.bucket, "endpoint": row.endpoint, "region": row.region,
+            "prefix": row.prefix, "access_key_id_secret": row.access_key_id_secret,
+            "secret_access_key_secret": row.secret_access_key_secret,
+            "mount_path": mount_path_of(row.name, mount_path)}
+
+
+def launch_mounts(role: dict, pool_id: int) -> tuple[BucketMount, ...]:
+    """A replica's bucket mounts on its pool: none unless the pool names a bucket CSI driver (one query, only
+    for a role that reads a bucket)."""
+    entries = role.get("bucket_mounts") or ()
+    if not entries:
+        return ()
+    driver = NodePool.objects.filter(pk=pool_id).values_list("bucket_csi_driver", flat=True).first()
+    if not driver:
+        return ()
+    return tuple(BucketMount(driver=driver, **entry) for entry in entries)
 
 
 # --------------------------------------------------------------------------- the platform lists objects

@@ -91,7 +91,8 @@ class PoolPolicyForm(NodePoolForm):
     """What the console may change on a pool (the hardware comes from the nodes)."""
 
     class Meta(NodePoolForm.Meta):
-        fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels"]
+        fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels",
+                  "bucket_csi_driver"]
         labels = {
             "placement": _("Placement policy"),
             "sharing": _("Sharing mode"),
@@ -99,6 +100,7 @@ class PoolPolicyForm(NodePoolForm):
             "mig_layout": _("MIG layout"),
             "spot": _("Spot / preemptible nodes"),
             "topology_levels": _("Topology levels"),
+            "bucket_csi_driver": _("Bucket CSI driver"),
         }
         help_texts = {
             "placement": _("Where the scheduler puts work: bin-pack fills nodes, spread balances them, "
@@ -111,6 +113,9 @@ class PoolPolicyForm(NodePoolForm):
             "topology_levels": _("Node label keys, outermost first, comma-separated, e.g. \"example.com/block, "
                                  "topology.kubernetes.io/rack\" (or an NVLink domain label for NVL72-class systems). "
                                  "Jobs ask for a level by the key's last part: topology: {required: rack}."),
+            "bucket_csi_driver": _("Kubernetes only: jobs on this pool also get each bucket they read mounted as a "
+                                   "folder (at the spec's mountPath, or /buckets/<name>) through this driver, which "
+                                   "you install in the cluster. None: the AWS_* environment only."),
         }
 
     def __init__(self, *args, **kwargs):

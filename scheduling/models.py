@@ -50,6 +50,15 @@ class PoolSharing(models.TextChoices):
     TIMESLICE = "timeslice", _("Time-slicing")
 
 
+class BucketCsiDriver(models.TextChoices):
+    """How jobs on a Kubernetes pool get their buckets mounted, beside the AWS_* environment (the operator
+    installs the driver: docs/operator/kubernetes.md)."""
+
+    NONE = "", _("None: environment only")
+    MOUNTPOINT_S3 = "s3.csi.aws.com", _("Mountpoint for Amazon S3 (s3.csi.aws.com)")
+    CSI_S3 = "ru.yandex.s3.csi", _("csi-s3 with GeeseFS (ru.yandex.s3.csi)")
+
+
 class IdleAction(models.TextChoices):
     NOTIFY = "notify", _("Notify the submitter")
     NOTIFY_THEN_STOP = "notify-then-stop", _("Notify, then stop after the grace period")
@@ -69,6 +78,9 @@ class NodePool(models.Model):
         default=list, blank=True,
         help_text='Topology levels as node label keys, outermost first, e.g. ["example.com/block", '
                   '"topology.kubernetes.io/rack"]; a job asks for a level by its key or the key\'s last part')
+    bucket_csi_driver = models.CharField(
+        max_length=32, choices=BucketCsiDriver.choices, default=BucketCsiDriver.NONE, blank=True,
+        help_text="The CSI driver that mounts a job's buckets on this pool (Kubernetes); empty: environment only")
     # Idle policy: a slice whose mean GPU utilisation stays below the threshold for the window is idle.
     idle_threshold_pct = models.PositiveSmallIntegerField(
         default=5, validators=[MaxValueValidator(100)],

@@ -5,7 +5,9 @@ A dataset is a series of read-only snapshots of a volume (`imagenet@v3`), mounta
 workspace and by the workspaces it was granted to. On the simulated cluster a volume is the folder
 VOLUMES_DIR/<workspace>/<name> and a version DATASETS_DIR/<workspace>/<name>/v<N>; a replica's process
 finds them through `volume_mounts` (its mount path -> the folder). On Kubernetes a volume is a
-PersistentVolumeClaim in the workspace's namespace (backends/kubernetes/manifests.py).
+PersistentVolumeClaim in the workspace's namespace and a version a VolumeSnapshot of it, which a job's claim is
+restored from (backends/kubernetes/; a workspace granted the dataset gets a copy of the snapshot in its own
+namespace). The `backend` the API and pages pass makes and removes those objects with the rows.
 
 A notebook's home is a volume too (`home_of` names the notebook): made, or grown, when a notebook of that
 name is submitted, counted in the quota and billed as any volume, mounted at the notebook's home path, and
@@ -439,8 +441,10 @@ def volume_files(workspace, name: str, limit: int = 200) -> list[tuple[str, int]
 
 
 @transaction.atomic
-def snapshot(user, workspace, volume_name: str, dataset_name: str | None = None) -> DatasetVersion:
-    """A new read-only version of the dataset (named as the volume unless said) from the volume's files now."""
+def snapshot(user, workspace, volume_name: str, dataset_name: str | None = None, *, backend=None) -> DatasetVersion:
+    """A new read-only version of the dataset (named as the volume unless said) from the volume's files now.
+    `backend`: the cluster's, which snapshots its own object of the volume too (Kubernetes: a VolumeSnapshot of
+    the claim); a volume no job has mounted there has no claim, and nothing to snapshot (409)."""
     require_manager(user, workspace)
     volume = get_volume(workspace, volume_name)
     name = dataset_name or volume.name
@@ -461,7 +465,13 @@ def snapshot(user, workspace, volume_name: str, dataset_name: str | None = None)
     else:
         target.mkdir()
     size = _make_read_only(target)
-    return DatasetVersion.objects.create(dataset=dataset, number=number, source_volume=volume.name, size_bytes=size)
+    version = DatasetVersion.objects.create(dataset=dataset, number=number, source_volume=volume.name,
+                                            size_bytes=size)
+    if backend is not None and hasattr(backend, "snapshot_volume") and not backend.snapshot_volume(
+            workspace.slug, volume.name, name, number):
+        raise Conflict(_("volume '%(name)s' has never been mounted by a job, so the cluster holds no data of it to "
+                         "snapshot; mount it in a job first") % {"name": volume.name}, field="volume")
+    return version
 
 
 def _make_read_only(root: Path) -> int:
@@ -513,13 +523,18 @@ def grant(user, workspace, dataset_name: str, grantee_slug: str) -> DatasetGrant
     return row
 
 
-def revoke(user, workspace, dataset_name: str, grantee_slug: str) -> None:
+@transaction.atomic
+def revoke(user, workspace, dataset_name: str, grantee_slug: str, *, backend=None) -> None:
+    """`backend`: the cluster's, which removes the grantee's copies of the versions (Kubernetes)."""
     require_owner(user, workspace)
     dataset = get_dataset(workspace, dataset_name)
     deleted, _rows = DatasetGrant.objects.filter(dataset=dataset, workspace__slug=grantee_slug).delete()
     if not deleted:
         raise NotFound(_("dataset '%(name)s' is not shared with '%(workspace)s'") % {
             "name": dataset_name, "workspace": grantee_slug}, field="workspace")
+    if backend is not None and hasattr(backend, "revoke_dataset"):
+        backend.revoke_dataset(workspace.slug, dataset.name, list(dataset.versions.values_list("number", flat=True)),
+                               grantee_slug)
 
 
 def jobs_mounting_version(version: DatasetVersion) -> list[Job]:
@@ -537,7 +552,9 @@ def jobs_mounting_version(version: DatasetVersion) -> list[Job]:
 
 
 @transaction.atomic
-def delete_version(user, workspace, dataset_name: str, number: int) -> None:
+def delete_version(user, workspace, dataset_name: str, number: int, *, backend=None) -> None:
+    """`backend`: the cluster's, whose objects of the version go too (Kubernetes: the VolumeSnapshot, the
+    grantees' copies and the claims restored from them)."""
     require_manager(user, workspace)
     dataset = get_dataset(workspace, dataset_name)
     version = dataset.versions.filter(number=number).first()
@@ -548,7 +565,10 @@ def delete_version(user, workspace, dataset_name: str, number: int) -> None:
     if jobs:
         raise Conflict(_("%(name)s@v%(number)s is mounted by live jobs: %(jobs)s") % {
             "name": dataset_name, "number": number, "jobs": _job_list(jobs)}, field="version")
+    grantees = list(dataset.grants.values_list("workspace__slug", flat=True))
     version.delete()
+    if backend is not None and hasattr(backend, "delete_dataset_version"):
+        backend.delete_dataset_version(workspace.slug, dataset_name, number, grantees)
     path = dataset_dir(workspace.slug, dataset_name, number)
 
     def remove() -> None:
@@ -617,7 +637,7 @@ class Mount:
     version: int   # 0 for a volume
     mount_path: str
     read_only: bool
-    size_gib: int = 0   # a volume's claim (Kubernetes)
+    size_gib: int = 0   # a volume's claim (Kubernetes); a version's source volume, if still there
     storage_class: str = ""
     access_mode: str = AccessMode.READ_WRITE_ONCE
     home_of: str = ""   # a notebook's home volume: the notebook's name (its claim is named after it)
@@ -653,8 +673,9 @@ def role_mounts(job: Job, role_name: str) -> tuple[Mount, ...]:
         elif entry.get("dataset"):
             version = _resolve_ref(job.workspace, entry["dataset"])
             if version is not None:   # a version deleted since: nothing to mount (refused while live)
+                source = Volume.objects.filter(workspace=version.dataset.workspace, name=version.source_volume)
                 mounts.append(Mount("dataset", version.dataset.workspace.slug, version.dataset.name, version.number,
-                                    path, True))
+                                    path, True, source.values_list("size_gib", flat=True).first() or 0))
     return tuple(mounts)
 
 

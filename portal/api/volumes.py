@@ -171,7 +171,7 @@ class DatasetListApi(APIView):
         body = SnapshotInput(data=request.data)
         body.is_valid(raise_exception=True)
         version = storage.snapshot(request.user, workspace, body.validated_data["volume"],
-                                   body.validated_data.get("name"))
+                                   body.validated_data.get("name"), backend=get_backend())
         return Response(DatasetVersionOutput(version).data, status=status.HTTP_201_CREATED)
 
 
@@ -183,7 +183,7 @@ class DatasetVersionApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request, slug, name, number):
         workspace = get_workspace_for_user(request.user, slug)
-        storage.delete_version(request.user, workspace, name, number)
+        storage.delete_version(request.user, workspace, name, number, backend=get_backend())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -209,5 +209,5 @@ class DatasetGrantApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request, slug, name, grantee):
         workspace = get_workspace_for_user(request.user, slug)
-        storage.revoke(request.user, workspace, name, grantee)
+        storage.revoke(request.user, workspace, name, grantee, backend=get_backend())
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -38,7 +38,8 @@ from scheduling.models import (
 )
 
 QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only")
-POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels")
+POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels",
+               "bucket_csi_driver")
 POOL_LAYOUT_FIELDS = ("sharing", "timeslice_replicas", "mig_layout")
 
 
@@ -89,7 +90,8 @@ def delete_queue(user, queue: Queue) -> None:
 
 @transaction.atomic
 def save_pool(user, pool: NodePool, data: Mapping[str, Any]) -> NodePool:
-    """Change a pool's policy, sharing mode, time-slice replicas, MIG layout, spot flag or topology levels."""
+    """Change a pool's policy, sharing mode, time-slice replicas, MIG layout, spot flag, topology levels or
+    bucket CSI driver."""
     pool = NodePool.objects.select_for_update().get(pk=pool.pk)
     before = audit.snapshot(pool, POOL_FIELDS)
     form = PoolPolicyForm(data, instance=pool)

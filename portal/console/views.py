@@ -156,7 +156,8 @@ def pool_delete(request, name):
 
 
 POOL_FIELD_IDS = {"placement": "f-placement", "sharing": "f-sharing", "timeslice_replicas": "f-timeslice",
-                  "mig_layout": "f-mig", "spot": "f-spot", "topology_levels": "f-topology"}
+                  "mig_layout": "f-mig", "spot": "f-spot", "topology_levels": "f-topology",
+                  "bucket_csi_driver": "f-bucket-csi"}
 
 
 def _field_rows(form: forms.Form, errors: dict[str, list[str]]) -> list[tuple]:

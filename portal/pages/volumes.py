@@ -126,7 +126,7 @@ def volumes(request, slug):
                 "name": name, "size": form.cleaned_data["size_gib"]})
         elif action == "snapshot":
             version = storage.snapshot(request.user, workspace, request.POST.get("volume", ""),
-                                       request.POST.get("dataset") or None)
+                                       request.POST.get("dataset") or None, backend=get_backend())
             messages.success(request, gettext("%(ref)s made: a read-only snapshot of volume %(volume)s.") % {
                 "ref": f"{version.dataset.name}@v{version.number}", "volume": version.source_volume})
         elif action == "grant":
@@ -156,7 +156,8 @@ def volumes(request, slug):
             messages.success(request, gettext("Bucket %(name)s deleted; its objects stay in the store.") % {
                 "name": name})
         elif action == "revoke":
-            storage.revoke(request.user, workspace, request.POST.get("dataset", ""), request.POST.get("workspace", ""))
+            storage.revoke(request.user, workspace, request.POST.get("dataset", ""), request.POST.get("workspace", ""),
+                           backend=get_backend())
             messages.success(request, gettext("Sharing taken back."))
         else:
             return _page(request, workspace, status=400, errors=[gettext("Unknown action.")])
@@ -218,7 +219,7 @@ def dataset_version_delete(request, slug, name, number):
     errors: list[str] = []
     if request.method == "POST":
         try:
-            storage.delete_version(request.user, workspace, name, number)
+            storage.delete_version(request.user, workspace, name, number, backend=get_backend())
         except DomainError as error:
             errors = _messages_of(error)
         else:

@@ -50,6 +50,23 @@ class NodeInventory:
 
 
 @dataclass(frozen=True)
+class BucketMount:
+    """A bucket a replica gets mounted through a CSI driver (its pool's `bucket_csi_driver`), as the job's stored
+    request froze it at submit (scheduling.buckets); the two credentials by secret name, their values in
+    ReplicaLaunch.secret_values."""
+
+    driver: str  # s3.csi.aws.com (Mountpoint for Amazon S3) | ru.yandex.s3.csi (csi-s3)
+    name: str  # the workspace's name for the bucket
+    bucket: str
+    endpoint: str
+    region: str
+    prefix: str
+    access_key_id_secret: str
+    secret_access_key_secret: str
+    mount_path: str
+
+
+@dataclass(frozen=True)
 class ReplicaLaunch:
     """Everything a backend needs to start one replica where the scheduler put it."""
 
@@ -104,6 +121,8 @@ class ReplicaLaunch:
     pull_config: str = field(default="", repr=False, compare=False)
     # The workspace volumes and dataset versions the replica mounts, resolved (scheduling.storage.Mount)
     mounts: tuple = ()
+    # The buckets it gets mounted (Kubernetes, on a pool with a bucket CSI driver): BucketMount
+    bucket_mounts: tuple = ()
 
     @property
     def key(self) -> ReplicaKey:

@@ -21,7 +21,7 @@ from functools import partial
 from django.db import transaction
 from django.db.models import Max
 
-from scheduling import clock, core, inference, kinds, secrets, signals, storage
+from scheduling import buckets, clock, core, inference, kinds, secrets, signals, storage
 from scheduling import history_catalogue as texts
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.bulk import update_rows
@@ -88,6 +88,7 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         secret_values=material.values_for(job.workspace_id, secrets.referenced(role)),
         pull_secret=pull.server if pull else "", pull_config=pull.config if pull else "",
         mounts=storage.role_mounts(job, replica.role),
+        bucket_mounts=buckets.launch_mounts(role, replica.node.pool_id),
     )
     # what the job's kind adds or sets: its name and process, a notebook's token and home, a service's server
     return ReplicaLaunch(**{**fields, **kinds.kind_of(job).launch_fields(job)})

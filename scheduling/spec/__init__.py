@@ -19,6 +19,7 @@ import yaml
 from django.utils.translation import gettext as _
 
 from scheduling import kinds as workload_kinds
+from scheduling.spec.buckets import buckets_to_list
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
 from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form_values
 from scheduling.spec.kinds import read_any_clean
@@ -332,7 +333,7 @@ def role_to_dict(role: RoleSpec) -> dict[str, Any]:
     if role.volumes:
         out["volumes"] = mounts_to_list(role.volumes)
     if role.buckets:
-        out["buckets"] = [{"name": use.name} for use in role.buckets]
+        out["buckets"] = buckets_to_list(role.buckets)
     return out
 
 

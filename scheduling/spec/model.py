@@ -77,10 +77,12 @@ class VolumeMount:
 @dataclass(frozen=True)
 class BucketUse:
     """A bucket the workspace registered (scheduling/buckets.py), named by a role's `buckets`; its replicas get
-    its address and credentials as environment. `where` as VolumeMount's."""
+    its address and credentials as environment, and on a pool with a bucket CSI driver the bucket mounted at
+    `mount_path`. `where` as VolumeMount's."""
 
     name: str
     where: tuple[str | None, int | None, int | None] = field(default=(None, None, None), compare=False, repr=False)
+    mount_path: str = ""   # where a pool with a bucket CSI driver mounts it ("": /buckets/<name>)
 
 
 @dataclass(frozen=True)

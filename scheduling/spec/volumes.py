@@ -39,7 +39,7 @@ def parse_dataset_ref(ref: str) -> tuple[str | None, str, int] | None:
     return match["owner"], match["name"], int(match["version"])
 
 
-def _mount_path_problem(path: str) -> str | None:
+def mount_path_problem(path: str) -> str | None:
     if not path.startswith("/"):
         return _("must be an absolute path such as /data, not %(value)s") % {"value": show(path)}
     if not MOUNT_PATH_RE.fullmatch(path) or ".." in path.split("/"):
@@ -104,7 +104,7 @@ def _read_mount(r: Reader, raw: Any, path: Path) -> VolumeMount | None:
             "name": r.namer((*path, "dataset")), "value": show(dataset)})
     mount_path = r.text(entry, path, "mountPath", required=True)
     if isinstance(mount_path, str):
-        problem = _mount_path_problem(mount_path)
+        problem = mount_path_problem(mount_path)
         if problem:
             r.error((*path, "mountPath"), f"{r.namer((*path, 'mountPath'))} {problem}")
     read_only = r.boolean(entry, path, "readOnly", default=dataset is not None)

@@ -108,8 +108,11 @@ def test_the_portal_account_writes_nothing_and_the_worker_keeps_pod_create_delet
     portal_rules = _rules_of(docs, portal)
     assert portal_rules, "the portal reads job logs through the API"
     writes = {(res, v) for r in portal_rules for res in r["resources"] for v in r["verbs"] if v in WRITE_VERBS}
-    # at an owner's request only: a notebook's home or a volume, and a deleted secret's copy in the namespace
-    assert writes == {("persistentvolumeclaims", "delete"), ("secrets", "delete")}, writes
+    # at a member's request only: a notebook's home or a volume, a deleted secret's copy in the namespace, a
+    # dataset version's snapshot made or deleted, a grantee's copies of it
+    assert writes == {("persistentvolumeclaims", "delete"), ("secrets", "delete"), ("volumesnapshots", "create"),
+                      ("volumesnapshots", "delete"), ("volumesnapshotcontents", "delete")}, writes
+    assert not any("pods" in r["resources"] and {"create", "delete"} & set(r["verbs"]) for r in portal_rules)
     assert any("pods/log" in r["resources"] and "get" in r["verbs"] for r in portal_rules)
     worker_pods = {v for r in _rules_of(docs, worker) if "pods" in r["resources"] for v in r["verbs"]}
     assert {"create", "delete"} <= worker_pods

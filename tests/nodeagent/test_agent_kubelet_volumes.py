@@ -105,3 +105,14 @@ def test_a_kubelet_that_fails_does_not_stop_the_agent_and_without_it_nothing_is_
     quiet, quiet_client = make_agent(tmp_path / "other", None)
     quiet.tick()
     assert quiet.send_volumes() is None and quiet_client.volume_posts == []
+
+
+def test_the_kubelets_certificate_is_checked_against_the_cluster_ca_unless_told_not_to(tmp_path):
+    (tmp_path / "ca.crt").write_text("")
+    checked = KubeletVolumeStats("https://10.0.0.5:10250/metrics", account_dir=tmp_path,
+                                 transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    skipped = KubeletVolumeStats("https://10.0.0.5:10250/metrics", account_dir=tmp_path, insecure=True,
+                                 transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    assert checked.verify == str(tmp_path / "ca.crt") and skipped.verify is False
+    checked.close()
+    skipped.close()

@@ -49,6 +49,7 @@ from scheduling.backends.base import (
 )
 
 from . import manifests as m
+from . import snapshots
 from .config import KubernetesConfig
 from .lease import LeaderLease, LostLeadership, default_identity
 from .retry import KubernetesApiError, call_with_retry, detail_of
@@ -181,6 +182,7 @@ class KubernetesBackend:
                  identity: str | None = None) -> None:
         self.config = config or KubernetesConfig.from_env()
         self.core = client.CoreV1Api(api_client or make_api_client(self.config))
+        self.snapshots = snapshots.SnapshotV1Api(self.core.api_client)
         self.identity = identity or default_identity()
         self._leader: LeaderLease | None = None
         self.cache = PodCache()
@@ -188,6 +190,8 @@ class KubernetesBackend:
         self._vendors: dict[str, str] = {}  # node -> nvidia | amd, from the last inventory
         self._namespaces: set[str] = set()  # namespaces known to exist
         self._secret_digests: dict[tuple[str, str], str] = {}  # Secrets written, by a digest of what they hold
+        # grantees' copies of dataset versions whose snapshot was not ready at launch: (owner, dataset, v, grantee)
+        self._pending_copies: set[tuple[str, str, int, str]] = set()
         self._lock = threading.RLock()  # one caller at a time: the cache is not shared-safe otherwise
 
     @classmethod
@@ -310,6 +314,7 @@ class KubernetesBackend:
             self._ensure_namespace(namespace, replica.workspace)
             self._ensure_secrets(replica, namespace)
             self._ensure_volume_claims(replica, namespace)
+            self._ensure_bucket_mounts(replica, namespace)
             if replica.job_type in m.DISTRIBUTED:
                 self._ensure_job_objects(replica, namespace)
             if replica.shape == JUPYTER:
@@ -368,9 +373,13 @@ class KubernetesBackend:
 
     def _ensure_volume_claims(self, replica: ReplicaLaunch, namespace: str) -> None:
         """A workspace volume's claim is made when a job first mounts it; one that exists grows to the volume's
-        size (claims grow in place; a volume never shrinks)."""
-        for claim in m.volume_claims(replica, namespace):
-            self._ensure_claim(claim, namespace)
+        size (claims grow in place; a volume never shrinks). A dataset version's claim is restored from its
+        VolumeSnapshot in this namespace: the owner's own, or, for a grantee, a copy (_ensure_snapshot_copy)."""
+        for mount in replica.mounts:
+            restore_size = ""
+            if mount.kind == "dataset":
+                restore_size = self._dataset_snapshot(mount, namespace, replica.workspace)
+            self._ensure_claim(m.volume_claim(mount, namespace, replica.workspace, restore_size), namespace)
 
     def _ensure_claim(self, claim: dict, namespace: str) -> None:
         name = claim["metadata"]["name"]
@@ -380,6 +389,77 @@ class KubernetesBackend:
             self._call(f"patch {what}", self.core.patch_namespaced_persistent_volume_claim, name, namespace,
                        {"spec": {"resources": claim["spec"]["resources"]}})
 
+    def _ensure_bucket_mounts(self, replica: ReplicaLaunch, namespace: str) -> None:
+        """The job's Secret (csi-s3), PersistentVolume and claim of each bucket it mounts (m.bucket_objects):
+        made by its first replica, shared by the others, removed with its last pod."""
+        for obj in m.bucket_objects(replica, namespace):
+            name = obj["metadata"]["name"]
+            if obj["kind"] == "Secret":  # written again only when the credentials changed since
+                digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+                if self._secret_digests.get((namespace, name)) == digest:
+                    continue
+                what = f"secret {namespace}/{name}"
+                if self._create(what, self.core.create_namespaced_secret, namespace, obj) is None:
+                    self._call(f"replace {what}", self.core.replace_namespaced_secret, name, namespace, obj)
+                self._secret_digests[(namespace, name)] = digest
+            elif obj["kind"] == "PersistentVolume":
+                self._create(f"persistentvolume {name}", self.core.create_persistent_volume, obj)
+            else:
+                self._create(f"persistentvolumeclaim {namespace}/{name}",
+                             self.core.create_namespaced_persistent_volume_claim, namespace, obj)
+
+    def _remove_bucket_mounts(self, pod: dict, namespace: str, job_id: int) -> None:
+        names = ((pod["metadata"].get("annotations") or {}).get(m.BUCKET_MOUNTS) or "").split(",")
+        for bucket in filter(None, names):
+            claim, volume = m.bucket_claim_name(job_id, bucket), m.bucket_volume_name(namespace, job_id, bucket)
+            self._delete(f"persistentvolumeclaim {namespace}/{claim}",
+                         self.core.delete_namespaced_persistent_volume_claim, claim, namespace)
+            self._delete(f"persistentvolume {volume}", self.core.delete_persistent_volume, volume)
+            self._delete(f"secret {namespace}/{claim}", self.core.delete_namespaced_secret, claim, namespace)
+            self._secret_digests.pop((namespace, claim), None)
+
+    def _dataset_snapshot(self, mount: Any, namespace: str, workspace: str) -> str:
+        """The restoreSize of the dataset version's snapshot in this namespace ("" while not known); a grantee's
+        namespace gets its copy first."""
+        if mount.workspace != workspace:
+            self._ensure_snapshot_copy((mount.workspace, mount.name, mount.version, workspace))
+        name = m.dataset_claim_name(mount.workspace, mount.name, mount.version)
+        snapshot = self._read(f"volumesnapshot {namespace}/{name}", self.snapshots.read_namespaced_volume_snapshot,
+                              name, namespace) or {}
+        return str((snapshot.get("status") or {}).get("restoreSize") or "")
+
+    def _ensure_snapshot_copy(self, copy: tuple[str, str, int, str]) -> bool:
+        """(owner, dataset, version, grantee): the owner's snapshot as a pre-provisioned one in the grantee's
+        namespace (m.snapshot_copy). False while the owner's snapshot is not bound to its content with a
+        handle: the grantee's claim waits, and statuses() tries again."""
+        owner, dataset, number, grantee = copy
+        owner_namespace, namespace = m.namespace_name(self.config, owner), m.namespace_name(self.config, grantee)
+        name = m.dataset_claim_name(owner, dataset, number)
+        if self._read(f"volumesnapshot {namespace}/{name}", self.snapshots.read_namespaced_volume_snapshot,
+                      name, namespace) is not None:
+            self._pending_copies.discard(copy)
+            return True
+        original = self._read(f"volumesnapshot {owner_namespace}/{name}",
+                              self.snapshots.read_namespaced_volume_snapshot, name, owner_namespace) or {}
+        bound = (original.get("status") or {}).get("boundVolumeSnapshotContentName")
+        content = self._read(f"volumesnapshotcontent {bound}", self.snapshots.read_volume_snapshot_content,
+                             bound) if bound else None
+        if not content or not (content.get("status") or {}).get("snapshotHandle"):
+            self._pending_copies.add(copy)
+            return False
+        copied, snapshot = m.snapshot_copy(content, namespace, name, grantee, owner, dataset, number)
+        self._ensure_namespace(namespace, grantee)
+        self._create(f"volumesnapshotcontent {copied['metadata']['name']}",
+                     self.snapshots.create_volume_snapshot_content, copied)
+        self._create(f"volumesnapshot {namespace}/{name}", self.snapshots.create_namespaced_volume_snapshot,
+                     namespace, snapshot)
+        self._pending_copies.discard(copy)
+        return True
+
+    def _retry_pending_copies(self) -> None:
+        for copy in sorted(self._pending_copies):
+            self._ensure_snapshot_copy(copy)
+
     def delete_volume(self, workspace: str, name: str) -> None:
         """A deleted workspace volume's claim (none yet: nothing to do)."""
         with self._lock:
@@ -387,6 +467,53 @@ class KubernetesBackend:
             claim = m.volume_claim_name(name)
             self._delete(f"persistentvolumeclaim {namespace}/{claim}",
                          self.core.delete_namespaced_persistent_volume_claim, claim, namespace)
+
+    # --- dataset versions --------------------------------------------------------------------------------
+    def snapshot_volume(self, workspace: str, volume: str, dataset: str, number: int) -> bool:
+        """A new dataset version: a VolumeSnapshot of the volume's claim (config.snapshot_class, or the
+        cluster's default class for the claim's driver). False, and nothing made, when the volume has no claim
+        yet: no job ever mounted it, so it holds nothing to snapshot."""
+        with self._lock:
+            namespace = m.namespace_name(self.config, workspace)
+            claim = m.volume_claim_name(volume)
+            if self._read(f"persistentvolumeclaim {namespace}/{claim}",
+                          self.core.read_namespaced_persistent_volume_claim, claim, namespace) is None:
+                return False
+            snapshot = m.volume_snapshot(volume, workspace, dataset, number, namespace, self.config.snapshot_class)
+            self._create(f"volumesnapshot {namespace}/{snapshot['metadata']['name']}",
+                         self.snapshots.create_namespaced_volume_snapshot, namespace, snapshot)
+            return True
+
+    def delete_dataset_version(self, workspace: str, dataset: str, number: int, grantees: Iterable[str] = ()) -> None:
+        """A deleted version: the claims restored from it, the grantees' copies, then the owner's VolumeSnapshot
+        (whose class's deletionPolicy decides whether the storage's snapshot goes with it)."""
+        with self._lock:
+            for grantee in grantees:
+                self._delete_dataset_copy(workspace, dataset, number, grantee)
+            namespace = m.namespace_name(self.config, workspace)
+            name = m.dataset_claim_name(workspace, dataset, number)
+            self._delete(f"persistentvolumeclaim {namespace}/{name}",
+                         self.core.delete_namespaced_persistent_volume_claim, name, namespace)
+            self._delete(f"volumesnapshot {namespace}/{name}", self.snapshots.delete_namespaced_volume_snapshot,
+                         name, namespace)
+
+    def revoke_dataset(self, workspace: str, dataset: str, numbers: Iterable[int], grantee: str) -> None:
+        """A grant withdrawn: the grantee's copies of the dataset's versions and the claims restored from them
+        (a claim a running pod still uses goes when the pod does)."""
+        with self._lock:
+            for number in numbers:
+                self._delete_dataset_copy(workspace, dataset, number, grantee)
+
+    def _delete_dataset_copy(self, owner: str, dataset: str, number: int, grantee: str) -> None:
+        namespace = m.namespace_name(self.config, grantee)
+        name = m.dataset_claim_name(owner, dataset, number)
+        content = m.snapshot_copy_content_name(namespace, name)
+        self._delete(f"persistentvolumeclaim {namespace}/{name}",
+                     self.core.delete_namespaced_persistent_volume_claim, name, namespace)
+        self._delete(f"volumesnapshot {namespace}/{name}", self.snapshots.delete_namespaced_volume_snapshot,
+                     name, namespace)
+        self._delete(f"volumesnapshotcontent {content}", self.snapshots.delete_volume_snapshot_content, content)
+        self._pending_copies.discard((owner, dataset, number, grantee))
 
     def _ensure_notebook_objects(self, replica: ReplicaLaunch, namespace: str) -> None:
         if replica.home is not None:  # an existing claim is the notebook's home from before: its files kept
@@ -475,12 +602,15 @@ class KubernetesBackend:
         if (pod["metadata"].get("labels") or {}).get(m.INFERENCE_NAME):
             self._delete(f"service {namespace}/{m.inference_service_name(job_id)}",
                          self.core.delete_namespaced_service, m.inference_service_name(job_id), namespace)
+        self._remove_bucket_mounts(pod, namespace, job_id)
 
     # --- watching ----------------------------------------------------------------------------------------
     def statuses(self) -> list[ReplicaStatus]:
         with self._lock:
             self._sync()
             self._reconcile_reservations()
+            if self._pending_copies:
+                self._retry_pending_copies()
             found = [m.replica_status(p) for p in self.cache.replicas()]
             return sorted(found, key=lambda s: s.key)
 

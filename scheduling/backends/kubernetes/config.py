@@ -49,6 +49,8 @@ class KubernetesConfig:
     # mounted read-only at models_mount
     models_claim: str = "models"
     models_mount: str = "/models"
+    # the VolumeSnapshotClass of dataset versions' snapshots; None: the cluster's default class for the driver
+    snapshot_class: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*)?", self.namespace_prefix) or len(self.namespace_prefix) > 40:
@@ -76,6 +78,9 @@ class KubernetesConfig:
         if not re.fullmatch(r"/[A-Za-z0-9._/-]*", self.models_mount) or ".." in self.models_mount.split("/") \
                 or self.models_mount.rstrip("/") == "":
             raise ValueError(f"K8S_MODELS_MOUNT {self.models_mount!r} is not an absolute path below /")
+        if self.snapshot_class is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?",
+                                                                 self.snapshot_class):
+            raise ValueError(f"K8S_VOLUME_SNAPSHOT_CLASS {self.snapshot_class!r} is not a DNS name")
 
     def uses_service_account(self, env: Mapping[str, str] | None = None) -> bool:
         """In-cluster unless told otherwise: no kubeconfig given and the API server's Service in the env."""
@@ -102,7 +107,7 @@ class KubernetesConfig:
         K8S_RESERVATION_IMAGE, K8S_MASTER_PORT, K8S_REQUEST_TIMEOUT_S, K8S_WATCH_TIMEOUT_S, K8S_WATCH_IDLE_S,
         K8S_ORPHAN_GRACE_S, K8S_RETRY_ATTEMPTS, K8S_RETRY_BASE_S, K8S_RETRY_CAP_S, K8S_SERVICE_ACCOUNT_DIR,
         K8S_SCHEDULER_NAME, K8S_LEASE_NAME, K8S_LEASE_NAMESPACE, K8S_LEASE_DURATION_S, K8S_MODELS_CLAIM,
-        K8S_MODELS_MOUNT."""
+        K8S_MODELS_MOUNT, K8S_VOLUME_SNAPSHOT_CLASS."""
         env = os.environ if env is None else env
         d = cls()
 
@@ -145,4 +150,5 @@ class KubernetesConfig:
             lease_duration_s=number("K8S_LEASE_DURATION_S", d.lease_duration_s, float),
             models_claim=get("K8S_MODELS_CLAIM", d.models_claim),
             models_mount=get("K8S_MODELS_MOUNT", d.models_mount),
+            snapshot_class=env.get("K8S_VOLUME_SNAPSHOT_CLASS", "").strip() or None,
         )

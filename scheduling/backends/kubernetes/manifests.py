@@ -427,9 +427,12 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
             spec["volumes"] = [{"name": "mpi-hostfile", "configMap": {"name": hostfile_name(replica.job_id)}}]
     _secret_refs(container, spec, replica, set(merged) - {k for k, _v in replica.env})
     _workspace_mounts(container, spec, replica)
+    _bucket_mounts(container, spec, replica)
     annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
                    GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
                    P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}
+    if replica.bucket_mounts:  # what goes with the job's last pod (backend._remove_job_objects_if_done)
+        annotations[BUCKET_MOUNTS] = ",".join(b.name for b in replica.bucket_mounts)
     labels = replica_labels(replica)
     if notebook:
         labels[NOTEBOOK_NAME] = label_value(replica.job_name)
@@ -458,7 +461,7 @@ def notebook_env(replica: ReplicaLaunch) -> list[tuple[str, str]]:
 def home_claim(replica: ReplicaLaunch, namespace: str) -> dict:
     """The notebook's home volume's claim, sized as the volume: outlives its pods (stop and start) until the
     volume is deleted."""
-    claim = volume_claim(replica.home, replica.workspace, namespace)
+    claim = volume_claim(replica.home, namespace, replica.workspace)
     claim["metadata"]["labels"][NOTEBOOK_NAME] = label_value(replica.job_name)
     claim["spec"].pop("storageClassName", None)  # the cluster's default class, as homes always had
     return claim
@@ -717,9 +720,9 @@ def claim_of(mount) -> str:
     return dataset_claim_name(mount.workspace, mount.name, mount.version)
 
 
-def volume_claim(mount, workspace: str, namespace: str) -> dict:
-    """A mount's claim: a volume's as sized and classed; a dataset version's a read-only claim filled from its
-    snapshot (a VolumeSnapshot of the same name)."""
+def volume_claim(mount, namespace: str, workspace: str, restore_size: str = "") -> dict:
+    """A mount's claim: a volume's as sized and classed; a dataset version's a read-only claim restored from
+    the VolumeSnapshot of the same name in this namespace, at least as large as the snapshot's restoreSize."""
     name = claim_of(mount)
     metadata = {"name": name, "namespace": namespace, "labels": {MANAGED: "true", WORKSPACE: label_value(workspace)}}
     if mount.kind == "volume":
@@ -728,14 +731,70 @@ def volume_claim(mount, workspace: str, namespace: str) -> dict:
         if mount.storage_class:
             spec["storageClassName"] = mount.storage_class
     else:
-        spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}},
-                "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": name}}
+        size = restore_size or f"{max(1, mount.size_gib)}Gi"
+        spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}},
+                "dataSource": {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": name}}
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
 def volume_claims(replica: ReplicaLaunch, namespace: str) -> list[dict]:
-    """The claims of the replica's mounts (its notebook home's apart: home_claim)."""
-    return [volume_claim(mount, replica.workspace, namespace) for mount in replica.mounts]
+    """The claims of the replica's mounts (volume_claim; its notebook home's apart: home_claim)."""
+    return [volume_claim(mount, namespace, replica.workspace) for mount in replica.mounts]
+
+
+# -- dataset versions as VolumeSnapshots -----------------------------------------------------------------
+SNAPSHOT_GROUP, SNAPSHOT_VERSION = "snapshot.storage.k8s.io", "v1"
+DATASET = P + "dataset"
+
+
+def _snapshot_labels(workspace: str, dataset: str, number: int) -> dict:
+    return {MANAGED: "true", WORKSPACE: label_value(workspace), DATASET: label_value(f"{dataset}-v{number}")}
+
+
+def volume_snapshot(volume: str, owner: str, dataset: str, number: int, namespace: str,
+                    snapshot_class: str | None) -> dict:
+    """A dataset version: a VolumeSnapshot of the volume's claim in the owner's namespace, named as the claims
+    restored from it (dataset_claim_name)."""
+    spec: dict = {"source": {"persistentVolumeClaimName": volume_claim_name(volume)}}
+    if snapshot_class:
+        spec["volumeSnapshotClassName"] = snapshot_class
+    return {"apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}", "kind": "VolumeSnapshot",
+            "metadata": {"name": dataset_claim_name(owner, dataset, number), "namespace": namespace,
+                         "labels": _snapshot_labels(owner, dataset, number)},
+            "spec": spec}
+
+
+def snapshot_copy_content_name(namespace: str, snapshot: str) -> str:
+    """The cluster-scoped VolumeSnapshotContent behind a grantee's copy of a dataset version."""
+    return dns_label(f"{namespace}-{snapshot}", limit=253)
+
+
+def snapshot_copy(original_content: dict, namespace: str, snapshot: str, grantee: str, owner: str, dataset: str,
+                  number: int) -> tuple[dict, dict]:
+    """(VolumeSnapshotContent, VolumeSnapshot): the owner's snapshot seen from a grantee's namespace. A
+    snapshot is namespaced and a claim restores only from one in its own namespace (cross-namespace data sources
+    are alpha), so the grantee gets a pre-provisioned content naming the same snapshot handle, bound to a
+    VolumeSnapshot of its own. Retain: deleting the copy never deletes the storage's snapshot, which the
+    owner's VolumeSnapshot holds."""
+    original = original_content.get("spec") or {}
+    handle = (original_content.get("status") or {}).get("snapshotHandle")
+    if not handle:
+        raise ValueError(f"VolumeSnapshotContent {original_content.get('metadata', {}).get('name')} has no "
+                         "snapshotHandle yet")
+    content_name = snapshot_copy_content_name(namespace, snapshot)
+    labels = _snapshot_labels(grantee, dataset, number)
+    labels[P + "owner"] = label_value(owner)
+    content_spec: dict = {"deletionPolicy": "Retain", "driver": original["driver"],
+                          "source": {"snapshotHandle": handle},
+                          "volumeSnapshotRef": {"name": snapshot, "namespace": namespace}}
+    if original.get("volumeSnapshotClassName"):
+        content_spec["volumeSnapshotClassName"] = original["volumeSnapshotClassName"]
+    content = {"apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}", "kind": "VolumeSnapshotContent",
+               "metadata": {"name": content_name, "labels": labels}, "spec": content_spec}
+    copy = {"apiVersion": f"{SNAPSHOT_GROUP}/{SNAPSHOT_VERSION}", "kind": "VolumeSnapshot",
+            "metadata": {"name": snapshot, "namespace": namespace, "labels": labels},
+            "spec": {"source": {"volumeSnapshotContentName": content_name}}}
+    return content, copy
 
 
 def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> None:
@@ -745,3 +804,77 @@ def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> No
             {"name": volume, "mountPath": mount.mount_path, "readOnly": bool(mount.read_only)})
         spec.setdefault("volumes", []).append(
             {"name": volume, "persistentVolumeClaim": {"claimName": claim_of(mount), "readOnly": bool(mount.read_only)}})
+
+
+# -- buckets mounted through a CSI driver (scheduling.buckets; the pool's bucket_csi_driver) -------------
+MOUNTPOINT_S3, CSI_S3 = "s3.csi.aws.com", "ru.yandex.s3.csi"
+BUCKET_DRIVERS = (MOUNTPOINT_S3, CSI_S3)
+BUCKET_MOUNTS = P + "bucket-mounts"
+# a PersistentVolume must state a capacity; an object store has none, and neither driver reads it
+BUCKET_CAPACITY = "1Ti"
+# csi-s3's GeeseFS: files writable by the job's user whatever its uid (the bucket has no owners)
+GEESEFS_OPTIONS = "--memory-limit 1000 --dir-mode 0777 --file-mode 0666"
+
+
+def bucket_claim_name(job_id: object, bucket: str) -> str:
+    """A job's claim (and csi-s3's Secret) of one bucket, in the workspace's namespace."""
+    return dns_label(f"job-{job_id}-bucket-{bucket}")
+
+
+def bucket_volume_name(namespace: str, job_id: object, bucket: str) -> str:
+    """The job's PersistentVolume of the bucket (cluster-scoped: the namespace keeps it apart)."""
+    return dns_label(f"{namespace}-job-{job_id}-bucket-{bucket}", limit=253)
+
+
+def bucket_objects(replica: ReplicaLaunch, namespace: str) -> list[dict]:
+    """Per bucket mount: (csi-s3: a Secret with the credentials and address,) a static PersistentVolume of the
+    driver and the claim bound to it. Mountpoint for Amazon S3 takes the bucket as volumeAttributes.bucketName
+    and the prefix, region and endpoint as mount options, its credentials from the driver's own (IAM);
+    csi-s3 takes "bucket/prefix" as the volume handle and its credentials from the Secret the node-publish
+    step reads."""
+    objects = []
+    for bucket in replica.bucket_mounts:
+        if bucket.driver not in BUCKET_DRIVERS:
+            raise ValueError(f"replica {replica.key}: bucket CSI driver {bucket.driver!r} is not "
+                             f"{' or '.join(BUCKET_DRIVERS)}")
+        claim = bucket_claim_name(replica.job_id, bucket.name)
+        volume = bucket_volume_name(namespace, replica.job_id, bucket.name)
+        labels = {MANAGED: "true", WORKSPACE: label_value(replica.workspace), JOB_ID: label_value(str(replica.job_id))}
+        prefix = bucket.prefix.strip("/")
+        pv_spec: dict = {"capacity": {"storage": BUCKET_CAPACITY}, "accessModes": ["ReadWriteMany"],
+                         "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                         "claimRef": {"namespace": namespace, "name": claim}}
+        if bucket.driver == MOUNTPOINT_S3:
+            options = [f"region {bucket.region}", f"endpoint-url {bucket.endpoint}", "allow-delete", "allow-other"]
+            if prefix:
+                options.append(f"prefix {prefix}/")
+            pv_spec["mountOptions"] = options
+            pv_spec["csi"] = {"driver": MOUNTPOINT_S3, "volumeHandle": volume,
+                              "volumeAttributes": {"bucketName": bucket.bucket}}
+        else:
+            ref = {"name": claim, "namespace": namespace}
+            objects.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                            "metadata": {"name": claim, "namespace": namespace, "labels": labels},
+                            "data": {"accessKeyID": _b64(replica.secret_values.get(bucket.access_key_id_secret, "")),
+                                     "secretAccessKey": _b64(replica.secret_values.get(
+                                         bucket.secret_access_key_secret, "")),
+                                     "endpoint": _b64(bucket.endpoint), "region": _b64(bucket.region)}})
+            pv_spec["csi"] = {"driver": CSI_S3, "volumeHandle": f"{bucket.bucket}/{prefix}" if prefix else bucket.bucket,
+                              "volumeAttributes": {"capacity": BUCKET_CAPACITY, "mounter": "geesefs",
+                                                   "options": GEESEFS_OPTIONS},
+                              "controllerPublishSecretRef": ref, "nodePublishSecretRef": ref, "nodeStageSecretRef": ref}
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolume",
+                        "metadata": {"name": volume, "labels": labels}, "spec": pv_spec})
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": claim, "namespace": namespace, "labels": labels},
+                        "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                                 "resources": {"requests": {"storage": BUCKET_CAPACITY}}}})
+    return objects
+
+
+def _bucket_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> None:
+    for i, bucket in enumerate(replica.bucket_mounts):
+        volume = f"bucket-{i}"
+        container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": bucket.mount_path})
+        spec.setdefault("volumes", []).append(
+            {"name": volume, "persistentVolumeClaim": {"claimName": bucket_claim_name(replica.job_id, bucket.name)}})

@@ -232,6 +232,7 @@ def test_a_secret_a_bucket_holds_its_credentials_in_is_not_deleted_before_the_bu
 @pytest.mark.parametrize("text", [
     SPEC.format(name="train", bucket="raw-data"),
     "kind: notebook\nname: nb\nqueue: vision-lab\nbuckets: [{name: raw-data}]\n",
+    "kind: notebook\nname: nb\nqueue: vision-lab\nbuckets: [{name: raw-data, mountPath: /data/raw}]\n",
     "kind: inference\nname: svc\nqueue: vision-lab\nserver: custom\nimage: busybox:1.36\nport: 8000\n"
     "healthPath: /health\nresources: {gpu: 1}\nbuckets: [{name: raw-data}]\n",
 ])
@@ -241,3 +242,57 @@ def test_the_clean_form_keeps_the_bucket(text):
     parsed = parse_job_spec(text)
     again = parse_job_spec(spec_to_yaml(parsed))
     assert [use.name for use in again.roles[0].buckets] == ["raw-data"] and again == parsed
+
+
+@pytest.mark.django_db
+def test_a_pool_with_a_bucket_csi_driver_also_mounts_the_bucket_where_the_spec_says(cluster, store):
+    from scheduling.models import NodePool
+
+    endpoint, bucket, _client = store
+    register(cluster, endpoint, bucket)
+    spec = SPEC.format(name="train", bucket="raw-data").replace("[{name: raw-data}]",
+                                                                "[{name: raw-data, mountPath: /data/raw/}]")
+    job = services.submit_job(user=cluster.alice, workspace=cluster.vision, spec=spec)
+    pool = NodePool.objects.get(name="h100")
+    assert buckets.launch_mounts(job.roles[0], pool.pk) == ()  # no driver: the environment alone, as before
+    assert job.roles[0]["env"]["S3_BUCKET"] == bucket
+    pool.bucket_csi_driver = "s3.csi.aws.com"
+    pool.save()
+    (mount,) = buckets.launch_mounts(job.roles[0], pool.pk)
+    assert (mount.driver, mount.name, mount.bucket, mount.prefix, mount.mount_path) == (
+        "s3.csi.aws.com", "raw-data", bucket, "team/", "/data/raw")
+    assert (mount.access_key_id_secret, mount.secret_access_key_secret) == ("s3-key-id", "s3-secret")
+    assert KEY_ID not in str(job.roles) and SECRET_KEY not in str(job.roles)
+    plain = services.submit_job(user=cluster.alice, workspace=cluster.vision, spec=SPEC.format(name="p", bucket="raw-data"))
+    assert buckets.launch_mounts(plain.roles[0], pool.pk)[0].mount_path == "/buckets/raw-data"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("entry", "message"), [
+    ("{name: raw-data, mountPath: data}", "must be an absolute path"),
+    ("{name: raw-data, mountPath: /proc/x}", "cannot be under /proc"),
+    ("{name: raw-data, mountPath: /a/../b}", "is not a valid path"),
+    ("{name: raw-data, mountPath: /}", "cannot be /"),
+    ("{name: raw-data, mount: /x}", "mount"),
+])
+def test_a_bad_bucket_mount_path_is_refused_at_its_line_and_column(cluster, store, entry, message):
+    endpoint, bucket, _client = store
+    register(cluster, endpoint, bucket)
+    spec = SPEC.format(name="train", bucket="raw-data").replace("[{name: raw-data}]", f"\n      - {entry}")
+    with pytest.raises(SpecError) as refused:
+        services.read_spec(cluster.vision, spec)
+    (issue,) = refused.value.errors
+    assert message in issue.message and issue.line == 9 and issue.column is not None, issue
+
+
+@pytest.mark.django_db
+def test_a_bucket_cannot_be_mounted_where_a_volume_is(cluster, store):
+    from scheduling import storage
+
+    endpoint, bucket, _client = store
+    register(cluster, endpoint, bucket)
+    storage.create_volume(cluster.alice, cluster.vision, name="data", size_gib=1)
+    spec = SPEC.format(name="train", bucket="raw-data") + "    volumes: [{name: data, mountPath: /buckets/raw-data}]\n"
+    with pytest.raises(SpecError, match="also a volume's mountPath"):
+        services.read_spec(cluster.vision, spec)
+

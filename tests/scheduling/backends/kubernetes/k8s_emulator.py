@@ -1,6 +1,8 @@
 """A small emulated Kubernetes API server for tests: real HTTP on 127.0.0.1, the JSON API of the core
 resources the backend uses (nodes, namespaces, resourcequotas, pods incl. watch streams and logs,
-services, configmaps, persistentvolumeclaims) and coordination.k8s.io/v1 leases, resourceVersions (a stale
+services, configmaps, persistentvolumeclaims), coordination.k8s.io/v1 leases and snapshot.storage.k8s.io/v1
+volumesnapshots and volumesnapshotcontents (with a snapshot controller that binds and readies them),
+resourceVersions (a stale
 update is a 409), label and field selectors, 410 Gone after compaction, a
 kubelet that admits or rejects pods bound with nodeName by the node's extended resources,
 injectable faults (status codes with Retry-After, slow answers), hooks run before a request (another
@@ -32,12 +34,17 @@ from urllib.parse import parse_qs, urlsplit
 
 CORE_NAMESPACED = {"pods", "services", "configmaps", "resourcequotas", "persistentvolumeclaims", "secrets"}
 # resources of named API groups, served under /apis/<group/version>/namespaces/<ns>/<plural>
-GROUPS = {"leases": "coordination.k8s.io/v1"}
+GROUPS = {"leases": "coordination.k8s.io/v1", "volumesnapshots": "snapshot.storage.k8s.io/v1"}
+# cluster-scoped resources of named API groups, served under /apis/<group/version>/<plural>
+CLUSTER_GROUPS = {"volumesnapshotcontents": "snapshot.storage.k8s.io/v1"}
 NAMESPACED = CORE_NAMESPACED | set(GROUPS)
-CLUSTER_SCOPED = {"nodes", "namespaces"}
+CORE_CLUSTER_SCOPED = {"nodes", "namespaces", "persistentvolumes"}
+CLUSTER_SCOPED = CORE_CLUSTER_SCOPED | set(CLUSTER_GROUPS)
 KINDS = {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap", "resourcequotas": "ResourceQuota",
          "nodes": "Node", "namespaces": "Namespace", "leases": "Lease",
-         "persistentvolumeclaims": "PersistentVolumeClaim", "secrets": "Secret"}
+         "persistentvolumeclaims": "PersistentVolumeClaim", "secrets": "Secret",
+         "persistentvolumes": "PersistentVolume", "volumesnapshots": "VolumeSnapshot", "volumesnapshotcontents": "VolumeSnapshotContent"}
+SNAPSHOT_DRIVER = "ebs.csi.aws.com"
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -161,6 +168,7 @@ class KubeEmulator:
         self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> log text
         self.kubelet = True  # admit pods bound to nodes (Failed OutOf<resource> when they do not fit)
         self.graceful_pods = False  # DELETE only marks pods Terminating until finish_terminating()
+        self.snapshotter = True  # the snapshot controller: cut, bind and ready VolumeSnapshots as they are made
         self.server: ThreadingHTTPServer | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -276,6 +284,48 @@ class KubeEmulator:
             status["containerStatuses"] = [{"name": "main", "ready": phase == "Running", "state": state}]
             return self._update("pods", namespace, name, merge(pod, {"status": status}))
 
+    def ready_snapshots(self) -> None:
+        """The snapshot controller catches up: every VolumeSnapshot not bound yet is cut and bound now."""
+        with self.cond:
+            for (plural, ns, name), obj in sorted(self.store.objects.items()):
+                if plural == "volumesnapshots" and not (obj.get("status") or {}).get("readyToUse"):
+                    self._bind_snapshot(ns, name)
+
+    def _bind_snapshot(self, namespace: str, name: str) -> None:
+        """A dynamic snapshot of a claim gets a content with a new handle (Delete, as a class's default); a
+        pre-provisioned one binds to the content it names."""
+        snapshot = self.store.objects[("volumesnapshots", namespace, name)]
+        source = snapshot.get("spec", {}).get("source", {})
+        if source.get("persistentVolumeClaimName"):
+            claim = self.store.objects.get(("persistentvolumeclaims", namespace, source["persistentVolumeClaimName"]))
+            if claim is None:
+                return  # the controller reports an error and waits
+            size = claim["spec"]["resources"]["requests"]["storage"]
+            content = self._create("volumesnapshotcontents", "", {
+                "metadata": {"name": f"snapcontent-{snapshot['metadata']['uid']}"},
+                "spec": {"deletionPolicy": "Delete", "driver": SNAPSHOT_DRIVER,
+                         "volumeSnapshotClassName": snapshot["spec"].get("volumeSnapshotClassName", "default"),
+                         "source": {"volumeHandle": f"vol-{claim['metadata']['uid']}"},
+                         "volumeSnapshotRef": {"name": name, "namespace": namespace}}})
+            content["status"] = {"snapshotHandle": f"snap-{uuid.uuid4().hex[:12]}", "readyToUse": True,
+                                 "restoreSize": int(parse_quantity(size))}
+            self._update("volumesnapshotcontents", "", content["metadata"]["name"], content)
+        else:
+            content = self.store.objects.get(("volumesnapshotcontents", "", source.get("volumeSnapshotContentName")))
+            if content is None:
+                return
+            # the driver reports the handle's snapshot: its size is the original's
+            handle = content["spec"]["source"].get("snapshotHandle")
+            restore = next((c["status"]["restoreSize"] for (p, _, _), c in self.store.objects.items()
+                            if p == "volumesnapshotcontents" and (c.get("status") or {}).get("snapshotHandle") == handle
+                            and "restoreSize" in c["status"]), 0)
+            self._update("volumesnapshotcontents", "", content["metadata"]["name"], merge(content, {"status": {
+                "snapshotHandle": handle, "readyToUse": True, "restoreSize": restore}}))
+            size = f"{restore // 2**30}Gi"
+        self._update("volumesnapshots", namespace, name, merge(snapshot, {"status": {
+            "boundVolumeSnapshotContentName": content["metadata"]["name"], "readyToUse": True,
+            "restoreSize": size}}))
+
     def compact(self) -> None:
         """Forget the event history, as etcd compaction does: older watches get 410 Gone."""
         with self.cond:
@@ -328,7 +378,7 @@ class KubeEmulator:
         meta.update(name=name, uid=str(uuid.uuid4()),
                     creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         check_micro_times(plural, obj)
-        obj.setdefault("apiVersion", GROUPS.get(plural, "v1"))
+        obj.setdefault("apiVersion", GROUPS.get(plural) or CLUSTER_GROUPS.get(plural, "v1"))
         obj["kind"] = KINDS[plural]
         if plural == "pods":
             obj["status"] = self._admit(obj)
@@ -336,6 +386,9 @@ class KubeEmulator:
             obj.setdefault("spec", {})["clusterIP"] = f"10.96.0.{len(self.store.objects) % 250 + 1}"
         self.store.objects[key] = obj
         self._bump(plural, "ADDED", obj)
+        if plural == "volumesnapshots" and self.snapshotter:
+            self._bind_snapshot(namespace, name)
+            obj = self.store.objects[key]
         return copy.deepcopy(obj)
 
     def _admit(self, pod: dict) -> dict:
@@ -392,6 +445,10 @@ class KubeEmulator:
             return copy.deepcopy(obj)
         del self.store.objects[(plural, namespace, name)]
         self._bump(plural, "DELETED", obj)
+        bound = (obj.get("status") or {}).get("boundVolumeSnapshotContentName")
+        content = self.store.objects.get(("volumesnapshotcontents", "", bound)) if plural == "volumesnapshots" else None
+        if content is not None and content["spec"].get("deletionPolicy") == "Delete":
+            self._delete("volumesnapshotcontents", "", bound)  # the controller deletes the storage's snapshot
         return copy.deepcopy(obj)
 
     def finish_terminating(self) -> None:
@@ -530,6 +587,10 @@ class _Handler(BaseHTTPRequestHandler):
         if group:
             version, ns, plural, name = group.groups()
             return (plural, ns, name, None) if GROUPS.get(plural) == version else None
+        cluster_group = re.fullmatch(r"/apis/([a-z0-9.]+/v[0-9a-z]+)/([a-z]+)(?:/([^/]+))?/?", path)
+        if cluster_group:
+            version, plural, name = cluster_group.groups()
+            return (plural, None, name, None) if CLUSTER_GROUPS.get(plural) == version else None
         if path == "/api/v1" or not path.startswith("/api/v1/"):
             return None
         parts = path[len("/api/v1/"):].strip("/").split("/")
@@ -539,7 +600,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return None
             return plural, ns, rest[0] if rest else None, rest[1] if len(rest) > 1 else None
         plural, rest = parts[0], parts[1:]
-        if plural not in CORE_NAMESPACED | CLUSTER_SCOPED or len(rest) > 2:
+        if plural not in CORE_NAMESPACED | CORE_CLUSTER_SCOPED or len(rest) > 2:
             return None
         return plural, None, rest[0] if rest else None, rest[1] if len(rest) > 1 else None
 
