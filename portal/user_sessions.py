@@ -5,11 +5,13 @@ The session's data stay in the session store (SESSION_ENGINE); the row is writte
 (`user_logged_in`), its last_seen touched by `SessionSeenMiddleware` at most once a minute (the time of
 the last touch is kept in the session, so other requests read and write nothing more), and it goes at
 sign-out or when the session is ended here. Ending a session deletes it from the store: its next request
-is anonymous. A session whose store entry has gone (expired and cleared) is dropped when the list is read.
+is anonymous. A session whose store entry has gone, or that has not been seen for longer than a session
+lives (SESSION_COOKIE_AGE: it has expired), is dropped when the list is read.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from importlib import import_module
 
 from django.conf import settings
@@ -97,10 +99,12 @@ class SessionSeenMiddleware:
 
 
 def sessions_of(user) -> list[UserSession]:
-    """The user's live sessions, the latest seen first; rows whose session has left the store are dropped."""
+    """The user's live sessions, the latest seen first. Dropped: rows whose session has left the store, and
+    rows unseen for longer than a session lives (its store entry expired, not yet cleared)."""
     rows = list(UserSession.objects.filter(user=user))
     store = _store()
-    gone = [row.pk for row in rows if not store.exists(row.session_key)]
+    expired = clock.now() - timedelta(seconds=settings.SESSION_COOKIE_AGE + TOUCH_EVERY_S)
+    gone = [row.pk for row in rows if row.last_seen < expired or not store.exists(row.session_key)]
     if gone:
         UserSession.objects.filter(pk__in=gone).delete()
     return [row for row in rows if row.pk not in gone]

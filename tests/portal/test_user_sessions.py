@@ -105,6 +105,13 @@ def test_signing_out_and_a_cleared_session_leave_the_list(tenants, clock):
     assert goes_to_login(phone.get("/"))
 
 
+def test_a_session_unseen_for_longer_than_a_session_lives_leaves_the_list(tenants, clock, settings):
+    laptop, _ = signed_in("alice"), signed_in("alice", SAFARI_IPHONE)
+    clock.advance(settings.SESSION_COOKIE_AGE + 2 * 60)
+    assert list(listed(laptop).values()) == ["Firefox on Linux"]  # this one was just seen
+    assert not UserSession.objects.filter(user_agent=SAFARI_IPHONE).exists()
+
+
 def _writes(queries) -> list[str]:
     return [q["sql"] for q in queries
             if q["sql"].lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE")) and
