@@ -22,12 +22,14 @@ class PortalConfig(AppConfig):
         job_events_committed.connect(receivers.on_job_events, dispatch_uid="portal-notify-job-events")
         notice_raised.connect(receivers.on_billing_notice, dispatch_uid="portal-notify-billing-notices")
 
-        from django.contrib.auth.signals import user_logged_in, user_login_failed
+        from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 
-        from portal import login_backoff
+        from portal import login_backoff, user_sessions
 
         user_login_failed.connect(login_backoff.on_login_failed, dispatch_uid="portal-login-backoff-failed")
         user_logged_in.connect(login_backoff.on_logged_in, dispatch_uid="portal-login-backoff-success")
+        user_logged_in.connect(user_sessions.on_logged_in, dispatch_uid="portal-user-sessions-in")
+        user_logged_out.connect(user_sessions.on_logged_out, dispatch_uid="portal-user-sessions-out")
 
         from portal import logs
         from portal.metrics import connect_celery_signals

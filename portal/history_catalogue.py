@@ -20,6 +20,9 @@ PRICE_TABLE_WITHDRAWN = gettext_noop("withdrew %(table)s, which was to take effe
 CURRENCY_SET = gettext_noop("%(workspace)s is billed in %(currency)s from %(since)s (was %(before)s)")
 WHOLE_HISTORY = gettext_noop("its whole history")
 PASSWORD_RESET = gettext_noop("password of %(user)s reset")
+SESSIONS_ENDED = gettext_noop("ended %(count)s sessions of %(user)s")
+ANONYMISED = gettext_noop("%(user)s anonymised: name and e-mail replaced, account deactivated, %(sessions)s "
+                          "sessions and %(tokens)s API tokens ended")
 FOR_REASON = gettext_noop("reason: %(reason)s")
 ADJUSTED_JOB = gettext_noop("job #%(job)s")
 ADJUSTED = gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s, %(target)s: %(reason)s")

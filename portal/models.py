@@ -255,3 +255,22 @@ class LoginBackoff(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username}: {self.failures} failures"
+
+
+class UserSession(models.Model):
+    """One signed-in browser session of a user (portal.user_sessions): written at sign-in, its last_seen
+    touched at most once a minute, removed when it ends. The session's data stay in the session store;
+    this row is the per-user index that lets a user see and end their sessions."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="user_sessions")
+    session_key = models.CharField(max_length=40, unique=True, help_text="The session store's key; never shown")
+    ip = models.CharField(max_length=45, blank=True, help_text="The client's address at sign-in")
+    user_agent = models.CharField(max_length=400, blank=True, help_text="The browser's User-Agent at sign-in")
+    created = models.DateTimeField(default=clock.now, help_text="When the user signed in (the platform clock)")
+    last_seen = models.DateTimeField(default=clock.now, help_text="The latest request, to the minute")
+
+    class Meta:
+        ordering = ["-last_seen", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.ip} {self.created:%Y-%m-%d %H:%M}"

@@ -184,7 +184,7 @@ def unallocated_by_pool_day(start: date, end: date, *, now: datetime) -> list[Un
 def usage_by_submitter(workspace, start: date, end: date) -> list[dict]:
     """A workspace's lines over the range per submitter (operators: any workspace)."""
     rows = ChargeLine.objects.filter(workspace=workspace, day__gte=start, day__lte=end)
-    return sorted(_sums(rows, "submitter", "currency"), key=lambda r: (-r["cost"], r["submitter"]))
+    return sorted(_sums(rows, "submitted_by", "currency"), key=lambda r: (-r["cost"], r["submitted_by"]))
 
 
 # --------------------------------------------------------------------------- month-end forecast

@@ -32,13 +32,16 @@ from scheduling import kinds
 
 log = logging.getLogger(__name__)
 
-# What each exported line is read from: the ledger line's columns, once, in this order.
+# What each exported line is read from: the ledger line's columns, once, in this order. The submitter is
+# its job's user's name as it is now (an anonymised user's pseudonym); the line's stored `submitter` only
+# for a line without a job's user.
 LINE_FIELDS = (
     "id", "category", "charge_start", "charge_end", "period", "workspace__slug", "workspace__name", "queue",
     "job_id", "job_name", "job__kind", "submitter", "pool", "node", "vendor", "gpu_model", "sharing", "slice",
     "sku_id", "price_table_id", "offpeak", "spot", "list_unit_price", "allocated_gpu_hours", "used_gpu_hours",
     "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours", "memory_gib_hours", "exclusive_cost", "list_cost",
     "cost", "currency", "provisional", "reason", "author__username", "resource", "resource_name", "storage_gib_hours",
+    "job__submitted_by__username",
 )
 # FinOps FOCUS columns (every column FOCUS 1.0 makes mandatory), then the platform's own, x_-prefixed.
 HEADER = [
@@ -91,6 +94,7 @@ def focus_row(line: Sequence) -> list[str]:
     """One ledger line as an export row: every value a string (money with the currency's decimals,
     times ISO 8601 UTC), so CSV and XLSX carry exactly what the ledger stores."""
     f = dict(zip(LINE_FIELDS, line, strict=True))
+    f["submitter"] = f["job__submitted_by__username"] or f["submitter"]
     currency = f["currency"]
 
     def money(value) -> str:
@@ -163,8 +167,11 @@ def line_rows(queryset, *, chunk_size: int | None = None) -> Iterator[list[str]]
         yield focus_row(line)
 
 
+GROUPED_HEADER_NAMES = {"submitted_by": "submitter"}  # the CSV's column names as they always were
+
+
 def grouped_header(columns: Sequence[str]) -> list[str]:
-    return [*columns, *GROUP_SUMS, "currency"]
+    return [*(GROUPED_HEADER_NAMES.get(c, c) for c in columns), *GROUP_SUMS, "currency"]
 
 
 def grouped_rows(rows: Iterable[dict], columns: Sequence[str]) -> Iterator[list[str]]:

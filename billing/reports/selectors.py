@@ -13,7 +13,8 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from billing.currency import default_currency, workspace_currencies
@@ -24,9 +25,13 @@ from billing.pricing import quantize_money
 from scheduling.api import DomainError
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
-# group_by value -> the line columns that name a row
+# Names read from the line's job when it is read, not from the line: a person's name as it is now (an
+# anonymised user's pseudonym), while the line's own `submitter` column keeps what was written (read only
+# for a line without a job's user).
+RENDERED = {"submitted_by": Coalesce(F("job__submitted_by__username"), F("submitter"))}
+# group_by value -> the line columns (or RENDERED names) that name a row
 GROUPS: dict[str, tuple[str, ...]] = {
-    "day": ("day",), "queue": ("queue",), "job": ("job_id", "job_name"), "user": ("submitter",),
+    "day": ("day",), "queue": ("queue",), "job": ("job_id", "job_name"), "user": ("submitted_by",),
     "gpu_model": ("gpu_model",), "pool": ("pool",), "workspace": ("workspace__slug", "workspace__name"),
     "resource": ("resource",),  # compute or storage
 }
@@ -169,7 +174,8 @@ class Totals:
 
 
 def _grouped(rows: QuerySet[ChargeLine], *group: str) -> QuerySet:
-    return rows.order_by().values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED}).order_by(*group)
+    rendered = {name: RENDERED[name] for name in group if name in RENDERED}
+    return rows.order_by().annotate(**rendered).values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED}).order_by(*group)
 
 
 def _exact(value, column: str, currency: str | None) -> Decimal:

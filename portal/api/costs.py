@@ -38,7 +38,7 @@ def _page(raw: str | None) -> int:
 
 
 # line column -> the name the API gives it
-ROW_NAMES = {"job_id": "job", "submitter": "user", "workspace__slug": "workspace", "workspace__name": "workspace_name"}
+ROW_NAMES = {"job_id": "job", "submitted_by": "user", "workspace__slug": "workspace", "workspace__name": "workspace_name"}
 
 
 def cost_row(row: dict, group: tuple[str, ...]) -> dict:

@@ -28,6 +28,8 @@ ACTION_LABELS = {
     "reactivate": pgettext_lazy("audit action", "reactivate"),
     "deactivate": pgettext_lazy("audit action", "deactivate"),
     "reset password": pgettext_lazy("audit action", "reset password"),
+    "end sessions": pgettext_lazy("audit action", "end sessions"),
+    "anonymise": pgettext_lazy("audit action", "anonymise"),
     "cancel": pgettext_lazy("audit action", "cancel"),
     "requeue": pgettext_lazy("audit action", "requeue"),
     "change priority": pgettext_lazy("audit action", "change priority"),

@@ -47,6 +47,8 @@ urlpatterns = [
     path("users/<str:username>/reactivate/", console_users.user_active, {"active": True},
          name="console-user-reactivate"),
     path("users/<str:username>/password/", console_users.user_password, name="console-user-password"),
+    path("users/<str:username>/sessions/", console_users.user_sessions_end, name="console-user-sessions"),
+    path("users/<str:username>/anonymise/", console_users.user_anonymise, name="console-user-anonymise"),
     path("workspaces/<slug:slug>/members/<int:pk>/remove/", views.member_remove, name="console-member-remove"),
     path("planner/", planner.planner, name="console-planner"),
     path("planner/runs/<int:pk>/", planner.planner_run, name="console-planner-run"),

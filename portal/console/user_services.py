@@ -1,4 +1,5 @@
-"""The console's writes on user accounts: create, deactivate or reactivate, reset a password.
+"""The console's writes on user accounts: create, deactivate or reactivate, reset a password, end its
+sessions, anonymise a departed person.
 
 Each checks its input (ConsoleError names the field, nothing is changed), writes in one transaction
 and records who changed what in the audit log. Accounts are never deleted: a deactivated user keeps
@@ -14,6 +15,7 @@ from django.db import transaction
 from django.utils.translation import gettext
 
 from portal import history_catalogue as texts
+from portal import user_sessions
 from portal.console import audit
 from portal.console.services import ConsoleError
 from scheduling.api import said
@@ -82,3 +84,12 @@ def reset_password(actor, user, password: str):
     user.save(update_fields=["password"])
     audit.record(actor, "reset password", user, message=said(texts.PASSWORD_RESET, user=user.username))
     return user
+
+
+@transaction.atomic
+def end_sessions(actor, user) -> int:
+    """Sign the user out of every browser (API tokens stay); how many sessions ended."""
+    user = get_user_model().objects.select_for_update().get(pk=user.pk)
+    ended = user_sessions.end_all(user)
+    audit.record(actor, "end sessions", user, message=said(texts.SESSIONS_ENDED, count=ended, user=user.username))
+    return ended

@@ -1,5 +1,5 @@
 """The console's users page (staff only): list accounts, create one, deactivate or reactivate it, reset its
-password. Thin views over portal.console.user_services; deactivating and resetting ask for confirmation."""
+password, end its sessions, anonymise a departed person. Thin views over portal.console.user_services; deactivating and resetting ask for confirmation."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import password_validators_help_texts
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from portal.console import user_selectors, user_services
+from portal import user_sessions
+from portal.console import anonymise, user_selectors, user_services
 from portal.console.services import ConsoleError
 from portal.console.views import operator_required
 
@@ -115,3 +116,40 @@ def user_password(request, username):
             return redirect("console-users")
     return render(request, "console/user_password.html", {"section": "users", "account": user, "form": form},
                   status=400 if form.errors else 200)
+
+
+@operator_required
+def user_sessions_end(request, username):
+    """GET: the user's signed-in sessions and what ending them does; POST: end them all."""
+    user = get_object_or_404(get_user_model(), username=username)
+    if request.method == "POST":
+        ended = user_services.end_sessions(request.user, user)
+        messages.success(request, ngettext("%(count)s session of %(user)s ended.", "%(count)s sessions of %(user)s ended.",
+                                           ended) % {"count": ended, "user": user.username})
+        return redirect("console-users")
+    rows = user_sessions.sessions_of(user)
+    for row in rows:
+        row.device = user_sessions.device(row.user_agent)
+    return render(request, "console/user_sessions.html", {"section": "users", "account": user, "rows": rows})
+
+
+@operator_required
+def user_anonymise(request, username):
+    """GET: what anonymising does (an operator's account needs one more box ticked); POST: do it."""
+    user = get_object_or_404(get_user_model(), username=username)
+    force = request.POST.get("force") == "1"
+    errors: list[str] = []
+    if request.method == "POST":
+        try:
+            done = anonymise.anonymise_user(request.user, user, force=force)
+        except ConsoleError as error:
+            errors = [m for msgs in error.errors.values() for m in msgs]
+        else:
+            messages.success(request, gettext("The account is anonymised as %(name)s.") % {"name": done.pseudonym})
+            return redirect("console-users")
+    elif user.pk == request.user.pk:
+        errors = [gettext("you cannot anonymise your own account")]
+    return render(request, "console/user_anonymise.html", {
+        "section": "users", "account": user, "errors": errors, "pseudonym": anonymise.pseudonym(user),
+        "operator": user.is_staff or user.is_superuser,
+    }, status=400 if errors else 200)

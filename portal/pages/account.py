@@ -1,14 +1,16 @@
-"""The signed-in user's own settings: how the pages are shown to them."""
+"""The signed-in user's own settings: how the pages are shown to them, and their signed-in sessions."""
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import translation
 from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods
 
-from portal import services, time_zones
+from portal import services, time_zones, user_sessions
+from portal.models import UserSession
 from portal.selectors import chosen_language, chosen_time_zone
 from scheduling.api import DomainError, clock
 
@@ -42,3 +44,27 @@ def _page(request, *, errors=None, status=200):
         "now": clock.now(), "errors": errors or {},
         "chosen_language": chosen_language(request.user), "languages": settings.LANGUAGES,
     }, status=status)
+
+
+@login_required
+@require_http_methods(["GET"])
+def sessions(request):
+    """The user's signed-in sessions; each can be ended (the current one signs them out)."""
+    rows = user_sessions.sessions_of(request.user)
+    for row in rows:
+        row.device = user_sessions.device(row.user_agent)
+        row.current = row.session_key == request.session.session_key
+    return render(request, "portal/sessions.html", {"rows": rows})
+
+
+@login_required
+@require_http_methods(["POST"])
+def session_end(request, session_id: int):
+    """End one of the user's sessions; another user's is not found (404)."""
+    row = get_object_or_404(UserSession, pk=session_id, user=request.user)
+    if row.session_key == request.session.session_key:
+        logout(request)
+        return redirect("login")
+    user_sessions.end(row)
+    messages.success(request, gettext("Session ended: that browser is signed out."))
+    return redirect("account-sessions")

@@ -38,6 +38,7 @@ MIDDLEWARE = [
     "portal.middleware.RateLimitMiddleware",  # after auth: a signed-in user is counted by id
     "portal.middleware.TimeZoneMiddleware",  # after auth: the signed-in user's zone
     "portal.middleware.UserLanguageMiddleware",  # after auth: the signed-in user's language
+    "portal.user_sessions.SessionSeenMiddleware",  # after auth: the session's last seen, once a minute
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.login_backoff.LoginBackoffMiddleware",  # 429 for a sign-in within the account's back-off

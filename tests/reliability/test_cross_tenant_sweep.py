@@ -42,6 +42,7 @@ FILLERS = {
     "username": lambda bob, route: bob["user"].username,
     "url": lambda bob, route: f"portal/workspace/{bob['workspace'].pk}/change/",
     "member_id": lambda bob, route: bob["membership"].pk,
+    "session_id": lambda bob, route: bob["session"].pk,
     # /nb/<workspace>/<name>/<path>: bob's notebook through the portal's proxy
     "workspace": lambda bob, route: bob["workspace"].slug,
     "path": lambda bob, route: "lab",
@@ -91,7 +92,17 @@ def bob_world(cluster, clock):
                                      "model: {path: /models/secret}\nresources: {gpu: 1}\n")
     return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m"),
             "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook, "service": service,
-            "grantee": cluster.vision.slug, **_bob_storage(cluster)}
+            "grantee": cluster.vision.slug, "session": _bob_session(cluster), **_bob_storage(cluster)}
+
+
+def _bob_session(cluster):
+    """Bob signed in elsewhere: his session in the store and its row."""
+    from django.test import Client
+
+    from portal.models import UserSession
+
+    Client().force_login(cluster.bob)
+    return UserSession.objects.get(user=cluster.bob)
 
 
 def _bob_storage(cluster) -> dict:
@@ -121,6 +132,8 @@ def _bob_notifications(cluster):
 
 def _bob_state(bob):
     """Everything of bob's a request could change or export."""
+    from django.contrib.sessions.models import Session
+
     from billing.models import Budget, ReportExport
     from portal.models import (
         ApiToken,
@@ -128,6 +141,7 @@ def _bob_state(bob):
         Notification,
         NotificationPreference,
         UserPreference,
+        UserSession,
         Webhook,
         WebhookDelivery,
         Workspace,
@@ -154,6 +168,9 @@ def _bob_state(bob):
         list(DatasetGrant.objects.filter(dataset__workspace=workspace).values().order_by("pk")),
         list(WorkspaceSecret.objects.filter(workspace=workspace).values().order_by("pk")),
         list(RegistryCredential.objects.filter(workspace=workspace).values().order_by("pk")),
+        list(UserSession.objects.filter(user__username="bob").values().order_by("pk")),
+        Session.objects.filter(session_key__in=UserSession.objects.filter(user__username="bob")
+                               .values("session_key")).count(),
     )
 
 

@@ -77,7 +77,7 @@ def test_usage_by_submitter_stays_within_the_workspace(cluster):
     line(cluster.vision, at(D, 10), cost="4.50", submitter="carol")
     line(cluster.nlp, at(D, 10), cost="99.00", submitter="bob")
     rows = capacity.usage_by_submitter(cluster.vision, D, D)
-    assert [(r["submitter"], r["cost"], r["allocated_gpu_hours"]) for r in rows] == [
+    assert [(r["submitted_by"], r["cost"], r["allocated_gpu_hours"]) for r in rows] == [
         ("alice", Decimal("9.00"), Decimal("3.000000000")), ("carol", Decimal("4.50"), Decimal("1.000000000"))]
 
 
