@@ -114,6 +114,36 @@ class ApiToken(models.Model):
         return cls.PREFIX + secrets.token_urlsafe(32)
 
 
+class ServiceAccount(models.Model):
+    """A workspace's non-person identity for CI pipelines and automation on the REST API. It is backed by
+    an account of its own (username `svc:<name>@<workspace>`, no password, so it cannot sign in) with one
+    membership, as member or viewer: its tokens belong to that account, so they act only within the
+    workspace, are audited under its name, and outlive whoever made them."""
+
+    USERNAME_PREFIX = "svc:"
+    ROLES = (Role.MEMBER, Role.VIEWER)  # never owner: an automation must not manage people or money
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="service_accounts")
+    name = models.SlugField(max_length=40, help_text="Lowercase letters, digits and '-', e.g. ci-pipeline")
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="service_account")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+", help_text="The owner who made it; its tokens do not depend on them")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    deleted = models.DateTimeField(null=True, blank=True,
+                                   help_text="Its tokens revoked and its membership removed; the name may be made again")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_service_account_name_per_workspace")]
+        ordering = ["workspace__slug", "name"]
+
+    def __str__(self) -> str:
+        return self.username_for(self.workspace.slug, self.name)
+
+    @classmethod
+    def username_for(cls, workspace_slug: str, name: str) -> str:
+        return f"{cls.USERNAME_PREFIX}{name}@{workspace_slug}"
+
+
 class UserPreference(models.Model):
     """How the pages are shown to one user. Blank fields mean the platform's setting; the row is
     made on the first save, so a user who never chose anything has none."""
