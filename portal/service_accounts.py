@@ -18,7 +18,7 @@ from django.utils.translation import gettext
 from portal import services
 from portal.console import audit
 from portal.console.models import AuditEntry
-from portal.models import ApiToken, Membership, Role, ServiceAccount, TokenScope, Workspace
+from portal.models import ApiToken, Membership, ServiceAccount, TokenScope, Workspace
 from scheduling.api import DomainError, Forbidden, clock
 
 TENANT = AuditEntry.Source.TENANT
