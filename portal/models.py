@@ -2,6 +2,7 @@ import secrets
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -44,6 +45,14 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.workspace} ({self.role})"
+
+    def clean(self) -> None:
+        """A service account's user is a member of its own workspace only, never as owner (the Django admin's
+        forms check this; the portal's services never make such a membership)."""
+        account = ServiceAccount.objects.filter(user_id=self.user_id).first() if self.user_id else None
+        if account is not None and (self.workspace_id != account.workspace_id or self.role not in ServiceAccount.ROLES):
+            raise ValidationError(gettext("%(user)s is a service account of %(workspace)s: a member or viewer of it "
+                                          "only") % {"user": account.user.username, "workspace": account.workspace.slug})
 
     @property
     def can_submit(self) -> bool:

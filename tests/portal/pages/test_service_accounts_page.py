@@ -69,3 +69,19 @@ def test_the_admin_mints_no_token_and_gives_none_to_another_user(client, cluster
     client.post(change, {"user": cluster.bob.pk, "name": "own", "scope": "manage", "revoked_0": "", "revoked_1": ""})
     token.refresh_from_db()
     assert token.user == cluster.alice and token.scope == "submit"
+
+
+def test_the_admin_cannot_make_a_service_account_an_owner(client, cluster, clock):
+    from portal import service_accounts
+
+    account = service_accounts.create_service_account(cluster.alice, cluster.vision, "ci-pipeline", "member")
+    membership = Membership.objects.get(user=account.user)
+    client.force_login(cluster.admin)
+    refused = client.post(f"/admin/portal/membership/{membership.pk}/change/",
+                          {"user": account.user.pk, "workspace": cluster.vision.pk, "role": "owner"})
+    assert refused.status_code == 200 and "is a service account of vision-lab" in refused.content.decode()
+    refused = client.post("/admin/portal/membership/add/",
+                          {"user": account.user.pk, "workspace": cluster.nlp.pk, "role": "member"})
+    assert refused.status_code == 200 and "is a service account of vision-lab" in refused.content.decode()
+    assert list(Membership.objects.filter(user=account.user).values_list("workspace__slug", "role")) == [
+        ("vision-lab", "member")]
