@@ -61,6 +61,7 @@ from gpuctl.output import (
 )
 from gpuctl.secrets import add_secret_commands
 from gpuctl.serve import add_serve_commands
+from gpuctl.service_accounts import add_service_account_commands
 from gpuctl.settings import (
     DEFAULT_URL,
     ENV_PREFIX,
@@ -539,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_notebook_commands(commands, command, _add_output)
     add_serve_commands(commands, command, _add_output)
     add_secret_commands(commands, command, _add_output)
+    add_service_account_commands(commands, command, _add_output)
     add_volume_commands(commands, command, _add_output)
     add_bucket_commands(commands, command, _add_output)
 

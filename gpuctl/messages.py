@@ -33,6 +33,15 @@ ZH = {
     "no registry credentials in {workspace}": "工作空间 {workspace} 中没有镜像仓库凭据",
     "credential for {server} deleted from {workspace}": "已从工作空间 {workspace} 删除 {server} 的凭据",
     "gpuctl: error: {message}": "gpuctl: 错误：{message}",
+    # gpuctl service-account
+    "service account {username} made in {workspace} ({role})": "已在工作空间 {workspace} 创建服务账号 {username}（{role}）",
+    "no service accounts in {workspace}": "工作空间 {workspace} 中没有服务账号",
+    "service account {name} deleted from {workspace}; its tokens are revoked":
+        "已从工作空间 {workspace} 删除服务账号 {name}；其令牌已吊销",
+    "token {name} of {account} in {workspace} (scope {scope}, expires {expires}); it is not shown again:":
+        "工作空间 {workspace} 中 {account} 的令牌 {name}（范围 {scope}，{expires} 过期）；之后不再显示：",
+    "{account} has no tokens": "{account} 没有令牌",
+    "token {id} of {account} revoked": "{account} 的令牌 {id} 已吊销",
     # gpuctl serve
     "created service {name} ({id}) in {workspace}, queue {queue}: {state}":
         "已在工作空间 {workspace} 创建推理服务 {name}（{id}），队列 {queue}：{state}",
@@ -134,6 +143,11 @@ ZH = {
     "BY": "修改人",
     "REGISTRY": "镜像仓库",
     "USERNAME": "用户名",
+    "STARTS WITH": "开头",
+    "SCOPE": "范围",
+    "EXPIRES (UTC)": "过期时间 (UTC)",
+    "LAST USED (UTC)": "最近使用 (UTC)",
+    "REVOKED (UTC)": "吊销时间 (UTC)",
     "WORKSPACE": "工作空间",
     "QUEUE": "队列",
     "STATE": "状态",

@@ -1,6 +1,14 @@
 from django.contrib import admin
 
-from portal.models import ApiToken, Membership, UserPreference, Webhook, WebhookDelivery, Workspace
+from portal.models import (
+    ApiToken,
+    Membership,
+    ServiceAccount,
+    UserPreference,
+    Webhook,
+    WebhookDelivery,
+    Workspace,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -27,8 +35,23 @@ class MembershipAdmin(admin.ModelAdmin):
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "hint", "scope", "created", "expires", "last_used", "revoked"]
-    readonly_fields = ["digest", "hint", "created", "last_used"]
+    # A token is made by its own user (/account/tokens/) or by a workspace owner for a service account, so
+    # the value is shown once to whoever will use it: the admin neither mints one nor hands one to another user.
+    readonly_fields = ["user", "name", "digest", "hint", "scope", "created", "expires", "last_used"]
     list_filter = ["scope", "revoked"]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(ServiceAccount)
+class ServiceAccountAdmin(admin.ModelAdmin):
+    list_display = ["workspace", "name", "user", "created_by", "created", "deleted"]
+    readonly_fields = ["workspace", "name", "user", "created_by", "created", "deleted"]
+    list_filter = ["workspace"]
+
+    def has_add_permission(self, request):  # made by a workspace's owner, with its membership
+        return False
 
 
 @admin.register(UserPreference)

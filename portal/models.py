@@ -2,6 +2,7 @@ import secrets
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
@@ -44,6 +45,14 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.workspace} ({self.role})"
+
+    def clean(self) -> None:
+        """A service account's user is a member of its own workspace only, never as owner (the Django admin's
+        forms check this; the portal's services never make such a membership)."""
+        account = ServiceAccount.objects.filter(user_id=self.user_id).first() if self.user_id else None
+        if account is not None and (self.workspace_id != account.workspace_id or self.role not in ServiceAccount.ROLES):
+            raise ValidationError(gettext("%(user)s is a service account of %(workspace)s: a member or viewer of it "
+                                          "only") % {"user": account.user.username, "workspace": account.workspace.slug})
 
     @property
     def can_submit(self) -> bool:
@@ -112,6 +121,36 @@ class ApiToken(models.Model):
     @classmethod
     def new_raw_value(cls) -> str:
         return cls.PREFIX + secrets.token_urlsafe(32)
+
+
+class ServiceAccount(models.Model):
+    """A workspace's non-person identity for CI pipelines and automation on the REST API. It is backed by
+    an account of its own (username `svc:<name>@<workspace>`, no password, so it cannot sign in) with one
+    membership, as member or viewer: its tokens belong to that account, so they act only within the
+    workspace, are audited under its name, and outlive whoever made them."""
+
+    USERNAME_PREFIX = "svc:"
+    ROLES = (Role.MEMBER, Role.VIEWER)  # never owner: an automation must not manage people or money
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="service_accounts")
+    name = models.SlugField(max_length=40, help_text="Lowercase letters, digits and '-', e.g. ci-pipeline")
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="service_account")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+", help_text="The owner who made it; its tokens do not depend on them")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    deleted = models.DateTimeField(null=True, blank=True,
+                                   help_text="Its tokens revoked and its membership removed; the name may be made again")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_service_account_name_per_workspace")]
+        ordering = ["workspace__slug", "name"]
+
+    def __str__(self) -> str:
+        return self.username_for(self.workspace.slug, self.name)
+
+    @classmethod
+    def username_for(cls, workspace_slug: str, name: str) -> str:
+        return f"{cls.USERNAME_PREFIX}{name}@{workspace_slug}"
 
 
 class UserPreference(models.Model):

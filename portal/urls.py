@@ -28,6 +28,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
+    path("w/<slug:slug>/service-accounts/", views.workspace_service_accounts, name="workspace-service-accounts"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
     path("account/preferences/", account.preferences, name="preferences"),
     path("account/sessions/", account.sessions, name="account-sessions"),

@@ -22,7 +22,7 @@ from billing.models import PRICE_FIELDS, Budget, GpuRate, NodeToken, PriceTable,
 from portal import history_catalogue as texts
 from portal.console import audit, selectors
 from portal.console.models import AuditEntry, QueueAllocationSample
-from portal.models import Membership, Role, Workspace
+from portal.models import Membership, Role, ServiceAccount, Workspace
 from scheduling.api import DomainError, clock, record_event, requeue_job, said, storage
 from scheduling.forms import NewNodeForm, NewPoolForm, NodeLabelsForm, PoolPolicyForm, QueueByNameForm
 from scheduling.models import (
@@ -526,6 +526,7 @@ def set_member(user, workspace: Workspace, username: str, role: str, *,
         raise ConsoleError({"role": gettext("%(role)s is not one of %(roles)s") % {
             "role": repr(role), "roles": ", ".join(Role.values)}})
     member = find_user(username)
+    _not_a_service_account(member, "username")
     Workspace.objects.select_for_update().get(pk=workspace.pk)  # one owner change at a time
     membership, created = Membership.objects.get_or_create(user=member, workspace=workspace,
                                                            defaults={"role": role})
@@ -566,12 +567,21 @@ def remove_member(user, membership: Membership, *, source: str = AuditEntry.Sour
     """Remove a member; a workspace keeps at least one owner."""
     Workspace.objects.select_for_update().get(pk=membership.workspace_id)
     membership = Membership.objects.select_related("user", "workspace").get(pk=membership.pk)
+    _not_a_service_account(membership.user, "")
     if membership.role == Role.OWNER:
         _keep_an_owner(membership, "", gettext("%(user)s is the last owner of %(workspace)s: make another member "
                                                "owner first") % {
             "user": membership.user.username, "workspace": membership.workspace.slug})
     audit.record(user, "delete", membership, changes={"role": [membership.role, None]}, source=source)
     membership.delete()
+
+
+def _not_a_service_account(user, field: str) -> None:
+    """A service account's one membership is made and removed with it (portal.service_accounts), so its
+    role can never become owner nor the account join another workspace."""
+    if ServiceAccount.objects.filter(user=user).exists():
+        raise ConsoleError({field: [gettext("%(user)s is a service account: it is managed on its workspace's page, "
+                                            "not as a member") % {"user": user.username}]})
 
 
 def _keep_an_owner(membership: Membership, field: str, message: str) -> None:

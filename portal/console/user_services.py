@@ -18,6 +18,7 @@ from portal import history_catalogue as texts
 from portal import user_sessions
 from portal.console import audit
 from portal.console.services import ConsoleError
+from portal.models import ServiceAccount
 from scheduling.api import said
 
 USER_FIELDS = ("username", "email", "is_staff", "is_active")
@@ -76,6 +77,9 @@ def set_active(actor, user, active: bool):
 def reset_password(actor, user, password: str):
     """Set a new password (checked by the site's password validators); the old one stops working."""
     user = get_user_model().objects.select_for_update().get(pk=user.pk)
+    if ServiceAccount.objects.filter(user=user).exists():  # it signs in with its tokens only
+        raise ConsoleError({"password": [gettext("%(user)s is a service account: it has tokens, never a "
+                                                 "password") % {"user": user.username}]})
     if not password:
         raise ConsoleError({"password": [gettext("a new password is required")]})
     if problems := _password_errors(password, user):

@@ -15,7 +15,9 @@ def membership_of(user, workspace: Workspace) -> Membership | None:
 
 
 def members_of(workspace: Workspace) -> QuerySet[Membership]:
-    return workspace.memberships.select_related("user").order_by("user__username")
+    """People only: its service accounts are listed on the workspace page."""
+    return (workspace.memberships.filter(user__service_account__isnull=True).select_related("user")
+            .order_by("user__username"))
 
 
 def get_member(workspace: Workspace, member_id) -> Membership:

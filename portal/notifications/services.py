@@ -177,7 +177,8 @@ def _job_texts(event: str, figures: dict, reason: str, said=None) -> tuple[str, 
 
 def job_notices(events: Sequence[tuple], *, now: datetime) -> list[Notice]:
     """The notices for committed job events ((job, message) pairs): a job started, ended or failed,
-    told to its submitter while they are a member of its workspace, and to that workspace's webhook.
+    told to its submitter while they are a member of its workspace (a person, not a service account), and to
+    that workspace's webhook.
     An event older than NOTIFY_STALE_AFTER_S is no news (a replayed month, a catch-up after an outage)."""
     from scheduling.models import Job
 
@@ -187,8 +188,10 @@ def job_notices(events: Sequence[tuple], *, now: datetime) -> list[Notice]:
     if not wanted:
         return []
     jobs = Job.objects.select_related("workspace", "submitted_by").in_bulk({pk for pk, _ in wanted})
+    # a service account's jobs are told to the webhook only: no one reads its notices
     members = set(Membership.objects.filter(workspace_id__in={j.workspace_id for j in jobs.values()},
-                                            user_id__in={j.submitted_by_id for j in jobs.values()})
+                                            user_id__in={j.submitted_by_id for j in jobs.values()},
+                                            user__service_account__isnull=True)
                   .values_list("workspace_id", "user_id"))
     notices = []
     for pk, message in wanted:

@@ -6,13 +6,18 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
 from billing.api import one_revision, tenant_dashboard
-from portal import health, services
+from portal import health, service_accounts, services
+from portal.members.selectors import members_of
+from portal.models import ApiToken, Role, ServiceAccount, TokenScope
 from portal.pages.workspace_queues import queue_context
 from portal.selectors import current_workspace, get_workspace_for_user, membership_for
+from scheduling.api import DomainError, clock
 
 
 @require_GET
@@ -49,13 +54,64 @@ def dashboard(request):
 @login_required
 def workspace_detail(request, slug):
     workspace = get_workspace_for_user(request.user, slug)
-    members = workspace.memberships.select_related("user").order_by("user__username")
-    return render(
-        request,
-        "portal/workspace_detail.html",
-        {"workspace": workspace, "members": members, "membership": membership_for(request.user, workspace),
-         **queue_context(workspace)},
-    )
+    return render(request, "portal/workspace_detail.html", _workspace_context(request, workspace))
+
+
+def _workspace_context(request, workspace, **service_account_form) -> dict:
+    membership = membership_for(request.user, workspace)
+    context = {"workspace": workspace, "members": members_of(workspace), "membership": membership,
+               **queue_context(workspace)}
+    if membership is not None and membership.can_manage_members:
+        now = clock.now()
+        accounts = list(service_accounts.service_accounts_of(workspace))
+        roles = service_accounts.roles_of(accounts)
+        tokens: dict[int, list] = {}
+        for token in ApiToken.objects.filter(user__in=[a.user_id for a in accounts]).order_by("-created", "-id"):
+            tokens.setdefault(token.user_id, []).append((token, token.expired_at(now)))
+        context["service_accounts"] = [(a, roles.get(a.user_id, ""), tokens.get(a.user_id, [])) for a in accounts]
+        context["sa"] = {"errors": {}, "values": {"role": Role.MEMBER, "scope": TokenScope.SUBMIT,
+                                                  "days": str(services.DEFAULT_TOKEN_DAYS)},
+                         "roles": [(r, Role(r).label) for r in ServiceAccount.ROLES], "scopes": TokenScope.choices,
+                         "lifetimes": [(str(d), now + timedelta(days=d)) for d in services.TOKEN_DAYS],
+                         **service_account_form}
+    return context
+
+
+@login_required
+@require_POST
+def workspace_service_accounts(request, slug):
+    """The workspace page's service-account forms (owners): make or delete an account, mint or revoke a
+    token. A new token's value is shown on the answer, once; a refusal shows the page again with it (400)."""
+    workspace = get_workspace_for_user(request.user, slug)
+    service_accounts.require_owner(request.user, workspace)  # a 403 for everyone else
+    post = request.POST
+    account = post.get("account", "")
+    values = {key: post.get(key, "") for key in ("name", "role", "token_name", "scope", "days")}
+    new_token, new_raw = None, None
+    try:
+        if "delete" in post:
+            service_accounts.delete_service_account(request.user, workspace, account)
+            messages.success(request, gettext("Service account %(name)s deleted; its tokens are revoked.") % {
+                "name": account})
+        elif "revoke" in post:
+            service_accounts.revoke_token(request.user, workspace, account, post["revoke"])
+            messages.success(request, gettext("Token revoked: it is refused from now on."))
+        elif "token_name" in post:
+            new_token, new_raw = service_accounts.create_token(request.user, workspace, account, values["token_name"],
+                                                               scope=values["scope"], days=values["days"])
+        else:
+            created = service_accounts.create_service_account(request.user, workspace, values["name"], values["role"])
+            messages.success(request, gettext("Service account %(user)s made: mint it a token below.") % {
+                "user": created.user.username})
+    except DomainError as error:
+        errors = {("token_name" if "token_name" in post and k == "name" else k): v for k, v in error.errors.items()}
+        context = _workspace_context(request, workspace, errors=errors, account=account,
+                                     values={**values, "days": values["days"] or str(services.DEFAULT_TOKEN_DAYS)})
+        return render(request, "portal/workspace_detail.html", context, status=error.status)
+    if new_raw is None:
+        return redirect(reverse("workspace", args=[workspace.slug]) + "#service-accounts")
+    context = _workspace_context(request, workspace, new_token=new_token, new_raw=new_raw, account=account)
+    return render(request, "portal/workspace_detail.html", context)
 
 
 @require_POST

@@ -31,7 +31,10 @@ FILLERS = {
                                 else bob["service"].name if route.startswith("serve/")
                                 else bob["volume"].name if "/volumes/" in route
                                 else bob["dataset"].name if "/datasets/" in route
-                                else bob["secret"].name if "/secrets/" in route else bob["workspace"].slug),
+                                else bob["secret"].name if "/secrets/" in route
+                                else bob["service_account"].name if "/service-accounts/" in route
+                                else bob["workspace"].slug),
+    "token_id": lambda bob, route: bob["service_account_token"].pk,
     "number": lambda bob, route: 1,  # bob's dataset's first version
     "server": lambda bob, route: bob["registry"].server,
     "grantee": lambda bob, route: bob["grantee"],  # alice's workspace: she may not share bob's dataset with it
@@ -116,7 +119,16 @@ def _bob_storage(cluster) -> dict:
     secret, _new = secrets.set_secret(cluster.bob, cluster.nlp, "bob-token", "bob-secret-value-5e1f")
     registry = secrets.set_registry(cluster.bob, cluster.nlp, "registry.nlp.example", "bob", "bob-secret-pass-77c2")
     registry = registry[0] if isinstance(registry, tuple) else registry
-    return {"volume": volume, "dataset": dataset, "secret": secret, "registry": registry}
+    return {"volume": volume, "dataset": dataset, "secret": secret, "registry": registry, **_bob_service_account(cluster)}
+
+
+def _bob_service_account(cluster) -> dict:
+    """Bob's service account and its token."""
+    from portal import service_accounts
+
+    account = service_accounts.create_service_account(cluster.bob, cluster.nlp, "bob-secret-robot", "member")
+    token, _raw = service_accounts.create_token(cluster.bob, cluster.nlp, account.name, "bob-secret-ci")
+    return {"service_account": account, "service_account_token": token}
 
 
 def _bob_notifications(cluster):
@@ -140,6 +152,7 @@ def _bob_state(bob):
         Membership,
         Notification,
         NotificationPreference,
+        ServiceAccount,
         UserPreference,
         UserSession,
         Webhook,
@@ -158,6 +171,8 @@ def _bob_state(bob):
         # alice may make exports of her own, never of bob's workspace
         ReportExport.objects.filter(filters__workspace=workspace.slug).exclude(user__username="bob").count(),
         list(ApiToken.objects.filter(user__username="bob").values()),
+        list(ApiToken.objects.filter(user__service_account__workspace=workspace).values()),
+        list(ServiceAccount.objects.filter(workspace=workspace).values()),
         list(UserPreference.objects.filter(user__username="bob").values()),
         list(Webhook.objects.filter(workspace=workspace).values()),
         list(WebhookDelivery.objects.filter(webhook__workspace=workspace).values().order_by("pk")),
@@ -179,7 +194,8 @@ def _bob_state(bob):
 def _secrets(bob) -> list[bytes]:
     return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00",
                                  "whsec_bob-secret-key", "nlp.example", bob["notebook"].name, "bob-secret-volume",
-                                 "bob-secret-dataset", "bob-secret-value-5e1f", "bob-secret-pass-77c2")]
+                                 "bob-secret-dataset", "bob-secret-value-5e1f", "bob-secret-pass-77c2",
+                                 "bob-secret-robot", "bob-secret-ci")]
 
 
 def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_world):

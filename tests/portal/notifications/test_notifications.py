@@ -106,6 +106,16 @@ def test_both_tenants_are_told_only_of_their_own_jobs(cluster, backend, play, ea
     assert not Notification.objects.filter(user=cluster.bob, workspace=cluster.vision).exists()
 
 
+def test_a_service_accounts_jobs_are_told_to_the_webhook_only(cluster, clock):
+    from portal import service_accounts
+
+    robot = service_accounts.create_service_account(cluster.alice, cluster.vision, "ci-pipeline", "member").user
+    job = submit_quoted_job(user=robot, workspace=cluster.vision, spec=job_spec("ci-run"))
+    message = {"job": job.pk, "kind": "failed", "state": "Failed", "reason": "", "time": clock.now.isoformat()}
+    [notice] = services.job_notices([(job, message)], now=clock.now)
+    assert notice.users == () and notice.data["submitted_by"] == "svc:ci-pipeline@vision-lab"
+
+
 def test_an_event_older_than_an_hour_is_no_news(cluster, clock):
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=job_spec("old"))
     message = {"job": job.pk, "kind": "failed", "state": "Failed", "reason": "", "time": clock.now.isoformat()}
