@@ -17,12 +17,13 @@ ALLOWED = {
     "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Cancelled", "Preempted", "Stopped",
     "exclusive", "fraction", "mig", "timeslice", "min", "whole", "single",
     # vendors, products, protocols, units and formats
+    "Amazon", "S3", "Mountpoint", "CSI", "GeeseFS", "csi-s3", "CI",
     "NVIDIA", "AMD", "nvidia", "amd", "ROCm", "NVML", "XID", "ECC", "PyTorch", "MPI", "Django", "Celery", "Philly",
     "Adam", "ReduceCost", "REST", "GET", "POST", "HTTP", "JSON", "URL", "HMAC-SHA256", "IANA",
     "GiB", "MiB", "GB", "Gi", "Mi", "mCPU", "fp8", "fp16", "bf16", "fp32", "int8", "int4", "p50", "p95",
     "YYYY-MM", "YYYY-MM-DD", "HH", "MM", "MM-HH", "Asia", "Shanghai",
     # model servers, notebook and command names a form's examples show
-    "vLLM", "Triton", "JupyterLab", "python",
+    "vLLM", "Triton", "JupyterLab", "python", "ci-pipeline",
 }
 # GPU models (H100-80GB), one-letter units (30m, 6h, 2d, 1w) and the hour of an ISO time (T12)
 IDENTIFIER = re.compile(r"[A-Za-z0-9-]+-\d+GB|[a-z]|T\d\d")
