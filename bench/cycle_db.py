@@ -445,6 +445,12 @@ def child(rows_file: Path, repeat: int, cycles: int, churn: int, seed: int, warm
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--throughput" in argv:  # binds per second on an empty cluster: bench/throughput.py
+        from bench import throughput
+
+        throughput.main(argv)
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=Path, required=True, help="JSON rows written by bench.cycle")
     parser.add_argument("--repeat", type=int, default=3, help="first cycles, each on a fresh copy")
