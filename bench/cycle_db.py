@@ -14,6 +14,9 @@ replicas with their slices and their simulated pods), then times
           memo, `scheduling.cycle.run.Kept`): before each, `churn` running jobs end (their simulated
           pods finish) and as many new jobs are submitted; `warmup` cycles, then `cycles` timed.
 
+`--throughput` is another mode (bench/throughput.py): binds per second of a burst of jobs submitted into an
+empty cluster, from the first submit to the last launch.
+
 Wall and CPU seconds (this process; the database server's own CPU is not in it). Only JSON goes to
 the child's stdout. `BENCH_CYCLE_DB_PROFILE=FILE` writes a cProfile of the timed steady cycles there.
 """

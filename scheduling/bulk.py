@@ -46,7 +46,7 @@ def insert_rows(rows: Sequence[models.Model], *, ignore_conflicts: bool = False)
     fields = [f for f in meta.concrete_fields if f is not meta.pk]   # the key comes from its sequence
     names = ", ".join(quote(f.column) for f in fields)
     table = quote(meta.db_table)
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:   # as bulk_create: no savepoint
         target = table
         if ignore_conflicts:   # COPY stops at a conflict: into a scratch table, then INSERT ... ON CONFLICT
             target = quote(f"new_{meta.db_table}")
