@@ -14,6 +14,9 @@ replicas with their slices and their simulated pods), then times
           memo, `scheduling.cycle.run.Kept`): before each, `churn` running jobs end (their simulated
           pods finish) and as many new jobs are submitted; `warmup` cycles, then `cycles` timed.
 
+`--throughput` is another mode (bench/throughput.py): binds per second of a burst of jobs submitted into an
+empty cluster, from the first submit to the last launch.
+
 Wall and CPU seconds (this process; the database server's own CPU is not in it). Only JSON goes to
 the child's stdout. `BENCH_CYCLE_DB_PROFILE=FILE` writes a cProfile of the timed steady cycles there.
 """
@@ -445,6 +448,12 @@ def child(rows_file: Path, repeat: int, cycles: int, churn: int, seed: int, warm
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--throughput" in argv:  # binds per second on an empty cluster: bench/throughput.py
+        from bench import throughput
+
+        throughput.main(argv)
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=Path, required=True, help="JSON rows written by bench.cycle")
     parser.add_argument("--repeat", type=int, default=3, help="first cycles, each on a fresh copy")

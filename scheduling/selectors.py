@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Prefetch, QuerySet
 from django.utils.translation import gettext
 
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
-from scheduling.models import ACTIVE_STATES, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
+from scheduling.models import ACTIVE_STATES, Gpu, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 from scheduling.spec import ClusterInfo, PoolInfo
 
 
@@ -23,10 +24,17 @@ class PoolGpus:
 
 def pool_gpu_counts() -> dict[int, PoolGpus]:
     """GPU counts per pool id, in one query (quotes and spec checks need them for every pool)."""
-    per_pool: dict[int, list[int]] = defaultdict(list)
-    for pool_id, count in Node.objects.annotate(n=Count("gpus")).values_list("pool_id", "n"):
-        per_pool[pool_id].append(count)
-    return {pool_id: PoolGpus(sum(counts), max(counts)) for pool_id, counts in per_pool.items()}
+    # counted and summed in the database: a row per pool, not per node or GPU (every submit and quote reads it)
+    quote = connection.ops.quote_name
+    node, gpu = Node._meta, Gpu._meta
+    sql = (f"SELECT n.{quote(node.get_field('pool').column)}, COALESCE(SUM(g.n), 0), COALESCE(MAX(g.n), 0) "
+           f"FROM {quote(node.db_table)} n LEFT JOIN (SELECT {quote(gpu.get_field('node').column)} AS node_id, "
+           f"COUNT(*) AS n FROM {quote(gpu.db_table)} GROUP BY {quote(gpu.get_field('node').column)}) g "
+           f"ON g.node_id = n.{quote(node.pk.column)} GROUP BY n.{quote(node.get_field('pool').column)}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        rows = cursor.fetchall()
+    return {pool_id: PoolGpus(int(total), int(most)) for pool_id, total, most in rows}
 
 
 def pool_domain_gpus() -> dict[int, tuple[tuple[str, int], ...]]:

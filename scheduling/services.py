@@ -21,7 +21,7 @@ from scheduling import (
     storage,
 )
 from scheduling import history_catalogue as texts
-from scheduling.bulk import update_rows
+from scheduling.bulk import insert_rows, update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
 from scheduling.models import (
@@ -103,7 +103,7 @@ def record_events(items: list[tuple[Job, str, Any, dict | None]]) -> list[JobEve
 
 
 def _store_events(events: list[JobEvent], committed: list[tuple[Job, dict]]) -> list[JobEvent]:
-    JobEvent.objects.bulk_create(events)
+    insert_rows(events)
     transaction.on_commit(lambda: signals.send_committed(committed))
     return events
 

@@ -24,7 +24,7 @@ from django.db.models import Max
 from scheduling import buckets, clock, core, inference, kinds, secrets, signals, storage
 from scheduling import history_catalogue as texts
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
-from scheduling.bulk import update_rows
+from scheduling.bulk import insert_rows, update_rows
 from scheduling.core.cycle import CycleMemo
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.pending import PENDING_FIELDS, PendingReasons, set_pending_reasons
@@ -287,7 +287,7 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
                 attempt=attempts.get((job_id, b.role, b.replica), -1) + 1)
         for job_id, binds in bound.items() for b in binds
     ]
-    Replica.objects.bulk_create(new)
+    insert_rows(new)   # their keys are not needed: launches name a replica by its uid
     report.binds += len(new)
     events, scheduled = [], []
     for job_id, job in jobs.items():

@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError
 
 from scheduling import clock
 from scheduling.bulk import update_rows
@@ -33,3 +34,27 @@ def test_named_fields_of_every_row_are_saved_and_no_other():
     jobs[0].started = None
     update_rows(jobs[:1], ["started"])
     assert Job.objects.get(pk=jobs[0].pk).started is None
+
+
+def test_inserted_rows_keep_every_field_and_a_conflict_is_skipped_when_asked(clock):
+    from scheduling.bulk import insert_rows
+    from scheduling.models import JobEvent, SimulatedPod
+
+    job = JobFactory(state=JobState.PENDING, name="events")
+    insert_rows([JobEvent(job=job, kind="scheduled", state=JobState.SCHEDULED, reason=f"r{n}",
+                          said={"key": "placed", "params": {"n": n}}, data={"nodes": ["a", "b"], "n": n})
+                 for n in range(3)])
+    rows = list(job.events.order_by("id").values_list("kind", "reason", "said", "data", "time"))
+    assert rows == [("scheduled", f"r{n}", {"key": "placed", "params": {"n": n}}, {"nodes": ["a", "b"], "n": n},
+                     clock.now) for n in range(3)]
+
+    def pod(index, node):
+        return SimulatedPod(job_id=job.pk, role="main", index=index, node=node, gpus=[index], launched=clock.now,
+                            job_started=clock.now, run_seconds=60.0)
+
+    insert_rows([pod(0, "first")])
+    insert_rows([pod(0, "second"), pod(1, "second")], ignore_conflicts=True)   # index 0 is there already
+    assert sorted(SimulatedPod.objects.values_list("index", "node", "gpus")) == [(0, "first", [0]),
+                                                                                (1, "second", [1])]
+    with pytest.raises(IntegrityError):
+        insert_rows([pod(1, "third")])

@@ -55,6 +55,7 @@ from scheduling.backends.base import (
 )
 from scheduling.backends.simulated import mounts, processes, training_process
 from scheduling.backends.simulated.processes import STARTS, ProcessRuntime
+from scheduling.bulk import insert_rows
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
 
 
@@ -169,7 +170,7 @@ class SimulatedBackend:
         with transaction.atomic():
             first = dict(SimulatedPod.objects.filter(job_id__in=job_ids).values("job_id")
                          .annotate(first=Min("job_started")).values_list("job_id", "first"))
-            SimulatedPod.objects.bulk_create([
+            insert_rows([
                 SimulatedPod(job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image,
                              gpus=list(r.gpus), launched=now, job_started=first.get(r.job_id) or now,
                              run_seconds=r.expected_duration_s / self.speedup,
