@@ -38,6 +38,9 @@ class Membership(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     created = models.DateTimeField(auto_now_add=True)
+    # "" when made by hand; else the company sign-in whose groups gave it ("oidc:<provider>", "ldap", "scim"),
+    # which removes it again when the groups stop giving it (portal.identity.groups)
+    source = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "workspace"], name="one_membership_per_user")]
@@ -313,3 +316,37 @@ class UserSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.ip} {self.created:%Y-%m-%d %H:%M}"
+
+
+class GroupRoleMapping(models.Model):
+    """A company directory's group (OIDC `groups` claim, LDAP group, SCIM group) and what its members get: a
+    role in a workspace, or staff (the console). Applied at each sign-in and SCIM change
+    (portal.identity.groups); the setting IDENTITY_GROUP_ROLES adds mappings of the same shape."""
+
+    group = models.CharField(max_length=200)
+    workspace = models.ForeignKey(Workspace, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="group_mappings")
+    role = models.CharField(max_length=16, choices=Role.choices, blank=True, default="")
+    staff = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["group", "workspace__slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "workspace"], name="one_mapping_per_group_and_workspace"),
+            models.CheckConstraint(condition=models.Q(staff=True) | (models.Q(workspace__isnull=False) & ~models.Q(role="")),
+                                   name="mapping_gives_a_role_or_staff"),
+        ]
+
+    def __str__(self) -> str:
+        given = [f"{self.role} of {self.workspace.slug}"] if self.workspace_id else []
+        return f"{self.group} -> {', '.join(given + (['staff'] if self.staff else []))}"
+
+
+class GroupStaff(models.Model):
+    """The user is staff because a company sign-in's groups said so (removed, with staff, when they stop)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="group_staff")
+    source = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "source"], name="one_group_staff_per_source")]
