@@ -64,6 +64,7 @@ include /etc/ldap/schema/cosine.schema
 include /etc/ldap/schema/inetorgperson.schema
 modulepath /usr/lib/ldap
 moduleload back_mdb
+moduleload memberof
 pidfile {dir}/slapd.pid
 database mdb
 maxsize 16777216
@@ -71,6 +72,10 @@ suffix "{suffix}"
 rootdn "{root_dn}"
 rootpw {root_password}
 directory {dir}/db
+overlay memberof
+memberof-group-oc groupOfNames
+memberof-member-ad member
+memberof-memberof-ad memberOf
 access to attrs=userPassword by self auth by anonymous auth by * none
 access to * by dn.exact="{service_dn}" read by self read by * none
 """
@@ -236,3 +241,36 @@ def test_local_sign_in_with_ldap_on_does_not_ask_the_directory(ldap_on, client, 
 
     monkeypatch.setattr(ldap3, "Connection", no_connection)
     assert _login(client, "bob", PASSWORDS["bob"]).status_code == 302
+
+
+def test_groups_read_from_the_users_member_of_attribute(ldap_on, client, tenants):
+    """Active Directory's way (and OpenLDAP's memberof overlay): the groups come with the user's entry."""
+    carol, analysts = f"uid=carol-ldap,{PEOPLE}", f"cn=vision-analysts,{GROUPS}"
+    with _as_root(ldap_on) as root:  # added online, so the overlay writes carol's memberOf
+        root.add(carol, ["inetOrgPerson"], {"uid": "carol-ldap", "cn": "Carol Directory", "sn": "Directory",
+                                            "userPassword": "carol-ldap-Secret4"})
+        root.add(analysts, ["groupOfNames"], {"cn": "vision-analysts", "member": [carol]})
+    try:
+        with override_settings(LDAP_USER_GROUPS_ATTRIBUTE="memberOf", LDAP_GROUP_SEARCH_BASE="",
+                               IDENTITY_GROUP_ROLES={"vision-analysts": [{"workspace": "vision-lab", "role": "viewer"}]}):
+            assert _login(client, "carol-ldap", "carol-ldap-Secret4").status_code == 302
+        assert _roles("carol-ldap") == [("vision-lab", Role.VIEWER, "ldap")]
+    finally:
+        with _as_root(ldap_on) as root:
+            root.delete(analysts)
+            root.delete(carol)
+
+
+def test_groups_that_cannot_be_read_refuse_the_sign_in(ldap_on, client, tenants):
+    with override_settings(LDAP_GROUP_SEARCH_BASE=f"ou=missing,{SUFFIX}"):
+        assert _login(client, "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 200
+    assert "_auth_user_id" not in client.session and _roles("alice-ldap") == []
+    assert AuditEntry.objects.filter(action="login failed", username="alice-ldap").exists()
+
+
+def test_a_directory_that_is_down_is_a_quick_failed_sign_in(ldap_on, client, tenants):
+    started = time.monotonic()
+    with override_settings(LDAP_AUTH_URL=[f"ldap://127.0.0.1:{free_port()}"]):
+        assert _login(client, "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 200
+    assert time.monotonic() - started < 10
+    assert _login(client, "bob", PASSWORDS["bob"]).status_code == 302  # local accounts are not held up
