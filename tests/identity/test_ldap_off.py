@@ -1,5 +1,5 @@
 """LDAP off (no LDAP_AUTH_URL, the default): no LDAP backend, and a local sign-in never reaches for a directory.
-The directory itself: tests/portal/test_ldap_sign_in.py."""
+The directory itself: tests/identity/test_ldap_sign_in.py."""
 
 import os
 import subprocess

@@ -20,7 +20,7 @@ from portal.console.models import AuditEntry
 from portal.models import Membership, Role
 from portal.testing import free_port
 from tests.factories import MembershipFactory
-from tests.portal.test_ldap_off import no_connection
+from tests.identity.test_ldap_off import no_connection
 from tests.world import PASSWORDS
 
 SLAPD, SLAPADD = "/usr/sbin/slapd", "/usr/sbin/slapadd"
