@@ -37,7 +37,12 @@ class LDAPBackend(auth.LDAPBackend):
             return None
         if _is_local_account(username):
             return None
-        user = ldap.authenticate(username=username, password=password)
+        try:
+            user = ldap.authenticate(username=username, password=password)
+        except (LDAPException, OSError) as error:
+            # the library catches most of these, but not one its clean-up raises after a failed StartTLS
+            logger.warning("LDAP sign-in of %s failed: %s", username, type(error).__name__)
+            return None
         return user if user is not None and self.user_can_authenticate(user) else None
 
     async def aauthenticate(self, request=None, username=None, password=None, **kwargs):

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 import os
+import ssl
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -59,6 +62,8 @@ def _seed_ldif() -> str:
 
 
 SLAPD_CONF = """\
+TLSCertificateFile {dir}/cert.pem
+TLSCertificateKeyFile {dir}/key.pem
 include /etc/ldap/schema/core.schema
 include /etc/ldap/schema/cosine.schema
 include /etc/ldap/schema/inetorgperson.schema
@@ -81,10 +86,16 @@ access to * by dn.exact="{service_dn}" read by self read by * none
 """
 
 
+@dataclass
+class Directory:
+    url: str
+    ca_file: str  # the certificate it offers for StartTLS, self-signed
+
+
 @pytest.fixture(scope="session")
 def slapd(tmp_path_factory):
     """A slapd of this session's own (its own config, database and loopback port, as the current user):
-    independent of any system slapd on 389. Yields its URL."""
+    independent of any system slapd on 389."""
     if not (os.path.exists(SLAPD) and os.path.exists(SLAPADD)):
         pytest.skip(f"{SLAPD} is missing: install Debian's slapd and ldap-utils (.ci/run does)")
     work = tmp_path_factory.mktemp("slapd")
@@ -93,6 +104,7 @@ def slapd(tmp_path_factory):
     conf.write_text(SLAPD_CONF.format(dir=work, suffix=SUFFIX, root_dn=ROOT_DN, root_password=ROOT_PASSWORD,
                                       service_dn=SERVICE_DN))
     (work / "seed.ldif").write_text(_seed_ldif())
+    _write_certificate(work)
     subprocess.run([SLAPADD, "-f", str(conf), "-l", str(work / "seed.ldif")], check=True, capture_output=True)
     port = free_port()
     url = f"ldap://127.0.0.1:{port}"
@@ -111,9 +123,34 @@ def slapd(tmp_path_factory):
                 proc.kill()
                 pytest.fail(f"slapd did not start: {proc.stderr.read().decode(errors='replace')[-2000:]}")
             time.sleep(0.1)
-    yield url
+    yield Directory(url=url, ca_file=str(work / "cert.pem"))
     proc.terminate()
     proc.wait(timeout=10)
+
+
+def _write_certificate(work) -> None:
+    """A self-signed certificate for 127.0.0.1, for StartTLS; the tests trust it as their CA."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                       critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256()))
+    (work / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    (work / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()))
 
 
 @pytest.fixture
@@ -121,7 +158,7 @@ def ldap_on(slapd):
     with override_settings(
         AUTHENTICATION_BACKENDS=["portal.login_backoff.LoginBackoffBackend",
                                  "django.contrib.auth.backends.ModelBackend", "portal.identity.ldap.LDAPBackend"],
-        LDAP_AUTH_URL=[slapd], LDAP_AUTH_SEARCH_BASE=PEOPLE, LDAP_AUTH_BIND_TEMPLATE=f"uid={{username}},{PEOPLE}",
+        LDAP_AUTH_URL=[slapd.url], LDAP_AUTH_SEARCH_BASE=PEOPLE, LDAP_AUTH_BIND_TEMPLATE=f"uid={{username}},{PEOPLE}",
         LDAP_AUTH_CONNECTION_USERNAME=SERVICE_DN, LDAP_AUTH_CONNECTION_PASSWORD=SERVICE_PASSWORD,
         LDAP_GROUP_SEARCH_BASE=GROUPS, LDAP_GROUP_SEARCH_FILTER="(member={user_dn})",
         LDAP_USER_GROUPS_ATTRIBUTE="", IDENTITY_GROUP_ROLES=GROUP_ROLES,
@@ -189,20 +226,20 @@ def test_a_group_taken_away_takes_the_role_away_but_never_a_hand_made_membership
     MembershipFactory(user=user, workspace=tenants.nlp, role=Role.VIEWER)  # by hand, in the console
     owners = f"cn=ml-vision-owners,{GROUPS}"
     member = f"uid=alice-ldap,{PEOPLE}"
-    with _as_root(ldap_on) as root:
+    with _as_root(ldap_on.url) as root:
         root.modify(owners, {"member": [(ldap3.MODIFY_REPLACE, [f"uid=bob-ldap,{PEOPLE}"])]})  # a group keeps one
     try:
         client.logout()
         assert _login(client, "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 302
         assert _roles("alice-ldap") == [("nlp-group", Role.VIEWER, ""), ("vision-lab", Role.VIEWER, "ldap")]
-        with _as_root(ldap_on) as root:
+        with _as_root(ldap_on.url) as root:
             root.modify(f"cn=ml-vision-viewers,{GROUPS}", {"member": [(ldap3.MODIFY_REPLACE, [f"uid=bob-ldap,{PEOPLE}"])]})
         client.logout()
         assert _login(client, "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 302
         assert _roles("alice-ldap") == [("nlp-group", Role.VIEWER, "")]
         assert client.get("/w/vision-lab/").status_code == 404
     finally:
-        with _as_root(ldap_on) as root:
+        with _as_root(ldap_on.url) as root:
             root.modify(owners, {"member": [(ldap3.MODIFY_REPLACE, [member])]})
             root.modify(f"cn=ml-vision-viewers,{GROUPS}", {"member": [(ldap3.MODIFY_REPLACE, [member])]})
 
@@ -246,7 +283,7 @@ def test_local_sign_in_with_ldap_on_does_not_ask_the_directory(ldap_on, client, 
 def test_groups_read_from_the_users_member_of_attribute(ldap_on, client, tenants):
     """Active Directory's way (and OpenLDAP's memberof overlay): the groups come with the user's entry."""
     carol, analysts = f"uid=carol-ldap,{PEOPLE}", f"cn=vision-analysts,{GROUPS}"
-    with _as_root(ldap_on) as root:  # added online, so the overlay writes carol's memberOf
+    with _as_root(ldap_on.url) as root:  # added online, so the overlay writes carol's memberOf
         root.add(carol, ["inetOrgPerson"], {"uid": "carol-ldap", "cn": "Carol Directory", "sn": "Directory",
                                             "userPassword": "carol-ldap-Secret4"})
         root.add(analysts, ["groupOfNames"], {"cn": "vision-analysts", "member": [carol]})
@@ -256,7 +293,7 @@ def test_groups_read_from_the_users_member_of_attribute(ldap_on, client, tenants
             assert _login(client, "carol-ldap", "carol-ldap-Secret4").status_code == 302
         assert _roles("carol-ldap") == [("vision-lab", Role.VIEWER, "ldap")]
     finally:
-        with _as_root(ldap_on) as root:
+        with _as_root(ldap_on.url) as root:
             root.delete(analysts)
             root.delete(carol)
 
@@ -274,3 +311,11 @@ def test_a_directory_that_is_down_is_a_quick_failed_sign_in(ldap_on, client, ten
         assert _login(client, "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 200
     assert time.monotonic() - started < 10
     assert _login(client, "bob", PASSWORDS["bob"]).status_code == 302  # local accounts are not held up
+
+
+def test_start_tls_checks_the_directorys_certificate(ldap_on, client, tenants):
+    with override_settings(LDAP_AUTH_USE_TLS=True, LDAP_AUTH_TLS_ARGS={"validate": ssl.CERT_REQUIRED}):
+        assert _login(client, "bob-ldap", LDAP_PASSWORDS["bob-ldap"]).status_code == 200  # not a CA we trust
+    with override_settings(LDAP_AUTH_USE_TLS=True,
+                           LDAP_AUTH_TLS_ARGS={"validate": ssl.CERT_REQUIRED, "ca_certs_file": ldap_on.ca_file}):
+        assert _login(client, "bob-ldap", LDAP_PASSWORDS["bob-ldap"]).status_code == 302
