@@ -193,8 +193,17 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
     if waited is not None:
         await sync_to_async(inference.record_cold_start)(job, waited)
     query = request.META.get("QUERY_STRING", "")
-    url = endpoint.url + path.lstrip("/")
-    response = await forward(request, url, query, _headers(request, endpoint.token))
+    response = await forward(request, endpoint.url + path.lstrip("/"), query, _headers(request, endpoint.token))
+    if response is None:
+        # no answer at all (its process ended since its health was checked: scaled down, restarted, lost): the
+        # request never reached a model, so it goes once to another ready replica, waking the service if need be
+        log.warning("service %s/%s: a replica did not answer; trying another", workspace, name)
+        _healthy_until.pop(endpoint.url, None)
+        try:
+            endpoint, _waited = await _wait_for_replica(job)
+        except DomainError as error:
+            return error_response(error)
+        response = await forward(request, endpoint.url + path.lstrip("/"), query, _headers(request, endpoint.token))
     if response is None:
         log.warning("service %s/%s did not answer", workspace, name)
         return error_response(BadGateway(f"a replica of service '{name}' did not answer; try again"))

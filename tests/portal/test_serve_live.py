@@ -126,6 +126,36 @@ def test_a_service_scales_from_zero_on_a_request_up_under_load_and_back_to_zero(
         assert service.replicas.filter(end_reason__in=("scaled-down", "stopped")).count() >= 3
 
 
+def test_a_replica_whose_process_ended_is_skipped_and_no_caller_gets_a_502(live_daphne, cluster, settings):
+    import os
+    import signal
+
+    settings.SERVICE_SCALE_INTERVAL_S = 0
+    job = services.submit_job(user=cluster.alice, workspace=cluster.vision,
+                              spec=SERVICE.replace("{min: 0, max: 3}", "{min: 2, max: 2}"))
+    backend = SimulatedBackend(speedup=1, failure_rate=0, server_startup_s=0.2)
+    token = create_api_token(cluster.alice, "serve", scope=TokenScope.SUBMIT)[1]
+    url = f"{live_daphne.url}/serve/vision-lab/llm/"
+    with cycling(backend):
+        wait_until(lambda: job.replicas.filter(state=JobState.RUNNING).count() == 2, what="two replicas")
+    # no cycle from here on: the replica whose process ends stays Running in the database, as it is until the
+    # next cycle sees it
+    with httpx.Client(timeout=60) as client:
+        replica = job.replicas.filter(state=JobState.RUNNING).order_by("index").first()
+        key = (job.pk, replica.role, replica.index)
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(lambda _: complete(client, url, token).status_code, range(8))) == {200}
+            started = time.monotonic()
+            assert complete(client, url, token, 200).status_code == 200
+            long_answer_s = time.monotonic() - started
+            # long answers in flight on both replicas when one's process ends (as a scale-down or a crash ends it)
+            busy = [pool.submit(complete, client, url, token, 200) for _ in range(8)]
+            time.sleep(long_answer_s / 3)
+            os.kill(backend.runtime.find(key).pid, signal.SIGKILL)
+            statuses = [f.result().status_code for f in busy]
+    assert set(statuses) == {200}, statuses
+
+
 def test_only_a_member_token_with_the_submit_scope_gets_through(live_daphne, cluster, service):
     from portal.models import Membership, Role
 
