@@ -35,6 +35,7 @@ MEMBER_FILTER = re.compile(r'^members\[\s*value\s+eq\s+"([^"]*)"\s*\]$', re.IGNO
 EMAIL_FILTER = re.compile(r"^emails\[[^\]]*\]\.value$", re.IGNORECASE)
 ID_DIGITS = 18  # more cannot be a row's id (and would overflow the database's integer)
 MAX_PAGE = 200
+USER_FIELDS = ("username", "email", "first_name", "last_name")
 
 
 def base_location(request=None, *args, **kwargs) -> str:
@@ -149,6 +150,7 @@ class ScimUserAdapter(SCIMUser):
         self.account = ScimAccount.objects.filter(user=obj).first() if obj.pk else None
         self.external_id = self.account.external_id if self.account else ""
         self.was_active = obj.is_active if obj.pk else True
+        self.before = audit.snapshot(obj, USER_FIELDS) if obj.pk else {}
 
     @property
     def groups(self):
@@ -221,9 +223,11 @@ class ScimUserAdapter(SCIMUser):
         active_now, user.is_active = user.is_active, (user.is_active if created else self.was_active)
         user.save()
         ScimAccount.objects.update_or_create(user=user, defaults={"external_id": self.external_id, "deleted": None})
-        audit.record(self.actor, "create" if created else "change", user,
-                     changes=audit.snapshot(user, ("username", "email", "first_name", "last_name")),
-                     message=f"{'created' if created else 'changed'} by SCIM")
+        after = audit.snapshot(user, USER_FIELDS)
+        if created or after != self.before:
+            audit.record(self.actor, "create" if created else "change", user, changes=audit.diff(self.before, after),
+                         message=f"{'created' if created else 'changed'} by SCIM")
+        self.before = after
         if self.was_active and not active_now:
             services.deactivate(self.actor, user)
         elif not self.was_active and active_now:

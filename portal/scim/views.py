@@ -7,7 +7,7 @@ import json
 import logging
 
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.http import HttpResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
@@ -53,6 +53,8 @@ class ScimTokenRequired:
                 return View.dispatch(self, request, *args, **kwargs)
         except exceptions.SCIMException as error:
             return scim_error(int(error.status), str(error.detail), error.scim_type)
+        except IntegrityError:  # a name taken by a concurrent call since it was checked
+            return scim_error(409, "the resource conflicts with one made meanwhile; retry", "uniqueness")
         except (ValueError, TypeError, AttributeError, KeyError) as error:
             # a body of a shape no check above foresaw: still the client's to fix, and nothing was written
             log.warning("SCIM %s %s refused: %r", request.method, request.path, error)

@@ -101,6 +101,7 @@ def test_okta_creates_a_user_finds_it_by_filter_and_a_second_create_conflicts(sc
     assert found.status_code == 200 and found.doc["totalResults"] == 1
     assert found.doc["Resources"][0]["id"] == str(user.pk)
     assert scim.get('Users?filter=userName eq "nobody@corp.example"').doc["totalResults"] == 0
+    assert scim.get('Users?filter=emails.value eq "dana@corp.example"').doc["totalResults"] == 1
     assert scim.get(f"Users/{user.pk}").doc["userName"] == "dana@corp.example"
 
     again = scim.post("Users", okta_user("Dana@corp.example"))
@@ -189,6 +190,11 @@ def test_entra_patches_attributes_with_paths_and_deactivates_with_text(scim):
     assert changed.status_code == 200, changed.content
     user = get_user_model().objects.get(pk=erin)
     assert (user.email, user.first_name, user.is_active) == ("erin.ode@corp.example", "Erin M.", False)
+    change = AuditEntry.objects.get(username="scim:okta", action="change")
+    assert change.changes == {"email": ["erin@corp.example", "erin.ode@corp.example"], "first_name": ["Erin", "Erin M."]}
+    # the same values again change nothing, and say so nowhere
+    scim.patch(f"Users/{erin}", patch({"op": "Replace", "path": "name.givenName", "value": "Erin M."}))
+    assert AuditEntry.objects.filter(username="scim:okta", action="change").count() == 1
 
 
 def test_a_deleted_user_is_gone_from_scim_but_kept_and_can_be_provisioned_again(scim, cluster):
