@@ -3,6 +3,7 @@
 import base64
 import hashlib
 import ipaddress
+import json
 import os
 import secrets
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.settings.env import DEBUG, VAR_DIR, env_bool, env_list
+from portal.settings.ldap import LDAP_ENABLED
 
 
 def _secret_key() -> str:
@@ -65,6 +67,8 @@ NOTEBOOK_SESSION_SECONDS = int(os.environ.get("NOTEBOOK_SESSION_SECONDS", "43200
 AUTHENTICATION_BACKENDS = [
     "portal.login_backoff.LoginBackoffBackend",  # first: within a back-off, no password is read
     "django.contrib.auth.backends.ModelBackend",
+    # after the local accounts, only when LDAP_AUTH_URL is set (portal/settings/ldap.py)
+    *(["portal.identity.ldap.LDAPBackend"] if LDAP_ENABLED else []),
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -162,6 +166,15 @@ DB_BREAKER_PROBE_S = float(os.environ.get("DB_BREAKER_PROBE_S", "1"))
 # Django's own check on a body it reads (files excepted) is a backstop behind the door's limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(BODY_LIMIT_BYTES, BODY_LIMIT_AGENT_BYTES, BODY_LIMIT_SERVE_BYTES,
                                   BODY_LIMIT_NOTEBOOK_BYTES)
+
+# Company sign-in: directory groups to workspace roles and staff, beside the console's mappings
+# (portal.identity.groups); a malformed value is an error at start rather than a silent no-op
+try:
+    IDENTITY_GROUP_ROLES = json.loads(os.environ.get("IDENTITY_GROUP_ROLES") or "{}")
+except ValueError as error:
+    raise ImproperlyConfigured(f"IDENTITY_GROUP_ROLES is not JSON: {error}") from None
+if not isinstance(IDENTITY_GROUP_ROLES, dict):
+    raise ImproperlyConfigured("IDENTITY_GROUP_ROLES must be a JSON object: {group: [{workspace, role} or {staff}]}")
 
 # SCIM provisioning (/scim/v2/, portal.scim): django-scim2 on the portal's accounts and SCIM groups; only a
 # SCIM token (made on /console/identity/scim/) opens it.
