@@ -50,7 +50,10 @@ class ScimTokenRequired:
             return scim_error(405, f"{request.method} is not allowed here")
         try:
             with transaction.atomic():
-                return View.dispatch(self, request, *args, **kwargs)
+                response = View.dispatch(self, request, *args, **kwargs)
+            if response.status_code == 404 and not response.content:  # the library's own, bare (an unknown schema)
+                return scim_error(404, f"{request.path[:100]} is not here")
+            return response
         except exceptions.SCIMException as error:
             return scim_error(int(error.status), str(error.detail), error.scim_type)
         except IntegrityError:  # a name taken by a concurrent call since it was checked

@@ -373,6 +373,8 @@ def test_bad_group_patches_and_filters_answer_scim_errors(scim, tenants):
     assert_scim_error(scim.get("Bulk"), 501)
     assert_scim_error(scim.get("Users/"), 404)
     assert_scim_error(scim.delete("Nothing/here"), 404)
+    assert_scim_error(scim.get("Schemas/urn:nothing"), 404)
+    assert_scim_error(scim.get("ResourceTypes/Printer"), 404)
 
 
 def test_scim_is_csrf_exempt_and_its_answers_to_refusals_before_a_view_are_scim_errors(tenants):
