@@ -12,6 +12,7 @@ from django.utils import timezone, translation
 from django.views.defaults import page_not_found
 
 from portal import notebook_origin, ratelimit
+from portal.scim.errors import is_scim_path, scim_error
 from portal.selectors import page_language, time_zone_for
 from portal.serve_errors import is_serve_path, openai_error
 from scheduling.api import DomainError
@@ -23,7 +24,7 @@ def _nul_in_request(request) -> str | None:
         return "path"
     # the API and /serve/ read their bodies themselves (/serve/ forwards it as sent): reading POST here would
     # consume a multipart stream before them
-    raw_body = request.path.startswith("/api/") or is_serve_path(request.path)
+    raw_body = request.path.startswith("/api/") or is_serve_path(request.path) or is_scim_path(request.path)
     forms = [request.GET] if raw_body else [request.GET, request.POST]
     for form in forms:
         for key, values in form.lists():
@@ -82,6 +83,8 @@ class DomainErrorMiddleware:
                 from portal.api.errors import problem_response
 
                 return problem_response(error)
+            if is_scim_path(request.path):
+                return scim_error(400, f"{name} must not contain a NUL character", "invalidValue")
             return self.process_exception(request, error)
         return self.get_response(request)
 
@@ -95,8 +98,8 @@ class DomainErrorMiddleware:
 class RateLimitMiddleware:
     """429 with Retry-After for too many sign-in posts (per client address, both sign-in forms), API
     requests (per token digest, else per signed-in user), node-agent requests (per node token) and
-    /serve/ calls (per caller and service). Rates in settings.RATE_LIMITS. After authentication: a
-    signed-in user is counted by id."""
+    /serve/ calls (per caller and service) and SCIM calls (per token, else per address). Rates in
+    settings.RATE_LIMITS. After authentication: a signed-in user is counted by id."""
 
     SIGN_IN_PATHS = ("login", "admin:login")
 
@@ -120,6 +123,8 @@ class RateLimitMiddleware:
             response = problem_response(TooManyRequests(f"retry in {wait} s"))
         elif is_serve_path(path):
             response = openai_error(429, f"Too many requests to this service; retry in {wait} s.")
+        elif is_scim_path(path):
+            response = scim_error(429, f"too many requests; retry in {wait} s")
         else:
             response = HttpResponse(f"Too many requests; retry in {wait} s.\n", status=429,
                                     content_type="text/plain")
@@ -131,6 +136,11 @@ class RateLimitMiddleware:
         path = request.path_info
         if request.method == "POST" and path in {reverse(name) for name in cls.SIGN_IN_PATHS}:
             return "login", ratelimit.client_address(request)
+        if is_scim_path(path):  # only a SCIM token opens it: a session is never counted here
+            token = ratelimit.token_identity(request.META)
+            if token in (None, "malformed"):
+                return "scim", "address:" + ratelimit.client_address(request)
+            return "scim", token
         if not (path.startswith("/api/") or is_serve_path(path)):
             return None
         token = ratelimit.token_identity(request.META)

@@ -19,6 +19,7 @@ from django.utils.translation import gettext
 
 from portal.api.errors import problem_response
 from portal.breaker import database_breaker, means_unreachable
+from portal.scim.errors import is_scim_path, scim_error
 from portal.serve_errors import is_serve_path, openai_error
 from scheduling.api import DomainError
 
@@ -54,6 +55,8 @@ def error_answer(path: str, error: DomainError) -> HttpResponse:
         response = problem_response(error)
     elif is_serve_path(path):  # its callers are OpenAI clients
         response = openai_error(error.status, gettext(str(error) or error.title))
+    elif is_scim_path(path):  # identity providers read SCIM's error shape
+        response = scim_error(error.status, str(error) or error.title)
     else:
         page = loader.get_template("error.html").render({"error": error, "errors": error.to_dicts()})
         response = HttpResponse(page, status=error.status)

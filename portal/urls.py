@@ -57,6 +57,7 @@ urlpatterns = [
     path("console/", include("portal.console.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
+    path("scim/v2/", include("portal.scim.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # Its script is a file of its own (?script), so the page needs no inline script under the CSP
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -2,6 +2,7 @@ from django.urls import path
 
 from portal.console import adjustments, health, identity, jobs, planner, queues, views
 from portal.console import users as console_users
+from portal.scim import pages as scim_pages
 
 urlpatterns = [
     path("", views.dashboard, name="console"),
@@ -27,6 +28,7 @@ urlpatterns = [
     path("prices/<int:pk>/", views.price_edit, name="console-price"),
     path("prices/<int:pk>/withdraw/", views.price_withdraw, name="console-price-withdraw"),
     path("tokens/", views.tokens, name="console-tokens"),
+    path("identity/scim/", scim_pages.scim_tokens, name="console-scim"),
     path("audit/", views.audit_log, name="console-audit"),
     path("audit/export.csv", views.audit_csv, name="console-audit-csv"),
     path("jobs/", jobs.job_list, name="console-jobs"),

@@ -21,6 +21,7 @@ INSTALLED_APPS = [
     "scheduling",
     "billing",
     "portal.console",
+    "portal.scim",
 ]
 
 MIDDLEWARE = [

@@ -123,12 +123,14 @@ CONTENT_SECURITY_POLICY = {
 
 # Rate limits, "requests/seconds": sign-in posts (/login/ and /admin/login/) per client address, API
 # requests per token (its digest, however the header spells it) or signed-in user, node-agent requests per
-# node token, /serve/ calls per caller and service. Over the limit: 429 with Retry-After. Counted in CACHES.
+# node token, /serve/ calls per caller and service, SCIM calls (/scim/v2/) per SCIM token. Over the limit: 429
+# with Retry-After. Counted in CACHES.
 RATE_LIMITS = {
     "login": os.environ.get("RATE_LIMIT_LOGIN", "30/60"),
     "api_token": os.environ.get("RATE_LIMIT_API_TOKEN", "600/60"),
     "agent": os.environ.get("RATE_LIMIT_AGENT", "120/60"),
     "serve": os.environ.get("RATE_LIMIT_SERVE", "600/60"),
+    "scim": os.environ.get("RATE_LIMIT_SCIM", "600/60"),  # an identity provider's first sync comes in bursts
 }
 # The proxies (CIDRs) whose X-Forwarded-For is believed: the client's address is the right-most one in it
 # that is not a trusted proxy. Empty: the direct peer is the client (X-Forwarded-For is ignored).
@@ -173,3 +175,18 @@ except ValueError as error:
     raise ImproperlyConfigured(f"IDENTITY_GROUP_ROLES is not JSON: {error}") from None
 if not isinstance(IDENTITY_GROUP_ROLES, dict):
     raise ImproperlyConfigured("IDENTITY_GROUP_ROLES must be a JSON object: {group: [{workspace, role} or {staff}]}")
+
+# SCIM provisioning (/scim/v2/, portal.scim): django-scim2 on the portal's accounts and SCIM groups; only a
+# SCIM token (made on /console/identity/scim/) opens it.
+SCIM_SERVICE_PROVIDER = {
+    "USER_ADAPTER": "portal.scim.adapters.ScimUserAdapter",
+    "GROUP_ADAPTER": "portal.scim.adapters.ScimGroupAdapter",
+    "GROUP_MODEL": "portal.scim.models.ScimGroup",
+    "USER_FILTER_PARSER": "portal.scim.filters.UserFilter",
+    "GROUP_FILTER_PARSER": "portal.scim.filters.GroupFilter",
+    "SERVICE_PROVIDER_CONFIG_MODEL": "portal.scim.adapters.ServiceProviderConfig",
+    "BASE_LOCATION_GETTER": "portal.scim.adapters.base_location",
+    "AUTHENTICATION_SCHEMES": [{"type": "oauthbearertoken", "name": "Bearer token", "primary": True,
+                                "description": "A SCIM token made by an operator on /console/identity/scim/"}],
+    "WWW_AUTHENTICATE_HEADER": 'Bearer realm="scim"',
+}

@@ -49,6 +49,8 @@ FILLERS = {
     # /nb/<workspace>/<name>/<path>: bob's notebook through the portal's proxy
     "workspace": lambda bob, route: bob["workspace"].slug,
     "path": lambda bob, route: "lab",
+    # /scim/v2/Users/<uuid> and the like: bob's account (SCIM is operator-level: alice's token is refused)
+    "uuid": lambda bob, route: bob["user"].pk,
 }
 _PARAM = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")
 
@@ -218,14 +220,18 @@ def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_w
         for method in METHODS:
             client.force_login(cluster.alice)  # /logout/ may have ended the session
             # the API and service endpoints take her token (a service endpoint takes nothing else)
-            kwargs = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"} if url.startswith(("/api/", "/serve/")) else {}
+            kwargs = ({"HTTP_AUTHORIZATION": f"Bearer {alice_token}"} if url.startswith(("/api/", "/serve/", "/scim/"))
+                      else {})
             if url.startswith("/api/") and method != "get":
                 kwargs["content_type"] = "application/json"  # the API reads JSON bodies only (else 415)
             response = getattr(client, method)(url, data, **kwargs)
             requests += 1
             body = response_body(response)
             where = f"{method.upper()} {url} ({pattern.name}) -> {response.status_code}"
-            if url.startswith(STAFF_ONLY) and pattern.name not in DOORS:
+            if url.startswith("/scim/"):  # only a SCIM token opens it: not her API token, not her session
+                if response.status_code != 401:
+                    leaks.append(f"{where}: SCIM not refused to a workspace owner's API token")
+            elif url.startswith(STAFF_ONLY) and pattern.name not in DOORS:
                 if not (response.status_code in (403, 404, 405)
                         or (response.status_code == 302 and "login" in response["Location"])):
                     leaks.append(f"{where}: a staff-only page not refused to alice")
