@@ -55,7 +55,8 @@ ROUTINE_PATHS = re.compile(
 )
 
 
-SECRET_PARAMS = re.compile(r"([?&]ticket=)[^&]*")  # a notebook's one-use ticket (portal/notebook_origin.py)
+# a notebook's one-use ticket (portal/notebook_origin.py); an OIDC provider's authorization code
+SECRET_PARAMS = re.compile(r"([?&](?:ticket|code)=)[^&]*")
 
 
 def logged_path(request) -> str:

@@ -65,6 +65,7 @@ NOTEBOOK_SESSION_SECONDS = int(os.environ.get("NOTEBOOK_SESSION_SECONDS", "43200
 AUTHENTICATION_BACKENDS = [
     "portal.login_backoff.LoginBackoffBackend",  # first: within a back-off, no password is read
     "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",  # signs in those an OIDC provider vouched for
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -49,6 +49,7 @@ FILLERS = {
     # /nb/<workspace>/<name>/<path>: bob's notebook through the portal's proxy
     "workspace": lambda bob, route: bob["workspace"].slug,
     "path": lambda bob, route: "lab",
+    "provider_id": lambda bob, route: "corp",  # an OIDC provider's sign-in: none configured here, so 404
 }
 _PARAM = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")
 
