@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.console import adjustments, health, jobs, planner, queues, views
+from portal.console import adjustments, health, identity, jobs, planner, queues, views
 from portal.console import users as console_users
 
 urlpatterns = [
@@ -42,6 +42,7 @@ urlpatterns = [
     path("health/pools/<slug:name>/idle/", health.idle_policy, name="console-idle-policy"),
     path("capacity/", health.capacity, name="console-capacity"),
     path("users/", console_users.users, name="console-users"),
+    path("identity/groups/", identity.group_roles, name="console-group-roles"),
     path("users/<str:username>/deactivate/", console_users.user_active, {"active": False},
          name="console-user-deactivate"),
     path("users/<str:username>/reactivate/", console_users.user_active, {"active": True},

@@ -3,6 +3,7 @@
 import base64
 import hashlib
 import ipaddress
+import json
 import os
 import secrets
 from pathlib import Path
@@ -161,3 +162,12 @@ DB_BREAKER_PROBE_S = float(os.environ.get("DB_BREAKER_PROBE_S", "1"))
 # Django's own check on a body it reads (files excepted) is a backstop behind the door's limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(BODY_LIMIT_BYTES, BODY_LIMIT_AGENT_BYTES, BODY_LIMIT_SERVE_BYTES,
                                   BODY_LIMIT_NOTEBOOK_BYTES)
+
+# Company sign-in: directory groups to workspace roles and staff, beside the console's mappings
+# (portal.identity.groups); a malformed value is an error at start rather than a silent no-op
+try:
+    IDENTITY_GROUP_ROLES = json.loads(os.environ.get("IDENTITY_GROUP_ROLES") or "{}")
+except ValueError as error:
+    raise ImproperlyConfigured(f"IDENTITY_GROUP_ROLES is not JSON: {error}") from None
+if not isinstance(IDENTITY_GROUP_ROLES, dict):
+    raise ImproperlyConfigured("IDENTITY_GROUP_ROLES must be a JSON object: {group: [{workspace, role} or {staff}]}")

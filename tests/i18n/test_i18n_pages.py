@@ -17,7 +17,7 @@ ALLOWED = {
     "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Cancelled", "Preempted", "Stopped",
     "exclusive", "fraction", "mig", "timeslice", "min", "whole", "single",
     # vendors, products, protocols, units and formats
-    "Amazon", "S3", "Mountpoint", "CSI", "GeeseFS", "csi-s3", "CI",
+    "OIDC", "LDAP", "SCIM", "Amazon", "S3", "Mountpoint", "CSI", "GeeseFS", "csi-s3", "CI",
     "NVIDIA", "AMD", "nvidia", "amd", "ROCm", "NVML", "XID", "ECC", "PyTorch", "MPI", "Django", "Celery", "Philly",
     "Adam", "ReduceCost", "REST", "GET", "POST", "HTTP", "JSON", "URL", "HMAC-SHA256", "IANA",
     "GiB", "MiB", "GB", "Gi", "Mi", "mCPU", "fp8", "fp16", "bf16", "fp32", "int8", "int4", "p50", "p95",
@@ -431,6 +431,7 @@ COVERED = {
     "bulk cancel": (_bulk_cancel, 200),
     "console dashboard": (_console, 200),
     "console pools": (_operator("/console/pools/"), 200),
+    "console groups to roles": (_operator("/console/identity/groups/"), 200),
     "console pool": (_operator("/console/pools/h100-mig/"), 200),
     "console nodes": (_operator("/console/nodes/"), 200),
     "console drain": (_operator("/console/nodes/h100-01/drain/"), 200),

@@ -100,3 +100,39 @@ def test_a_mapping_gives_a_role_in_a_workspace_or_staff(tenants):
         GroupRoleMapping.objects.create(group="nothing")
     with pytest.raises(IntegrityError), transaction.atomic():
         GroupRoleMapping.objects.create(group="no-role", workspace=tenants.vision)
+
+
+def test_operators_map_groups_on_the_console_and_bad_input_changes_nothing(client, tenants):
+    client.force_login(tenants.admin)
+    page = client.get("/console/identity/groups/")
+    assert page.status_code == 200 and b"group-role-form" in page.content
+    answer = client.post("/console/identity/groups/", {"group": "ml-vision-owners", "workspace": "vision-lab",
+                                                       "role": "owner"})
+    assert answer.status_code == 302
+    mapping = GroupRoleMapping.objects.get(group="ml-vision-owners")
+    assert (mapping.workspace, mapping.role, mapping.staff) == (tenants.vision, "owner", False)
+    assert AuditEntry.objects.filter(action="create", target_type="portal.grouprolemapping").exists()
+    for bad in ({"group": "g", "workspace": "vision-lab"}, {"group": "g"}, {"group": "g", "workspace": "nope",
+                                                                           "role": "owner"},
+                {"group": "g", "role": "emperor", "staff": "on"}):
+        refused = client.post("/console/identity/groups/", bad)
+        assert refused.status_code == 400 and b"field-errors" in refused.content
+    assert GroupRoleMapping.objects.count() == 1
+    client.post("/console/identity/groups/", {"delete": mapping.pk})
+    assert not GroupRoleMapping.objects.exists()
+
+
+def test_only_operators_see_the_mapping_page(client, tenants):
+    client.force_login(tenants.alice)  # a workspace owner, not staff
+    assert client.get("/console/identity/groups/").status_code in (302, 403, 404)
+    assert client.post("/console/identity/groups/", {"group": "g", "staff": "on"}).status_code in (302, 403, 404)
+    assert not GroupRoleMapping.objects.exists()
+
+
+def test_a_service_account_is_never_mapped(tenants):
+    from portal.service_accounts import create_service_account
+
+    GroupRoleMapping.objects.create(group="ml-nlp-owners", workspace=tenants.nlp, role=Role.OWNER)
+    account = create_service_account(tenants.alice, tenants.vision, name="ci", role=Role.MEMBER)
+    assert not apply_group_roles(account.user, ["ml-nlp-owners"], source="scim")
+    assert roles_of(account.user) == {"vision-lab": ("member", "")}
