@@ -72,7 +72,7 @@ docs: install
 
 # A demo OpenID Connect provider on http://127.0.0.1:9400 (tests/identity: oidc-provider on Node; any password):
 # alice, dana, ops and eve, whose groups map to the demo workspaces. `make run-idp` (in another terminal) is
-# `make run` with the provider's sign-in button and those mappings (docs/operator/identity.md).
+# `make run` with the provider's sign-in button and those mappings (docs/operator/sign-in-oidc.md).
 idp:
 	cd tests/identity && { [ -d node_modules/oidc-provider ] || npm ci --no-audit --no-fund; } && node idp.mjs demo-idp.json
 
