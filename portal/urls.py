@@ -33,6 +33,8 @@ urlpatterns = [
     path("accounts/3rdparty/login/cancelled/", identity.login_cancelled, name="socialaccount_login_cancelled"),
     path("accounts/3rdparty/login/error/", identity.login_error, name="socialaccount_login_error"),
     path("accounts/", include("allauth.socialaccount.providers.openid_connect.urls")),
+    path("accounts/", include("portal.identity.password_urls")),
+    path("login/", identity.LoginView.as_view(), name="account_login"),  # the name allauth's pages link to
     path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("w/<slug:slug>/service-accounts/", views.workspace_service_accounts, name="workspace-service-accounts"),

@@ -54,3 +54,15 @@ def login_cancelled(request):
 
 def login_error(request):
     return render(request, "socialaccount/authentication_error.html", status=401)
+
+
+def local_accounts_only(view):
+    """allauth's password pages, for local accounts: refused when LOCAL_LOGIN is off, and for an account that
+    has no password here (made by an OIDC provider: its password is the provider's)."""
+    def wrapped(request, *args, **kwargs):
+        if not settings.LOCAL_LOGIN:
+            return local_login_refused(request)
+        if request.user.is_authenticated and not request.user.has_usable_password():
+            return render(request, "identity/no_local_password.html", status=403)
+        return view(request, *args, **kwargs)
+    return wrapped

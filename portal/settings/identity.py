@@ -76,3 +76,9 @@ SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # matching by e-mail is the portal's
 SOCIALACCOUNT_STORE_TOKENS = False
 SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in buttons post (CSRF-protected)
 ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_LOGIN_METHODS = {"username"}  # allauth's backend signs in by username, as Django's does
+# Password reset (allauth's pages): the same answer whether or not the address has an account, and a link
+# that works once, for an hour
+ACCOUNT_PREVENT_ENUMERATION = True
+ACCOUNT_EMAIL_UNKNOWN_ACCOUNTS = False  # no mail to an address without an account (nor a sign-up invitation)
+PASSWORD_RESET_TIMEOUT = int(os.environ.get("PASSWORD_RESET_TIMEOUT", "3600"))
