@@ -61,3 +61,13 @@ def test_each_provider_becomes_an_allauth_app_with_pkce():
     assert apps["APPS"] == [{"provider_id": "corp", "name": "Corp", "client_id": "portal", "secret": "s",
                              "settings": {"server_url": "https://idp.example/realms/x", "oauth_pkce_enabled": True,
                                           "scope": ["openid", "email", "groups"]}}]
+
+
+def test_a_providers_secret_is_hidden_from_the_error_report(settings):
+    from django.views.debug import SafeExceptionReporterFilter
+
+    settings.OIDC_PROVIDERS = oidc_providers('[{"id": "corp", "issuer": "https://i", "client_id": "c", '
+                                             '"secret": "oidc-client-secret-42"}]')
+    settings.SOCIALACCOUNT_PROVIDERS = socialaccount_providers(settings.OIDC_PROVIDERS)
+    shown = SafeExceptionReporterFilter().get_safe_settings()
+    assert "oidc-client-secret-42" not in repr(shown["OIDC_PROVIDERS"]) + repr(shown["SOCIALACCOUNT_PROVIDERS"])
