@@ -13,17 +13,31 @@ def local_login_refused(request):
     return render(request, "identity/local_login_off.html", status=403)
 
 
+LDAP_BACKEND = "portal.identity.ldap.LDAPBackend"
+
+
+def password_form_shown() -> bool:
+    """The username and password form: for local accounts, or for a directory's (LDAP) when one is set."""
+    return settings.LOCAL_LOGIN or getattr(settings, "LDAP_ENABLED", False)
+
+
 class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def post(self, request, *args, **kwargs):
-        if not settings.LOCAL_LOGIN:
+        if not password_form_shown():
             return local_login_refused(request)
         return super().post(request, *args, **kwargs)
 
+    def form_valid(self, form):
+        # LOCAL_LOGIN off with LDAP on: the form signs in directory accounts only
+        if not settings.LOCAL_LOGIN and getattr(form.get_user(), "backend", "") != LDAP_BACKEND:
+            return local_login_refused(self.request)
+        return super().form_valid(form)
+
     def get_context_data(self, **kwargs):
         return {**super().get_context_data(**kwargs), "local_login": settings.LOCAL_LOGIN,
-                "oidc_providers": oidc.configured_providers()}
+                "password_form": password_form_shown(), "oidc_providers": oidc.configured_providers()}
 
 
 def admin_login(admin_view):

@@ -11,6 +11,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.settings.env import DEBUG, VAR_DIR, env_bool, env_list
+from portal.settings.ldap import LDAP_ENABLED
 
 
 def _secret_key() -> str:
@@ -66,6 +67,8 @@ NOTEBOOK_SESSION_SECONDS = int(os.environ.get("NOTEBOOK_SESSION_SECONDS", "43200
 AUTHENTICATION_BACKENDS = [
     "portal.login_backoff.LoginBackoffBackend",  # first: within a back-off, no password is read
     "django.contrib.auth.backends.ModelBackend",
+    # after the local accounts, only when LDAP_AUTH_URL is set (portal/settings/ldap.py)
+    *(["portal.identity.ldap.LDAPBackend"] if LDAP_ENABLED else []),
     "allauth.account.auth_backends.AuthenticationBackend",  # signs in those an OIDC provider vouched for
 ]
 AUTH_PASSWORD_VALIDATORS = [
