@@ -10,7 +10,7 @@ UV := $(TOOLS)/bin/uv
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 EXTRAS ?= load
 
-.PHONY: install extras prepare run test e2e lint docs demo clean messages compilemessages image image-rootfs
+.PHONY: install extras prepare run test e2e lint docs demo clean messages compilemessages image image-rootfs idp run-idp
 
 $(UV):
 	$(PYTHON) -m pip install -q --disable-pip-version-check --target $(TOOLS) 'uv==$(UV_VERSION)'
@@ -69,6 +69,16 @@ lint: install
 # a missing anchor or a page left out of the nav.
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# A demo OpenID Connect provider on http://127.0.0.1:9400 (tests/identity: oidc-provider on Node; any password):
+# alice, dana, ops and eve, whose groups map to the demo workspaces. `make run-idp` (in another terminal) is
+# `make run` with the provider's sign-in button and those mappings (docs/operator/sign-in-oidc.md).
+idp:
+	cd tests/identity && { [ -d node_modules/oidc-provider ] || npm ci --no-audit --no-fund; } && node idp.mjs demo-idp.json
+
+run-idp: export OIDC_PROVIDERS := [{"id": "demo", "name": "Demo IdP", "issuer": "http://127.0.0.1:9400", "client_id": "portal-demo", "secret": "portal-demo-secret", "scopes": ["openid", "profile", "email", "groups"]}]
+run-idp: export IDENTITY_GROUP_ROLES := {"ml-vision-owners": [{"workspace": "vision-lab", "role": "owner"}], "ml-nlp-members": [{"workspace": "nlp-group", "role": "member"}], "ml-nlp-owners": [{"workspace": "nlp-group", "role": "owner"}], "platform-admins": [{"staff": true}]}
+run-idp: run
 
 # The zh_Hans catalogue: `make messages` collects marked strings into locale/, translate the new
 # entries in the .po, then `make compilemessages` (the .mo is committed, so a fresh clone has it).

@@ -55,12 +55,15 @@ ROUTINE_PATHS = re.compile(
 )
 
 
-SECRET_PARAMS = re.compile(r"([?&]ticket=)[^&]*")  # a notebook's one-use ticket (portal/notebook_origin.py)
+# a notebook's one-use ticket (portal/notebook_origin.py); an OIDC provider's authorization code
+SECRET_PARAMS = re.compile(r"([?&](?:ticket|code)=)[^&]*")
+SECRET_PATHS = re.compile(r"(/password/reset/key/[0-9A-Za-z]+-)[^/]+")  # a password reset link's key
 
 
 def logged_path(request) -> str:
-    """The path and query as logged: secrets in the query are left out."""
-    return SECRET_PARAMS.sub(r"\1[redacted]", request.get_full_path())[:300]
+    """The path and query as logged: secrets in the query and path are left out."""
+    path = SECRET_PATHS.sub(r"\1[redacted]", request.get_full_path())
+    return SECRET_PARAMS.sub(r"\1[redacted]", path)[:300]
 
 
 def is_routine(request) -> bool:

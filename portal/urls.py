@@ -1,10 +1,11 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from portal.identity import oidc
+from portal.identity import views as identity
 from portal.members import views as members
 from portal.notebook_proxy import notebook_redirect
 from portal.notifications import views as notifications
@@ -16,6 +17,7 @@ from portal.serve_proxy import serve_not_found, serve_proxy
 admin.site.site_header = "GPU Platform console"
 admin.site.site_title = "GPU Platform console"
 admin.site.index_title = "Operate the platform"
+admin.site.login = identity.admin_login(admin.site.login)  # refused, as /login/'s, when LOCAL_LOGIN is off
 
 handler500 = "portal.server_error.server_error"
 
@@ -24,8 +26,15 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", identity.LoginView.as_view(), name="login"),
+    path("logout/", identity.LogoutView.as_view(), name="logout"),
+    # OIDC sign-in (allauth): /accounts/oidc/<provider>/login/ and its callback, kept here to see the ID token
+    path("accounts/oidc/<str:provider_id>/login/callback/", oidc.callback, name="openid_connect_callback"),
+    path("accounts/3rdparty/login/cancelled/", identity.login_cancelled, name="socialaccount_login_cancelled"),
+    path("accounts/3rdparty/login/error/", identity.login_error, name="socialaccount_login_error"),
+    path("accounts/", include("allauth.socialaccount.providers.openid_connect.urls")),
+    path("accounts/", include("portal.identity.password_urls")),
+    path("login/", identity.LoginView.as_view(), name="account_login"),  # the name allauth's pages link to
     path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("w/<slug:slug>/service-accounts/", views.workspace_service_accounts, name="workspace-service-accounts"),

@@ -10,6 +10,7 @@ from portal.settings.base import *  # noqa: F403 - apps, middleware, templates, 
 from portal.settings.celery import *  # noqa: F403
 from portal.settings.database import *  # noqa: F403
 from portal.settings.env import *  # noqa: F403 - BASE_DIR, VAR_DIR, DEBUG
+from portal.settings.identity import *  # noqa: F403 - company sign-in (OIDC), local sign-in on or off
 from portal.settings.ldap import *  # noqa: F403 - sign-in against an LDAP directory (off unless LDAP_AUTH_URL)
 from portal.settings.logging import *  # noqa: F403
 from portal.settings.notifications import *  # noqa: F403 - e-mail and webhooks

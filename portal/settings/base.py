@@ -22,6 +22,10 @@ INSTALLED_APPS = [
     "billing",
     "portal.console",
     "portal.scim",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
 ]
 
 MIDDLEWARE = [
@@ -41,6 +45,7 @@ MIDDLEWARE = [
     "portal.middleware.UserLanguageMiddleware",  # after auth: the signed-in user's language
     "portal.user_sessions.SessionSeenMiddleware",  # after auth: the session's last seen, once a minute
     "django.contrib.messages.middleware.MessageMiddleware",
+    "allauth.account.middleware.AccountMiddleware",  # after auth and messages: allauth's sign-in flows
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.login_backoff.LoginBackoffMiddleware",  # 429 for a sign-in within the account's back-off
     "portal.middleware.DomainErrorMiddleware",

@@ -69,6 +69,7 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
     # after the local accounts, only when LDAP_AUTH_URL is set (portal/settings/ldap.py)
     *(["portal.identity.ldap.LDAPBackend"] if LDAP_ENABLED else []),
+    "allauth.account.auth_backends.AuthenticationBackend",  # signs in those an OIDC provider vouched for
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -31,7 +31,8 @@ def _backends(**env: str) -> list[str]:
 def test_the_ldap_backend_is_there_only_when_configured():
     assert "portal.identity.ldap.LDAPBackend" not in _backends()
     on = _backends(LDAP_AUTH_URL="ldap://127.0.0.1:1", LDAP_AUTH_SEARCH_BASE="ou=people,dc=example,dc=org")
-    assert on[-2:] == ["django.contrib.auth.backends.ModelBackend", "portal.identity.ldap.LDAPBackend"]
+    # after the local accounts (allauth's backend, for OIDC sign-ins, comes last)
+    assert on[-3:-1] == ["django.contrib.auth.backends.ModelBackend", "portal.identity.ldap.LDAPBackend"]
 
 
 def test_local_sign_in_with_ldap_off_tries_no_connection(tenants, monkeypatch):

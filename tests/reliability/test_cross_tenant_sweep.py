@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils.http import int_to_base36
 from tests_reliability_helpers import response_body
 
 METHODS = ("get", "post", "delete")
@@ -51,6 +52,10 @@ FILLERS = {
     "path": lambda bob, route: "lab",
     # /scim/v2/Users/<uuid> and the like: bob's account (SCIM is operator-level: alice's token is refused)
     "uuid": lambda bob, route: bob["user"].pk,
+    "provider_id": lambda bob, route: "corp",
+    # a password reset link for bob's account, with a key nobody sent
+    "uidb36": lambda bob, route: int_to_base36(bob["user"].pk),
+    "key": lambda bob, route: "made-up-key",  # an OIDC provider's sign-in: none configured here, so 404
 }
 _PARAM = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")
 

@@ -1,0 +1,82 @@
+"""The sign-in and sign-out pages: local accounts as ever, plus a button per OIDC provider."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.shortcuts import redirect, render, resolve_url
+
+from portal.identity import oidc
+
+
+def local_login_refused(request):
+    return render(request, "identity/local_login_off.html", status=403)
+
+
+LDAP_BACKEND = "portal.identity.ldap.LDAPBackend"
+
+
+def password_form_shown() -> bool:
+    """The username and password form: for local accounts, or for a directory's (LDAP) when one is set."""
+    return settings.LOCAL_LOGIN or getattr(settings, "LDAP_ENABLED", False)
+
+
+class LoginView(auth_views.LoginView):
+    redirect_authenticated_user = True
+
+    def post(self, request, *args, **kwargs):
+        if not password_form_shown():
+            return local_login_refused(request)
+        return super().post(request, *args, **kwargs)
+
+    def form_valid(self, form):
+        # LOCAL_LOGIN off with LDAP on: the form signs in directory accounts only
+        if not settings.LOCAL_LOGIN and getattr(form.get_user(), "backend", "") != LDAP_BACKEND:
+            return local_login_refused(self.request)
+        return super().form_valid(form)
+
+    def get_context_data(self, **kwargs):
+        return {**super().get_context_data(**kwargs), "local_login": settings.LOCAL_LOGIN,
+                "password_form": password_form_shown(), "oidc_providers": oidc.configured_providers()}
+
+
+def admin_login(admin_view):
+    """The admin's password form, refused when local sign-in is off."""
+    def view(request, *args, **kwargs):
+        if request.method == "POST" and not settings.LOCAL_LOGIN:
+            return local_login_refused(request)
+        return admin_view(request, *args, **kwargs)
+    return view
+
+
+class LogoutView(auth_views.LogoutView):
+    """Ends the portal's session; signed in through a provider that offers it, goes on to end that one too."""
+
+    def post(self, request, *args, **kwargs):
+        provider_id, id_token = request.session.get(oidc.PROVIDER), request.session.get(oidc.ID_TOKEN, "")
+        response = super().post(request, *args, **kwargs)
+        if provider_id:
+            after = request.build_absolute_uri(resolve_url(settings.LOGOUT_REDIRECT_URL))
+            if url := oidc.end_session_url(request, provider_id, id_token, after):
+                return redirect(url)
+        return response
+
+
+def login_cancelled(request):
+    return render(request, "socialaccount/login_cancelled.html")
+
+
+def login_error(request):
+    return render(request, "socialaccount/authentication_error.html", status=401)
+
+
+def local_accounts_only(view):
+    """allauth's password pages, for local accounts: refused when LOCAL_LOGIN is off, and for an account that
+    has no password here (made by an OIDC provider: its password is the provider's)."""
+    def wrapped(request, *args, **kwargs):
+        if not settings.LOCAL_LOGIN:
+            return local_login_refused(request)
+        if request.user.is_authenticated and not request.user.has_usable_password():
+            return render(request, "identity/no_local_password.html", status=403)
+        return view(request, *args, **kwargs)
+    return wrapped
