@@ -55,12 +55,13 @@ ROUTINE_PATHS = re.compile(
 )
 
 
-SECRET_PARAMS = re.compile(r"([?&]ticket=)[^&]*")  # a notebook's one-use ticket (portal/notebook_origin.py)
+SECRET_PARAMS = re.compile(r"([?&](?:ticket|user_code)=)[^&]*")  # a notebook's one-use ticket (portal/notebook_origin.py)
+SECRET_PATHS = re.compile(r"^(/invitations/)[^/?]+")  # an invitation's token (portal/invitations.py)
 
 
 def logged_path(request) -> str:
     """The path and query as logged: secrets in the query are left out."""
-    return SECRET_PARAMS.sub(r"\1[redacted]", request.get_full_path())[:300]
+    return SECRET_PATHS.sub(r"\1[redacted]", SECRET_PARAMS.sub(r"\1[redacted]", request.get_full_path()))[:300]
 
 
 def is_routine(request) -> bool:

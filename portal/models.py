@@ -313,3 +313,33 @@ class UserSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.ip} {self.created:%Y-%m-%d %H:%M}"
+
+
+class Invitation(models.Model):
+    """An owner's invitation of an e-mail address into a workspace with a role (portal.invitations). Only
+    the hash of its link's token is stored; it is used once, and refused after `expires` or once revoked.
+    Resending it makes a new token (the old link stops working) and a new expiry."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(help_text="Who is invited; matched without regard to case")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the link's token; never the token")
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    sent = models.DateTimeField(default=clock.now, help_text="The latest e-mail (the first, or a resend)")
+    expires = models.DateTimeField(help_text="The link is refused from then on (the platform clock)")
+    accepted = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["workspace", "accepted", "revoked"])]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.workspace_id} ({self.role})"
+
+    def is_pending(self, now) -> bool:
+        return self.accepted is None and self.revoked is None and self.expires > now

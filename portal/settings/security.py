@@ -80,6 +80,9 @@ if env_bool("TEST_FAST_PASSWORD_HASHER", False):
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
+# Local accounts with passwords: off, an invitation's page sends people to the company sign-in instead of
+# making an account, and they join at their first sign-in with the invited (verified) e-mail.
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
 
 # Repeated failed sign-ins slow the account down (portal.login_backoff): after FREE_FAILURES in a row, it
 # waits BASE_S, doubled by each further failure up to MAX_S; a success, or RESET_S without a failure, forgets.
