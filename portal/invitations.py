@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
 from django.db import transaction
@@ -135,7 +135,7 @@ def _check(workspace: Workspace, email: object, role: object) -> tuple[str, str]
     email = email.strip() if isinstance(email, str) else ""
     try:
         validate_email(email)
-    except Exception:
+    except ValidationError:
         errors["email"] = [gettext("%(email)s is not an e-mail address") % {"email": repr(email[:80])}]
     if role not in Role.values:
         errors["role"] = [gettext("%(role)s is not a role: one of %(roles)s") % {
@@ -226,7 +226,10 @@ def accept_with_new_account(raw: str, username: object, password: object):
         raise DomainError(errors)
     user = get_user_model()(username=username.strip(), email=invitation.email)
     user.set_password(password)
-    user.full_clean(exclude=["password"])
+    try:
+        user.full_clean(exclude=["password"])  # the username's characters and length
+    except ValidationError as error:
+        raise DomainError({field: list(msgs) for field, msgs in error.message_dict.items()}) from None
     user.save()
     audit.record(user, "create", user, source=TENANT, message="account made on accepting an invitation",
                  changes={"username": [None, user.username], "email": [None, user.email]})

@@ -94,11 +94,13 @@ class DomainErrorMiddleware:
 
 class RateLimitMiddleware:
     """429 with Retry-After for too many sign-in posts (per client address, both sign-in forms), API
-    requests (per token digest, else per signed-in user), node-agent requests (per node token) and
+    requests (per token digest, else per signed-in user), `gpuctl login`'s device endpoints and the /device/
+    page's posts (per client address), node-agent requests (per node token) and
     /serve/ calls (per caller and service). Rates in settings.RATE_LIMITS. After authentication: a
     signed-in user is counted by id."""
 
     SIGN_IN_PATHS = ("login", "admin:login")
+    DEVICE_API = "/api/v1/auth/device/"  # gpuctl login's start and polls
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -131,6 +133,8 @@ class RateLimitMiddleware:
         path = request.path_info
         if request.method == "POST" and path in {reverse(name) for name in cls.SIGN_IN_PATHS}:
             return "login", ratelimit.client_address(request)
+        if path.startswith(cls.DEVICE_API) or (request.method == "POST" and path == reverse("device")):
+            return "device", ratelimit.client_address(request)  # no credential yet: by address (codes are guessed)
         if not (path.startswith("/api/") or is_serve_path(path)):
             return None
         token = ratelimit.token_identity(request.META)

@@ -343,3 +343,35 @@ class Invitation(models.Model):
 
     def is_pending(self, now) -> bool:
         return self.accepted is None and self.revoked is None and self.expires > now
+
+
+class DeviceAuthorization(models.Model):
+    """One OAuth 2.0 device authorization (RFC 8628) of `gpuctl login` (portal.device_login): the CLI holds
+    the device code (only its hash is stored), the person types the user code at /device/ and approves or
+    denies; an approved one is exchanged once for an API token of the approving user."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("Waiting for approval")
+        APPROVED = "approved", _("Approved")
+        DENIED = "denied", _("Denied")
+        EXCHANGED = "exchanged", _("Token issued")
+
+    device_digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the device code")
+    user_code = models.CharField(max_length=8, db_index=True, help_text="As typed, without the dash")
+    client = models.CharField(max_length=40, default="gpuctl")
+    scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.SUBMIT)
+    created = models.DateTimeField(default=clock.now, editable=False)
+    expires = models.DateTimeField()
+    interval = models.PositiveSmallIntegerField(default=5, help_text="Seconds the client waits between polls")
+    last_poll = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+", help_text="Who approved or denied it")
+    decided = models.DateTimeField(null=True, blank=True)
+    token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.client} {self.user_code[:4]}-{self.user_code[4:]} ({self.state})"

@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from portal.members import views as members
 from portal.notebook_proxy import notebook_redirect
 from portal.notifications import views as notifications
-from portal.pages import account, invitation, language, tokens, volumes
+from portal.pages import account, device, invitation, language, tokens, volumes
 from portal.pages import workspaces as views
 from portal.secrets import views as workspace_secrets
 from portal.serve_proxy import serve_not_found, serve_proxy
@@ -30,6 +30,7 @@ urlpatterns = [
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("w/<slug:slug>/service-accounts/", views.workspace_service_accounts, name="workspace-service-accounts"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
+    path("device/", device.device, name="device"),
     path("account/preferences/", account.preferences, name="preferences"),
     path("account/sessions/", account.sessions, name="account-sessions"),
     path("account/sessions/<int:session_id>/end/", account.session_end, name="account-session-end"),

@@ -28,7 +28,7 @@ class InvitationOutput(serializers.Serializer):
 
 
 class InvitationInput(serializers.Serializer):
-    email = serializers.CharField(max_length=254)
+    email = serializers.EmailField(max_length=254)
     role = serializers.ChoiceField(choices=Role.values, default=Role.MEMBER)
 
 

@@ -5,6 +5,7 @@ from portal.api import (
     agent,
     buckets,
     costs,
+    device,
     errors,
     invitations,
     jobs,
@@ -21,6 +22,8 @@ from portal.api import (
 
 urlpatterns = [
     path("version", version.VersionApi.as_view(), name="api-version"),
+    path("auth/device/", device.DeviceStartApi.as_view(), name="api-device-start"),
+    path("auth/device/token/", device.DeviceTokenApi.as_view(), name="api-device-token"),
     path("workspaces/", workspaces.WorkspaceListApi.as_view(), name="api-workspaces"),
     path("workspaces/<slug:slug>/", workspaces.WorkspaceDetailApi.as_view(), name="api-workspace"),
     path("workspaces/<slug:slug>/queues/", workspaces.WorkspaceQueuesApi.as_view(), name="api-workspace-queues"),

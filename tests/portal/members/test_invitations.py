@@ -67,6 +67,10 @@ def test_an_invited_person_makes_an_account_and_joins_once(invite, client, clust
     assert page.status_code == 200 and b'data-mode="new-account"' in page.content
     weak = client.post(link, {"username": "dave", "password": "password", "password2": "password"})
     assert weak.status_code == 400 and b'data-field="password"' in weak.content and "dave" not in roles(cluster.vision)
+    odd = client.post(link, {"username": "dave smith!", "password": STRONG, "password2": STRONG})
+    assert odd.status_code == 400 and b'data-field="username"' in odd.content
+    differ = client.post(link, {"username": "dave", "password": STRONG, "password2": STRONG + "x"})
+    assert differ.status_code == 400 and b'data-field="password2"' in differ.content
     taken = client.post(link, {"username": "carol", "password": STRONG, "password2": STRONG})
     assert taken.status_code == 400 and b'data-field="username"' in taken.content
     joined = client.post(link, {"username": "dave", "password": STRONG, "password2": STRONG})
