@@ -24,6 +24,7 @@ from scheduling.api import DomainError, clock
 
 EXPIRES_IN_S = 600
 INTERVAL_S = 5
+KEPT_AFTER_EXPIRY = timedelta(days=1)
 SLOW_DOWN_STEP_S = 5  # RFC 8628 3.5: each slow_down adds 5 s to the interval
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:device_code"
 CLIENTS = ("gpuctl",)
@@ -82,6 +83,7 @@ def start(client: object = "gpuctl", scope: object = TokenScope.SUBMIT) -> Start
         raise DomainError(errors)
     device_code = secrets.token_urlsafe(32)
     now = clock.now()
+    DeviceAuthorization.objects.filter(expires__lt=now - KEPT_AFTER_EXPIRY).delete()  # nothing to poll or audit
     authorization = DeviceAuthorization.objects.create(
         device_digest=hash_token(device_code), user_code=_new_user_code(), client=client, scope=scope,
         created=now, expires=now + timedelta(seconds=EXPIRES_IN_S), interval=INTERVAL_S)

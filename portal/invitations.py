@@ -238,14 +238,17 @@ def accept_with_new_account(raw: str, username: object, password: object):
 
 
 def verified_email(user) -> str:
-    """The e-mail the account has proven: with allauth installed, a verified address of it; else the
-    account's own (set by the operators or by an accepted invitation: users do not edit it)."""
-    if apps.is_installed("allauth.account"):
+    """The account's e-mail if it is proven: where allauth keeps a record of the address, that record must
+    say verified; an address with no such record was set by the operators or by an accepted invitation
+    (users do not edit it on the portal's pages)."""
+    email = user.email or ""
+    if email and apps.is_installed("allauth.account"):
         from allauth.account.models import EmailAddress
 
-        return (EmailAddress.objects.filter(user=user, verified=True, email__iexact=user.email)
-                .values_list("email", flat=True).first() or "")
-    return user.email or ""
+        known = list(EmailAddress.objects.filter(user=user, email__iexact=email).values_list("verified", flat=True))
+        if known and not any(known):
+            return ""
+    return email
 
 
 def accept_pending_for(user) -> list[Membership]:

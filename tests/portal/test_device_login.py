@@ -98,6 +98,9 @@ def test_the_codes_expire_after_ten_minutes(start, client, cluster, clock):
     decide(cluster.alice, fresh["user_code"])
     clock.advance(601)  # approved, but not fetched in time
     assert error(poll(client, fresh)) == "expired_token" and not ApiToken.objects.exists()
+    clock.advance(86400)
+    start()  # a day after they expired, the old requests are gone
+    assert DeviceAuthorization.objects.count() == 1
 
 
 def test_polling_faster_than_the_interval_is_slow_down(start, client, clock):
