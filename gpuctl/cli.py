@@ -41,6 +41,7 @@ from gpuctl.errors import (
     one_line,
 )
 from gpuctl.inputs import chosen_workspace, my_workspaces, read_spec
+from gpuctl.login import add_login_command
 from gpuctl.notebook import add_notebook_commands
 from gpuctl.output import (
     COST_GROUPS,
@@ -541,6 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_commands(commands, command, _add_output)
     add_secret_commands(commands, command, _add_output)
     add_service_account_commands(commands, command, _add_output)
+    add_login_command(commands, command)
     add_volume_commands(commands, command, _add_output)
     add_bucket_commands(commands, command, _add_output)
 

@@ -42,6 +42,15 @@ ZH = {
         "工作空间 {workspace} 中 {account} 的令牌 {name}（范围 {scope}，{expires} 过期）；之后不再显示：",
     "{account} has no tokens": "{account} 没有令牌",
     "token {id} of {account} revoked": "{account} 的令牌 {id} 已吊销",
+    # gpuctl login
+    "Open {uri} and type the code {code}": "请打开 {uri} 并输入代码 {code}",
+    "(or open {uri})": "（或打开 {uri}）",
+    "waiting for the approval ...": "等待批准……",
+    "signed in to {url} as {username} (scope {scope}); token saved in profile {profile} of {path}":
+        "已以 {username} 身份登录 {url}（范围 {scope}）；令牌已保存到 {path} 的配置 {profile}",
+    "note: {name} is set and wins over the saved token": "注意：已设置 {name}，它优先于保存的令牌",
+    "the sign-in was denied in the browser": "登录已在浏览器中被拒绝",
+    "the code expired before it was approved: run gpuctl login again": "代码在批准前已过期：请重新运行 gpuctl login",
     # gpuctl serve
     "created service {name} ({id}) in {workspace}, queue {queue}: {state}":
         "已在工作空间 {workspace} 创建推理服务 {name}（{id}），队列 {queue}：{state}",

@@ -24,11 +24,12 @@ class PortalConfig(AppConfig):
 
         from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 
-        from portal import login_backoff, user_sessions
+        from portal import invitations, login_backoff, user_sessions
 
         user_login_failed.connect(login_backoff.on_login_failed, dispatch_uid="portal-login-backoff-failed")
         user_logged_in.connect(login_backoff.on_logged_in, dispatch_uid="portal-login-backoff-success")
         user_logged_in.connect(user_sessions.on_logged_in, dispatch_uid="portal-user-sessions-in")
+        user_logged_in.connect(invitations.on_logged_in, dispatch_uid="portal-invitations-in")
         user_logged_out.connect(user_sessions.on_logged_out, dispatch_uid="portal-user-sessions-out")
 
         from portal import logs

@@ -55,9 +55,11 @@ ROUTINE_PATHS = re.compile(
 )
 
 
-# a notebook's one-use ticket (portal/notebook_origin.py); an OIDC provider's authorization code
-SECRET_PARAMS = re.compile(r"([?&](?:ticket|code)=)[^&]*")
-SECRET_PATHS = re.compile(r"(/password/reset/key/[0-9A-Za-z]+-)[^/]+")  # a password reset link's key
+# a notebook's one-use ticket (portal/notebook_origin.py); an OIDC provider's authorization code; a device
+# login's user code
+SECRET_PARAMS = re.compile(r"([?&](?:ticket|code|user_code)=)[^&]*")
+# a password reset link's key; an invitation's token (portal/invitations.py)
+SECRET_PATHS = re.compile(r"(/password/reset/key/[0-9A-Za-z]+-|^/invitations/)[^/?]+")
 
 
 def logged_path(request) -> str:

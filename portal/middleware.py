@@ -97,11 +97,13 @@ class DomainErrorMiddleware:
 
 class RateLimitMiddleware:
     """429 with Retry-After for too many sign-in posts (per client address, both sign-in forms), API
-    requests (per token digest, else per signed-in user), node-agent requests (per node token) and
-    /serve/ calls (per caller and service) and SCIM calls (per token, else per address). Rates in
-    settings.RATE_LIMITS. After authentication: a signed-in user is counted by id."""
+    requests (per token digest, else per signed-in user), `gpuctl login`'s device endpoints and the /device/
+    page's posts (per client address), node-agent requests (per node token), /serve/ calls (per caller and
+    service) and SCIM calls (per token, else per address). Rates in settings.RATE_LIMITS. After
+    authentication: a signed-in user is counted by id."""
 
     SIGN_IN_PATHS = ("login", "admin:login")
+    DEVICE_API = "/api/v1/auth/device/"  # gpuctl login's start and polls
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -141,6 +143,8 @@ class RateLimitMiddleware:
             if token in (None, "malformed"):
                 return "scim", "address:" + ratelimit.client_address(request)
             return "scim", token
+        if path.startswith(cls.DEVICE_API) or (request.method == "POST" and path == reverse("device")):
+            return "device", ratelimit.client_address(request)  # no credential yet: by address (codes are guessed)
         if not (path.startswith("/api/") or is_serve_path(path)):
             return None
         token = ratelimit.token_identity(request.META)

@@ -350,3 +350,63 @@ class GroupStaff(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "source"], name="one_group_staff_per_source")]
+class Invitation(models.Model):
+    """An owner's invitation of an e-mail address into a workspace with a role (portal.invitations). Only
+    the hash of its link's token is stored; it is used once, and refused after `expires` or once revoked.
+    Resending it makes a new token (the old link stops working) and a new expiry."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(help_text="Who is invited; matched without regard to case")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the link's token; never the token")
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    sent = models.DateTimeField(default=clock.now, help_text="The latest e-mail (the first, or a resend)")
+    expires = models.DateTimeField(help_text="The link is refused from then on (the platform clock)")
+    accepted = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["workspace", "accepted", "revoked"])]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.workspace_id} ({self.role})"
+
+    def is_pending(self, now) -> bool:
+        return self.accepted is None and self.revoked is None and self.expires > now
+
+
+class DeviceAuthorization(models.Model):
+    """One OAuth 2.0 device authorization (RFC 8628) of `gpuctl login` (portal.device_login): the CLI holds
+    the device code (only its hash is stored), the person types the user code at /device/ and approves or
+    denies; an approved one is exchanged once for an API token of the approving user."""
+
+    class State(models.TextChoices):
+        PENDING = "pending", _("Waiting for approval")
+        APPROVED = "approved", _("Approved")
+        DENIED = "denied", _("Denied")
+        EXCHANGED = "exchanged", _("Token issued")
+
+    device_digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the device code")
+    user_code = models.CharField(max_length=8, db_index=True, help_text="As typed, without the dash")
+    client = models.CharField(max_length=40, default="gpuctl")
+    scope = models.CharField(max_length=8, choices=TokenScope.choices, default=TokenScope.SUBMIT)
+    created = models.DateTimeField(default=clock.now, editable=False)
+    expires = models.DateTimeField()
+    interval = models.PositiveSmallIntegerField(default=5, help_text="Seconds the client waits between polls")
+    last_poll = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+", help_text="Who approved or denied it")
+    decided = models.DateTimeField(null=True, blank=True)
+    token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.client} {self.user_code[:4]}-{self.user_code[4:]} ({self.state})"

@@ -9,7 +9,7 @@ from portal.identity import views as identity
 from portal.members import views as members
 from portal.notebook_proxy import notebook_redirect
 from portal.notifications import views as notifications
-from portal.pages import account, language, tokens, volumes
+from portal.pages import account, device, invitation, language, tokens, volumes
 from portal.pages import workspaces as views
 from portal.secrets import views as workspace_secrets
 from portal.serve_proxy import serve_not_found, serve_proxy
@@ -39,12 +39,16 @@ urlpatterns = [
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("w/<slug:slug>/service-accounts/", views.workspace_service_accounts, name="workspace-service-accounts"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
+    path("device/", device.device, name="device"),
     path("account/preferences/", account.preferences, name="preferences"),
     path("account/sessions/", account.sessions, name="account-sessions"),
     path("account/sessions/<int:session_id>/end/", account.session_end, name="account-session-end"),
     path("language/", language.switch_language, name="switch-language"),
     path("w/<slug:slug>/members/", members.members, name="workspace-members"),
     path("w/<slug:slug>/members/<int:member_id>/remove/", members.member_remove, name="workspace-member-remove"),
+    re_path(r"^w/(?P<slug>[-a-zA-Z0-9_]+)/invitations/(?P<invitation_id>[0-9]+)/(?P<action>resend|revoke)/$",
+            members.invitation_action, name="workspace-invitation-action"),
+    path("invitations/<str:token>/", invitation.accept, name="invitation-accept"),
     path("w/<slug:slug>/webhook/", notifications.webhook, name="workspace-webhook"),
     path("w/<slug:slug>/secrets/", workspace_secrets.secrets_page, name="workspace-secrets"),
     path("w/<slug:slug>/volumes/", volumes.volumes, name="workspace-volumes"),

@@ -35,6 +35,12 @@ ACTION_LABELS = {
     "change priority": pgettext_lazy("audit action", "change priority"),
     "move queue": pgettext_lazy("audit action", "move queue"),
     "login failed": pgettext_lazy("audit action", "login failed"),
+    "invite": pgettext_lazy("audit action", "invite"),
+    "resend invitation": pgettext_lazy("audit action", "resend invitation"),
+    "revoke invitation": pgettext_lazy("audit action", "revoke invitation"),
+    "accept invitation": pgettext_lazy("audit action", "accept invitation"),
+    "approve device login": pgettext_lazy("audit action", "approve device login"),
+    "deny device login": pgettext_lazy("audit action", "deny device login"),
 }
 
 

@@ -1,20 +1,24 @@
-"""The Members page of a workspace: every member sees the list; owners add members, change roles
-and remove members (after a confirmation). Outsiders get a 404, as for every workspace page."""
+"""The Members page of a workspace: every member sees the list; owners add members, invite people by
+e-mail (and resend or revoke pending invitations), change roles and remove members (after a
+confirmation). Outsiders get a 404, as for every workspace page."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
+from portal import invitations
 from portal.console.services import ConsoleError
 from portal.members import selectors, services
 from portal.models import Role
 from portal.selectors import get_workspace_for_user
+from scheduling.api import DomainError
 
 ROLE_HELP = _("Owner: manages members, the budget and the webhook, and submits jobs. Member: submits and cancels "
               "jobs. Viewer: sees jobs and reports, and cannot act. Finance: budgets and reports.")
@@ -26,6 +30,14 @@ class AddMemberForm(forms.Form):
                                help_text=_("An existing account of the platform"))
     role = forms.ChoiceField(label=_("Role"), choices=Role.choices, initial=Role.MEMBER, help_text=ROLE_HELP,
                              widget=forms.Select(attrs={"id": "f-member-role"}))
+
+
+class InviteForm(forms.Form):
+    email = forms.CharField(label=_("E-mail"), max_length=254,
+                            widget=forms.EmailInput(attrs={"id": "f-invite-email", "autocomplete": "off"}),
+                            help_text=_("They get a link that works once, for 7 days"))
+    role = forms.ChoiceField(label=_("Role"), choices=Role.choices, initial=Role.MEMBER,
+                             widget=forms.Select(attrs={"id": "f-invite-role"}))
 
 
 class RoleForm(forms.Form):
@@ -43,10 +55,24 @@ def _into(form: forms.Form, error: ConsoleError) -> None:
 def members(request, slug):
     workspace = get_workspace_for_user(request.user, slug)
     mine = selectors.membership_of(request.user, workspace)
-    add_form, role_errors = AddMemberForm(), {}
+    add_form, invite_form, role_errors = AddMemberForm(), InviteForm(), {}
     if request.method == "POST":
         services.require_owner(request.user, workspace)  # a 403 for members, viewers and finance
-        if "member" in request.POST:
+        if "invite" in request.POST:
+            invite_form = InviteForm(request.POST)
+            if invite_form.is_valid():
+                try:
+                    invitation = invitations.invite(request.user, workspace, invite_form.cleaned_data["email"],
+                                                    invite_form.cleaned_data["role"],
+                                                    base_url=request.build_absolute_uri("/"))
+                except DomainError as error:
+                    _into(invite_form, error)
+                else:
+                    messages.success(request, gettext("%(email)s invited to %(workspace)s as %(role)s.") % {
+                        "email": invitation.email, "workspace": workspace.slug,
+                        "role": invitation.get_role_display().lower()})
+                    return redirect("workspace-members", slug=slug)
+        elif "member" in request.POST:
             membership = selectors.get_member(workspace, request.POST["member"])
             form = RoleForm(request.POST)
             try:
@@ -72,11 +98,35 @@ def members(request, slug):
                         "user": added.user.username, "workspace": workspace.slug,
                         "role": added.get_role_display().lower()})
                     return redirect("workspace-members", slug=slug)
+    is_owner = bool(mine and mine.can_manage_members)
     return render(request, "portal/members.html", {
-        "workspace": workspace, "membership": mine, "is_owner": bool(mine and mine.can_manage_members),
+        "workspace": workspace, "membership": mine, "is_owner": is_owner,
         "members": selectors.members_of(workspace), "add_form": add_form, "role_errors": role_errors,
-        "roles": Role.choices, "role_help": ROLE_HELP,
-    }, status=400 if add_form.errors or role_errors else 200)
+        "roles": Role.choices, "role_help": ROLE_HELP, "invite_form": invite_form,
+        "invitations": invitations.pending_of(workspace) if is_owner else [],
+    }, status=400 if add_form.errors or invite_form.errors or role_errors else 200)
+
+
+@login_required
+@require_POST
+def invitation_action(request, slug, invitation_id, action):
+    """Resend (a new link, seven days from now) or revoke a pending invitation; owners only."""
+    workspace = get_workspace_for_user(request.user, slug)
+    services.require_owner(request.user, workspace)
+    try:
+        if action == "resend":
+            invitation = invitations.resend(request.user, workspace, invitation_id,
+                                            base_url=request.build_absolute_uri("/"))
+            messages.success(request, gettext("A new invitation link was sent to %(email)s.") % {
+                "email": invitation.email})
+        else:
+            invitation = invitations.get_pending(workspace, invitation_id)
+            invitations.revoke(request.user, workspace, invitation_id)
+            messages.success(request, gettext("The invitation of %(email)s is revoked: its link no longer works.") % {
+                "email": invitation.email})
+    except invitations.NoSuchInvitation as error:
+        raise Http404(str(error)) from None
+    return redirect("workspace-members", slug=slug)
 
 
 @login_required

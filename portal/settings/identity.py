@@ -65,6 +65,8 @@ OIDC_PROVIDERS = oidc_providers(os.environ.get("OIDC_PROVIDERS", ""))
 # A first sign-in whose verified e-mail matches no account creates one; off: only existing accounts get in.
 OIDC_CREATE_USERS = env_bool("OIDC_CREATE_USERS", True)
 # Off: the sign-in page shows only the providers, and a password sign-in (/login/, /admin/login/) is refused.
+# Also: an invitation's page then sends people to the company sign-in instead of making an account, and they
+# join at their first sign-in with the invited (verified) e-mail.
 LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
 
 SOCIALACCOUNT_PROVIDERS = socialaccount_providers(OIDC_PROVIDERS)

@@ -122,12 +122,14 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# Rate limits, "requests/seconds": sign-in posts (/login/ and /admin/login/) per client address, API
+# Rate limits, "requests/seconds": sign-in posts (/login/ and /admin/login/) per client address, `gpuctl login`'s
+# device endpoints and /device/ posts per client address, API
 # requests per token (its digest, however the header spells it) or signed-in user, node-agent requests per
 # node token, /serve/ calls per caller and service, SCIM calls (/scim/v2/) per SCIM token. Over the limit: 429
 # with Retry-After. Counted in CACHES.
 RATE_LIMITS = {
     "login": os.environ.get("RATE_LIMIT_LOGIN", "30/60"),
+    "device": os.environ.get("RATE_LIMIT_DEVICE", "60/60"),
     "api_token": os.environ.get("RATE_LIMIT_API_TOKEN", "600/60"),
     "agent": os.environ.get("RATE_LIMIT_AGENT", "120/60"),
     "serve": os.environ.get("RATE_LIMIT_SERVE", "600/60"),

@@ -171,6 +171,15 @@ def _members(client, tenants):
     return "/w/vision-lab/members/"
 
 
+def _device(client, tenants):
+    client.force_login(tenants.alice)
+    return "/device/"
+
+
+def _invitation_unusable(client, tenants):
+    return "/invitations/no-such-link/"
+
+
 def _member_remove(client, tenants):
     client.force_login(tenants.alice)
     return f"/w/vision-lab/members/{_membership(tenants, 'carol').pk}/remove/"
@@ -416,7 +425,6 @@ COVERED = {
     "reports": (_reports, 200),
     "statement": (_statement, 200),
     "statement print": (_statement_print, 200),
-    "members": (_members, 200),
     "member remove": (_member_remove, 200),
     "notifications": (_notifications, 200),
     "notification settings": (_notification_settings, 200),
@@ -473,7 +481,11 @@ COVERED = {
 }
 # Still (partly) English; move a page to COVERED once its template, forms and messages are marked
 # and translated.
-PENDING_TRANSLATION: dict = {}
+PENDING_TRANSLATION: dict = {
+    "members": (_members, 200),  # its invitation form and list
+    "device": (_device, 200),
+    "invitation unusable": (_invitation_unusable, 404),
+}
 
 
 def _get(client, reach, tenants, language):

@@ -39,7 +39,8 @@ def _all_checks():
 @pytest.fixture
 def schema(cluster, settings):
     # Rate limits are their own tests' business; here they would only cut the run short.
-    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "api_token": "100000/60", "agent": "100000/60"}
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "api_token": "100000/60", "agent": "100000/60",
+                           "device": "100000/60"}
     from billing.services import submit_quoted_job
     from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
 

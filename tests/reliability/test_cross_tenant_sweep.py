@@ -25,7 +25,7 @@ FILLERS = {
     "pk": lambda bob, route: (bob["export"].pk if "exports/" in route
                               else bob["notebook"].pk if "notebooks/" in route
                               else bob["service"].pk if "services/" in route else bob["job"].pk),
-    "action": lambda bob, route: "stop",
+    "action": lambda bob, route: "revoke" if "invitations/" in route else "stop",
     "month": lambda bob, route: bob["month"],
     # Staff-only areas: any of bob's objects, alice must be refused before it is looked at.
     "name": lambda bob, route: (bob["notebook"].name if route.startswith("nb/")
@@ -47,6 +47,9 @@ FILLERS = {
     "url": lambda bob, route: f"portal/workspace/{bob['workspace'].pk}/change/",
     "member_id": lambda bob, route: bob["membership"].pk,
     "session_id": lambda bob, route: bob["session"].pk,
+    "invitation_id": lambda bob, route: bob["invitation"].pk,
+    # the link of bob's invitation: alice, signed in, is not the invited address
+    "token": lambda bob, route: bob["invitation_token"],
     # /nb/<workspace>/<name>/<path>: bob's notebook through the portal's proxy
     "workspace": lambda bob, route: bob["workspace"].slug,
     "path": lambda bob, route: "lab",
@@ -135,7 +138,20 @@ def _bob_service_account(cluster) -> dict:
 
     account = service_accounts.create_service_account(cluster.bob, cluster.nlp, "bob-secret-robot", "member")
     token, _raw = service_accounts.create_token(cluster.bob, cluster.nlp, account.name, "bob-secret-ci")
-    return {"service_account": account, "service_account_token": token}
+    return {"service_account": account, "service_account_token": token, **_bob_invitation(cluster)}
+
+
+def _bob_invitation(cluster) -> dict:
+    """Bob's pending invitation of an outsider, and a token of its link (its e-mail is sent after commit)."""
+    from billing.models import hash_token
+    from portal import invitations
+    from portal.models import Invitation
+
+    invitation = invitations.invite(cluster.bob, cluster.nlp, "bob-secret-invitee@nlp.example", "member",
+                                    base_url="http://testserver/")
+    token = "bob-invitation-link-token"
+    Invitation.objects.filter(pk=invitation.pk).update(digest=hash_token(token))
+    return {"invitation": invitation, "invitation_token": token}
 
 
 def _bob_notifications(cluster):
@@ -156,6 +172,7 @@ def _bob_state(bob):
     from billing.models import Budget, ReportExport
     from portal.models import (
         ApiToken,
+        Invitation,
         Membership,
         Notification,
         NotificationPreference,
@@ -180,6 +197,7 @@ def _bob_state(bob):
         list(ApiToken.objects.filter(user__username="bob").values()),
         list(ApiToken.objects.filter(user__service_account__workspace=workspace).values()),
         list(ServiceAccount.objects.filter(workspace=workspace).values()),
+        list(Invitation.objects.filter(workspace=workspace).values()),
         list(UserPreference.objects.filter(user__username="bob").values()),
         list(Webhook.objects.filter(workspace=workspace).values()),
         list(WebhookDelivery.objects.filter(webhook__workspace=workspace).values().order_by("pk")),
@@ -202,7 +220,7 @@ def _secrets(bob) -> list[bytes]:
     return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00",
                                  "whsec_bob-secret-key", "nlp.example", bob["notebook"].name, "bob-secret-volume",
                                  "bob-secret-dataset", "bob-secret-value-5e1f", "bob-secret-pass-77c2",
-                                 "bob-secret-robot", "bob-secret-ci")]
+                                 "bob-secret-robot", "bob-secret-ci", "bob-secret-invitee")]
 
 
 def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_world):
