@@ -481,11 +481,12 @@ COVERED = {
 }
 # Still (partly) English; move a page to COVERED once its template, forms and messages are marked
 # and translated.
-PENDING_TRANSLATION: dict = {
-    "members": (_members, 200),  # its invitation form and list
+PENDING_TRANSLATION: dict = {}
+COVERED.update({
+    "members": (_members, 200),  # with its invitation form and list
     "device": (_device, 200),
     "invitation unusable": (_invitation_unusable, 404),
-}
+})
 
 
 def _get(client, reach, tenants, language):
