@@ -134,6 +134,21 @@ def visible_users():
             .exclude(scim_account__deleted__isnull=False))
 
 
+def apply_operations(adapter, body: dict) -> None:
+    """A PATCH's operations, each through the adapter's `set` (an operation without a path sets every
+    attribute of its value), then one save."""
+    for op, path, value in read_operations(body):
+        if path is None:
+            if not isinstance(value, dict):
+                raise bad('an operation without "path" needs an object of attributes as its "value"',
+                          "invalidSyntax")
+            for key, sub in value.items():
+                adapter.set(key, sub, op)
+        else:
+            adapter.set(path, value, op)
+    adapter.save()
+
+
 class ServiceProviderConfig(SCIMServiceProviderConfig):
     def to_dict(self):
         d = super().to_dict()
@@ -235,16 +250,7 @@ class ScimUserAdapter(SCIMUser):
         self.was_active = user.is_active
 
     def patch(self, body: dict) -> None:
-        for op, path, value in read_operations(body):
-            if path is None:
-                if not isinstance(value, dict):
-                    raise bad('an operation without "path" needs an object of attributes as its "value"',
-                              "invalidSyntax")
-                for key, sub in value.items():
-                    self.set(key, sub, op)
-            else:
-                self.set(path, value, op)
-        self.save()
+        apply_operations(self, body)
 
     def delete(self):
         """The account stays (its jobs and charges are kept): deactivated, out of its SCIM groups, and gone
@@ -353,16 +359,7 @@ class ScimGroupAdapter(SCIMGroup):
         self.before, self.name_before = set(self.members_now), group.name
 
     def patch(self, body: dict) -> None:
-        for op, path, value in read_operations(body):
-            if path is None:
-                if not isinstance(value, dict):
-                    raise bad('an operation without "path" needs an object of attributes as its "value"',
-                              "invalidSyntax")
-                for key, sub in value.items():
-                    self.set(key, sub, op)
-            else:
-                self.set(path, value, op)
-        self.save()
+        apply_operations(self, body)
 
     def delete(self):
         group = self.obj
