@@ -133,7 +133,7 @@ def _exchange(device_code: object, grant_type: object) -> tuple[DeviceAuthorizat
         return GrantError("unsupported_grant_type", f"grant_type must be {GRANT_TYPE}")
     if not isinstance(device_code, str) or not device_code:
         return GrantError("invalid_request", "device_code is required")
-    authorization = (DeviceAuthorization.objects.select_for_update().select_related("user")
+    authorization = (DeviceAuthorization.objects.select_for_update(of=("self",)).select_related("user")
                      .filter(device_digest=hash_token(device_code)).first())
     if authorization is None:
         return GrantError("invalid_grant", "unknown device_code")
