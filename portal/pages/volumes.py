@@ -93,6 +93,19 @@ def _messages_of(error: DomainError) -> list[str]:
     return [m for msgs in error.errors.values() for m in msgs]
 
 
+def _form_refused(request, workspace, form, name: str, apply):
+    """`apply(form.cleaned_data)`; the page again with the form (as `name`) and its errors beside their fields
+    when the form or the service refuses, else None."""
+    if not form.is_valid():
+        return _page(request, workspace, status=400, **{name: form})
+    try:
+        apply(form.cleaned_data)
+    except DomainError as error:
+        _into(form, error)
+        return _page(request, workspace, status=error.status, **{name: form})
+    return None
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def volumes(request, slug):
@@ -105,13 +118,10 @@ def volumes(request, slug):
     try:
         if action == "create":
             form = VolumeForm(request.POST)
-            if not form.is_valid():
-                return _page(request, workspace, status=400, volume_form=form)
-            try:
-                storage.create_volume(request.user, workspace, **form.cleaned_data)
-            except DomainError as error:
-                _into(form, error)
-                return _page(request, workspace, status=error.status, volume_form=form)
+            refused = _form_refused(request, workspace, form, "volume_form",
+                                    lambda data: storage.create_volume(request.user, workspace, **data))
+            if refused:
+                return refused
             messages.success(request, gettext("Volume %(name)s created.") % {"name": form.cleaned_data["name"]})
         elif action == "resize":
             name, form = request.POST.get("volume", ""), ResizeForm(request.POST)
@@ -142,13 +152,10 @@ def volumes(request, slug):
                 "name": name, "workspace": form.cleaned_data["workspace"]})
         elif action == "bucket-add":
             form = BucketForm(request.POST)
-            if not form.is_valid():
-                return _page(request, workspace, status=400, bucket_form=form)
-            try:
-                secret_services.add_bucket(request.user, workspace, **form.cleaned_data)
-            except DomainError as error:
-                _into(form, error)
-                return _page(request, workspace, status=error.status, bucket_form=form)
+            refused = _form_refused(request, workspace, form, "bucket_form",
+                                    lambda data: secret_services.add_bucket(request.user, workspace, **data))
+            if refused:
+                return refused
             messages.success(request, gettext("Bucket %(name)s registered.") % {"name": form.cleaned_data["name"]})
         elif action == "bucket-delete":
             name = request.POST.get("bucket", "")
