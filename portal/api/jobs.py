@@ -13,7 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import job_total, submit_quoted_job
+from billing.api import currency_at, job_total, submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.api.fields import DurationHoursField, SpecField
 from portal.api.outlook import PendingOutlookOutput
@@ -54,12 +54,16 @@ class JobOutput(serializers.Serializer):
     replicas = ReplicaOutput(many=True)
     quote = serializers.JSONField()
     final_cost = serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True)
-    currency = serializers.CharField()
+    currency = serializers.SerializerMethodField(
+        help_text="The job's billing currency: fixed when it ends, before that the one it was quoted in")
     spec = serializers.JSONField()
     created = serializers.DateTimeField()
     started = serializers.DateTimeField(allow_null=True)
     finished = serializers.DateTimeField(allow_null=True)
 
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_currency(self, job) -> str:
+        return job.currency or (job.quote or {}).get("currency") or currency_at(job.workspace, job.created)
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_pending_reason_text(self, job) -> str:

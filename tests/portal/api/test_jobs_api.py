@@ -105,3 +105,14 @@ def test_finance_role_reads_but_may_not_submit(cluster, api_as):
     response = submit(finance, "vision-lab", CLEAN_YAML)
     assert response.status_code == 403
     assert not Job.objects.exists()
+
+
+def test_a_pending_job_names_its_currency_before_it_has_a_cost(cluster, api_as):
+    alice = api_as(cluster.alice)
+    job_id = submit(alice, "vision-lab", CLEAN_YAML).json()["id"]
+    job = Job.objects.get(pk=job_id)
+    assert job.currency == "" and job.quote["currency"]
+    body = alice.get(f"/api/v1/jobs/{job_id}/").json()
+    assert body["state"] == "Pending" and body["currency"] == job.quote["currency"]
+    listed = alice.get("/api/v1/jobs/", {"workspace": "vision-lab"}).json()["results"]
+    assert [j["currency"] for j in listed] == [job.quote["currency"]]
