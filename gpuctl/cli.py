@@ -56,6 +56,7 @@ from gpuctl.output import (
     format_workspaces,
     headers_in,
     pad,
+    pending_reason,
     to_json,
     to_yaml,
     width,
@@ -185,7 +186,7 @@ def cmd_submit(run: Run) -> int:
     run.print(run.say("submitted job {id} ({name}) to {workspace}, queue {queue}: {state}", id=job["id"],
                       name=job["name"], workspace=job["workspace"], queue=job["queue"], state=job["state"]))
     if job.get("pending_reason"):
-        run.print(run.say("pending reason: {reason}", reason=job["pending_reason"]))
+        run.print(run.say("pending reason: {reason}", reason=pending_reason(job)))
     if job.get("quote"):
         run.print(run.say("quote: {quote}", quote=format_frozen_quote(job["quote"], run.lang)))
     return EXIT_OK

@@ -90,6 +90,11 @@ def money(amount: Any, currency: str | None) -> str | None:
 # --------------------------------------------------------------------------- jobs
 
 
+def pending_reason(job: Mapping[str, Any]) -> str:
+    """Why a job waits, in the language gpuctl asked the server for (the recorded English as a fallback)."""
+    return job.get("pending_reason_text") or job.get("pending_reason") or ""
+
+
 def job_cost(job: Mapping[str, Any], lang: str = "en") -> str | None:
     """The final cost once a job ended, what it has cost so far while it runs, else None."""
     currency = job.get("currency") or (job.get("quote") or {}).get("currency")
@@ -115,10 +120,12 @@ def format_jobs(jobs: Sequence[Mapping[str, Any]], *, wide: bool = False, header
         if wide:
             nodes = sorted({r["node"] for r in replicas if r.get("node")})
             quote = job.get("quote") if isinstance(job.get("quote"), Mapping) else {}
-            final = money(job.get("final_cost"), job.get("currency"))
+            # a running job's cost so far, else its final cost
+            spent = job.get("final_cost") if job.get("final_cost") is not None else job.get("cost_so_far")
+            final = money(spent, job.get("currency"))
             row += [job.get("type"), job.get("preemptible"), ",".join(nodes) or None, quote.get("id"),
                     format_time(job.get("started")), format_time(job.get("finished")), final]
-        row.append((job.get("pending_reason") or None) if job["state"] == "Pending" else None)
+        row.append((pending_reason(job) or None) if job["state"] == "Pending" else None)
         rows.append(row)
     numbers = {0, 5, 6} | ({len(headers) - 2} if wide else set())
     return format_table(headers, rows, right=numbers, headers_shown=headers_shown, lang=lang)
@@ -146,7 +153,7 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, l
         ("state", job.get("state")),
     ]
     if pending:  # a reason left from before it ran would mislead
-        fields.append(("pending reason", job.get("pending_reason") or None))
+        fields.append(("pending reason", pending_reason(job) or None))
     if job.get("queue_position") is not None:
         fields.append(("queue position", job["queue_position"]))
     if job.get("expected_start") is not None or ("expected_start" in job and pending):

@@ -17,7 +17,16 @@ from gpuctl.errors import EXIT_OK, EXIT_SPEC, CliError, SpecRefused
 from gpuctl.inputs import chosen_workspace, read_spec
 from gpuctl.kinds import KIND_OF_COMMAND
 from gpuctl.messages import say
-from gpuctl.output import cell, format_quote_options, format_table, format_time, headers_in, pad, width
+from gpuctl.output import (
+    cell,
+    format_quote_options,
+    format_table,
+    format_time,
+    headers_in,
+    pad,
+    pending_reason,
+    width,
+)
 
 SERVICES = "/api/v1/services/"
 JOBS = "/api/v1/jobs/"
@@ -187,7 +196,7 @@ def cmd_serve_create(run) -> int:
                       id=job["id"], workspace=job["workspace"], queue=job["queue"], state=job["state"]))
     run.print(run.say("endpoint: {url}", url=url))
     if job.get("state") == "Pending" and job.get("pending_reason"):
-        run.print(run.say("pending reason: {reason}", reason=job["pending_reason"]))
+        run.print(run.say("pending reason: {reason}", reason=pending_reason(job)))
     return EXIT_OK
 
 

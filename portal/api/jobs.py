@@ -13,7 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import currency_at, job_total, submit_quoted_job
+from billing.api import currency_at, job_total, job_totals, submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.api.fields import DurationHoursField, SpecField
 from portal.api.outlook import PendingOutlookOutput
@@ -93,8 +93,20 @@ class JobSubmitInput(serializers.Serializer):
                   "(default: the spec's expectedDuration, else 2)")
 
 
+class JobListOutput(JobOutput):
+    cost_so_far = serializers.SerializerMethodField(
+        help_text="What a started, unfinished job has cost until now (null otherwise; final_cost once it ended)")
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_cost_so_far(self, job) -> str | None:
+        if job.is_final or not job.started:
+            return None
+        total = self.context["running_totals"].get(job.pk)
+        return str(total[0]) if total else "0.00"
+
+
 class JobListCreateApi(ListAPIView):
-    serializer_class = JobOutput
+    serializer_class = JobListOutput
     token_scopes = {"POST": "submit"}
     filter_params = ("workspace", "state")
 
@@ -112,6 +124,15 @@ class JobListCreateApi(ListAPIView):
         if state and state not in JobState.values:
             raise ValidationError({"state": f"unknown state {state!r}; one of {', '.join(JobState.values)}"})
         return portal_selectors.jobs_for(self.request.user, workspace=workspace, state=state)
+
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        # one ledger query for the page's running jobs, not one per job
+        self.running_totals = job_totals(j.pk for j in page or () if j.started and not j.is_final)
+        return page
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "running_totals": getattr(self, "running_totals", {})}
 
     @extend_schema(request=JobSubmitInput, responses={201: JobOutput})
     def post(self, request):

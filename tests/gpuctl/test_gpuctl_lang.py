@@ -194,3 +194,20 @@ def test_config_view_and_profiles_in_chinese(monkeypatch, tmp_path):
     out.seek(0)
     assert cli.main(["config", "use-profile", "lab", "--lang", "zh"], env={"HOME": str(tmp_path)}) == 0
     assert out.getvalue() == f"默认配置档：lab（{path}）\n"
+
+
+def test_a_waiting_job_gives_its_reason_in_the_language_asked_for(gpuctl, monkeypatch):
+    waiting = {**JOB, "state": "Pending", "started": None, "cost_so_far": None,
+               "pending_reason": "waiting for 1 GPU in h100", "pending_reason_text": "等待 h100 中的 1 个 GPU"}
+    monkeypatch.setitem(ROUTES, ("GET", "/api/v1/jobs/"), lambda: listing(waiting))
+    monkeypatch.setitem(ROUTES, ("GET", "/api/v1/jobs/7/"), lambda: httpx.Response(200, json=waiting))
+    code, out, _ = gpuctl("--lang", "zh", "get", "jobs")
+    assert code == 0 and out.splitlines()[1].endswith("等待 h100 中的 1 个 GPU"), out
+    code, out, _ = gpuctl("--lang", "zh", "describe", "job", "7")
+    assert "等待 h100 中的 1 个 GPU" in out and "waiting for" not in out
+
+
+def test_the_wide_job_list_shows_a_running_jobs_cost_so_far(gpuctl):
+    code, out, _ = gpuctl("get", "jobs", "-o", "wide", "--lang", "en")
+    header, row = out.splitlines()
+    assert code == 0 and "COST" in header and "1.20 USD" in row

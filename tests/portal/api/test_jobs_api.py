@@ -3,6 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
+from scheduling import clock
 from scheduling.models import Job, JobEvent
 from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
 
@@ -116,3 +117,21 @@ def test_a_pending_job_names_its_currency_before_it_has_a_cost(cluster, api_as):
     assert body["state"] == "Pending" and body["currency"] == job.quote["currency"]
     listed = alice.get("/api/v1/jobs/", {"workspace": "vision-lab"}).json()["results"]
     assert [j["currency"] for j in listed] == [job.quote["currency"]]
+
+
+def test_the_job_list_gives_a_running_jobs_cost_so_far_from_one_ledger_query(cluster, api_as,
+                                                                            django_assert_max_num_queries):
+    from tests.billing.reports.tests_reports_helpers import charge
+
+    alice = api_as(cluster.alice)
+    ids = [submit(alice, "vision-lab", CLEAN_YAML.replace("bert-finetune", f"run-{n}")).json()["id"]
+           for n in range(3)]
+    running = Job.objects.filter(pk__in=ids[:2])
+    running.update(state="Running", started=clock.now())
+    for job in running:
+        charge(job, "1.25")
+        charge(job, "0.50", when=clock.now().replace(minute=0, second=0, microsecond=0))
+    listed = {j["id"]: j for j in alice.get("/api/v1/jobs/", {"workspace": "vision-lab"}).json()["results"]}
+    assert [listed[i]["cost_so_far"] for i in ids] == ["1.75", "1.75", None]
+    with django_assert_max_num_queries(12):
+        alice.get("/api/v1/jobs/", {"workspace": "vision-lab"})
