@@ -14,16 +14,18 @@ def demo_logins() -> list[tuple[str, str, str]]:
     """(user, password, what they are) for each demo user present in the database."""
     from django.contrib.auth import get_user_model
 
+    from portal.demo.chinese import OWNER
     from portal.demo.tenants import DEMO_PASSWORDS
     from portal.models import Membership
 
-    users = {u.username: u for u in get_user_model().objects.filter(username__in=DEMO_PASSWORDS)}
+    logins = {**DEMO_PASSWORDS, OWNER[0]: OWNER[1]}  # chen reads the portal in Chinese
+    users = {u.username: u for u in get_user_model().objects.filter(username__in=logins)}
     roles: dict[str, list[str]] = {}
     for m in Membership.objects.filter(user__in=users.values()).select_related("user", "workspace").order_by(
             "workspace__slug"):
         roles.setdefault(m.user.username, []).append(f"{m.role} of {m.workspace.slug}")
     rows = []
-    for name, password in DEMO_PASSWORDS.items():
+    for name, password in logins.items():
         if name not in users:
             continue
         what = ["operator (staff): /console/ and /admin/"] if users[name].is_staff else []

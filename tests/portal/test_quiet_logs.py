@@ -100,7 +100,16 @@ def test_the_banner_names_the_url_and_the_demo_logins_present(tenants):
     assert "alice    alice-demo    owner of vision-lab" in text
     assert "finance  finance-demo  finance of nlp-group, finance of vision-lab" in text
     assert "carol" not in text  # not a demo user
+    assert "chen" not in text  # the Chinese-speaking team is not loaded here
     assert "No demo users" in banner_text("http://127.0.0.1:8000", [])
+
+
+def test_the_banner_names_chen_once_the_chinese_team_is_loaded(cluster):
+    from portal.demo.chinese import load_chinese_team
+
+    load_chinese_team()
+    text = banner_text("http://127.0.0.1:8000", demo_logins())
+    assert "chen     chen-demo     owner of ai-lab" in text
 
 
 def test_every_program_waits_for_its_services(tmp_path):
