@@ -221,12 +221,12 @@ def job_rows(jobs: Iterable[Job], *, now: datetime | None = None) -> list[JobRow
 
 def workspace_filter_choices(workspace) -> dict[str, list[str]]:
     """The values the tenant list's selects offer for one workspace: its queues (open to it now, or
-    holding its jobs), the cluster's pools and GPU models, and its members and submitters."""
+    holding its jobs), the cluster's pools and GPU models, and the people who submitted its jobs (a member
+    who never submitted would only ever filter to an empty list)."""
     jobs = Job.objects.filter(workspace=workspace).order_by()
     queues = set(Queue.objects.filter(queueaccess__workspace=workspace).values_list("name", flat=True))
     queues |= set(jobs.values_list("queue__name", flat=True).distinct())
-    people = set(workspace.memberships.values_list("user__username", flat=True))
-    people |= {name for name in jobs.values_list("submitted_by__username", flat=True).distinct() if name}
+    people = {name for name in jobs.values_list("submitted_by__username", flat=True).distinct() if name}
     return {
         "queue": sorted(queues),
         "pool": list(NodePool.objects.order_by("name").values_list("name", flat=True)),

@@ -12,11 +12,11 @@ from portal.widgets import PlainSelect
 
 
 class WorkspaceJobFilterForm(JobFilterForm):
-    """One of the caller's workspaces: its queues, members and submitters; no node filter (nodes are
+    """One of the caller's workspaces: its queues and submitters; no node filter (nodes are
     the operators' business). The workspace itself is checked by the view first (404 for another's)."""
 
     submitter = forms.ChoiceField(label=_("Submitter"), required=False, choices=(), widget=PlainSelect,
-                                  error_messages={"invalid_choice": _("%(value)s is not a member or submitter here")})
+                                  error_messages={"invalid_choice": _("%(value)s has submitted no job here")})
 
     field_order = ["q", "workspace", "state", "queue", "submitter", "sharing", "pool", "gpu_model", "min_age",
                    "max_age", "page_size"]

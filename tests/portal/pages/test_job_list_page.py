@@ -188,7 +188,7 @@ def test_search_by_number(client, cluster, several):
 
 @pytest.mark.parametrize(("params", "field", "message"), [
     ({"state": "Sleeping"}, "state", "Sleeping is not a job state"),
-    ({"submitter": "bob"}, "submitter", "bob is not a member or submitter here"),
+    ({"submitter": "bob"}, "submitter", "bob has submitted no job here"),
     ({"queue": "nlp-group"}, "queue", "nlp-group is not a leaf queue"),
     ({"min_age": "soon"}, "min_age", "write a number and a unit"),
     ({"min_age": "4h", "max_age": "1h"}, "max_age", "no job is both"),
@@ -387,3 +387,13 @@ def test_the_operators_list_with_no_match_is_not_refused(client, cluster):
     client.force_login(cluster.admin)
     html = client.get("/console/jobs/", {"state": "Running"}).content.decode()
     assert "No job matches." in html and 'id="jobs-refused"' not in html
+
+
+def test_the_submitter_filter_offers_the_people_who_submitted_not_every_member(client, cluster, several):
+    client.force_login(cluster.alice)
+    html = client.get("/jobs/").content.decode()
+    select = re.search(r'<select[^>]*name="submitter".*?</select>', html, re.S).group(0)
+    offered = re.findall(r'<option value="([^"]+)"', select)
+    assert offered == ["alice", "carol"]  # finance is a member who submitted nothing; bob is another tenant's
+    response = client.get("/jobs/", {"submitter": "finance"})
+    assert response.status_code == 400 and "finance has submitted no job here" in response.content.decode()
