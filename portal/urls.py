@@ -39,6 +39,7 @@ urlpatterns = [
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("w/<slug:slug>/service-accounts/", views.workspace_service_accounts, name="workspace-service-accounts"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
+    path("account/tokens/<int:pk>/revoke/", tokens.api_token_revoke, name="api-token-revoke"),
     path("device/", device.device, name="device"),
     path("account/preferences/", account.preferences, name="preferences"),
     path("account/sessions/", account.sessions, name="account-sessions"),

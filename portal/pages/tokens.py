@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods
 
@@ -38,3 +38,12 @@ def api_tokens(request):
         "tokens": tokens, "new_raw": new_raw, "new_token": new_token, "errors": errors, "values": values,
         "scopes": TokenScope.choices, "lifetimes": [(str(d), now + timedelta(days=d)) for d in services.TOKEN_DAYS],
     }, status=status)
+
+
+@login_required
+@require_http_methods(["GET"])
+def api_token_revoke(request, pk):
+    """Asks before a token is revoked: scripts and gpuctl profiles using it stop working at once. The
+    confirmation posts to the list, which revokes."""
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user, revoked__isnull=True)
+    return render(request, "portal/api_token_revoke.html", {"token": token})

@@ -123,3 +123,22 @@ def test_admin_is_for_staff_only(client, tenants):
     client.force_login(tenants.alice.__class__.objects.get(username="admin"))
     page = client.get("/admin/")
     assert page.status_code == 200 and b"GPU Platform console" in page.content
+
+
+def test_revoking_a_token_asks_first_and_another_users_token_is_not_found(client, tenants):
+    from portal.services import create_api_token
+
+    token, _raw = create_api_token(tenants.alice, "laptop")
+    bobs, _raw = create_api_token(tenants.bob, "bob-secret-laptop")
+    client.force_login(tenants.alice)
+    listing = client.get(reverse("api-tokens")).content.decode()
+    assert f'href="/account/tokens/{token.pk}/revoke/"' in listing and 'name="revoke"' not in listing
+    confirm = client.get(f"/account/tokens/{token.pk}/revoke/")
+    assert confirm.status_code == 200 and "laptop" in confirm.content.decode()
+    token.refresh_from_db()
+    assert token.revoked is None  # asking changes nothing
+    assert client.get(f"/account/tokens/{bobs.pk}/revoke/").status_code == 404
+    client.post(reverse("api-tokens"), {"revoke": token.pk})
+    token.refresh_from_db()
+    assert token.revoked is not None
+    assert client.get(f"/account/tokens/{token.pk}/revoke/").status_code == 404  # already revoked

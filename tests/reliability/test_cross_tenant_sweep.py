@@ -23,6 +23,7 @@ DOORS = {"login", "logout"}  # the admin's own login and logout show nothing to 
 FILLERS = {
     "slug": lambda bob, route: bob["workspace"].slug,
     "pk": lambda bob, route: (bob["export"].pk if "exports/" in route
+                              else bob["service_account_token"].pk if "tokens/" in route
                               else bob["notebook"].pk if "notebooks/" in route
                               else bob["service"].pk if "services/" in route else bob["job"].pk),
     "action": lambda bob, route: "revoke" if "invitations/" in route else "stop",
