@@ -56,7 +56,7 @@ from billing.idle.selectors import idle_placements, job_idle
 
 # ------------------------------------------------------------ Notices, signals and metrics
 from billing import metrics
-from billing.notices import Notice, notice_raised, written_in_english
+from billing.notices import Notice, mail_subject, notice_raised, written_in_english
 
 # ------------------------------------------------------------ Quote texts
 from billing import quote_texts

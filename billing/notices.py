@@ -52,6 +52,11 @@ def written_in_english(render: Callable[[], tuple[str, str]]) -> dict[str, Any]:
     return {"subject": subject, "body": body, "render": render}
 
 
+def mail_subject(subject: str) -> str:
+    """An e-mail's subject: the notice's, after the platform's name (the app shows the notice's alone)."""
+    return f"[{settings.PLATFORM_NAME}] {subject}"
+
+
 def raise_notice(notice: Notice) -> None:
     answers = notice_raised.send(sender=None, notice=notice)
     if any(taken for _, taken in answers):
@@ -60,6 +65,6 @@ def raise_notice(notice: Notice) -> None:
     if not recipients:
         return
     try:
-        send_mail(notice.subject, notice.body, settings.DEFAULT_FROM_EMAIL, recipients)
+        send_mail(mail_subject(notice.subject), notice.body, settings.DEFAULT_FROM_EMAIL, recipients)
     except Exception:  # a mail server away must not fail the check that raised the notice
         log.exception("notice %r could not be e-mailed", notice.subject)

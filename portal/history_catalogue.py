@@ -29,17 +29,18 @@ ADJUSTED = gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s, %
 ADJUSTED_FROM_REPORT = gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s: %(reason)s")
 
 # A job's events written by the console when a node is drained (portal.console.services).
-DRAIN_SHRUNK = gettext_noop("%(count)s replicas evicted: node %(node)s is drained")
+DRAIN_SHRUNK = (gettext_noop("%(count)s replica evicted: node %(node)s is drained"),
+                gettext_noop("%(count)s replicas evicted: node %(node)s is drained"))
 DRAIN_EVICTED = gettext_noop("evicted: node %(node)s is drained")
 
 # A waiting job the scheduler has not looked at yet (portal.console.selectors).
 NOT_LOOKED_AT = gettext_noop("waiting for its first scheduling cycle")
 
 # Notifications: a job's mail subject and body by event, and a webhook's audit (portal.notifications).
-STARTED_SUBJECT = gettext_noop("[%(platform)s] %(name)s (#%(job)s) started: %(state)s")
+STARTED_SUBJECT = gettext_noop("%(name)s (#%(job)s) started: %(state)s")
 STARTED_BODY = gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s started at %(time)s: %(state)s.")
-ENDED_SUBJECT = gettext_noop("[%(platform)s] %(name)s (#%(job)s) ended: %(state)s")
+ENDED_SUBJECT = gettext_noop("%(name)s (#%(job)s) ended: %(state)s")
 ENDED_BODY = gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s ended at %(time)s: %(state)s.")
-FAILED_SUBJECT = gettext_noop("[%(platform)s] %(name)s (#%(job)s) failed: %(state)s")
+FAILED_SUBJECT = gettext_noop("%(name)s (#%(job)s) failed: %(state)s")
 FAILED_BODY = gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s failed at %(time)s: %(state)s.")
 NEW_SIGNING_SECRET = gettext_noop("new signing secret")

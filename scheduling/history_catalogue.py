@@ -25,15 +25,18 @@ DELETED_WITH_HOME = gettext_noop("deleted by %(user)s; its home volume deleted")
 DELETED_BY_USER = gettext_noop("deleted by %(user)s")
 FINAL_COST = gettext_noop("final cost %(cost)s %(currency)s")
 
-# What a scheduling cycle did to a job's replicas (scheduling.cycle.run).
-PLACED = gettext_noop("%(count)s replicas on %(nodes)s")
-GROWN = gettext_noop("%(count)s more replicas on %(nodes)s")
-RUNNING = gettext_noop("%(count)s replicas running")
+# What a scheduling cycle did to a job's replicas (scheduling.cycle.run); a (one, many) pair is chosen by
+# its `count` when said.
+PLACED = (gettext_noop("%(count)s replica on %(nodes)s"), gettext_noop("%(count)s replicas on %(nodes)s"))
+GROWN = (gettext_noop("%(count)s more replica on %(nodes)s"), gettext_noop("%(count)s more replicas on %(nodes)s"))
+RUNNING = (gettext_noop("%(count)s replica running"), gettext_noop("%(count)s replicas running"))
 EVERY_REPLICA_FINISHED = gettext_noop("every replica finished")
 REPLICA_FAILED = gettext_noop("replica %(replica)s failed: %(message)s")
 REPLICAS_LOST_WITH_NODE = gettext_noop("its replicas were lost with their node")
-SOME_EVICTED_WHY = gettext_noop("%(count)s replicas evicted (%(reasons)s): %(why)s")
-SOME_EVICTED = gettext_noop("%(count)s replicas evicted (%(reasons)s)")
+SOME_EVICTED_WHY = (gettext_noop("%(count)s replica evicted (%(reasons)s): %(why)s"),
+                    gettext_noop("%(count)s replicas evicted (%(reasons)s): %(why)s"))
+SOME_EVICTED = (gettext_noop("%(count)s replica evicted (%(reasons)s)"),
+                gettext_noop("%(count)s replicas evicted (%(reasons)s)"))
 EVICTED_WHY = gettext_noop("evicted: %(reasons)s: %(why)s")
 EVICTED = gettext_noop("evicted: %(reasons)s")
 

@@ -62,7 +62,12 @@ class Worded:
     value: Any
 
 
-def said(template: str, **params: Any) -> Said:
+def said(template: str | tuple[str, str], **params: Any) -> Said:
+    """A sentence to store; a catalogue's (one, many) pair is chosen by the `count` figure. Chinese words
+    both alike, so the pair of msgids is enough for the platform's languages."""
+    if isinstance(template, tuple):
+        one, many = template
+        template = one if params.get("count") == 1 else many
     return Said(template, params)
 
 

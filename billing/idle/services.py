@@ -28,7 +28,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
 from django.utils.translation import gettext
@@ -268,13 +267,13 @@ def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: da
 
 def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> tuple[str, str]:
     """The idle notice's subject and body in the active language."""
-    figures = {"platform": settings.PLATFORM_NAME, "name": job.name, "job": job.pk, "workspace": job.workspace.slug,
+    figures = {"name": job.name, "job": job.pk, "workspace": job.workspace.slug,
                "text": _idle_text(job, replicas, stop, now)}
     if kinds.kind_of(job).idle_by_activity:
-        return (gettext("[%(platform)s] notebook %(name)s (#%(job)s) is idle") % figures,
+        return (gettext("notebook %(name)s (#%(job)s) is idle") % figures,
                 gettext("Your notebook %(name)s (#%(job)s) in workspace %(workspace)s:") % figures + "\n"
                 + gettext("%(text)s.") % figures + "\n")
-    return (gettext("[%(platform)s] %(name)s (#%(job)s) holds idle GPUs") % figures,
+    return (gettext("%(name)s (#%(job)s) holds idle GPUs") % figures,
             gettext("Your job %(name)s (#%(job)s) in workspace %(workspace)s holds GPUs it does not use.") % figures
             + "\n" + gettext("%(text)s.") % figures + "\n"
             + gettext("Stop the job if it is done, or put its GPUs to work.") + "\n")

@@ -231,7 +231,7 @@ def _alert_texts(budget: Budget, alert: BudgetAlert) -> tuple[str, str]:
     figures = {"workspace": ws.name, "slug": ws.slug, "percent": alert.percent, "threshold": alert.threshold,
                "spent": formats.money(alert.spent, budget.currency), "budget": formats.money(budget.amount, budget.currency),
                "start": alert.period_start, "as_of": f"{alert.as_of:%Y-%m-%d %H:%M %Z}" if alert.as_of else ""}
-    subject = "[GPU Platform] " + gettext(
+    subject = gettext(
         "%(workspace)s: %(percent)s %% of the monthly budget spent (alert at %(threshold)s %%)") % figures
     if alert.as_of:
         body = gettext("Workspace %(workspace)s (%(slug)s) has spent %(spent)s of its %(budget)s budget for the "

@@ -17,10 +17,10 @@ from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.core.validators import URLValidator
 from django.db import transaction
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from billing.api import Notice, written_in_english
+from billing.api import Notice, mail_subject, written_in_english
 from portal import history_catalogue as texts
 from portal.console import audit
 from portal.console.models import AuditEntry
@@ -64,18 +64,18 @@ def notify(notices: Sequence[Notice], *, email_now: bool = False) -> list[Notifi
         return []
     users = {u.pk: u for n in notices for u in n.users if u is not None and u.is_active}
     chosen = selectors.channels_for(users, {n.event for n in notices})
-    languages = _languages(users)
+    languages, zones = _languages(users), _time_zones(users)
     rows, now = [], clock.now()  # one time for all: the rows of a notice are e-mailed together
     for notice in notices:
-        written: dict[str, tuple[str, str]] = {}
+        written: dict[tuple[str, str], tuple[str, str]] = {}
         for user_id in dict.fromkeys(u.pk for u in notice.users if u is not None and u.pk in users):
             user, channels = users[user_id], chosen[(user_id, notice.event)]
             wants_mail = channels.email and bool(user.email)
             if channels.in_app or wants_mail:
-                language = languages.get(user_id, settings.LANGUAGE_CODE)
-                if language not in written:
-                    written[language] = _written_in(notice, language)
-                subject, body = written[language]
+                reader = (languages.get(user_id, settings.LANGUAGE_CODE), zones.get(user_id, settings.TIME_ZONE))
+                if reader not in written:
+                    written[reader] = _written_in(notice, *reader)
+                subject, body = written[reader]
                 rows.append(Notification(
                     user=user, workspace=notice.workspace, event=notice.event, created=now, subject=subject[:300],
                     body=body, link=notice.link[:200], in_app=channels.in_app,
@@ -97,12 +97,19 @@ def _languages(users: Mapping[int, object]) -> dict[int, str]:
     return {user_id: language for user_id, language in chosen if language in known}
 
 
-def _written_in(notice: Notice, language: str) -> tuple[str, str]:
-    """The notice's subject and body in `language`; as they are when the notice cannot say them again."""
+def _time_zones(users: Mapping[int, object]) -> dict[int, str]:
+    """Each user's chosen time zone (those who chose one), in one query."""
+    chosen = UserPreference.objects.filter(user_id__in=list(users)).exclude(time_zone="").values_list("user_id", "time_zone")
+    return dict(chosen)
+
+
+def _written_in(notice: Notice, language: str, zone: str = "") -> tuple[str, str]:
+    """The notice's subject and body in `language`, its times in `zone`; as they are when the notice cannot
+    say them again."""
     if notice.render is None:
         return notice.subject, notice.body
     try:
-        with translation.override(language):
+        with translation.override(language), timezone.override(zone or settings.TIME_ZONE):
             return notice.render()
     except Exception:  # a notice that cannot be written again is still told, in English
         log.exception("notice %r not written in %s", notice.subject, language)
@@ -124,7 +131,7 @@ def send_emails(notification_ids: Sequence[int]) -> int:
                 email_state=Notification.EmailState.SENT):
             continue
         try:
-            send_mail(subject, _with_link(body, rows[0].link), settings.DEFAULT_FROM_EMAIL,
+            send_mail(mail_subject(subject), _with_link(body, rows[0].link), settings.DEFAULT_FROM_EMAIL,
                       sorted({r.user.email for r in rows}))
             sent += 1
         except Exception:  # the mail server away: these are lost, the next ones may go
@@ -172,6 +179,7 @@ def _job_texts(event: str, figures: dict, reason: str, said=None) -> tuple[str, 
     when it was written before what was said was kept)."""
     subject, first = JOB_TEXTS[event]
     reason = history_texts.text(said, reason)
+    figures = {**figures, "time": _local_time(figures["time"])}
     return gettext(subject) % figures, gettext(first) % figures + "\n" + (f"{reason}\n" if reason else "")
 
 
@@ -210,6 +218,15 @@ def job_notices(events: Sequence[tuple], *, now: datetime) -> list[Notice]:
             data={"job": job.pk, "name": job.name, "state": state, "kind": message["kind"], "reason": reason,
                   "time": message.get("time"), "submitted_by": job.submitted_by.username if job.submitted_by else None}))
     return notices
+
+
+def _local_time(iso: str) -> str:
+    """An event's time as the reader reads times: in the active zone, to the minute, the zone named."""
+    try:
+        moment = datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return iso or ""
+    return f"{timezone.localtime(moment):%Y-%m-%d %H:%M %Z}"
 
 
 def _time(message: Mapping) -> datetime:

@@ -27,5 +27,5 @@ def test_without_a_receiver_billing_e_mails_the_recipients_itself(tenants):
     finally:
         notice_raised.connect(on_billing_notice, dispatch_uid="portal-notify-billing-notices")
     (message,) = mail.outbox
-    assert (message.subject, sorted(message.to)) == ("spent", ["alice@example.com", "finance@example.com"])
+    assert (message.subject, sorted(message.to)) == ("[GPU Platform] spent", ["alice@example.com", "finance@example.com"])
     assert not Notification.objects.exists()

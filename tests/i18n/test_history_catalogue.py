@@ -30,16 +30,30 @@ def _sources():
                 yield relative, path.read_text(encoding="utf-8")
 
 
+def _msgid(value) -> str | None:
+    is_noop = (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "gettext_noop"
+               and len(value.args) == 1 and isinstance(value.args[0], ast.Constant))
+    return value.args[0].value if is_noop else None
+
+
 def _entries(catalogue: str) -> dict[str, object]:
-    """The catalogue's entries: NAME -> its msgid (a str) or the node it was given instead."""
+    """The catalogue's entries: NAME -> its msgid (a str), its (one, many) pair of msgids counted by
+    `%(count)s`, or the node it was given instead."""
     entries = {}
     for node in ast.parse((ROOT / catalogue).read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign):
             value = node.value
-            is_noop = (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "gettext_noop"
-                       and len(value.args) == 1 and isinstance(value.args[0], ast.Constant))
-            entries[node.targets[0].id] = value.args[0].value if is_noop else value
+            if isinstance(value, ast.Tuple):
+                pair = tuple(map(_msgid, value.elts))
+                counted = len(pair) == 2 and all(m and "%(count)s" in m for m in pair)
+                entries[node.targets[0].id] = pair if counted else value
+            else:
+                entries[node.targets[0].id] = _msgid(value) or value
     return entries
+
+
+def _msgids(entry) -> tuple:
+    return entry if isinstance(entry, tuple) else (entry,)
 
 
 def test_history_sentences_are_written_only_in_the_catalogues():
@@ -56,12 +70,30 @@ def test_each_catalogue_entry_is_a_msgid_used_by_its_domain(catalogue):
                      and relative != catalogue)
     entries = _entries(catalogue)
     assert entries
-    not_msgids = [name for name, msgid in entries.items() if not isinstance(msgid, str)]
-    assert not_msgids == [], f"entries not a gettext_noop of one string: {not_msgids}"
+    not_msgids = [name for name, msgid in entries.items() if not isinstance(msgid, str | tuple)]
+    assert not_msgids == [], f"entries not a gettext_noop of one string (or a counted pair): {not_msgids}"
     unused = [name for name in entries if not re.search(rf"\btexts\.{name}\b", code)]
     assert unused == [], f"entries no code says: {unused}"
 
 
 def test_each_msgid_is_written_once():
-    msgids = [msgid for catalogue in sorted(CATALOGUES) for msgid in _entries(catalogue).values()]
+    msgids = [msgid for catalogue in sorted(CATALOGUES) for entry in _entries(catalogue).values()
+              for msgid in _msgids(entry)]
     assert sorted({m for m in msgids if msgids.count(m) > 1}) == []
+
+
+@pytest.mark.parametrize(("count", "english", "chinese"), [
+    (1, "1 replica on n1", "1 个副本位于 n1"),
+    (3, "3 replicas on n1", "3 个副本位于 n1"),
+])
+def test_a_counted_sentence_says_one_replica_not_one_replicas(count, english, chinese):
+    from django.utils import translation
+
+    from scheduling import history_catalogue as texts
+    from scheduling.history_texts import said, stored, text
+
+    sentence = stored(said(texts.PLACED, count=count, nodes="n1"))
+    with translation.override("en"):
+        assert text(sentence) == english
+    with translation.override("zh-hans"):
+        assert text(sentence) == chinese

@@ -47,8 +47,8 @@ def test_a_job_start_and_end_reach_its_submitter_in_the_app_only(cluster, backen
     assert told(cluster.alice) == ["job.started", "job.finished"]
     started, ended = Notification.objects.filter(user=cluster.alice).order_by("id")
     assert started.in_app and started.email_state == "" and started.link == f"/jobs/{job.pk}/"
-    assert started.subject == f"[GPU Platform] train (#{job.pk}) started: Running"
-    assert ended.subject == f"[GPU Platform] train (#{job.pk}) ended: Succeeded" and ended.workspace == cluster.vision
+    assert started.subject == f"train (#{job.pk}) started: Running"  # no e-mail prefix in the app
+    assert ended.subject == f"train (#{job.pk}) ended: Succeeded" and ended.workspace == cluster.vision
     # the other members of vision-lab, and bob of the other tenant, are told nothing
     assert told(cluster.carol) == told(cluster.finance) == told(cluster.bob) == []
     assert mail.outbox == []
@@ -99,9 +99,9 @@ def test_a_member_removed_meanwhile_is_no_longer_told(cluster, backend, play, ea
 def test_both_tenants_are_told_only_of_their_own_jobs(cluster, backend, play, eager_tasks):
     play(backend, cluster.alice, cluster.vision, name="vision-run")
     play(backend, cluster.bob, cluster.nlp, name="nlp-run")
-    assert {n.subject.split("] ")[1].split(" ")[0] for n in Notification.objects.filter(user=cluster.alice)} == {
+    assert {n.subject.split(" ")[0] for n in Notification.objects.filter(user=cluster.alice)} == {
         "vision-run"}
-    assert {n.subject.split("] ")[1].split(" ")[0] for n in Notification.objects.filter(user=cluster.bob)} == {
+    assert {n.subject.split(" ")[0] for n in Notification.objects.filter(user=cluster.bob)} == {
         "nlp-run"}
     assert not Notification.objects.filter(user=cluster.bob, workspace=cluster.vision).exists()
 
