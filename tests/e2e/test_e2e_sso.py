@@ -69,7 +69,7 @@ def test_a_person_signs_in_at_the_provider_and_lands_with_the_mapped_role(sso_po
     page.wait_for_url(re.compile(rf"^{re.escape(idp.issuer)}/"), wait_until="domcontentloaded")
     sign_in_at_the_provider(page, "dora")
 
-    page.wait_for_url(f"{server.url}/")
+    page.wait_for_url(f"{server.url}/", wait_until="domcontentloaded")
     expect(page.locator("h1")).to_have_text("Dashboard")
     # the one workspace her group maps to, and none from the group she is not in
     expect(page.locator("#workspace-switcher option")).to_have_count(1)
@@ -92,14 +92,14 @@ def test_sign_out_ends_the_portal_session_and_the_providers(sso_portal, tenants,
     page.goto(f"{server.url}/login/")
     page.click(f"#oidc-{PROVIDER}")
     sign_in_at_the_provider(page, "erin")
-    page.wait_for_url(f"{server.url}/")
+    page.wait_for_url(f"{server.url}/", wait_until="domcontentloaded")
     expect(page.locator("#workspace-switcher option")).to_have_attribute("value", "nlp-group")
 
     page.click("#logout")
     # the provider's "sign out?" page, reached with the portal's ID token as the hint
     page.wait_for_url(re.compile(rf"^{re.escape(idp.issuer)}/session/end"), wait_until="domcontentloaded")
     page.click("button[name=logout][value=yes]")
-    page.wait_for_url(f"{server.url}/login/")
+    page.wait_for_url(f"{server.url}/login/", wait_until="domcontentloaded")
     expect(page.locator(f"#oidc-{PROVIDER}")).to_be_visible()
 
     page.goto(f"{server.url}/")

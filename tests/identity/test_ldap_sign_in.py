@@ -89,6 +89,7 @@ memberof-group-oc groupOfNames
 memberof-member-ad member
 memberof-memberof-ad memberOf
 access to attrs=userPassword by self auth by anonymous auth by * none
+access to dn.subtree="{people}" by dn.exact="{service_dn}" read by users read by * none
 access to * by dn.exact="{service_dn}" read by self read by * none
 """
 
@@ -111,7 +112,7 @@ def slapd(tmp_path_factory):
     (work / "db").mkdir()
     conf = work / "slapd.conf"
     conf.write_text(SLAPD_CONF.format(dir=work, suffix=SUFFIX, root_dn=ROOT_DN, root_password=ROOT_PASSWORD,
-                                      service_dn=SERVICE_DN))
+                                      service_dn=SERVICE_DN, people=PEOPLE))
     (work / "seed.ldif").write_text(_seed_ldif())
     _write_certificate(work)
     subprocess.run([SLAPADD, "-f", str(conf), "-l", str(work / "seed.ldif")], check=True, capture_output=True)
