@@ -7,6 +7,7 @@ with `-p no:django`.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -111,6 +112,13 @@ def live_daphne(django_db_setup, redis_server, tmp_path_factory):
     is committed and visible to it."""
     with daphne_server(tmp_path_factory) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def start_live_daphne(django_db_setup, redis_server, tmp_path_factory):
+    """For a live server of a test module's own, with more environment (settings read at start):
+    `with start_live_daphne(OIDC_PROVIDERS=...) as server:`."""
+    return functools.partial(daphne_server, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, IntegrityError, transaction
 from django.http import HttpResponse
@@ -37,6 +38,8 @@ class ScimTokenRequired:
 
     @method_decorator(csrf_exempt)  # a bearer token, never a cookie, opens it: nothing to forge
     def dispatch(self, request, *args, **kwargs):
+        if not settings.SCIM_ENABLED:
+            return scim_error(404, "SCIM provisioning is off on this platform (SCIM_ENABLED)")
         found = presented(request.META)
         token = services.token_for(found.token) if found is not None and not found.malformed else None
         if token is None:

@@ -4,7 +4,8 @@ OIDC_PROVIDERS, JSON (environment) or a list (a settings module of one's own), o
   id            the provider's name in URLs (/accounts/oidc/<id>/login/callback/ is its redirect URI)
   name          the button's label on the sign-in page
   issuer        the issuer URL; its /.well-known/openid-configuration is read (discovery)
-  client_id, secret
+  client_id, secret  the secret may instead come from the environment variable OIDC_SECRET_<ID> (the id in
+                capitals, "-" as "_"): OIDC_PROVIDERS then holds no secret (the Helm chart fills it from a Secret)
   scopes        default ["openid", "profile", "email"]; add the one that carries groups if the provider needs it
   groups_claim  default "groups": the claim (ID token or userinfo) whose group names map to roles
   trust_email   default false: treat the provider's e-mail addresses as verified even without email_verified
@@ -42,6 +43,11 @@ def oidc_providers(raw: str) -> list[dict]:
     return providers
 
 
+def client_secret_variable(provider_id: str) -> str:
+    """The environment variable a provider's client secret may come from: corp-sso -> OIDC_SECRET_CORP_SSO."""
+    return f"OIDC_SECRET_{provider_id.upper().replace('-', '_')}"
+
+
 def socialaccount_providers(providers: list[dict]) -> dict:
     """allauth's SOCIALACCOUNT_PROVIDERS for OIDC_PROVIDERS: one openid_connect app each, PKCE on."""
     apps = []
@@ -51,7 +57,7 @@ def socialaccount_providers(providers: list[dict]) -> dict:
             "provider_id": provider["id"],
             "name": provider.get("name") or provider["id"],
             "client_id": provider["client_id"],
-            "secret": provider.get("secret", ""),
+            "secret": provider.get("secret") or os.environ.get(client_secret_variable(provider["id"]), ""),
             "settings": {
                 "server_url": provider["issuer"].rstrip("/"),
                 "scope": scopes.split() if isinstance(scopes, str) else list(scopes),

@@ -38,6 +38,12 @@ LDAP_AUTH_BIND_TEMPLATE = os.environ.get(
 # empty: the searches run as the person.
 LDAP_AUTH_CONNECTION_USERNAME = os.environ.get("LDAP_AUTH_BIND_DN", "") or None
 LDAP_AUTH_CONNECTION_PASSWORD = os.environ.get("LDAP_AUTH_BIND_PASSWORD", "") or None
+# Search, then bind (instead of LDAP_AUTH_BIND_TEMPLATE, for users whose DN cannot be spelled from their name,
+# e.g. in several OUs): the service account searches LDAP_AUTH_SEARCH_BASE with this filter ({username}: the
+# typed name, escaped), e.g. (uid={username}) or (&(sAMAccountName={username})(memberOf=cn=gpu,ou=groups,...)),
+# and the password is checked by binding as the one entry found (none or several: the sign-in fails).
+# It must find people by the username attribute: the entry the portal reads is found by that attribute.
+LDAP_AUTH_USER_SEARCH_FILTER = os.environ.get("LDAP_AUTH_USER_SEARCH_FILTER", "")
 LDAP_AUTH_CONNECT_TIMEOUT = int(os.environ.get("LDAP_AUTH_CONNECT_TIMEOUT_S", "5"))
 LDAP_AUTH_RECEIVE_TIMEOUT = int(os.environ.get("LDAP_AUTH_RECEIVE_TIMEOUT_S", "10"))
 LDAP_AUTH_POOL_ACTIVE = 1  # each server tried once per sign-in: a directory that is down fails the try, never hangs it
@@ -58,9 +64,26 @@ LDAP_AUTH_SYNC_USER_RELATIONS = "portal.identity.ldap.sync_groups"
 
 if LDAP_ENABLED and not LDAP_AUTH_SEARCH_BASE:
     raise ImproperlyConfigured("LDAP_AUTH_URL is set: LDAP_AUTH_SEARCH_BASE must be too")
-if LDAP_ENABLED and "{username}" not in LDAP_AUTH_BIND_TEMPLATE:
+if LDAP_ENABLED and LDAP_AUTH_USER_SEARCH_FILTER:
+    if "{username}" not in LDAP_AUTH_USER_SEARCH_FILTER:
+        raise ImproperlyConfigured("LDAP_AUTH_USER_SEARCH_FILTER must contain {username}")
+    if not LDAP_AUTH_CONNECTION_USERNAME:
+        raise ImproperlyConfigured("LDAP_AUTH_USER_SEARCH_FILTER needs LDAP_AUTH_BIND_DN (the account that searches)")
+elif LDAP_ENABLED and "{username}" not in LDAP_AUTH_BIND_TEMPLATE:
     raise ImproperlyConfigured("LDAP_AUTH_BIND_TEMPLATE must contain {username}")
-if LDAP_ENABLED and any(url.lower().startswith("ldaps:") for url in LDAP_AUTH_URL):
+if LDAP_ENABLED and LDAP_AUTH_CA_FILE and not os.path.isfile(LDAP_AUTH_CA_FILE):
+    raise ImproperlyConfigured(f"LDAP_AUTH_CA_FILE={LDAP_AUTH_CA_FILE}: no such file (the CA bundle the "
+                               "directory's certificate is checked against)")
+
+
+def ldaps_connect_args(urls: list[str], tls_args: dict) -> dict:
+    """For ldaps:// URLs, the certificate check (ldap3 would otherwise wrap the socket without one); StartTLS
+    gets the same check from LDAP_AUTH_USE_TLS."""
+    if not any(url.lower().startswith("ldaps:") for url in urls):
+        return {}
     import ldap3
 
-    LDAP_AUTH_CONNECT_ARGS = {"tls": ldap3.Tls(version=LDAP_AUTH_TLS_VERSION, ciphers=None, **LDAP_AUTH_TLS_ARGS)}
+    return {"tls": ldap3.Tls(version=LDAP_AUTH_TLS_VERSION, ciphers=None, **tls_args)}
+
+
+LDAP_AUTH_CONNECT_ARGS = ldaps_connect_args(LDAP_AUTH_URL, LDAP_AUTH_TLS_ARGS) if LDAP_ENABLED else {}

@@ -180,7 +180,8 @@ if not isinstance(IDENTITY_GROUP_ROLES, dict):
     raise ImproperlyConfigured("IDENTITY_GROUP_ROLES must be a JSON object: {group: [{workspace, role} or {staff}]}")
 
 # SCIM provisioning (/scim/v2/, portal.scim): django-scim2 on the portal's accounts and SCIM groups; only a
-# SCIM token (made on /console/identity/scim/) opens it.
+# SCIM token (made on /console/identity/scim/) opens it. Off: /scim/v2/ answers 404 to every call, tokens or not.
+SCIM_ENABLED = env_bool("SCIM_ENABLED", True)
 SCIM_SERVICE_PROVIDER = {
     "USER_ADAPTER": "portal.scim.adapters.ScimUserAdapter",
     "GROUP_ADAPTER": "portal.scim.adapters.ScimGroupAdapter",

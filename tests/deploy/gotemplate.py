@@ -10,13 +10,14 @@ use `helm template` as well. The subset, which the chart must stay within (anyth
 - `include NAME DOT` and the `{{ template NAME DOT }}` action, where NAME is another file of the chart
   (`print $.Template.BasePath "/configmap.yaml"`), rendered with DOT as its root;
 - functions: default, quote, squote, toYaml, nindent, indent, b64enc, not, eq, ne, and, or, required,
-  printf (%s, %d), print, sha256sum, int, lower, trimSuffix, toString.
+  printf (%s, %d), print, sha256sum, int, lower, upper, replace, trimSuffix, toString, toJson.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -133,7 +134,7 @@ def _required(message: str, value: Any) -> Any:
 
 FUNCS = {
     "default": lambda d, v=None: v if truthy(v) else d,
-    "quote": lambda v: '"' + str("" if v is None else v).replace("\\", "\\\\").replace('"', '\\"') + '"',
+    "quote": lambda v: '"' + _text("" if v is None else v).replace("\\", "\\\\").replace('"', '\\"') + '"',
     "squote": lambda v: "'" + str(v) + "'",
     "toYaml": to_yaml,
     "nindent": lambda n, s: "\n" + "\n".join((" " * n + line) if line else line for line in str(s).split("\n")),
@@ -148,6 +149,11 @@ FUNCS = {
     "printf": _printf,
     "int": lambda v: int(v),
     "lower": lambda s: str(s).lower(),
+    "upper": lambda s: str(s).upper(),
+    "replace": lambda old, new, s: str(s).replace(old, new),
+    # Go's encoding/json: map keys sorted, no spaces, <, > and & escaped
+    "toJson": lambda v: json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"),
     "trimSuffix": lambda suffix, s: str(s).removesuffix(suffix),
     "toString": lambda v: str(v),
     "print": lambda *a: "".join("" if v is None else _text(v) for v in a),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlsplit
@@ -42,25 +44,31 @@ class Idp:
                 "secret": SECRET, "scopes": ["openid", "profile", "email", "groups"], **extra}
 
 
-def idp_config(port: int) -> dict:
+def idp_config(port: int, portal: str = PORTAL, providers: tuple[str, ...] = PROVIDERS) -> dict:
+    """The provider's configuration: one client per provider id, whose redirect and sign-out addresses are
+    on `portal` (the test client's host, or a live server's URL)."""
     issuer = f"http://127.0.0.1:{port}"
     return {
         "port": port, "issuer": issuer, "accounts": ACCOUNTS,
         "clients": [{"client_id": pid, "client_secret": SECRET,
-                     "redirect_uris": [f"{PORTAL}/accounts/oidc/{pid}/login/callback/"],
-                     "post_logout_redirect_uris": [f"{PORTAL}/login/"]} for pid in PROVIDERS],
+                     "redirect_uris": [f"{portal}/accounts/oidc/{pid}/login/callback/"],
+                     "post_logout_redirect_uris": [f"{portal}/login/"]} for pid in providers],
     }
 
 
-@pytest.fixture(scope="session")
-def oidc_idp(tmp_path_factory):
+@contextmanager
+def running_idp(tmp_path_factory, portal: str = PORTAL, port: int | None = None,
+                providers: tuple[str, ...] = PROVIDERS) -> Iterator[Idp]:
+    """The provider (idp.mjs) on `port` (a free one if None) for a portal at `portal`; skips the test where
+    node or oidc-provider is missing. A live server is given the issuer before the provider starts: it reads
+    the discovery document only at the first sign-in."""
     if shutil.which("node") is None:
         pytest.skip("node is not installed: the OIDC tests need it (apt install nodejs npm)")
     if not (HERE / "node_modules" / "oidc-provider").is_dir():
         pytest.skip("oidc-provider is not installed: run `npm ci` in tests/identity")
-    port = free_port()
+    port = port or free_port()
     config = tmp_path_factory.mktemp("idp") / "idp.json"
-    config.write_text(json.dumps(idp_config(port)))
+    config.write_text(json.dumps(idp_config(port, portal, providers)))
     log = config.with_name("idp.log")
     with open(log, "wb") as out:
         proc = subprocess.Popen(["node", str(HERE / "idp.mjs"), str(config)], cwd=HERE, stdout=out,
@@ -72,13 +80,20 @@ def oidc_idp(tmp_path_factory):
         stop_processes([proc])
 
 
-def at_provider(browser: requests.Session, url: str, account: str) -> str:
-    """Sign in at the provider as `account` from its authorization URL; the portal callback URL it sends back."""
+@pytest.fixture(scope="session")
+def oidc_idp(tmp_path_factory):
+    with running_idp(tmp_path_factory) as idp:
+        yield idp
+
+
+def at_provider(browser: requests.Session, url: str, account: str, portal: str = PORTAL) -> str:
+    """Sign in at the provider as `account` from its authorization URL; the callback URL (on `portal`) it sends
+    back."""
     while True:
         response = browser.get(url, allow_redirects=False, timeout=10)
         if response.status_code in (302, 303):
             url = urljoin(url, response.headers["Location"])
-            if url.startswith(PORTAL):
+            if url.startswith(portal):
                 return url
             continue
         assert response.status_code == 200, response.text[:500]

@@ -2,6 +2,7 @@
 The directory itself: tests/identity/test_ldap_sign_in.py."""
 
 import os
+import ssl
 import subprocess
 import sys
 
@@ -46,3 +47,34 @@ def test_local_sign_in_with_ldap_off_tries_no_connection(tenants, monkeypatch):
 def test_search_filters_escape_every_special_character():
     assert search_filters({"uid": "*)(uid=*", "objectClass": "inetOrgPerson"}) == [
         r"(uid=\2a\29\28uid=\2a)", "(objectClass=inetOrgPerson)"]
+
+
+def _settings_start(**env: str) -> subprocess.CompletedProcess:
+    code = ("import django; django.setup(); from django.conf import settings as s; "
+            "tls = s.LDAP_AUTH_CONNECT_ARGS.get('tls'); "
+            "print(s.LDAP_AUTH_USER_SEARCH_FILTER, tls and tls.ca_certs_file, tls and tls.validate, sep='|')")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LDAP_")}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**clean, "DJANGO_SETTINGS_MODULE": "portal.settings",
+                               "LDAP_AUTH_SEARCH_BASE": "dc=example,dc=org", **env})
+
+
+def test_search_then_bind_needs_a_service_account_and_the_name_in_its_filter():
+    refused = _settings_start(LDAP_AUTH_URL="ldap://127.0.0.1:1", LDAP_AUTH_USER_SEARCH_FILTER="(uid={username})")
+    assert refused.returncode != 0 and "needs LDAP_AUTH_BIND_DN" in refused.stderr
+    refused = _settings_start(LDAP_AUTH_URL="ldap://127.0.0.1:1", LDAP_AUTH_USER_SEARCH_FILTER="(uid=x)",
+                              LDAP_AUTH_BIND_DN="cn=portal,dc=example,dc=org")
+    assert refused.returncode != 0 and "must contain {username}" in refused.stderr
+    started = _settings_start(LDAP_AUTH_URL="ldap://127.0.0.1:1", LDAP_AUTH_USER_SEARCH_FILTER="(uid={username})",
+                              LDAP_AUTH_BIND_DN="cn=portal,dc=example,dc=org")
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip() == "(uid={username})|None|None"  # ldap://: no TLS unless StartTLS
+
+
+def test_ldaps_checks_the_certificate_against_the_ca_file(tmp_path):
+    missing = _settings_start(LDAP_AUTH_URL="ldaps://ldap.example.org:636", LDAP_AUTH_CA_FILE=str(tmp_path / "no.crt"))
+    assert missing.returncode != 0 and "LDAP_AUTH_CA_FILE" in missing.stderr and "no such file" in missing.stderr
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")  # read at connect, not at start
+    started = _settings_start(LDAP_AUTH_URL="ldaps://ldap.example.org:636", LDAP_AUTH_CA_FILE=str(tmp_path / "ca.crt"))
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip() == f"|{tmp_path / 'ca.crt'}|{int(ssl.CERT_REQUIRED)}"

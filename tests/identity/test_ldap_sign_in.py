@@ -31,6 +31,9 @@ SUFFIX = "dc=example,dc=org"
 ROOT_DN, ROOT_PASSWORD = f"cn=root,{SUFFIX}", "root-secret"
 SERVICE_DN, SERVICE_PASSWORD = f"cn=portal,{SUFFIX}", "portal-secret"
 PEOPLE, GROUPS = f"ou=people,{SUFFIX}", f"ou=groups,{SUFFIX}"
+CONTRACTORS = f"ou=contractors,{SUFFIX}"  # people a bind template under PEOPLE cannot spell: search, then bind
+# uid: (its OUs, password); dup-ldap is in both: a search that finds two entries signs nobody in
+SEARCHED = {"frank-ldap": ([CONTRACTORS], "frank-ldap-Secret5"), "dup-ldap": ([PEOPLE, CONTRACTORS], "dup-ldap-Secret6")}
 LDAP_PASSWORDS = {"alice-ldap": "alice-ldap-Secret1", "bob-ldap": "bob-ldap-Secret2", "alice": "directory-alice-3"}
 GROUP_ROLES = {"ml-vision-owners": [{"workspace": "vision-lab", "role": "owner"}],
                "ml-vision-viewers": [{"workspace": "vision-lab", "role": "viewer"}],
@@ -48,6 +51,7 @@ def _seed_ldif() -> str:
         f"dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example",
         f"dn: {PEOPLE}\nobjectClass: organizationalUnit\nou: people",
         f"dn: {GROUPS}\nobjectClass: organizationalUnit\nou: groups",
+        f"dn: {CONTRACTORS}\nobjectClass: organizationalUnit\nou: contractors",
         f"dn: {SERVICE_DN}\nobjectClass: organizationalRole\nobjectClass: simpleSecurityObject\ncn: portal\n"
         f"userPassword: {_ssha(SERVICE_PASSWORD)}",
     ]
@@ -55,6 +59,9 @@ def _seed_ldif() -> str:
         given = uid.split("-")[0].title()
         entries.append(f"dn: uid={uid},{PEOPLE}\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: {given} Directory\n"
                        f"sn: Directory\ngivenName: {given}\nmail: {uid}@example.org\nuserPassword: {_ssha(password)}")
+    for uid, (units, password) in SEARCHED.items():
+        entries.extend(f"dn: uid={uid},{unit}\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: {uid}\nsn: Directory\n"
+                       f"mail: {uid}@example.org\nuserPassword: {_ssha(password)}" for unit in units)
     for group, uids in MEMBERS.items():
         members = "".join(f"member: uid={uid},{PEOPLE}\n" for uid in uids)
         entries.append(f"dn: cn={group},{GROUPS}\nobjectClass: groupOfNames\ncn: {group}\n{members}".rstrip())
@@ -82,14 +89,17 @@ memberof-group-oc groupOfNames
 memberof-member-ad member
 memberof-memberof-ad memberOf
 access to attrs=userPassword by self auth by anonymous auth by * none
+access to dn.subtree="{people}" by dn.exact="{service_dn}" read by users read by * none
 access to * by dn.exact="{service_dn}" read by self read by * none
 """
 
 
 @dataclass
 class Directory:
-    url: str
-    ca_file: str  # the certificate it offers for StartTLS, self-signed
+    url: str  # ldap:// (StartTLS offered)
+    ldaps_url: str  # ldaps://, the same directory
+    ca_file: str  # the CA that signed the certificate it offers on both
+    other_ca_file: str  # a CA that signed nothing of it
 
 
 @pytest.fixture(scope="session")
@@ -102,14 +112,13 @@ def slapd(tmp_path_factory):
     (work / "db").mkdir()
     conf = work / "slapd.conf"
     conf.write_text(SLAPD_CONF.format(dir=work, suffix=SUFFIX, root_dn=ROOT_DN, root_password=ROOT_PASSWORD,
-                                      service_dn=SERVICE_DN))
+                                      service_dn=SERVICE_DN, people=PEOPLE))
     (work / "seed.ldif").write_text(_seed_ldif())
     _write_certificate(work)
     subprocess.run([SLAPADD, "-f", str(conf), "-l", str(work / "seed.ldif")], check=True, capture_output=True)
-    port = free_port()
-    url = f"ldap://127.0.0.1:{port}"
+    url, ldaps_url = f"ldap://127.0.0.1:{free_port()}", f"ldaps://127.0.0.1:{free_port()}"
     # -d 0: in the foreground (so it ends with the session), logging nothing
-    proc = subprocess.Popen([SLAPD, "-f", str(conf), "-h", f"{url}/", "-d", "0"],
+    proc = subprocess.Popen([SLAPD, "-f", str(conf), "-h", f"{url}/ {ldaps_url}/", "-d", "0"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     import ldap3
 
@@ -123,34 +132,46 @@ def slapd(tmp_path_factory):
                 proc.kill()
                 pytest.fail(f"slapd did not start: {proc.stderr.read().decode(errors='replace')[-2000:]}")
             time.sleep(0.1)
-    yield Directory(url=url, ca_file=str(work / "cert.pem"))
+    yield Directory(url=url, ldaps_url=ldaps_url, ca_file=str(work / "ca.pem"), other_ca_file=str(work / "other-ca.pem"))
     proc.terminate()
     proc.wait(timeout=10)
 
 
 def _write_certificate(work) -> None:
-    """A self-signed certificate for 127.0.0.1, for StartTLS; the tests trust it as their CA."""
+    """A CA (ca.pem) and the certificate for 127.0.0.1 it signs (cert.pem, key.pem: slapd's, for StartTLS and
+    ldaps://); other-ca.pem, a CA that signed nothing here."""
     import datetime
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                       critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256()))
-    (work / "cert.pem").write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    (work / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()))
+
+    def certificate(subject: str, key, issuer: x509.Name, signer, *, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(issuer).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = (builder.add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+        return builder.sign(signer, hashes.SHA256())
+
+    def pem(cert: x509.Certificate) -> bytes:
+        return cert.public_bytes(serialization.Encoding.PEM)
+
+    ca_key, other_key, server_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Test directory CA")])
+    (work / "ca.pem").write_bytes(pem(certificate("Test directory CA", ca_key, ca_name, ca_key, ca=True)))
+    other_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Some other CA")])
+    (work / "other-ca.pem").write_bytes(pem(certificate("Some other CA", other_key, other_name, other_key, ca=True)))
+    (work / "cert.pem").write_bytes(pem(certificate("127.0.0.1", server_key, ca_name, ca_key, ca=False)))
+    (work / "key.pem").write_bytes(server_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 
 
 @pytest.fixture
@@ -166,9 +187,13 @@ def ldap_on(slapd):
         yield slapd
 
 
-@pytest.fixture
-def client():  # a fresh client address per test: the sign-in rate limit is counted in the shared Redis
+def _fresh_client() -> Client:  # a fresh client address: the sign-in rate limit is counted in the shared Redis
     return Client(REMOTE_ADDR=f"10.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}")
+
+
+@pytest.fixture
+def client():
+    return _fresh_client()
 
 
 def _login(client, username, password):
@@ -319,3 +344,68 @@ def test_start_tls_checks_the_directorys_certificate(ldap_on, client, tenants):
     with override_settings(LDAP_AUTH_USE_TLS=True,
                            LDAP_AUTH_TLS_ARGS={"validate": ssl.CERT_REQUIRED, "ca_certs_file": ldap_on.ca_file}):
         assert _login(client, "bob-ldap", LDAP_PASSWORDS["bob-ldap"]).status_code == 302
+
+
+def test_direct_bind_as_the_person_alone_without_a_service_account(ldap_on, client, tenants):
+    """The DN spelled from the name (LDAP_AUTH_BIND_TEMPLATE) and the person's own bind read their entry."""
+    with override_settings(LDAP_AUTH_CONNECTION_USERNAME=None, LDAP_AUTH_CONNECTION_PASSWORD=None,
+                           LDAP_GROUP_SEARCH_BASE=""):
+        assert _login(client, "bob-ldap", "not-his-Password-1").status_code == 200
+        assert _login(client, "bob-ldap", LDAP_PASSWORDS["bob-ldap"]).status_code == 302
+    assert get_user_model().objects.get(username="bob-ldap").email == "bob-ldap@example.org"
+
+
+@pytest.fixture
+def search_then_bind(ldap_on):
+    """The service account finds the person anywhere under the suffix; the template could spell only PEOPLE."""
+    with override_settings(LDAP_AUTH_SEARCH_BASE=SUFFIX, LDAP_AUTH_USER_SEARCH_FILTER="(uid={username})"):
+        yield ldap_on
+
+
+def test_search_then_bind_signs_in_a_person_the_bind_template_cannot_spell(ldap_on, client, tenants):
+    frank_password = SEARCHED["frank-ldap"][1]
+    assert _login(client, "frank-ldap", frank_password).status_code == 200  # direct: uid=frank-ldap,ou=people
+    with override_settings(LDAP_AUTH_SEARCH_BASE=SUFFIX, LDAP_AUTH_USER_SEARCH_FILTER="(uid={username})"):
+        assert _login(client, "frank-ldap", "not-his-Password-1").status_code == 200  # the found DN's password
+        assert "_auth_user_id" not in client.session
+        assert _login(client, "frank-ldap", frank_password).status_code == 302
+        assert _login(_fresh_client(), "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 302
+    assert get_user_model().objects.get(username="frank-ldap").email == "frank-ldap@example.org"
+    assert _roles("alice-ldap") == [("vision-lab", Role.OWNER, "ldap")]  # groups as with direct bind
+
+
+def test_search_then_bind_refuses_a_name_that_finds_several_entries_or_none(search_then_bind, client, tenants,
+                                                                            caplog):
+    assert _login(client, "dup-ldap", SEARCHED["dup-ldap"][1]).status_code == 200
+    assert "_auth_user_id" not in client.session
+    assert not get_user_model().objects.filter(username="dup-ldap").exists()
+    assert any("dup-ldap refused" in r.getMessage() for r in caplog.records)
+    assert _login(client, "nobody-ldap", "Whatever-pass-1").status_code == 200
+    assert AuditEntry.objects.filter(action="login failed", username="dup-ldap").exists()
+
+
+def _ldaps(slapd, ca_file: str):
+    from portal.settings.ldap import ldaps_connect_args
+
+    tls_args = {"validate": ssl.CERT_REQUIRED, "ca_certs_file": ca_file}
+    return override_settings(LDAP_AUTH_URL=[slapd.ldaps_url], LDAP_AUTH_CA_FILE=ca_file, LDAP_AUTH_TLS_ARGS=tls_args,
+                             LDAP_AUTH_CONNECT_ARGS=ldaps_connect_args([slapd.ldaps_url], tls_args))
+
+
+def test_ldaps_checks_the_directory_against_the_configured_ca(ldap_on, client, tenants, caplog):
+    with _ldaps(ldap_on, ldap_on.ca_file):
+        assert _login(client, "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 302
+        with override_settings(LDAP_AUTH_SEARCH_BASE=SUFFIX, LDAP_AUTH_USER_SEARCH_FILTER="(uid={username})"):
+            assert _login(_fresh_client(), "frank-ldap", SEARCHED["frank-ldap"][1]).status_code == 302
+    assert not [r for r in caplog.records if "LDAP_AUTH_CA_FILE" in r.getMessage()]
+
+
+def test_ldaps_with_a_ca_that_did_not_sign_the_directory_refuses_and_says_why(ldap_on, client, tenants, caplog):
+    with _ldaps(ldap_on, ldap_on.other_ca_file):
+        assert _login(client, "alice-ldap", LDAP_PASSWORDS["alice-ldap"]).status_code == 200
+    assert "_auth_user_id" not in client.session
+    assert not get_user_model().objects.filter(username="alice-ldap").exists()
+    (said,) = [r for r in caplog.records if "LDAP_AUTH_CA_FILE" in r.getMessage()]
+    assert said.levelname == "ERROR" and "not signed by the CA" in said.getMessage()
+    assert ldap_on.other_ca_file in said.getMessage()
+    assert AuditEntry.objects.filter(action="login failed", username="alice-ldap").exists()

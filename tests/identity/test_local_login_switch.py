@@ -63,6 +63,17 @@ def test_each_provider_becomes_an_allauth_app_with_pkce():
                                           "scope": ["openid", "email", "groups"]}}]
 
 
+def test_a_providers_secret_comes_from_its_own_variable_when_the_json_has_none(monkeypatch):
+    """Kubernetes: OIDC_PROVIDERS in a ConfigMap, each client secret from a Secret (the Helm chart's way)."""
+    monkeypatch.setenv("OIDC_SECRET_CORP_SSO", "from-a-secret")
+    providers = oidc_providers('[{"id": "corp-sso", "issuer": "https://i", "client_id": "c"}, '
+                               '{"id": "other", "issuer": "https://j", "client_id": "d", "secret": "inline"}]')
+    apps = socialaccount_providers(providers)["openid_connect"]["APPS"]
+    assert [app["secret"] for app in apps] == ["from-a-secret", "inline"]
+    monkeypatch.delenv("OIDC_SECRET_CORP_SSO")
+    assert socialaccount_providers(providers)["openid_connect"]["APPS"][0]["secret"] == ""  # a public client
+
+
 def test_a_providers_secret_is_hidden_from_the_error_report(settings):
     from django.views.debug import SafeExceptionReporterFilter
 

@@ -420,3 +420,13 @@ def test_an_operator_makes_lists_and_revokes_scim_tokens_on_the_console(client, 
     assert list(AuditEntry.objects.filter(target_type="scim.scimtoken").values_list("action", flat=True)
                 .order_by("id")) == ["create", "revoke"]
     assert raw not in json.dumps(list(AuditEntry.objects.values("message", "changes", "target_repr")))
+
+
+def test_scim_off_answers_404_even_to_a_valid_token(scim):
+    with override_settings(SCIM_ENABLED=False):
+        response = scim.get("Users")
+        assert_scim_error(response, 404)
+        assert "SCIM_ENABLED" in response.doc["detail"]
+        assert_scim_error(scim.post("Users", okta_user("off@example.com")), 404)
+    assert not get_user_model().objects.filter(username="off@example.com").exists()
+    assert scim.get("Users").status_code == 200
