@@ -2,7 +2,8 @@
 
 An account is found by its link to the provider (the ID token's `sub`), else by the provider's e-mail address
 when the provider says it verified it (`email_verified`, or the provider's `trust_email`): an unverified
-address never reaches an existing account, nor makes one. No match: an account is made when
+address never reaches an existing account, nor makes one, and an account's own address counts only when it
+is verified (portal.invitations.verified_email). No match: an account is made when
 OIDC_CREATE_USERS is on. At each sign-in the provider's groups claim sets the workspace roles and staff
 (portal.identity.groups). Sign-out also ends the provider's session where its discovery names an
 end_session_endpoint (RP-initiated logout). Refusals and failed sign-ins are written to the audit log.
@@ -27,6 +28,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
 from portal.console.models import AuditEntry
+from portal.invitations import verified_email
 from portal.ratelimit import client_address
 
 log = logging.getLogger(__name__)
@@ -89,7 +91,10 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
             return
         email = addresses[0].email
         verified = addresses[0].verified or bool(provider_settings(provider_id).get("trust_email"))
-        users = list(get_user_model().objects.filter(email__iexact=email)[:2])
+        # an account's own address only where it is proven: one a local user added and never confirmed (allauth
+        # records it unverified) would hand the provider's identity to whoever typed it
+        users = [user for user in get_user_model().objects.filter(email__iexact=email)[:3]
+                 if verified_email(user)][:2]
         if not verified:
             # never linked, never made: an address nobody vouched for could be anyone's
             refuse(request, provider_id, "unverified", username=email, user=users[0] if len(users) == 1 else None)
