@@ -247,6 +247,18 @@ def _mark_verified(user) -> None:
                                               defaults={"verified": True, "primary": True})
 
 
+def record_trusted_address(user) -> None:
+    """Before allauth's e-mail page reads the account: an address with no record (set by the operators or
+    an invitation) is recorded as the verified one it is taken for. allauth would record it unverified, and
+    then treat it as the unconfirmed change to replace."""
+    if user.email and apps.is_installed("allauth.account"):
+        from allauth.account.models import EmailAddress
+
+        if not EmailAddress.objects.filter(user=user, email__iexact=user.email).exists():
+            EmailAddress.objects.create(user=user, email=user.email.lower(), verified=True,
+                                        primary=not EmailAddress.objects.filter(user=user, primary=True).exists())
+
+
 def verified_email(user) -> str:
     """The account's e-mail if it is proven: where allauth keeps a record of the address, that record must
     say verified; an address with no such record was set by the operators or by an accepted invitation

@@ -41,6 +41,8 @@ REFUSALS = {
     "unverified": _("Your identity provider has not verified your e-mail address, so it cannot sign you in "
                     "to an account here. Ask your administrator."),
     "ambiguous": _("More than one account here has your e-mail address. Ask your administrator."),
+    "unconfirmed": _("An account here holds your e-mail address without having confirmed it, so your sign-in "
+                     "cannot use that account. Ask your administrator."),
 }
 
 
@@ -91,10 +93,10 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
             return
         email = addresses[0].email
         verified = addresses[0].verified or bool(provider_settings(provider_id).get("trust_email"))
-        # an account's own address only where it is proven: one a local user added and never confirmed (allauth
+        holders = list(get_user_model().objects.filter(email__iexact=email)[:3])
+        # an account's own address only where it is proven: one a local user typed and never confirmed (allauth
         # records it unverified) would hand the provider's identity to whoever typed it
-        users = [user for user in get_user_model().objects.filter(email__iexact=email)[:3]
-                 if verified_email(user)][:2]
+        users = [user for user in holders if verified_email(user)][:2]
         if not verified:
             # never linked, never made: an address nobody vouched for could be anyone's
             refuse(request, provider_id, "unverified", username=email, user=users[0] if len(users) == 1 else None)
@@ -102,6 +104,8 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
             refuse(request, provider_id, "ambiguous", username=email)
         if users:
             sociallogin.connect(request, users[0])
+        elif holders:
+            refuse(request, provider_id, "unconfirmed", username=email, user=holders[0])
 
     def is_open_for_signup(self, request, sociallogin):
         return settings.OIDC_CREATE_USERS

@@ -9,6 +9,7 @@ from allauth.mfa.recovery_codes import views as mfa_recovery_codes
 from allauth.mfa.totp import views as mfa_totp
 from django.urls import include, path, re_path
 
+from portal import invitations
 from portal.identity.views import local_accounts_only
 
 
@@ -26,6 +27,13 @@ def confirm_email(request, *args, **kwargs):
     if getattr(response, "context_data", None) is not None and response.context_data.get("confirmation") is None:
         response.status_code = 404
     return response
+
+
+def email(request, *args, **kwargs):
+    """allauth's page to change the account's address, the current address recorded as it stands first."""
+    if request.user.is_authenticated:
+        invitations.record_trusted_address(request.user)
+    return allauth_account.email(request, *args, **kwargs)
 
 
 mfa_urlpatterns = [
@@ -54,7 +62,7 @@ urlpatterns = [
     re_path(r"^password/reset/key/(?P<uidb36>[0-9A-Za-z]+)-(?P<key>.+)/$",
             local_accounts_only(reset_from_key), name="account_reset_password_from_key"),
     path("reauthenticate/", local_accounts_only(allauth_account.reauthenticate), name="account_reauthenticate"),
-    path("email/", local_accounts_only(allauth_account.email), name="account_email"),
+    path("email/", local_accounts_only(email), name="account_email"),
     path("confirm-email/", local_accounts_only(allauth_account.email_verification_sent),
          name="account_email_verification_sent"),
     re_path(r"^confirm-email/(?P<key>[-:\w]+)/$", local_accounts_only(confirm_email), name="account_confirm_email"),

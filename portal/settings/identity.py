@@ -93,6 +93,7 @@ ACCOUNT_LOGIN_METHODS = {"username"}  # allauth's backend signs in by username, 
 ACCOUNT_PREVENT_ENUMERATION = True
 ACCOUNT_EMAIL_UNKNOWN_ACCOUNTS = False  # no mail to an address without an account (nor a sign-up invitation)
 PASSWORD_RESET_TIMEOUT = int(os.environ.get("PASSWORD_RESET_TIMEOUT", "3600"))
+ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "portal.identity.tokens.PasswordResetTokens"  # the platform clock
 
 # Two-factor authentication for local accounts (allauth.mfa): an authenticator app's codes (TOTP) and
 # single-use recovery codes. Company (OIDC) and directory (LDAP) accounts have their provider's.
