@@ -98,6 +98,8 @@ ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "portal.identity.tokens.PasswordResetTo
 # Two-factor authentication for local accounts (allauth.mfa): an authenticator app's codes (TOTP) and
 # single-use recovery codes. Company (OIDC) and directory (LDAP) accounts have their provider's.
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+# Before a change to them, allauth's pages ask for the password or a code again (no code by e-mail)
+ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
 MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "GPU Platform")
 MFA_TOTP_TOLERANCE = 1  # the code of the 30 s before or after too: phones' clocks drift
 MFA_RECOVERY_CODE_COUNT = 10
