@@ -103,6 +103,7 @@ ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
 MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "GPU Platform")
 MFA_TOTP_TOLERANCE = 1  # the code of the 30 s before or after too: phones' clocks drift
 MFA_RECOVERY_CODE_COUNT = 10
+MFA_ADAPTER = "portal.identity.mfa.MFAAdapter"  # secrets encrypted under SECRETS_KEY
 # On: a staff account with a password here and no authenticator app is sent to enrol at sign-in, and the
 # console and admin refuse it until it has
 MFA_REQUIRED_FOR_STAFF = env_bool("MFA_REQUIRED_FOR_STAFF", False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import io
 import re
 import struct
 from datetime import timedelta
@@ -270,3 +271,24 @@ def test_a_company_account_has_no_two_factor_pages_here(tenants, client):
     for path in ("/accounts/2fa/", ACTIVATE):
         assert client.get(path).status_code == 403
     assert b'id="link-mfa"' not in client.get("/account/preferences/").content
+
+
+def test_the_secret_is_stored_encrypted_and_survives_a_key_rotation(
+    tenants, client, clock, commits, settings
+):
+    from cryptography.fernet import Fernet
+    from django.core.management import call_command
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.SECRETS_KEY = [old]
+    secret, codes = enrol(client, tenants.alice, clock, commits)
+    stored = Authenticator.objects.get(user=tenants.alice, type=Authenticator.Type.TOTP).data["secret"]
+    assert secret not in stored and Fernet(old).decrypt(stored.encode()).decode() == secret
+    settings.SECRETS_KEY = [new, old]
+    call_command("rotate_secrets_key", stdout=io.StringIO())
+    settings.SECRETS_KEY = [new]  # the old key is gone: the app's codes and the recovery codes still work
+    sign_in(client, tenants.alice)
+    assert client.post(AUTHENTICATE, {"code": totp(secret, clock.now)}).status_code == 302
+    client.post("/logout/")
+    sign_in(client, tenants.alice)
+    assert client.post(AUTHENTICATE, {"code": codes[0]}).status_code == 302
