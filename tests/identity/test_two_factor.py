@@ -292,3 +292,17 @@ def test_the_secret_is_stored_encrypted_and_survives_a_key_rotation(
     client.post("/logout/")
     sign_in(client, tenants.alice)
     assert client.post(AUTHENTICATE, {"code": codes[0]}).status_code == 302
+
+
+def test_with_two_factor_on_the_address_stays_as_it_is(tenants, client, clock, commits):
+    """allauth refuses a new, unconfirmed address on an account with two-factor authentication: the page says
+    so and nothing is sent or changed (turn it off, change the address, turn it on again)."""
+    from allauth.account.models import EmailAddress
+    from django.core import mail
+
+    secret, _ = enrol(client, tenants.alice, clock, commits)
+    sign_in(client, tenants.alice)
+    client.post(AUTHENTICATE, {"code": totp(secret, clock.now)})
+    refused = client.post("/accounts/email/", {"action_add": "", "email": "alice.new@example.org"})
+    assert refused.status_code == 200 and b'id="email-error"' in refused.content
+    assert not mail.outbox and not EmailAddress.objects.filter(email="alice.new@example.org").exists()
