@@ -76,8 +76,10 @@ def admin_login(admin_view):
     def view(request, *args, **kwargs):
         if request.method == "POST" and not settings.LOCAL_LOGIN:
             return local_login_refused(request)
+        signed_in_before = request.user.is_authenticated
         response = admin_view(request, *args, **kwargs)
-        if request.method == "POST" and request.user.is_authenticated and mfa.has_totp(request.user):
+        if (request.method == "POST" and not signed_in_before and request.user.is_authenticated
+                and mfa.has_totp(request.user)):
             logout(request)
             next_url = request.POST.get("next") or request.GET.get("next") or "/admin/"
             return redirect(resolve_url("login") + "?" + urlencode({"next": next_url}))
