@@ -32,6 +32,10 @@ class PortalConfig(AppConfig):
         user_logged_in.connect(invitations.on_logged_in, dispatch_uid="portal-invitations-in")
         user_logged_out.connect(user_sessions.on_logged_out, dispatch_uid="portal-user-sessions-out")
 
+        from portal.identity import mfa
+
+        mfa.connect()  # two-factor authentication's changes and recovery-code sign-ins to the audit log
+
         from portal import logs
         from portal.metrics import connect_celery_signals
 

@@ -231,10 +231,32 @@ def accept_with_new_account(raw: str, username: object, password: object):
     except ValidationError as error:
         raise DomainError({field: list(msgs) for field, msgs in error.message_dict.items()}) from None
     user.save()
+    _mark_verified(user)
     audit.record(user, "create", user, source=TENANT, message="account made on accepting an invitation",
                  changes={"username": [None, user.username], "email": [None, user.email]})
     _join(invitation, user)
     return user
+
+
+def _mark_verified(user) -> None:
+    """The invitation's link reached the address: allauth records it as the account's verified, primary one."""
+    if apps.is_installed("allauth.account"):
+        from allauth.account.models import EmailAddress
+
+        EmailAddress.objects.update_or_create(user=user, email=user.email.lower(),
+                                              defaults={"verified": True, "primary": True})
+
+
+def record_trusted_address(user) -> None:
+    """Before allauth's e-mail page reads the account: an address with no record (set by the operators or
+    an invitation) is recorded as the verified one it is taken for. allauth would record it unverified, and
+    then treat it as the unconfirmed change to replace."""
+    if user.email and apps.is_installed("allauth.account"):
+        from allauth.account.models import EmailAddress
+
+        if not EmailAddress.objects.filter(user=user, email__iexact=user.email).exists():
+            EmailAddress.objects.create(user=user, email=user.email.lower(), verified=True,
+                                        primary=not EmailAddress.objects.filter(user=user, primary=True).exists())
 
 
 def verified_email(user) -> str:

@@ -2,7 +2,8 @@
 
 An account is found by its link to the provider (the ID token's `sub`), else by the provider's e-mail address
 when the provider says it verified it (`email_verified`, or the provider's `trust_email`): an unverified
-address never reaches an existing account, nor makes one. No match: an account is made when
+address never reaches an existing account, nor makes one, and an account's own address counts only when it
+is verified (portal.invitations.verified_email). No match: an account is made when
 OIDC_CREATE_USERS is on. At each sign-in the provider's groups claim sets the workspace roles and staff
 (portal.identity.groups). Sign-out also ends the provider's session where its discovery names an
 end_session_endpoint (RP-initiated logout). Refusals and failed sign-ins are written to the audit log.
@@ -27,6 +28,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext_lazy as _
 
 from portal.console.models import AuditEntry
+from portal.invitations import verified_email
 from portal.ratelimit import client_address
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,8 @@ REFUSALS = {
     "unverified": _("Your identity provider has not verified your e-mail address, so it cannot sign you in "
                     "to an account here. Ask your administrator."),
     "ambiguous": _("More than one account here has your e-mail address. Ask your administrator."),
+    "unconfirmed": _("An account here holds your e-mail address without having confirmed it, so your sign-in "
+                     "cannot use that account. Ask your administrator."),
 }
 
 
@@ -89,7 +93,10 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
             return
         email = addresses[0].email
         verified = addresses[0].verified or bool(provider_settings(provider_id).get("trust_email"))
-        users = list(get_user_model().objects.filter(email__iexact=email)[:2])
+        holders = list(get_user_model().objects.filter(email__iexact=email)[:3])
+        # an account's own address only where it is proven: one a local user typed and never confirmed (allauth
+        # records it unverified) would hand the provider's identity to whoever typed it
+        users = [user for user in holders if verified_email(user)][:2]
         if not verified:
             # never linked, never made: an address nobody vouched for could be anyone's
             refuse(request, provider_id, "unverified", username=email, user=users[0] if len(users) == 1 else None)
@@ -97,6 +104,8 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
             refuse(request, provider_id, "ambiguous", username=email)
         if users:
             sociallogin.connect(request, users[0])
+        elif holders:
+            refuse(request, provider_id, "unconfirmed", username=email, user=holders[0])
 
     def is_open_for_signup(self, request, sociallogin):
         return settings.OIDC_CREATE_USERS

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth import logout
 from django.contrib.auth import views as auth_views
 from django.shortcuts import redirect, render, resolve_url
+from django.utils.http import urlencode
 
-from portal.identity import oidc
+from portal import invitations
+from portal.identity import mfa, oidc
 
 
 def local_login_refused(request):
@@ -31,21 +34,56 @@ class LoginView(auth_views.LoginView):
 
     def form_valid(self, form):
         # LOCAL_LOGIN off with LDAP on: the form signs in directory accounts only
-        if not settings.LOCAL_LOGIN and getattr(form.get_user(), "backend", "") != LDAP_BACKEND:
+        user = form.get_user()
+        if not settings.LOCAL_LOGIN and getattr(user, "backend", "") != LDAP_BACKEND:
             return local_login_refused(self.request)
-        return super().form_valid(form)
+        if mfa.has_totp(user) and mfa.is_local(user):  # the code next, then the session
+            return mfa.second_step(self.request, user, self.get_success_url())
+        if unconfirmed := unconfirmed_email(user):
+            return email_confirmation_needed(self.request, user, unconfirmed)
+        response = super().form_valid(form)
+        if mfa.must_enrol(user):
+            return mfa.enrol_redirect(self.request)
+        return response
 
     def get_context_data(self, **kwargs):
         return {**super().get_context_data(**kwargs), "local_login": settings.LOCAL_LOGIN,
                 "password_form": password_form_shown(), "oidc_providers": oidc.configured_providers()}
 
 
+def unconfirmed_email(user) -> str:
+    """With ACCOUNT_EMAIL_VERIFICATION mandatory: the local account's address when allauth records it as not
+    yet confirmed (an address set by the operators or proven by an invitation has no such record)."""
+    if settings.ACCOUNT_EMAIL_VERIFICATION != "mandatory" or not user.email or not user.has_usable_password():
+        return ""
+    return "" if invitations.verified_email(user) else user.email
+
+
+def email_confirmation_needed(request, user, email: str):
+    """Sign-in held until the address is confirmed: its link is mailed (again), and the page says so."""
+    from allauth.account.internal.flows.email_verification import send_verification_email_to_address
+    from allauth.account.models import EmailAddress
+
+    address = EmailAddress.objects.filter(user=user, email__iexact=email).first()
+    if address is not None:
+        send_verification_email_to_address(request, address)
+    return render(request, "account/verification_sent.html", {"held": True}, status=403)
+
+
 def admin_login(admin_view):
-    """The admin's password form, refused when local sign-in is off."""
+    """The admin's password form, refused when local sign-in is off. An account with two-factor
+    authentication signs in on the portal's form, which asks for the code: the admin's has no second step."""
     def view(request, *args, **kwargs):
         if request.method == "POST" and not settings.LOCAL_LOGIN:
             return local_login_refused(request)
-        return admin_view(request, *args, **kwargs)
+        signed_in_before = request.user.is_authenticated
+        response = admin_view(request, *args, **kwargs)
+        if (request.method == "POST" and not signed_in_before and request.user.is_authenticated
+                and mfa.has_totp(request.user)):
+            logout(request)
+            next_url = request.POST.get("next") or request.GET.get("next") or "/admin/"
+            return redirect(resolve_url("login") + "?" + urlencode({"next": next_url}))
+        return response
     return view
 
 

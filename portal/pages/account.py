@@ -10,6 +10,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods
 
 from portal import services, time_zones, user_sessions
+from portal.identity import mfa
 from portal.models import UserSession
 from portal.selectors import chosen_language, chosen_time_zone
 from scheduling.api import DomainError, clock
@@ -43,7 +44,14 @@ def _page(request, *, errors=None, status=200):
         "chosen_time_zone": chosen_time_zone(request.user), "time_zones": time_zones.choosable(),
         "now": clock.now(), "errors": errors or {},
         "chosen_language": chosen_language(request.user), "languages": settings.LANGUAGES,
+        **_security(request.user),
     }, status=status)
+
+
+def _security(user) -> dict:
+    """For the links to the account's own security pages: two-factor authentication and the e-mail address
+    are a local account's (a company or directory account has its provider's)."""
+    return {"local_account": mfa.is_local(user), "mfa_on": mfa.has_totp(user)}
 
 
 @login_required
@@ -54,7 +62,7 @@ def sessions(request):
     for row in rows:
         row.device = user_sessions.device(row.user_agent)
         row.current = row.session_key == request.session.session_key
-    return render(request, "portal/sessions.html", {"rows": rows})
+    return render(request, "portal/sessions.html", {"rows": rows, **_security(request.user)})
 
 
 @login_required

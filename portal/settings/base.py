@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "allauth.socialaccount.providers.openid_connect",
+    "allauth.mfa",  # two-factor authentication (TOTP and recovery codes) for local accounts
 ]
 
 MIDDLEWARE = [
@@ -46,6 +47,7 @@ MIDDLEWARE = [
     "portal.user_sessions.SessionSeenMiddleware",  # after auth: the session's last seen, once a minute
     "django.contrib.messages.middleware.MessageMiddleware",
     "allauth.account.middleware.AccountMiddleware",  # after auth and messages: allauth's sign-in flows
+    "portal.identity.mfa.StaffEnrolmentMiddleware",  # MFA_REQUIRED_FOR_STAFF: the console waits for enrolment
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.login_backoff.LoginBackoffMiddleware",  # 429 for a sign-in within the account's back-off
     "portal.middleware.DomainErrorMiddleware",

@@ -83,10 +83,33 @@ SOCIALACCOUNT_EMAIL_VERIFICATION = "none"  # the provider vouches (email_verifie
 SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # matching by e-mail is the portal's own, verified addresses only
 SOCIALACCOUNT_STORE_TOKENS = False
 SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in buttons post (CSRF-protected)
-ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_EMAIL_VERIFICATION = os.environ.get("ACCOUNT_EMAIL_VERIFICATION", "optional").strip().lower()
+if ACCOUNT_EMAIL_VERIFICATION not in ("optional", "mandatory"):
+    raise ImproperlyConfigured("ACCOUNT_EMAIL_VERIFICATION must be optional or mandatory")
+# A new address (a local account changing its e-mail) is confirmed by a link mailed to it: the account's
+# address changes only once the link is followed, and a link works for ACCOUNT_EMAIL_CONFIRMATION_EXPIRE_DAYS
+ACCOUNT_CHANGE_EMAIL = True
+ACCOUNT_CONFIRM_EMAIL_ON_GET = False  # the link's page asks for a click (mail scanners follow links)
+ACCOUNT_EMAIL_CONFIRMATION_EXPIRE_DAYS = 3
+ACCOUNT_EMAIL_CONFIRMATION_HMAC = False  # stored keys: a link is known, expired or unknown
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = False
 ACCOUNT_LOGIN_METHODS = {"username"}  # allauth's backend signs in by username, as Django's does
 # Password reset (allauth's pages): the same answer whether or not the address has an account, and a link
 # that works once, for an hour
 ACCOUNT_PREVENT_ENUMERATION = True
 ACCOUNT_EMAIL_UNKNOWN_ACCOUNTS = False  # no mail to an address without an account (nor a sign-up invitation)
 PASSWORD_RESET_TIMEOUT = int(os.environ.get("PASSWORD_RESET_TIMEOUT", "3600"))
+ACCOUNT_PASSWORD_RESET_TOKEN_GENERATOR = "portal.identity.tokens.PasswordResetTokens"  # the platform clock
+
+# Two-factor authentication for local accounts (allauth.mfa): an authenticator app's codes (TOTP) and
+# single-use recovery codes. Company (OIDC) and directory (LDAP) accounts have their provider's.
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+# Before a change to them, allauth's pages ask for the password or a code again (no code by e-mail)
+ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
+MFA_TOTP_ISSUER = os.environ.get("MFA_TOTP_ISSUER", "GPU Platform")
+MFA_TOTP_TOLERANCE = 1  # the code of the 30 s before or after too: phones' clocks drift
+MFA_RECOVERY_CODE_COUNT = 10
+MFA_ADAPTER = "portal.identity.mfa.MFAAdapter"  # secrets encrypted under SECRETS_KEY
+# On: a staff account with a password here and no authenticator app is sent to enrol at sign-in, and the
+# console and admin refuse it until it has
+MFA_REQUIRED_FOR_STAFF = env_bool("MFA_REQUIRED_FOR_STAFF", False)

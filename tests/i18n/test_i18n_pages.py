@@ -481,7 +481,21 @@ COVERED = {
 }
 # Still (partly) English; move a page to COVERED once its template, forms and messages are marked
 # and translated.
-PENDING_TRANSLATION: dict = {}
+def _signed_in_page(path):
+    def reach(client, tenants):
+        client.force_login(tenants.alice)
+        return path
+    return reach
+
+
+PENDING_TRANSLATION: dict = {
+    # its links to two-factor authentication and the e-mail address are new
+    "preferences": COVERED.pop("preferences"),
+    "two-factor authentication": (_signed_in_page("/accounts/2fa/"), 200),
+    "e-mail address": (_signed_in_page("/accounts/email/"), 200),
+    "reauthenticate": (_signed_in_page("/accounts/reauthenticate/"), 200),
+    "e-mail link refused": (lambda client, tenants: "/accounts/confirm-email/made-up-key/", 404),
+}
 COVERED.update({
     "members": (_members, 200),  # with its invitation form and list
     "device": (_device, 200),

@@ -101,6 +101,21 @@ def test_an_unverified_address_never_reaches_an_existing_account(providers, tena
     assert entry.user == tenants.alice and "corp" in entry.message and "unverified" in entry.message
 
 
+def test_an_account_whose_own_address_is_unconfirmed_is_never_linked(providers, tenants, client):
+    """The provider vouches for Carol@example.com, but carol's account holds that address unconfirmed (allauth
+    records it so): whoever typed it there must not receive the provider's identity."""
+    from allauth.account.models import EmailAddress
+
+    EmailAddress.objects.create(user=tenants.carol, email="carol@example.com", verified=False, primary=True)
+    users = get_user_model().objects.count()
+    refused = sign_in(client, "carol-idp")
+    assert refused.status_code == 403 and "without having confirmed it" in refused.content.decode()
+    assert not client.get("/").wsgi_request.user.is_authenticated
+    assert not SocialAccount.objects.exists() and get_user_model().objects.count() == users
+    entry = AuditEntry.objects.get(action="login failed", source=AuditEntry.Source.SIGN_IN)
+    assert entry.user == tenants.carol and "unconfirmed" in entry.message
+
+
 def test_a_provider_trusted_for_addresses_links_without_email_verified(providers, tenants, client):
     providers(trust_email=True)
     assert sign_in(client, "newbie").status_code == 302
