@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -25,7 +26,8 @@ from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form
 from scheduling.spec.kinds import read_any_clean
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
 from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
-from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
+from scheduling.spec.read import CLEAN_KEYS, MISSING, SEED_KEYS, Reader, dotted, read_seed
+from scheduling.spec.schedule import SCHEDULE_KEY, read_schedule
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
 from scheduling.spec.volumes import mounts_to_list
 
@@ -86,7 +88,9 @@ def _read(
     loaded: Loaded, namer: Callable[[Path], str], cluster: ClusterInfo | None, workspace_queues: Queues | None,
     workspace_secrets: Secrets | None = None,
 ) -> JobSpec:
+    loaded, schedule_block = _without_schedule(loaded)
     reader = Reader(loaded, namer, known_secrets=workspace_secrets)
+    schedule = read_schedule(reader, schedule_block) if schedule_block is not MISSING else None
     keys = list(loaded.value)
     seed = [k for k in keys if k in SEED_KEYS]
     clean = [k for k in keys if k in CLEAN_KEYS]
@@ -106,9 +110,21 @@ def _read(
         raise SpecError(reader.issues or [SpecIssue(None, None, None, _("the spec is not valid"))])
     for problem in check_cluster(result.spec, cluster, workspace_queues):
         reader.error_at_first(result.locate(problem), problem.message)
+    if schedule_block is not MISSING and workload_kinds.kind_of(result.spec).stoppable:
+        reader.error((SCHEDULE_KEY,), _("schedule does not apply to %(noun)s: it runs until stopped, a schedule "
+                                        "makes runs of work that ends") % {
+            "noun": _(workload_kinds.kind_of(result.spec).noun)}, key=True)
     if reader.issues:
         raise SpecError(reader.issues)
-    return result.spec
+    return replace(result.spec, schedule=schedule) if schedule else result.spec
+
+
+def _without_schedule(loaded: Loaded) -> tuple[Loaded, Any]:
+    """The document without its `schedule` block (positions kept), and the block (MISSING: none)."""
+    if not isinstance(loaded.value, dict) or SCHEDULE_KEY not in loaded.value:
+        return loaded, MISSING
+    rest = {key: value for key, value in loaded.value.items() if key != SCHEDULE_KEY}
+    return Loaded(rest, loaded.value_pos, loaded.key_pos), loaded.value[SCHEDULE_KEY]
 
 
 # -- the image form --------------------------------------------------------------------------
