@@ -412,8 +412,9 @@ class ScheduleMonth:
         return {"cron": self.cron, "time_zone": self.time_zone, "runs_per_month": self.runs}
 
     def option_month(self, option: QuoteOption) -> dict[str, str]:
-        return {"month_total": _fmt(quantize_money(option.amount_low * self.runs, option.currency)),
-                "month_total_high": _fmt(quantize_money(option.amount_high * self.runs, option.currency))}
+        # each run is a job billed on its own: a month is that many of the run's total as shown, in cents
+        return {"month_total": _fmt(quantize_money(option.amount_low, option.currency) * self.runs),
+                "month_total_high": _fmt(quantize_money(option.amount_high, option.currency) * self.runs)}
 
 
 def with_schedule_month(quote: Quote, cron: str, time_zone: str, runs: int) -> Quote:
@@ -813,8 +814,9 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
     windows_tz = rates.windows_zone(tz)
     offpeak_now = bool(windows) and is_offpeak(now, windows, windows_tz)
     starts: list[tuple[str, datetime]] = [(NOW, now)]
-    # already off-peak: "now" is the off-peak start; interactive work (a notebook) is wanted now, not tonight
-    if windows and not offpeak_now and kinds.kind_of(spec).off_peak:
+    # already off-peak: "now" is the off-peak start; interactive work (a notebook) is wanted now, not tonight; a
+    # schedule's runs start at their fire times (its cron line picks the hours)
+    if windows and not offpeak_now and kinds.kind_of(spec).off_peak and spec.schedule is None:
         starts.append((OFF_PEAK, next_offpeak_start(now, windows, windows_tz)))
 
     options: list[QuoteOption] = []

@@ -16,7 +16,6 @@ from billing import selectors
 from billing.currency import currency_at
 from billing.quotes import (
     DEFAULT_DURATION_S,
-    NOW,
     Quote,
     QuoteOption,
     choose_option,
@@ -136,23 +135,14 @@ def _frozen(quote: Quote, chosen: QuoteOption) -> dict[str, Any]:
 def submit_quoted_schedule(*, user, workspace, spec: str | bytes | Mapping[str, Any], option: str | None = None,
                            now: datetime | None = None, duration_hours: Decimal | None = None) -> Schedule:
     """A spec with `schedule:` quoted as one run and stored as a Schedule with the chosen option frozen for its
-    runs. A run starts at its fire time: the option is one that starts now (an off-peak option is refused)."""
+    runs (each starts at its fire time: the quote offers no off-peak start)."""
     require_submitter(user, workspace)
     if reason := check_budget_allows_submit(workspace):
         raise BudgetBlocked(reason)
     parsed, quote = quote_for_workspace(workspace, spec, now=now, duration_hours=duration_hours)
     if parsed.schedule is None:
         raise DomainError(gettext("the spec has no schedule block: submit it as a job"), field="spec")
-    chosen = choose_option(quote, option or None, parsed)
-    if chosen.when != NOW:
-        if option:
-            raise DomainError(gettext("option %(option)s starts off-peak; a schedule's runs start at their fire "
-                                      "times: choose an option that starts now") % {"option": option}, field="option")
-        starting_now = [o for o in quote.options if o.when == NOW]
-        if not starting_now:
-            raise DomainError(gettext("no option of the quote starts at once, as a schedule's runs must"),
-                              field="option")
-        chosen = min(starting_now, key=lambda o: (not o.matches_spec, o.amount_low, o.id))
+    chosen = choose_option(quote, option or None, parsed)  # the quote of a schedule offers no off-peak start
     return schedules.create_schedule(user=user, workspace=workspace, spec=spec, parsed=parsed,
                                      quote=_frozen(quote, chosen))
 
