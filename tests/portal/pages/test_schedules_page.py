@@ -96,3 +96,13 @@ def test_the_submit_page_quotes_a_month_of_runs_and_makes_a_schedule(client, clu
     schedule = Schedule.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/schedules/{schedule.pk}/"
     assert schedule.spec_text == SPEC and not Job.objects.exists()
+
+
+def test_a_runs_job_page_and_api_detail_link_its_schedule(client, cluster, nightly):
+    from scheduling import schedules
+
+    job = schedules.trigger_schedule(user=cluster.alice, schedule=nightly)
+    client.force_login(cluster.alice)
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'<p id="job-schedule">A run of <a href="/schedules/{nightly.pk}/">' in page
+    assert client.get(f"/api/v1/jobs/{job.pk}/").json()["schedule"] == nightly.pk
