@@ -259,6 +259,7 @@ ZH = {
     "FIRE TIME (UTC)": "触发时间（UTC）",
     "OUTCOME": "结果",
     "DETAIL": "详情",
+    "a month of runs ({runs}, {cron} in {zone}):": "一个月的运行（{runs} 次，{cron}，时区 {zone}）：",
 }
 
 

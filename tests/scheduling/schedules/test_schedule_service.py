@@ -210,3 +210,24 @@ def test_firing_reads_the_same_number_of_queries_for_three_schedules_or_twelve(c
     with CaptureQueriesContext(connection) as queries:
         assert fire_schedules().due == 0
     assert [q["sql"].split()[0] for q in queries.captured_queries].count("SELECT") == 1  # and its savepoint
+
+
+def test_the_beat_task_fires_the_due_schedules_and_a_workspace_at_its_budget_gets_no_run(
+    cluster, clock, monkeypatch
+):
+    from billing import tasks
+
+    schedule = make(cluster)
+    at_next_fire(clock, schedule)
+    assert tasks.fire_schedules() == 1 and Job.objects.filter(schedule=schedule).count() == 1
+    Job.objects.update(state=JobState.SUCCEEDED, finished=clock.now)
+    at_next_fire(clock, schedule)
+    # the workspace has spent its budget and its owner blocks new work at the limit
+    monkeypatch.setattr(
+        "billing.services.check_budget_allows_submit",
+        lambda workspace: f"Workspace {workspace.slug} has spent its budget",
+    )
+    assert tasks.fire_schedules() == 0
+    refused = ScheduleFiring.objects.get(outcome=FiringOutcome.REFUSED)
+    assert refused.detail == "Workspace vision-lab has spent its budget"
+    assert Job.objects.filter(schedule=schedule).count() == 1
