@@ -37,7 +37,11 @@ def test_submit_makes_a_schedule_and_the_schedule_commands_act_on_it(gpuctl, tok
 
     alice = tokens["alice"]
     code, out, err = gpuctl(alice, "submit", str(spec_file), "-w", "vision-lab", "--quote-only")
-    assert code == 0 and "a month of runs (30, 0 2 * * * in Asia/Shanghai):" in out and not Schedule.objects.exists()
+    assert (
+        code == 0
+        and "a month of runs (30, 0 2 * * * in Asia/Shanghai):" in out
+        and not Schedule.objects.exists()
+    )
     code, out, err = gpuctl(alice, "submit", str(spec_file), "-w", "vision-lab")
     schedule = Schedule.objects.get()
     assert (code, err) == (0, "") and out.startswith(

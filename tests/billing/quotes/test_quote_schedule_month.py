@@ -38,6 +38,9 @@ def test_the_quotes_api_says_it_too(cluster, clock):
     spec = SPEC + 'schedule: {cron: "0 * * * *"}\n'
     body = api.post("/api/v1/quotes/", {"workspace": "vision-lab", "spec": spec}, format="json").json()
     assert {k: body["schedule"][k] for k in ("cron", "time_zone", "runs_per_month")} == {
-        "cron": "0 * * * *", "time_zone": "UTC", "runs_per_month": 720}
+        "cron": "0 * * * *",
+        "time_zone": "UTC",
+        "runs_per_month": 720,
+    }
     assert all(Decimal(o["month_total"]) > Decimal(o["total"]) for o in body["options"])
     assert body["schedule"]["text"].startswith("720 runs in 30 days (0 * * * * in UTC)")
