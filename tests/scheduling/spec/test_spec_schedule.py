@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from scheduling.spec import SpecError, parse_job_spec, parse_job_spec_obj, spec_to_dict
+from scheduling.spec import (
+    SpecError,
+    image_form_values,
+    parse_job_spec,
+    parse_job_spec_obj,
+    spec_from_image_form,
+    spec_to_dict,
+)
 from scheduling.spec.model import ScheduleSpec
 
 JOB = """\
@@ -30,7 +39,8 @@ def test_the_block_is_read_with_its_defaults_and_the_job_is_read_as_without_it()
     assert spec.schedule == ScheduleSpec(
         cron="0 2 * * *", time_zone="Asia/Shanghai", concurrency="Forbid", keep_last=10, suspend=False
     )
-    assert spec_to_dict(spec) == spec_to_dict(parse_job_spec(JOB))  # the runs' spec has no schedule block
+    assert spec_to_dict(replace(spec, schedule=None)) == spec_to_dict(parse_job_spec(JOB))
+    assert parse_job_spec_obj(spec_to_dict(spec)) == spec  # written back with its schedule
     assert parse_job_spec(JOB).schedule is None
 
 
@@ -74,3 +84,27 @@ def test_a_schedule_that_is_not_a_mapping_and_problems_of_the_job_come_together(
 def test_work_that_runs_until_stopped_has_no_schedule():
     [(line, column, message)] = errors('kind: notebook\nname: nb\nschedule: {cron: "@daily"}\n')
     assert (line, column) == (3, 1) and "does not apply to a notebook" in message
+
+
+def test_the_image_form_writes_and_shows_a_schedule():
+    spec = spec_from_image_form(
+        {
+            "image": "busybox:1.36",
+            "scheduleCron": "0 2 * * *",
+            "scheduleTimeZone": "Asia/Shanghai",
+            "scheduleConcurrency": "Replace",
+        }
+    )
+    assert spec.schedule == ScheduleSpec(cron="0 2 * * *", time_zone="Asia/Shanghai", concurrency="Replace")
+    values, hidden = image_form_values(spec)
+    assert (values["scheduleCron"], values["scheduleTimeZone"], values["scheduleConcurrency"]) == (
+        "0 2 * * *",
+        "Asia/Shanghai",
+        "Replace",
+    ) and hidden == []
+    assert image_form_values(spec_from_image_form(values))[0] == values
+    assert image_form_values(parse_job_spec(JOB))[0]["scheduleCron"] == ""
+    with pytest.raises(SpecError) as caught:
+        spec_from_image_form({"image": "busybox:1.36", "scheduleCron": "every night"})
+    [issue] = caught.value.errors
+    assert issue.field == "scheduleCron" and "has 2 fields" in issue.message
