@@ -63,23 +63,33 @@ def create_schedule(
     services.require_submitter(user, workspace)
     if parsed.schedule is None:
         raise SpecError([SpecIssue(None, None, "schedule", _("schedule: the spec has no schedule block"))])
-    if Schedule.objects.filter(workspace=workspace, name=parsed.name).exists():
-        raise Conflict(
-            _(
-                "workspace %(workspace)s already has a schedule named %(name)s: delete it or name this "
-                "one differently"
-            )
-            % {"workspace": workspace.slug, "name": parsed.name},
-            field="name",
-        )
-    plan = parsed.schedule
-    zone, now = _zone(parsed), clock.now()
-    run_spec = replace(parsed, schedule=None)
+    now, run_spec = clock.now(), replace(parsed, schedule=None)
+    # what was submitted, its schedule block included (a JSON object is written as YAML)
     text = (
         spec
         if isinstance(spec, str)
-        else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(run_spec))
+        else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
     )
+    taken = Conflict(
+        _(
+            "workspace %(workspace)s already has a schedule named %(name)s: delete it or name this one differently"
+        )
+        % {"workspace": workspace.slug, "name": parsed.name},
+        field="name",
+    )
+    if Schedule.objects.filter(workspace=workspace, name=parsed.name).exists():
+        raise taken
+    try:
+        with transaction.atomic():  # two makers of the same name at once: the second is told, as above
+            return _create(workspace, user, parsed, text, run_spec, quote, now)
+    except IntegrityError:
+        raise taken from None
+
+
+def _create(
+    workspace, user, parsed: JobSpec, text: str, run_spec: JobSpec, quote: dict | None, now: datetime
+):
+    plan, zone = parsed.schedule, _zone(parsed)
     return Schedule.objects.create(
         workspace=workspace,
         name=parsed.name,
