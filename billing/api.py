@@ -13,10 +13,13 @@ Offered whole as well, for callers that write ``pricing.quantize_money(...)``: `
 from billing.quotes import DEFAULT_DURATION_S, PoolOffer, Quote, QuoteError, quote
 from billing.time_zone import platform_tz
 from billing.services import (
+    fire_schedules,
+    has_schedule,
     quote_for_workspace,
     service_rates,
     states_duration,
     submit_quoted_job,
+    submit_quoted_schedule,
 )
 
 # ------------------------------------------------------------ Prices and currencies

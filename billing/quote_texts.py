@@ -245,4 +245,14 @@ def localized(quote: dict[str, Any]) -> dict[str, Any]:
         option["tradeoffs_text"] = option_tradeoffs(option)
         option["tradeoff_tags_text"] = option_tags(option)
     quote["unavailable_text"] = unavailable(quote)
+    if schedule := quote.get("schedule"):  # a spec with `schedule:`
+        schedule["text"] = month_of_runs_text(schedule)
     return quote
+
+
+def month_of_runs_text(schedule: Mapping[str, Any]) -> str:
+    """What a scheduled spec's month says, in the active language."""
+    return ngettext("%(runs)s run in 30 days (%(cron)s in %(zone)s): each option's month_total is its total once",
+                    "%(runs)s runs in 30 days (%(cron)s in %(zone)s): each option's month_total is its total "
+                    "%(runs)s times", schedule["runs_per_month"]) % {
+        "runs": schedule["runs_per_month"], "cron": schedule["cron"], "zone": schedule["time_zone"]}

@@ -370,6 +370,7 @@ class Quote:
     unavailable: tuple[str, ...] = ()  # "pool: why it gives no option", for pools left out
     duration_source: str = "spec"  # request | spec | default: who chose expected_duration_hours
     refusals: tuple[Note, ...] = field(default=(), compare=False)  # unavailable[i] is its pool's refusals[i]
+    schedule: ScheduleMonth | None = None  # a spec with `schedule:`: what a month of its runs costs
 
     @property
     def cheapest(self) -> QuoteOption:
@@ -392,7 +393,33 @@ class Quote:
             "unavailable_codes": [note.to_json() for note in self.refusals],  # params name the pool
             "duration_hours": _hours_text(self.expected_duration_hours),
             "duration_source": self.duration_source,
+            **({"schedule": self.schedule.to_json(), "options": [
+                {**option.to_json(), **self.schedule.option_month(option)} for option in self.options]}
+               if self.schedule else {}),
         }
+
+
+@dataclass(frozen=True)
+class ScheduleMonth:
+    """A scheduled spec's month: its runs in the 30 days from the quote (the cron line in its zone), each
+    costing an option's total, so a month of an option is `runs` times its total."""
+
+    cron: str
+    time_zone: str
+    runs: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cron": self.cron, "time_zone": self.time_zone, "runs_per_month": self.runs}
+
+    def option_month(self, option: QuoteOption) -> dict[str, str]:
+        # each run is a job billed on its own: a month is that many of the run's total as shown, in cents
+        return {"month_total": _fmt(quantize_money(option.amount_low, option.currency) * self.runs),
+                "month_total_high": _fmt(quantize_money(option.amount_high, option.currency) * self.runs)}
+
+
+def with_schedule_month(quote: Quote, cron: str, time_zone: str, runs: int) -> Quote:
+    """The quote of a scheduled spec: its options' totals are one run's, its month `runs` of them."""
+    return replace(quote, schedule=ScheduleMonth(cron, time_zone, runs))
 
 
 class QuoteError(DomainError):
@@ -787,8 +814,9 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
     windows_tz = rates.windows_zone(tz)
     offpeak_now = bool(windows) and is_offpeak(now, windows, windows_tz)
     starts: list[tuple[str, datetime]] = [(NOW, now)]
-    # already off-peak: "now" is the off-peak start; interactive work (a notebook) is wanted now, not tonight
-    if windows and not offpeak_now and kinds.kind_of(spec).off_peak:
+    # already off-peak: "now" is the off-peak start; interactive work (a notebook) is wanted now, not tonight; a
+    # schedule's runs start at their fire times (its cron line picks the hours)
+    if windows and not offpeak_now and kinds.kind_of(spec).off_peak and spec.schedule is None:
         starts.append((OFF_PEAK, next_offpeak_start(now, windows, windows_tz)))
 
     options: list[QuoteOption] = []

@@ -8,16 +8,27 @@ from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.utils.translation import gettext
 
 from billing import selectors
 from billing.currency import currency_at
-from billing.quotes import DEFAULT_DURATION_S, Quote, choose_option, quote_at, with_duration_source
+from billing.quotes import (
+    DEFAULT_DURATION_S,
+    Quote,
+    QuoteOption,
+    choose_option,
+    quote_at,
+    with_duration_source,
+    with_schedule_month,
+)
 from billing.reports.services import check_budget_allows_submit
 from billing.starts import with_cluster_starts
 from billing.time_zone import platform_tz
 from scheduling import kinds
 from scheduling.api import (
+    DomainError,
     Forbidden,
     JobSpec,
     SpecError,
@@ -27,10 +38,12 @@ from scheduling.api import (
     read_spec,
     replicas_at_rate,
     require_submitter,
+    runs_in_month,
+    schedules,
     slice_share,
     submit_job,
 )
-from scheduling.models import Job
+from scheduling.models import Job, Schedule
 
 
 class BudgetBlocked(Forbidden, PermissionDenied):
@@ -78,7 +91,21 @@ def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now
     queue = parsed.queue or getattr(default_queue(workspace), "name", None)
     now = now or clock.now()
     quote = with_cluster_starts(quote_spec(parsed, now=now, currency=currency_at(workspace, now)), parsed, queue)
+    if parsed.schedule is not None:  # a month of runs at the cron line's pace
+        zone = parsed.schedule.time_zone or settings.TIME_ZONE
+        quote = with_schedule_month(quote, parsed.schedule.cron, zone, runs_in_month(parsed.schedule.cron, zone, now))
     return parsed, with_duration_source(quote, source)
+
+
+def has_schedule(spec: str | bytes | Mapping[str, Any]) -> bool:
+    """Whether the spec has a `schedule` block (it makes a schedule, not a job)."""
+    if isinstance(spec, Mapping):
+        return "schedule" in spec
+    try:
+        value = load_yaml(spec).value
+    except SpecError:
+        return False
+    return isinstance(value, dict) and "schedule" in value
 
 
 def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], option: str | None = None,
@@ -90,11 +117,40 @@ def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any],
     if reason := check_budget_allows_submit(workspace):
         raise BudgetBlocked(reason)
     parsed, quote = quote_for_workspace(workspace, spec, now=now, duration_hours=duration_hours)
+    if parsed.schedule is not None:
+        raise DomainError(gettext("the spec has a schedule block: it makes a schedule, not a job; submit it to "
+                                  "/api/v1/schedules/ (gpuctl submit and the Submit page do so by themselves)"),
+                          field="spec")
     chosen = choose_option(quote, option or None, parsed)
-    frozen = {**chosen.to_json(), "currency": quote.currency, "quoted_at": quote.quoted_at.isoformat(),
-              "expected_duration_hours": quote.to_json()["expected_duration_hours"]}
     not_before = chosen.starts_at if chosen.when == "off-peak" else None
-    return submit_job(user=user, workspace=workspace, spec=spec, quote=frozen, parsed=parsed, not_before=not_before)
+    return submit_job(user=user, workspace=workspace, spec=spec, quote=_frozen(quote, chosen), parsed=parsed,
+                      not_before=not_before)
+
+
+def _frozen(quote: Quote, chosen: QuoteOption) -> dict[str, Any]:
+    return {**chosen.to_json(), "currency": quote.currency, "quoted_at": quote.quoted_at.isoformat(),
+            "expected_duration_hours": quote.to_json()["expected_duration_hours"]}
+
+
+def submit_quoted_schedule(*, user, workspace, spec: str | bytes | Mapping[str, Any], option: str | None = None,
+                           now: datetime | None = None, duration_hours: Decimal | None = None) -> Schedule:
+    """A spec with `schedule:` quoted as one run and stored as a Schedule with the chosen option frozen for its
+    runs (each starts at its fire time: the quote offers no off-peak start)."""
+    require_submitter(user, workspace)
+    if reason := check_budget_allows_submit(workspace):
+        raise BudgetBlocked(reason)
+    parsed, quote = quote_for_workspace(workspace, spec, now=now, duration_hours=duration_hours)
+    if parsed.schedule is None:
+        raise DomainError(gettext("the spec has no schedule block: submit it as a job"), field="spec")
+    chosen = choose_option(quote, option or None, parsed)  # the quote of a schedule offers no off-peak start
+    return schedules.create_schedule(user=user, workspace=workspace, spec=spec, parsed=parsed,
+                                     quote=_frozen(quote, chosen))
+
+
+def fire_schedules() -> schedules.FiringReport:
+    """Make the due runs of every schedule; a workspace that spent its budget and blocks at the limit gets none
+    (the fire time is recorded as refused, with why)."""
+    return schedules.fire_due_schedules(refuse=check_budget_allows_submit)
 
 
 def service_rates(spec: JobSpec, quote: Quote, rate_rps: float) -> dict[str, dict[str, Any]]:

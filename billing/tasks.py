@@ -4,6 +4,7 @@ that never reached a worker, and sample retention."""
 from celery import shared_task
 from django.conf import settings
 
+from billing import services as billing_services
 from billing.idle.services import check_idle_gpus as find_idle_gpus
 from billing.ledger.posting import post_ledger
 from billing.metering.ingest import purge_samples
@@ -37,3 +38,9 @@ def purge_old_samples() -> int:
 def check_idle_gpus() -> int:
     """Flag idle GPU slices by their pools' policies, notify, and stop what the policies stop."""
     return len(find_idle_gpus().flagged)
+
+
+@shared_task
+def fire_schedules() -> int:
+    """Make the due runs of the workspaces' schedules (each fire time once, even with two workers)."""
+    return len(billing_services.fire_schedules().started)

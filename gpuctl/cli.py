@@ -61,6 +61,7 @@ from gpuctl.output import (
     to_yaml,
     width,
 )
+from gpuctl.schedule import add_schedule_commands, has_schedule, submit_schedule
 from gpuctl.secrets import add_secret_commands
 from gpuctl.serve import add_serve_commands
 from gpuctl.service_accounts import add_service_account_commands
@@ -179,6 +180,8 @@ def cmd_submit(run: Run) -> int:
         option = options[int(option) - 1]["id"]
     if option:
         body["option"] = option
+    if has_schedule(body["spec"]):  # a spec with `schedule:` makes a schedule, whose runs are the jobs
+        return submit_schedule(run, body, label, missing)
     job = run.api.call("POST", "/api/v1/jobs/", body=body, spec_file=label, not_found=missing)
     if run.structured:
         run.emit(job)
@@ -546,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_login_command(commands, command)
     add_volume_commands(commands, command, _add_output)
     add_bucket_commands(commands, command, _add_output)
+    add_schedule_commands(commands, command, _add_output)
 
     completion = command(commands, "completion", cmd_completion,
                          "print the shell completion script: source <(gpuctl completion bash)", settings=False)

@@ -235,6 +235,31 @@ ZH = {
     "profile {name} in {path}: set {changed}": "{path} 中的配置档 {name}：已设置 {changed}",
     "; it is the default": "；它是默认配置档",
     "default profile: {name} ({path})": "默认配置档：{name}（{path}）",
+    # gpuctl schedule (and gpuctl submit of a spec with schedule:)
+    "schedule {id} ({name}) in {workspace}: {action}; next run {next} UTC":
+        "工作空间 {workspace} 的定时任务 {id}（{name}）：{action}；下次运行 {next} UTC",
+    "made": "已创建",
+    "suspended": "已暂停",
+    "resumed": "已恢复",
+    "no schedules": "没有定时任务",
+    "no schedules in {workspace}": "工作空间 {workspace} 中没有定时任务",
+    "schedule {id} ({name}) in {workspace}: {state}": "工作空间 {workspace} 的定时任务 {id}（{name}）：{state}",
+    "cron: {cron} in {zone}; concurrency {concurrency}; lists the last {keep} finished runs":
+        "cron：{cron}（时区 {zone}）；并发策略 {concurrency}；列出最近 {keep} 次已结束的运行",
+    "next run: {utc} UTC ({local})": "下次运行：{utc} UTC（{local}）",
+    "schedule {id}: run {job} ({name}) submitted to {workspace}, queue {queue}: {state}":
+        "定时任务 {id}：已提交运行 {job}（{name}）到工作空间 {workspace}，队列 {queue}：{state}",
+    "schedule {id}: deleted; its runs stay jobs of the workspace": "定时任务 {id}：已删除；其运行仍是工作空间的作业",
+    "CRON": "CRON",
+    "TIME ZONE": "时区",
+    "CONCURRENCY": "并发策略",
+    "NEXT RUN (UTC)": "下次运行（UTC）",
+    "SUBMITTED": "提交时间",
+    "FINISHED": "结束时间",
+    "FIRE TIME (UTC)": "触发时间（UTC）",
+    "OUTCOME": "结果",
+    "DETAIL": "详情",
+    "a month of runs ({runs}, {cron} in {zone}):": "一个月的运行（{runs} 次，{cron}，时区 {zone}）：",
 }
 
 

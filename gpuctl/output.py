@@ -316,6 +316,11 @@ def format_quote(answer: Mapping[str, Any], spec_file: str, workspace: str, *, n
         elif cheapest:
             lines.append(say(lang, "cheapest: {id}  (gpuctl submit {spec} --option {id})", id=cheapest[1],
                              spec=spec_file))
+        if schedule := answer.get("schedule"):  # a spec with `schedule:`: what a month of its runs costs
+            lines.append(say(lang, "a month of runs ({runs}, {cron} in {zone}):", runs=schedule["runs_per_month"],
+                             cron=schedule["cron"], zone=schedule["time_zone"]))
+            lines.extend(f"  {option['id']}: {option.get('month_total')} {answer.get('currency', '')}".rstrip()
+                         for option in options)
         tradeoffs = [(option["id"], option.get("tradeoffs")) for option in options if option.get("tradeoffs")]
         if tradeoffs:  # below the table: they are sentences, too long for a column
             lines += ["", say(lang, "trade-offs:")]

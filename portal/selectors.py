@@ -8,6 +8,7 @@ from django.http import Http404
 from portal import time_zones
 from portal.models import Membership, UserPreference, Workspace
 from scheduling import kinds
+from scheduling.api import schedules as scheduling_schedules
 from scheduling.api import selectors as scheduling_selectors
 
 
@@ -55,6 +56,19 @@ def get_job_for_user(user, job_id):
         return jobs_for(user).get(pk=int(job_id))
     except (ObjectDoesNotExist, ValueError, TypeError):
         raise Http404("No such job") from None
+
+
+def schedules_for(user, *, workspace=None) -> QuerySet:
+    """The schedules of the user's workspaces (or of one of them)."""
+    return scheduling_schedules.schedules_in(workspaces_for(user), workspace=workspace)
+
+
+def get_schedule_for_user(user, schedule_id):
+    """The one way to fetch a schedule by id: 404 unless it belongs to one of the user's workspaces."""
+    try:
+        return schedules_for(user).get(pk=int(schedule_id))
+    except (ObjectDoesNotExist, ValueError, TypeError):
+        raise Http404("No such schedule") from None
 
 
 def workloads_for(user, workspace, page: str, *, ended: bool | None = None) -> QuerySet:

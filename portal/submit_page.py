@@ -107,6 +107,7 @@ def page_words() -> dict[str, str]:
         "tradeoffs": gettext("Trade-offs"), "spot": gettext("spot"), "off-peak": gettext("off-peak"),
         "cheapest": gettext("cheapest"), "earliest": gettext("earliest"), "now": gettext("now"),
         "queued": gettext("queued"), "up-to": gettext("up to %(high)s"),
+        "month-of-runs": gettext("%(month)s a month (%(runs)s runs)"),
         "show-tradeoffs": gettext("Show the trade-offs in full"), "details": gettext("details"),
         "none": gettext("none"), "submit": gettext("Submit"), "every-option": gettext("Every option:"),
         "between": pgettext("between reasons", "; "), "assuming": gettext("assuming %(hours)s h"),

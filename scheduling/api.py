@@ -36,6 +36,10 @@ from scheduling.services import (
     suspend_jobs,
 )
 
+# ------------------------------------------------------------ Schedules (a spec's `schedule:`, its runs)
+from scheduling import schedules
+from scheduling.schedule_times import runs_in_month
+
 # ------------------------------------------------------------ Workspace secrets and registry credentials
 from scheduling import secrets
 # ------------------------------------------------------------ Workspace volumes and datasets

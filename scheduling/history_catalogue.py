@@ -24,6 +24,8 @@ STOPPED_BY_POLICY = gettext_noop("stopped by policy")
 DELETED_WITH_HOME = gettext_noop("deleted by %(user)s; its home volume deleted")
 DELETED_BY_USER = gettext_noop("deleted by %(user)s")
 FINAL_COST = gettext_noop("final cost %(cost)s %(currency)s")
+# A schedule's run (scheduling.schedules) with concurrency Replace ends the unfinished one.
+REPLACED_BY_SCHEDULE_RUN = gettext_noop("replaced by the next run of schedule %(schedule)s")
 
 # What a scheduling cycle did to a job's replicas (scheduling.cycle.run); a (one, many) pair is chosen by
 # its `count` when said.

@@ -331,6 +331,8 @@ class Job(models.Model):
     finished = models.DateTimeField(null=True, blank=True)
     final_cost = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
     currency = models.CharField(max_length=3, blank=True)
+    # a run of a schedule (scheduling.schedules); null for a job submitted by hand. A deleted schedule's runs stay.
+    schedule = models.ForeignKey("Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -729,3 +731,61 @@ class DatasetGrant(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "workspace"], name="one_grant_per_workspace")]
+
+
+# --------------------------------------------------------------------------- schedules
+# A spec with `schedule:` makes a Schedule; its runs are ordinary jobs (Job.schedule) made at its fire times
+# (scheduling.schedules). Each fire time is recorded once (ScheduleFiring), with what became of it.
+
+class Concurrency(models.TextChoices):
+    FORBID = "Forbid", _("Forbid: skip a run while the previous one is unfinished")
+    REPLACE = "Replace", _("Replace: cancel the unfinished run and start the new one")
+    ALLOW = "Allow", _("Allow: runs may overlap")
+
+
+class Schedule(models.Model):
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="schedules")
+    name = models.CharField(max_length=200, help_text="The spec's name; each run is a job of this name")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                   related_name="schedules", help_text="Runs are submitted as this user")
+    cron = models.CharField(max_length=200, help_text="Five cron fields or a nickname (@daily), read in time_zone")
+    time_zone = models.CharField(max_length=64, help_text="An IANA zone; the platform's when the spec named none")
+    concurrency = models.CharField(max_length=8, choices=Concurrency.choices, default=Concurrency.FORBID)
+    keep_last = models.PositiveSmallIntegerField(default=10, help_text="Finished runs the schedule lists")
+    suspended = models.BooleanField(default=False)
+    spec_text = models.TextField(help_text="What the tenant submitted, its schedule block included")
+    spec = models.JSONField(help_text="The validated, normalised spec of each run (without the schedule block)")
+    quote = models.JSONField(null=True, blank=True, help_text="The quote option frozen when the schedule was made")
+    next_fire_at = models.DateTimeField(null=True, blank=True, help_text="The next fire time; null while suspended")
+    created = models.DateTimeField(default=clock.now, editable=False)
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["suspended", "next_fire_at"])]
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="one_schedule_per_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron} {self.time_zone})"
+
+
+class FiringOutcome(models.TextChoices):
+    STARTED = "started", _("Run started")
+    SKIPPED_RUNNING = "skipped_running", _("Skipped: the previous run is unfinished")
+    MISSED = "missed", _("Missed: the platform was down for more than an interval")
+    REFUSED = "refused", _("Refused")
+
+
+class ScheduleFiring(models.Model):
+    """One fire time of a schedule and what became of it; unique per schedule and time, so two workers that
+    fire the same schedule make its run once."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="firings")
+    fire_time = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=FiringOutcome.choices)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    detail = models.TextField(blank=True, help_text="Why a run was refused, as the refusal said it")
+    recorded = models.DateTimeField(default=clock.now, editable=False)
+
+    class Meta:
+        ordering = ["-fire_time", "-id"]
+        constraints = [models.UniqueConstraint(fields=["schedule", "fire_time"], name="one_firing_per_time")]

@@ -337,6 +337,13 @@ def stop_job_by_policy(job: Job, reason: Any) -> Job:
     return _cancel(job, said(texts.STOPPED_BY_POLICY_FOR_REASON, reason=reason))
 
 
+@transaction.atomic
+def cancel_replaced_run(job: Job, schedule_name: str) -> Job:
+    """A schedule whose concurrency is Replace ends its unfinished run for the next (scheduling.schedules): the
+    schedule asked, not a member, so no permission check; it pays for what it held, as a cancel does."""
+    return _cancel(job, said(texts.REPLACED_BY_SCHEDULE_RUN, schedule=schedule_name))
+
+
 # --------------------------------------------------------------------------- stop and start
 # Notebooks (and, later, services scaled to zero) stop without ending: their replicas end at once, so
 # their slices are free for the next cycle, and nothing is billed while stopped; starting again puts

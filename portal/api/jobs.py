@@ -60,6 +60,9 @@ class JobOutput(serializers.Serializer):
     created = serializers.DateTimeField()
     started = serializers.DateTimeField(allow_null=True)
     finished = serializers.DateTimeField(allow_null=True)
+    schedule = serializers.IntegerField(source="schedule_id", allow_null=True, read_only=True,
+                                        help_text="The schedule this job is a run of (/api/v1/schedules/{id}/); null: "
+                                                  "submitted by hand")
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_currency(self, job) -> str:

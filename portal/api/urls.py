@@ -11,6 +11,7 @@ from portal.api import (
     jobs,
     notebooks,
     quotes,
+    schedules,
     secrets,
     service_accounts,
     services,
@@ -82,6 +83,11 @@ urlpatterns = [
     path("workspaces/<slug:slug>/buckets/<slug:name>/", buckets.BucketDetailApi.as_view(), name="api-bucket"),
     path("workspaces/<slug:slug>/buckets/<slug:name>/objects/", buckets.BucketObjectsApi.as_view(),
          name="api-bucket-objects"),
+    path("schedules/", schedules.ScheduleListCreateApi.as_view(), name="api-schedules"),
+    path("schedules/<int:pk>/", schedules.ScheduleDetailApi.as_view(), name="api-schedule"),
+    path("schedules/<int:pk>/suspend/", schedules.ScheduleSuspendApi.as_view(), name="api-schedule-suspend"),
+    path("schedules/<int:pk>/resume/", schedules.ScheduleResumeApi.as_view(), name="api-schedule-resume"),
+    path("schedules/<int:pk>/trigger/", schedules.ScheduleTriggerApi.as_view(), name="api-schedule-trigger"),
     # Last: any other /api/v1/ path (e.g. /jobs/abc/) is a problem-details 404, not Django's HTML page.
     re_path(r"^", errors.not_found, name="api-not-found"),
 ]

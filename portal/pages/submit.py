@@ -16,7 +16,13 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
-from billing.api import quote_for_workspace, quote_texts, submit_quoted_job
+from billing.api import (
+    has_schedule,
+    quote_for_workspace,
+    quote_texts,
+    submit_quoted_job,
+    submit_quoted_schedule,
+)
 from portal import selectors as portal_selectors
 from portal.selectors import current_workspace
 from portal.submit_page import (
@@ -120,13 +126,15 @@ def _post(request):
     data = form.cleaned_data
     duration = data["duration_hours"]
     if data["option"]:
+        # a spec with `schedule:` makes a schedule, whose runs are the jobs
+        submit_spec = submit_quoted_schedule if has_schedule(data["spec"]) else submit_quoted_job
         try:
-            job = submit_quoted_job(user=request.user, workspace=workspace, spec=data["spec"], option=data["option"],
-                                    duration_hours=duration)
+            made = submit_spec(user=request.user, workspace=workspace, spec=data["spec"], option=data["option"],
+                               duration_hours=duration)
         except DomainError as error:
             context.update(errors=quote_texts.error_dicts(error), duration_hours=duration or DEFAULT_HOURS)
             return render(request, "scheduling/submit.html", context, status=error.status)
-        return redirect("job", pk=job.pk)
+        return redirect("schedule" if has_schedule(data["spec"]) else "job", pk=made.pk)
     quoted = _quoted(workspace, data["spec"], duration)
     context.update(quoted)
     return render(request, "scheduling/submit.html", context, status=quoted["status"])

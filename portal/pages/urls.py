@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from portal.pages import advice, job_list, job_page, jobs, notebooks, reports, services, submit
+from portal.pages import advice, job_list, job_page, jobs, notebooks, reports, schedules, services, submit
 
 urlpatterns = [
     path("submit/", submit.submit, name="submit"),
@@ -35,4 +35,9 @@ urlpatterns = [
     path("services/<int:pk>/scale/", services.service_scale, name="service-scale"),
     re_path(r"^services/(?P<pk>[0-9]+)/(?P<action>stop|start|delete)/$", services.service_action,
             name="service-action"),
+    path("schedules/", schedules.schedule_list, name="schedules"),
+    path("schedules/<int:pk>/", schedules.schedule_detail, name="schedule"),
+    path("schedules/<int:pk>/delete/", schedules.schedule_delete, name="schedule-delete"),
+    re_path(r"^schedules/(?P<pk>[0-9]+)/(?P<action>suspend|resume|trigger)/$", schedules.schedule_action,
+            name="schedule-action"),
 ]

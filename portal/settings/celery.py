@@ -41,6 +41,8 @@ CELERY_BEAT_SCHEDULE = {
     "export-resend": {"task": "billing.tasks.resend_waiting_exports", "schedule": 60.0},
     "usage-retention": {"task": "billing.tasks.purge_old_samples", "schedule": 6 * 3600.0},
     "idle-gpus": {"task": "billing.tasks.check_idle_gpus", "schedule": IDLE_CHECK_INTERVAL_S},
+    # the runs of the workspaces' schedules (a cron line fires at most once a minute)
+    "schedules": {"task": "billing.tasks.fire_schedules", "schedule": 20.0},
     **({"demo-load": {"task": "portal.tasks.demo_load", "schedule": float(os.environ.get("DEMO_LOAD_INTERVAL_S", "20"))}}
        if env_bool("DEMO_LOAD", False) else {}),
     "notifications-resend": {"task": "portal.notifications.tasks.resend_waiting_notifications", "schedule": 60.0},

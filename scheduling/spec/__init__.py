@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -24,8 +25,9 @@ from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
 from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form_values
 from scheduling.spec.kinds import read_any_clean
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
-from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
-from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
+from scheduling.spec.model import DEFAULT_KEEP_LAST, JobSpec, RoleSpec, SpecError, SpecIssue
+from scheduling.spec.read import CLEAN_KEYS, MISSING, SEED_KEYS, Reader, dotted, read_seed
+from scheduling.spec.schedule import SCHEDULE_KEY, read_schedule
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
 from scheduling.spec.volumes import mounts_to_list
 
@@ -86,7 +88,9 @@ def _read(
     loaded: Loaded, namer: Callable[[Path], str], cluster: ClusterInfo | None, workspace_queues: Queues | None,
     workspace_secrets: Secrets | None = None,
 ) -> JobSpec:
+    loaded, schedule_block = _without_schedule(loaded)
     reader = Reader(loaded, namer, known_secrets=workspace_secrets)
+    schedule = read_schedule(reader, schedule_block) if schedule_block is not MISSING else None
     keys = list(loaded.value)
     seed = [k for k in keys if k in SEED_KEYS]
     clean = [k for k in keys if k in CLEAN_KEYS]
@@ -106,9 +110,21 @@ def _read(
         raise SpecError(reader.issues or [SpecIssue(None, None, None, _("the spec is not valid"))])
     for problem in check_cluster(result.spec, cluster, workspace_queues):
         reader.error_at_first(result.locate(problem), problem.message)
+    if schedule_block is not MISSING and workload_kinds.kind_of(result.spec).stoppable:
+        reader.error((SCHEDULE_KEY,), _("schedule does not apply to %(noun)s: it runs until stopped, a schedule "
+                                        "makes runs of work that ends") % {
+            "noun": _(workload_kinds.kind_of(result.spec).noun)}, key=True)
     if reader.issues:
         raise SpecError(reader.issues)
-    return result.spec
+    return replace(result.spec, schedule=schedule) if schedule else result.spec
+
+
+def _without_schedule(loaded: Loaded) -> tuple[Loaded, Any]:
+    """The document without its `schedule` block (positions kept), and the block (MISSING: none)."""
+    if not isinstance(loaded.value, dict) or SCHEDULE_KEY not in loaded.value:
+        return loaded, MISSING
+    rest = {key: value for key, value in loaded.value.items() if key != SCHEDULE_KEY}
+    return Loaded(rest, loaded.value_pos, loaded.key_pos), loaded.value[SCHEDULE_KEY]
 
 
 # -- the image form --------------------------------------------------------------------------
@@ -133,6 +149,10 @@ IMAGE_FORM_FIELDS: dict[str, Path] = {
     "reduceCost": ("reduceCost",),
     "queue": ("queue",),
     "expectedDuration": ("expectedDuration",),
+    # a schedule of the job (spec/schedule.py); keepLast and suspend are written in YAML
+    "scheduleCron": ("schedule", "cron"),
+    "scheduleTimeZone": ("schedule", "timeZone"),
+    "scheduleConcurrency": ("schedule", "concurrency"),
 }
 _FORM_NAME_OF = {path: name for name, path in IMAGE_FORM_FIELDS.items()}
 _TRUE = {"true", "on", "yes", "1"}
@@ -200,7 +220,9 @@ def spec_from_image_form(
     }
     role: dict[str, Any] = {"name": "main"}
     for key, path in IMAGE_FORM_FIELDS.items():
-        if key in values and key != "name":
+        if key in values and path[0] == SCHEDULE_KEY:
+            doc.setdefault(SCHEDULE_KEY, {})[path[1]] = values[key]
+        elif key in values and key != "name":
             target = doc if len(path) == 1 else role
             for part in path[2:-1] if len(path) > 1 else ():
                 target = target.setdefault(part, {})
@@ -238,6 +260,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("checkpointPath")
     if spec.topology is not None:
         hidden.append("topology")
+    plan = spec.schedule
+    if plan is not None and (plan.keep_last != DEFAULT_KEEP_LAST or plan.suspend):
+        hidden.append("schedule.keepLast, schedule.suspend")
     if role.sharing == "mig":
         gpus = ""
     elif role.sharing == "fraction":
@@ -264,6 +289,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "reduceCost": "true" if spec.reduce_cost else "false",
         "queue": spec.queue or "",
         "expectedDuration": format_duration(spec.expected_duration_s),
+        "scheduleCron": plan.cron if plan else "",
+        "scheduleTimeZone": (plan.time_zone or "") if plan else "",
+        "scheduleConcurrency": plan.concurrency if plan else "",
     }
     return values, hidden
 
@@ -339,7 +367,10 @@ def role_to_dict(role: RoleSpec) -> dict[str, Any]:
 
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
     """The clean-form object of a spec; parse_job_spec_obj(spec_to_dict(s)) == s."""
-    return workload_kinds.kind_of(spec).to_dict(spec)
+    out = workload_kinds.kind_of(spec).to_dict(spec)
+    if spec.schedule is not None:  # a schedule's runs are stored without it (scheduling.schedules)
+        out[SCHEDULE_KEY] = spec.schedule.to_dict()
+    return out
 
 
 def roles_to_dict(spec: JobSpec) -> dict[str, Any]:

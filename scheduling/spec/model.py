@@ -8,6 +8,7 @@ milli-CPU, seconds.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from django.utils.translation import gettext as _
 
@@ -146,6 +147,32 @@ class TopologySpec:
         return {"required" if self.required else "preferred": self.level}
 
 
+# -- schedules: `schedule:` makes a schedule of the job (read by spec/schedule.py) --------------------
+
+FORBID, REPLACE, ALLOW = "Forbid", "Replace", "Allow"
+DEFAULT_KEEP_LAST = 10
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """When runs are made (`cron` read in `time_zone`; None: the platform's zone, fixed when the schedule is
+    made), what a run does while the previous one is unfinished (`concurrency`), how many finished runs the
+    schedule lists (`keep_last`), and whether it starts suspended."""
+
+    cron: str
+    time_zone: str | None = None
+    concurrency: str = FORBID
+    keep_last: int = DEFAULT_KEEP_LAST
+    suspend: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"cron": self.cron}
+        if self.time_zone is not None:
+            out["timeZone"] = self.time_zone
+        out.update(concurrency=self.concurrency, keepLast=self.keep_last, suspend=self.suspend)
+        return out
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -161,6 +188,7 @@ class JobSpec:
     notebook: NotebookSpec | None = None
     inference: InferenceSpec | None = None
     topology: TopologySpec | None = None
+    schedule: ScheduleSpec | None = None  # a schedule's runs are made from the spec without it
 
     @property
     def min_replicas(self) -> int:

@@ -196,6 +196,10 @@
     }
     const note = rateNote(o, quote);
     if (note) total.append(el("br"), el("span", "hint rate", note));
+    if (quote.schedule && o.month_total) {  // a scheduled spec: what a month of its runs costs
+      total.append(el("br"), el("span", "hint month", saidWith("monthOfRunsText", "%(month)s a month (%(runs)s runs)",
+        {month: money(o.month_total, quote.currency), runs: quote.schedule.runs_per_month})));
+    }
 
     const perGpuHour = cell(said("perGpuHourText", "Per GPU-hour"), "num per-gpu-hour");
     perGpuHour.textContent = o.price_per_gpu_hour || "—";

@@ -479,8 +479,30 @@ COVERED = {
     "submit refused": (_submit_refused, 422),
     "console advice": (_operator("/console/advice/?params_b=7&task=training&precision=fp16"), 200),
 }
-# Still (partly) English; move a page to COVERED once its template, forms and messages are marked
-# and translated.
+def _a_schedule(tenants):
+    from billing.services import submit_quoted_schedule
+    from scheduling.models import Schedule
+
+    return Schedule.objects.filter(name="nightly").first() or submit_quoted_schedule(
+        user=tenants.alice, workspace=tenants.vision, spec=(
+            "name: nightly\nqueue: vision-lab\nroles: [{name: main, image: busybox, resources: {gpu: 1}}]\n"
+            "schedule: {cron: '0 2 * * *', timeZone: Asia/Shanghai}\n"))
+
+
+def _schedule_page(suffix: str):
+    def reach(client, tenants):
+        client.force_login(tenants.alice)
+        return f"/schedules/{_a_schedule(tenants).pk}/{suffix}"
+
+    return reach
+
+
+def _schedules(client, tenants):
+    _a_schedule(tenants)
+    client.force_login(tenants.alice)
+    return "/schedules/?workspace=vision-lab"
+
+
 def _signed_in_page(path):
     def reach(client, tenants):
         client.force_login(tenants.alice)
@@ -488,14 +510,16 @@ def _signed_in_page(path):
     return reach
 
 
-PENDING_TRANSLATION: dict = {
-    # its links to two-factor authentication and the e-mail address are new
-    "preferences": COVERED.pop("preferences"),
+COVERED.update({
     "two-factor authentication": (_signed_in_page("/accounts/2fa/"), 200),
     "e-mail address": (_signed_in_page("/accounts/email/"), 200),
     "reauthenticate": (_signed_in_page("/accounts/reauthenticate/"), 200),
     "e-mail link refused": (lambda client, tenants: "/accounts/confirm-email/made-up-key/", 404),
-}
+    "schedules": (_schedules, 200),
+    "schedule page": (_schedule_page(""), 200),
+    "schedule delete": (_schedule_page("delete/"), 200),
+})
+PENDING_TRANSLATION: dict = {}
 COVERED.update({
     "members": (_members, 200),  # with its invitation form and list
     "device": (_device, 200),

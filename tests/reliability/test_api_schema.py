@@ -47,6 +47,15 @@ def schema(cluster, settings):
     # Something to list and show, of both tenants: pending jobs (no start, no end, no node).
     submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=SEED_YAML, option=None)
     submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=CLEAN_YAML.replace("vision-lab", "nlp-group"), option=None)
+    # and a schedule of each, with a run
+    from billing.services import submit_quoted_schedule
+    from scheduling import schedules
+
+    for user, workspace in ((cluster.alice, cluster.vision), (cluster.bob, cluster.nlp)):
+        schedule = submit_quoted_schedule(user=user, workspace=workspace, spec=(
+            f"name: nightly\nqueue: {workspace.slug}\nroles: [{{name: main, image: busybox, resources: {{gpu: 1}}}}]\n"
+            "schedule: {cron: '0 2 * * *', timeZone: Asia/Shanghai}\n"))
+        schedules.trigger_schedule(user=user, schedule=schedule)
 
     from django.core.signals import request_finished, request_started
     from django.db import close_old_connections

@@ -25,7 +25,8 @@ FILLERS = {
     "pk": lambda bob, route: (bob["export"].pk if "exports/" in route
                               else bob["service_account_token"].pk if "tokens/" in route
                               else bob["notebook"].pk if "notebooks/" in route
-                              else bob["service"].pk if "services/" in route else bob["job"].pk),
+                              else bob["service"].pk if "services/" in route
+                              else bob["schedule"].pk if "schedules/" in route else bob["job"].pk),
     "action": lambda bob, route: "revoke" if "invitations/" in route else "stop",
     "month": lambda bob, route: bob["month"],
     # Staff-only areas: any of bob's objects, alice must be refused before it is looked at.
@@ -106,7 +107,20 @@ def bob_world(cluster, clock):
                                      "model: {path: /models/secret}\nresources: {gpu: 1}\n")
     return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m"),
             "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook, "service": service,
-            "grantee": cluster.vision.slug, "session": _bob_session(cluster), **_bob_storage(cluster)}
+            "grantee": cluster.vision.slug, "session": _bob_session(cluster), **_bob_storage(cluster),
+            "schedule": _bob_schedule(cluster)}
+
+
+def _bob_schedule(cluster):
+    """Bob's schedule, with one run."""
+    from billing.services import submit_quoted_schedule
+    from scheduling import schedules
+
+    schedule = submit_quoted_schedule(user=cluster.bob, workspace=cluster.nlp, spec=(
+        "name: bob-secret-schedule\nqueue: nlp-group\nroles: [{name: main, image: busybox, resources: {gpu: 1}}]\n"
+        "schedule: {cron: '0 2 * * *', timeZone: Asia/Shanghai}\n"))
+    schedules.trigger_schedule(user=cluster.bob, schedule=schedule)
+    return schedule
 
 
 def _bob_session(cluster):
@@ -184,7 +198,16 @@ def _bob_state(bob):
         WebhookDelivery,
         Workspace,
     )
-    from scheduling.models import Dataset, DatasetGrant, Job, RegistryCredential, Volume, WorkspaceSecret
+    from scheduling.models import (
+        Dataset,
+        DatasetGrant,
+        Job,
+        RegistryCredential,
+        Schedule,
+        ScheduleFiring,
+        Volume,
+        WorkspaceSecret,
+    )
 
     workspace = bob["workspace"]
     return (
@@ -212,6 +235,8 @@ def _bob_state(bob):
         list(UserSession.objects.filter(user__username="bob").values().order_by("pk")),
         Session.objects.filter(session_key__in=UserSession.objects.filter(user__username="bob")
                                .values("session_key")).count(),
+        list(Schedule.objects.filter(workspace=workspace).values().order_by("pk")),
+        list(ScheduleFiring.objects.filter(schedule__workspace=workspace).values().order_by("pk")),
     )
 
 
@@ -221,7 +246,7 @@ def _secrets(bob) -> list[bytes]:
     return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00",
                                  "whsec_bob-secret-key", "nlp.example", bob["notebook"].name, "bob-secret-volume",
                                  "bob-secret-dataset", "bob-secret-value-5e1f", "bob-secret-pass-77c2",
-                                 "bob-secret-robot", "bob-secret-ci", "bob-secret-invitee")]
+                                 "bob-secret-robot", "bob-secret-ci", "bob-secret-invitee", "bob-secret-schedule")]
 
 
 def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_world):
