@@ -133,7 +133,12 @@ IMAGE_FORM_FIELDS: dict[str, Path] = {
     "reduceCost": ("reduceCost",),
     "queue": ("queue",),
     "expectedDuration": ("expectedDuration",),
+    # dependencies and arrays: "after" is "JOB[:CONDITION], ..." (spec/chain.py reads what it becomes)
+    "after": ("after",),
+    "arrayIndices": ("array", "indices"),
+    "arrayParallelism": ("array", "parallelism"),
 }
+_ARRAY_FORM_FIELDS = ("arrayIndices", "arrayParallelism")
 _FORM_NAME_OF = {path: name for name, path in IMAGE_FORM_FIELDS.items()}
 _TRUE = {"true", "on", "yes", "1"}
 _FALSE = {"false", "off", "no", "0"}
@@ -200,7 +205,9 @@ def spec_from_image_form(
     }
     role: dict[str, Any] = {"name": "main"}
     for key, path in IMAGE_FORM_FIELDS.items():
-        if key in values and key != "name":
+        if key in _ARRAY_FORM_FIELDS and key in values:
+            doc.setdefault("array", {})[path[-1]] = values[key]
+        elif key in values and key != "name":
             target = doc if len(path) == 1 else role
             for part in path[2:-1] if len(path) > 1 else ():
                 target = target.setdefault(part, {})
@@ -264,6 +271,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "reduceCost": "true" if spec.reduce_cost else "false",
         "queue": spec.queue or "",
         "expectedDuration": format_duration(spec.expected_duration_s),
+        "after": ", ".join(f"{a.job}:{a.condition}" for a in spec.after),
+        "arrayIndices": spec.array.indices if spec.array else "",
+        "arrayParallelism": str(spec.array.parallelism) if spec.array else "",
     }
     return values, hidden
 
@@ -281,7 +291,13 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
             bad(key, _("'%(value)s' is not a number of GPUs (e.g. 1, 2 or 0.5)") % {"value": value})
             return None
         return int(number) if number == number.to_integral_value() else float(number)
-    if key in ("minReplicas", "maxReplicas", "priority"):
+    if key == "after":   # "prepare-data:succeeded, 1234" -> [{job, condition}, ...]
+        entries = []
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            job, _sep, condition = part.partition(":")
+            entries.append({"job": job.strip(), **({"condition": condition.strip()} if condition.strip() else {})})
+        return entries
+    if key in ("minReplicas", "maxReplicas", "priority", "arrayParallelism"):
         if not re.fullmatch(r"[0-9]{1,6}", value):
             bad(key, _("'%(value)s' is not a whole number") % {"value": value})
             return None
@@ -356,6 +372,10 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
         out["checkpointPath"] = spec.checkpoint_path
     if spec.topology is not None:
         out["topology"] = spec.topology.to_dict()
+    if spec.after:
+        out["after"] = [a.to_dict() for a in spec.after]
+    if spec.array is not None:
+        out["array"] = spec.array.to_dict()
     return out
 
 

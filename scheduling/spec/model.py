@@ -146,6 +146,35 @@ class TopologySpec:
         return {"required" if self.required else "preferred": self.level}
 
 
+AFTER_CONDITIONS = ("succeeded", "failed", "finished")
+
+
+@dataclass(frozen=True)
+class AfterSpec:
+    """`after: [{job: prepare-data, condition: succeeded}]`: wait for a job of the workspace, named by its name (the
+    latest of that name when submitted) or its id, to end so. `where` as VolumeMount's."""
+
+    job: str
+    condition: str = "succeeded"
+    where: tuple[str | None, int | None, int | None] = field(default=(None, None, None), compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"job": self.job, "condition": self.condition}
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """`array: {indices: "0-99", parallelism: 10}`: the role once per index (ARRAY_INDEX in its environment),
+    at most `parallelism` at a time. `indices` is normalised ("0-2,5")."""
+
+    indices: str
+    parallelism: int
+    count: int
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {"indices": self.indices, "parallelism": self.parallelism}
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -161,6 +190,8 @@ class JobSpec:
     notebook: NotebookSpec | None = None
     inference: InferenceSpec | None = None
     topology: TopologySpec | None = None
+    after: tuple[AfterSpec, ...] = ()
+    array: ArraySpec | None = None
 
     @property
     def min_replicas(self) -> int:
