@@ -188,3 +188,12 @@ def array_detail(job: Job, counts: dict[str, int] | None = None) -> dict[str, An
         "parallelism": job.array["parallelism"],
         "counts": {state: counts[state] for state in COUNTED_STATES if counts.get(state)},
     }
+
+
+def array_children(parent: Job, *, limit: int = 200) -> list[Job]:
+    """The indices made so far, in index order (the page lists at most `limit`)."""
+    return list(
+        Job.objects.filter(array_parent=parent)
+        .order_by("array_index")
+        .only("pk", "name", "state", "array_index", "started", "finished", "final_cost", "currency")[:limit]
+    )

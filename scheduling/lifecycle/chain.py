@@ -151,3 +151,24 @@ def chain_of(job: Job, *, depth: int = 6) -> dict[str, list[dict[str, Any]]]:
             )
             queue.append(pk)
     return {"upstream": upstream, "downstream": downstream}
+
+
+def workspace_chains(workspace, *, limit: int = 20) -> list[dict[str, Any]]:
+    """The workspace page's chains: its blocked jobs (oldest first, at most `limit`), each with the jobs it waits
+    for and their states. Two queries."""
+    blocked = list(
+        Job.objects.filter(workspace=workspace, state=JobState.BLOCKED)
+        .order_by("created", "pk")
+        .values_list("pk", "name", "after")[:limit]
+    )
+    ids = {e["job"] for _, _, after in blocked for e in after}
+    states = dict(Job.objects.filter(workspace=workspace, pk__in=ids).values_list("pk", "state"))
+    return [
+        {
+            "id": pk,
+            "name": name,
+            "state": JobState.BLOCKED,
+            "waits": [{**e, "state": states.get(e["job"], "")} for e in after],
+        }
+        for pk, name, after in blocked
+    ]
