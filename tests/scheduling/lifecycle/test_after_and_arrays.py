@@ -267,3 +267,22 @@ def test_another_workspace_cannot_cancel_an_index(cluster, clock):
     )
     with pytest.raises(NotSubmitter):
         cancel_array_index(user=cluster.bob, job=parent, index=1)
+
+
+def test_the_image_form_takes_after_and_array_and_shows_them_again():
+    from scheduling.spec import image_form_values, spec_from_image_form
+
+    parsed = spec_from_image_form(
+        {"image": "busybox", "after": "prep:failed, 12", "arrayIndices": "0-9", "arrayParallelism": "3"}
+    )
+    assert [(a.job, a.condition) for a in parsed.after] == [("prep", "failed"), ("12", "succeeded")]
+    assert (parsed.array.indices, parsed.array.parallelism) == ("0-9", 3)
+    values, hidden = image_form_values(parsed)
+    assert (values["after"], values["arrayIndices"], values["arrayParallelism"]) == (
+        "prep:failed, 12:succeeded",
+        "0-9",
+        "3",
+    ) and hidden == []
+    with pytest.raises(SpecError) as caught:
+        spec_from_image_form({"image": "busybox", "arrayIndices": "x", "arrayParallelism": "two"})
+    assert "arrayParallelism" in str(caught.value)
