@@ -102,7 +102,8 @@ def blocked_fields(after: list[dict[str, Any]]) -> dict[str, Any]:
 
 def chain_of(job: Job, *, depth: int = 6) -> dict[str, list[dict[str, Any]]]:
     """A job's chain for its page: what it waits for (upstream, transitively) and what waits for it (downstream,
-    the jobs of its workspace naming it), each node {id, name, state, condition, level}. One query a level."""
+    the jobs of its workspace naming it, read from its 500 oldest jobs with an `after`), each node {id, name, state,
+    condition, level}, `depth` levels at most. One query an upstream level, one for downstream."""
     upstream: list[dict[str, Any]] = []
     frontier, seen = list(job.after), {job.pk}
     for level in range(1, depth + 1):

@@ -100,8 +100,8 @@ def advance_blocked(now: datetime) -> int:
             state=states.get(entry["job"], "deleted"),
             condition=entry["condition"],
         )
-        events_done = signals.finish_notes(job)
-        record_events([(job, "cancelled", joined([why, *events_done]), {"after": entry})])
+        notes = signals.finish_notes(job)
+        record_events([(job, "cancelled", joined([why, *notes]), {"after": entry})])
     return len(released) + len(doomed)
 
 
@@ -115,25 +115,22 @@ def _end_state(counts: dict[str, int]) -> str:
 
 def advance_arrays(now: datetime) -> int:
     """Make the next children of every open array and move the parents' states; returns the children made."""
-    parents = list(Job.objects.filter(array_size__gt=0, state__in=OPEN_STATES).defer("spec_text", "spec"))
+    parents = list(Job.objects.filter(array_size__gt=0, state__in=OPEN_STATES))   # their children copy the spec
     if not parents:
         return 0
     counts = counts_by_parent([p.pk for p in parents])
     children: list[Job] = []
-    changed, ended = [], []
+    changed, started, ended = [], [], []
     for parent in parents:
         by_state = counts.get(parent.pk, {})
         unfinished = sum(n for state, n in by_state.items() if state not in FINAL_STATES)
         array = parent.array
         indices = parse_indices(array["indices"])
         cancelled = set(array.get("cancelled", ()))
-        made, before = array["made"], (parent.state, array["made"])
-        while (
-            True
-        ):  # indices cancelled before they were made become cancelled children at once, taking no room
-            batch = next_indices(indices, made, array["parallelism"], unfinished)
-            if not batch:
-                break
+        made = array["made"]
+        before = (parent.state, made, parent.pending_code, parent.pending_params)
+        # indices cancelled before they were made become cancelled children at once, taking no room
+        while batch := next_indices(indices, made, array["parallelism"], unfinished):
             for index in batch:
                 if index in cancelled:
                     children.append(child_job(parent, index, now, JobState.CANCELLED))
@@ -151,14 +148,11 @@ def advance_arrays(now: datetime) -> int:
         elif placed and parent.state == JobState.PENDING:
             parent.state, parent.started = JobState.RUNNING, parent.started or now
             parent.pending_code, parent.pending_params, parent.pending_reason = "", {}, ""
+            started.append(parent)
         elif parent.state == JobState.PENDING:
             for key, value in window_fields(array, parent.array_size).items():
                 setattr(parent, key, value)
-        if (parent.state, made) != before or parent.pending_params != (
-            window_fields(array, parent.array_size)["pending_params"]
-            if parent.state == JobState.PENDING
-            else parent.pending_params
-        ):
+        if (parent.state, made, parent.pending_code, parent.pending_params) != before:
             changed.append(parent)
     if children:
         made_rows = Job.objects.bulk_create(children, batch_size=2000)
@@ -181,8 +175,7 @@ def advance_arrays(now: datetime) -> int:
     update_rows(
         changed, ["state", "started", "finished", "array", "pending_code", "pending_params", "pending_reason"]
     )
-    running = [p for p in changed if p.state == JobState.RUNNING and p not in (e[0] for e in ended)]
-    record_events([(p, "running", "", None) for p in running if p.started == now])
+    record_events([(p, "running", "", None) for p in started])
     for (
         parent,
         by_state,

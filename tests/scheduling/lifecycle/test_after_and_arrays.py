@@ -286,3 +286,38 @@ def test_the_image_form_takes_after_and_array_and_shows_them_again():
     with pytest.raises(SpecError) as caught:
         spec_from_image_form({"image": "busybox", "arrayIndices": "x", "arrayParallelism": "two"})
     assert "arrayParallelism" in str(caught.value)
+
+
+def test_the_cycles_step_takes_as_many_queries_for_many_arrays_and_blocked_jobs_as_for_few(cluster, clock):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduling.lifecycle.cycle import advance
+
+    def queries(count):
+        Job.objects.all().delete()
+        prep = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=spec("prep"))
+        for n in range(count):
+            submit_quoted_job(
+                user=cluster.alice,
+                workspace=cluster.vision,
+                spec=spec(f"sweep{n}", 'array: {indices: "0-999", parallelism: 10}\n'),
+            )
+            submit_quoted_job(
+                user=cluster.alice, workspace=cluster.vision, spec=spec(f"w{n}", "after: [prep]\n")
+            )
+        prep.state = JobState.SUCCEEDED
+        prep.save()
+        with CaptureQueriesContext(connection) as captured:
+            advance(clock.now)
+        assert Job.objects.filter(array_parent__isnull=False).count() == 10 * count
+        assert not Job.objects.filter(state=JobState.BLOCKED).exists()
+        sqls = [
+            q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))
+        ]
+        # reads one each, whatever the count; writes through the batched helpers (SQLite splits a batch by its
+        # parameter limit, PostgreSQL does not)
+        return [q for q in sqls if q.startswith("SELECT")], {q.split(" ")[0] + q.split(" ")[2] for q in sqls}
+
+    (few_reads, few_writes), (many_reads, many_writes) = queries(2), queries(8)
+    assert len(few_reads) == len(many_reads) and few_writes == many_writes
