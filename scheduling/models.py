@@ -454,6 +454,9 @@ EVENT_KINDS = {
     "woken": pgettext_lazy("job event", "woken"),
     "cold-start": pgettext_lazy("job event", "cold start"),
     "rescaled": pgettext_lazy("job event", "replica range changed"),
+    # dependencies and arrays (scheduling.lifecycle)
+    "released": pgettext_lazy("job event", "released"),
+    "index-cancelled": pgettext_lazy("job event", "index cancelled"),
 }
 
 
