@@ -32,11 +32,13 @@ import cProfile
 import json
 import os
 import random
+import re
 import statistics
 import time
 
 from bench.cycle_db import DEFAULT_DB_URL, database_name, run_db_benchmark
 from scheduling.core import Gpu, Job, Node, Pool, Queue, Request, Role, RunningReplica, Slice, Snapshot
+from scheduling.core.arrays import next_indices, parse_indices
 from scheduling.core.cycle import apply_decisions, run_cycle
 
 try:  # the steady cycle's service side (absent from trees before it existed: --full still runs there)
@@ -73,6 +75,31 @@ def job_rows(rng: random.Random, count: int, prefix: str, start: float, leaf_nam
         out.append(row)
         i += 1
     return out
+
+
+class Arrays:
+    """`--arrays NxM[:P]`: N arrays of M indices, at most P of each unfinished; the indices made so far are jobs."""
+
+    def __init__(self, text: str, leaf_names: list[str], seed: int) -> None:
+        count, _, rest = text.partition("x")
+        size, _, parallelism = rest.partition(":")
+        rng = random.Random(seed)
+        self.arrays = [dict(id=f"array{a:03d}", queue=rng.choice(leaf_names), indices=parse_indices(f"0-{int(size) - 1}"),
+                            made=0, parallelism=int(parallelism or 10), open=set()) for a in range(int(count))]
+
+    def step(self, gone: set[str]) -> list[dict]:
+        """The children to make now, once `gone` ended: rows as job_rows makes them (one whole GPU each)."""
+        new = []
+        for array in self.arrays:
+            array["open"] -= gone
+            for index in next_indices(array["indices"], array["made"], array["parallelism"], len(array["open"])):
+                job_id = f"{array['id']}-{index:06d}"
+                new.append(dict(id=job_id, queue=array["queue"], priority=0, preemptible=True, reduce_cost=False,
+                                created=2e6 + array["made"], mode="exclusive", num_gpus=1, gpu_milli=1000,
+                                gpu_mem_mib=0, replicas=1, min_replicas=1, cpu_milli=4000, mem_mib=32768, pool=""))
+                array["open"].add(job_id)
+                array["made"] += 1
+        return new
 
 
 def leaves(rows: dict) -> list[str]:
@@ -219,7 +246,7 @@ class Churn:
                 "placed": list(self.placed.values())}
 
 
-def steady_cycles(rows: dict, first_snapshot: Snapshot, first_decisions, args) -> dict:
+def steady_cycles(rows: dict, first_snapshot: Snapshot, first_decisions, args, arrays: Arrays | None = None) -> dict:
     """Cycles after the first, each after `--churn` changes; the kept snapshot and memo (or, with
     --full, the snapshot rebuilt from rows and every job visited)."""
     churn = Churn(rows, args.churn, args.seed + 1)
@@ -242,6 +269,11 @@ def steady_cycles(rows: dict, first_snapshot: Snapshot, first_decisions, args) -
         if profiler is not None and i == args.warmup:
             profiler.enable()
         with total:
+            if arrays is not None:   # the indices that ended make room for the next ones (the service's step)
+                made = arrays.step(set(gone))
+                for r in made:
+                    churn.jobs[r["id"]] = r
+                new = new + made
             with snap_part:
                 if full:
                     snap = build_snapshot(churn.rows(rows), with_pending=False)
@@ -284,7 +316,11 @@ def main(argv: list[str] | None = None) -> dict:
                              f"(dropped and created; default {DEFAULT_DB_URL})")
     parser.add_argument("--db-repeat", type=int, default=3, help="first cycles timed on the database")
     parser.add_argument("--db-cycles", type=int, default=5, help="steady cycles timed on the database")
+    parser.add_argument("--arrays", metavar="NxM[:P]", help="add N pending array jobs of M indices each, at most P "
+                        "(default 10) of each at a time, e.g. 10x1000")
     args = parser.parse_args(argv)
+    if args.arrays and not re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*(:[1-9][0-9]*)?", args.arrays):
+        parser.error("--arrays is NxM or NxM:P, e.g. 10x1000 or 10x1000:10")
     if min(args.nodes, args.gpus_per_node, args.queues, args.repeat, args.cycles, args.db_repeat, args.db_cycles) < 1 \
             or min(args.pending, args.running, args.churn, args.warmup) < 0:
         parser.error("--nodes, --gpus-per-node, --queues, --repeat, --cycles, --db-repeat and --db-cycles must be "
@@ -296,6 +332,9 @@ def main(argv: list[str] | None = None) -> dict:
         database_name(args.db)  # a bad URL fails before the in-memory run
     rows = make_rows(args.nodes, args.gpus_per_node, args.pending, args.running, args.queues, args.seed)
     place_running(rows)
+    arrays = Arrays(args.arrays, leaves(rows), args.seed + 2) if args.arrays else None
+    if arrays is not None:   # their first indices wait with the other pending jobs
+        rows["pending_jobs"] = rows["pending_jobs"] + arrays.step(set())
     total, build, snap, decisions = first_cycles(rows, args.repeat)
     result = {
         "nodes": args.nodes, "gpus": args.nodes * args.gpus_per_node, "queues": args.queues,
@@ -303,8 +342,11 @@ def main(argv: list[str] | None = None) -> dict:
         "first_cycle": {**figures(total.wall, total.cpu), "snapshot_build_median_s": round(statistics.median(build.wall), 4),
                         "binds": len(decisions.binds), "evicts": len(decisions.evicts),
                         "pending_jobs": len(decisions.pending), "repeat": args.repeat},
-        "steady_cycle": steady_cycles(rows, snap, decisions, args),
+        "steady_cycle": steady_cycles(rows, snap, decisions, args, arrays),
     }
+    if arrays is not None:
+        result["arrays"] = {"spec": args.arrays, "indices": sum(len(a["indices"]) for a in arrays.arrays),
+                            "made": sum(a["made"] for a in arrays.arrays)}
     if args.db:
         result["db"] = run_db_benchmark(rows, args.db, args.db_repeat, cycles=args.db_cycles, churn=args.churn,
                                         seed=args.seed)

@@ -41,7 +41,7 @@ from billing.ledger.kept import ledger_read, one_revision
 from billing.ledger.periods import month_end, period_start
 from billing.ledger.posting import post_ledger
 from billing.ledger.prices import billed_priority, money_text
-from billing.ledger.selectors import job_total, job_totals, ledger_cursor
+from billing.ledger.selectors import array_total, job_total, job_totals, ledger_cursor
 
 # ------------------------------------------------------------ Metering and node tokens
 from billing.metering.costs import replica_allocation

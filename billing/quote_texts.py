@@ -84,6 +84,8 @@ TRADEOFFS: dict[str, Callable[[Figures], str]] = {
           "room") if p["required"] else
         _("runs within one %(level)s of %(pool)s when one has room, else in the fewest")) % {
         "level": p["level"], "pool": p["pool"]},
+    "array_runs": lambda p: _("an array of %(runs)s indices: the totals are every index's, at most %(parallelism)s "
+                              "run at a time") % p,
 }
 
 # Code -> a trade-off's short name for a table cell.
@@ -93,7 +95,7 @@ TAGS = {
     "waits_for_off_peak": gettext_noop("waits for off-peak"), "may_wait_for_capacity": gettext_noop("may queue"),
     "no_room_now": gettext_noop("may queue"), "spot": gettext_noop("reclaimable"),
     "reduce_cost": gettext_noop("no completion promise"), "preemptible": gettext_noop("preemptible"),
-    "topology_one_domain": gettext_noop("one domain"),
+    "topology_one_domain": gettext_noop("one domain"), "array_runs": gettext_noop("array"),
 }
 BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot badges say these
 

@@ -731,6 +731,10 @@ def _price_option(
         tradeoffs.append(_note("preemptible"))
 
     gpu_holdings = [h for h in holdings if h is not None]
+    # an array runs once per index: its totals are every index's (the prices per hour stay one run's)
+    runs = spec.array.count if spec.array is not None else 1
+    if runs > 1:
+        tradeoffs.append(_note("array_runs", runs=runs, parallelism=spec.array.parallelism))
     return QuoteOption(
         id=f"{pool.name}.{label}.{when}",
         sharing=label,
@@ -742,8 +746,8 @@ def _price_option(
         starts_at=starts_at,
         price_per_hour=priced.per_hour,
         price_per_hour_offpeak=priced.per_hour_off,
-        estimate_low=quantize_money(priced.low, rates.currency),
-        estimate_high=quantize_money(priced.high, rates.currency),
+        estimate_low=quantize_money(priced.low * runs, rates.currency),
+        estimate_high=quantize_money(priced.high * runs, rates.currency),
         cheapest=False,
         can_start_now=when == NOW and enough_now,
         matches_spec=all(h.exact for h in gpu_holdings),
@@ -751,11 +755,11 @@ def _price_option(
         tradeoff_notes=tuple(tradeoffs),
         roles=tuple(priced.roles),
         currency=rates.currency,
-        amount_low=priced.low,
-        amount_high=priced.high,
-        gpus=priced.gpus,
+        amount_low=priced.low * runs,
+        amount_high=priced.high * runs,
+        gpus=priced.gpus * runs,
         hours=Decimal(spec.expected_duration_s) / 3600,
-        exclusive_amount=priced.whole_low,
+        exclusive_amount=priced.whole_low * runs,
         expected_start=_first_estimate(when, starts_at, when == NOW and enough_now),
         price_per_hour_max=priced.per_hour_max,
         price_per_hour_max_offpeak=priced.per_hour_max_off,

@@ -266,10 +266,13 @@ def cmd_show(run: Run) -> int:
 def cmd_cancel(run: Run) -> int:
     """Cancels each job named; with several, one that cannot be cancelled is reported and the rest go on."""
     ids: list[int] = run.args.ids
+    index = getattr(run.args, "index", None)   # one index of an array
+    body = {"index": index} if index is not None else None
     cancelled, worst = [], EXIT_OK
     for job_id in ids:
         try:
-            job = run.api.call("POST", f"/api/v1/jobs/{job_id}/cancel/", not_found=f"no such job: {job_id}")
+            job = run.api.call("POST", f"/api/v1/jobs/{job_id}/cancel/", body=body,
+                               not_found=f"no such job: {job_id}")
         except CliError as error:
             if len(ids) == 1:
                 raise
@@ -513,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cancel = command(commands, "cancel", cmd_cancel, "cancel jobs")
     cancel.add_argument("ids", type=int, nargs="+", metavar="ID")
+    cancel.add_argument("--index", type=int, metavar="N", help="cancel only index N of an array job")
     _add_output(cancel)
 
     logs = command(commands, "logs", cmd_logs, "a job's replica logs, kept after it ended")

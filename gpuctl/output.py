@@ -172,6 +172,7 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, l
         ("finished", format_time(job.get("finished"))),
         ("cost", job_cost(job, lang) or _estimate(job.get("quote"), lang)),
     ]
+    fields += _chain_fields(job)
     labels = {name: say(lang, name) for name in (*JOB_LABELS, *(name for name, _ in fields))}
     size = max(width(label) for label in labels.values())  # the same for every job
     lines = [f"{pad(labels[name], size)}  {cell(value, lang)}" for name, value in fields]
@@ -198,6 +199,24 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, l
     else:
         lines.append(say(lang, "(none)"))
     return "\n".join(lines)
+
+
+def _chain_fields(job: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """What it waits for, and an array's indices, counts by state and total cost (or which array it is of)."""
+    out: list[tuple[str, Any]] = []
+    after = job.get("after") or ()
+    if after:
+        out.append(("after", ", ".join(f"{e.get('name')} #{e.get('job')} ({e.get('condition')})" for e in after)))
+    array = job.get("array")
+    if isinstance(array, Mapping):
+        out.append(("array", f"{array.get('indices')}, parallelism {array.get('parallelism')}"))
+        counts = array.get("counts") or {}
+        out.append(("indices", ", ".join(f"{n} {state}" for state, n in counts.items()) or None))
+        if array.get("total_cost") is not None:
+            out.append(("array cost", money(array.get("total_cost"), job.get("currency"))))
+    if job.get("array_parent") is not None:
+        out.append(("array", f"#{job['array_parent']} index {job.get('array_index')}"))
+    return out
 
 
 def _expected_start(window: Any, lang: str = "en") -> str:

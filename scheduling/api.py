@@ -24,6 +24,7 @@ from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE
 from scheduling import services
 from scheduling.services import (
     MAX_PRIORITY,
+    cancel_array_index,
     cancel_job,
     read_spec,
     record_event,
@@ -39,6 +40,10 @@ from scheduling.services import (
 # ------------------------------------------------------------ Schedules (a spec's `schedule:`, its runs)
 from scheduling import schedules
 from scheduling.schedule_times import runs_in_month
+
+# ------------------------------------------------------------ Dependencies and arrays
+from scheduling.lifecycle.arrays import NoSuchIndex, array_children, array_detail
+from scheduling.lifecycle.chain import chain_of, workspace_chains
 
 # ------------------------------------------------------------ Workspace secrets and registry credentials
 from scheduling import secrets

@@ -67,3 +67,12 @@ WOKEN = gettext_noop("a request arrived while the service had no replica")
 COLD_START = gettext_noop("a replica started from zero in %(seconds)s s")
 RESCALED = gettext_noop("replicas %(min)s..%(max)s, set by %(user)s")
 MINIMUM_SET = gettext_noop("minimum of %(min)s set by %(user)s")
+
+# Dependencies and arrays (scheduling.lifecycle).
+RELEASED_AFTER = gettext_noop("the jobs it waited for ended as it asked (%(jobs)s): back in its queue")
+DEPENDENCY_NOT_MET = gettext_noop("job %(job)s ended %(state)s; this job waited for it to end %(condition)s, "
+                                  "which can no longer happen")
+ARRAY_INDEX_SUBMITTED = gettext_noop("index %(index)s of array %(parent)s")
+ARRAY_ENDED = gettext_noop("its %(count)s indices ended: %(counts)s")
+ARRAY_INDEX_CANCELLED = gettext_noop("index %(index)s cancelled by %(user)s")
+ARRAY_CANCELLED = gettext_noop("its array was cancelled")

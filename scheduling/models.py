@@ -292,11 +292,12 @@ class JobState(models.TextChoices):
     PREEMPTED = "Preempted"
     CANCELLED = "Cancelled"
     STOPPED = "Stopped"  # a notebook (or service) stopped by its owner or its idle policy: holds nothing until started
+    BLOCKED = "Blocked"  # waits for the jobs its `after` names (scheduling/lifecycle/chain.py): not scheduled yet
 
 
 FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 # The scheduler leaves these alone: ended, or stopped until someone starts it again (not final: it can start).
-UNSCHEDULED_STATES = (*FINAL_STATES, JobState.STOPPED)
+UNSCHEDULED_STATES = (*FINAL_STATES, JobState.STOPPED, JobState.BLOCKED)
 
 
 class Job(models.Model):
@@ -333,6 +334,15 @@ class Job(models.Model):
     currency = models.CharField(max_length=3, blank=True)
     # a run of a schedule (scheduling.schedules); null for a job submitted by hand. A deleted schedule's runs stay.
     schedule = models.ForeignKey("Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    # Dependencies and arrays (scheduling/lifecycle/chain.py and arrays.py)
+    after = models.JSONField(default=list, blank=True,
+                             help_text='What it waits for, resolved at submit: [{"job": id, "name": ..., "condition": ...}]')
+    array = models.JSONField(default=dict, blank=True,
+                             help_text='An array parent: {"indices": "0-99", "parallelism": 10, "made": n, "roles": [...]}')
+    array_size = models.PositiveIntegerField(default=0, db_index=True, help_text="An array parent's indices (0: not one)")
+    array_parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                                     related_name="array_children", help_text="The array this index belongs to")
+    array_index = models.PositiveIntegerField(null=True, blank=True, help_text="ARRAY_INDEX of an array's child")
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -446,6 +456,9 @@ EVENT_KINDS = {
     "woken": pgettext_lazy("job event", "woken"),
     "cold-start": pgettext_lazy("job event", "cold start"),
     "rescaled": pgettext_lazy("job event", "replica range changed"),
+    # dependencies and arrays (scheduling.lifecycle)
+    "released": pgettext_lazy("job event", "released"),
+    "index-cancelled": pgettext_lazy("job event", "index cancelled"),
 }
 
 

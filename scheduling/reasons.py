@@ -37,6 +37,15 @@ def _part(part: dict[str, Any]) -> str:
     return reason_text(part["code"], part["params"])
 
 
+def _waited(p):
+    figures = {"job": p["name"], "id": p["job"]}
+    if p["condition"] == "failed":
+        return _("job %(job)s (#%(id)s) to fail") % figures
+    if p["condition"] == "finished":
+        return _("job %(job)s (#%(id)s) to finish") % figures
+    return _("job %(job)s (#%(id)s) to succeed") % figures
+
+
 def _pool_vendor_differs(p):
     figures = {"vendor": p["vendor"].upper(), "pool_vendor": p["pool_vendor"].upper()}
     if p["pool_vendor"] == "amd":
@@ -203,6 +212,11 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "waits_for_off_peak": lambda p: _("waits for the off-peak window it was quoted for (%(not_before)s)") % p,
     "requeued": lambda p: _("requeued: waiting for the next cycle"),
     "node_drained": lambda p: _("requeued: node %(node)s was drained") % p,
+    # dependencies and arrays (scheduling.lifecycle)
+    "waits_for_jobs": lambda p: _("waits for %(jobs)s") % {"jobs": pgettext("between reasons", "; ").join(
+        _waited(x) for x in p["jobs"])},
+    "array_window": lambda p: _("array of %(count)s indices: %(made)s started, at most %(parallelism)s at a "
+                                "time") % p,
     "budget_suspended": lambda p: _("suspended: its workspace spent its budget; resumes %(until)s or on a higher "
                                     "budget") % p,
 }

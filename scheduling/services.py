@@ -24,6 +24,7 @@ from scheduling import history_catalogue as texts
 from scheduling.bulk import insert_rows, update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
+from scheduling.lifecycle import arrays, chain
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -179,15 +180,29 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
     pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))
+    # dependencies and arrays: a job that waits for others is Blocked; an array's parent places nothing itself
+    after = chain.resolve_after(workspace, parsed)
+    roles = buckets.apply_to_roles(workspace, parsed, role_requests(parsed, quote))
+    lifecycle = {"after": after, "roles": roles, **arrays.parent_fields(parsed, roles, quote)}
     job = Job.objects.create(
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type, kind=parsed.kind,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
-        quote=quote, roles=buckets.apply_to_roles(workspace, parsed, role_requests(parsed, quote)),
+        quote=quote,
         not_before=not_before,
         topology=job_topology(parsed, quote),
         **_pending_fields(*pending),
+        **lifecycle,
     )
+    if after:
+        job.state = JobState.BLOCKED
+        for key, value in chain.blocked_fields(after).items():
+            setattr(job, key, value)
+        job.save(update_fields=["state", "pending_code", "pending_params", "pending_reason"])
+    elif job.array_size:
+        for key, value in arrays.window_fields(job.array, job.array_size).items():
+            setattr(job, key, value)
+        job.save(update_fields=["pending_code", "pending_params", "pending_reason"])
     service_scale.create_scale(job)
     record_event(job, "submitted", reason=said(texts.SUBMITTED, queue=queue.name, user=user.username))
     return job
@@ -211,8 +226,27 @@ def _cancel(job: Job, why: Any) -> Job:
     job.save(update_fields=["state", "pending_reason", "pending_code", "pending_params", "finished"])
     # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
     job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
+    if job.array_size:   # an array's unfinished children end with it
+        for child in arrays.cancel_children(job, now):
+            record_event(child, "cancelled", reason=joined([why, said(texts.ARRAY_CANCELLED),
+                                                            *signals.finish_notes(child)]))
     notes = signals.finish_notes(job)  # cancelled jobs pay for the time they held their GPUs
     record_event(job, "cancelled", reason=joined([why, *notes]))
+    return job
+
+
+@transaction.atomic
+def cancel_array_index(*, user, job: Job, index: int) -> Job:
+    """Cancel one index of an array: its child when made, else the index is made cancelled when its turn comes.
+    Returns the array's parent."""
+    require_submitter(user, job.workspace)
+    child = arrays.index_job(job, index)
+    if child is None:
+        arrays.mark_index_cancelled(job, index)
+        record_event(job, "index-cancelled", reason=said(texts.ARRAY_INDEX_CANCELLED, index=index,
+                                                         user=user.username))
+    else:
+        _cancel(child, said(texts.CANCELLED_BY_USER, user=user.username))
     return job
 
 

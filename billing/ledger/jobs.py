@@ -11,7 +11,7 @@ from django.db.models import Sum
 
 from billing import pricing
 from billing.ledger.posting import post_ledger
-from billing.ledger.selectors import as_of, job_currency, job_total
+from billing.ledger.selectors import array_total, as_of, job_currency, job_total
 from billing.models import ChargeLine, UsageSample
 from scheduling.models import Job
 
@@ -101,7 +101,9 @@ def finalize_job_cost(job_id: int) -> Job:
     """Post the finished job's last lines and record their sum as its final cost (idempotent)."""
     post_ledger(job_ids=[job_id])
     job = Job.objects.select_for_update().get(pk=job_id)
-    job.final_cost, job.currency = job_total(job.pk), job_currency(job)
+    # an array's parent holds nothing itself: its final cost is what its indices cost (each fixed its own)
+    total = array_total(job.pk) if job.array_size else job_total(job.pk)
+    job.final_cost, job.currency = total, job_currency(job)
     job.save(update_fields=["final_cost", "currency"])
     return job
 

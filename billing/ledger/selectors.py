@@ -46,6 +46,11 @@ def job_total(job_id: int) -> Decimal:
     return money_sum(ChargeLine.objects.filter(job_id=job_id))
 
 
+def array_total(parent_id: int) -> Decimal:
+    """What an array's indices have cost (each child carries its own lines; the parent none)."""
+    return money_sum(ChargeLine.objects.filter(job__array_parent_id=parent_id))
+
+
 def job_totals(job_ids: Iterable[int]) -> dict[int, tuple[Decimal, str]]:
     """`job_total` for many jobs in one query: job id -> (sum of its lines, currency). A job with no
     line is left out."""

@@ -13,12 +13,12 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import currency_at, job_total, job_totals, submit_quoted_job
+from billing.api import array_total, currency_at, job_total, job_totals, submit_quoted_job
 from portal import selectors as portal_selectors
 from portal.api.fields import DurationHoursField, SpecField
 from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
-from scheduling.api import get_backend, job_reason, logs, selectors, services, spec_to_yaml
+from scheduling.api import array_detail, get_backend, job_reason, logs, selectors, services, spec_to_yaml
 from scheduling.models import JobState
 
 
@@ -67,6 +67,12 @@ class JobOutput(serializers.Serializer):
     @extend_schema_field(OpenApiTypes.STR)
     def get_currency(self, job) -> str:
         return job.currency or (job.quote or {}).get("currency") or currency_at(job.workspace, job.created)
+    # dependencies and arrays
+    after = serializers.JSONField(help_text='What it waits for: [{"job": id, "name": ..., "condition": '
+                                            'succeeded | failed | finished}]')
+    array_parent = serializers.IntegerField(source="array_parent_id", allow_null=True,
+                                            help_text="An array index's parent job")
+    array_index = serializers.IntegerField(allow_null=True, help_text="An array index's ARRAY_INDEX")
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_pending_reason_text(self, job) -> str:
@@ -148,8 +154,21 @@ class JobListCreateApi(ListAPIView):
         return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
 
 
+class ArrayCountsOutput(serializers.Serializer):
+    indices = serializers.CharField()
+    parallelism = serializers.IntegerField()
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="Its indices by job state")
+    total_cost = serializers.CharField(help_text="What its indices have cost so far")
+
+
 class JobDetailOutput(JobOutput, PendingOutlookOutput):
     cost_so_far = serializers.SerializerMethodField()
+    array = serializers.SerializerMethodField(help_text="An array's parent: its indices, parallelism and counts")
+
+    @extend_schema_field(ArrayCountsOutput(allow_null=True))
+    def get_array(self, job) -> dict | None:
+        detail = array_detail(job)
+        return None if detail is None else {**detail, "total_cost": str(array_total(job.pk))}
 
     def get_cost_so_far(self, job) -> str | None:
         """What the job has cost until now while it runs (the final cost once it ended)."""
@@ -173,12 +192,24 @@ class JobEventsApi(ListAPIView):
         return selectors.events_of(portal_selectors.get_job_for_user(self.request.user, self.kwargs["pk"]))
 
 
+class JobCancelInput(serializers.Serializer):
+    index = serializers.IntegerField(required=False, min_value=0,
+                                     help_text="Cancel only this index of an array (default: the whole job)")
+
+
 class JobCancelApi(APIView):
     token_scopes = {"POST": "submit"}
 
-    @extend_schema(request=None, responses={200: JobOutput})
+    @extend_schema(request=JobCancelInput, responses={200: JobOutput})
     def post(self, request, pk):
-        job = services.cancel_job(user=request.user, job=portal_selectors.get_job_for_user(request.user, pk))
+        body = JobCancelInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = portal_selectors.get_job_for_user(request.user, pk)
+        index = body.validated_data.get("index")
+        if index is None:
+            job = services.cancel_job(user=request.user, job=job)
+        else:   # one index of an array
+            job = services.cancel_array_index(user=request.user, job=job, index=index)
         return Response(JobOutput(portal_selectors.get_job_for_user(request.user, job.pk)).data)
 
 

@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from billing.api import estimate_check, job_cost, job_efficiency, job_usage_series
+from billing.api import array_total, estimate_check, job_cost, job_efficiency, job_totals, job_usage_series
 from portal import job_lists
 from portal import selectors as portal_selectors
-from scheduling.api import clock, get_backend, logs, selectors
+from scheduling.api import array_children, array_detail, chain_of, clock, get_backend, logs, selectors
 from scheduling.models import Job
 
 
@@ -74,7 +74,20 @@ def job_detail(request, pk):
         "log_retention_days": settings.JOB_LOG_RETENTION_DAYS,
         "may_act": bool(membership and membership.can_submit),  # submit (clone) and cancel
         "usage_data": usage_data(job), "usage_url": reverse("job-usage", args=[job.pk]),
+        **_chain_context(job),
     })
+
+
+def _chain_context(job: Job) -> dict[str, Any]:
+    """What it waits for and what waits for it; an array's counts, total cost and indices."""
+    context: dict[str, Any] = {"chain": chain_of(job)}
+    array = array_detail(job)
+    if array is not None:
+        children = array_children(job)
+        costs = job_totals(c.pk for c in children)
+        context["array"] = {**array, "total_cost": array_total(job.pk),
+                            "children": [(c, costs.get(c.pk, (None, ""))[0]) for c in children]}
+    return context
 
 
 @require_safe

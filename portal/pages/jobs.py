@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from portal import selectors as portal_selectors
@@ -49,9 +50,17 @@ def cluster(request):
 @login_required
 def job_cancel(request, pk):
     job = portal_selectors.get_job_for_user(request.user, pk)
+    index = request.POST.get("index", "").strip()
     try:
-        services.cancel_job(user=request.user, job=job)
-        messages.info(request, f"Job {job.name} cancelled.")
+        if index:   # one index of an array
+            if not index.isdigit():
+                raise ValueError(gettext("index %(index)s is not a whole number") % {"index": index})
+            services.cancel_array_index(user=request.user, job=job, index=int(index))
+            messages.info(request, gettext("Index %(index)s of %(name)s cancelled.") % {"index": index,
+                                                                                      "name": job.name})
+        else:
+            services.cancel_job(user=request.user, job=job)
+            messages.info(request, f"Job {job.name} cancelled.")
     except (PermissionDenied, ValueError) as error:
         messages.error(request, str(error))
     return redirect("job", pk=job.pk)

@@ -17,7 +17,7 @@ from portal.members.selectors import members_of
 from portal.models import ApiToken, Role, ServiceAccount, TokenScope
 from portal.pages.workspace_queues import queue_context
 from portal.selectors import current_workspace, get_workspace_for_user, membership_for
-from scheduling.api import DomainError, clock
+from scheduling.api import DomainError, clock, workspace_chains
 
 
 @require_GET
@@ -60,7 +60,7 @@ def workspace_detail(request, slug):
 def _workspace_context(request, workspace, **service_account_form) -> dict:
     membership = membership_for(request.user, workspace)
     context = {"workspace": workspace, "members": members_of(workspace), "membership": membership,
-               **queue_context(workspace)}
+               **queue_context(workspace), "chains": workspace_chains(workspace)}
     if membership is not None and membership.can_manage_members:
         now = clock.now()
         accounts = list(service_accounts.service_accounts_of(workspace))

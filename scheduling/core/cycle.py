@@ -59,6 +59,8 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
     `reasons=False` leaves out the pending jobs' reasons (the evictions and binds are the same):
     a forward simulation reads no reasons.
     """
+    if snapshot.blocked:
+        snapshot = without_blocked(snapshot)
     # A cycle allocates many short-lived small objects and creates no garbage cycles worth
     # collecting mid-way; the cyclic GC's full-heap passes would otherwise cost a third of it.
     if memo is not None and not exact:
@@ -110,3 +112,10 @@ def without_jobs(snapshot: Snapshot, *job_ids: str) -> Snapshot:
         jobs=tuple(j for j in snapshot.jobs if j.id not in gone),
         running=tuple(r for r in snapshot.running if r.job_id not in gone),
     )
+
+
+def without_blocked(snapshot: Snapshot) -> Snapshot:
+    """The snapshot a cycle decides from: the blocked jobs left out (they are neither placed nor demand).
+    A blocked job holds nothing: whatever runs of one is evicted as anything of a job gone would be."""
+    blocked = snapshot.blocked
+    return replace(snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in blocked), blocked=frozenset())

@@ -288,6 +288,9 @@ class Snapshot:
     # could give in the window, 0..1), and how much it moves over-quota weights (0 = off).
     queue_usage: tuple[tuple[str, float], ...] = ()
     usage_k: float = 0.0
+    # Jobs that wait for others to end (a dependency, `after`): never placed, no part of any queue's demand,
+    # and given no pending reason (their reason names what they wait for)
+    blocked: frozenset[str] = frozenset()
 
 
 ReplicaKey = tuple[str, str, int]         # (job id, role, replica index)

@@ -32,6 +32,7 @@ from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
 from scheduling.evictions import eviction_cause, explain_said
 from scheduling.health import update_agent_silence
 from scheduling.history_texts import english, joined, said
+from scheduling.lifecycle import cycle as lifecycle_cycle
 from scheduling.logs import capture_replica_logs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
 from scheduling.services import record_event, record_events, requeue_jobs
@@ -51,6 +52,8 @@ class CycleReport:
     pending: int = 0
     inventory_changes: int = 0
     services_scaled: int = 0
+    released: int = 0          # blocked jobs released or cancelled
+    array_children: int = 0    # array indices made
     seconds: float = 0.0
 
 
@@ -342,6 +345,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
         sync_workspaces(backend)
         reconcile(backend, now, report)
         report.services_scaled = len(inference.scale_services(backend, now))
+        report.released, report.array_children = lifecycle_cycle.advance(now)   # before the snapshot reads them
         if kept is None:
             decisions = core.run_cycle(build_snapshot(now))
         else:

@@ -153,7 +153,12 @@ IMAGE_FORM_FIELDS: dict[str, Path] = {
     "scheduleCron": ("schedule", "cron"),
     "scheduleTimeZone": ("schedule", "timeZone"),
     "scheduleConcurrency": ("schedule", "concurrency"),
+    # dependencies and arrays: "after" is "JOB[:CONDITION], ..." (spec/chain.py reads what it becomes)
+    "after": ("after",),
+    "arrayIndices": ("array", "indices"),
+    "arrayParallelism": ("array", "parallelism"),
 }
+_ARRAY_FORM_FIELDS = ("arrayIndices", "arrayParallelism")
 _FORM_NAME_OF = {path: name for name, path in IMAGE_FORM_FIELDS.items()}
 _TRUE = {"true", "on", "yes", "1"}
 _FALSE = {"false", "off", "no", "0"}
@@ -222,6 +227,8 @@ def spec_from_image_form(
     for key, path in IMAGE_FORM_FIELDS.items():
         if key in values and path[0] == SCHEDULE_KEY:
             doc.setdefault(SCHEDULE_KEY, {})[path[1]] = values[key]
+        elif key in _ARRAY_FORM_FIELDS and key in values:
+            doc.setdefault("array", {})[path[-1]] = values[key]
         elif key in values and key != "name":
             target = doc if len(path) == 1 else role
             for part in path[2:-1] if len(path) > 1 else ():
@@ -292,6 +299,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "scheduleCron": plan.cron if plan else "",
         "scheduleTimeZone": (plan.time_zone or "") if plan else "",
         "scheduleConcurrency": plan.concurrency if plan else "",
+        "after": ", ".join(f"{a.job}:{a.condition}" for a in spec.after),
+        "arrayIndices": spec.array.indices if spec.array else "",
+        "arrayParallelism": str(spec.array.parallelism) if spec.array else "",
     }
     return values, hidden
 
@@ -309,7 +319,13 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
             bad(key, _("'%(value)s' is not a number of GPUs (e.g. 1, 2 or 0.5)") % {"value": value})
             return None
         return int(number) if number == number.to_integral_value() else float(number)
-    if key in ("minReplicas", "maxReplicas", "priority"):
+    if key == "after":   # "prepare-data:succeeded, 1234" -> [{job, condition}, ...]
+        entries = []
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            job, _sep, condition = part.partition(":")
+            entries.append({"job": job.strip(), **({"condition": condition.strip()} if condition.strip() else {})})
+        return entries
+    if key in ("minReplicas", "maxReplicas", "priority", "arrayParallelism"):
         if not re.fullmatch(r"[0-9]{1,6}", value):
             bad(key, _("'%(value)s' is not a whole number") % {"value": value})
             return None
@@ -387,6 +403,10 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
         out["checkpointPath"] = spec.checkpoint_path
     if spec.topology is not None:
         out["topology"] = spec.topology.to_dict()
+    if spec.after:
+        out["after"] = [a.to_dict() for a in spec.after]
+    if spec.array is not None:
+        out["array"] = spec.array.to_dict()
     return out
 
 

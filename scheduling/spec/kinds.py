@@ -20,6 +20,7 @@ from django.utils.translation import gettext_noop
 from scheduling import kinds
 from scheduling.core.units import gpu_model_name
 from scheduling.spec.buckets import read_buckets
+from scheduling.spec.chain import read_after, read_array
 from scheduling.spec.cluster import ClusterProblem
 from scheduling.spec.load import Path
 from scheduling.spec.model import DEFAULT_DURATION_S, VENDORS, JobSpec, RoleSpec
@@ -107,12 +108,14 @@ def read_roles(r: Reader, kind: str) -> ReadResult:
               for i, raw in enumerate(raw_roles)] if isinstance(raw_roles, list) else []
     buckets = [read_buckets(r, raw, ("roles", i)) if isinstance(raw, dict) else ()
                for i, raw in enumerate(raw_roles)] if isinstance(raw_roles, list) else []
+    after, array = read_after(r), read_array(r)
     result = read_clean(r)  # no spec when a role's volumes or buckets had a problem: it was recorded first
     if result.spec is None:
         return result
     roles = tuple(replace(role, volumes=mounts[i] or (), buckets=buckets[i] or ())
                   for i, role in enumerate(result.spec.roles))
-    return ReadResult(replace(result.spec, kind=kind, roles=roles), result.locate)
+    return ReadResult(replace(result.spec, kind=kind, roles=roles, after=after or (), array=array or None),
+                      result.locate)
 
 
 def top_locate(problem: ClusterProblem) -> tuple[Path, ...]:

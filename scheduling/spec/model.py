@@ -172,6 +172,34 @@ class ScheduleSpec:
         out.update(concurrency=self.concurrency, keepLast=self.keep_last, suspend=self.suspend)
         return out
 
+AFTER_CONDITIONS = ("succeeded", "failed", "finished")
+
+
+@dataclass(frozen=True)
+class AfterSpec:
+    """`after: [{job: prepare-data, condition: succeeded}]`: wait for a job of the workspace, named by its name (the
+    latest of that name when submitted) or its id, to end so. `where` as VolumeMount's."""
+
+    job: str
+    condition: str = "succeeded"
+    where: tuple[str | None, int | None, int | None] = field(default=(None, None, None), compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"job": self.job, "condition": self.condition}
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """`array: {indices: "0-99", parallelism: 10}`: the role once per index (ARRAY_INDEX in its environment),
+    at most `parallelism` at a time. `indices` is normalised ("0-2,5")."""
+
+    indices: str
+    parallelism: int
+    count: int
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {"indices": self.indices, "parallelism": self.parallelism}
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -189,6 +217,9 @@ class JobSpec:
     inference: InferenceSpec | None = None
     topology: TopologySpec | None = None
     schedule: ScheduleSpec | None = None  # a schedule's runs are made from the spec without it
+
+    after: tuple[AfterSpec, ...] = ()
+    array: ArraySpec | None = None
 
     @property
     def min_replicas(self) -> int:

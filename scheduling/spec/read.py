@@ -74,6 +74,8 @@ CLEAN_KEYS = (
     "checkpointPath",
     "topology",
     "kind",  # training here; notebook and inference are read by spec/kinds.py
+    "after",  # read by spec/chain.py (kinds.read_roles)
+    "array",  # read by spec/chain.py (kinds.read_roles)
 )
 ROLE_KEYS = (
     "name",

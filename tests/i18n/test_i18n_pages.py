@@ -14,7 +14,7 @@ ALLOWED = {
     "GPU", "GPUs", "CPU", "MIG", "YAML", "API", "USD", "CNY", "EUR", "GBP", "JPY", "KRW", "INR", "CHF", "UTC", "CSV", "Excel", "ISO", "FOCUS",
     "English", "GPU-hours", "Webhook", "A100", "H100", "H200", "Platform", "Kubernetes", "NVLink", "NVL72",
     # job states and sharing modes are the API's and the YAML's values, shown as they are
-    "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Cancelled", "Preempted", "Stopped",
+    "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Cancelled", "Preempted", "Stopped", "Blocked",
     "exclusive", "fraction", "mig", "timeslice", "min", "whole", "single",
     # vendors, products, protocols, units and formats
     "OIDC", "LDAP", "SCIM", "Amazon", "S3", "Mountpoint", "CSI", "GeeseFS", "csi-s3", "CI",

@@ -82,6 +82,9 @@ SAMPLES = [
     ("requeued", {}),
     ("node_drained", {"node": "h100-01"}),
     ("budget_suspended", {"until": "2026-12-01 00:00 CST"}),
+    ("waits_for_jobs", {"jobs": [{"job": 12, "name": "prep", "condition": "succeeded"},
+                                 {"job": 13, "name": "eval", "condition": "finished"}]}),
+    ("array_window", {"count": 100, "made": 20, "parallelism": 10}),
 ]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 

@@ -79,6 +79,7 @@ def every_note():
         *notes_of(GANG, [RACKED]),  # a gang within one rack
         *notes_of(GANG + "topology: {preferred: rack}\n", [RACKED]),  # the spec's own, preferred
         *notes_of(GANG + "topology: {required: rack}\n", [RACKED, replace(RACKED, name="flat", topology=())]),
+        *notes_of(QUARTER + 'array: {indices: "0-9", parallelism: 2}\n'),  # an array: totals for every index
     ]
 
 
