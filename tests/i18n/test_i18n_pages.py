@@ -16,6 +16,8 @@ ALLOWED = {
     # job states and sharing modes are the API's and the YAML's values, shown as they are
     "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Cancelled", "Preempted", "Stopped", "Blocked",
     "exclusive", "fraction", "mig", "timeslice", "min", "whole", "single",
+    # a schedule's concurrency and a dependency's condition, YAML values too; cron is the format's name
+    "Forbid", "Replace", "Allow", "succeeded", "failed", "finished", "cron", "Cron",
     # vendors, products, protocols, units and formats
     "OIDC", "LDAP", "SCIM", "Amazon", "S3", "Mountpoint", "CSI", "GeeseFS", "csi-s3", "CI",
     "NVIDIA", "AMD", "nvidia", "amd", "ROCm", "NVML", "XID", "ECC", "PyTorch", "MPI", "Django", "Celery", "Philly",
@@ -23,7 +25,7 @@ ALLOWED = {
     "GiB", "MiB", "GB", "Gi", "Mi", "mCPU", "fp8", "fp16", "bf16", "fp32", "int8", "int4", "p50", "p95",
     "YYYY-MM", "YYYY-MM-DD", "HH", "MM", "MM-HH", "Asia", "Shanghai",
     # model servers, notebook and command names a form's examples show
-    "vLLM", "Triton", "JupyterLab", "python", "ci-pipeline",
+    "vLLM", "Triton", "JupyterLab", "python", "ci-pipeline", "gpuctl",
 }
 # GPU models (H100-80GB), one-letter units (30m, 6h, 2d, 1w) and the hour of an ISO time (T12)
 IDENTIFIER = re.compile(r"[A-Za-z0-9-]+-\d+GB|[a-z]|T\d\d")
@@ -36,7 +38,7 @@ INLINE_IDENTIFIER = re.compile(r"(?<!\S)[\w.:@-]*/[\w.:@/-]+|`[^`]*`|https?://\S
 WORLD_DATA = {"alice", "bob", "carol", "finance", "admin", "standard", "Vision", "Lab", "NLP", "Group", "vision-lab", "community",
               "nlp-group", "root", "chat", "job-0", "job-1", "job-2", "job-3", "main-0", "lab", "laptop", "Test", "prices",
               "a100-spot", "h100", "h100-mig", "l40s-shared", "mi300x", "rtx4090",
-              "main", "master", "worker"}  # role names of the examples and of the advice's spec
+              "main", "master", "worker", "nightly", "prepare-data"}  # role names of the examples and of the advice's spec
 # the world's nodes (h100-01) and GPUs (GPU-h100-01-3)
 WORLD_NAME = re.compile(r"(GPU-)?(a100-spot|h100|h100-mig|l40s-shared|mi300x|rtx4090)-\d\d(-\d+)?")
 
