@@ -62,3 +62,12 @@ WOKEN = gettext_noop("a request arrived while the service had no replica")
 COLD_START = gettext_noop("a replica started from zero in %(seconds)s s")
 RESCALED = gettext_noop("replicas %(min)s..%(max)s, set by %(user)s")
 MINIMUM_SET = gettext_noop("minimum of %(min)s set by %(user)s")
+
+# How a job's run ended, and what its life did next (scheduling.lifecycle).
+EXITED_WITH_CODE = gettext_noop("replica %(replica)s exited with code %(exit_code)s")
+EXITED_WITH_CODE_SAYING = gettext_noop("replica %(replica)s exited with code %(exit_code)s: %(message)s")
+OUT_OF_MEMORY = gettext_noop("replica %(replica)s ran out of memory: killed at its %(memory)s limit (exit code 137)")
+MAX_RUNTIME_REACHED = gettext_noop("it reached its maximum runtime of %(limit)s")
+RETRYING = gettext_noop("%(why)s; retry %(retry)s of %(limit)s in %(backoff)s")
+NO_RETRY_LEFT = gettext_noop("%(why)s; no retry left (retry limit %(limit)s)")
+CLEANED_UP = gettext_noop("%(ttl)s after it finished (ttlAfterFinished): %(count)s replicas deleted")

@@ -23,6 +23,7 @@ from scheduling.spec.buckets import buckets_to_list
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
 from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form_values
 from scheduling.spec.kinds import read_any_clean
+from scheduling.spec.lifecycle import life_to_dict
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
 from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
 from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
@@ -356,6 +357,7 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
         out["checkpointPath"] = spec.checkpoint_path
     if spec.topology is not None:
         out["topology"] = spec.topology.to_dict()
+    out.update(life_to_dict(spec))
     return out
 
 
