@@ -36,6 +36,10 @@ from scheduling.services import (
     suspend_jobs,
 )
 
+# ------------------------------------------------------------ A job's life: end codes, attempts, max runtime
+from scheduling.lifecycle.ends import END_CODES, end_reason_text
+from scheduling.lifecycle.runtime import attempt_rows, job_life
+
 # ------------------------------------------------------------ Workspace secrets and registry credentials
 from scheduling import secrets
 # ------------------------------------------------------------ Workspace volumes and datasets

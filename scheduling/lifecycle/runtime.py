@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from django.utils.translation import gettext as _
 
+from scheduling.lifecycle.ends import end_reason_text
 from scheduling.spec.model import SpecError, SpecIssue
 from scheduling.spec.units import format_duration
 
@@ -44,3 +45,20 @@ def deadline_for(job, started: datetime, clock_scale: float) -> datetime | None:
     if not job.max_runtime_s:
         return None
     return started + timedelta(seconds=job.max_runtime_s / max(clock_scale or 1.0, 1e-9))
+
+
+def attempt_rows(job) -> list[dict]:
+    """The job's attempts as the API and gpuctl give them: {number, start, end, class, exit_code, node}."""
+    return [{"number": a.number, "start": a.started, "end": a.ended, "class": a.end_class or None,
+             "exit_code": a.exit_code, "node": a.node, "memory_mib": a.memory_mib, "counted": a.counted}
+            for a in job.attempts.all()]
+
+
+def job_life(job) -> dict:
+    """What the job page shows of the job's life: its limit and deadline, its retry policy, its end, its attempts."""
+    retry = (job.spec or {}).get("retry")
+    active = job.state in ("Scheduled", "Running")
+    return {"max_runtime": format_duration(job.max_runtime_s) if job.max_runtime_s else "",
+            "deadline": job.deadline if active else None, "retry": retry,
+            "retry_on": ", ".join((retry or {}).get("on") or []), "end_reason_text": end_reason_text(job),
+            "attempts": attempt_rows(job)}
