@@ -64,6 +64,8 @@ def job_detail(request, pk):
         return job  # the operator's redirect
     if request.GET.get("partial") == "cost":
         return render(request, "scheduling/_job_cost.html", _cost_context(job))
+    if request.GET.get("partial") == "life":
+        return render(request, "scheduling/_job_life.html", {"job": job, "life": job_life(job)})
     membership = portal_selectors.membership_for(request.user, job.workspace)
     (row,) = job_lists.job_rows([job], now=clock.now())
     return render(request, "scheduling/job_detail.html", {

@@ -120,6 +120,8 @@ def test_the_job_detail_gives_the_end_code_its_reason_and_the_attempts(
     page = client.get(f"/jobs/{job_id}/").content.decode()
     assert 'id="attempts-table"' in page and 'data-attempt="2"' in page and "<code>exit_code</code>" in page
     assert 'id="job-end-code">succeeded<' in page and 'id="job-deadline"' not in page
+    partial = client.get(f"/jobs/{job_id}/?partial=life").content.decode()   # what the page reads again live
+    assert partial.startswith('<section class="card" id="job-life">') and 'data-attempt="2"' in partial
     events = alice.get(f"/api/v1/jobs/{job_id}/events/").json()
     retrying = next(e for e in events if e["kind"] == "retrying")
     assert (
