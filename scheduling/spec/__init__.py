@@ -25,7 +25,7 @@ from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form
 from scheduling.spec.kinds import read_any_clean
 from scheduling.spec.lifecycle import life_to_dict
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
-from scheduling.spec.model import JobSpec, RoleSpec, SpecError, SpecIssue
+from scheduling.spec.model import JobSpec, RetrySpec, RoleSpec, SpecError, SpecIssue
 from scheduling.spec.read import CLEAN_KEYS, SEED_KEYS, Reader, dotted, read_seed
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
 from scheduling.spec.volumes import mounts_to_list
@@ -134,6 +134,10 @@ IMAGE_FORM_FIELDS: dict[str, Path] = {
     "reduceCost": ("reduceCost",),
     "queue": ("queue",),
     "expectedDuration": ("expectedDuration",),
+    # the job's life (spec/lifecycle.py): the form gives a retry limit with the default back-off
+    "maxRuntime": ("maxRuntime",),
+    "retryLimit": ("retry", "limit"),
+    "ttlAfterFinished": ("ttlAfterFinished",),
 }
 _FORM_NAME_OF = {path: name for name, path in IMAGE_FORM_FIELDS.items()}
 _TRUE = {"true", "on", "yes", "1"}
@@ -200,6 +204,8 @@ def spec_from_image_form(
         "type": "single",
     }
     role: dict[str, Any] = {"name": "main"}
+    if "retryLimit" in values:
+        doc["retry"] = {"limit": values.pop("retryLimit")}
     for key, path in IMAGE_FORM_FIELDS.items():
         if key in values and key != "name":
             target = doc if len(path) == 1 else role
@@ -239,6 +245,8 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("checkpointPath")
     if spec.topology is not None:
         hidden.append("topology")
+    if spec.retry is not None and spec.retry != RetrySpec(limit=spec.retry.limit):
+        hidden.append("retry")
     if role.sharing == "mig":
         gpus = ""
     elif role.sharing == "fraction":
@@ -265,6 +273,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "reduceCost": "true" if spec.reduce_cost else "false",
         "queue": spec.queue or "",
         "expectedDuration": format_duration(spec.expected_duration_s),
+        "maxRuntime": format_duration(spec.max_runtime_s) if spec.max_runtime_s else "",
+        "retryLimit": str(spec.retry.limit) if spec.retry is not None else "",
+        "ttlAfterFinished": format_duration(spec.ttl_after_finished_s) if spec.ttl_after_finished_s else "",
     }
     return values, hidden
 
@@ -282,7 +293,7 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
             bad(key, _("'%(value)s' is not a number of GPUs (e.g. 1, 2 or 0.5)") % {"value": value})
             return None
         return int(number) if number == number.to_integral_value() else float(number)
-    if key in ("minReplicas", "maxReplicas", "priority"):
+    if key in ("minReplicas", "maxReplicas", "priority", "retryLimit"):
         if not re.fullmatch(r"[0-9]{1,6}", value):
             bad(key, _("'%(value)s' is not a whole number") % {"value": value})
             return None

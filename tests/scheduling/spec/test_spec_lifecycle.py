@@ -73,3 +73,21 @@ def test_a_notebook_takes_max_runtime_but_not_retries():
 def test_wrong_fields_are_said_at_line_and_column(text, where, words):
     found = errors(text)
     assert len(found) == 1 and found[0][:2] == where and words in found[0][2], found
+
+
+def test_the_image_form_gives_max_runtime_a_retry_limit_and_the_clean_up():
+    from scheduling.spec import image_form_values, spec_from_image_form
+
+    spec = spec_from_image_form({"image": "busybox", "maxRuntime": "6h", "retryLimit": "2", "ttlAfterFinished": "7d"})
+    assert (spec.max_runtime_s, spec.retry, spec.ttl_after_finished_s) == (6 * 3600, RetrySpec(limit=2), 7 * 86400)
+    values, hidden = image_form_values(spec)
+    assert (values["maxRuntime"], values["retryLimit"], values["ttlAfterFinished"]) == ("6h", "2", "7d")
+    assert hidden == []
+    _, hidden = image_form_values(read("name: a\nretry: {limit: 2, on: [oom]}\n"))
+    assert hidden == ["retry"]   # the form gives the limit alone
+    with pytest.raises(SpecError) as caught:
+        spec_from_image_form({"image": "busybox", "maxRuntime": "6", "retryLimit": "x"})
+    assert [e.field for e in caught.value.errors] == ["retryLimit"]
+    with pytest.raises(SpecError) as caught:
+        spec_from_image_form({"image": "busybox", "maxRuntime": "6"})
+    assert caught.value.errors[0].message == "maxRuntime '6' has no unit; write e.g. 30m, 2h or 1d"
