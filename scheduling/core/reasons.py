@@ -52,6 +52,7 @@ CODES = frozenset({
     "topology_no_domain", "topology_level_unknown",
     # set by the scheduling layer outside a cycle
     "waiting_for_cycle", "waits_for_off_peak", "requeued", "node_drained", "budget_suspended",
+    "retry_backoff",
 })
 
 

@@ -82,6 +82,7 @@ SAMPLES = [
     ("requeued", {}),
     ("node_drained", {"node": "h100-01"}),
     ("budget_suspended", {"until": "2026-12-01 00:00 CST"}),
+    ("retry_backoff", {"until": "2026-12-01 00:00:30 CST"}),
 ]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
