@@ -3,6 +3,7 @@ has go; the job's record, events, logs (within their retention) and ledger lines
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 
 from django.db import transaction
@@ -26,10 +27,9 @@ def clean_up_finished(backend, now: datetime) -> int:
     if not jobs:
         return 0
     ids = [job.pk for job in jobs]
-    keys = set(Replica.objects.filter(job_id__in=ids).values_list("job_id", "role", "index"))
-    counts: dict[int, int] = {}
-    for job_id, *_ in Replica.objects.filter(job_id__in=ids).values_list("job_id", "pk"):
-        counts[job_id] = counts.get(job_id, 0) + 1
+    rows = list(Replica.objects.filter(job_id__in=ids).values_list("job_id", "role", "index"))
+    keys = set(rows)   # a replica's placements share its key
+    counts = Counter(job_id for job_id, *_ in rows)
     Replica.objects.filter(job_id__in=ids).delete()
     Job.objects.filter(pk__in=ids).update(cleaned_up=now)
     record_events(
