@@ -664,12 +664,22 @@ class _Priced:
     gpus: Decimal = Decimal(0)
 
 
+def _durations(spec: JobSpec) -> tuple[timedelta, timedelta]:
+    """The low estimate's duration and the high one's: a job with maxRuntime runs at most that long, so that
+    bounds both (the high estimate runs to it)."""
+    expected = spec.expected_duration_s
+    limit = spec.max_runtime_s
+    if not limit:
+        return timedelta(seconds=expected), timedelta(seconds=expected)
+    return timedelta(seconds=min(expected, limit)), timedelta(seconds=limit)
+
+
 def _price_roles(
     spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None], rates: Rates, *, starts_at: datetime,
     tz: tzinfo,
 ) -> _Priced:
     """Each role priced by the table's price rules (billing.pricing.rules) from ``starts_at``."""
-    duration = timedelta(seconds=spec.expected_duration_s)
+    duration, duration_high = _durations(spec)
     priced = _Priced()
     for role, h in zip(spec.roles, holdings, strict=True):
         share = h.share if h is not None else Decimal(0)
@@ -677,9 +687,9 @@ def _price_roles(
                                            pool.gpu_model if h is not None else None, cpu_milli=role.cpu_milli,
                                            mem_mib=role.mem_mib)
         at_min, at_max = (
-            estimate(rates, allocation, start=starts_at, duration=duration, tz=tz, priority=spec.priority,
+            estimate(rates, allocation, start=starts_at, duration=length, tz=tz, priority=spec.priority,
                      spot=pool.spot, replicas=max(replicas, 1))  # a role at 0 replicas still shows its rate
-            for replicas in (role.min_replicas, role.max_replicas)
+            for replicas, length in ((role.min_replicas, duration), (role.max_replicas, duration_high))
         )
         priced.per_hour += role.min_replicas * at_min.price_per_hour
         priced.per_hour_off += role.min_replicas * at_min.price_per_hour_offpeak

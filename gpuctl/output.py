@@ -138,7 +138,7 @@ def format_workspaces(workspaces: Sequence[Mapping[str, Any]], *, headers_shown:
                         headers_shown=headers_shown, lang=lang)
 
 
-JOB_LABELS = ("pending reason", "queue position", "expected start")
+JOB_LABELS = ("pending reason", "queue position", "expected start", "max runtime", "deadline", "end")
 
 
 def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, lang: str = "en") -> str:
@@ -173,6 +173,12 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, l
         ("cost", job_cost(job, lang) or _estimate(job.get("quote"), lang)),
     ]
     fields += _chain_fields(job)
+    if job.get("max_runtime_s"):
+        fields.append(("max runtime", _duration(job["max_runtime_s"])))
+    if job.get("deadline"):
+        fields.append(("deadline", format_time(job["deadline"])))
+    if job.get("end_code"):
+        fields.append(("end", f"{job['end_code']}: {job.get('end_reason_text') or ''}".rstrip(": ")))
     labels = {name: say(lang, name) for name in (*JOB_LABELS, *(name for name, _ in fields))}
     size = max(width(label) for label in labels.values())  # the same for every job
     lines = [f"{pad(labels[name], size)}  {cell(value, lang)}" for name, value in fields]
@@ -188,6 +194,10 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, l
                                                     "ENDED")), rows, right={1}, lang=lang))
     else:
         lines.append(say(lang, "(none placed yet)" if pending else "(none)"))
+
+    if "attempts" in job:   # the job detail's runs, each with how it ended
+        lines += ["", say(lang, "attempts")]
+        lines.append(format_attempts(job["attempts"], lang) if job["attempts"] else say(lang, "(none yet)"))
 
     lines += ["", say(lang, "quote")]
     lines.append(format_frozen_quote(job.get("quote"), lang))
@@ -217,6 +227,13 @@ def _chain_fields(job: Mapping[str, Any]) -> list[tuple[str, Any]]:
     if job.get("array_parent") is not None:
         out.append(("array", f"#{job['array_parent']} index {job.get('array_index')}"))
     return out
+
+
+def format_attempts(attempts: Sequence[Mapping[str, Any]], lang: str = "en") -> str:
+    rows = [(a.get("number"), format_time(a.get("start")), format_time(a.get("end")), a.get("class") or "-",
+             a.get("exit_code"), a.get("node")) for a in attempts]
+    return format_table(headers_in(lang, ("#", "STARTED", "ENDED", "CLASS", "EXIT CODE", "NODE")), rows,
+                        right={0, 4}, lang=lang)
 
 
 def _expected_start(window: Any, lang: str = "en") -> str:

@@ -45,6 +45,10 @@ from scheduling.schedule_times import runs_in_month
 from scheduling.lifecycle.arrays import NoSuchIndex, array_children, array_detail
 from scheduling.lifecycle.chain import chain_of, workspace_chains
 
+# ------------------------------------------------------------ A job's life: end codes, attempts, max runtime
+from scheduling.lifecycle.ends import END_CODES, end_reason_text
+from scheduling.lifecycle.runtime import attempt_rows, job_life
+
 # ------------------------------------------------------------ Workspace secrets and registry credentials
 from scheduling import secrets
 # ------------------------------------------------------------ Workspace volumes and datasets

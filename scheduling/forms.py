@@ -8,9 +8,33 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from scheduling.models import Node, NodePool, Queue
+from scheduling.spec.units import format_duration, parse_duration
+
+
+class DurationField(forms.CharField):
+    """A duration written as the task YAML writes one ("6h", "30m", "1d12h"), stored in seconds; empty: none."""
+
+    def prepare_value(self, value):
+        return format_duration(value) if isinstance(value, int) else value
+
+    def to_python(self, value):
+        text = str(value or "").strip()
+        if not text:
+            return None
+        try:
+            return parse_duration(text)
+        except ValueError as error:
+            raise forms.ValidationError(f"{text} {error}") from error
 
 
 class QueueForm(forms.ModelForm):
+    default_max_runtime_s = DurationField(
+        required=False, label=_("Default max runtime"),
+        help_text=_("How long a job runs at most when its spec gives no maxRuntime, e.g. 24h. Empty: no limit."))
+    max_runtime_s = DurationField(
+        required=False, label=_("Max runtime"),
+        help_text=_("The most a job may ask for with maxRuntime; a job asking more is refused at submit. "
+                    "Empty: no limit."))
     # bounded: an integer column overflows beyond 2^31 on PostgreSQL
     priority = forms.IntegerField(
         required=False, min_value=-1000, max_value=1000, label=_("Priority"),
@@ -19,7 +43,7 @@ class QueueForm(forms.ModelForm):
     class Meta:
         model = Queue
         fields = ["name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
-                  "preemptible_only"]
+                  "preemptible_only", "default_max_runtime_s", "max_runtime_s"]
         labels = {
             "name": _("Name"),
             "parent": _("Parent queue"),
@@ -42,6 +66,14 @@ class QueueForm(forms.ModelForm):
 
     def clean_priority(self):
         return self.cleaned_data["priority"] or 0
+
+    def clean(self):
+        data = super().clean()
+        default, most = data.get("default_max_runtime_s"), data.get("max_runtime_s")
+        if default is not None and most is not None and default > most:
+            self.add_error("default_max_runtime_s", _("%(default)s is more than the max runtime, %(most)s") % {
+                "default": format_duration(default), "most": format_duration(most)})
+        return data
 
 
 class QueueByNameForm(QueueForm):

@@ -76,3 +76,12 @@ ARRAY_INDEX_SUBMITTED = gettext_noop("index %(index)s of array %(parent)s")
 ARRAY_ENDED = gettext_noop("its %(count)s indices ended: %(counts)s")
 ARRAY_INDEX_CANCELLED = gettext_noop("index %(index)s cancelled by %(user)s")
 ARRAY_CANCELLED = gettext_noop("its array was cancelled")
+
+# How a job's run ended, and what its life did next (scheduling.lifecycle).
+EXITED_WITH_CODE = gettext_noop("replica %(replica)s exited with code %(exit_code)s")
+EXITED_WITH_CODE_SAYING = gettext_noop("replica %(replica)s exited with code %(exit_code)s: %(message)s")
+OUT_OF_MEMORY = gettext_noop("replica %(replica)s ran out of memory: killed at its %(memory)s limit (exit code 137)")
+MAX_RUNTIME_REACHED = gettext_noop("it reached its maximum runtime of %(limit)s")
+RETRYING = gettext_noop("%(why)s; retry %(retry)s of %(limit)s in %(backoff)s")
+NO_RETRY_LEFT = gettext_noop("%(why)s; no retry left (retry limit %(limit)s)")
+CLEANED_UP = gettext_noop("%(ttl)s after it finished (ttlAfterFinished): %(count)s replicas deleted")

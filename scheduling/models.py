@@ -237,6 +237,11 @@ class Queue(models.Model):
     priority = models.IntegerField(default=0)
     preemptible_only = models.BooleanField(default=False, help_text="Accepts preemptible work only")
     workspaces = models.ManyToManyField("portal.Workspace", through="QueueAccess", related_name="queues", blank=True)
+    # the longest a job of this queue runs (scheduling.lifecycle): a job without maxRuntime gets the default
+    default_max_runtime_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds a job runs at most when its spec gives no maxRuntime; empty: no limit")
+    max_runtime_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds a job may ask for at most (maxRuntime); empty: no limit")
 
     class Meta:
         ordering = ["name"]
@@ -343,6 +348,17 @@ class Job(models.Model):
     array_parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
                                      related_name="array_children", help_text="The array this index belongs to")
     array_index = models.PositiveIntegerField(null=True, blank=True, help_text="ARRAY_INDEX of an array's child")
+    # its life (scheduling.lifecycle): the runtime limit and the deadline of the run under way, how it ended,
+    # and when its replicas are cleaned up
+    max_runtime_s = models.PositiveIntegerField(null=True, blank=True,
+                                                help_text="Simulated seconds a run may last (its own or its queue's)")
+    deadline = models.DateTimeField(null=True, blank=True, db_index=True,
+                                    help_text="When the run under way reaches max_runtime_s (platform clock)")
+    end_code = models.CharField(max_length=32, blank=True, help_text="How it ended: scheduling.lifecycle.ends")
+    end_params = models.JSONField(default=dict, blank=True, help_text="The figures of end_code")
+    cleanup_at = models.DateTimeField(null=True, blank=True, db_index=True,
+                                      help_text="ttlAfterFinished: when its replicas and pods are deleted")
+    cleaned_up = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -406,6 +422,28 @@ class Replica(models.Model):
         return formats.gpu_slice(self.slice, len(self.gpu_indices))
 
 
+class JobAttempt(models.Model):
+    """One run of a job, from its start to its end, and how it ended (scheduling.lifecycle.attempts): the
+    record retries count and the job page lists. Evictions end one too, but are never `counted`."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField(help_text="1, 2, ...")
+    started = models.DateTimeField()
+    ended = models.DateTimeField(null=True, blank=True)
+    end_class = models.CharField(max_length=32, blank=True, help_text="An end code; empty while it runs")
+    exit_code = models.IntegerField(null=True, blank=True)
+    memory_mib = models.PositiveIntegerField(null=True, blank=True, help_text="The memory limit an OOM hit")
+    node = models.CharField(max_length=253, blank=True)
+    counted = models.BooleanField(default=False, help_text="Counts against the spec's retry.limit")
+
+    class Meta:
+        ordering = ["job_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="one_attempt_per_number")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}#{self.number} {self.end_class or 'running'}"
+
+
 class JobEvent(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     time = models.DateTimeField(default=clock.now, editable=False, db_index=True)
@@ -459,6 +497,8 @@ EVENT_KINDS = {
     # dependencies and arrays (scheduling.lifecycle)
     "released": pgettext_lazy("job event", "released"),
     "index-cancelled": pgettext_lazy("job event", "index cancelled"),
+    "retrying": pgettext_lazy("job event", "retrying"),
+    "cleaned-up": pgettext_lazy("job event", "cleaned up"),
 }
 
 
@@ -484,6 +524,8 @@ class SimulatedPod(models.Model):
     job_started = models.DateTimeField(help_text="First launch of any replica of the job: they finish together")
     run_seconds = models.FloatField(help_text="Expected duration divided by the clock speed-up")
     fails = models.BooleanField(default=False)
+    exit_code = models.PositiveSmallIntegerField(default=1, help_text="What a failing pod exits with (SIM_EXIT_CODE)")
+    fail_after_s = models.FloatField(null=True, blank=True, help_text="Fails this long after it runs (SIM_FAIL_AFTER)")
     kind = models.CharField(max_length=16, default=kind_registry.DEFAULT, help_text="The job's kind")
     process = models.BooleanField(default=False, help_text="False: runs for its duration; True: a real local "
                                   "process (backends/simulated/processes.py) that runs until stopped")

@@ -211,6 +211,7 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "waiting_for_cycle": lambda p: _("waiting for the next scheduling cycle"),
     "waits_for_off_peak": lambda p: _("waits for the off-peak window it was quoted for (%(not_before)s)") % p,
     "requeued": lambda p: _("requeued: waiting for the next cycle"),
+    "retry_backoff": lambda p: _("failed; retries at %(until)s (retry back-off)") % p,
     "node_drained": lambda p: _("requeued: node %(node)s was drained") % p,
     # dependencies and arrays (scheduling.lifecycle)
     "waits_for_jobs": lambda p: _("waits for %(jobs)s") % {"jobs": pgettext("between reasons", "; ").join(

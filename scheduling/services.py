@@ -24,7 +24,7 @@ from scheduling import history_catalogue as texts
 from scheduling.bulk import insert_rows, update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
-from scheduling.lifecycle import arrays, chain
+from scheduling.lifecycle import arrays, attempts, chain, ends, runtime
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -134,8 +134,12 @@ def requeue_jobs(items: list[tuple[Job, Any, str, dict | None]], *,
         job.state = JobState.PREEMPTED
         add(job, "preempted", reason, {"reason": kind, **(details or {})})
         job.state, job.pending_code, job.pending_params, job.pending_reason = JobState.PENDING, code, params, text
+        job.deadline = None   # the next run has a deadline of its own
         add(job, "requeued", back, None)
-    update_rows([job for job, *_ in items], ["state", "pending_reason", "pending_code", "pending_params"])
+    # their runs end as evicted (a lost node's too): neither counts against a retry limit
+    attempts.end_attempts([attempts.AttemptEnd(job, ends.NODE_LOST if kind == "node-lost" else ends.PREEMPTED)
+                           for job, _, kind, _ in items], clock.now(), create_missing=False)
+    update_rows([job for job, *_ in items], ["state", "pending_reason", "pending_code", "pending_params", "deadline"])
     _store_events(events, committed)
 
 
@@ -191,6 +195,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         quote=quote,
         not_before=not_before,
         topology=job_topology(parsed, quote),
+        max_runtime_s=runtime.max_runtime_for(parsed, queue),
         **_pending_fields(*pending),
         **lifecycle,
     )
@@ -223,7 +228,9 @@ def _cancel(job: Job, why: Any) -> Job:
     job.state = JobState.CANCELLED
     job.pending_reason, job.pending_code, job.pending_params = "", "", {}
     job.finished = now
-    job.save(update_fields=["state", "pending_reason", "pending_code", "pending_params", "finished"])
+    end_fields = ends.mark_end(job, ends.CANCELLED, why, now)
+    job.save(update_fields=["state", "pending_reason", "pending_code", "pending_params", "finished", *end_fields])
+    attempts.end_attempts([attempts.AttemptEnd(job, ends.CANCELLED)], now, create_missing=False)
     # The backend's pods are stopped by the next cycle's reconcile (they are no longer held).
     job.replicas.filter(state__in=ACTIVE_STATES).update(state=JobState.CANCELLED, ended=now, end_reason="cancelled")
     if job.array_size:   # an array's unfinished children end with it

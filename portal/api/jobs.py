@@ -18,7 +18,18 @@ from portal import selectors as portal_selectors
 from portal.api.fields import DurationHoursField, SpecField
 from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
-from scheduling.api import array_detail, get_backend, job_reason, logs, selectors, services, spec_to_yaml
+from scheduling.api import (
+    END_CODES,
+    array_detail,
+    attempt_rows,
+    end_reason_text,
+    get_backend,
+    job_reason,
+    logs,
+    selectors,
+    services,
+    spec_to_yaml,
+)
 from scheduling.models import JobState
 
 
@@ -161,6 +172,19 @@ class ArrayCountsOutput(serializers.Serializer):
     total_cost = serializers.CharField(help_text="What its indices have cost so far")
 
 
+class AttemptOutput(serializers.Serializer):
+    number = serializers.IntegerField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField(allow_null=True)
+    vars()["class"] = serializers.CharField(allow_null=True, help_text=(   # a Python keyword as a field name
+        "How it ended: succeeded, exit_code, oom, node_lost, preempted, cancelled or max_runtime_exceeded; "
+        "null while it runs"))
+    exit_code = serializers.IntegerField(allow_null=True)
+    node = serializers.CharField()
+    memory_mib = serializers.IntegerField(allow_null=True, help_text="The memory limit an OOM hit")
+    counted = serializers.BooleanField(help_text="Counted against the spec's retry.limit")
+
+
 class JobDetailOutput(JobOutput, PendingOutlookOutput):
     cost_so_far = serializers.SerializerMethodField()
     array = serializers.SerializerMethodField(help_text="An array's parent: its indices, parallelism and counts")
@@ -169,6 +193,22 @@ class JobDetailOutput(JobOutput, PendingOutlookOutput):
     def get_array(self, job) -> dict | None:
         detail = array_detail(job)
         return None if detail is None else {**detail, "total_cost": str(array_total(job.pk))}
+
+    max_runtime_s = serializers.IntegerField(allow_null=True, help_text="The limit of each run, in the job's time")
+    deadline = serializers.DateTimeField(allow_null=True, help_text="When the run under way reaches max_runtime_s")
+    end_code = serializers.SerializerMethodField(help_text="How it ended: " + ", ".join(END_CODES) + "; null before")
+    end_reason_text = serializers.SerializerMethodField(help_text="Why, in the request's language")
+    attempts = serializers.SerializerMethodField()
+
+    def get_end_code(self, job) -> str | None:
+        return job.end_code or None
+
+    def get_end_reason_text(self, job) -> str:
+        return end_reason_text(job)
+
+    @extend_schema_field(AttemptOutput(many=True))
+    def get_attempts(self, job) -> list[dict]:
+        return AttemptOutput(attempt_rows(job), many=True).data
 
     def get_cost_so_far(self, job) -> str | None:
         """What the job has cost until now while it runs (the final cost once it ended)."""

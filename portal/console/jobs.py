@@ -28,7 +28,7 @@ from portal.console.services import ConsoleError
 from portal.console.views import _chart_times, operator_required
 from portal.job_lists import list_query as _query
 from portal.job_lists import sort_links as _sort_links
-from scheduling.api import DomainError, get_backend, logs, selectors
+from scheduling.api import DomainError, get_backend, job_life, logs, selectors
 from scheduling.models import ACTIVE_STATES, Job, JobState
 
 LIST_ONLY = ("page", "partial")  # parameters the CSV and the sort links leave out
@@ -93,6 +93,7 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "usage": usage, "usage_json": json.dumps([{"pool": u.pool, "hours": _chart_times(u.hours),
                                                    "allocated": u.allocated, "used": u.used} for u in usage]),
         "actions": {name: action.blocked(job) for name, action in ACTIONS.items()},
+        "life": job_life(job),
     }
 
 

@@ -23,7 +23,14 @@ CATALOGUE = [
     ("serve-{n}", "single", "mig", "{{mig: 2g.20gb, cpu: 2, memory: 8Gi}}", "3h", "", False),
     ("render-{n}", "single", "timeslice", "{{gpu: 1, cpu: 2, memory: 8Gi}}", "30m", "", False),
     ("pretrain-{n}", "pytorch", "exclusive", "{{gpu: 8, cpu: 64, memory: 512Gi}}", "4h", "", True),
+    ("flaky-{n}", "single", "exclusive", "{{gpu: 1, cpu: 4, memory: 16Gi}}", "1h", "", False),
 ]
+# A job whose first two runs fail 20 simulated minutes in (the simulated cluster's SIM_EXIT_CODE and
+# SIM_FAIL_AFTER) and whose third succeeds, so the demo shows retries, their back-off and the attempts.
+RETRIED = {
+    "flaky-{n}": ["retry: {limit: 3, backoff: 30s, maxBackoff: 2m, on: [failed]}", "maxRuntime: 3h"],
+}
+RETRIED_ENV = '{SIM_EXIT_CODE: "1,1,0", SIM_FAIL_AFTER: 20m}'
 
 
 def demo_spec(rng: random.Random, n: int) -> str:
@@ -33,8 +40,11 @@ def demo_spec(rng: random.Random, n: int) -> str:
              f"preemptible: {'true' if preemptible else 'false'}", f"expectedDuration: {duration}"]
     if queue:
         lines.append(f"queue: {queue}")
+    lines += RETRIED.get(name, [])
     lines += ["roles:", "  - name: main", "    image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
               f"    replicas: {replicas}", f"    sharing: {sharing}", f"    resources: {resources.format()}"]
+    if name in RETRIED:
+        lines.append(f"    env: {RETRIED_ENV}")
     return "\n".join(lines) + "\n"
 
 

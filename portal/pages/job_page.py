@@ -18,7 +18,16 @@ from django.views.decorators.http import require_safe
 from billing.api import array_total, estimate_check, job_cost, job_efficiency, job_totals, job_usage_series
 from portal import job_lists
 from portal import selectors as portal_selectors
-from scheduling.api import array_children, array_detail, chain_of, clock, get_backend, logs, selectors
+from scheduling.api import (
+    array_children,
+    array_detail,
+    chain_of,
+    clock,
+    get_backend,
+    job_life,
+    logs,
+    selectors,
+)
 from scheduling.models import Job
 
 
@@ -64,6 +73,8 @@ def job_detail(request, pk):
         return job  # the operator's redirect
     if request.GET.get("partial") == "cost":
         return render(request, "scheduling/_job_cost.html", _cost_context(job))
+    if request.GET.get("partial") == "life":
+        return render(request, "scheduling/_job_life.html", {"job": job, "life": job_life(job)})
     membership = portal_selectors.membership_for(request.user, job.workspace)
     (row,) = job_lists.job_rows([job], now=clock.now())
     return render(request, "scheduling/job_detail.html", {
@@ -75,6 +86,7 @@ def job_detail(request, pk):
         "may_act": bool(membership and membership.can_submit),  # submit (clone) and cancel
         "usage_data": usage_data(job), "usage_url": reverse("job-usage", args=[job.pk]),
         **_chain_context(job),
+        "life": job_life(job),
     })
 
 

@@ -123,6 +123,7 @@ class ReplicaLaunch:
     mounts: tuple = ()
     # The buckets it gets mounted (Kubernetes, on a pool with a bucket CSI driver): BucketMount
     bucket_mounts: tuple = ()
+    attempt: int = 0  # this replica's placement, from 0 (the simulated cluster's SIM_EXIT_CODE list picks by it)
 
     @property
     def key(self) -> ReplicaKey:
@@ -148,6 +149,8 @@ class ReplicaStatus:
     message: str = ""
     started_at: float | None = None  # epoch seconds
     finished_at: float | None = None
+    exit_code: int | None = None  # a Failed replica's, when the backend knows it
+    oom: bool = False  # killed for going over its memory limit (Kubernetes: OOMKilled)
 
     @property
     def key(self) -> ReplicaKey:

@@ -54,6 +54,7 @@ CODES = frozenset({
     "waiting_for_cycle", "waits_for_off_peak", "requeued", "node_drained", "budget_suspended",
     # dependencies and arrays (scheduling.lifecycle): what a Blocked job waits for, an array's window
     "waits_for_jobs", "array_window",
+    "retry_backoff",
 })
 
 

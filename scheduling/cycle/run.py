@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.db import transaction
@@ -32,10 +32,14 @@ from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
 from scheduling.evictions import eviction_cause, explain_said
 from scheduling.health import update_agent_silence
 from scheduling.history_texts import english, joined, said
+from scheduling.lifecycle import attempts, ends, retries, runtime
 from scheduling.lifecycle import cycle as lifecycle_cycle
+from scheduling.lifecycle.cleanup import clean_up_finished
 from scheduling.logs import capture_replica_logs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
-from scheduling.services import record_event, record_events, requeue_jobs
+from scheduling.reasons import english as reason_text
+from scheduling.services import record_event, record_events, requeue_jobs, stop_workload
+from scheduling.spec.units import format_duration
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +95,7 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         secret_values=material.values_for(job.workspace_id, secrets.referenced(role)),
         pull_secret=pull.server if pull else "", pull_config=pull.config if pull else "",
         mounts=storage.role_mounts(job, replica.role),
-        bucket_mounts=buckets.launch_mounts(role, replica.node.pool_id),
+        bucket_mounts=buckets.launch_mounts(role, replica.node.pool_id), attempt=replica.attempt,
     )
     # what the job's kind adds or sets: its name and process, a notebook's token and home, a service's server
     return ReplicaLaunch(**{**fields, **kinds.kind_of(job).launch_fields(job)})
@@ -122,13 +126,17 @@ def _release_on_commit(backend: ClusterBackend, releases: list[Release]) -> None
         transaction.on_commit(partial(release_all, backend, releases))
 
 
-def _finish_job(job: Job, state: str, now: datetime, reason, report: CycleReport, releases: list[Release]):
+def _finish_job(job: Job, state: str, now: datetime, reason, report: CycleReport, releases: list[Release],
+                code: str = ""):
     for other in job.replicas.filter(state__in=ACTIVE_STATES):
         other.state, other.ended, other.end_reason = JobState.CANCELLED, now, f"job {state.lower()}"
         other.save(update_fields=["state", "ended", "end_reason"])
         releases.append(((job.pk, other.role, other.index), "job finished"))
     job.state, job.finished, job.pending_reason, job.pending_code, job.pending_params = state, now, "", "", {}
-    job.save(update_fields=["state", "finished", "pending_reason", "pending_code", "pending_params"])
+    fields = ["state", "finished", "pending_reason", "pending_code", "pending_params"]
+    if code:
+        fields += ends.mark_end(job, code, reason, now)
+    job.save(update_fields=fields)
     notes = signals.finish_notes(job)  # in this transaction: the event below already carries them
     record_event(job, state.lower(), reason=joined([reason, *notes]))
     report.finished += 1
@@ -137,29 +145,110 @@ def _finish_job(job: Job, state: str, now: datetime, reason, report: CycleReport
 def _update_job_states(job_ids: set[int], now: datetime, report: CycleReport, failures: dict,
                        releases: list[Release]) -> None:
     states: dict[int, list[str]] = defaultdict(list)
-    for job_id, state in Replica.objects.filter(job_id__in=job_ids).values_list("job_id", "state"):
+    nodes: dict[int, set[str]] = defaultdict(set)
+    scales: dict[int, float] = {}
+    for job_id, state, node, scale in Replica.objects.filter(job_id__in=job_ids).values_list(
+            "job_id", "state", "node__name", "clock_scale"):
         states[job_id].append(state)
-    started, lost = [], []
+        if state in ACTIVE_STATES:
+            nodes[job_id].add(node or "")
+            scales[job_id] = scale
+    started, failed, attempt_ends = [], [], []
     for job in Job.objects.filter(pk__in=job_ids).select_related("workspace"):
         if job.is_final:
             continue
         if job.pk in failures:
-            _finish_job(job, JobState.FAILED, now, failures[job.pk], report, releases)
+            failed.append((job, failures[job.pk]))
             continue
         active = [s for s in states[job.pk] if s in ACTIVE_STATES]
         if not active and JobState.SUCCEEDED in states[job.pk] and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            _finish_job(job, JobState.SUCCEEDED, now, said(texts.EVERY_REPLICA_FINISHED), report, releases)
+            _finish_job(job, JobState.SUCCEEDED, now, said(texts.EVERY_REPLICA_FINISHED), report, releases,
+                        code=ends.SUCCEEDED)
+            attempt_ends.append(attempts.AttemptEnd(job, ends.SUCCEEDED))
         elif active and all(s == JobState.RUNNING for s in active) and job.state == JobState.SCHEDULED:
             job.state, job.started = JobState.RUNNING, job.started or now
-            started.append((job, len(active)))
+            job.deadline = runtime.deadline_for(job, now, scales.get(job.pk, 1.0))
+            started.append((job, len(active), ", ".join(sorted(nodes[job.pk]))))
         elif not active and job.state in (JobState.RUNNING, JobState.SCHEDULED):
-            lost.append((job, said(texts.REPLICAS_LOST_WITH_NODE), "node-lost", None))
-    requeue_jobs(lost)
-    report.requeued += len(lost)
-    update_rows([job for job, _ in started], ["state", "started"])
+            failed.append((job, ends.Failure(ends.NODE_LOST, said(texts.REPLICAS_LOST_WITH_NODE))))
+    _end_runs(failed, now, report, releases, attempt_ends)
+    update_rows([job for job, *_ in started], ["state", "started", "deadline"])
+    attempts.open_attempts([(job, where) for job, _, where in started], now)
     record_events([(job, "running", said(texts.RUNNING, count=count), None)
-                   for job, count in started])
+                   for job, count, _ in started])
     report.started += len(started)
+
+
+def _end_runs(failed: list[tuple[Job, ends.Failure]], now: datetime, report: CycleReport, releases: list[Release],
+              attempt_ends: list) -> None:
+    """Runs that failed: each is retried after its back-off, requeued (a lost node its retries do not count)
+    or its job ends Failed with the failure's class; every run's attempt is ended first."""
+    verdicts = retries.judge(failed)
+    requeued, retried = [], []
+    for job, failure in failed:
+        verdict = verdicts[job.pk]
+        attempt_ends.append(attempts.AttemptEnd(job, failure.code, verdict.counted, failure.exit_code,
+                                                failure.memory_mib))
+        if verdict.retry:
+            retried.append((job, failure, verdict))
+        elif failure.code == ends.NODE_LOST and not verdict.counted:
+            requeued.append((job, failure.reason, "node-lost", None))
+        else:
+            reason = (said(texts.NO_RETRY_LEFT, why=failure.reason, limit=verdict.limit) if verdict.counted
+                      else failure.reason)
+            _finish_job(job, JobState.FAILED, now, reason, report, releases, code=failure.code)
+    attempts.end_attempts(attempt_ends, now)
+    requeue_jobs(requeued)
+    report.requeued += len(requeued)
+    _retry_after_backoff(retried, now, releases)
+
+
+def _retry_after_backoff(retried: list, now: datetime, releases: list[Release]) -> None:
+    """Failed runs that retry: their other replicas stop, and each job waits in its queue for its back-off."""
+    if not retried:
+        return
+    rows = list(Replica.objects.filter(job_id__in=[job.pk for job, *_ in retried], state__in=ACTIVE_STATES)
+                .values_list("pk", "job_id", "role", "index"))
+    Replica.objects.filter(pk__in=[pk for pk, *_ in rows]).update(state=JobState.CANCELLED, ended=now,
+                                                                   end_reason="retry")
+    releases.extend(((job_id, role, index), "retry") for _, job_id, role, index in rows)
+    events = []
+    for job, failure, verdict in retried:
+        until = now + timedelta(seconds=verdict.backoff_s)
+        job.state, job.not_before, job.deadline = JobState.PENDING, until, None
+        job.pending_code, job.pending_params = "retry_backoff", {"until": f"{until:%Y-%m-%d %H:%M:%S %Z}"}
+        job.pending_reason = reason_text(job.pending_code, job.pending_params)
+        events.append((job, "retrying", said(texts.RETRYING, why=failure.reason, retry=verdict.number,
+                                             limit=verdict.limit, backoff=format_duration(verdict.backoff_s)),
+                       {"class": failure.code, "exit_code": failure.exit_code, "backoff_s": verdict.backoff_s}))
+    update_rows([job for job, *_ in retried], ["state", "not_before", "deadline", *PENDING_FIELDS])
+    record_events(events)
+
+
+@transaction.atomic
+def end_overdue_runs(backend: ClusterBackend, now: datetime, report: CycleReport) -> None:
+    """Runs past their max runtime: a notebook or a service stops; a job's replicas are evicted (their
+    graceful stop) and the run fails as max_runtime_exceeded, retried when its spec says so."""
+    overdue = list(Job.objects.filter(deadline__lte=now, state__in=ACTIVE_STATES).select_related("workspace"))
+    if not overdue:
+        return
+    releases: list[Release] = []
+    attempt_ends = []
+    failing = []
+    for job in overdue:
+        failure = ends.max_runtime_failure(job.max_runtime_s or 0)
+        if kinds.kind_of(job).stoppable:   # interactive work is stopped, not ended: it can start again
+            stop_workload(None, job, failure.reason)
+            attempt_ends.append(attempts.AttemptEnd(job, ends.MAX_RUNTIME_EXCEEDED))
+        else:
+            failing.append((job, failure))
+    rows = list(Replica.objects.filter(job_id__in=[job.pk for job, _ in failing], state__in=ACTIVE_STATES)
+                .values_list("pk", "job_id", "role", "index"))
+    Replica.objects.filter(pk__in=[pk for pk, *_ in rows]).update(state=JobState.FAILED, ended=now,
+                                                                   end_reason="max runtime")
+    releases.extend(((job_id, role, index), "max runtime") for _, job_id, role, index in rows)
+    _end_runs(failing, now, report, releases, attempt_ends)
+    _release_on_commit(backend, releases)
 
 
 @transaction.atomic
@@ -195,8 +284,8 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
             replica.ended, replica.end_reason = _at(status.finished_at, now), status.message[:64]
             releases.append((key, None))
             if status.phase == FAILED:
-                failures[replica.job_id] = said(texts.REPLICA_FAILED,
-                                                replica=f"{replica.role}-{replica.index}", message=status.message)
+                failures[replica.job_id] = ends.replica_failure(
+                    f"{replica.role}-{replica.index}", status.exit_code, status.oom, _memory_of(replica), status.message)
         else:
             continue
         changed.append(replica)
@@ -213,6 +302,11 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
         report.orphans_removed += 1
     _update_job_states(touched, now, report, failures, releases)
     _release_on_commit(backend, releases)
+
+
+def _memory_of(replica: Replica) -> int | None:
+    """The memory limit of the replica's role, MiB (what an OOM hit)."""
+    return next((r.get("mem_mib") for r in replica.job.roles if r["name"] == replica.role), None)
 
 
 def launch_all(backend: ClusterBackend, launches: list[ReplicaLaunch]) -> None:
@@ -344,6 +438,8 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
         report.inventory_changes = sync_inventory(backend) + len(update_agent_silence(now))
         sync_workspaces(backend)
         reconcile(backend, now, report)
+        end_overdue_runs(backend, now, report)
+        clean_up_finished(backend, now)
         report.services_scaled = len(inference.scale_services(backend, now))
         report.released, report.array_children = lifecycle_cycle.advance(now)   # before the snapshot reads them
         if kept is None:

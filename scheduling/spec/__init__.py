@@ -24,8 +24,9 @@ from scheduling.spec.buckets import buckets_to_list
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
 from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form_values
 from scheduling.spec.kinds import read_any_clean
+from scheduling.spec.lifecycle import life_to_dict
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
-from scheduling.spec.model import DEFAULT_KEEP_LAST, JobSpec, RoleSpec, SpecError, SpecIssue
+from scheduling.spec.model import DEFAULT_KEEP_LAST, JobSpec, RetrySpec, RoleSpec, SpecError, SpecIssue
 from scheduling.spec.read import CLEAN_KEYS, MISSING, SEED_KEYS, Reader, dotted, read_seed
 from scheduling.spec.schedule import SCHEDULE_KEY, read_schedule
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
@@ -157,6 +158,10 @@ IMAGE_FORM_FIELDS: dict[str, Path] = {
     "after": ("after",),
     "arrayIndices": ("array", "indices"),
     "arrayParallelism": ("array", "parallelism"),
+    # the job's life (spec/lifecycle.py): the form gives a retry limit with the default back-off
+    "maxRuntime": ("maxRuntime",),
+    "retryLimit": ("retry", "limit"),
+    "ttlAfterFinished": ("ttlAfterFinished",),
 }
 _ARRAY_FORM_FIELDS = ("arrayIndices", "arrayParallelism")
 _FORM_NAME_OF = {path: name for name, path in IMAGE_FORM_FIELDS.items()}
@@ -224,6 +229,8 @@ def spec_from_image_form(
         "type": "single",
     }
     role: dict[str, Any] = {"name": "main"}
+    if "retryLimit" in values:
+        doc["retry"] = {"limit": values.pop("retryLimit")}
     for key, path in IMAGE_FORM_FIELDS.items():
         if key in values and path[0] == SCHEDULE_KEY:
             doc.setdefault(SCHEDULE_KEY, {})[path[1]] = values[key]
@@ -270,6 +277,8 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
     plan = spec.schedule
     if plan is not None and (plan.keep_last != DEFAULT_KEEP_LAST or plan.suspend):
         hidden.append("schedule.keepLast, schedule.suspend")
+    if spec.retry is not None and spec.retry != RetrySpec(limit=spec.retry.limit):
+        hidden.append("retry")
     if role.sharing == "mig":
         gpus = ""
     elif role.sharing == "fraction":
@@ -302,6 +311,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "after": ", ".join(f"{a.job}:{a.condition}" for a in spec.after),
         "arrayIndices": spec.array.indices if spec.array else "",
         "arrayParallelism": str(spec.array.parallelism) if spec.array else "",
+        "maxRuntime": format_duration(spec.max_runtime_s) if spec.max_runtime_s else "",
+        "retryLimit": str(spec.retry.limit) if spec.retry is not None else "",
+        "ttlAfterFinished": format_duration(spec.ttl_after_finished_s) if spec.ttl_after_finished_s else "",
     }
     return values, hidden
 
@@ -325,7 +337,7 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
             job, _sep, condition = part.partition(":")
             entries.append({"job": job.strip(), **({"condition": condition.strip()} if condition.strip() else {})})
         return entries
-    if key in ("minReplicas", "maxReplicas", "priority", "arrayParallelism"):
+    if key in ("minReplicas", "maxReplicas", "priority", "arrayParallelism", "retryLimit"):
         if not re.fullmatch(r"[0-9]{1,6}", value):
             bad(key, _("'%(value)s' is not a whole number") % {"value": value})
             return None
@@ -407,6 +419,7 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
         out["after"] = [a.to_dict() for a in spec.after]
     if spec.array is not None:
         out["array"] = spec.array.to_dict()
+    out.update(life_to_dict(spec))
     return out
 
 

@@ -22,6 +22,7 @@ from scheduling.core.units import gpu_model_name
 from scheduling.spec.buckets import read_buckets
 from scheduling.spec.chain import read_after, read_array
 from scheduling.spec.cluster import ClusterProblem
+from scheduling.spec.lifecycle import RUNTIME_KEYS, life_to_dict, read_max_runtime
 from scheduling.spec.load import Path
 from scheduling.spec.model import DEFAULT_DURATION_S, VENDORS, JobSpec, RoleSpec
 from scheduling.spec.read import (
@@ -67,7 +68,7 @@ from scheduling.spec.workloads import (
     NotebookSpec,
 )
 
-JOB_KEYS = ("kind", "name", "queue", "priority", "preemptible", "expectedDuration")
+JOB_KEYS = ("kind", "name", "queue", "priority", "preemptible", "expectedDuration", *RUNTIME_KEYS)
 SLICE_KEYS = ("sharing", "resources", "vendor", "gpuModel", "nodePool")
 NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", "secretMounts", *SLICE_KEYS, "home", "idleAfter", "volumes",
                  "buckets")
@@ -146,6 +147,7 @@ def _job_fields(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
         # interactive and serving work is not preemptible unless the tenant says so
         "preemptible": r.boolean(doc, (), "preemptible", default=False),
         "expected_duration_s": r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S),
+        "max_runtime_s": read_max_runtime(r, doc),
     }
 
 
@@ -373,6 +375,7 @@ def kind_to_dict(spec: JobSpec, role: dict[str, Any], *, head: dict[str, Any] | 
     out["priority"] = spec.priority
     out["preemptible"] = spec.preemptible
     out["expectedDuration"] = format_duration(spec.expected_duration_s)
+    out.update(life_to_dict(spec))
     out.update(head or {})
     out["image"] = role["image"]
     if command and "command" in role:

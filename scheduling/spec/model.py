@@ -172,6 +172,7 @@ class ScheduleSpec:
         out.update(concurrency=self.concurrency, keepLast=self.keep_last, suspend=self.suspend)
         return out
 
+
 AFTER_CONDITIONS = ("succeeded", "failed", "finished")
 
 
@@ -201,6 +202,26 @@ class ArraySpec:
         return {"indices": self.indices, "parallelism": self.parallelism}
 
 
+# What a retry may be asked for (`retry.on`): a non-zero exit (OOM included), an OOM alone, a lost node, the
+# max runtime. Evictions are never retried against the limit: they requeue.
+RETRY_ON = ("failed", "oom", "nodeLost", "maxRuntime")
+DEFAULT_RETRY_BACKOFF_S = 30
+DEFAULT_RETRY_MAX_BACKOFF_S = 600
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """`retry: {limit, backoff, maxBackoff, on, onExitCodes}`: run again up to `limit` more times after a
+    failure of a listed class, waiting `backoff` doubled per attempt (at most `maxBackoff`); `on_exit_codes`
+    narrows `failed` and `oom` to those exit codes."""
+
+    limit: int
+    backoff_s: int = DEFAULT_RETRY_BACKOFF_S
+    max_backoff_s: int = DEFAULT_RETRY_MAX_BACKOFF_S
+    on: tuple[str, ...] = ("failed",)
+    on_exit_codes: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -220,6 +241,10 @@ class JobSpec:
 
     after: tuple[AfterSpec, ...] = ()
     array: ArraySpec | None = None
+    # the job's life (spec/lifecycle.py): its runtime limit, its retries, its clean-up
+    max_runtime_s: int | None = None
+    retry: RetrySpec | None = None
+    ttl_after_finished_s: int | None = None
 
     @property
     def min_replicas(self) -> int:

@@ -19,6 +19,7 @@ from django.utils.translation import gettext_noop
 
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name
 from scheduling.spec.cluster import ClusterProblem, did_you_mean
+from scheduling.spec.lifecycle import read_batch_life
 from scheduling.spec.load import Loaded, Path, Pos
 from scheduling.spec.model import (
     DEFAULT_CPU_MILLI,
@@ -76,6 +77,10 @@ CLEAN_KEYS = (
     "kind",  # training here; notebook and inference are read by spec/kinds.py
     "after",  # read by spec/chain.py (kinds.read_roles)
     "array",  # read by spec/chain.py (kinds.read_roles)
+    # the job's life: spec/lifecycle.py
+    "maxRuntime",
+    "retry",
+    "ttlAfterFinished",
 )
 ROLE_KEYS = (
     "name",
@@ -346,6 +351,7 @@ def read_clean(r: Reader) -> ReadResult:
     duration = r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S)
     checkpoint = r.text(doc, (), "checkpointPath")
     topology = read_topology(r, doc)
+    life = read_batch_life(r, doc)
 
     roles: list[RoleSpec | None] = []
     raw_roles = r.required(doc, (), "roles", gettext_noop(": a list of roles (name, image, replicas, resources)"))
@@ -374,6 +380,7 @@ def read_clean(r: Reader) -> ReadResult:
         reduce_cost=bool(reduce_cost),
         expected_duration_s=duration,
         checkpoint_path=checkpoint,
+        **life,
     )
     return ReadResult(spec, clean_locate)
 

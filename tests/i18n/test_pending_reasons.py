@@ -85,6 +85,7 @@ SAMPLES = [
     ("waits_for_jobs", {"jobs": [{"job": 12, "name": "prep", "condition": "succeeded"},
                                  {"job": 13, "name": "eval", "condition": "finished"}]}),
     ("array_window", {"count": 100, "made": 20, "parallelism": 10}),
+    ("retry_backoff", {"until": "2026-12-01 00:00:30 CST"}),
 ]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 

@@ -694,6 +694,8 @@ def replica_status(pod: dict) -> ReplicaStatus:
         job_id=job_id, role=role, index=index, phase=_PHASES.get(phase, RUNNING),
         node=(pod.get("spec") or {}).get("nodeName", ""), message="; ".join(n for n in notes if n),
         started_at=epoch(started), finished_at=epoch(finished),
+        exit_code=terminated.get("exitCode") if terminated and phase == "Failed" else None,
+        oom=bool(terminated and phase == "Failed" and terminated.get("reason") == "OOMKilled"),
     )
 
 

@@ -72,6 +72,8 @@ class PodRow(NamedTuple):
     fails: bool
     kind: str
     process: bool
+    exit_code: int
+    fail_after_s: float | None
 
 
 PULL_SECONDS = 1.0
@@ -170,14 +172,15 @@ class SimulatedBackend:
         with transaction.atomic():
             first = dict(SimulatedPod.objects.filter(job_id__in=job_ids).values("job_id")
                          .annotate(first=Min("job_started")).values_list("job_id", "first"))
-            insert_rows([
-                SimulatedPod(job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image,
-                             gpus=list(r.gpus), launched=now, job_started=first.get(r.job_id) or now,
-                             run_seconds=r.expected_duration_s / self.speedup,
-                             fails=_fails(r.job_id, self.failure_rate) and r.shape == BATCH,
-                             kind=r.kind, process=r.shape != BATCH)
-                for r in replicas
-            ], ignore_conflicts=True)
+            pods = []
+            for r in replicas:
+                code, fail_after = self._simulated_failure(r)
+                pods.append(SimulatedPod(
+                    job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image, gpus=list(r.gpus),
+                    launched=now, job_started=first.get(r.job_id) or now, run_seconds=r.expected_duration_s / self.speedup,
+                    fails=(bool(code) or _fails(r.job_id, self.failure_rate)) and r.shape == BATCH,
+                    exit_code=code or 1, fail_after_s=fail_after, kind=r.kind, process=r.shape != BATCH))
+            insert_rows(pods, ignore_conflicts=True)
         for replica in replicas:  # once the pods are recorded: a process is never left without its pod
             if replica.shape == JUPYTER:
                 self._start_notebook(replica)
@@ -186,6 +189,14 @@ class SimulatedBackend:
         training = [r for r in replicas if r.shape == BATCH] if self.training_processes else []
         if training:
             self._start_training_many(training, now)
+
+    def _simulated_failure(self, replica: ReplicaLaunch) -> tuple[int, float | None]:
+        """The exit code its spec's SIM_EXIT_CODE gives this placement (0: none) and, with SIM_FAIL_AFTER, the
+        real seconds after its start at which it fails (simulated time divided by the speed-up)."""
+        env = dict(replica.env)
+        code = training_process.simulated_exit_code(env, replica.attempt)
+        after = training_process.simulated_fail_after(env)
+        return code, (after / self.speedup if code and after is not None else None)
 
     # -- training: a process that lives as long as the replica runs ---------------------------------
     def _start_training_many(self, replicas: list[ReplicaLaunch], now: datetime) -> None:
@@ -244,12 +255,13 @@ class SimulatedBackend:
         if mounts:
             environment[training_process.MOUNTS_VARIABLE] = json.dumps(dict(mounts), sort_keys=True)
         argv = [sys.executable, "-I", "-S", TRAINING_PROCESS, "--seconds", f"{run_s:.3f}",
-                "--name", f"{replica.role}-{replica.index}"]
+                "--name", f"{replica.role}-{replica.index}", "--attempt", str(replica.attempt),
+                "--speedup", f"{self.speedup:g}"]
         return self.runtime.start(replica.key, argv, env=environment, files=files, inherit_environment=False)
 
-    def _training_process_ended(self, key: ReplicaKey) -> str | None:
-        """Why the training replica's process ended before its replica did, or None while it runs (or
-        once it completed)."""
+    def _training_process_ended(self, key: ReplicaKey) -> tuple[str, int | None] | None:
+        """Why the training replica's process ended before its replica did and its exit code, or None while
+        it runs (or once it completed)."""
         info = self.runtime.find(key)
         if info is None or info.alive:
             return None
@@ -257,10 +269,10 @@ class SimulatedBackend:
         if last == training_process.COMPLETED:
             return None
         if info.exit_code is not None and info.exit_code < 0:
-            return f"the training process was killed by signal {-info.exit_code}"
+            return f"the training process was killed by signal {-info.exit_code}", None
         if info.exit_code is not None:
-            return f"the training process exited with code {info.exit_code}: {last}"[:500]
-        return "the training process ended before its replica"
+            return f"the training process exited with code {info.exit_code}: {last}"[:500], info.exit_code
+        return "the training process ended before its replica", None
 
     # -- notebooks: real processes -----------------------------------------------------------------
     def home_of(self, workspace: str, name: str) -> Path:
@@ -327,6 +339,8 @@ class SimulatedBackend:
 
     def _phase(self, pod: SimulatedPod | PodRow, now: datetime) -> tuple[str, float | None, float | None]:
         started, ends = self._instants(pod)
+        if pod.fails and pod.fail_after_s is not None:  # SIM_FAIL_AFTER: it fails that long after it started
+            ends = min(ends, started + timedelta(seconds=pod.fail_after_s))
         if now < started:
             return PENDING, None, None
         if now < ends:
@@ -368,9 +382,12 @@ class SimulatedBackend:
                 continue
             phase, started, finished = self._phase(pod, now)
             message = "simulated failure: CUDA error: an illegal memory access" if phase == FAILED else ""
+            code = pod.exit_code if phase == FAILED else None
             if key in recorded and phase in (PENDING, RUNNING) and (ended := self._training_process_ended(key)):
-                phase, started, finished, message = FAILED, started or pod.launched.timestamp(), now.timestamp(), ended
-            result.append(ReplicaStatus(pod.job_id, pod.role, pod.index, phase, pod.node, message, started, finished))
+                phase, started, finished = FAILED, started or pod.launched.timestamp(), now.timestamp()
+                message, code = ended
+            result.append(ReplicaStatus(pod.job_id, pod.role, pod.index, phase, pod.node, message, started, finished,
+                                        exit_code=code))
         return result
 
     def logs(self, key: ReplicaKey, tail_lines: int = 200) -> str:

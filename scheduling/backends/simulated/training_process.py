@@ -27,6 +27,37 @@ from pathlib import Path
 
 MOUNTS_VARIABLE = "SIM_MOUNTS"
 COMPLETED = "training process completed"
+# Failure simulation (demos and tests): SIM_EXIT_CODE is the code the process ends with, or a comma-separated
+# list, one per placement of the replica ("1,1,0": fails twice, then completes); SIM_FAIL_AFTER is how long
+# it runs before it fails, in simulated time ("10m", or seconds), else it fails at its end.
+EXIT_CODE_VARIABLE = "SIM_EXIT_CODE"
+FAIL_AFTER_VARIABLE = "SIM_FAIL_AFTER"
+FAILED = "simulated failure: exit code"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def simulated_exit_code(env: dict, attempt: int) -> int:
+    """The code this placement ends with (0: completes): the list's entry for `attempt`, its last past its end."""
+    given = [part.strip() for part in str(env.get(EXIT_CODE_VARIABLE) or "").split(",") if part.strip()]
+    if not given:
+        return 1 if env.get(FAIL_AFTER_VARIABLE) else 0
+    try:
+        code = int(given[min(attempt, len(given) - 1)])
+    except ValueError:
+        return 1
+    return code if 0 <= code <= 255 else 1
+
+
+def simulated_fail_after(env: dict) -> float | None:
+    """SIM_FAIL_AFTER in simulated seconds ("90", "30s", "10m", "1h"); None when absent or unreadable."""
+    text = str(env.get(FAIL_AFTER_VARIABLE) or "").strip()
+    if not text:
+        return None
+    number, unit = (text[:-1], text[-1]) if text[-1] in _UNITS else (text, "s")
+    try:
+        return max(0.0, float(number) * _UNITS[unit])
+    except ValueError:
+        return None
 
 
 def environment_names() -> list[str]:
@@ -87,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, required=True, help="how long the replica runs")
     parser.add_argument("--name", default="replica", help="the replica, as its log names it")
+    parser.add_argument("--attempt", type=int, default=0, help="the replica's placement, from 0")
+    parser.add_argument("--speedup", type=float, default=1.0, help="simulated seconds per real second")
     args = parser.parse_args(argv)
     say = sys.stdout
     say.write(f"{args.name}: process {os.getpid()} started, runs {args.seconds:g} s\n")
@@ -98,7 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         say.write(f"mount {path}: {describe(source)}\n")
     say.write(write_to_bucket(args.name) + "\n")
     say.flush()
-    time.sleep(max(0.0, args.seconds))
+    code = simulated_exit_code(os.environ, args.attempt)
+    fail_after = simulated_fail_after(os.environ)
+    runs = args.seconds if not code or fail_after is None else min(args.seconds, fail_after / max(args.speedup, 1e-9))
+    time.sleep(max(0.0, runs))
+    if code:
+        say.write(f"{FAILED} {code}\n")
+        say.flush()
+        return code
     say.write(COMPLETED + "\n")
     say.flush()
     return 0
