@@ -37,7 +37,8 @@ from scheduling.models import (
     Replica,
 )
 
-QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only")
+QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only",
+                "max_termination_grace_s")
 POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels",
                "bucket_csi_driver")
 POOL_LAYOUT_FIELDS = ("sharing", "timeslice_replicas", "mig_layout")

@@ -74,6 +74,8 @@ CLEAN_KEYS = (
     "checkpointPath",
     "topology",
     "kind",  # training here; notebook and inference are read by spec/kinds.py
+    "checkpoint",  # with checkpointPath and terminationGracePeriod: read by spec/checkpoint.py (kinds.read_roles)
+    "terminationGracePeriod",
 )
 ROLE_KEYS = (
     "name",
@@ -342,7 +344,6 @@ def read_clean(r: Reader) -> ReadResult:
             _("preemptible: false conflicts with reduceCost: true (reduced-cost work can always be preempted)"),
         )
     duration = r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S)
-    checkpoint = r.text(doc, (), "checkpointPath")
     topology = read_topology(r, doc)
 
     roles: list[RoleSpec | None] = []
@@ -371,7 +372,6 @@ def read_clean(r: Reader) -> ReadResult:
         preemptible=preemptible,
         reduce_cost=bool(reduce_cost),
         expected_duration_s=duration,
-        checkpoint_path=checkpoint,
     )
     return ReadResult(spec, clean_locate)
 
