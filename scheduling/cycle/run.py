@@ -213,6 +213,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
         report.orphans_removed += 1
     _update_job_states(touched, now, report, failures, releases)
     _release_on_commit(backend, releases)
+    checkpoints.release_gone(backend, now)   # evicted pods gone: what they held is free again
 
 
 def launch_all(backend: ClusterBackend, launches: list[ReplicaLaunch]) -> None:
@@ -233,17 +234,21 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     evicted_jobs: dict[int, list[core.Evict]] = defaultdict(list)
     releases: list[Release] = []
     # the evicted replicas still active (locked until commit), then each reason's rows in one UPDATE
-    active = {(job_id, role, index): pk for pk, job_id, role, index in Replica.objects.select_for_update().filter(
+    rows = Replica.objects.select_for_update().filter(
         job_id__in={int(e.job_id) for e in decisions.evicts}, state__in=ACTIVE_STATES,
-    ).values_list("pk", "job_id", "role", "index")}
+    ).values_list("pk", "job_id", "role", "index", "gpu_indices")
+    active = {(job_id, role, index): pk for pk, job_id, role, index, _ in rows}
+    gpus_of = {pk: gpus for pk, *_, gpus in rows}
     by_reason: dict[str, list[int]] = defaultdict(list)
     evicted: dict[int, tuple] = {}
+    freed: set[tuple[str, int]] = set()
     for e in decisions.evicts:
         key = (int(e.job_id), e.role, e.replica)
         pk = active.pop(key, None)   # popped: a replica listed twice is evicted once
         if pk is not None:
             by_reason[e.reason].append(pk)
             evicted[pk] = key
+            freed.update((e.node, gpu) for gpu in gpus_of.get(pk) or ())
             evicted_jobs[key[0]].append(e)
             releases.append((key, e.reason))
             report.evicts += 1
@@ -281,9 +286,12 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     requeue_jobs(requeued)
     report.requeued += len(requeued)
 
-    nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}
+    binds = decisions.binds
+    if freed and getattr(backend, "pods_linger", False):   # those GPUs are free once the evicted pods are gone
+        binds = checkpoints.binds_after_stops(binds, freed)
+    nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in binds})}
     bound: dict[int, list[core.Bind]] = defaultdict(list)
-    for b in decisions.binds:
+    for b in binds:
         bound[int(b.job_id)].append(b)
     jobs = {job.pk: job for job in Job.objects.filter(pk__in=bound).select_related("workspace")}
     attempts = {

@@ -191,3 +191,27 @@ def record_losses(
         by_job[row["job_id"]] = by_job.get(row["job_id"], Decimal(0)) + lost
     update_rows(changed, ["lost_gpu_hours", "held_until"])
     return by_job
+
+
+def release_gone(backend, now: datetime) -> int:
+    """Evicted replicas whose pods are gone (or whose grace ran out) hold nothing any more. Returns how many."""
+    rows = list(
+        Replica.objects.filter(held_until__isnull=False).values_list(
+            "pk", "job_id", "role", "index", "held_until"
+        )
+    )
+    if not rows:
+        return 0
+    stopping = backend.stopping() if hasattr(backend, "stopping") else set()
+    gone = [
+        pk for pk, job_id, role, index, until in rows if until <= now or (job_id, role, index) not in stopping
+    ]
+    Replica.objects.filter(pk__in=gone).update(held_until=None)
+    return len(gone)
+
+
+def binds_after_stops(binds, freed: set[tuple[str, int]]) -> tuple:
+    """The cycle's binds less every job with a replica on a GPU an eviction of this cycle frees: its pod stops
+    in its own time (the grace), and the job is placed once it is gone (`Replica.held_until`)."""
+    waiting = {b.job_id for b in binds if any((b.node, gpu) in freed for gpu in b.gpus)}
+    return tuple(b for b in binds if b.job_id not in waiting)
