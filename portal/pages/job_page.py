@@ -18,7 +18,7 @@ from django.views.decorators.http import require_safe
 from billing.api import estimate_check, job_cost, job_efficiency, job_usage_series
 from portal import job_lists
 from portal import selectors as portal_selectors
-from scheduling.api import clock, get_backend, logs, selectors
+from scheduling.api import clock, get_backend, job_summary, logs, selectors
 from scheduling.models import Job
 
 
@@ -74,6 +74,7 @@ def job_detail(request, pk):
         "log_retention_days": settings.JOB_LOG_RETENTION_DAYS,
         "may_act": bool(membership and membership.can_submit),  # submit (clone) and cancel
         "usage_data": usage_data(job), "usage_url": reverse("job-usage", args=[job.pk]),
+        "graceful": job_summary(job),   # its grace, checkpoint and what its evictions lost
     })
 
 

@@ -215,3 +215,38 @@ def binds_after_stops(binds, freed: set[tuple[str, int]]) -> tuple:
     in its own time (the grace), and the job is placed once it is gone (`Replica.held_until`)."""
     waiting = {b.job_id for b in binds if any((b.node, gpu) in freed for gpu in b.gpus)}
     return tuple(b for b in binds if b.job_id not in waiting)
+
+
+# --------------------------------------------------------------------------- what the pages and the API show
+
+
+def checkpoint_fields(job) -> dict[str, Any] | None:
+    """The API's `checkpoint`: {path, volume, every_s, resumable}, None for a job without one."""
+    checkpoint = checkpoint_of(job.spec)
+    if checkpoint is None:
+        return None
+    return {
+        "path": checkpoint.path,
+        "volume": checkpoint.volume,
+        "every_s": checkpoint.every_s,
+        "resumable": checkpoint.resumable,
+    }
+
+
+def lost_of(replicas) -> Decimal:
+    """The GPU-hours lost to a job's evictions, over its replicas (`job.replicas.all()`, prefetched or not)."""
+    return sum((r.lost_gpu_hours for r in replicas), Decimal(0)).quantize(GPU_HOURS)
+
+
+def job_summary(job) -> dict[str, Any]:
+    """The job page's "Graceful stop and checkpoints" card: the grace, the checkpoint, and each eviction's loss."""
+    replicas = list(job.replicas.all())
+    return {
+        "grace": format_duration(grace_of(job.spec)) if grace_of(job.spec) else "0s",
+        "checkpoint": checkpoint_fields(job),
+        "every": format_duration(every)
+        if (every := (checkpoint_of(job.spec) or CheckpointSpec("")).every_s)
+        else "",
+        "lost_gpu_hours": lost_of(replicas),
+        "evictions": [r for r in replicas if r.state == "Preempted"],
+    }

@@ -8,7 +8,12 @@ import time
 from decimal import Decimal
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 
+from billing.ledger.posting import post_ledger
+from billing.models import ChargeLine
+from billing.reports.exports import HEADER, line_rows
 from billing.services import submit_quoted_job
 from scheduling import services, storage
 from scheduling.backends.simulated import training_process
@@ -107,6 +112,30 @@ def test_a_preempted_resumable_job_saves_on_sigterm_counts_its_loss_and_resumes_
     # it runs only what is left of its hour
     pod = SimulatedPod.objects.get(job_id=job.pk)
     assert pod.run_seconds == pytest.approx((3600 - saved) / SPEEDUP)
+
+    # the job page and the API show what the eviction lost; another tenant sees neither
+    owner, outsider = Client(), Client()
+    owner.force_login(cluster.alice)
+    outsider.force_login(cluster.bob)
+    page = owner.get(reverse("job", args=[job.pk])).content.decode()
+    assert '<dd id="lost-gpu-hours">0.9333</dd>' in page
+    assert "0.9333 GPU-hours lost since the last checkpoint" in page  # the event
+    assert "<code>/ckpt</code> on volume runs · every 10m · resumable" in page
+    assert '<dd id="grace">10m</dd>' in page
+    detail = owner.get(reverse("api-job", args=[job.pk])).json()
+    assert detail["lost_gpu_hours"] == "0.9333" and detail["termination_grace_s"] == 600
+    assert detail["checkpoint"] == {"path": "/ckpt", "volume": "runs", "every_s": 600, "resumable": True}
+    assert [r["lost_gpu_hours"] for r in detail["replicas"]] == ["0.9333", "0.0000"]
+    assert outsider.get(reverse("job", args=[job.pk])).status_code == 404
+    assert outsider.get(reverse("api-job", args=[job.pk])).status_code == 404
+
+    # the costs API and the FOCUS export carry the loss on the line the eviction ended
+    post_ledger(now=clock.now)
+    rows = owner.get(reverse("api-costs"), {"group_by": "job", "job": job.pk}).json()["rows"]
+    assert [r["lost_gpu_hours"] for r in rows] == ["0.9333"]
+    lines = [dict(zip(HEADER, r, strict=True)) for r in line_rows(ChargeLine.objects.filter(job=job))]
+    assert [line["x_LostGpuHours"] for line in lines] == ["0.9333"]  # both attempts on one node, one hour
+    assert outsider.get(reverse("api-costs"), {"group_by": "job", "job": job.pk}).json()["rows"] == []
 
 
 @pytest.mark.django_db
