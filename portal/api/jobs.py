@@ -92,7 +92,7 @@ class JobOutput(serializers.Serializer):
     def get_checkpoint(self, job) -> dict | None:
         return checkpoint_fields(job)
 
-    @extend_schema_field(OpenApiTypes.DECIMAL)
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=4))
     def get_lost_gpu_hours(self, job) -> str:
         return str(lost_of(job.replicas.all()))
 

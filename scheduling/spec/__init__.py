@@ -235,8 +235,10 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("buckets")
     if spec.preemptible != spec.reduce_cost:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
-    if spec.checkpoint_path is not None:
-        hidden.append("checkpointPath")
+    if spec.checkpoint is not None:
+        hidden.append("checkpoint" if spec.checkpoint.every_s is not None else "checkpointPath")
+    if spec.termination_grace_s != DEFAULT_GRACE_S:
+        hidden.append("terminationGracePeriod")
     if spec.topology is not None:
         hidden.append("topology")
     if role.sharing == "mig":
