@@ -257,7 +257,7 @@ class SimulatedBackend:
     def resumed_step(self, replica: ReplicaLaunch) -> int:
         """The step a resumable training replica saved last (its simulated seconds of work done), 0 for any
         other: it runs only what is left of its duration."""
-        if not (replica.resumable and replica.shape == BATCH and self.training_processes):
+        if not (replica.resumable and self.training_processes):   # only training takes a checkpoint
             return 0
         folder = storage.host_mapping(replica.mounts).get(posixpath.normpath(replica.checkpoint_path))
         return training_process.read_step(folder, f"{replica.role}-{replica.index}") if folder else 0
