@@ -167,6 +167,9 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, l
         ("preemptible", job.get("preemptible")),
         ("reduce cost", job.get("reduce_cost")),
         ("expected", _duration(job.get("expected_duration_s"))),
+        ("grace", _duration(job.get("termination_grace_s"))),
+        ("checkpoint", _checkpoint(job.get("checkpoint"))),
+        ("lost GPU-hours", job.get("lost_gpu_hours")),
         ("created", format_time(job.get("created"))),
         ("started", format_time(job.get("started"))),
         ("finished", format_time(job.get("finished"))),
@@ -234,6 +237,18 @@ def format_attempts(attempts: Sequence[Mapping[str, Any]], lang: str = "en") -> 
              a.get("exit_code"), a.get("node")) for a in attempts]
     return format_table(headers_in(lang, ("#", "STARTED", "ENDED", "CLASS", "EXIT CODE", "NODE")), rows,
                         right={0, 4}, lang=lang)
+
+
+def _checkpoint(found: Any) -> str | None:
+    """`/ckpt on runs every 30m (resumable)`; None without a checkpoint."""
+    if not isinstance(found, Mapping) or not found.get("path"):
+        return None
+    text = str(found["path"])
+    if found.get("volume"):
+        text += f" on {found['volume']}"
+    if found.get("every_s"):
+        text += f" every {_duration(found['every_s'])}"
+    return text + (" (resumable)" if found.get("resumable") else "")
 
 
 def _expected_start(window: Any, lang: str = "en") -> str:

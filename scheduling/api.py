@@ -176,3 +176,6 @@ from scheduling.formats import gettext, in_english, memory, ngettext, pgettext
 
 # ------------------------------------------------------------ Tasks sent by name
 from scheduling.broker import revoke_task, send_task
+
+# ------------------------------------------------------------ Graceful eviction and checkpoints
+from scheduling.lifecycle.checkpoints import checkpoint_fields, grace_of, job_summary, lost_of

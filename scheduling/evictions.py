@@ -3,6 +3,8 @@ its GPUs, which queue's share was weighed, and the rule applied (the core's Evic
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from scheduling import history_catalogue as texts
 from scheduling.core import model as cm
 from scheduling.history_texts import Said, said
@@ -35,3 +37,9 @@ def explain_said(cause: dict[str, str]) -> Said | None:
     if taker and why:
         return said(texts.TAKEN_BY_WHY, taker=taker, why=why)
     return said(texts.TAKEN_BY, taker=taker) if taker else why
+
+
+def lost_said(hours: Decimal, *, resumable: bool) -> Said:
+    """What the eviction lost, in GPU-hours: the work since the replicas' last checkpoints, or since their start."""
+    figure = f"{hours.normalize():f}" if hours else "0"
+    return said(texts.LOST_SINCE_CHECKPOINT if resumable else texts.LOST_SINCE_START, hours=figure)

@@ -27,6 +27,13 @@ class DurationField(forms.CharField):
             raise forms.ValidationError(f"{text} {error}") from error
 
 
+class KeptIfEmptyInteger(forms.IntegerField):
+    """A whole number that an empty (or absent) value leaves as it was: forms posted before the field existed."""
+
+    def has_changed(self, initial, data) -> bool:
+        return data not in self.empty_values and super().has_changed(initial, data)
+
+
 class QueueForm(forms.ModelForm):
     default_max_runtime_s = DurationField(
         required=False, label=_("Default max runtime"),
@@ -43,7 +50,8 @@ class QueueForm(forms.ModelForm):
     class Meta:
         model = Queue
         fields = ["name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority",
-                  "preemptible_only", "default_max_runtime_s", "max_runtime_s"]
+                  "preemptible_only", "default_max_runtime_s", "max_runtime_s",
+                  "max_termination_grace_s"]
         labels = {
             "name": _("Name"),
             "parent": _("Parent queue"),
@@ -64,6 +72,11 @@ class QueueForm(forms.ModelForm):
             "preemptible_only": _("Accept only jobs that may be preempted."),
         }
 
+    max_termination_grace_s = KeptIfEmptyInteger(
+        required=False, min_value=0, max_value=24 * 3600, label=_("Longest termination grace period (seconds)"),
+        help_text=_("A job's terminationGracePeriod (SIGTERM, then this long before the kill) may be at most this; "
+                    "a job asking for more is refused at submit. Empty: unchanged (600 for a new queue)."))
+
     def clean_priority(self):
         return self.cleaned_data["priority"] or 0
 
@@ -74,6 +87,10 @@ class QueueForm(forms.ModelForm):
             self.add_error("default_max_runtime_s", _("%(default)s is more than the max runtime, %(most)s") % {
                 "default": format_duration(default), "most": format_duration(most)})
         return data
+
+    def clean_max_termination_grace_s(self):
+        value = self.cleaned_data["max_termination_grace_s"]
+        return self.instance.max_termination_grace_s if value is None else value
 
 
 class QueueByNameForm(QueueForm):

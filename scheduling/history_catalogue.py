@@ -41,6 +41,9 @@ SOME_EVICTED = (gettext_noop("%(count)s replica evicted (%(reasons)s)"),
                 gettext_noop("%(count)s replicas evicted (%(reasons)s)"))
 EVICTED_WHY = gettext_noop("evicted: %(reasons)s: %(why)s")
 EVICTED = gettext_noop("evicted: %(reasons)s")
+# What an eviction lost (scheduling.evictions lost_said): the work since the last checkpoint, or since the start.
+LOST_SINCE_CHECKPOINT = gettext_noop("%(hours)s GPU-hours lost since the last checkpoint")
+LOST_SINCE_START = gettext_noop("%(hours)s GPU-hours lost since the start (no checkpoint)")
 
 # Why an eviction took GPUs, by the scheduler's rule, and who took them (scheduling.evictions).
 RULE_FAIR_SHARE = gettext_noop("queue %(level)s held more than its fair share")

@@ -236,6 +236,8 @@ class Queue(models.Model):
                                      help_text="Empty: no limit")
     priority = models.IntegerField(default=0)
     preemptible_only = models.BooleanField(default=False, help_text="Accepts preemptible work only")
+    max_termination_grace_s = models.PositiveIntegerField(
+        default=600, help_text="The longest terminationGracePeriod a job of this queue may ask for, in seconds")
     workspaces = models.ManyToManyField("portal.Workspace", through="QueueAccess", related_name="queues", blank=True)
     # the longest a job of this queue runs (scheduling.lifecycle): a job without maxRuntime gets the default
     default_max_runtime_s = models.PositiveIntegerField(
@@ -399,6 +401,11 @@ class Replica(models.Model):
     idle_since = models.DateTimeField(null=True, blank=True,
                                       help_text="Held but idle by its pool's policy since then (null: not idle)")
     idle_notified = models.DateTimeField(null=True, blank=True, help_text="When the submitter was told of this idle spell")
+    # graceful eviction (scheduling/lifecycle/checkpoints.py)
+    lost_gpu_hours = models.DecimalField(max_digits=14, decimal_places=4, default=0,
+                                         help_text="GPU-hours of work its eviction lost (since its last checkpoint)")
+    held_until = models.DateTimeField(null=True, blank=True, db_index=True,
+                                      help_text="Evicted, its pod still stopping: its resources held until then at most")
 
     class Meta:
         ordering = ["job_id", "role", "index", "attempt"]

@@ -24,7 +24,7 @@ from scheduling import history_catalogue as texts
 from scheduling.bulk import insert_rows, update_rows
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
-from scheduling.lifecycle import arrays, attempts, chain, ends, runtime
+from scheduling.lifecycle import arrays, attempts, chain, checkpoints, ends, runtime
 from scheduling.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -59,6 +59,7 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
     parsed = parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
     storage.check_mounts(workspace, parsed)  # the volumes and dataset versions it mounts are the workspace's
     buckets.check_spec(workspace, parsed)  # and the buckets it reads
+    checkpoints.check_submit(workspace, parsed)  # and the volume it checkpoints to
     if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # and a notebook's home volume fits the quota
         storage.check_home(workspace, parsed.name, home_mib)
     return parsed
@@ -178,6 +179,7 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     storage.check_mounts(workspace, parsed, lock=True)
     buckets.check_spec(workspace, parsed, lock=True)
     queue = _resolve_queue(workspace, parsed)
+    checkpoints.check_submit(workspace, parsed, queue, lock=True)  # its checkpoint volume; a grace the queue allows
     _check_notebook_name(workspace, parsed)
     if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # made at the first notebook of the name, found again
         storage.ensure_home(workspace, parsed.name, home_mib)

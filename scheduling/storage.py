@@ -659,6 +659,12 @@ def role_mounts(job: Job, role_name: str) -> tuple[Mount, ...]:
                 entries = list(role.get("volumes") or [])
     else:
         entries = list(spec.get("volumes") or [])   # a notebook's or a service's one role
+    checkpoint = spec.get("checkpoint")
+    if isinstance(checkpoint, dict) and checkpoint.get("volume") and isinstance(roles, list):
+        # a resumable job's checkpoint volume, mounted at checkpoint.path for every role (unless mounted there)
+        path = posixpath.normpath(str(checkpoint.get("path") or "/"))
+        if all(posixpath.normpath(str(e.get("mountPath") or "/")) != path for e in entries):
+            entries.append({"name": checkpoint["volume"], "mountPath": path, "readOnly": False})
     if not entries:
         return ()   # most jobs mount nothing: no query in the cycle's launches
     mounts = []

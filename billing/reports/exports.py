@@ -28,6 +28,7 @@ from django.utils.translation import pgettext
 from billing import pricing
 from billing.ledger.periods import period_bounds
 from billing.pricing.rules import HOURS_PER_MONTH
+from billing.reports.selectors import with_lost
 from scheduling import kinds
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ LINE_FIELDS = (
     "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours", "memory_gib_hours", "exclusive_cost", "list_cost",
     "cost", "currency", "provisional", "reason", "author__username", "resource", "resource_name", "storage_gib_hours",
     "job__submitted_by__username",
+    "lost_gpu_hours",   # annotated (reports.selectors.with_lost)
 )
 # FinOps FOCUS columns (every column FOCUS 1.0 makes mandatory), then the platform's own, x_-prefixed.
 HEADER = [
@@ -56,13 +58,16 @@ HEADER = [
     "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours", "x_ExclusiveGpuHours", "x_CpuCoreHours",
     "x_MemoryGibHours", "x_StorageGibHours", "x_ExclusiveCost", "x_Discounts", "x_DiscountAmount", "x_SharingSaving",
     "x_Provisional", "x_Reason", "x_Author",
+    "x_LostGpuHours",
 ]
 MONEY_COLUMNS = frozenset({"BilledCost", "ContractedCost", "EffectiveCost", "ListCost", "x_ExclusiveCost",
                            "x_DiscountAmount", "x_SharingSaving"})
 NUMBER_COLUMNS = MONEY_COLUMNS | {"ConsumedQuantity", "ContractedUnitPrice", "ListUnitPrice", "PricingQuantity",
                                   "x_JobId", "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours",
-                                  "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours", "x_StorageGibHours"}
+                                  "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours", "x_StorageGibHours",
+                                  "x_LostGpuHours"}
 QUANTITY = Decimal("0.000001")
+LOST = Decimal("0.0001")   # GPU-hours lost to evictions, as the replicas record them
 GROUP_SUMS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
               "memory_gib_hours", "storage_gib_hours", "list_cost", "exclusive_cost", "cost")
 STORAGE = "storage"  # ChargeLine.Resource.STORAGE
@@ -139,6 +144,7 @@ def focus_row(line: Sequence) -> list[str]:
         "x_SharingSaving": money(Decimal(f["exclusive_cost"] or 0) - Decimal(f["list_cost"] or 0)),
         "x_Provisional": "true" if f["provisional"] else "false", "x_Reason": f["reason"],
         "x_Author": f["author__username"] or "", "x_StorageGibHours": _qty(f["storage_gib_hours"]),
+        "x_LostGpuHours": str(Decimal(str(f["lost_gpu_hours"] or 0)).quantize(LOST)) if usage else "",
     }
     if usage and f["resource"] == STORAGE:
         values.update(_storage_values(f))
@@ -162,7 +168,7 @@ def _storage_values(f: dict) -> dict[str, str]:
 
 def line_rows(queryset, *, chunk_size: int | None = None) -> Iterator[list[str]]:
     """The export rows of a ChargeLine queryset, read `chunk_size` lines at a time."""
-    lines = queryset.order_by("hour", "workspace_id", "job_id", "id").values_list(*LINE_FIELDS)
+    lines = with_lost(queryset).order_by("hour", "workspace_id", "job_id", "id").values_list(*LINE_FIELDS)
     for line in lines.iterator(chunk_size=chunk_size or CSV_CHUNK_ROWS):
         yield focus_row(line)
 

@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, DecimalField, F, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
@@ -23,6 +23,7 @@ from billing.ledger.selectors import as_of, money_sum, sums_by_currency, workspa
 from billing.models import ChargeLine
 from billing.pricing import quantize_money
 from scheduling.api import DomainError
+from scheduling.models import Replica
 
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 # Names read from the line's job when it is read, not from the line: a person's name as it is now (an
@@ -173,9 +174,28 @@ class Totals:
         raise AttributeError(name)
 
 
+LOST = Decimal("0.0001")
+LOST_FIELD = DecimalField(max_digits=14, decimal_places=4)
+
+
+def lost_gpu_hours() -> Coalesce:
+    """A line's GPU-hours lost to evictions (`x_LostGpuHours`): those of its job's replicas evicted on its node
+    within the line's time (a replica's last line ends when it was evicted)."""
+    lost = (Replica.objects.filter(job_id=OuterRef("job_id"), node__name=OuterRef("node"), lost_gpu_hours__gt=0,
+                                   ended__gt=OuterRef("charge_start"), ended__lte=OuterRef("charge_end"))
+            .order_by().values("job_id").annotate(total=Sum("lost_gpu_hours")).values("total"))
+    return Coalesce(Subquery(lost, output_field=LOST_FIELD), Value(Decimal(0)), output_field=LOST_FIELD)
+
+
+def with_lost(rows: QuerySet[ChargeLine]) -> QuerySet[ChargeLine]:
+    return rows.annotate(lost_gpu_hours=lost_gpu_hours())
+
+
 def _grouped(rows: QuerySet[ChargeLine], *group: str) -> QuerySet:
     rendered = {name: RENDERED[name] for name in group if name in RENDERED}
-    return rows.order_by().annotate(**rendered).values(*group).annotate(rows=Count("id"), **{k: Sum(k) for k in SUMMED}).order_by(*group)
+    return (rows.order_by().annotate(**rendered, line_lost=lost_gpu_hours()).values(*group)
+            .annotate(rows=Count("id"), lost_gpu_hours=Sum("line_lost"), **{k: Sum(k) for k in SUMMED})
+            .order_by(*group))
 
 
 def _exact(value, column: str, currency: str | None) -> Decimal:
@@ -195,6 +215,8 @@ def _zero_missing(sums: list[dict]) -> list[dict]:
     for row in sums:
         for k in SUMMED:
             row[k] = _exact(row[k], k, row.get("currency"))
+        if "lost_gpu_hours" in row:
+            row["lost_gpu_hours"] = Decimal(str(row["lost_gpu_hours"] or 0)).quantize(LOST)
     return sums
 
 

@@ -47,6 +47,7 @@ def cost_row(row: dict, group: tuple[str, ...]) -> dict:
     if "day" in out:
         out["day"] = out["day"].isoformat()
     out.update({k: str(row[k].quantize(costs.QUANTITY)) for k in QUANTITIES})
+    out["lost_gpu_hours"] = str(row.get("lost_gpu_hours") or 0)   # lost to evictions, since their last checkpoints
     out.update({"list_cost": money_text(row["list_cost"], currency),
                 "exclusive_cost": money_text(row["exclusive_cost"], currency),
                 "cost": money_text(row["cost"], currency)})

@@ -22,10 +22,13 @@ from scheduling.api import (
     END_CODES,
     array_detail,
     attempt_rows,
+    checkpoint_fields,
     end_reason_text,
     get_backend,
+    grace_of,
     job_reason,
     logs,
+    lost_of,
     selectors,
     services,
     spec_to_yaml,
@@ -43,6 +46,15 @@ class ReplicaOutput(serializers.Serializer):
     slice_label = serializers.CharField()
     started = serializers.DateTimeField(allow_null=True)
     ended = serializers.DateTimeField(allow_null=True)
+    lost_gpu_hours = serializers.DecimalField(max_digits=14, decimal_places=4, read_only=True,
+                                              help_text="GPU-hours of work its eviction lost (0 if not evicted)")
+
+
+class CheckpointOutput(serializers.Serializer):
+    path = serializers.CharField()
+    volume = serializers.CharField(allow_null=True, help_text="the workspace volume it saves to; null: the job's own")
+    every_s = serializers.IntegerField(allow_null=True, help_text="seconds between checkpoints; null: not known")
+    resumable = serializers.BooleanField(help_text="a new attempt resumes from the last checkpoint")
 
 
 class JobOutput(serializers.Serializer):
@@ -84,6 +96,23 @@ class JobOutput(serializers.Serializer):
     array_parent = serializers.IntegerField(source="array_parent_id", allow_null=True,
                                             help_text="An array index's parent job")
     array_index = serializers.IntegerField(allow_null=True, help_text="An array index's ARRAY_INDEX")
+    termination_grace_s = serializers.SerializerMethodField(
+        help_text="terminationGracePeriod: seconds between SIGTERM and the kill when it is evicted")
+    checkpoint = serializers.SerializerMethodField()
+    lost_gpu_hours = serializers.SerializerMethodField(
+        help_text="GPU-hours lost to its evictions: the work since each evicted replica's last checkpoint")
+
+    @extend_schema_field(OpenApiTypes.INT)
+    def get_termination_grace_s(self, job) -> int:
+        return grace_of(job.spec)
+
+    @extend_schema_field(CheckpointOutput(allow_null=True))
+    def get_checkpoint(self, job) -> dict | None:
+        return checkpoint_fields(job)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=4))
+    def get_lost_gpu_hours(self, job) -> str:
+        return str(lost_of(job.replicas.all()))
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_pending_reason_text(self, job) -> str:

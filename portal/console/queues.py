@@ -19,7 +19,8 @@ HISTORY_DAYS = 7
 # Short element ids: the pages' scripts and the browser tests find the fields by them
 FIELD_IDS = {"name": "f-name", "parent": "f-parent", "deserved_gpus": "f-deserved", "over_quota_weight": "f-weight",
              "limit_gpus": "f-limit", "priority": "f-priority", "preemptible_only": "f-preemptible-only",
-             "default_max_runtime_s": "f-default-max-runtime", "max_runtime_s": "f-max-runtime"}
+             "default_max_runtime_s": "f-default-max-runtime", "max_runtime_s": "f-max-runtime",
+             "max_termination_grace_s": "f-max-grace"}
 
 
 @operator_required

@@ -38,7 +38,7 @@ from scheduling.models import (
 )
 
 QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only",
-                "default_max_runtime_s", "max_runtime_s")
+                "default_max_runtime_s", "max_runtime_s", "max_termination_grace_s")
 POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels",
                "bucket_csi_driver")
 POOL_LAYOUT_FIELDS = ("sharing", "timeslice_replicas", "mig_layout")

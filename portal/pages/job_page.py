@@ -25,6 +25,7 @@ from scheduling.api import (
     clock,
     get_backend,
     job_life,
+    job_summary,
     logs,
     selectors,
 )
@@ -87,6 +88,7 @@ def job_detail(request, pk):
         "usage_data": usage_data(job), "usage_url": reverse("job-usage", args=[job.pk]),
         **_chain_context(job),
         "life": job_life(job),
+        "graceful": job_summary(job),   # its grace, checkpoint and what its evictions lost
     })
 
 

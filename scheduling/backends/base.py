@@ -124,6 +124,13 @@ class ReplicaLaunch:
     # The buckets it gets mounted (Kubernetes, on a pool with a bucket CSI driver): BucketMount
     bucket_mounts: tuple = ()
     attempt: int = 0  # this replica's placement, from 0 (the simulated cluster's SIM_EXIT_CODE list picks by it)
+    # Graceful eviction (scheduling.lifecycle.checkpoints): SIGTERM, then `termination_grace_s` (the job's
+    # simulated seconds) before the kill; where it saves its work (`checkpoint_path`, in the replica: a
+    # resumable job's volume is mounted there) and how often (seconds of simulated time, 0: unknown).
+    termination_grace_s: int = 30
+    checkpoint_path: str = ""
+    checkpoint_every_s: int = 0
+    resumable: bool = False
 
     @property
     def key(self) -> ReplicaKey:

@@ -34,6 +34,7 @@ from .model import (
     Evict,
     EvictCause,
     Gpu,
+    HeldReplica,
     Job,
     Node,
     Pool,
@@ -49,7 +50,7 @@ from .reasons import Reason
 
 __all__ = [
     "EVICT_REASONS", "EVICT_RULES", "MIG_PROFILES", "SHARING_MODES", "Bind", "Decisions", "Evict", "EvictCause",
-    "Gpu", "Job", "Node", "Pool", "Queue", "Reason", "Request", "Role", "RunningReplica", "Slice", "Snapshot",
+    "Gpu", "HeldReplica", "Job", "Node", "Pool", "Queue", "Reason", "Request", "Role", "RunningReplica", "Slice", "Snapshot",
     "Topology", "apply_decisions", "run_cycle", "without_jobs",
 ]
 

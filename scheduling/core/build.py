@@ -12,7 +12,7 @@ from operator import and_, attrgetter, is_, not_
 from typing import NamedTuple
 
 from .cluster import ClusterBase
-from .model import Job, ReplicaKey, Request, Role, RunningReplica, Slice, Snapshot
+from .model import HeldReplica, Job, ReplicaKey, Request, Role, RunningReplica, Slice, Snapshot
 from .state import Assignment, JobState
 from .units import MILLI_PER_GPU
 
@@ -362,7 +362,7 @@ def take_replicas(snapshot: Snapshot, cluster: ClusterBase, jobs: dict[str, JobS
     check = ReplicaCheck(cluster, jobs)
     placed = None
     changed: set[str] = set()
-    if cache is not None and cache.placed_for is cluster and cluster.whole_only:
+    if cache is not None and cache.placed_for is cluster and cluster.whole_only and not snapshot.held:
         check.carry_from(cache.free)
         try:
             placed = carry_replicas(snapshot, check, cache.placed, changed)
@@ -383,6 +383,8 @@ def take_replicas(snapshot: Snapshot, cluster: ClusterBase, jobs: dict[str, JobS
 
         for rep in snapshot.running:
             placed[id(rep)] = check.placed_of(rep, known)
+    for held in snapshot.held:                 # stopping after an eviction: taken, counted for no job
+        take_held(check, held)
     initial: dict[ReplicaKey, Assignment] = {}
     lost: dict[ReplicaKey, str] = {}
     for rep in snapshot.running:
@@ -392,6 +394,22 @@ def take_replicas(snapshot: Snapshot, cluster: ClusterBase, jobs: dict[str, JobS
         else:
             initial[p.key] = p.assignment
     return Replicas(check, placed, carried, changed, initial, lost)
+
+
+def take_held(check: ReplicaCheck, held: HeldReplica) -> None:
+    """What an evicted replica still stopping holds, taken from its node's free figures. One that no longer fits
+    (its node changed meanwhile) is left out: it holds nothing the cluster still has."""
+    row = check.cluster.row_of.get(held.node)
+    if row is None:
+        return
+    key = (held.job_id, held.role, held.index)
+    saved = (check.free_milli[row][:], check.free_mem[row][:], check.cpu_free[row], check.mem_free[row],
+             check.mig_free[row].copy(), check.ts_free[row].copy(), {g: set(s) for g, s in check.ts_used[row].items()})
+    try:
+        check.take_gpus(held, key, Request(cpu_milli=held.cpu_milli, mem_mib=held.mem_mib), row)
+    except ValueError:
+        (check.free_milli[row], check.free_mem[row], check.cpu_free[row], check.mem_free[row], check.mig_free[row],
+         check.ts_free[row], check.ts_used[row]) = saved
 
 
 def renew_states(states: JobStates, replicas: Replicas) -> None:

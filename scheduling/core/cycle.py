@@ -45,7 +45,7 @@ class CycleMemo:
 
 # what a cycle reads of a snapshot: all of it but `now`
 INPUT_FIELDS = ("pools", "nodes", "queues", "off_peak", "next_off_peak", "job_off_peak", "queue_usage", "usage_k",
-                "running", "jobs")
+                "running", "jobs", "held")
 
 
 def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = False,

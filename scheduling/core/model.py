@@ -272,6 +272,20 @@ class RunningReplica:
 
 
 @dataclass(frozen=True)
+class HeldReplica:
+    """An evicted replica still terminating: its node, GPUs and slice, and the CPU and memory it asked for."""
+
+    job_id: str
+    role: str
+    index: int
+    node: str
+    gpus: tuple[int, ...]
+    slice: Slice
+    cpu_milli: int = 0
+    mem_mib: int = 0
+
+
+@dataclass(frozen=True)
 class Snapshot:
     pools: tuple[Pool, ...]
     nodes: tuple[Node, ...]
@@ -291,6 +305,9 @@ class Snapshot:
     # Jobs that wait for others to end (a dependency, `after`): never placed, no part of any queue's demand,
     # and given no pending reason (their reason names what they wait for)
     blocked: frozenset[str] = frozenset()
+    # Evicted replicas whose pods are still stopping (SIGTERM, then their job's grace): what they hold is
+    # taken until they are gone, so nothing is placed on it meanwhile. They belong to no job's count.
+    held: tuple[HeldReplica, ...] = ()
 
 
 ReplicaKey = tuple[str, str, int]         # (job id, role, replica index)

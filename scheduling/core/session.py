@@ -213,6 +213,8 @@ class Session:
         cache.base = (arrays.gpu_free_milli.copy(), arrays.gpu_free_mem.copy(), arrays.cpu_free.copy(),
                       arrays.mem_free.copy())
         cache.base_for = cluster
+        if self.snapshot.held:   # free figures with stopping replicas taken: the next build counts them afresh
+            cache.placed_for = cache.base_for = None
 
     def _count_initial(self, fresh: set[str] | None) -> set[str]:
         """`_count(key, a, +1)` for every replica of the snapshot, summed per queue once. Only the states

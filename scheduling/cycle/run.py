@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from functools import partial
 
 from django.db import transaction
@@ -29,10 +30,10 @@ from scheduling.core.cycle import CycleMemo
 from scheduling.cycle.inventory import sync_inventory, sync_workspaces
 from scheduling.cycle.pending import PENDING_FIELDS, PendingReasons, set_pending_reasons
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
-from scheduling.evictions import eviction_cause, explain_said
+from scheduling.evictions import eviction_cause, explain_said, lost_said
 from scheduling.health import update_agent_silence
 from scheduling.history_texts import english, joined, said
-from scheduling.lifecycle import attempts, ends, retries, runtime
+from scheduling.lifecycle import attempts, checkpoints, ends, retries, runtime
 from scheduling.lifecycle import cycle as lifecycle_cycle
 from scheduling.lifecycle.cleanup import clean_up_finished
 from scheduling.logs import capture_replica_logs
@@ -97,6 +98,7 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         mounts=storage.role_mounts(job, replica.role),
         bucket_mounts=buckets.launch_mounts(role, replica.node.pool_id), attempt=replica.attempt,
     )
+    fields.update(checkpoints.launch_fields(job))   # its grace and checkpoint
     # what the job's kind adds or sets: its name and process, a notebook's token and home, a service's server
     return ReplicaLaunch(**{**fields, **kinds.kind_of(job).launch_fields(job)})
 
@@ -302,6 +304,7 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
         report.orphans_removed += 1
     _update_job_states(touched, now, report, failures, releases)
     _release_on_commit(backend, releases)
+    checkpoints.release_gone(backend, now)   # evicted pods gone: what they held is free again
 
 
 def _memory_of(replica: Replica) -> int | None:
@@ -327,15 +330,21 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     evicted_jobs: dict[int, list[core.Evict]] = defaultdict(list)
     releases: list[Release] = []
     # the evicted replicas still active (locked until commit), then each reason's rows in one UPDATE
-    active = {(job_id, role, index): pk for pk, job_id, role, index in Replica.objects.select_for_update().filter(
+    rows = Replica.objects.select_for_update().filter(
         job_id__in={int(e.job_id) for e in decisions.evicts}, state__in=ACTIVE_STATES,
-    ).values_list("pk", "job_id", "role", "index")}
+    ).values_list("pk", "job_id", "role", "index", "gpu_indices")
+    active = {(job_id, role, index): pk for pk, job_id, role, index, _ in rows}
+    gpus_of = {pk: gpus for pk, *_, gpus in rows}
     by_reason: dict[str, list[int]] = defaultdict(list)
+    evicted: dict[int, tuple] = {}
+    freed: set[tuple[str, int]] = set()
     for e in decisions.evicts:
         key = (int(e.job_id), e.role, e.replica)
         pk = active.pop(key, None)   # popped: a replica listed twice is evicted once
         if pk is not None:
             by_reason[e.reason].append(pk)
+            evicted[pk] = key
+            freed.update((e.node, gpu) for gpu in gpus_of.get(pk) or ())
             evicted_jobs[key[0]].append(e)
             releases.append((key, e.reason))
             report.evicts += 1
@@ -347,31 +356,38 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     still_running = set(Replica.objects.filter(job_id__in=evicted_jobs, state__in=ACTIVE_STATES)
                         .values_list("job_id", flat=True).distinct())
     shrunk, requeued = [], []
-    for job in Job.objects.filter(pk__in=evicted_jobs).select_related("workspace"):
+    jobs_evicted = Job.objects.filter(pk__in=evicted_jobs).select_related("workspace").in_bulk()
+    lost = checkpoints.record_losses(evicted, jobs_evicted, now, pods_linger=getattr(backend, "pods_linger", False))
+    for job in jobs_evicted.values():
         evicts = evicted_jobs[job.pk]
         reasons = ", ".join(sorted({e.reason for e in evicts}))
         causes = [eviction_cause(e, same_workspace=e.by_job.isdigit() and workspace_of.get(int(e.by_job))
                                  == job.workspace_id) for e in evicts]
         sentences = [s for s in map(explain_said, causes) if s]
         why = joined({english(s): s for s in sentences}.values())   # each sentence once
-        details = {"causes": list({json.dumps(c, sort_keys=True): c for c in causes}.values())}
+        details = {"causes": list({json.dumps(c, sort_keys=True): c for c in causes}.values()),
+                   "lost_gpu_hours": str(lost.get(job.pk, 0))}
+        lost_sentence = lost_said(lost.get(job.pk, Decimal(0)), resumable=checkpoints.every_of(job) is not None)
         if job.pk in still_running:
             reason = (said(texts.SOME_EVICTED_WHY, count=len(evicts),
                            reasons=reasons, why=why) if sentences
                       else said(texts.SOME_EVICTED, count=len(evicts),
                                 reasons=reasons))
-            shrunk.append((job, "shrunk", reason, details))
+            shrunk.append((job, "shrunk", joined([reason, lost_sentence]), details))
         else:
             reason = (said(texts.EVICTED_WHY, reasons=reasons, why=why) if sentences
                       else said(texts.EVICTED, reasons=reasons))
-            requeued.append((job, reason, reasons, details))
+            requeued.append((job, joined([reason, lost_sentence]), reasons, details))
     record_events(shrunk)
     requeue_jobs(requeued)
     report.requeued += len(requeued)
 
-    nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in decisions.binds})}
+    binds = decisions.binds
+    if freed and getattr(backend, "pods_linger", False):   # those GPUs are free once the evicted pods are gone
+        binds = checkpoints.binds_after_stops(binds, freed)
+    nodes = {n.name: n for n in Node.objects.filter(name__in={b.node for b in binds})}
     bound: dict[int, list[core.Bind]] = defaultdict(list)
-    for b in decisions.binds:
+    for b in binds:
         bound[int(b.job_id)].append(b)
     jobs = {job.pk: job for job in Job.objects.filter(pk__in=bound).select_related("workspace")}
     attempts = {

@@ -133,7 +133,24 @@ class Cluster:
         return dict(pools=self.pools, nodes=self.nodes, queues=self.queues, now=now.timestamp(), off_peak=when.now,
                     next_off_peak=when.next_start, job_off_peak=tuple(sorted(
                         (str(pk), w.now, w.next_start) for pk, w in own.items())),
-                    queue_usage=tuple(sorted(usage.items())), usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0)
+                    queue_usage=tuple(sorted(usage.items())), usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0,
+                    held=self.held(now))
+
+    def held(self, now: datetime) -> tuple[cm.HeldReplica, ...]:
+        """Evicted replicas whose pods are still stopping (Replica.held_until, set on a backend whose pods
+        stop in their own time): few, read every cycle through the index on held_until."""
+        found = []
+        for job_id, role, index, node_id, gpus, slice_, roles in Replica.objects.filter(
+                held_until__gt=now, node__isnull=False).values_list(
+                "job_id", "role", "index", "node_id", "gpu_indices", "slice", "job__roles"):
+            node = self.node_names.get(node_id)
+            asked = next((r for r in roles or () if r.get("name") == role), {})
+            if node is not None:
+                found.append(cm.HeldReplica(
+                    str(job_id), role, index, node, tuple(gpus),
+                    core_slice(slice_, [self.memory.get((node, g), 0) for g in gpus]),
+                    int(asked.get("cpu_milli") or 0), int(asked.get("mem_mib") or 0)))
+        return tuple(sorted(found, key=lambda h: (h.job_id, h.role, h.index)))
 
     def running(self, job_id: int, role: str, index: int, node_id: int, gpus: list, slice_: dict) -> cm.RunningReplica:
         node = self.node_names[node_id]

@@ -21,12 +21,21 @@ from django.utils.translation import gettext as _
 
 from scheduling import kinds as workload_kinds
 from scheduling.spec.buckets import buckets_to_list
+from scheduling.spec.checkpoint import checkpoint_to_dict
 from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
 from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form_values
 from scheduling.spec.kinds import read_any_clean
 from scheduling.spec.lifecycle import life_to_dict
 from scheduling.spec.load import MAX_BYTES, Loaded, Path, load_object, load_yaml
-from scheduling.spec.model import DEFAULT_KEEP_LAST, JobSpec, RetrySpec, RoleSpec, SpecError, SpecIssue
+from scheduling.spec.model import (
+    DEFAULT_GRACE_S,
+    DEFAULT_KEEP_LAST,
+    JobSpec,
+    RetrySpec,
+    RoleSpec,
+    SpecError,
+    SpecIssue,
+)
 from scheduling.spec.read import CLEAN_KEYS, MISSING, SEED_KEYS, Reader, dotted, read_seed
 from scheduling.spec.schedule import SCHEDULE_KEY, read_schedule
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
@@ -270,8 +279,10 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("buckets")
     if spec.preemptible != spec.reduce_cost:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
-    if spec.checkpoint_path is not None:
-        hidden.append("checkpointPath")
+    if spec.checkpoint is not None:
+        hidden.append("checkpoint" if spec.checkpoint.every_s is not None else "checkpointPath")
+    if spec.termination_grace_s != DEFAULT_GRACE_S:
+        hidden.append("terminationGracePeriod")
     if spec.topology is not None:
         hidden.append("topology")
     plan = spec.schedule
@@ -411,8 +422,11 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
     out["reduceCost"] = spec.reduce_cost
     out["expectedDuration"] = format_duration(spec.expected_duration_s)
     out["roles"] = [role_to_dict(r) for r in spec.roles]
-    if spec.checkpoint_path is not None:
-        out["checkpointPath"] = spec.checkpoint_path
+    if spec.checkpoint is not None:
+        key, value = checkpoint_to_dict(spec.checkpoint)
+        out[key] = value
+    if spec.termination_grace_s != DEFAULT_GRACE_S:
+        out["terminationGracePeriod"] = format_duration(spec.termination_grace_s)
     if spec.topology is not None:
         out["topology"] = spec.topology.to_dict()
     if spec.after:

@@ -21,10 +21,11 @@ from scheduling import kinds
 from scheduling.core.units import gpu_model_name
 from scheduling.spec.buckets import read_buckets
 from scheduling.spec.chain import read_after, read_array
+from scheduling.spec.checkpoint import read_checkpoint, read_grace
 from scheduling.spec.cluster import ClusterProblem
 from scheduling.spec.lifecycle import RUNTIME_KEYS, life_to_dict, read_max_runtime
 from scheduling.spec.load import Path
-from scheduling.spec.model import DEFAULT_DURATION_S, VENDORS, JobSpec, RoleSpec
+from scheduling.spec.model import DEFAULT_DURATION_S, DEFAULT_GRACE_S, VENDORS, JobSpec, RoleSpec
 from scheduling.spec.read import (
     CLEAN_ROLE_SOURCES,
     DNS_HINT,
@@ -68,7 +69,8 @@ from scheduling.spec.workloads import (
     NotebookSpec,
 )
 
-JOB_KEYS = ("kind", "name", "queue", "priority", "preemptible", "expectedDuration", *RUNTIME_KEYS)
+JOB_KEYS = ("kind", "name", "queue", "priority", "preemptible", "expectedDuration", *RUNTIME_KEYS,
+            "terminationGracePeriod")
 SLICE_KEYS = ("sharing", "resources", "vendor", "gpuModel", "nodePool")
 NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", "secretMounts", *SLICE_KEYS, "home", "idleAfter", "volumes",
                  "buckets")
@@ -85,6 +87,7 @@ NOT_FOR_KIND = {
     "roles": gettext_noop("%(noun)s's image and resources are top-level fields, not roles"),
     "reduceCost": gettext_noop("%(noun)s is not reduced-cost work; preemptible: true lets other work reclaim it"),
     "checkpointPath": gettext_noop("checkpointPath applies to training"),
+    "checkpoint": gettext_noop("checkpoint applies to training"),
     "replicas": gettext_noop("a notebook has exactly one replica"),
     "command": gettext_noop("a notebook runs its image's own command"),
 }
@@ -110,13 +113,14 @@ def read_roles(r: Reader, kind: str) -> ReadResult:
     buckets = [read_buckets(r, raw, ("roles", i)) if isinstance(raw, dict) else ()
                for i, raw in enumerate(raw_roles)] if isinstance(raw_roles, list) else []
     after, array = read_after(r), read_array(r)
+    checkpoint, grace = read_checkpoint(r, r.doc.value), read_grace(r, r.doc.value)
     result = read_clean(r)  # no spec when a role's volumes or buckets had a problem: it was recorded first
-    if result.spec is None:
-        return result
+    if result.spec is None or checkpoint is MISSING or grace is None:
+        return ReadResult(None, result.locate)
     roles = tuple(replace(role, volumes=mounts[i] or (), buckets=buckets[i] or ())
                   for i, role in enumerate(result.spec.roles))
-    return ReadResult(replace(result.spec, kind=kind, roles=roles, after=after or (), array=array or None),
-                      result.locate)
+    return ReadResult(replace(result.spec, kind=kind, roles=roles, after=after or (), array=array or None,
+                              checkpoint=checkpoint, termination_grace_s=grace), result.locate)
 
 
 def top_locate(problem: ClusterProblem) -> tuple[Path, ...]:
@@ -148,6 +152,7 @@ def _job_fields(r: Reader, doc: dict[str, Any]) -> dict[str, Any]:
         "preemptible": r.boolean(doc, (), "preemptible", default=False),
         "expected_duration_s": r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S),
         "max_runtime_s": read_max_runtime(r, doc),
+        "termination_grace_s": read_grace(r, doc),
     }
 
 
@@ -376,6 +381,8 @@ def kind_to_dict(spec: JobSpec, role: dict[str, Any], *, head: dict[str, Any] | 
     out["preemptible"] = spec.preemptible
     out["expectedDuration"] = format_duration(spec.expected_duration_s)
     out.update(life_to_dict(spec))
+    if spec.termination_grace_s != DEFAULT_GRACE_S:
+        out["terminationGracePeriod"] = format_duration(spec.termination_grace_s)
     out.update(head or {})
     out["image"] = role["image"]
     if command and "command" in role:

@@ -222,6 +222,27 @@ class RetrySpec:
     on_exit_codes: tuple[int, ...] = ()
 
 
+DEFAULT_GRACE_S = 30
+DEFAULT_CHECKPOINT_EVERY_S = 30 * 60
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """`checkpoint: {path, volume, every}`: where the job saves its work and how often. With a `volume` (of the
+    job's workspace, mounted at `path`) the job is resumable: a new attempt starts from the last checkpoint.
+    Without one (the older `checkpointPath`), `path` is a location the job writes to itself."""
+
+    path: str
+    volume: str | None = None
+    every_s: int | None = DEFAULT_CHECKPOINT_EVERY_S  # None: unknown (the bare `checkpointPath`)
+    # where `volume` is written: (field, line, column), for the workspace check's error
+    where: tuple[str | None, int | None, int | None] = field(default=(None, None, None), compare=False)
+
+    @property
+    def resumable(self) -> bool:
+        return self.volume is not None
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -232,7 +253,8 @@ class JobSpec:
     preemptible: bool = False
     reduce_cost: bool = False
     expected_duration_s: int = DEFAULT_DURATION_S
-    checkpoint_path: str | None = None
+    checkpoint: CheckpointSpec | None = None  # `checkpoint` (or the older `checkpointPath`): resumable work
+    termination_grace_s: int = DEFAULT_GRACE_S  # `terminationGracePeriod`: SIGTERM, this long, then killed
     kind: str = DEFAULT_KIND  # a name in the kinds' registry (scheduling.kinds): training, notebook, inference
     notebook: NotebookSpec | None = None
     inference: InferenceSpec | None = None
@@ -245,6 +267,10 @@ class JobSpec:
     max_runtime_s: int | None = None
     retry: RetrySpec | None = None
     ttl_after_finished_s: int | None = None
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        return self.checkpoint.path if self.checkpoint is not None else None
 
     @property
     def min_replicas(self) -> int:

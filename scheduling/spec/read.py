@@ -81,6 +81,8 @@ CLEAN_KEYS = (
     "maxRuntime",
     "retry",
     "ttlAfterFinished",
+    "checkpoint",  # with checkpointPath and terminationGracePeriod: read by spec/checkpoint.py (kinds.read_roles)
+    "terminationGracePeriod",
 )
 ROLE_KEYS = (
     "name",
@@ -349,7 +351,6 @@ def read_clean(r: Reader) -> ReadResult:
             _("preemptible: false conflicts with reduceCost: true (reduced-cost work can always be preempted)"),
         )
     duration = r.quantity(doc, (), "expectedDuration", parse_duration, DEFAULT_DURATION_S)
-    checkpoint = r.text(doc, (), "checkpointPath")
     topology = read_topology(r, doc)
     life = read_batch_life(r, doc)
 
@@ -379,7 +380,6 @@ def read_clean(r: Reader) -> ReadResult:
         preemptible=preemptible,
         reduce_cost=bool(reduce_cost),
         expected_duration_s=duration,
-        checkpoint_path=checkpoint,
         **life,
     )
     return ReadResult(spec, clean_locate)

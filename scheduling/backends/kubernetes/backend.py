@@ -89,6 +89,7 @@ class PodCache:
         self.pods: dict[PodRef, dict] = {}
         self.resource_version: str | None = None
         self.deleted_uids: set[str] = set()  # deleted by us, events still in flight: ignore all but DELETED
+        self.stopping: dict[str, ReplicaKey] = {}  # replica pods deleted by us and not gone yet, by uid
         self._by_key: dict[ReplicaKey, PodRef] = {}
         self._holders: dict[tuple[str, int], set[PodRef]] = {}
 
@@ -121,6 +122,7 @@ class PodCache:
     def replace(self, items: Iterable[dict], resource_version: str) -> None:
         items = list(items)
         self.deleted_uids &= {p["metadata"].get("uid") for p in items}
+        self.stopping = {uid: key for uid, key in self.stopping.items() if uid in self.deleted_uids}
         self.pods, self._by_key, self._holders = {}, {}, {}
         for pod in items:
             if pod["metadata"].get("uid") not in self.deleted_uids:
@@ -136,6 +138,7 @@ class PodCache:
         ref, uid = self.ref(obj), meta.get("uid")
         if event_type == "DELETED":
             self.deleted_uids.discard(uid)
+            self.stopping.pop(uid, None)
             if ref in self.pods and self.pods[ref]["metadata"].get("uid") == uid:
                 self._unset(ref)
         elif uid not in self.deleted_uids:
@@ -149,6 +152,8 @@ class PodCache:
         pod = self._unset(ref)
         if pod is not None and pod["metadata"].get("uid"):
             self.deleted_uids.add(pod["metadata"]["uid"])
+            if m.is_replica(pod):
+                self.stopping[pod["metadata"]["uid"]] = m.replica_key(pod)
 
     def live(self) -> list[dict]:
         """Pods not being deleted."""
@@ -176,6 +181,7 @@ _SHARED_LOCK = threading.Lock()
 
 class KubernetesBackend:
     name = "kubernetes"
+    pods_linger = True   # a deleted pod stops in its own time (SIGTERM, its grace): the cycle keeps it held
 
     def __init__(self, config: KubernetesConfig | None = None, *, api_client: client.ApiClient | None = None,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
@@ -603,6 +609,11 @@ class KubernetesBackend:
             self._delete(f"service {namespace}/{m.inference_service_name(job_id)}",
                          self.core.delete_namespaced_service, m.inference_service_name(job_id), namespace)
         self._remove_bucket_mounts(pod, namespace, job_id)
+
+    def stopping(self) -> set[ReplicaKey]:
+        """Replica pods this backend deleted that are not gone yet (as of the last `statuses`)."""
+        with self._lock:
+            return set(self.cache.stopping.values())
 
     # --- watching ----------------------------------------------------------------------------------------
     def statuses(self) -> list[ReplicaStatus]:

@@ -409,7 +409,9 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     if replica.command:
         container["command"] = list(replica.command)
     spec: dict = {"nodeName": replica.node, "restartPolicy": "Never", "containers": [container],
-                  "tolerations": _tolerations(config)}
+                  "tolerations": _tolerations(config),
+                  # an eviction deletes the pod: SIGTERM, then the job's grace before the kill
+                  "terminationGracePeriodSeconds": replica.termination_grace_s}
     if notebook:
         container["ports"] = [{"name": "http", "containerPort": NOTEBOOK_PORT, "protocol": "TCP"}]
         container["readinessProbe"] = {"tcpSocket": {"port": NOTEBOOK_PORT}, "periodSeconds": 5}

@@ -15,7 +15,9 @@ A training replica keeps the timing above and, unless SIM_TRAINING_PROCESSES is 
 process (`training_process`) for as long as it runs: started with the replica's environment alone (the
 spec's `env` and the platform's variables) and its mounts, it logs their names, sleeps for the replica's
 run and exits 0. Its log is part of the replica's. A process that ends before its replica (killed, crashed)
-fails the replica; evicting or forgetting the replica stops it. At most SIM_MAX_PROCESSES processes of any
+fails the replica; evicting or forgetting the replica stops it: SIGTERM, the job's terminationGracePeriod (in
+simulated time), then SIGKILL. A resumable job's process saves its step to its checkpoint volume on SIGTERM and
+every checkpoint.every, resumes from it when launched again, and its replica runs only what is left. At most SIM_MAX_PROCESSES processes of any
 kind run at once: past it a training replica runs without one and its log says so. The cycle does not
 wait for these starts: a background thread (`processes.STARTS`) makes them.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import shutil
 import sys
 import time
@@ -177,7 +180,7 @@ class SimulatedBackend:
                 code, fail_after = self._simulated_failure(r)
                 pods.append(SimulatedPod(
                     job_id=r.job_id, role=r.role, index=r.index, node=r.node, image=r.image, gpus=list(r.gpus),
-                    launched=now, job_started=first.get(r.job_id) or now, run_seconds=r.expected_duration_s / self.speedup,
+                    launched=now, job_started=first.get(r.job_id) or now, run_seconds=max(0, r.expected_duration_s - self.resumed_step(r)) / self.speedup,
                     fails=(bool(code) or _fails(r.job_id, self.failure_rate)) and r.shape == BATCH,
                     exit_code=code or 1, fail_after_s=fail_after, kind=r.kind, process=r.shape != BATCH))
             insert_rows(pods, ignore_conflicts=True)
@@ -257,7 +260,18 @@ class SimulatedBackend:
         argv = [sys.executable, "-I", "-S", TRAINING_PROCESS, "--seconds", f"{run_s:.3f}",
                 "--name", f"{replica.role}-{replica.index}", "--attempt", str(replica.attempt),
                 "--speedup", f"{self.speedup:g}"]
-        return self.runtime.start(replica.key, argv, env=environment, files=files, inherit_environment=False)
+        if replica.resumable:   # it saves its step to its checkpoint volume, and resumes from it
+            argv += ["--checkpoint", replica.checkpoint_path, "--checkpoint-every", str(replica.checkpoint_every_s)]
+        return self.runtime.start(replica.key, argv, env=environment, files=files, inherit_environment=False,
+                                  grace_s=replica.termination_grace_s / self.speedup)
+
+    def resumed_step(self, replica: ReplicaLaunch) -> int:
+        """The step a resumable training replica saved last (its simulated seconds of work done), 0 for any
+        other: it runs only what is left of its duration."""
+        if not (replica.resumable and self.training_processes):   # only training takes a checkpoint
+            return 0
+        folder = storage.host_mapping(replica.mounts).get(posixpath.normpath(replica.checkpoint_path))
+        return training_process.read_step(folder, f"{replica.role}-{replica.index}") if folder else 0
 
     def _training_process_ended(self, key: ReplicaKey) -> tuple[str, int | None] | None:
         """Why the training replica's process ended before its replica did and its exit code, or None while

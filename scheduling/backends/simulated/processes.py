@@ -131,13 +131,15 @@ class ProcessRuntime:
 
     # -- start ----------------------------------------------------------------------------------
     def start(self, key: ReplicaKey, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-              token: str = "", files: Mapping[str, str] | None = None, inherit_environment: bool = True) -> bool:
+              token: str = "", files: Mapping[str, str] | None = None, inherit_environment: bool = True,
+              grace_s: float | None = None) -> bool:
         """Start the replica's process unless it has one already (running or ended: its record says so
         until stop()). Returns whether it started one now. Does not wait for it to be ready. Its
         environment is this process's plus `env`, or `env` alone without `inherit_environment`.
 
         `files`: absolute paths (a secret's mountPath and name) to their text, written under the replica's
-        `root/` folder, readable by this user only, and named to the process by SIMULATED_ROOT."""
+        `root/` folder, readable by this user only, and named to the process by SIMULATED_ROOT. `grace_s`: how
+        long stop() waits after SIGTERM before it kills (default STOP_WAIT_S)."""
         folder = self.folder(key)
         if self._record(key) is not None:
             return False
@@ -151,6 +153,8 @@ class ProcessRuntime:
         _CHILDREN[popen.pid] = popen
         record = {"key": list(key), "pid": popen.pid, "argv": [a for a in argv], "started": time.time(),
                   "ticks": _proc_start_ticks(popen.pid), "token": token}
+        if grace_s is not None:
+            record["grace_s"] = max(0.0, float(grace_s))
         tmp = folder / (RECORD + ".tmp")
         tmp.write_text(json.dumps(record))
         tmp.chmod(0o600)  # the token is a secret
@@ -221,11 +225,14 @@ class ProcessRuntime:
         return "".join(line + "\n" for line in kept)
 
     # -- stop -----------------------------------------------------------------------------------
-    def stop(self, key: ReplicaKey, wait_s: float = STOP_WAIT_S) -> None:
-        """Stop the replica's process (its whole session) and forget its record. Idempotent."""
+    def stop(self, key: ReplicaKey, wait_s: float | None = None) -> None:
+        """Stop the replica's process (its whole session): SIGTERM, then SIGKILL after `wait_s` (default: the
+        grace it was started with, else STOP_WAIT_S) and forget its record. Idempotent."""
         record = self._record(key)
         if record is not None:
-            self._terminate(record["pid"], record.get("ticks"), wait_s)
+            grace = record.get("grace_s")
+            wait = wait_s if wait_s is not None else grace if isinstance(grace, int | float) else STOP_WAIT_S
+            self._terminate(record["pid"], record.get("ticks"), wait)
         shutil.rmtree(self.folder(key), ignore_errors=True)
 
     @staticmethod
@@ -233,16 +240,16 @@ class ProcessRuntime:
         child = _CHILDREN.pop(pid, None)
         if child is None and not _pid_alive(pid, ticks):
             return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sig, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, STOP_WAIT_S)):   # the grace, then the kill
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, sig)
             if child is not None:
                 try:
-                    child.wait(wait_s)
+                    child.wait(wait)
                     return
                 except subprocess.TimeoutExpired:
                     continue
-            deadline = time.monotonic() + wait_s
+            deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
                 if not _pid_alive(pid, ticks):
                     return

@@ -7,6 +7,11 @@ values) and each path mounted for it, writes one object `<S3_PREFIX><name>.txt` 
 exit code 0. The mounts come in SIM_MOUNTS, a JSON object {path in the replica: path on this machine};
 the simulated cluster has no container, so the process looks at the path on this machine.
 
+A resumable replica (`--checkpoint PATH`, a path in the replica: its checkpoint volume) counts its work in steps,
+one per second of simulated time (`--clock-scale` simulated seconds per real second). It writes its step to
+`PATH/<name>.json` every `--checkpoint-every` simulated seconds and when it gets SIGTERM (then it exits with
+143), and when started again it resumes from the step written last, logging "resumed from step N".
+
 Run as a script (`python -I -S training_process.py`): standard library only, no package imports, so it
 starts in milliseconds and sees no project code.
 """
@@ -18,6 +23,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import signal
 import sys
 import time
 import urllib.error
@@ -58,6 +64,48 @@ def simulated_fail_after(env: dict) -> float | None:
         return max(0.0, float(number) * _UNITS[unit])
     except ValueError:
         return None
+
+
+TERMINATED_EXIT = 128 + signal.SIGTERM
+
+
+def checkpoint_file(folder: str | os.PathLike, name: str) -> Path:
+    return Path(folder) / f"{name}.json"
+
+
+def read_step(folder: str | os.PathLike, name: str) -> int:
+    """The step the replica saved last in `folder` (a folder on this machine), 0 without one."""
+    try:
+        step = json.loads(checkpoint_file(folder, name).read_text()).get("step")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return step if isinstance(step, int) and step > 0 else 0
+
+
+def write_step(folder: str | os.PathLike, name: str, step: int) -> None:
+    """Written whole or not at all: a kill mid-write leaves the last checkpoint as it was."""
+    target = checkpoint_file(folder, name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"step": step}))
+    tmp.replace(target)
+
+
+class Work:
+    """A resumable replica's steps: from where it resumed, one per simulated second since it started."""
+
+    def __init__(self, folder: str, name: str, clock_scale: float):
+        self.folder, self.name, self.clock_scale = folder, name, clock_scale
+        self.resumed = read_step(folder, name)
+        self.began = time.monotonic()
+
+    def step(self) -> int:
+        return self.resumed + int((time.monotonic() - self.began) * self.clock_scale)
+
+    def save(self) -> int:
+        step = self.step()
+        write_step(self.folder, self.name, step)
+        return step
 
 
 def environment_names() -> list[str]:
@@ -120,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="replica", help="the replica, as its log names it")
     parser.add_argument("--attempt", type=int, default=0, help="the replica's placement, from 0")
     parser.add_argument("--speedup", type=float, default=1.0, help="simulated seconds per real second")
+    parser.add_argument("--checkpoint", default="", help="where it saves its step (a path in the replica)")
+    parser.add_argument("--checkpoint-every", type=float, default=0.0, help="simulated seconds between checkpoints")
     args = parser.parse_args(argv)
     say = sys.stdout
     say.write(f"{args.name}: process {os.getpid()} started, runs {args.seconds:g} s\n")
@@ -134,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     code = simulated_exit_code(os.environ, args.attempt)
     fail_after = simulated_fail_after(os.environ)
     runs = args.seconds if not code or fail_after is None else min(args.seconds, fail_after / max(args.speedup, 1e-9))
-    time.sleep(max(0.0, runs))
+    folder = mapping.get(args.checkpoint.rstrip("/") or "/") if args.checkpoint else None
+    if folder is None:
+        time.sleep(max(0.0, runs))
+    else:
+        run_resumable(Work(folder, args.name, max(args.speedup, 1e-9)), runs, args.checkpoint_every, say)
     if code:
         say.write(f"{FAILED} {code}\n")
         say.flush()
@@ -142,6 +196,31 @@ def main(argv: list[str] | None = None) -> int:
     say.write(COMPLETED + "\n")
     say.flush()
     return 0
+
+
+def run_resumable(work: Work, seconds: float, every_s: float, say) -> None:
+    """Sleep out the run, saving every `every_s` simulated seconds; on SIGTERM save and exit."""
+    if work.resumed:
+        say.write(f"resumed from step {work.resumed}\n")
+        say.flush()
+
+    def terminated(signum, frame) -> None:
+        step = work.save()
+        say.write(f"SIGTERM: checkpoint saved at step {step}\n")
+        say.flush()
+        os._exit(TERMINATED_EXIT)
+
+    signal.signal(signal.SIGTERM, terminated)
+    ends = time.monotonic() + max(0.0, seconds)
+    wall_every = every_s / work.clock_scale if every_s > 0 else None
+    next_save = time.monotonic() + wall_every if wall_every else ends
+    while (left := ends - time.monotonic()) > 0:
+        time.sleep(min(left, max(0.0, next_save - time.monotonic())))
+        if wall_every and time.monotonic() >= next_save:
+            say.write(f"checkpoint saved at step {work.save()}\n")
+            say.flush()
+            next_save += wall_every
+    work.save()
 
 
 if __name__ == "__main__":

@@ -104,6 +104,13 @@ EXAMPLES = {
     "node_drained": ({"node": "h100-01"}, "requeued: node h100-01 was drained"),
     "budget_suspended": ({"until": "2026-04-01 00:00"},
                          "suspended: its workspace spent its budget; resumes 2026-04-01 00:00 or on a higher budget"),
+    # a job's life: what a Blocked job waits for, an array's window, a retry's back-off
+    "waits_for_jobs": ({"jobs": [{"job": 12, "name": "prep", "condition": "succeeded"},
+                                 {"job": 13, "name": "eval", "condition": "finished"}]},
+                       "waits for job prep (#12) to succeed; job eval (#13) to finish"),
+    "array_window": ({"count": 100, "made": 20, "parallelism": 10},
+                     "array of 100 indices: 20 started, at most 10 at a time"),
+    "retry_backoff": ({"until": "2026-12-01 00:00:30"}, "failed; retries at 2026-12-01 00:00:30 (retry back-off)"),
 }
 
 
