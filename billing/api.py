@@ -38,6 +38,7 @@ from billing.ledger.kept import ledger_read, one_revision
 from billing.ledger.periods import month_end, period_start
 from billing.ledger.posting import post_ledger
 from billing.ledger.prices import billed_priority, money_text
+from billing.token_costs import TokenCosts, per_million_tokens
 from billing.ledger.selectors import job_total, job_totals, ledger_cursor
 
 # ------------------------------------------------------------ Metering and node tokens

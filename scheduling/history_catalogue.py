@@ -62,3 +62,10 @@ WOKEN = gettext_noop("a request arrived while the service had no replica")
 COLD_START = gettext_noop("a replica started from zero in %(seconds)s s")
 RESCALED = gettext_noop("replicas %(min)s..%(max)s, set by %(user)s")
 MINIMUM_SET = gettext_noop("minimum of %(min)s set by %(user)s")
+REVISION_MADE = gettext_noop("revision %(number)s (%(model)s) made by %(user)s; revision %(previous)s serves "
+                             "until it is ready")
+TRAFFIC_SET = gettext_noop("traffic %(split)s, set by %(user)s")
+REVISION_PROMOTED = gettext_noop("revision %(number)s takes all the traffic, promoted by %(user)s")
+REVISION_ROLLED_BACK = gettext_noop("rolled back to revision %(number)s by %(user)s")
+REPLICAS_REPLACED = gettext_noop("%(count)s replica(s) of revision %(revisions)s replaced: revision %(ready)s is "
+                                 "ready")

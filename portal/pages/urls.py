@@ -35,4 +35,6 @@ urlpatterns = [
     path("services/<int:pk>/scale/", services.service_scale, name="service-scale"),
     re_path(r"^services/(?P<pk>[0-9]+)/(?P<action>stop|start|delete)/$", services.service_action,
             name="service-action"),
+    re_path(r"^services/(?P<pk>[0-9]+)/revisions/(?P<action>promote|rollback|traffic|create)/$",
+            services.service_revision, name="service-revision"),
 ]
