@@ -343,9 +343,9 @@ def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision,
         if active or job.state != JobState.STOPPED:
             stop_workload(None, job, said(texts.SCALED_TO_ZERO, reason=reason))
         return
-    rollout = rollout or service_revisions.Rollout(0, 0, ())
+    rollout = rollout or service_revisions.Rollout(0)
     placed = max(desired, rollout.at_least)   # a new revision's replicas keep their index while old ones go
-    roles = with_bounds(job.roles, scale, placed, surge=rollout.surge)
+    roles = with_bounds(job.roles, scale, placed, surge=max(0, placed - scale.max_replicas))
     if roles != job.roles:
         job.roles = roles
         job.save(update_fields=["roles"])

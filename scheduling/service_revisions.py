@@ -242,31 +242,34 @@ def rollback(user, job: Job) -> ServiceScale:
 
 @dataclass(frozen=True)
 class Rollout:
-    surge: int  # replicas to allow above the service's max (a new revision's first)
-    at_least: int  # replicas to keep wanted (the new revision's ready ones keep their index)
-    replaced: tuple[Replica, ...]  # stale replicas to end now
+    at_least: int  # replicas to keep wanted (by index): one of each revision that takes traffic, a new one's surge
+    replaced: tuple[Replica, ...] = ()  # stale replicas to end now
 
 
 def rollout(scale: ServiceScale, active: list[Replica], ready: set[int]) -> Rollout:
     """What the revisions ask of this evaluation: `active` are the service's placements, `ready` the primary keys
-    of those whose server answered ready. Revisions that take traffic are wanted: one with no replica at all
-    surges one; when every wanted revision has a ready replica, the replicas of the others are replaced."""
+    of those whose server answered ready. Revisions that take traffic are wanted and keep one replica each; the
+    current one (which new placements launch) gets one more than there are while it has none (a surge); once
+    every wanted revision has a ready replica, the replicas of the others are replaced."""
     wanted = {int(t["revision"]) for t in scale.traffic or () if t.get("percent")} or {scale.revision}
 
     def revision_of(replica: Replica) -> int:
         return replica.revision or 1
 
-    stale = [r for r in active if revision_of(r) not in wanted]
-    if not stale:
-        return Rollout(0, 0, ())
-    placed = {revision_of(r) for r in active}
-    if scale.revision in wanted and scale.revision not in placed:
-        return Rollout(1, len(active) + 1, ())
+    first: dict[int, int] = {}
+    for replica in active:
+        number = revision_of(replica)
+        if number in wanted:
+            first[number] = min(first.get(number, replica.index), replica.index)
+    keep = max(first.values(), default=-1) + 1
+    stale = tuple(r for r in active if revision_of(r) not in wanted)
+    if scale.revision in wanted and scale.revision not in first:
+        return Rollout(max(keep, len(active) + 1))  # the new revision's first replica, beside the old ones
     serving = {revision_of(r) for r in active if r.pk in ready and r.state == JobState.RUNNING}
-    if not wanted <= serving:
-        return Rollout(1, len(active), ())  # the new one is starting: the old ones serve meanwhile
-    keep = max((r.index + 1 for r in active if revision_of(r) in wanted), default=0)
-    return Rollout(0, keep, tuple(stale))
+    replacement_ready = scale.revision in serving if scale.revision in wanted else bool(wanted & serving)
+    if not stale or not replacement_ready:
+        return Rollout(keep)  # the new one is starting: the old ones serve meanwhile
+    return Rollout(keep, stale)
 
 
 def replace(job: Job, replicas: tuple[Replica, ...], now: datetime, ready_revision: int) -> None:

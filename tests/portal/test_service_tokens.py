@@ -17,7 +17,7 @@ from portal.models import TokenScope
 from portal.services import create_api_token
 from scheduling import inference, services
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.models import ServiceSample, ServiceTokenUsage
+from scheduling.models import ServiceSample, ServiceScale, ServiceTokenUsage
 
 SERVICE = """\
 kind: inference
@@ -129,3 +129,123 @@ def test_another_tenant_sees_no_tokens(cluster, served, client):
     assert client.get(f"/api/v1/services/{served.pk}/revisions/").status_code == 404
     assert client.get("/api/v1/services/").json()["results"] == []
     assert client.get(f"/services/{served.pk}/").status_code == 404
+
+
+def _run_until(backend, clock, run, condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        clock.advance(1)
+        run(backend, clock)
+        time.sleep(0.1)
+
+
+@pytest.mark.django_db
+def test_a_new_revision_takes_its_share_then_is_promoted_and_rolled_back(
+    cluster, served, backend, clock, run, client, settings
+):
+    settings.SERVICE_SCALE_INTERVAL_S = 0
+    client.force_login(cluster.alice)
+    made = client.post(
+        f"/api/v1/services/{served.pk}/revisions/",
+        {
+            "model": {"registry": "hf.co/org/chat-8b", "name": "chat"},
+            "traffic": [{"revision": 1, "percent": 50}, {"revision": 2, "percent": 50}],
+        },
+        content_type="application/json",
+    )
+    assert made.status_code == 201, made.content
+    assert [(r["number"], r["current"], r["percent"]) for r in made.json()] == [(2, True, 50), (1, False, 50)]
+    served.refresh_from_db()
+    assert served.spec["model"]["registry"] == "hf.co/org/chat-8b"
+
+    def revisions_ready():
+        return {e.revision for e in inference.ready_endpoints(served, backend)} == {1, 2}
+
+    _run_until(backend, clock, run, revisions_ready, "a replica of each revision")
+    token = create_api_token(cluster.alice, "split", scope=TokenScope.SUBMIT)[1]
+    for _ in range(30):
+        answer = client.post(
+            "/serve/vision-lab/chat/v1/completions",
+            {"model": "chat", "prompt": PROMPT, "max_tokens": 4},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+        assert answer.status_code == 200
+    by_revision = {
+        r.revision: r.completion_tokens
+        for r in ServiceTokenUsage.objects.filter(job=served, completion_tokens__lt=CALLS * MAX_TOKENS)
+    }
+    assert by_revision.get(2, 0) > 0 and set(by_revision) <= {1, 2}  # each revision served its share
+
+    # bad input changes nothing
+    for body in ({"revision": 9}, {"revision": "x"}, {}):
+        refused = client.post(f"/api/v1/services/{served.pk}/promote/", body, content_type="application/json")
+        assert refused.status_code == 400 and refused["content-type"] == "application/problem+json", body
+    assert (
+        client.post(
+            f"/api/v1/services/{served.pk}/traffic/",
+            {"traffic": [{"revision": 1, "percent": 70}]},
+            content_type="application/json",
+        ).status_code
+        == 400
+    )
+    assert (
+        client.post(
+            f"/api/v1/services/{served.pk}/revisions/", {"port": 1}, content_type="application/json"
+        ).status_code
+        == 400
+    )
+    assert ServiceScale.objects.get(job=served).traffic == [
+        {"revision": 1, "percent": 50},
+        {"revision": 2, "percent": 50},
+    ]
+
+    promoted = client.post(
+        f"/api/v1/services/{served.pk}/promote/", {"revision": 2}, content_type="application/json"
+    )
+    assert promoted.status_code == 200 and promoted.json()[0]["percent"] == 100
+    _run_until(
+        backend,
+        clock,
+        run,
+        lambda: served.replicas.filter(end_reason="replaced", revision=1).exists(),
+        "the old revision's replica replaced",
+    )
+    assert {e.revision for e in inference.ready_endpoints(served, backend)} == {2}
+
+    page = client.post(f"/services/{served.pk}/revisions/rollback/", follow=True)
+    assert page.status_code == 200 and "rolled back to revision 1" in page.content.decode()
+    served.refresh_from_db()
+    assert served.spec["model"]["registry"] == "hf.co/org/chat-7b"
+    assert ServiceScale.objects.get(job=served).revision == 1
+
+
+@pytest.mark.django_db
+def test_revisions_are_the_members_own(cluster, served, client):
+    from portal.models import Membership, Role
+
+    client.force_login(cluster.bob)
+    for path, body in (
+        ("revisions/", {"image": "x:1"}),
+        ("promote/", {"revision": 1}),
+        ("rollback/", {}),
+        ("traffic/", {"traffic": [{"revision": 1, "percent": 100}]}),
+    ):
+        assert (
+            client.post(
+                f"/api/v1/services/{served.pk}/{path}", body, content_type="application/json"
+            ).status_code
+            == 404
+        ), path
+    assert client.post(f"/services/{served.pk}/revisions/rollback/").status_code == 404
+    Membership.objects.filter(user=cluster.carol, workspace=cluster.vision).update(role=Role.VIEWER)
+    client.force_login(cluster.carol)
+    assert client.get(f"/api/v1/services/{served.pk}/revisions/").status_code == 200
+    assert (
+        client.post(
+            f"/api/v1/services/{served.pk}/promote/", {"revision": 1}, content_type="application/json"
+        ).status_code
+        == 403
+    )
+    assert not served.service_revisions.filter(number=2).exists()
