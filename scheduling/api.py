@@ -123,7 +123,7 @@ from scheduling.serving.memory import (
     model_shape,
     parse_params,
 )
-from scheduling.serving.latency import replicas_at_rate, slice_share
+from scheduling.serving.latency import ServerModel, replicas_at_rate, slice_share
 
 # ------------------------------------------------------------ Texts
 from scheduling import history_texts

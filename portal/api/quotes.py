@@ -17,6 +17,21 @@ class QuoteInput(JobSubmitInput):
         required=False, min_value=0, max_value=1_000_000,
         help_text="An inference service: also quote it at this steady request rate (`at_rate` per option: the "
                   "replicas its autoscaler settles at and their price per hour)")
+    prompt_tokens_per_request = serializers.IntegerField(
+        required=False, min_value=0, max_value=1_000_000,
+        help_text="With requests_per_second and completion_tokens_per_request: `at_rate` also gives the expected "
+                  "cost per 1M prompt, completion and all tokens of each option")
+    completion_tokens_per_request = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        given = [k for k in ("prompt_tokens_per_request", "completion_tokens_per_request") if k in attrs]
+        if len(given) == 1:
+            raise serializers.ValidationError({given[0]: "give the prompt and the completion tokens per request "
+                                                         "together"})
+        if given and "requests_per_second" not in attrs:
+            raise serializers.ValidationError({"requests_per_second": "tokens per request need a request rate"})
+        return attrs
 
 
 class QuoteApi(APIView):
@@ -40,7 +55,10 @@ class QuoteApi(APIView):
         out["image_pulls"] = secrets.image_pulls(workspace, spec)
         rate = body.validated_data.get("requests_per_second")
         if rate is not None and kinds.kind_of(spec).autoscaled:
-            rates = service_rates(spec, quote, rate)
+            rates = service_rates(spec, quote, rate,
+                                  prompt_tokens=body.validated_data.get("prompt_tokens_per_request"),
+                                  completion_tokens=body.validated_data.get("completion_tokens_per_request"))
             for option in out["options"]:
                 option["at_rate"] = rates.get(option["id"])
+                option["at_rate_text"] = quote_texts.at_rate_text(option["at_rate"], quote.currency)
         return Response(out)

@@ -29,6 +29,9 @@ resources: {gpu: 1}
 replicas: {min: 1, max: 2}
 target: {rps: 5}
 """
+TRAINING = (
+    "name: train\nqueue: vision-lab\nroles:\n  - {name: main, image: busybox:1.36, resources: {gpu: 1}}\n"
+)
 CALLS = 12
 MAX_TOKENS = 16
 PROMPT = "say hello to the shared gpu"  # 6 words: 6 prompt tokens on the simulated server
@@ -249,3 +252,43 @@ def test_revisions_are_the_members_own(cluster, served, client):
         == 403
     )
     assert not served.service_revisions.filter(number=2).exists()
+
+
+@pytest.mark.django_db
+def test_the_focus_export_carries_the_tokens_of_each_service_hour(served, cluster):
+    from billing.models import ChargeLine
+    from billing.reports import exports
+
+    job = services.submit_job(user=cluster.alice, workspace=cluster.vision, spec=TRAINING)
+    rows = [
+        dict(zip(exports.HEADER, row, strict=True))
+        for row in exports.line_rows(ChargeLine.objects.filter(job__in=[served, job]), chunk_size=1)
+    ]
+    service_rows = [r for r in rows if r["x_JobId"] == str(served.pk) and r["ChargeCategory"] == "Usage"]
+    assert service_rows
+    assert sum(int(r["x_PromptTokens"]) for r in service_rows) == CALLS * 6
+    assert sum(int(r["x_CompletionTokens"]) for r in service_rows) == CALLS * MAX_TOKENS
+    assert all(r["x_PromptTokens"] == "" for r in rows if r["x_JobId"] != str(served.pk))
+
+
+def test_a_service_hour_of_several_lines_carries_its_tokens_once(monkeypatch):
+    from datetime import UTC, datetime
+
+    from billing.reports import exports
+
+    hour = datetime(2026, 3, 2, 10, tzinfo=UTC)
+
+    def line(job_id, kind, minute):
+        values = dict.fromkeys(exports.LINE_FIELDS)
+        values.update(
+            job_id=job_id, job__kind=kind, charge_start=hour.replace(minute=minute), category="Usage"
+        )
+        return tuple(values[name] for name in exports.LINE_FIELDS)
+
+    monkeypatch.setattr(exports.service_usage, "tokens_by_hour", lambda pairs: {(7, hour): (100, 40)})
+    carried: set = set()
+    first = exports.line_tokens([line(7, "inference", 0), line(8, "training", 0)], carried)
+    again = exports.line_tokens(
+        [line(7, "inference", 30)], carried
+    )  # the next chunk, same hour, another node
+    assert first == [(100, 40), None] and again == [(0, 0)]
