@@ -105,8 +105,9 @@ class ReplicaFigures:
     def counters(self) -> dict:
         """What the next evaluation takes its differences from."""
         return {"uptime_s": self.uptime_s, "requests": self.requests, "in_flight_s": self.in_flight_s or 0.0,
-                "ttft": [["+Inf" if math.isinf(b) else b, n] for b, n in self.ttft_buckets],   # JSON has no inf "prefill_s": self.prefill_s,
-                "decode_s": self.decode_s}
+                # JSON has no infinity: the last bucket's bound is written as Prometheus writes it
+                "ttft": [["+Inf" if math.isinf(b) else b, n] for b, n in self.ttft_buckets],
+                "prefill_s": self.prefill_s, "decode_s": self.decode_s}
 
 
 def _auth(endpoint: Endpoint) -> dict[str, str]:

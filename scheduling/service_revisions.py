@@ -28,7 +28,7 @@ from scheduling.errors import Conflict, DomainError
 from scheduling.history_texts import said
 from scheduling.models import Job, JobState, Replica, ServiceRevision, ServiceScale
 from scheduling.services import read_spec, record_event, require_submitter
-from scheduling.spec import spec_to_dict
+from scheduling.spec import parse_job_spec_obj, spec_to_dict
 
 MAX_SPLIT = 4  # revisions one split may name
 
@@ -159,8 +159,7 @@ def create_revision(user, job: Job, changes: Mapping[str, Any], *, traffic: Any 
     scale.revision = revision.number
     scale.scraped_at = None  # evaluated again at the next cycle: the new revision's replica starts then
     scale.save(update_fields=["traffic", "revision", "scraped_at"])
-    job.spec = new_spec
-    job.save(update_fields=["spec"])
+    _set_spec(job, new_spec)
     record_event(
         job,
         "revised",
@@ -192,11 +191,19 @@ def set_traffic(user, job: Job, traffic: Any) -> ServiceScale:
     return scale
 
 
+def _set_spec(job: Job, spec: dict) -> None:
+    """The service's spec becomes `spec`, and its stored role the image and command that new placements launch
+    (a launch reads those from the role, the model from the spec)."""
+    [role] = parse_job_spec_obj(spec).roles
+    job.spec = spec
+    job.roles = [{**r, "image": role.image, "command": list(role.command)} for r in job.roles]
+    job.save(update_fields=["spec", "roles"])
+
+
 def _make_current(job: Job, scale: ServiceScale, revision: ServiceRevision) -> None:
     scale.revision, scale.traffic, scale.scraped_at = revision.number, [], None
     scale.save(update_fields=["revision", "traffic", "scraped_at"])
-    job.spec = revision.spec
-    job.save(update_fields=["spec"])
+    _set_spec(job, revision.spec)
 
 
 @transaction.atomic
@@ -242,7 +249,9 @@ def rollback(user, job: Job) -> ServiceScale:
 
 @dataclass(frozen=True)
 class Rollout:
-    at_least: int  # replicas to keep wanted (by index): one of each revision that takes traffic, a new one's surge
+    at_least: (
+        int  # replicas to keep wanted (by index): one of each revision that takes traffic, a new one's surge
+    )
     replaced: tuple[Replica, ...] = ()  # stale replicas to end now
 
 

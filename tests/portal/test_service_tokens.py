@@ -292,3 +292,27 @@ def test_a_service_hour_of_several_lines_carries_its_tokens_once(monkeypatch):
         [line(7, "inference", 30)], carried
     )  # the next chunk, same hour, another node
     assert first == [(100, 40), None] and again == [(0, 0)]
+
+
+@pytest.mark.django_db
+def test_a_new_image_is_what_new_replicas_launch_and_a_rollback_restores_it(cluster, served, client):
+    client.force_login(cluster.alice)
+    before = served.roles[0]["image"]
+    made = client.post(
+        f"/api/v1/services/{served.pk}/revisions/",
+        {"image": "vllm/vllm-openai:v0.6.0"},
+        content_type="application/json",
+    )
+    assert made.status_code == 201 and made.json()[0]["image"] == "vllm/vllm-openai:v0.6.0"
+    served.refresh_from_db()
+    assert served.roles[0]["image"] == "vllm/vllm-openai:v0.6.0" != before
+    same = client.post(
+        f"/api/v1/services/{served.pk}/revisions/",
+        {"image": "vllm/vllm-openai:v0.6.0"},
+        content_type="application/json",
+    )
+    assert same.status_code == 400 and served.service_revisions.count() == 2  # no change, no revision
+    assert client.post(f"/api/v1/services/{served.pk}/rollback/").status_code == 200
+    served.refresh_from_db()
+    assert served.roles[0]["image"] == before
+    assert client.post(f"/api/v1/services/{served.pk}/rollback/").status_code == 409  # nothing before 1
