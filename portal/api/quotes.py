@@ -11,6 +11,8 @@ from portal.selectors import get_workspace_for_user
 from scheduling import kinds
 from scheduling.api import secrets
 
+DEFAULT_COMPLETION_TOKENS = 32   # the latency model's default answer length
+
 
 class QuoteInput(JobSubmitInput):
     requests_per_second = serializers.FloatField(
@@ -19,19 +21,9 @@ class QuoteInput(JobSubmitInput):
                   "replicas its autoscaler settles at and their price per hour)")
     prompt_tokens_per_request = serializers.IntegerField(
         required=False, min_value=0, max_value=1_000_000,
-        help_text="With requests_per_second and completion_tokens_per_request: `at_rate` also gives the expected "
-                  "cost per 1M prompt, completion and all tokens of each option")
+        help_text="With requests_per_second: `at_rate` also gives each option's expected cost per 1M prompt, "
+                  "completion and all tokens (prompt tokens 0 and completion tokens 32 when one of them is left out)")
     completion_tokens_per_request = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
-
-    def validate(self, attrs):
-        attrs = super().validate(attrs)
-        given = [k for k in ("prompt_tokens_per_request", "completion_tokens_per_request") if k in attrs]
-        if len(given) == 1:
-            raise serializers.ValidationError({given[0]: "give the prompt and the completion tokens per request "
-                                                         "together"})
-        if given and "requests_per_second" not in attrs:
-            raise serializers.ValidationError({"requests_per_second": "tokens per request need a request rate"})
-        return attrs
 
 
 class QuoteApi(APIView):
@@ -55,9 +47,12 @@ class QuoteApi(APIView):
         out["image_pulls"] = secrets.image_pulls(workspace, spec)
         rate = body.validated_data.get("requests_per_second")
         if rate is not None and kinds.kind_of(spec).autoscaled:
-            rates = service_rates(spec, quote, rate,
-                                  prompt_tokens=body.validated_data.get("prompt_tokens_per_request"),
-                                  completion_tokens=body.validated_data.get("completion_tokens_per_request"))
+            given = body.validated_data
+            per_token = "prompt_tokens_per_request" in given or "completion_tokens_per_request" in given
+            rates = service_rates(spec, quote, rate, **({
+                "prompt_tokens": given.get("prompt_tokens_per_request", 0),
+                "completion_tokens": given.get("completion_tokens_per_request", DEFAULT_COMPLETION_TOKENS),
+            } if per_token else {}))
             for option in out["options"]:
                 option["at_rate"] = rates.get(option["id"])
                 option["at_rate_text"] = quote_texts.at_rate_text(option["at_rate"], quote.currency)

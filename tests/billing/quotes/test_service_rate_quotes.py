@@ -85,9 +85,11 @@ def test_the_quote_gives_the_cost_per_million_tokens_of_each_sharing_option(clus
         assert together == pytest.approx(per_hour, abs=Decimal("0.01"))
         assert "per 1M input tokens" in option["at_rate_text"]
 
-    for bad in ({"prompt_tokens_per_request": 200}, {"completion_tokens_per_request": 0},
-                {"prompt_tokens_per_request": 1, "completion_tokens_per_request": 1, "requests_per_second": None}):
+    for bad in ({"completion_tokens_per_request": 0}, {"prompt_tokens_per_request": -1}):
         body = {"workspace": "vision-lab", "spec": SERVICE, "requests_per_second": 10, **bad}
-        body = {k: v for k, v in body.items() if v is not None}
         refused = client.post("/api/v1/quotes/", body, content_type="application/json")
         assert refused.status_code == 400 and refused["content-type"] == "application/problem+json", bad
+    # the prompt alone: answers of the latency model's default length
+    alone = client.post("/api/v1/quotes/", {"workspace": "vision-lab", "spec": SERVICE, "requests_per_second": 10,
+                                            "prompt_tokens_per_request": 200}, content_type="application/json").json()
+    assert next(o for o in alone["options"] if o.get("at_rate"))["at_rate"]["completion_tokens_per_request"] == 32
