@@ -42,6 +42,7 @@ from billing.ledger.periods import month_end, period_start
 from billing.ledger.posting import post_ledger
 from billing.ledger.prices import billed_priority, money_text
 from billing.ledger.selectors import array_total, job_total, job_totals, ledger_cursor
+from billing.token_costs import TokenCosts, per_million_tokens
 
 # ------------------------------------------------------------ Metering and node tokens
 from billing.metering.costs import replica_allocation

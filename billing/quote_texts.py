@@ -240,6 +240,20 @@ def localized_error(error: QuoteError) -> QuoteError:
     return QuoteError(quote_error_text(error), refusals=error.refusals)
 
 
+def at_rate_text(at_rate: Mapping[str, Any] | None, currency: str) -> str:
+    """An option's figures at a stated request rate, in the active language: its replicas and, with tokens per
+    request, what 1M input and output tokens cost on it."""
+    if not at_rate:
+        return ""
+    text = ngettext("%(replicas)s replica at %(rate)s requests/s", "%(replicas)s replicas at %(rate)s requests/s",
+                    at_rate["replicas"]) % {"replicas": at_rate["replicas"], "rate": f"{at_rate['requests_per_second']:g}"}
+    if at_rate.get("cost_per_million_tokens") is not None:
+        text += "; " + _("about %(input)s per 1M input tokens and %(output)s per 1M output tokens") % {
+            "input": f"{at_rate['cost_per_million_prompt_tokens']} {currency}",
+            "output": f"{at_rate['cost_per_million_completion_tokens']} {currency}"}
+    return text
+
+
 def localized(quote: dict[str, Any]) -> dict[str, Any]:
     """A quote's JSON with its words in the active language beside the English ones: per option
     `tradeoffs_text` and `tradeoff_tags_text`, and `unavailable_text`."""

@@ -26,11 +26,13 @@ from billing.quotes import (
 from billing.reports.services import check_budget_allows_submit
 from billing.starts import with_cluster_starts
 from billing.time_zone import platform_tz
+from billing.token_costs import per_million_tokens
 from scheduling import kinds
 from scheduling.api import (
     DomainError,
     Forbidden,
     JobSpec,
+    ServerModel,
     SpecError,
     clock,
     default_queue,
@@ -153,12 +155,17 @@ def fire_schedules() -> schedules.FiringReport:
     return schedules.fire_due_schedules(refuse=check_budget_allows_submit)
 
 
-def service_rates(spec: JobSpec, quote: Quote, rate_rps: float) -> dict[str, dict[str, Any]]:
+def service_rates(spec: JobSpec, quote: Quote, rate_rps: float, *, prompt_tokens: int | None = None,
+                  completion_tokens: int | None = None) -> dict[str, dict[str, Any]]:
     """Per option of an inference service's quote: the replicas it settles at for a steady `rate_rps`
     (scheduling.serving.latency.replicas_at_rate, on that option's slice) and what they cost per hour,
-    peak and off-peak (each replica at the option's per-replica rate)."""
+    peak and off-peak (each replica at the option's per-replica rate). With the tokens of a request
+    (`prompt_tokens`, `completion_tokens`) also the expected cost per 1M prompt and completion tokens: the
+    replicas' price per hour over the tokens served in an hour, split by the prefill and decode seconds the
+    latency model gives a request (a shared slice's lower price is where sharing shows its worth)."""
     if not kinds.kind_of(spec).autoscaled:  # no target to settle at
         return {}
+    model = ServerModel(tokens=completion_tokens) if completion_tokens else ServerModel()
     out = {}
     for option in quote.options:
         [role] = option.roles
@@ -167,10 +174,23 @@ def service_rates(spec: JobSpec, quote: Quote, rate_rps: float) -> dict[str, dic
         share = slice_share(role.sharing, role.num_gpus, role.gpu_milli, role.mig_profile or "")
         replicas = replicas_at_rate(rate_rps, share, metric=spec.inference.target_metric,
                                     target=float(spec.inference.target_value), low=role.min_replicas,
-                                    high=role.max_replicas)
+                                    high=role.max_replicas, model=model)
+        per_hour = replicas * role.price_per_hour
         out[option.id] = {"requests_per_second": rate_rps, "replicas": replicas,
-                           "price_per_hour": str((replicas * role.price_per_hour).quantize(Decimal("0.0001"))),
+                           "price_per_hour": str(per_hour.quantize(Decimal("0.0001"))),
                            "price_per_hour_offpeak": str((replicas * role.price_per_hour_offpeak)
                                                          .quantize(Decimal("0.0001")))}
+        if prompt_tokens is not None and completion_tokens:
+            prefill, decode = model.phases_s(share)
+            requests = round(rate_rps * 3600)
+            costs = per_million_tokens(per_hour, requests * prompt_tokens, requests * completion_tokens,
+                                       prefill, decode)
+            out[option.id].update({
+                "prompt_tokens_per_request": prompt_tokens, "completion_tokens_per_request": completion_tokens,
+                "cost_per_million_prompt_tokens": None if costs.prompt is None else str(costs.prompt),
+                "cost_per_million_completion_tokens": None if costs.completion is None else str(costs.completion),
+                "cost_per_million_tokens": None if not requests else str(
+                    (per_hour * 1_000_000 / (requests * (prompt_tokens + completion_tokens))).quantize(
+                        Decimal("0.0001")))})
     return out
 

@@ -273,6 +273,22 @@ ZH = {
     "OUTCOME": "结果",
     "DETAIL": "详情",
     "a month of runs ({runs}, {cron} in {zone}):": "一个月的运行（{runs} 次，{cron}，时区 {zone}）：",
+    # gpuctl serve revisions, and the token figures of gpuctl serve show
+    "REVISION": "修订版本",
+    "CURRENT": "当前",
+    "TRAFFIC": "流量",
+    "MODEL": "模型",
+    "IMAGE": "镜像",
+    "TOKENS IN": "输入令牌",
+    "TOKENS OUT": "输出令牌",
+    "TTFT": "首令牌时间",
+    "COST/1M IN": "每百万输入令牌费用",
+    "COST/1M OUT": "每百万输出令牌费用",
+    "tokens in/out": "输入/输出令牌",
+    "cost/1M in": "每百万输入令牌费用",
+    "cost/1M out": "每百万输出令牌费用",
+    "TTFT p50/p95": "首令牌时间 p50/p95",
+    "tokens/s": "令牌/秒",
 }
 
 

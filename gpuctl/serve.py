@@ -1,4 +1,4 @@
-"""`gpuctl serve create|list|show|scale|delete|stop|start`: inference services by name (in -w WORKSPACE,
+"""`gpuctl serve create|list|show|scale|delete|stop|start` (and the revision actions of gpuctl.serve_revisions): inference services by name (in -w WORKSPACE,
 else in the one workspace of the caller that has a live service of that name) or by id. A service is
 deployed as a job (`POST /api/v1/jobs/` with a `kind: inference` spec, from -f FILE or built from flags),
 read and changed through `/api/v1/services/`, stopped and started as jobs are."""
@@ -27,6 +27,7 @@ from gpuctl.output import (
     pending_reason,
     width,
 )
+from gpuctl.serve_revisions import add_revision_commands
 
 SERVICES = "/api/v1/services/"
 JOBS = "/api/v1/jobs/"
@@ -251,6 +252,12 @@ def format_service(service: dict, lang: str = "en") -> str:
         ("GPU-s/request", _number(service.get("gpu_seconds_per_request"))),
         ("cost so far", _money(service.get("cost_so_far"), service.get("currency"))),
         ("cost/1K req", _money(service.get("cost_per_1000_requests"), service.get("currency"))),
+        ("tokens in/out", f"{service.get('prompt_tokens', 0)} / {service.get('completion_tokens', 0)}"),
+        ("cost/1M in", _money(service.get("cost_per_million_prompt_tokens"), service.get("currency"))),
+        ("cost/1M out", _money(service.get("cost_per_million_completion_tokens"), service.get("currency"))),
+        ("TTFT p50/p95", None if service.get("ttft_p50_s") is None else
+         f"{service['ttft_p50_s']:.3f} / {service['ttft_p95_s']:.3f} s"),
+        ("tokens/s", _number(service.get("tokens_per_second"), 1)),
         ("created", format_time(service.get("created"))),
     ]
     labels = {name: say(lang, name) for name, _ in fields}
@@ -421,3 +428,4 @@ def add_serve_commands(commands, command: Callable[..., argparse.ArgumentParser]
     delete.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     with_ref("stop", cmd_serve_stop, "stop a service: its replicas end, its GPUs are free, its range is kept")
     with_ref("start", cmd_serve_start, "start a stopped service (it queues for GPUs)")
+    add_revision_commands(actions, command, add_output, find_service)

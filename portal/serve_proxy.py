@@ -16,6 +16,7 @@ sends it on; the wait is recorded as a cold start. Errors are in the OpenAI erro
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -24,7 +25,7 @@ import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
@@ -35,7 +36,15 @@ from portal.models import TokenScope
 from portal.notebook_proxy import REQUEST_DROPPED, forward, named_in_connection
 from portal.serve_errors import openai_error
 from scheduling import kinds
-from scheduling.api import DomainError, Endpoint, Forbidden, get_backend, inference
+from scheduling.api import (
+    DomainError,
+    Endpoint,
+    Forbidden,
+    get_backend,
+    inference,
+    service_revisions,
+    service_usage,
+)
 from scheduling.models import FINAL_STATES, Job, JobState
 
 log = logging.getLogger(__name__)
@@ -125,8 +134,7 @@ def ready_endpoint(job: Job) -> Endpoint | None:
     job.refresh_from_db(fields=["state"])
     if job.state not in (JobState.RUNNING, JobState.SCHEDULED):
         return None
-    endpoints = inference.ready_endpoints(job, get_backend())
-    random.shuffle(endpoints)
+    endpoints = by_traffic(job, inference.ready_endpoints(job, get_backend()))
     health = None
     for endpoint in endpoints:
         if _healthy_until.get(endpoint.url, 0.0) > time.monotonic():
@@ -137,6 +145,21 @@ def ready_endpoint(job: Job) -> Endpoint | None:
         if _healthy(endpoint, health):
             return endpoint
     return None
+
+
+def by_traffic(job: Job, endpoints: list[Endpoint]) -> list[Endpoint]:
+    """The endpoints in the order to try them: those of the revision this request draws from the service's
+    traffic split first (shuffled), then the rest (shuffled), so a revision with no ready replica yet leaves
+    its share to the others (the old one keeps serving until the new one is ready)."""
+    random.shuffle(endpoints)
+    split = service_revisions.traffic_split(job)
+    if len(split) < 2:
+        drawn = split[0][0] if split else None
+    else:
+        drawn = random.choices([revision for revision, _ in split], weights=[p for _, p in split])[0]
+    if drawn is None:
+        return endpoints
+    return sorted(endpoints, key=lambda e: e.revision != drawn)
 
 
 async def _wait_for_replica(job: Job) -> tuple[Endpoint, float | None]:
@@ -209,6 +232,60 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
         return error_response(BadGateway(f"a replica of service '{name}' did not answer; try again"))
     if waited is not None:
         response["X-Cold-Start-Seconds"] = f"{waited:.3f}"
+    return await metered(response, job, getattr(request, "service_key_id", None), endpoint)
+
+
+# --------------------------------------------------------------------------- metering
+
+METERED_BODY_MAX = 4 * 1024 * 1024   # a JSON answer longer than this is passed on unmetered
+
+
+def record_usage(service: Job, key_id: int | None, usage: dict | None, replica: Endpoint, *,
+                 prefill_s=None, decode_s=None, ttft_s=None) -> bool:
+    """Meter one answer's `usage` for the service, per key (None: a member's token), minute and the replica
+    that gave it (and its revision). Both the JSON and the streamed answers end here."""
+    return service_usage.record_usage(service, key_id, usage, replica.replica, revision=replica.revision,
+                                      prefill_s=prefill_s, decode_s=decode_s, ttft_s=ttft_s)
+
+
+def _answer_usage(body: bytes) -> dict | None:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    return answer.get("usage") if isinstance(answer, dict) else None
+
+
+def _phases(response) -> dict[str, str | None]:
+    """The phase seconds and time to first token the replica reported with its answer (the simulated server
+    does; vLLM does not, and its phases come from its metrics instead)."""
+    return {"prefill_s": response.get("X-Prefill-Seconds"), "decode_s": response.get("X-Decode-Seconds"),
+            "ttft_s": response.get("X-Time-To-First-Token-Seconds")}
+
+
+async def metered(response: HttpResponse, job: Job, key_id: int | None, endpoint: Endpoint) -> HttpResponse:
+    """The answer as it is, metered when it is a successful JSON answer: a whole one at once, a streamed one
+    (ASGI) chunk by chunk as it passes, its body kept aside up to METERED_BODY_MAX and read at its end."""
+    if response.status_code != 200 or not response.get("Content-Type", "").startswith("application/json") \
+            or response.get("Content-Encoding", "identity") != "identity":
+        return response
+    phases = _phases(response)
+    if not isinstance(response, StreamingHttpResponse):
+        await sync_to_async(record_usage)(job, key_id, _answer_usage(response.content), endpoint, **phases)
+        return response
+    upstream = response.streaming_content
+
+    async def passing():
+        kept, size = [], 0
+        async for chunk in upstream:
+            size += len(chunk)
+            if size <= METERED_BODY_MAX:
+                kept.append(chunk)
+            yield chunk
+        if size <= METERED_BODY_MAX:
+            await sync_to_async(record_usage)(job, key_id, _answer_usage(b"".join(kept)), endpoint, **phases)
+
+    response.streaming_content = passing()
     return response
 
 

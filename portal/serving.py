@@ -6,17 +6,18 @@ counted over the same life."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import RowNumber
 
+from billing.api import per_million_tokens
 from billing.models import ChargeLine
 from portal import job_lists
 from portal import selectors as portal_selectors
-from scheduling.api import clock, inference
+from scheduling.api import clock, inference, service_revisions, service_usage
 from scheduling.models import (
     ACTIVE_STATES,
     Job,
@@ -41,6 +42,20 @@ def get_service_for_user(user, job_id) -> Job:
     return portal_selectors.get_workload_for_user(user, job_id, "services", "service")
 
 
+@dataclass(frozen=True)
+class TokenFigures:
+    """A service's (or one revision's) tokens served and what they cost: the ledger's cost of its held slices
+    split by its prefill and decode seconds, per 1M tokens; time to first token and tokens per second."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_per_million_prompt_tokens: Decimal | None = None
+    cost_per_million_completion_tokens: Decimal | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    tokens_per_second: float | None = None   # completion tokens per second of decoding
+
+
 @dataclass
 class ServiceRow:
     job: Job
@@ -57,6 +72,7 @@ class ServiceRow:
     p95_ms: float | None
     cold_starts: int
     scale_reason: str
+    tokens: TokenFigures = field(default_factory=lambda: TokenFigures())
 
     @property
     def cost_per_1000(self) -> Decimal | None:
@@ -99,6 +115,93 @@ def service_rows(jobs, *, now: datetime | None = None) -> list[ServiceRow]:
             rps=_rate(last), p50_ms=next((s.p50_ms for s in last if s.p50_ms is not None), None),
             p95_ms=next((s.p95_ms for s in last if s.p95_ms is not None), None),
             cold_starts=scale.cold_starts if scale else 0, scale_reason=scale.reason if scale else ""))
+    _add_token_figures(rows, recent)
+    return rows
+
+
+def _add_token_figures(rows: list[ServiceRow], recent: dict[int, list[ServiceSample]]) -> None:
+    """Each row's tokens from the endpoint's meter, their cost from the ledger's cost so far; phase seconds
+    from the answers when their replicas reported them (the simulated server), else from the servers' metrics
+    as the autoscaler sampled them (vLLM); time to first token from the samples' histograms."""
+    ids = [r.job.pk for r in rows]
+    totals = service_usage.totals_by_service(ids)
+    sampled = {row["job_id"]: row for row in ServiceSample.objects.filter(job_id__in=ids).order_by()
+               .values("job_id").annotate(prefill=Sum("prefill_seconds"), decode=Sum("decode_seconds"))}
+    for row in rows:
+        total = totals.get(row.job.pk) or service_usage.TokenTotals()
+        phases = sampled.get(row.job.pk, {})
+        row.tokens = token_figures(total, row.row.cost, recent.get(row.job.pk, []),
+                                   float(phases.get("prefill") or 0.0), float(phases.get("decode") or 0.0))
+
+
+def token_figures(total: service_usage.TokenTotals, cost: Decimal | None, recent: list[ServiceSample],
+                  sampled_prefill_s: float = 0.0, sampled_decode_s: float = 0.0) -> TokenFigures:
+    metered = total.prefill_seconds + total.decode_seconds > 0
+    prefill, decode = ((total.prefill_seconds, total.decode_seconds) if metered
+                       else (sampled_prefill_s, sampled_decode_s))
+    costs = per_million_tokens(cost, total.prompt_tokens, total.completion_tokens, prefill, decode)
+    with_ttft = next((s for s in recent if s.ttft_p95_ms is not None), None)
+    speed = total.tokens_per_second
+    if speed is None and decode > 0:
+        speed = total.completion_tokens / decode
+    return TokenFigures(
+        prompt_tokens=total.prompt_tokens, completion_tokens=total.completion_tokens,
+        cost_per_million_prompt_tokens=costs.prompt, cost_per_million_completion_tokens=costs.completion,
+        ttft_p50_s=None if with_ttft is None or with_ttft.ttft_p50_ms is None else round(with_ttft.ttft_p50_ms / 1000, 4),
+        ttft_p95_s=None if with_ttft is None else round(with_ttft.ttft_p95_ms / 1000, 4),
+        tokens_per_second=None if speed is None else round(speed, 2))
+
+
+@dataclass
+class RevisionRow:
+    """One revision of a service with its own tokens, latency and cost, so a new model, image or cheaper slice
+    on part of the traffic can be compared with the one it may replace."""
+
+    number: int
+    model: str
+    image: str
+    created: datetime
+    current: bool                  # new replicas launch it
+    percent: int                   # of the traffic now
+    replicas: int                  # running
+    gpu_seconds: float             # held by its placements
+    cost: Decimal | None           # its part of the service's ledger cost, by GPU-seconds held
+    requests: int
+    ttft_mean_s: float | None
+    tokens: TokenFigures
+
+
+def revision_rows(job: Job, cost: Decimal | None, *, now: datetime | None = None) -> list[RevisionRow]:
+    """The service's revisions, newest first. The ledger bills a service, not its revisions: each revision's
+    cost is the service's cost shared by the GPU-seconds its placements held."""
+    now = now or clock.now()
+    revisions = service_revisions.revisions_of(job)
+    split = dict(service_revisions.traffic_split(job))
+    current = service_revisions.current_revision(job.pk)
+    held: dict[int, float] = {}
+    running: dict[int, int] = {}
+    placements = job.replicas.exclude(started=None).select_related(None)
+    for replica in placements.only("revision", "started", "ended", "state", "slice", "gpu_indices"):
+        number = replica.revision or 1
+        seconds = max(0.0, ((replica.ended or now) - replica.started).total_seconds())
+        held[number] = held.get(number, 0.0) + seconds * inference.held_share(replica)
+        running[number] = running.get(number, 0) + (replica.state == JobState.RUNNING)
+    all_held = sum(held.values())
+    usage = service_usage.totals_by_revision(job)
+    rows = []
+    for revision in reversed(revisions):
+        n = revision.number
+        total = usage.get(n) or service_usage.TokenTotals()
+        if n == 1 and None in usage:   # answers metered before the service had revisions were revision 1's
+            older = usage[None]
+            total = service_usage.TokenTotals(*(getattr(total, f) + getattr(older, f) for f in service_usage.SUMMED))
+        share = (cost * Decimal(repr(held.get(n, 0.0))) / Decimal(repr(all_held))).quantize(Decimal("0.0001")) \
+            if cost is not None and all_held > 0 else None
+        rows.append(RevisionRow(
+            number=n, model=revision.model, image=revision.image, created=revision.created, current=n == current,
+            percent=split.get(n, 0), replicas=running.get(n, 0), gpu_seconds=round(held.get(n, 0.0), 1),
+            cost=share, requests=total.requests, ttft_mean_s=total.ttft_mean_s,
+            tokens=token_figures(total, share, [])))
     return rows
 
 

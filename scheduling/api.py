@@ -4,7 +4,8 @@ Besides this module they may import only ``scheduling.models`` (the tables), ``s
 workload kinds' registry) and ``scheduling.forms``; an import-linter contract in pyproject.toml keeps it
 so. A name a caller needs goes into the group of its concept below. Offered whole as well, for callers
 that write ``services.cancel_job(...)``: ``clock`` (tests set its time), ``services``, ``selectors``,
-``logs``, ``notebooks``, ``inference``, ``history_texts``, ``metrics`` and ``signals``.
+``logs``, ``notebooks``, ``inference``, ``service_usage``, ``service_revisions``, ``history_texts``,
+``metrics`` and ``signals``.
 """
 # The groups below are by concept, not alphabetical:
 # isort: skip_file
@@ -116,6 +117,7 @@ from scheduling.traces import gang, late_allowed, percentile, read_philly
 
 # ------------------------------------------------------------ Notebooks, inference services and logs
 from scheduling import inference, logs, notebooks
+from scheduling import service_revisions, service_usage
 from scheduling.backends import get_backend
 from scheduling.notebooks import Endpoint, base_url, endpoint_of, read_activity
 from scheduling.serving.idle import idle_since
@@ -134,7 +136,7 @@ from scheduling.serving.memory import (
     model_shape,
     parse_params,
 )
-from scheduling.serving.latency import replicas_at_rate, slice_share
+from scheduling.serving.latency import ServerModel, replicas_at_rate, slice_share
 
 # ------------------------------------------------------------ Texts
 from scheduling import history_texts

@@ -88,3 +88,12 @@ MAX_RUNTIME_REACHED = gettext_noop("it reached its maximum runtime of %(limit)s"
 RETRYING = gettext_noop("%(why)s; retry %(retry)s of %(limit)s in %(backoff)s")
 NO_RETRY_LEFT = gettext_noop("%(why)s; no retry left (retry limit %(limit)s)")
 CLEANED_UP = gettext_noop("%(ttl)s after it finished (ttlAfterFinished): %(count)s replicas deleted")
+
+# Inference services' revisions and traffic (scheduling.inference).
+REVISION_MADE = gettext_noop("revision %(number)s (%(model)s) made by %(user)s; revision %(previous)s serves "
+                             "until it is ready")
+TRAFFIC_SET = gettext_noop("traffic %(split)s, set by %(user)s")
+REVISION_PROMOTED = gettext_noop("revision %(number)s takes all the traffic, promoted by %(user)s")
+REVISION_ROLLED_BACK = gettext_noop("rolled back to revision %(number)s by %(user)s")
+REPLICAS_REPLACED = (gettext_noop("%(count)s replica of revision %(revisions)s replaced: revision %(ready)s is ready"),
+                     gettext_noop("%(count)s replicas of revision %(revisions)s replaced: revision %(ready)s is ready"))

@@ -16,7 +16,10 @@ Each evaluation is a ServiceSample: replicas, requests, latency, GPU-seconds, fo
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import math
+import re
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import httpx
@@ -24,7 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.crypto import salted_hmac
 
-from scheduling import clock, kinds
+from scheduling import clock, kinds, service_revisions
 from scheduling import history_catalogue as texts
 from scheduling.backends.base import Endpoint
 from scheduling.errors import Conflict, DomainError
@@ -89,26 +92,104 @@ class ReplicaFigures:
 
     uptime_s: float
     requests: int
-    in_flight_s: float
+    in_flight_s: float | None      # None: the server keeps no integral (vLLM): its gauges now stand in
     waiting: int
     p50_s: float | None
     p95_s: float | None
     ready: bool
+    running: int = 0
+    ttft_buckets: tuple[tuple[float, int], ...] = ()    # (upper bound, cumulative count), +inf last
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    def counters(self) -> dict:
+        """What the next evaluation takes its differences from."""
+        return {"uptime_s": self.uptime_s, "requests": self.requests, "in_flight_s": self.in_flight_s or 0.0,
+                # JSON has no infinity: the last bucket's bound is written as Prometheus writes it
+                "ttft": [["+Inf" if math.isinf(b) else b, n] for b, n in self.ttft_buckets],
+                "prefill_s": self.prefill_s, "decode_s": self.decode_s}
+
+
+def _auth(endpoint: Endpoint) -> dict[str, str]:
+    return {"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {}
 
 
 def scrape(endpoint: Endpoint) -> ReplicaFigures | None:
+    """The replica's figures: the simulated server's JSON, or else a model server's Prometheus text under
+    vLLM's names (`prometheus_figures`)."""
     try:
         response = httpx.get(endpoint.url + "metrics", params={"format": "json"}, timeout=SCRAPE_TIMEOUT_S,
-                             headers={"Authorization": f"Bearer {endpoint.token}"} if endpoint.token else {})
-        body = response.json() if response.status_code == 200 else None
+                             headers=_auth(endpoint))
+        if response.status_code != 200:
+            raise ValueError(f"status {response.status_code}")
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            return prometheus_figures(response.text, time.time())
+        body = response.json()
         latency = body.get("latency") or {}
+        ttft = body.get("ttft") or {}
+        phases = body.get("phases") or {}
+        buckets = tuple((float(b), int(n)) for b, n in (ttft.get("buckets") or {}).items())
         return ReplicaFigures(uptime_s=float(body["uptime_s"]), requests=int(body["requests_total"]),
                               in_flight_s=float(body["in_flight_seconds_total"]),
                               waiting=int(body.get("waiting") or 0), p50_s=latency.get("p50_s"),
-                              p95_s=latency.get("p95_s"), ready=bool(body.get("ready", True)))
+                              p95_s=latency.get("p95_s"), ready=bool(body.get("ready", True)),
+                              running=int(body.get("in_service") or 0),
+                              ttft_buckets=(*buckets, (math.inf, int(ttft.get("count") or 0))) if ttft else (),
+                              prefill_s=float(phases.get("prefill_seconds_total") or 0.0),
+                              decode_s=float(phases.get("decode_seconds_total") or 0.0))
     except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError) as error:
         log.info("service replica at %s gave no figures: %s", endpoint.url, error)
         return None
+
+
+PROMETHEUS_LINE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
+
+
+def prometheus_figures(text: str, now: float) -> ReplicaFigures:
+    """A vLLM server's /metrics (Prometheus text) as figures: vllm:num_requests_running and _waiting,
+    vllm:request_success_total, vllm:time_to_first_token_seconds (histogram), vllm:request_prefill_time_seconds
+    and vllm:request_decode_time_seconds (their sums), summed over the models it serves; its uptime from
+    process_start_time_seconds. Raises ValueError when it is not vLLM's."""
+    sums: dict[str, float] = {}
+    ttft: dict[float, float] = {}
+    for line in text.splitlines():
+        found = PROMETHEUS_LINE.match(line)
+        if found is None or line.startswith("#"):
+            continue
+        name, labels, value = found["name"], found["labels"] or "", float(found["value"])
+        if name == "vllm:time_to_first_token_seconds_bucket":
+            bound = re.search(r'le="([^"]+)"', labels)
+            if bound:
+                le = math.inf if bound[1] == "+Inf" else float(bound[1])
+                ttft[le] = ttft.get(le, 0.0) + value
+        else:
+            sums[name] = sums.get(name, 0.0) + value
+    if "vllm:num_requests_running" not in sums:
+        raise ValueError("no vllm:num_requests_running in its metrics")
+    started = sums.get("process_start_time_seconds")
+    return ReplicaFigures(
+        uptime_s=now - started if started else now, requests=int(sums.get("vllm:request_success_total", 0)),
+        in_flight_s=None, waiting=int(sums.get("vllm:num_requests_waiting", 0)), p50_s=None, p95_s=None,
+        ready=True, running=int(sums["vllm:num_requests_running"]),
+        ttft_buckets=tuple((b, int(n)) for b, n in sorted(ttft.items())),
+        prefill_s=sums.get("vllm:request_prefill_time_seconds_sum", 0.0),
+        decode_s=sums.get("vllm:request_decode_time_seconds_sum", 0.0))
+
+
+def histogram_quantile(quantile: float, buckets: list[tuple[float, int]]) -> float | None:
+    """The quantile of a Prometheus histogram ((upper bound, cumulative count), +inf last), interpolated
+    within its bucket as Prometheus does; None when it counted nothing."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = quantile * buckets[-1][1]
+    lower, below = 0.0, 0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = bound, count
+    return lower
 
 
 def replica_endpoint(backend, job: Job, replica: Replica) -> Endpoint | None:
@@ -116,7 +197,10 @@ def replica_endpoint(backend, job: Job, replica: Replica) -> Endpoint | None:
     the key, Kubernetes, gives only the address)."""
     found = backend.endpoint((job.pk, replica.role, replica.index), workspace=job.workspace.slug,
                              base_url=base_url(job.workspace.slug, job.name))
-    return None if found is None else Endpoint(url=found.url, token=found.token or api_key(job.pk))
+    if found is None:
+        return None
+    return Endpoint(url=found.url, token=found.token or api_key(job.pk),
+                    replica=f"{replica.role}-{replica.index}-{replica.attempt}", revision=replica.revision)
 
 
 @dataclass
@@ -129,6 +213,9 @@ class Window:
     waiting: int = 0
     p50_s: float | None = None
     p95_s: float | None = None
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    ttft: dict[float, int] = field(default_factory=dict)   # the window's time-to-first-token histogram
 
     def add(self, previous: dict | None, now: ReplicaFigures) -> None:
         """One replica's counters since `previous` (its last scrape; none, or counters that went back
@@ -139,12 +226,23 @@ class Window:
         done = now.requests - base["requests"]
         self.requests += done
         self.waiting += now.waiting
-        if span > 0:
+        if now.in_flight_s is None:   # no integral kept: what is in flight now
+            self.concurrency += now.running + now.waiting
+        elif span > 0:
             self.concurrency += max(0.0, now.in_flight_s - base["in_flight_s"]) / span
+        if span > 0:
             self.rps += done / span
         if done and now.p95_s is not None:  # the slowest replica that answered in the window
             self.p95_s = max(self.p95_s or 0.0, now.p95_s)
             self.p50_s = max(self.p50_s or 0.0, now.p50_s or 0.0)
+        self.prefill_s += max(0.0, now.prefill_s - base.get("prefill_s", 0.0))
+        self.decode_s += max(0.0, now.decode_s - base.get("decode_s", 0.0))
+        before = {float(b): n for b, n in base.get("ttft") or ()}
+        for bound, count in now.ttft_buckets:
+            self.ttft[bound] = self.ttft.get(bound, 0) + max(0, count - before.get(bound, 0))
+
+    def ttft_quantile(self, quantile: float) -> float | None:
+        return histogram_quantile(quantile, sorted(self.ttft.items()))
 
 
 # --------------------------------------------------------------------------- the autoscaler
@@ -197,30 +295,37 @@ def evaluate(job: Job, backend, now: datetime) -> ServiceSample:
         for replica, figures in with_figures:
             key = f"{replica.role}-{replica.index}-{replica.attempt}"
             window.add(scale.counters.get(key), figures)
-            scraped[key] = {"uptime_s": figures.uptime_s, "requests": figures.requests,
-                            "in_flight_s": figures.in_flight_s}
+            scraped[key] = figures.counters()
         spec = inference_spec(job)
         policy = _policy(scale, spec)
         autoscaler = Autoscaler(policy)
         autoscaler.restore([(t, n) for t, n in scale.recommendations])
-        observed = window.rps if policy.metric == "rps" else window.concurrency
+        ttft_p50, ttft_p95 = window.ttft_quantile(0.5), window.ttft_quantile(0.95)
+        observed = {"rps": window.rps, "queueDepth": window.waiting / max(1, len(with_figures)),
+                    "ttftP95": ttft_p95 or 0.0}.get(policy.metric, window.concurrency)
         running = sum(1 for r in active if r.state == JobState.RUNNING)
         if running:
             scale.woken_at = None   # the requests that woke it reach a replica now: the figures count them
         woken = scale.woken_at is not None and (now - scale.woken_at).total_seconds() < WOKEN_HOLD_S
         decision = autoscaler.decide(now.timestamp(), observed, len(active),
-                                     waiting=window.waiting + (1 if woken else 0))
+                                     waiting=window.waiting + (1 if woken else 0),
+                                     busy=window.requests > 0 or window.concurrency > 0)
         seconds = (now - scale.scraped_at).total_seconds() if scale.scraped_at else 0.0
         sample = ServiceSample.objects.create(
             job=job, at=now, seconds=seconds, replicas=running,
             desired=decision.desired, requests=window.requests, concurrency=window.concurrency,
             p50_ms=None if window.p50_s is None else window.p50_s * 1000,
             p95_ms=None if window.p95_s is None else window.p95_s * 1000,
-            gpu_seconds=seconds * sum(held_share(r) for r in active if r.started is not None))
+            gpu_seconds=seconds * sum(held_share(r) for r in active if r.started is not None),
+            waiting=window.waiting, ttft_p50_ms=None if ttft_p50 is None else ttft_p50 * 1000,
+            ttft_p95_ms=None if ttft_p95 is None else ttft_p95 * 1000, prefill_seconds=window.prefill_s,
+            decode_seconds=window.decode_s)
         scale.counters, scale.scraped_at = scraped, now
         scale.recommendations = [list(r) for r in autoscaler.recent()]
         if live:   # not stopped, cancelled or deleted since it was read
-            _apply(job, scale, decision.desired, decision, active, now)
+            ready = {replica.pk for replica, figures in with_figures if figures.ready}
+            _apply(job, scale, decision.desired, decision, active, now,
+                   service_revisions.rollout(scale, active, ready))
         scale.save()
     return sample
 
@@ -231,7 +336,7 @@ def held_share(replica: Replica) -> float:
 
 
 def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision, active: list[Replica],
-           now: datetime) -> None:
+           now: datetime, rollout: service_revisions.Rollout | None = None) -> None:
     changed = desired != scale.desired
     scale.desired, scale.reason = desired, english(scale_said(decision))[:200]
     reason = scale_said(decision)
@@ -239,14 +344,17 @@ def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision,
         if active or job.state != JobState.STOPPED:
             stop_workload(None, job, said(texts.SCALED_TO_ZERO, reason=reason))
         return
-    roles = with_bounds(job.roles, scale, desired)
+    rollout = rollout or service_revisions.Rollout(0)
+    placed = max(desired, rollout.at_least)   # a new revision's replicas keep their index while old ones go
+    roles = with_bounds(job.roles, scale, placed, surge=max(0, placed - scale.max_replicas))
     if roles != job.roles:
         job.roles = roles
         job.save(update_fields=["roles"])
-    gone = [r for r in active if r.index >= desired]
+    gone = [r for r in active if r.index >= placed and r not in rollout.replaced]
     for replica in gone:
         replica.state, replica.ended, replica.end_reason = JobState.STOPPED, now, "scaled-down"
     Replica.objects.bulk_update(gone, ["state", "ended", "end_reason"])
+    service_revisions.replace(job, rollout.replaced, now, scale.revision)
     if changed or gone:
         record_event(job, "scaled", reason=reason, data={"desired": desired, "stopped": len(gone)})
 

@@ -406,6 +406,8 @@ class Replica(models.Model):
                                          help_text="GPU-hours of work its eviction lost (since its last checkpoint)")
     held_until = models.DateTimeField(null=True, blank=True, db_index=True,
                                       help_text="Evicted, its pod still stopping: its resources held until then at most")
+    revision = models.PositiveIntegerField(null=True, blank=True,
+                                           help_text="An inference service's revision this placement launched")
 
     class Meta:
         ordering = ["job_id", "role", "index", "attempt"]
@@ -583,6 +585,10 @@ class ServiceScale(models.Model):
     scraped_at = models.DateTimeField(null=True, blank=True)
     woken_at = models.DateTimeField(null=True, blank=True, help_text="A request arrived while at zero (cold start)")
     cold_starts = models.PositiveIntegerField(default=0)
+    revision = models.PositiveIntegerField(default=1, help_text="The revision new replicas launch (Job.spec is its spec)")
+    traffic = models.JSONField(default=list, blank=True,
+                               help_text="[{revision, percent}]: how the endpoint splits requests; empty: all to "
+                                         "`revision`")
 
 
 class ServiceSample(models.Model):
@@ -599,10 +605,61 @@ class ServiceSample(models.Model):
     p95_ms = models.FloatField(null=True, blank=True)
     gpu_seconds = models.FloatField(default=0.0, help_text="GPU share held by its replicas times the seconds")
     cold_start_s = models.FloatField(null=True, blank=True, help_text="A replica started from zero, this long")
+    waiting = models.PositiveIntegerField(default=0, help_text="Requests queued on its replicas when sampled")
+    ttft_p50_ms = models.FloatField(null=True, blank=True, help_text="Time to first token, from the servers' histograms")
+    ttft_p95_ms = models.FloatField(null=True, blank=True)
+    prefill_seconds = models.FloatField(default=0.0, help_text="Prefill time its servers reported in the window")
+    decode_seconds = models.FloatField(default=0.0, help_text="Decode time its servers reported in the window")
 
     class Meta:
         ordering = ["job_id", "at"]
         indexes = [models.Index(fields=["job", "at"])]
+
+
+class ServiceRevision(models.Model):
+    """One version of an inference service: a change of its model or image makes the next number. The service's
+    `Job.spec` is the spec of `ServiceScale.revision`, which new replicas launch; replicas already running keep
+    the revision they launched (`Replica.revision`) and serve it until they end."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="service_revisions")
+    number = models.PositiveIntegerField()
+    spec = models.JSONField(help_text="The service's clean-form spec at this revision")
+    model = models.CharField(max_length=300, blank=True, help_text="Its model: path, registry reference or name")
+    image = models.CharField(max_length=300, blank=True)
+    created = models.DateTimeField(default=clock.now)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["job_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="one_service_revision_per_number")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} r{self.number}"
+
+
+class ServiceTokenUsage(models.Model):
+    """Tokens an inference service answered in one minute, per key, replica and revision: the endpoint adds each
+    answer's `usage` to its minute's row (one upsert per answer), with the phase seconds and time to first token
+    its replica reported when it reports them."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="token_usage")
+    minute = models.DateTimeField(help_text="The minute (UTC) the answers ended in")
+    key_id = models.PositiveBigIntegerField(null=True, blank=True, help_text="The service key called with; null: a "
+                                                                             "member's token")
+    replica = models.CharField(max_length=80, blank=True, help_text="role-index-attempt of the replica that answered")
+    revision = models.PositiveIntegerField(null=True, blank=True)
+    requests = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    prefill_seconds = models.FloatField(default=0.0)
+    decode_seconds = models.FloatField(default=0.0)
+    ttft_seconds = models.FloatField(default=0.0, help_text="Sum of the answers' times to first token")
+    ttft_count = models.PositiveIntegerField(default=0, help_text="Answers with a time to first token")
+
+    class Meta:
+        ordering = ["job_id", "minute"]
+        indexes = [models.Index(fields=["job", "minute"])]
 
 
 class OffPeakCalendar(models.Model):

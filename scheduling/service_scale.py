@@ -22,11 +22,12 @@ def create_scale(job: Job) -> ServiceScale | None:
                                        recommendations=[[job.created.timestamp(), role["max_replicas"]]])
 
 
-def with_bounds(roles: list[dict], scale: ServiceScale, desired: int) -> list[dict]:
+def with_bounds(roles: list[dict], scale: ServiceScale, desired: int, *, surge: int = 0) -> list[dict]:
     """The roles the scheduler places for a service wanting `desired` replicas (its minimum when it
-    wants none: a stopped service is not scheduled, and its roles say what a wake asks for)."""
-    bounds = service_bounds(scale.min_replicas, scale.max_replicas, desired) or \
-        service_bounds(scale.min_replicas, scale.max_replicas, 1)
+    wants none: a stopped service is not scheduled, and its roles say what a wake asks for); `surge`
+    replicas may go above its max while a new revision starts."""
+    high = scale.max_replicas + surge
+    bounds = service_bounds(scale.min_replicas, high, desired) or service_bounds(scale.min_replicas, high, 1)
     return [{**role, "scale_min": scale.min_replicas, "scale_max": scale.max_replicas,
              "min_replicas": bounds[0], "max_replicas": bounds[1]} for role in roles]
 

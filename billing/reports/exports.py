@@ -29,7 +29,7 @@ from billing import pricing
 from billing.ledger.periods import period_bounds
 from billing.pricing.rules import HOURS_PER_MONTH
 from billing.reports.selectors import with_lost
-from scheduling import kinds
+from scheduling.api import kinds, service_usage
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +58,14 @@ HEADER = [
     "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours", "x_ExclusiveGpuHours", "x_CpuCoreHours",
     "x_MemoryGibHours", "x_StorageGibHours", "x_ExclusiveCost", "x_Discounts", "x_DiscountAmount", "x_SharingSaving",
     "x_Provisional", "x_Reason", "x_Author",
-    "x_LostGpuHours",
+    "x_LostGpuHours", "x_PromptTokens", "x_CompletionTokens",
 ]
 MONEY_COLUMNS = frozenset({"BilledCost", "ContractedCost", "EffectiveCost", "ListCost", "x_ExclusiveCost",
                            "x_DiscountAmount", "x_SharingSaving"})
 NUMBER_COLUMNS = MONEY_COLUMNS | {"ConsumedQuantity", "ContractedUnitPrice", "ListUnitPrice", "PricingQuantity",
                                   "x_JobId", "x_AllocatedGpuHours", "x_UsedGpuHours", "x_IdleGpuHours",
                                   "x_ExclusiveGpuHours", "x_CpuCoreHours", "x_MemoryGibHours", "x_StorageGibHours",
-                                  "x_LostGpuHours"}
+                                  "x_LostGpuHours", "x_PromptTokens", "x_CompletionTokens"}
 QUANTITY = Decimal("0.000001")
 LOST = Decimal("0.0001")   # GPU-hours lost to evictions, as the replicas record them
 GROUP_SUMS = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
@@ -95,9 +95,10 @@ def _discounts(offpeak: bool, spot: bool, sharing: str) -> str:
     return ";".join(kinds)
 
 
-def focus_row(line: Sequence) -> list[str]:
+def focus_row(line: Sequence, tokens: tuple[int, int] | None = None) -> list[str]:
     """One ledger line as an export row: every value a string (money with the currency's decimals,
-    times ISO 8601 UTC), so CSV and XLSX carry exactly what the ledger stores."""
+    times ISO 8601 UTC), so CSV and XLSX carry exactly what the ledger stores. `tokens`: the prompt and
+    completion tokens an inference service's line carries (`line_tokens`); blank for other lines."""
     f = dict(zip(LINE_FIELDS, line, strict=True))
     f["submitter"] = f["job__submitted_by__username"] or f["submitter"]
     currency = f["currency"]
@@ -145,6 +146,8 @@ def focus_row(line: Sequence) -> list[str]:
         "x_Provisional": "true" if f["provisional"] else "false", "x_Reason": f["reason"],
         "x_Author": f["author__username"] or "", "x_StorageGibHours": _qty(f["storage_gib_hours"]),
         "x_LostGpuHours": str(Decimal(str(f["lost_gpu_hours"] or 0)).quantize(LOST)) if usage else "",
+        "x_PromptTokens": "" if tokens is None else str(tokens[0]),
+        "x_CompletionTokens": "" if tokens is None else str(tokens[1]),
     }
     if usage and f["resource"] == STORAGE:
         values.update(_storage_values(f))
@@ -167,10 +170,42 @@ def _storage_values(f: dict) -> dict[str, str]:
 
 
 def line_rows(queryset, *, chunk_size: int | None = None) -> Iterator[list[str]]:
-    """The export rows of a ChargeLine queryset, read `chunk_size` lines at a time."""
-    lines = with_lost(queryset).order_by("hour", "workspace_id", "job_id", "id").values_list(*LINE_FIELDS)
-    for line in lines.iterator(chunk_size=chunk_size or CSV_CHUNK_ROWS):
-        yield focus_row(line)
+    """The export rows of a ChargeLine queryset, read `chunk_size` lines at a time (and the tokens of the
+    inference services among them, one query per chunk)."""
+    size = chunk_size or CSV_CHUNK_ROWS
+    lines = with_lost(queryset).order_by("hour", "workspace_id", "job_id", "id").values_list(*LINE_FIELDS).iterator(size)
+    carried: set[tuple[int, datetime]] = set()
+    while chunk := list(islice(lines, size)):
+        for line, tokens in zip(chunk, line_tokens(chunk, carried), strict=True):
+            yield focus_row(line, tokens)
+        last_hour = chunk[-1][_START].replace(minute=0, second=0, microsecond=0)
+        carried = {pair for pair in carried if pair[1] >= last_hour}   # lines come hour by hour
+
+
+SERVICE_KINDS = frozenset(kinds.names_where(autoscaled=True))
+_JOB, _KIND, _START, _CATEGORY = (LINE_FIELDS.index(n) for n in ("job_id", "job__kind", "charge_start", "category"))
+
+
+def line_tokens(chunk: Sequence[Sequence], carried: set[tuple[int, datetime]]) -> list[tuple[int, int] | None]:
+    """Per line, the (prompt, completion) tokens it carries: an inference service's usage line carries the
+    tokens its service answered in the line's hour, the first line of that service and hour all of them and
+    the others (other nodes, prices) none, so the column adds up to the tokens served; None for other lines.
+    `carried`: the (service, hour) pairs already given, across chunks."""
+    def key(line):
+        start = line[_START]
+        return line[_JOB], start.replace(minute=0, second=0, microsecond=0)
+
+    metered = [line[_KIND] in SERVICE_KINDS and line[_CATEGORY] == "Usage" and line[_JOB] for line in chunk]
+    served = service_usage.tokens_by_hour(key(line) for line, on in zip(chunk, metered, strict=True) if on)
+    out: list[tuple[int, int] | None] = []
+    for line, on in zip(chunk, metered, strict=True):
+        if not on:
+            out.append(None)
+            continue
+        pair = key(line)
+        out.append((0, 0) if pair in carried else served.get(pair, (0, 0)))
+        carried.add(pair)
+    return out
 
 
 GROUPED_HEADER_NAMES = {"submitted_by": "submitter"}  # the CSV's column names as they always were

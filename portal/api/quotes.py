@@ -11,12 +11,19 @@ from portal.selectors import get_workspace_for_user
 from scheduling import kinds
 from scheduling.api import secrets
 
+DEFAULT_COMPLETION_TOKENS = 32   # the latency model's default answer length
+
 
 class QuoteInput(JobSubmitInput):
     requests_per_second = serializers.FloatField(
         required=False, min_value=0, max_value=1_000_000,
         help_text="An inference service: also quote it at this steady request rate (`at_rate` per option: the "
                   "replicas its autoscaler settles at and their price per hour)")
+    prompt_tokens_per_request = serializers.IntegerField(
+        required=False, min_value=0, max_value=1_000_000,
+        help_text="With requests_per_second: `at_rate` also gives each option's expected cost per 1M prompt, "
+                  "completion and all tokens (prompt tokens 0 and completion tokens 32 when one of them is left out)")
+    completion_tokens_per_request = serializers.IntegerField(required=False, min_value=1, max_value=1_000_000)
 
 
 class QuoteApi(APIView):
@@ -40,7 +47,13 @@ class QuoteApi(APIView):
         out["image_pulls"] = secrets.image_pulls(workspace, spec)
         rate = body.validated_data.get("requests_per_second")
         if rate is not None and kinds.kind_of(spec).autoscaled:
-            rates = service_rates(spec, quote, rate)
+            given = body.validated_data
+            per_token = "prompt_tokens_per_request" in given or "completion_tokens_per_request" in given
+            rates = service_rates(spec, quote, rate, **({
+                "prompt_tokens": given.get("prompt_tokens_per_request", 0),
+                "completion_tokens": given.get("completion_tokens_per_request", DEFAULT_COMPLETION_TOKENS),
+            } if per_token else {}))
             for option in out["options"]:
                 option["at_rate"] = rates.get(option["id"])
+                option["at_rate_text"] = quote_texts.at_rate_text(option["at_rate"], quote.currency)
         return Response(out)

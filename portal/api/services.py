@@ -5,7 +5,7 @@ scheduling.inference and scheduling.services."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,6 +14,7 @@ from portal import selectors as portal_selectors
 from portal import serving
 from portal.api.jobs import JobOutput
 from portal.api.notebooks import WorkloadListApi, WorkloadOutput
+from portal.api.service_revisions import RevisionOutput
 from scheduling.api import clock, inference, services
 
 
@@ -36,6 +37,19 @@ class ServiceOutput(WorkloadOutput):
                                                       allow_null=True)
     currency = serializers.CharField(source="row.currency")
     created = serializers.DateTimeField(source="job.created")
+    # tokens served, metered by the endpoint from each answer's usage, and what they cost
+    prompt_tokens = serializers.IntegerField(source="tokens.prompt_tokens", help_text="Input tokens served")
+    completion_tokens = serializers.IntegerField(source="tokens.completion_tokens", help_text="Output tokens served")
+    cost_per_million_prompt_tokens = serializers.DecimalField(
+        source="tokens.cost_per_million_prompt_tokens", max_digits=18, decimal_places=4, allow_null=True,
+        help_text="The ledger's cost of its held slices, the prefill seconds' part, per 1M input tokens")
+    cost_per_million_completion_tokens = serializers.DecimalField(
+        source="tokens.cost_per_million_completion_tokens", max_digits=18, decimal_places=4, allow_null=True,
+        help_text="The decode seconds' part, per 1M output tokens")
+    ttft_p50_s = serializers.FloatField(source="tokens.ttft_p50_s", allow_null=True, help_text="Time to first token")
+    ttft_p95_s = serializers.FloatField(source="tokens.ttft_p95_s", allow_null=True)
+    tokens_per_second = serializers.FloatField(source="tokens.tokens_per_second", allow_null=True,
+                                               help_text="Output tokens per second of decoding")
 
     def get_endpoint(self, row) -> str:
         return self.context["request"].build_absolute_uri(row.endpoint)
@@ -69,9 +83,14 @@ class ServiceSeriesOutput(serializers.Serializer):
 
 class ServiceDetailOutput(ServiceOutput):
     series = serializers.SerializerMethodField()
+    revisions = serializers.SerializerMethodField()
 
     def get_series(self, row) -> dict:
         return ServiceSeriesOutput(serving.service_series(row.job)).data
+
+    @extend_schema_field(RevisionOutput(many=True))
+    def get_revisions(self, row) -> list:
+        return RevisionOutput(serving.revision_rows(row.job, row.row.cost), many=True).data
 
 
 class ServiceDetailApi(APIView):

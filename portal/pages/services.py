@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from portal import serving
 from portal.pages.notebooks import _may_act, _said, _workspace
-from scheduling.api import DomainError, clock, inference, services
+from scheduling.api import DomainError, clock, inference, service_revisions, services
 
 
 def _back(job) -> str:
@@ -48,6 +48,7 @@ def service_detail(request, pk):
         "job": job, "r": row, "may_act": _may_act(request.user, job.workspace),
         "url": portal_url + row.endpoint, "model": (inference.inference_spec(job) or None),
         "series": serving.service_series(job), "max_replicas": inference.MAX_REPLICAS,
+        "revisions": serving.revision_rows(job, row.row.cost),
     })
 
 
@@ -105,4 +106,48 @@ def service_action(request, pk, action):
         if error.status == 403:
             raise
         messages.error(request, _("Service %(name)s: %(why)s") % {"name": job.name, "why": _said(error)})
+    return redirect(_back(job))
+
+
+def _revision_change(request, job, action: str) -> str:
+    """Apply one revision form of the page; the message to show."""
+    if action == "promote":
+        number = _replicas(request.POST.get("revision"), "revision")
+        service_revisions.promote(request.user, job, number)
+        return _("Revision %(number)d of %(name)s takes all the traffic.") % {"number": number, "name": job.name}
+    if action == "rollback":
+        scale = service_revisions.rollback(request.user, job)
+        return _("%(name)s rolled back to revision %(number)d.") % {"number": scale.revision, "name": job.name}
+    if action == "traffic":
+        number = _replicas(request.POST.get("revision"), "revision")
+        percent = _replicas(request.POST.get("percent"), "percent")
+        current = service_revisions.current_revision(job.pk)
+        split = [{"revision": number, "percent": percent}]
+        if number != current:
+            split.append({"revision": current, "percent": 100 - percent})
+        service_revisions.set_traffic(request.user, job, split)
+        return _("%(percent)d %% of the requests go to revision %(number)d.") % {"percent": percent, "number": number}
+    changes = {}
+    if image := (request.POST.get("image") or "").strip():
+        changes["image"] = image
+    if registry := (request.POST.get("registry") or "").strip():
+        changes["model"] = {**(job.spec.get("model") or {}), "registry": registry}
+        changes["model"].pop("path", None)
+    if not changes:
+        raise DomainError(_("give the new image or model"), field="image")
+    revision = service_revisions.create_revision(request.user, job, changes)
+    return _("Revision %(number)d made: the current one serves until it is ready.") % {"number": revision.number}
+
+
+@require_POST
+@login_required
+def service_revision(request, pk, action):
+    """The page's revision forms: promote, roll back, split the traffic, make a new revision."""
+    job = serving.get_service_for_user(request.user, pk)
+    try:
+        messages.success(request, _revision_change(request, job, action))
+    except DomainError as error:
+        if error.status == 403:
+            raise
+        messages.error(request, _("The revisions were not changed: %(why)s") % {"why": _said(error)})
     return redirect(_back(job))

@@ -40,4 +40,6 @@ urlpatterns = [
     path("schedules/<int:pk>/delete/", schedules.schedule_delete, name="schedule-delete"),
     re_path(r"^schedules/(?P<pk>[0-9]+)/(?P<action>suspend|resume|trigger)/$", schedules.schedule_action,
             name="schedule-action"),
+    re_path(r"^services/(?P<pk>[0-9]+)/revisions/(?P<action>promote|rollback|traffic|create)/$",
+            services.service_revision, name="service-revision"),
 ]

@@ -144,6 +144,8 @@ class Endpoint:
 
     url: str
     token: str = ""
+    replica: str = ""              # an inference replica's role-index-attempt, for metering its answers
+    revision: int | None = None    # the service revision that replica serves
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from scheduling.lifecycle import attempts, checkpoints, ends, retries, runtime
 from scheduling.lifecycle import cycle as lifecycle_cycle
 from scheduling.lifecycle.cleanup import clean_up_finished
 from scheduling.logs import capture_replica_logs
-from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica
+from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Replica, ServiceScale
 from scheduling.reasons import english as reason_text
 from scheduling.services import record_event, record_events, requeue_jobs, stop_workload
 from scheduling.spec.units import format_duration
@@ -394,10 +394,12 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
         (row["job_id"], row["role"], row["index"]): row["last"]
         for row in Replica.objects.filter(job_id__in=bound).values("job_id", "role", "index").annotate(last=Max("attempt"))
     }
+    # a service's placement launches its current revision (the job's spec) and remembers which
+    revisions = dict(ServiceScale.objects.filter(job_id__in=bound).values_list("job_id", "revision"))
     new = [
         Replica(job=jobs[job_id], role=b.role, index=b.replica, state=JobState.SCHEDULED, node=nodes[b.node],
                 gpu_indices=list(b.gpus), slice=asdict(b.slice), clock_scale=getattr(backend, "clock_scale", 1.0),
-                attempt=attempts.get((job_id, b.role, b.replica), -1) + 1)
+                attempt=attempts.get((job_id, b.role, b.replica), -1) + 1, revision=revisions.get(job_id))
         for job_id, binds in bound.items() for b in binds
     ]
     insert_rows(new)   # their keys are not needed: launches name a replica by its uid

@@ -40,7 +40,8 @@ class InferenceKind(OneRoleKind):
         "targetValue": ("target",), "scaleDownDelay": ("scaleDownDelay",),
     }
     form_extra_names = {("model",): "modelPath", ("replicas",): "minReplicas", ("resources",): "gpus",
-                        ("target", "concurrency"): "targetValue", ("target", "rps"): "targetValue"}
+                        ("target", "concurrency"): "targetValue", ("target", "rps"): "targetValue",
+                        ("target", "queueDepth"): "targetValue", ("target", "ttftP95"): "targetValue"}
     form_template = "scheduling/kinds/inference_form.html"
     tab_label = gettext_lazy("Inference")
     listed_on = "services"

@@ -25,14 +25,18 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-METRICS = ("concurrency", "rps")
+METRICS = ("concurrency", "rps", "queueDepth", "ttftP95")
+# Metrics that measure how the replicas there are cope (not the load itself): the replicas scale in proportion,
+# as the Kubernetes HPA does, recommended = ceil(current * observed / target).
+RATIO_METRICS = ("queueDepth", "ttftP95")
 
 
 @dataclass(frozen=True)
 class ScalePolicy:
     min_replicas: int
     max_replicas: int
-    metric: str = "concurrency"     # concurrency: in-flight requests per replica; rps: requests/s per replica
+    metric: str = "concurrency"     # concurrency: in-flight requests per replica; rps: requests/s per replica;
+    # queueDepth: requests waiting per replica; ttftP95: seconds to the first token at p95
     target: float = 4.0
     scale_down_delay_s: float = 300.0
 
@@ -68,18 +72,29 @@ class Autoscaler:
         self.policy = policy
         self._recent: deque[tuple[float, int]] = deque()   # (time, recommendation), within the delay
 
-    def recommend(self, observed: float) -> int:
+    def recommend(self, observed: float, current: int = 0, busy: bool = False) -> int:
+        """From one observation: for a load metric ceil(observed / target); for a ratio metric (queueDepth:
+        requests waiting per replica, ttftP95) ceil(current * observed / target), at least one while the
+        service is `busy` (it answered requests in the window)."""
         p = self.policy
-        if observed <= 0:
+        if p.metric in RATIO_METRICS:
+            wanted = math.ceil(max(1, current) * observed / p.target - 1e-9) if observed > 0 else 0
+            if busy:
+                wanted = max(wanted, 1)
+            if observed > p.target:   # over target: at least one more than there are
+                wanted = max(wanted, current + 1)
+        elif observed <= 0:
             wanted = 0
         else:
             wanted = max(1, math.ceil(observed / p.target - 1e-9))
         return max(p.min_replicas, min(p.max_replicas, wanted))
 
-    def decide(self, now: float, observed: float, current: int, waiting: int = 0) -> ScaleDecision:
+    def decide(self, now: float, observed: float, current: int, waiting: int = 0, busy: bool = False
+               ) -> ScaleDecision:
         """The replicas the service should have now, given what it has (`current`: started or starting).
-        `waiting`: requests held for the service right now; while there are any it keeps one replica."""
-        recommended = self.recommend(observed)
+        `waiting`: requests held for the service right now; while there are any it keeps one replica.
+        `busy`: it answered requests since the last evaluation (the ratio metrics keep one replica then)."""
+        recommended = self.recommend(observed, current, busy)
         if waiting > 0:
             recommended = max(recommended, 1)
         desired = self._remember(now, recommended)

@@ -86,6 +86,16 @@ class ServerModel:
         work = self.prefill_s + tokens * self.token_s
         return work * self.slowdown(share) * (1 + self.batch_penalty * (k - 1))
 
+    def phases_s(self, share: float, in_service: int = 1, tokens: int | None = None) -> tuple[float, float]:
+        """(prefill, decode) seconds of one request: `service_s` split by the part of its work each phase
+        is (prefill_s, and tokens * token_s). What the cost of a slice is split by between prompt and
+        completion tokens, as vLLM's request_prefill_time_seconds and request_decode_time_seconds do."""
+        tokens = self.tokens if tokens is None else tokens
+        total = self.service_s(share, in_service, tokens)
+        work = self.prefill_s + tokens * self.token_s
+        prefill = total * self.prefill_s / work
+        return prefill, total - prefill
+
     def saturated_s(self, share: float) -> float:
         """L_sat: the latency of a request on a replica whose every slot is busy, before any queue."""
         return self.service_s(share, self.slots)

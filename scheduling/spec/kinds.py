@@ -59,6 +59,7 @@ from scheduling.spec.workloads import (
     MAX_SCALE_DOWN_DELAY_S,
     MAX_TARGET_CONCURRENCY,
     MAX_TARGET_RPS,
+    MAX_TARGET_TTFT_S,
     MIN_IDLE_AFTER_S,
     NOTEBOOK_ROLE,
     SERVER_DEFAULTS,
@@ -337,28 +338,32 @@ def _read_server_resources(r: Reader, doc: dict[str, Any], vendor: str | None) -
 
 
 def _read_target(r: Reader, doc: dict[str, Any]) -> Any:
-    """(metric, value): in-flight requests per replica, or requests per second per replica."""
+    """(metric, value): in-flight requests per replica, requests per second per replica, requests waiting per
+    replica, or the time to first token at p95 in seconds."""
     if doc.get("target") is None:
         return ("concurrency", 4.0)
-    target = r.mapping(doc["target"], ("target",), _("concurrency or rps, e.g. {concurrency: 4}"))
+    choices = ", ".join(TARGET_METRICS)
+    target = r.mapping(doc["target"], ("target",), _("one of %(choices)s, e.g. {concurrency: 4}") % {
+        "choices": choices})
     if target is None:
         return None
     r.check_keys(target, ("target",), TARGET_METRICS, where="target")
     given = [k for k in TARGET_METRICS if k in target]
     if len(given) != 1:
-        where = ("target", given[1]) if len(given) == 2 else ("target",)
-        r.error(where, _("target needs exactly one of concurrency and rps, not both") if given
-                else _("target needs exactly one of concurrency and rps"))
+        where = ("target", given[1]) if len(given) >= 2 else ("target",)
+        r.error(where, _("target needs exactly one of %(choices)s") % {"choices": choices})
         return None
-    if given == ["concurrency"]:
-        value = r.integer(target, ("target",), "concurrency", lo=1, hi=MAX_TARGET_CONCURRENCY, default=None)
-        return None if value is None else ("concurrency", float(value))
-    value = target["rps"]
-    if not is_number(value) or not math.isfinite(value) or not 0 < value <= MAX_TARGET_RPS:
-        r.error(("target", "rps"), _("target.rps must be a number above 0 and at most %(most)s, not %(value)s") % {
-            "most": MAX_TARGET_RPS, "value": show(value)})
+    metric = given[0]
+    if metric in ("concurrency", "queueDepth"):
+        value = r.integer(target, ("target",), metric, lo=1, hi=MAX_TARGET_CONCURRENCY, default=None)
+        return None if value is None else (metric, float(value))
+    value = target[metric]
+    most = MAX_TARGET_RPS if metric == "rps" else MAX_TARGET_TTFT_S
+    if not is_number(value) or not math.isfinite(value) or not 0 < value <= most:
+        r.error(("target", metric), _("target.%(metric)s must be a number above 0 and at most %(most)s, not "
+                                      "%(value)s") % {"metric": metric, "most": most, "value": show(value)})
         return None
-    return ("rps", float(value))
+    return (metric, float(value))
 
 
 # -- back to the clean form ------------------------------------------------------------------------

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 NOTEBOOK_QUOTE_S = 3600  # a notebook runs until stopped: quoted per hour unless a duration is stated
 SERVERS = ("vllm", "triton", "custom")
-TARGET_METRICS = ("concurrency", "rps")
+# concurrency: requests in flight per replica; rps: requests per second per replica; queueDepth: requests
+# waiting per replica; ttftP95: seconds to the first token at the 95th percentile (the servers' histograms)
+TARGET_METRICS = ("concurrency", "rps", "queueDepth", "ttftP95")
 
 # The role each kind's single role is called (launch and logs name replicas by role).
 NOTEBOOK_ROLE = "notebook"
@@ -35,6 +37,7 @@ DEFAULT_SCALE_DOWN_DELAY_S = 300
 MAX_SCALE_DOWN_DELAY_S = 24 * 3600
 MAX_TARGET_CONCURRENCY = 10_000
 MAX_TARGET_RPS = 100_000
+MAX_TARGET_TTFT_S = 600
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,6 @@ class InferenceSpec:
     model_registry: str | None = None
     model_name: str | None = None         # the name clients ask for; None = the service's name
     gpu_mem_limit_mib: int | None = None
-    target_metric: str = "concurrency"    # concurrency: in-flight requests per replica; rps: requests/s
+    target_metric: str = "concurrency"    # one of TARGET_METRICS
     target_value: float = 8
     scale_down_delay_s: int = DEFAULT_SCALE_DOWN_DELAY_S

@@ -494,12 +494,27 @@ def _check_server(replica: ReplicaLaunch) -> None:
         raise ValueError(f"replica {replica.key}: a {replica.server} server needs a model path or registry")
 
 
+def model_workspace_mount(replica: ReplicaLaunch):
+    """The workspace volume or dataset version (scheduling.storage.Mount) the model path lies on, when the spec
+    mounts one there (`volumes: [{dataset: llama@3, mountPath: /data/llama}]`, `model: {path: /data/llama}`);
+    None: the path is on the platform's models volume."""
+    path = replica.model_path
+    for mount in replica.mounts:
+        root = mount.mount_path.rstrip("/")
+        if path == root or path.startswith(root + "/"):
+            return mount
+    return None
+
+
 def model_mount_path(replica: ReplicaLaunch, config: KubernetesConfig) -> str:
-    """Where the server reads a model_path: the models volume is mounted at config.models_mount, and a path
-    outside that directory is read as relative to the volume (/llama-3-8b -> /models/llama-3-8b)."""
+    """Where the server reads a model_path: on a workspace volume or dataset the spec mounts, the path as it is;
+    else on the models volume, mounted at config.models_mount, where a path outside that directory is read as
+    relative to the volume (/llama-3-8b -> /models/llama-3-8b)."""
     path, mount = replica.model_path, config.models_mount.rstrip("/")
     if ".." in path.split("/"):
         raise ValueError(f"replica {replica.key}: model path {path!r} must not contain '..'")
+    if model_workspace_mount(replica) is not None:
+        return path
     if path == mount or path.startswith(mount + "/"):
         return path
     return f"{mount}/{path.lstrip('/')}".rstrip("/")
@@ -553,11 +568,27 @@ def server_args(replica: ReplicaLaunch, config: KubernetesConfig) -> tuple[list[
     command = list(replica.command)
     if replica.server == "vllm":
         return command, ["--model", model_location(replica, config),
-                         "--served-model-name", replica.model_name or replica.job_name, "--port", str(replica.port)]
+                         "--served-model-name", replica.model_name or replica.job_name, "--port", str(replica.port),
+                         "--gpu-memory-utilization", f"{gpu_memory_utilization(replica):.2f}"]
     if replica.server == "triton":
         return command or ["tritonserver"], [f"--model-repository={model_location(replica, config)}",
                                              f"--http-port={replica.port}"]
     return command, []
+
+
+VLLM_MEMORY_UTILIZATION = 0.9   # vLLM's own default, for a replica that has its GPUs (or MIG instances) alone
+
+
+def gpu_memory_utilization(replica: ReplicaLaunch) -> float:
+    """The part of the card's memory vLLM may take (its --gpu-memory-utilization): 0.9 of the card on whole GPUs
+    or a MIG instance (whose memory is its own); on a fraction or a time-slice slot, which share the card with
+    other replicas, 0.9 of the slice's share of it (gpu_milli / 1000), rounded down, so half a GPU never claims
+    90 % of the card."""
+    slice_ = replica.slice or {}
+    if slice_kind(replica) not in ("fraction", "timeslice"):
+        return VLLM_MEMORY_UTILIZATION
+    share = int(slice_.get("gpu_milli") or 1000) / 1000
+    return max(0.01, math.floor(VLLM_MEMORY_UTILIZATION * share * 100) / 100)
 
 
 def _probe(replica: ReplicaLaunch, period_s: int, failures: int) -> dict:
@@ -577,7 +608,7 @@ def _serve(container: dict, spec: dict, replica: ReplicaLaunch, config: Kubernet
     container["ports"] = [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}]
     container["startupProbe"] = _probe(replica, STARTUP_PERIOD_S, STARTUP_FAILURES)
     container["readinessProbe"] = _probe(replica, 5, 3)
-    if replica.model_path:
+    if replica.model_path and model_workspace_mount(replica) is None:   # else the workspace's own mount has it
         container["volumeMounts"] = [{"name": "models", "mountPath": config.models_mount, "readOnly": True}]
         spec["volumes"] = [{"name": "models",
                             "persistentVolumeClaim": {"claimName": config.models_claim, "readOnly": True}}]

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -38,6 +39,8 @@ from scheduling.serving.latency import ServerModel, slice_share
 MAX_BODY = 1024 * 1024
 MAX_TOKENS = 4096
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# vLLM's own buckets for vllm:time_to_first_token_seconds
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 WORDS = ("the", "model", "answers", "from", "a", "shared", "gpu", "slice")
 PATHS = ("/health", "/metrics", "/v1/models", "/v1/completions", "/v1/chat/completions")
 
@@ -50,6 +53,17 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One request's times: its latency (waiting included), the phases the latency model gives it, and the
+    time to its first token (the wait and the prefill)."""
+
+    latency_s: float
+    prefill_s: float
+    decode_s: float
+    ttft_s: float
 
 
 class Replica:
@@ -74,6 +88,11 @@ class Replica:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.last_request: float | None = None
+        self.prefill_seconds = 0.0
+        self.decode_seconds = 0.0
+        self.ttft_count = 0
+        self.ttft_sum = 0.0
+        self.ttft_buckets = [0] * len(TTFT_BUCKETS)
 
     @property
     def ready(self) -> bool:
@@ -85,8 +104,8 @@ class Replica:
         self.gpu_busy_seconds += self.share * min(1.0, self.in_service / self.model.slots) * span
         self._last_change = now
 
-    def serve(self, tokens: int) -> float:
-        """Hold a slot for the model's time; returns the latency (waiting included), in seconds."""
+    def serve(self, tokens: int) -> Timing:
+        """Hold a slot for the model's time; returns its timing (the latency counts the wait)."""
         with self._lock:
             if self.waiting >= self.max_waiting and self.in_service >= self.model.slots:
                 raise ApiError(503, "the server is overloaded: too many requests waiting", kind="server_error",
@@ -100,9 +119,10 @@ class Replica:
             self._advance(time.monotonic())
             self.waiting -= 1
             self.in_service += 1
-            service = self.model.service_s(self.share, self.in_service, tokens)
+            started = time.monotonic()
+            prefill, decode = self.model.phases_s(self.share, self.in_service, tokens)
         try:
-            time.sleep(service)
+            time.sleep(prefill + decode)
         finally:
             with self._lock:
                 done = time.monotonic()
@@ -110,11 +130,22 @@ class Replica:
                 self.in_service -= 1
                 self.last_request = done
                 self._lock.notify()
-        return done - arrived
+        return Timing(latency_s=done - arrived, prefill_s=prefill, decode_s=decode,
+                      ttft_s=started - arrived + prefill)
 
-    def record(self, path: str, status: int, latency: float | None = None, prompt: int = 0, completion: int = 0) -> None:
+    def record(self, path: str, status: int, timing: Timing | None = None, prompt: int = 0,
+               completion: int = 0) -> None:
         path = path if path in PATHS else "other"   # a scanner's paths must not grow the counters
+        latency = None if timing is None else timing.latency_s
         with self._lock:
+            if timing is not None:
+                self.prefill_seconds += timing.prefill_s
+                self.decode_seconds += timing.decode_s
+                self.ttft_count += 1
+                self.ttft_sum += timing.ttft_s
+                for i, bound in enumerate(TTFT_BUCKETS):
+                    if timing.ttft_s <= bound:
+                        self.ttft_buckets[i] += 1
             self.requests[(path, status)] = self.requests.get((path, status), 0) + 1
             self.prompt_tokens += prompt
             self.completion_tokens += completion
@@ -144,6 +175,10 @@ class Replica:
                 "latency": {"count": self.latency_count, "sum_s": self.latency_sum, "p50_s": pick(50),
                             "p95_s": pick(95), "buckets": dict(zip(LATENCY_BUCKETS, self.buckets, strict=True))},
                 "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+                "phases": {"prefill_seconds_total": self.prefill_seconds, "decode_seconds_total": self.decode_seconds},
+                "ttft": {"count": self.ttft_count, "sum_s": self.ttft_sum,
+                         "buckets": dict(zip(TTFT_BUCKETS, self.ttft_buckets, strict=True))},
+                "kv_cache_usage": min(1.0, self.in_service / self.model.slots),
                 "gpu": {"share": self.share, "utilisation": min(1.0, self.in_service / self.model.slots),
                         "busy_seconds_total": self.gpu_busy_seconds,
                         "held_seconds_total": self.share * (now - self._started)},
@@ -179,7 +214,44 @@ def prometheus(figures: dict[str, Any]) -> str:
               "# TYPE sim_gpu_held_seconds_total counter",
               f"sim_gpu_held_seconds_total{{{label}}} {figures['gpu']['held_seconds_total']:.6f}",
               "# TYPE sim_ready gauge", f"sim_ready{{{label}}} {int(figures['ready'])}"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + vllm_lines(figures, model)) + "\n"
+
+
+def vllm_lines(figures: dict[str, Any], model: str) -> list[str]:
+    """The figures under vLLM's own Prometheus names, so the platform reads a simulated replica and a real
+    vLLM server alike: requests running and waiting, the KV cache in use (here: the slots in use), time to
+    first token, and the prefill and decode seconds the cost is split by."""
+    label = f'model_name="{model}"'
+    ttft, phases = figures["ttft"], figures["phases"]
+    lines = [
+        "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{{{label}}} {figures['in_service']}",
+        "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{{{label}}} {figures['waiting']}",
+        "# TYPE vllm:gpu_cache_usage_perc gauge",
+        f"vllm:gpu_cache_usage_perc{{{label}}} {figures['kv_cache_usage']:g}",
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+    ]
+    lines += [f'vllm:time_to_first_token_seconds_bucket{{{label},le="{bound:g}"}} {count}'
+              for bound, count in ttft["buckets"].items()]
+    lines += [f'vllm:time_to_first_token_seconds_bucket{{{label},le="+Inf"}} {ttft["count"]}',
+              f"vllm:time_to_first_token_seconds_sum{{{label}}} {ttft['sum_s']:.6f}",
+              f"vllm:time_to_first_token_seconds_count{{{label}}} {ttft['count']}"]
+    for phase in ("prefill", "decode"):
+        name = f"vllm:request_{phase}_time_seconds"
+        lines += [f"# TYPE {name} histogram", f'{name}_bucket{{{label},le="+Inf"}} {ttft["count"]}',
+                  f"{name}_sum{{{label}}} {phases[f'{phase}_seconds_total']:.6f}",
+                  f"{name}_count{{{label}}} {ttft['count']}"]
+    lines += ["# TYPE vllm:prompt_tokens_total counter",
+              f"vllm:prompt_tokens_total{{{label}}} {figures['tokens']['prompt']}",
+              "# TYPE vllm:generation_tokens_total counter",
+              f"vllm:generation_tokens_total{{{label}}} {figures['tokens']['completion']}"]
+    return lines
+
+
+def phase_headers(timing: Timing) -> dict[str, str]:
+    """What one answer tells the portal's proxy of its request's time: the prefill and decode seconds the
+    latency model gave it and its time to first token (the proxy meters tokens and splits cost by them)."""
+    return {"X-Prefill-Seconds": f"{timing.prefill_s:.6f}", "X-Decode-Seconds": f"{timing.decode_s:.6f}",
+            "X-Time-To-First-Token-Seconds": f"{timing.ttft_s:.6f}"}
 
 
 def _tokens(body: dict[str, Any], default: int) -> int:
@@ -208,10 +280,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:   # noqa: A002 - the base class's name
         pass
 
-    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+    def _send(self, status: int, payload: Any, content_type: str = "application/json",
+              headers: dict[str, str] | None = None) -> None:
         data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -260,7 +335,7 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as error:
             self._fail(path, error)
             return
-        self._send(200, answer)
+        self._send(200, answer, headers=phase_headers(self.timing))
 
     def _body(self) -> dict[str, Any]:
         return read_json_object(self, MAX_BODY, ApiError)
@@ -292,8 +367,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "prompt must be text or a list of text", param="prompt")
             prompt = sum(_prompt_tokens(t) for t in text)
         tokens = _tokens(body, replica.model.tokens)
-        latency = replica.serve(tokens)
-        replica.record(path, 200, latency, prompt, tokens)
+        timing = replica.serve(tokens)
+        replica.record(path, 200, timing, prompt, tokens)
+        self.timing = timing
         usage = {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
         common = {"created": int(time.time()), "model": model, "usage": usage}
         if chat:

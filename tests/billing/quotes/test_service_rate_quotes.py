@@ -58,3 +58,38 @@ def test_the_quotes_api_prices_a_service_at_a_rate(cluster, client):
     refused = client.post("/api/v1/quotes/", {"workspace": "vision-lab", "spec": SERVICE, "requests_per_second": -1},
                           content_type="application/json")
     assert refused.status_code == 400 and refused["content-type"] == "application/problem+json"
+
+
+@pytest.mark.django_db
+def test_the_quote_gives_the_cost_per_million_tokens_of_each_sharing_option(cluster, client):
+    client.force_login(cluster.alice)
+    body = client.post("/api/v1/quotes/", {"workspace": "vision-lab", "spec": SERVICE, "requests_per_second": 10,
+                                           "prompt_tokens_per_request": 200, "completion_tokens_per_request": 100},
+                       content_type="application/json").json()
+    priced = [o for o in body["options"] if o.get("at_rate")]
+    assert priced
+    model = ServerModel(tokens=100)
+    for option in priced:
+        at_rate = option["at_rate"]
+        per_hour = Decimal(at_rate["price_per_hour"])
+        requests = 10 * 3600
+        assert Decimal(at_rate["cost_per_million_tokens"]) == (per_hour * 1_000_000 / (requests * 300)).quantize(
+            Decimal("0.0001"))
+        prefill, decode = model.phases_s(1.0)
+        prompt_part = per_hour * Decimal(repr(prefill)) / (Decimal(repr(prefill)) + Decimal(repr(decode)))
+        assert Decimal(at_rate["cost_per_million_prompt_tokens"]) == (
+            prompt_part * 1_000_000 / (requests * 200)).quantize(Decimal("0.0001"))
+        # the two parts together are the price of the replicas for the hour's tokens
+        together = (Decimal(at_rate["cost_per_million_prompt_tokens"]) * requests * 200
+                    + Decimal(at_rate["cost_per_million_completion_tokens"]) * requests * 100) / 1_000_000
+        assert together == pytest.approx(per_hour, abs=Decimal("0.01"))
+        assert "per 1M input tokens" in option["at_rate_text"]
+
+    for bad in ({"completion_tokens_per_request": 0}, {"prompt_tokens_per_request": -1}):
+        body = {"workspace": "vision-lab", "spec": SERVICE, "requests_per_second": 10, **bad}
+        refused = client.post("/api/v1/quotes/", body, content_type="application/json")
+        assert refused.status_code == 400 and refused["content-type"] == "application/problem+json", bad
+    # the prompt alone: answers of the latency model's default length
+    alone = client.post("/api/v1/quotes/", {"workspace": "vision-lab", "spec": SERVICE, "requests_per_second": 10,
+                                            "prompt_tokens_per_request": 200}, content_type="application/json").json()
+    assert next(o for o in alone["options"] if o.get("at_rate"))["at_rate"]["completion_tokens_per_request"] == 32

@@ -78,3 +78,21 @@ def test_metrics_from_two_scrapes():
     assert observe(before, restarted, "rps") == 2.0 and observe(before, restarted, "concurrency") == 0.5
     with pytest.raises(ValueError):
         observe(after, before, "rps")
+
+
+def test_queue_depth_scales_in_proportion_and_down_only_after_the_window():
+    scaler = Autoscaler(ScalePolicy(0, 10, "queueDepth", 2, 60))
+    up = scaler.decide(0, 6, current=2, busy=True)            # 6 waiting per replica, 2 wanted: 3 times the replicas
+    assert (up.desired, up.recommended) == (6, 6) and up.reason_key == "up"
+    assert scaler.decide(1, 2.5, current=6, busy=True).recommended == 8   # over target: grows again
+    calm = scaler.decide(5, 0, current=8, busy=True)          # nothing waits, but requests are answered
+    assert (calm.desired, calm.recommended) == (8, 1)         # the stabilisation window keeps the 8
+    assert scaler.decide(62, 0, current=8, busy=True).desired == 1
+    assert scaler.decide(130, 0, current=1, busy=False).desired == 0     # no traffic for a whole window
+
+
+def test_time_to_first_token_at_p95():
+    scaler = Autoscaler(ScalePolicy(1, 8, "ttftP95", 0.5, 0))
+    assert scaler.decide(0, 1.5, current=2, busy=True).desired == 6      # 3 times too slow: 3 times the replicas
+    assert scaler.decide(1, 0.2, current=6, busy=True).desired == 3      # well under: fewer (no delay here)
+    assert scaler.decide(2, 0.0, current=3, busy=False).desired == 1     # the minimum

@@ -73,3 +73,11 @@ def test_a_model_refuses_nonsense():
         ServerModel(slots=0)
     with pytest.raises(ValueError):
         ServerModel(fixed_part=1)
+
+
+def test_the_phases_split_the_service_time_by_their_work():
+    prefill, decode = MODEL.phases_s(0.5)
+    assert prefill + decode == pytest.approx(MODEL.service_s(0.5))
+    assert prefill / decode == pytest.approx(0.05 / (32 * 0.00625))     # 0.05 s of prefill, 0.2 s of decode
+    few, many = MODEL.phases_s(1.0, tokens=4), MODEL.phases_s(1.0, tokens=400)
+    assert few[0] == pytest.approx(many[0]) and many[1] > few[1] * 50

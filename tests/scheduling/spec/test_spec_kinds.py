@@ -131,6 +131,15 @@ def test_a_custom_server_and_triton_defaults():
     assert (triton.inference.target_metric, triton.inference.target_value) == ("concurrency", 4)
 
 
+@pytest.mark.parametrize(("target", "metric", "value"), [("{queueDepth: 2}", "queueDepth", 2.0),
+                                                          ("{ttftP95: 0.5}", "ttftP95", 0.5)])
+def test_targets_on_what_servers_report(target, metric, value):
+    spec = parse_job_spec(f"kind: inference\nname: t\nmodel: {{path: /m}}\ntarget: {target}\n")
+    assert (spec.inference.target_metric, spec.inference.target_value) == (metric, value)
+    again = parse_job_spec_obj(spec_to_dict(spec))
+    assert (again.inference.target_metric, again.inference.target_value) == (metric, value)
+
+
 @pytest.mark.parametrize("text", [NOTEBOOK, NOTEBOOK_FULL, SERVICE, CUSTOM])
 def test_every_kind_survives_the_trip_to_yaml_and_json(text):
     spec = parse_job_spec(text)
@@ -187,7 +196,11 @@ def test_every_kind_survives_the_trip_to_yaml_and_json(text):
         (4, 15, "target.rps", "target.rps must be a number above 0 and at most 100000, not 0"),
         (5, 17, "scaleDownDelay", "scaleDownDelay (2d) must be from 1s to 1d")], id="target_and_delay"),
     pytest.param("kind: inference\nname: s\nmodel: {path: /m}\ntarget: {concurrency: 4, rps: 2}\n", [
-        (4, 31, "target.rps", "target needs exactly one of concurrency and rps, not both")], id="two_targets"),
+        (4, 31, "target.rps", "target needs exactly one of concurrency, rps, queueDepth, ttftP95")],
+        id="two_targets"),
+    pytest.param("kind: inference\nname: s\nmodel: {path: /m}\ntarget: {ttftP95: 900}\n", [
+        (4, 19, "target.ttftP95", "target.ttftP95 must be a number above 0 and at most 600, not 900")],
+        id="ttft_target_too_high"),
     pytest.param("kind: inference\nname: s\nmodel: {path: /m}\nreplicas: {min: 3, max: 2}\nport: 70000\n", [
         (4, 25, "replicas.max", "replicas.max (2) is less than replicas.min (3)"),
         (5, 7, "port", "port (70000) must be from 1 to 65535")], id="replicas_and_port"),

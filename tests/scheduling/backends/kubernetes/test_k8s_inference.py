@@ -57,7 +57,8 @@ def test_a_vllm_replica_on_a_model_path_serves_it_from_the_models_volume():
     valid(pod, service)
     c = container(pod)
     assert "command" not in c  # the image's entrypoint: vLLM's OpenAI server
-    assert c["args"] == ["--model", "/models/llama-3-8b", "--served-model-name", "llama-3-8b", "--port", "8000"]
+    assert c["args"] == ["--model", "/models/llama-3-8b", "--served-model-name", "llama-3-8b", "--port", "8000",
+                         "--gpu-memory-utilization", "0.90"]
     assert "k3y" not in c["args"] and env_of(pod)["VLLM_API_KEY"] == "k3y"  # the key stays off the command line
     assert c["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
@@ -82,7 +83,8 @@ def test_a_vllm_replica_on_a_registry_reference_downloads_it_and_mounts_nothing(
     pod = m.replica_pod(replica, NS, "nvidia", KubernetesConfig())
     valid(pod)
     c = container(pod)
-    assert c["args"] == ["--model", "meta-llama/Meta-Llama-3-8B", "--served-model-name", "chat", "--port", "8000"]
+    assert c["args"] == ["--model", "meta-llama/Meta-Llama-3-8B", "--served-model-name", "chat", "--port", "8000",
+                         "--gpu-memory-utilization", "0.90"]
     assert "volumes" not in pod["spec"] and "volumeMounts" not in c
     assert env_of(pod)["INFERENCE_MODEL"] == "meta-llama/Meta-Llama-3-8B"
 
@@ -135,6 +137,41 @@ def test_a_fraction_holds_its_request_and_is_capped_at_its_burstable_limit():
     assert m.GPU_MEM_LIMIT not in plain["metadata"]["annotations"] and "GPU_MEM_LIMIT_MIB" not in env_of(plain)
     whole = m.replica_pod(service_launch(gpu_mem_limit_mib=30720), NS, "nvidia", KubernetesConfig())
     assert m.GPU_MEM_LIMIT not in whole["metadata"]["annotations"]  # a limit applies to fractions only
+
+
+def args_of(pod: dict) -> dict[str, str]:
+    args = container(pod)["args"]
+    return dict(zip(args[::2], args[1::2], strict=True))
+
+
+@pytest.mark.parametrize(("slice_kind", "slice_", "utilization"), [
+    ("whole", {}, "0.90"),
+    ("fraction", {"gpu_milli": 500, "gpu_mem_mib": 20480}, "0.45"),   # half a GPU: never 90 % of the card
+    ("fraction", {"gpu_milli": 250, "gpu_mem_mib": 10240}, "0.22"),
+    ("timeslice", {"gpu_milli": 250, "timeslice_slot": 1}, "0.22"),   # one of four slots
+    ("mig", {"mig_profile": "3g.40gb", "gpu_milli": 1000}, "0.90"),   # an instance's memory is its own
+])
+def test_vllm_takes_the_memory_of_its_slice(slice_kind, slice_, utilization):
+    pod = m.replica_pod(service_launch(slice_kind=slice_kind, slice=slice_), NS, "nvidia", KubernetesConfig())
+    valid(pod)
+    assert args_of(pod)["--gpu-memory-utilization"] == utilization
+    assert args_of(pod)["--served-model-name"] == "llama-3-8b"
+
+
+def test_a_model_on_a_workspace_dataset_is_read_from_its_mount_with_a_readiness_probe():
+    from scheduling.storage import Mount
+
+    dataset = Mount(kind="dataset", workspace="vision-lab", name="llama", version=3, mount_path="/data/llama",
+                    read_only=True)
+    pod = m.replica_pod(service_launch(model_path="/data/llama/8b", mounts=(dataset,)), NS, "nvidia",
+                        KubernetesConfig())
+    valid(pod)
+    c = container(pod)
+    assert args_of(pod)["--model"] == "/data/llama/8b" and env_of(pod)["INFERENCE_MODEL"] == "/data/llama/8b"
+    assert c["volumeMounts"] == [{"name": "mount-0", "mountPath": "/data/llama", "readOnly": True}]  # no models PVC
+    [volume] = pod["spec"]["volumes"]
+    assert volume["persistentVolumeClaim"] == {"claimName": "ds-vision-lab-llama-v3", "readOnly": True}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
 
 
 @pytest.mark.parametrize("fields, message", [
@@ -205,6 +242,8 @@ def test_fraction_replicas_are_held_by_reservations_as_any_fraction(api, backend
     backend.launch(service_launch(1, gpus=(2,), **fraction))
     (reservation,) = api.list("pods", RES_NS)
     assert reservation["spec"]["nodeName"] == "gpu-1" and reservation["metadata"]["labels"][m.GPU] == "2"
+    # two halves of one card: each vLLM takes its half of the memory, not 90 % of the card
+    assert [args_of(pod)["--gpu-memory-utilization"] for pod in api.list("pods", NS)] == ["0.45", "0.45"]
     backend.evict((9, "server", 0), "scaled down")
     assert len(api.list("pods", RES_NS)) == 1 and len(api.list("services", NS)) == 1
     backend.evict((9, "server", 1), "stopped")

@@ -131,3 +131,36 @@ def test_api_key_and_loading(start_process):
     assert server.call("POST", "/v1/completions", {"model": "llama", "prompt": "x"}, headers=key)[0] == 200
     assert server.call("GET", "/v1/models")[0] == 401
     assert server.call("GET", "/metrics", headers={"Authorization": "Bearer wrong"})[0] == 401
+
+
+def test_vllm_metrics_and_the_phases_of_a_request(start_process):
+    server = start_process(MODULE, "--model", "llama", "--gpu-milli", "500", *FAST)
+    completion(server, max_tokens=8)
+    status, text = server.call("GET", "/metrics")
+    assert status == 200
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc"):
+        assert f'{name}{{model_name="llama"}} 0' in text
+    assert 'vllm:time_to_first_token_seconds_count{model_name="llama"} 1' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{model_name="llama",le="+Inf"} 1' in text
+    _, figures = server.call("GET", "/metrics?format=json")
+    prefill, decode = FAST_MODEL.phases_s(0.5, 1, 8)
+    assert figures["phases"]["prefill_seconds_total"] == pytest.approx(prefill)
+    assert figures["phases"]["decode_seconds_total"] == pytest.approx(decode)
+    assert f'vllm:request_prefill_time_seconds_sum{{model_name="llama"}} {prefill:.6f}' in text
+    assert f'vllm:request_decode_time_seconds_sum{{model_name="llama"}} {decode:.6f}' in text
+    # the time to first token is the wait and the prefill: well before the answer ends
+    assert prefill <= figures["ttft"]["sum_s"] < prefill + decode
+
+
+def test_an_answer_names_its_phases(start_process):
+    import urllib.request
+    server = start_process(MODULE, "--model", "llama", "--gpu-milli", "1000", *FAST)
+    request = urllib.request.Request(server.url + "/v1/completions", method="POST",
+                                     data=b'{"model": "llama", "prompt": "hi", "max_tokens": 4}',
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        headers = response.headers
+    prefill, decode = FAST_MODEL.phases_s(1.0, 1, 4)
+    assert float(headers["X-Prefill-Seconds"]) == pytest.approx(prefill, abs=1e-6)
+    assert float(headers["X-Decode-Seconds"]) == pytest.approx(decode, abs=1e-6)
+    assert float(headers["X-Time-To-First-Token-Seconds"]) >= prefill
