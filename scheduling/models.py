@@ -519,6 +519,11 @@ class ServiceScale(models.Model):
     scraped_at = models.DateTimeField(null=True, blank=True)
     woken_at = models.DateTimeField(null=True, blank=True, help_text="A request arrived while at zero (cold start)")
     cold_starts = models.PositiveIntegerField(default=0)
+    # Limits over all its callers together (its spec's `limits`, changed from its page or the API); each key
+    # may have lower ones of its own. Empty: none.
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveBigIntegerField(null=True, blank=True,
+                                                       help_text="Prompt and completion tokens together")
 
 
 class ServiceSample(models.Model):

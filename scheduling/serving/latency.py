@@ -86,6 +86,13 @@ class ServerModel:
         work = self.prefill_s + tokens * self.token_s
         return work * self.slowdown(share) * (1 + self.batch_penalty * (k - 1))
 
+    def phases_s(self, share: float, in_service: int = 1, tokens: int | None = None) -> tuple[float, float]:
+        """(prefill seconds, seconds per output token) of S(share, k, tokens): how a streamed answer paces
+        its tokens; prefill + tokens * per token == service_s."""
+        k = max(1, min(in_service, self.slots))
+        scale = self.slowdown(share) * (1 + self.batch_penalty * (k - 1))
+        return self.prefill_s * scale, self.token_s * scale
+
     def saturated_s(self, share: float) -> float:
         """L_sat: the latency of a request on a replica whose every slot is busy, before any queue."""
         return self.service_s(share, self.slots)
