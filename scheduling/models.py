@@ -444,6 +444,7 @@ EVENT_KINDS = {
     "woken": pgettext_lazy("job event", "woken"),
     "cold-start": pgettext_lazy("job event", "cold start"),
     "rescaled": pgettext_lazy("job event", "replica range changed"),
+    "limits": pgettext_lazy("job event", "limits changed"),
 }
 
 

@@ -148,3 +148,28 @@ def test_a_client_that_goes_away_cancels_the_request_and_a_revoked_key_ends_its_
         assert time.monotonic() - started < 3
     assert b'"code": "invalid_api_key"' in rest and b"[DONE]" not in rest
     assert httpx.get(url.replace("completions", "models"), headers={"api-key": raw}).status_code == 401
+
+
+def test_over_a_limit_of_the_key_or_the_service_is_a_429_clients_understand(live_daphne, cluster, settings):
+    settings.SERVICE_SCALE_INTERVAL_S = 0
+    job = services.submit_job(user=cluster.alice, workspace=cluster.vision, spec=SERVICE.replace(
+        "{min: 0, max: 3}", "{min: 1, max: 1}") + "limits: {requestsPerMinute: 3}\n")
+    assert ServiceScale.objects.get(job=job).requests_per_minute == 3
+    _, tight = service_keys.create_key(cluster.alice, job, "tight", requests_per_minute=1)
+    _, loose = service_keys.create_key(cluster.alice, job, "loose")
+    with cycling(SimulatedBackend(speedup=1, failure_rate=0, server_startup_s=0.2)):
+        wait_until(lambda: job.replicas.filter(state=JobState.RUNNING).exists(), what="a replica")
+    wait_until(lambda: sdk(live_daphne, loose).models.list() is not None, what="the server")  # 1 of the service's 3
+
+    def refused(key: str) -> openai.RateLimitError:
+        with pytest.raises(openai.RateLimitError) as caught:
+            sdk(live_daphne, key).completions.create(model="llm", prompt="hi", max_tokens=2)
+        return caught.value
+
+    assert sdk(live_daphne, tight).completions.create(model="llm", prompt="hi", max_tokens=2).usage
+    error = refused(tight)   # the key's one a minute is used; the service has one left
+    assert 1 <= int(error.response.headers["retry-after"]) <= 60
+    assert set(error.body) >= {"message", "type", "code"} and error.body["type"] == "rate_limit_error"
+    assert "this key may make 1 requests a minute" in error.body["message"]
+    assert sdk(live_daphne, loose).completions.create(model="llm", prompt="hi", max_tokens=2).usage
+    assert "service 'llm' may make 3 requests a minute" in refused(loose).body["message"]
