@@ -18,6 +18,7 @@ from gpuctl.inputs import chosen_workspace, read_spec
 from gpuctl.kinds import KIND_OF_COMMAND
 from gpuctl.messages import say
 from gpuctl.output import cell, format_quote_options, format_table, format_time, headers_in, pad, width
+from gpuctl.serve_keys import add_key_commands
 
 SERVICES = "/api/v1/services/"
 JOBS = "/api/v1/jobs/"
@@ -412,3 +413,4 @@ def add_serve_commands(commands, command: Callable[..., argparse.ArgumentParser]
     delete.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     with_ref("stop", cmd_serve_stop, "stop a service: its replicas end, its GPUs are free, its range is kept")
     with_ref("start", cmd_serve_start, "start a stopped service (it queues for GPUs)")
+    add_key_commands(actions, command, add_output)

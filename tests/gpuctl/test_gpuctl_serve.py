@@ -273,7 +273,7 @@ def test_serve_speaks_chinese_and_completes(cli):
     code, out, _ = cli(server, "serve", "create", "chat", "--model-path", "/m", "-w", "vision-lab", "--lang", "zh")
     assert code == 0 and out.startswith("已在工作空间 vision-lab 创建推理服务 chat（12），队列 vision-lab：Pending\n端点：")
     script = bash_script(build_parser())
-    assert '"/serve|0") COMPREPLY=( $(compgen -W "create list show scale delete stop start"' in script
+    assert '"/serve|0") COMPREPLY=( $(compgen -W "create list show scale delete stop start keys"' in script
     assert "--target-rps" in script and "--yes" in script
 
 
