@@ -293,8 +293,12 @@ class Usage:
             return
         *lines, self.buffer = self.buffer.split(b"\n")
         for line in lines:
-            if line.startswith(b"data: {"):
-                self._event(line[6:])
+            if not line.startswith(b"data: {"):
+                continue
+            if b'"usage": {' in line or b'"usage":{' in line:   # only the usage chunk is parsed: a stream is
+                self._event(line[6:])                          # mostly tokens, each one a chunk
+            elif not self.reported:
+                self.completion += 1
 
     def _event(self, data: bytes) -> None:
         try:
@@ -304,8 +308,6 @@ class Usage:
         usage = event.get("usage") if isinstance(event, dict) else None
         if isinstance(usage, dict):
             self._usage(usage)
-        elif isinstance(event, dict) and event.get("choices") and not self.reported:
-            self.completion += 1
 
     def _usage(self, usage: dict) -> None:
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
