@@ -2,6 +2,7 @@
 
     python -m bench.inference                       # 0 -> 50 -> 200 -> 0 req/s, 150 s each (10 minutes)
     python -m bench.inference --metric concurrency --target 6 --json
+    python -m bench.inference --clients openai --duration 300 --pattern diurnal --json   # bench/inference_openai.py
 
 Simulated time (discrete events, no sleeps) with the production rules: `scheduling/serving/latency.py`
 (each request's time on the replica's GPU slice, slots, queueing) and `scheduling/serving/autoscaler.py`
@@ -107,9 +108,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--step-s", type=float, default=150.0, help="seconds per step (4 x 150 s = 10 minutes)")
     parser.add_argument("--share", type=float, default=0.5, help="GPU share per replica (0.5: half a GPU)")
     parser.add_argument("--min", type=int, default=0)
-    parser.add_argument("--max", type=int, default=24)
+    parser.add_argument("--max", type=int, default=None, help="most replicas (24; openai: 3)")
     parser.add_argument("--metric", choices=("concurrency", "rps"), default="rps")
-    parser.add_argument("--target", type=float, default=8.0, help="per replica: requests/s, or requests in flight")
+    parser.add_argument("--target", type=float, default=None,
+                        help="per replica: requests/s, or requests in flight (8; openai: 4 in flight)")
     parser.add_argument("--scale-down-delay", type=float, default=60.0)
     parser.add_argument("--cold-start", type=float, default=20.0, help="seconds from a replica's start to ready")
     parser.add_argument("--tick", type=float, default=2.0, help="seconds between autoscaler evaluations")
@@ -117,7 +119,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sample", type=float, default=15.0, help="seconds between the replica samples printed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--clients", choices=("model", "openai"), default="model",
+                        help="model: the simulated day above; openai: the openai SDK, streaming, through the portal")
+    parser.add_argument("--duration", type=float, default=300.0, help="openai: seconds of the run (one compressed day)")
+    parser.add_argument("--pattern", choices=("diurnal", "flat"), default="diurnal", help="openai: the rate over the run")
+    parser.add_argument("--peak-rps", type=float, default=6.0, help="openai: requests per second at the day's peak")
+    parser.add_argument("--workers", type=int, default=64, help="openai: client threads")
     args = parser.parse_args(argv)
+    openai_mode = args.clients == "openai"
+    args.max = args.max if args.max is not None else (3 if openai_mode else 24)
+    args.target = args.target if args.target is not None else (4 if openai_mode else 8.0)
     if not args.steps or any(rate < 0 for rate in args.steps):
         parser.error("--steps: request rates >= 0")
     return args
@@ -125,6 +136,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    if args.clients == "openai":   # real clients through the real portal (bench/inference_openai.py)
+        from bench import inference_openai
+
+        result = inference_openai.run(args)
+        print(json.dumps(result, indent=2) if args.json else "", end="\n" if args.json else "")
+        if not args.json:
+            inference_openai.print_table(result)
+        return result
     result = run(args)
     if args.json:
         print(json.dumps(result, indent=2))

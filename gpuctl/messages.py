@@ -22,6 +22,13 @@ ZH = {
     "no {state} jobs in {workspace}": "工作空间 {workspace} 中没有 {state} 状态的作业",
     "you are a member of no workspace": "您不是任何工作空间的成员",
     "no such workspace: {workspace}": "没有这个工作空间：{workspace}",
+    # gpuctl serve keys
+    "key {name} ({hint}…) of service {service}: copy it now, it is not shown again":
+        "服务 {service} 的密钥 {name}（{hint}…）：请立即复制，之后不再显示",
+    "service {service} has no keys": "服务 {service} 没有密钥",
+    "key {id} of service {service} revoked": "已吊销服务 {service} 的密钥 {id}",
+    "REQ/MIN": "每分钟请求",
+    "TOKENS/MIN": "每分钟令牌",
     # gpuctl secret, gpuctl registry
     "value of {name}: ": "{name} 的值：",
     "password for {server}: ": "{server} 的密码：",

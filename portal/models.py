@@ -126,6 +126,40 @@ class ApiToken(models.Model):
         return cls.PREFIX + secrets.token_urlsafe(32)
 
 
+class ServiceKey(models.Model):
+    """An inference service's own API key: it opens that service's endpoint (`/serve/`) and nothing else,
+    for an application that calls the model (no person, no REST API). Only its hash is stored; the raw
+    value is shown once. It may have request and token limits lower than the service's."""
+
+    PREFIX = "gsk_"
+
+    job = models.ForeignKey("scheduling.Job", on_delete=models.CASCADE, related_name="service_keys")
+    name = models.CharField(max_length=100)
+    digest = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=12, help_text="The first characters, to tell keys apart.")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    expires = models.DateTimeField(null=True, blank=True, help_text="Refused from then on; empty: never")
+    revoked = models.DateTimeField(null=True, blank=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: the service's")
+    tokens_per_minute = models.PositiveBigIntegerField(null=True, blank=True, help_text="Empty: the service's")
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hint}…)"
+
+    def refused_at(self, now) -> bool:
+        return self.revoked is not None or (self.expires is not None and self.expires <= now)
+
+    @classmethod
+    def new_raw_value(cls) -> str:
+        return cls.PREFIX + secrets.token_urlsafe(32)
+
+
 class ServiceAccount(models.Model):
     """A workspace's non-person identity for CI pipelines and automation on the REST API. It is backed by
     an account of its own (username `svc:<name>@<workspace>`, no password, so it cannot sign in) with one

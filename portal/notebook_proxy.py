@@ -127,7 +127,7 @@ def copy_headers(upstream: httpx.Response, response: HttpResponse, url: str) -> 
 
 async def relay(upstream: httpx.Response, client: httpx.AsyncClient):
     try:
-        async for chunk in upstream.aiter_raw(CHUNK):
+        async for chunk in upstream.aiter_raw():   # as each arrives: a chunk size would hold back a stream's events
             yield chunk
     finally:
         await upstream.aclose()

@@ -69,6 +69,7 @@ SCALED_TO_ZERO = gettext_noop("scaled to zero: %(reason)s")
 WOKEN = gettext_noop("a request arrived while the service had no replica")
 COLD_START = gettext_noop("a replica started from zero in %(seconds)s s")
 RESCALED = gettext_noop("replicas %(min)s..%(max)s, set by %(user)s")
+LIMITS_SET = gettext_noop("limits %(requests)s requests and %(tokens)s tokens a minute, set by %(user)s")
 MINIMUM_SET = gettext_noop("minimum of %(min)s set by %(user)s")
 
 # Dependencies and arrays (scheduling.lifecycle).

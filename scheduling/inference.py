@@ -432,3 +432,21 @@ def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceSc
         resume_workload(job, said(texts.MINIMUM_SET, min=min_replicas,
                                   user=user.username))
     return scale
+
+
+@transaction.atomic
+def set_limits(user, job: Job, requests_per_minute: int | None, tokens_per_minute: int | None) -> ServiceScale:
+    """A member who may submit changes the service's limits over all its callers (None: no limit); the
+    endpoint applies them from its next request."""
+    require_submitter(user, job.workspace)
+    scale = ServiceScale.objects.select_for_update().filter(job=job).first()
+    if scale is None or job.is_final:
+        raise Conflict(f"service {job.pk} is not a live inference service", field="state")
+    before = (scale.requests_per_minute, scale.tokens_per_minute)
+    scale.requests_per_minute, scale.tokens_per_minute = requests_per_minute, tokens_per_minute
+    scale.save(update_fields=["requests_per_minute", "tokens_per_minute"])
+    if before != (requests_per_minute, tokens_per_minute):
+        record_event(job, "limits", reason=said(texts.LIMITS_SET, requests=requests_per_minute or "-",
+                                                tokens=tokens_per_minute or "-", user=user.username),
+                     data={"requests_per_minute": requests_per_minute, "tokens_per_minute": tokens_per_minute})
+    return scale

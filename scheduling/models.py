@@ -508,6 +508,7 @@ EVENT_KINDS = {
     "index-cancelled": pgettext_lazy("job event", "index cancelled"),
     "retrying": pgettext_lazy("job event", "retrying"),
     "cleaned-up": pgettext_lazy("job event", "cleaned up"),
+    "limits": pgettext_lazy("job event", "limits changed"),
 }
 
 
@@ -589,6 +590,11 @@ class ServiceScale(models.Model):
     traffic = models.JSONField(default=list, blank=True,
                                help_text="[{revision, percent}]: how the endpoint splits requests; empty: all to "
                                          "`revision`")
+    # Limits over all its callers together (its spec's `limits`, changed from its page or the API); each key
+    # may have lower ones of its own. Empty: none.
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveBigIntegerField(null=True, blank=True,
+                                                       help_text="Prompt and completion tokens together")
 
 
 class ServiceSample(models.Model):

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from scheduling import clock, kinds
 from scheduling.models import Job, ServiceScale
+from scheduling.spec import SpecError, parse_job_spec_obj
 from scheduling.spec.kinds import service_bounds
 
 
@@ -16,10 +17,21 @@ def create_scale(job: Job) -> ServiceScale | None:
         return None
     role = job.roles[0]
     low, high = role.get("scale_min", role["min_replicas"]), role.get("scale_max", role["max_replicas"])
+    serving = _declared(job)
     # remembered as a recommendation: a new service keeps its first replica for a whole scale-down delay
     return ServiceScale.objects.create(job=job, min_replicas=low, max_replicas=high, desired=role["max_replicas"],
                                        reason="",
-                                       recommendations=[[job.created.timestamp(), role["max_replicas"]]])
+                                       recommendations=[[job.created.timestamp(), role["max_replicas"]]],
+                                       requests_per_minute=getattr(serving, "requests_per_minute", None),
+                                       tokens_per_minute=getattr(serving, "tokens_per_minute", None))
+
+
+def _declared(job: Job):
+    """The service's spec as declared (its inference part), None when it cannot be read."""
+    try:
+        return parse_job_spec_obj(job.spec).inference
+    except (SpecError, TypeError, ValueError):
+        return None
 
 
 def with_bounds(roles: list[dict], scale: ServiceScale, desired: int, *, surge: int = 0) -> list[dict]:

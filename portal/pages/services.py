@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from portal import serving
 from portal.pages.notebooks import _may_act, _said, _workspace
+from portal.pages.service_keys import key_section
 from scheduling.api import DomainError, clock, inference, service_revisions, services
 
 
@@ -41,7 +42,11 @@ def service_list(request):
 @require_safe
 @login_required
 def service_detail(request, pk):
-    job = serving.get_service_for_user(request.user, pk)
+    return render_detail(request, serving.get_service_for_user(request.user, pk))
+
+
+def render_detail(request, job, **extra):
+    """The service's page (`extra`: what a form just did, e.g. a new key shown once)."""
     [row] = serving.service_rows([job])
     portal_url = settings.PORTAL_URL or request.build_absolute_uri("/").rstrip("/")
     return render(request, "portal/service_detail.html", {
@@ -49,6 +54,7 @@ def service_detail(request, pk):
         "url": portal_url + row.endpoint, "model": (inference.inference_spec(job) or None),
         "series": serving.service_series(job), "max_replicas": inference.MAX_REPLICAS,
         "revisions": serving.revision_rows(job, row.row.cost),
+        **key_section(job), **extra,
     })
 
 

@@ -1,6 +1,17 @@
 from django.urls import path, re_path
 
-from portal.pages import advice, job_list, job_page, jobs, notebooks, reports, schedules, services, submit
+from portal.pages import (
+    advice,
+    job_list,
+    job_page,
+    jobs,
+    notebooks,
+    reports,
+    schedules,
+    service_keys,
+    services,
+    submit,
+)
 
 urlpatterns = [
     path("submit/", submit.submit, name="submit"),
@@ -33,6 +44,9 @@ urlpatterns = [
     path("services/<int:pk>/", services.service_detail, name="service"),
     path("services/<int:pk>/series.json", services.service_series, name="service-series"),
     path("services/<int:pk>/scale/", services.service_scale, name="service-scale"),
+    path("services/<int:pk>/keys/", service_keys.service_key_create, name="service-key-create"),
+    path("services/<int:pk>/keys/<int:key_id>/revoke/", service_keys.service_key_revoke, name="service-key-revoke"),
+    path("services/<int:pk>/limits/", service_keys.service_limits, name="service-limits"),
     re_path(r"^services/(?P<pk>[0-9]+)/(?P<action>stop|start|delete)/$", services.service_action,
             name="service-action"),
     path("schedules/", schedules.schedule_list, name="schedules"),

@@ -13,6 +13,11 @@ SCHEDULER_INTERVAL_S = float(os.environ.get("SCHEDULER_INTERVAL_S", "2"))
 # replica takes to load its model.
 SERVICE_SCALE_INTERVAL_S = float(os.environ.get("SERVICE_SCALE_INTERVAL_S", "5"))
 SERVE_COLD_START_TIMEOUT_S = float(os.environ.get("SERVE_COLD_START_TIMEOUT_S", "120"))
+# At its max replicas a service is sent at most SERVE_REPLICA_CONCURRENCY requests at once per running replica
+# (its server's batch: vLLM's --max-num-seqs); the rest wait in the portal, fairly across callers, up to
+# SERVE_QUEUE_MAX, then 429.
+SERVE_REPLICA_CONCURRENCY = int(os.environ.get("SERVE_REPLICA_CONCURRENCY", "8"))
+SERVE_QUEUE_MAX = int(os.environ.get("SERVE_QUEUE_MAX", "100"))
 SIM_INFERENCE_STARTUP_S = float(os.environ.get("SIM_INFERENCE_STARTUP_S", "2"))
 # Time-based fair share (scheduling/cycle/usage.py): past usage over the window, halved every
 # half-life, shifts over-quota weights by K; a half-life of 0 turns it off.

@@ -96,6 +96,13 @@ class ServerModel:
         prefill = total * self.prefill_s / work
         return prefill, total - prefill
 
+    def pace_s(self, share: float, in_service: int) -> tuple[float, float]:
+        """(prefill seconds, seconds per output token) under S(share, k): how a streamed answer paces its
+        tokens; prefill + tokens * per token == service_s, as phases_s splits it."""
+        k = max(1, min(in_service, self.slots))
+        scale = self.slowdown(share) * (1 + self.batch_penalty * (k - 1))
+        return self.prefill_s * scale, self.token_s * scale
+
     def saturated_s(self, share: float) -> float:
         """L_sat: the latency of a request on a replica whose every slot is busy, before any queue."""
         return self.service_s(share, self.slots)

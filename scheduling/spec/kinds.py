@@ -54,12 +54,15 @@ from scheduling.spec.workloads import (
     DEFAULT_NOTEBOOK_GPU,
     DEFAULT_NOTEBOOK_IMAGE,
     DEFAULT_SCALE_DOWN_DELAY_S,
+    LIMIT_KEYS,
     MAX_HOME_MIB,
     MAX_IDLE_AFTER_S,
+    MAX_REQUESTS_PER_MINUTE,
     MAX_SCALE_DOWN_DELAY_S,
     MAX_TARGET_CONCURRENCY,
     MAX_TARGET_RPS,
     MAX_TARGET_TTFT_S,
+    MAX_TOKENS_PER_MINUTE,
     MIN_IDLE_AFTER_S,
     NOTEBOOK_ROLE,
     SERVER_DEFAULTS,
@@ -76,7 +79,7 @@ SLICE_KEYS = ("sharing", "resources", "vendor", "gpuModel", "nodePool")
 NOTEBOOK_KEYS = (*JOB_KEYS, "image", "env", "secretMounts", *SLICE_KEYS, "home", "idleAfter", "volumes",
                  "buckets")
 INFERENCE_KEYS = (*JOB_KEYS, "server", "image", "command", "env", "secretMounts", "port", "healthPath", "model",
-                  *SLICE_KEYS, "replicas", "target", "scaleDownDelay", "volumes", "buckets")
+                  *SLICE_KEYS, "replicas", "target", "scaleDownDelay", "limits", "volumes", "buckets")
 HOME_KEYS = ("size",)
 MODEL_KEYS = ("path", "registry", "name")
 BURST_KEY = "gpuMemoryLimit"   # resources: a fraction's burstable memory limit (inference)
@@ -261,18 +264,20 @@ def read_inference(r: Reader, kind: str) -> ReadResult:
     replicas = read_replicas(r, doc, ())
     target = _read_target(r, doc)
     delay = _bounded_duration(r, doc, "scaleDownDelay", 1, MAX_SCALE_DOWN_DELAY_S, DEFAULT_SCALE_DOWN_DELAY_S)
+    limits = _read_limits(r, doc)
     volumes = read_volumes(r, doc, ())
     buckets = read_buckets(r, doc, ())
     if r.issues or not _complete(job["name"], job["priority"], job["preemptible"], job["expected_duration_s"],
                                  place["vendor"], server, image, port, health, command, env, model, resources,
-                                 limit, replicas, target, delay, volumes, buckets, *secrets.values()):
+                                 limit, replicas, target, delay, limits, volumes, buckets, *secrets.values()):
         return ReadResult(None, top_locate)
     role = RoleSpec(name=SERVER_ROLE, image=image, command=command, env=env, min_replicas=replicas[0],
                     max_replicas=replicas[1], volumes=volumes, buckets=buckets, **secrets, **place, **resources)
     path, registry, served = model
     inference = InferenceSpec(
         server=server, port=port, health_path=health, model_path=path, model_registry=registry, model_name=served,
-        gpu_mem_limit_mib=limit or None, target_metric=target[0], target_value=target[1], scale_down_delay_s=delay)
+        gpu_mem_limit_mib=limit or None, target_metric=target[0], target_value=target[1], scale_down_delay_s=delay,
+        requests_per_minute=limits[0], tokens_per_minute=limits[1])
     return ReadResult(JobSpec(type="single", roles=(role,), kind=kind, inference=inference, **job),
                       top_locate)
 
@@ -366,6 +371,22 @@ def _read_target(r: Reader, doc: dict[str, Any]) -> Any:
     return (metric, float(value))
 
 
+def _read_limits(r: Reader, doc: dict[str, Any]) -> Any:
+    """(requests per minute, tokens per minute) over all the service's callers, each None for no limit."""
+    if doc.get("limits") is None:
+        return (None, None)
+    limits = r.mapping(doc["limits"], ("limits",), _("requestsPerMinute and tokensPerMinute, e.g. "
+                                                     "{requestsPerMinute: 600}"))
+    if limits is None:
+        return None
+    r.check_keys(limits, ("limits",), LIMIT_KEYS, where="limits")
+    requests = r.integer(limits, ("limits",), "requestsPerMinute", lo=1, hi=MAX_REQUESTS_PER_MINUTE, default=MISSING)
+    tokens = r.integer(limits, ("limits",), "tokensPerMinute", lo=1, hi=MAX_TOKENS_PER_MINUTE, default=MISSING)
+    if requests is None or tokens is None:
+        return None
+    return (None if requests is MISSING else requests, None if tokens is MISSING else tokens)
+
+
 # -- back to the clean form ------------------------------------------------------------------------
 
 
@@ -433,6 +454,10 @@ def service_to_dict(spec: JobSpec, role: dict[str, Any]) -> dict[str, Any]:
     out["replicas"] = role["replicas"]
     out["target"] = {serving.target_metric: _number(serving.target_value)}
     out["scaleDownDelay"] = format_duration(serving.scale_down_delay_s)
+    limits = {key: value for key, value in zip(LIMIT_KEYS, (serving.requests_per_minute, serving.tokens_per_minute),
+                                               strict=True) if value is not None}
+    if limits:
+        out["limits"] = limits
     return out
 
 

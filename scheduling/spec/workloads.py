@@ -38,6 +38,9 @@ MAX_SCALE_DOWN_DELAY_S = 24 * 3600
 MAX_TARGET_CONCURRENCY = 10_000
 MAX_TARGET_RPS = 100_000
 MAX_TARGET_TTFT_S = 600
+LIMIT_KEYS = ("requestsPerMinute", "tokensPerMinute")
+MAX_REQUESTS_PER_MINUTE = 1_000_000
+MAX_TOKENS_PER_MINUTE = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -67,3 +70,5 @@ class InferenceSpec:
     target_metric: str = "concurrency"    # one of TARGET_METRICS
     target_value: float = 8
     scale_down_delay_s: int = DEFAULT_SCALE_DOWN_DELAY_S
+    requests_per_minute: int | None = None  # limits.requestsPerMinute: the endpoint answers 429 above it
+    tokens_per_minute: int | None = None    # limits.tokensPerMinute: prompt + completion tokens

@@ -274,7 +274,7 @@ def test_serve_speaks_chinese_and_completes(cli):
     assert code == 0 and out.startswith("已在工作空间 vision-lab 创建推理服务 chat（12），队列 vision-lab：Pending\n端点：")
     script = bash_script(build_parser())
     assert ('"/serve|0") COMPREPLY=( $(compgen -W "create list show scale delete stop start revisions revise '
-            'traffic promote rollback"') in script
+            'traffic promote rollback keys"') in script
     assert "--target-rps" in script and "--yes" in script
 
 

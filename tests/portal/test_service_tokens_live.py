@@ -56,4 +56,6 @@ def test_streamed_answers_are_metered_and_a_queue_scales_the_service_up(live_dap
             assert {f.result().status_code for f in busy} == {200}
         assert peak > 1
         assert ServiceSample.objects.filter(job=service, waiting__gt=0).exists()
-    assert sum(r.requests for r in ServiceTokenUsage.objects.filter(job=service)) == 41
+    # an answer is metered as its stream closes, just after the client has read it
+    wait_until(lambda: sum(r.requests for r in ServiceTokenUsage.objects.filter(job=service)) == 41,
+               what="every answer metered")

@@ -38,6 +38,7 @@ FILLERS = {
                                 else bob["service_account"].name if "/service-accounts/" in route
                                 else bob["workspace"].slug),
     "token_id": lambda bob, route: bob["service_account_token"].pk,
+    "key_id": lambda bob, route: bob["service_key"].pk,
     "number": lambda bob, route: 1,  # bob's dataset's first version
     "server": lambda bob, route: bob["registry"].server,
     "grantee": lambda bob, route: bob["grantee"],  # alice's workspace: she may not share bob's dataset with it
@@ -105,8 +106,12 @@ def bob_world(cluster, clock):
     service = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp,
                                 spec="kind: inference\nname: bob-secret-service\nqueue: nlp-group\n"
                                      "model: {path: /models/secret}\nresources: {gpu: 1}\n")
+    from portal.service_keys import create_key
+
+    service_key = create_key(cluster.bob, service, "bob's app")[0]
     return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m"),
             "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook, "service": service,
+            "service_key": service_key,
             "grantee": cluster.vision.slug, "session": _bob_session(cluster), **_bob_storage(cluster),
             "schedule": _bob_schedule(cluster)}
 
@@ -192,6 +197,7 @@ def _bob_state(bob):
         Notification,
         NotificationPreference,
         ServiceAccount,
+        ServiceKey,
         UserPreference,
         UserSession,
         Webhook,
@@ -231,6 +237,7 @@ def _bob_state(bob):
         list(Dataset.objects.filter(workspace=workspace).values().order_by("pk")),
         list(DatasetGrant.objects.filter(dataset__workspace=workspace).values().order_by("pk")),
         list(WorkspaceSecret.objects.filter(workspace=workspace).values().order_by("pk")),
+        list(ServiceKey.objects.filter(job__workspace=workspace).values().order_by("pk")),
         list(RegistryCredential.objects.filter(workspace=workspace).values().order_by("pk")),
         list(UserSession.objects.filter(user__username="bob").values().order_by("pk")),
         Session.objects.filter(session_key__in=UserSession.objects.filter(user__username="bob")

@@ -2,7 +2,9 @@
 
     python -m scheduling.backends.simulated.inference_server --model llama-3-8b --mode fraction --gpu-milli 500
 
-Serves `POST /v1/completions`, `POST /v1/chat/completions`, `GET /v1/models`, `GET /health` (503
+Serves `POST /v1/completions`, `POST /v1/chat/completions` (whole, or streamed as server-sent events with
+`stream: true`: a chunk per token at the latency model's pace, `data: [DONE]` last, and a usage chunk
+before it with `stream_options: {include_usage: true}`), `GET /v1/models`, `GET /health` (503
 while the model "loads", `--startup-s`) and `GET /metrics` (Prometheus text; `?format=json` for JSON).
 Each request holds one of `--slots` slots for the time the latency model gives
 (`scheduling/serving/latency.py`: the slice's share, the requests in service with it, the tokens it
@@ -104,8 +106,9 @@ class Replica:
         self.gpu_busy_seconds += self.share * min(1.0, self.in_service / self.model.slots) * span
         self._last_change = now
 
-    def serve(self, tokens: int) -> Timing:
-        """Hold a slot for the model's time; returns its timing (the latency counts the wait)."""
+    def admit(self, tokens: int) -> tuple[float, float, float]:
+        """Wait for a slot and take it: (arrival time, prefill seconds, seconds per token) by the latency
+        model for the requests in service with it. `release` gives the slot back."""
         with self._lock:
             if self.waiting >= self.max_waiting and self.in_service >= self.model.slots:
                 raise ApiError(503, "the server is overloaded: too many requests waiting", kind="server_error",
@@ -119,18 +122,27 @@ class Replica:
             self._advance(time.monotonic())
             self.waiting -= 1
             self.in_service += 1
-            started = time.monotonic()
-            prefill, decode = self.model.phases_s(self.share, self.in_service, tokens)
+            prefill, per_token = self.model.pace_s(self.share, self.in_service)
+        return arrived, prefill, per_token
+
+    def release(self) -> float:
+        with self._lock:
+            done = time.monotonic()
+            self._advance(done)
+            self.in_service -= 1
+            self.last_request = done
+            self._lock.notify()
+        return done
+
+    def serve(self, tokens: int) -> Timing:
+        """Hold a slot for the model's time; returns its timing (the latency counts the wait)."""
+        arrived, prefill, per_token = self.admit(tokens)
+        started = time.monotonic()
         try:
-            time.sleep(prefill + decode)
+            time.sleep(prefill + tokens * per_token)
         finally:
-            with self._lock:
-                done = time.monotonic()
-                self._advance(done)
-                self.in_service -= 1
-                self.last_request = done
-                self._lock.notify()
-        return Timing(latency_s=done - arrived, prefill_s=prefill, decode_s=decode,
+            done = self.release()
+        return Timing(latency_s=done - arrived, prefill_s=prefill, decode_s=tokens * per_token,
                       ttft_s=started - arrived + prefill)
 
     def record(self, path: str, status: int, timing: Timing | None = None, prompt: int = 0,
@@ -332,23 +344,61 @@ class Handler(BaseHTTPRequestHandler):
             if not self.replica.ready:
                 raise ApiError(503, "the model is still loading", kind="server_error", code="loading")
             answer = self._complete(path, body)
+            if isinstance(answer, Stream):
+                arrived, prefill, per_token = self.replica.admit(answer.tokens)
         except ApiError as error:
             self._fail(path, error)
             return
-        self._send(200, answer, headers=phase_headers(self.timing))
+        if isinstance(answer, Stream):
+            self._stream(path, answer, arrived, prefill, per_token)
+        else:
+            self._send(200, answer, headers=phase_headers(self.timing))
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _stream(self, path: str, stream: Stream, arrived: float, prefill: float, per_token: float) -> None:
+        """Server-sent events as OpenAI's servers send them, a token at a time at the latency model's pace
+        (prefill, then one token per `per_token`), holding the slot until the last or until the client
+        goes (a write that fails: the request is cancelled and its slot freed at once)."""
+        replica, sent, first = self.replica, 0, None
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            time.sleep(prefill)
+            first = time.monotonic()
+            for data in stream.events(per_token):
+                self._chunk(b"data: " + data + b"\n\n")
+                sent += 1
+            self._chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:   # the client went away: the rest is never computed
+            self.close_connection = True
+            done = replica.release()
+            told = min(sent, stream.tokens)
+            replica.record(path, 499, Timing(latency_s=done - arrived, prefill_s=prefill, decode_s=told * per_token,
+                                             ttft_s=(first or done) - arrived), stream.prompt, told)
+            return
+        done = replica.release()
+        replica.record(path, 200, Timing(latency_s=done - arrived, prefill_s=prefill,
+                                         decode_s=stream.tokens * per_token, ttft_s=first - arrived),
+                       stream.prompt, stream.tokens)
 
     def _body(self) -> dict[str, Any]:
         return read_json_object(self, MAX_BODY, ApiError)
 
-    def _complete(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _complete(self, path: str, body: dict[str, Any]) -> dict[str, Any] | Stream:
         replica = self.replica
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise ApiError(400, "model is required", param="model")
         if model != replica.model_name:
             raise ApiError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")
-        if body.get("stream"):
-            raise ApiError(400, "stream is not supported by the simulated server", param="stream")
         if body.get("n", 1) != 1:
             raise ApiError(400, "n must be 1", param="n")
         chat = path.endswith("/chat/completions")
@@ -367,6 +417,9 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "prompt must be text or a list of text", param="prompt")
             prompt = sum(_prompt_tokens(t) for t in text)
         tokens = _tokens(body, replica.model.tokens)
+        if body.get("stream"):
+            return Stream(chat=chat, model=model, prompt=prompt, tokens=tokens,
+                          usage=_include_usage(body.get("stream_options")))
         timing = replica.serve(tokens)
         replica.record(path, 200, timing, prompt, tokens)
         self.timing = timing
@@ -378,6 +431,47 @@ class Handler(BaseHTTPRequestHandler):
                                  "finish_reason": "length"}]}
         return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", **common,
                 "choices": [{"index": 0, "text": _text(tokens), "logprobs": None, "finish_reason": "length"}]}
+
+
+def _include_usage(options: Any) -> bool:
+    if options is None:
+        return False
+    if not isinstance(options, dict) or not isinstance(options.get("include_usage", False), bool):
+        raise ApiError(400, "stream_options must be {include_usage: true|false}", param="stream_options")
+    return options.get("include_usage", False)
+
+
+class Stream:
+    """A streamed answer: its chunks in OpenAI's shape, `data: {...}` each, the usage last when asked."""
+
+    def __init__(self, *, chat: bool, model: str, prompt: int, tokens: int, usage: bool):
+        self.chat, self.model, self.prompt, self.tokens, self.usage = chat, model, prompt, tokens, usage
+        self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    def _chunk(self, choice: dict[str, Any] | None, usage: dict[str, int] | None = None) -> bytes:
+        head = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                "created": self.created, "model": self.model, "choices": [] if choice is None else [choice]}
+        if self.usage:
+            head["usage"] = usage
+        return json.dumps(head).encode()
+
+    def _choice(self, text: str, finish: str | None, first: bool = False) -> dict[str, Any]:
+        if self.chat:
+            delta = {"role": "assistant", "content": text} if first else {"content": text}
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+
+    def events(self, per_token: float):
+        """Each token's chunk, `per_token` seconds apart (the first at once: prefill is waited before)."""
+        for i in range(self.tokens):
+            if i:
+                time.sleep(per_token)
+            word = WORDS[i % len(WORDS)] + (" " if i < self.tokens - 1 else "")
+            yield self._chunk(self._choice(word, "length" if i == self.tokens - 1 else None, first=i == 0))
+        if self.usage:
+            yield self._chunk(None, {"prompt_tokens": self.prompt, "completion_tokens": self.tokens,
+                                     "total_tokens": self.prompt + self.tokens})
 
 
 def make_server(args: argparse.Namespace) -> ThreadingHTTPServer:

@@ -104,7 +104,9 @@ def test_counters_as_prometheus_text(start_process):
     ("/v1/completions", {"prompt": "x"}, 400, "model"),
     ("/v1/completions", {"model": "llama"}, 400, "prompt"),
     ("/v1/completions", {"model": "llama", "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
-    ("/v1/completions", {"model": "llama", "prompt": "x", "stream": True}, 400, "stream"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "stream": True, "stream_options": []}, 400,
+     "stream_options"),
+    ("/v1/completions", {"model": "llama", "prompt": "x", "stream": True, "max_tokens": 0}, 400, "max_tokens"),
     ("/v1/chat/completions", {"model": "llama", "messages": []}, 400, "messages"),
     ("/v1/embeddings", {"model": "llama"}, 404, None),
 ])
@@ -164,3 +166,70 @@ def test_an_answer_names_its_phases(start_process):
     assert float(headers["X-Prefill-Seconds"]) == pytest.approx(prefill, abs=1e-6)
     assert float(headers["X-Decode-Seconds"]) == pytest.approx(decode, abs=1e-6)
     assert float(headers["X-Time-To-First-Token-Seconds"]) >= prefill
+
+
+def _events(raw: bytes) -> list:
+    import json
+
+    lines = [line for line in raw.decode().split("\n\n") if line]
+    assert all(line.startswith("data: ") for line in lines), lines
+    return [line[6:] if line[6:] == "[DONE]" else json.loads(line[6:]) for line in lines]
+
+
+def test_streamed_answers_pace_their_tokens_as_the_latency_model_says(start_process):
+    import http.client
+
+    server = start_process(MODULE, "--model", "llama", "--gpu-milli", "500", "--prefill-s", "0.1",
+                           "--token-s", "0.02", *FAST[4:])
+    host, port = server.url.split("//")[1].rstrip("/").split(":")
+    prefill, per_token = ServerModel(prefill_s=0.1, token_s=0.02).pace_s(0.5, 1)
+    for path, body in (("/v1/completions", {"prompt": "say hello"}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi there"}]})):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        started = time.monotonic()
+        connection.request("POST", path, body=__import__("json").dumps(
+            {"model": "llama", "stream": True, "max_tokens": 10, "stream_options": {"include_usage": True}, **body}))
+        answer = connection.getresponse()
+        assert answer.status == 200 and answer.getheader("content-type") == "text/event-stream"
+        first = answer.read1()
+        first_s = time.monotonic() - started
+        raw = first + answer.read()
+        total_s = time.monotonic() - started
+        events = _events(raw)
+        assert events[-1] == "[DONE]"
+        usage = events[-2]
+        assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 10
+        tokens = events[:-2]
+        assert len(tokens) == 10 and tokens[-1]["choices"][0]["finish_reason"] == "length"
+        if path.endswith("chat/completions"):
+            assert tokens[0]["object"] == "chat.completion.chunk"
+            assert tokens[0]["choices"][0]["delta"]["role"] == "assistant"
+            assert usage["usage"]["prompt_tokens"] == 2
+        else:
+            assert "".join(t["choices"][0]["text"] for t in tokens).split() == ["the", "model", "answers", "from",
+                                                                              "a", "shared", "gpu", "slice", "the",
+                                                                              "model"]
+        # the first token after the prefill, the last after every token: never faster than the model
+        assert prefill <= first_s < prefill + 5 * per_token + 0.2
+        assert total_s >= prefill + 9 * per_token
+        connection.close()
+
+
+def test_a_client_that_goes_away_frees_its_slot(start_process):
+    import http.client
+    import json
+
+    server = start_process(MODULE, "--model", "llama", "--slots", "1", *FAST)
+    host, port = server.url.split("//")[1].rstrip("/").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("POST", "/v1/completions", body=json.dumps(
+        {"model": "llama", "prompt": "x", "stream": True, "max_tokens": 4000}))   # 20 s of tokens
+    answer = connection.getresponse()
+    answer.read1()
+    connection.sock.shutdown(2)
+    connection.close()
+    started = time.monotonic()
+    status, _ = completion(server, max_tokens=2)   # the one slot is free again at once
+    assert status == 200 and time.monotonic() - started < 3
+    _, figures = server.call("GET", "/metrics?format=json")
+    assert {"path": "/v1/completions", "code": 499, "count": 1} in figures["requests"]
