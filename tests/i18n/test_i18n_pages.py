@@ -18,7 +18,7 @@ ALLOWED = {
     "exclusive", "fraction", "mig", "timeslice", "min", "whole", "single",
     # a schedule's concurrency and a dependency's condition, YAML values too; cron is the format's name
     "Forbid", "Replace", "Allow", "succeeded", "failed", "finished", "cron", "Cron", "maxRuntime",
-    "terminationGracePeriod", "SIGTERM",
+    "terminationGracePeriod", "SIGTERM", "OpenAI", "prefill", "decode", "submit",
     # vendors, products, protocols, units and formats
     "OIDC", "LDAP", "SCIM", "Amazon", "S3", "Mountpoint", "CSI", "GeeseFS", "csi-s3", "CI",
     "NVIDIA", "AMD", "nvidia", "amd", "ROCm", "NVML", "XID", "ECC", "PyTorch", "MPI", "Django", "Celery", "Philly",
