@@ -7,10 +7,12 @@ import json
 import os
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.settings.env import DEBUG, VAR_DIR, env_bool, env_list
+from portal.settings.identity import OIDC_PROVIDERS
 from portal.settings.ldap import LDAP_ENABLED
 
 
@@ -107,7 +109,15 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
 # Content-Security-Policy (django-csp): scripts only from our own static files, never inline.
-# Inline styles stay allowed: plotly injects <style> elements for its charts.
+# Inline styles stay allowed: plotly injects <style> elements for its charts. Forms post to the portal only,
+# and on to a company sign-in provider: signing in and out there is a post the portal answers with a redirect
+# to it, which browsers hold to form-action too.
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -117,7 +127,7 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": ["'self'"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
-        "form-action": ["'self'"],
+        "form-action": ["'self'", *sorted({_origin(p["issuer"]) for p in OIDC_PROVIDERS})],
         "frame-ancestors": ["'none'"],
     },
 }
