@@ -270,3 +270,16 @@ def s3_server():
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
+
+
+@pytest.fixture
+def api_as():
+    """A REST client signed in as the given user: `api_as(cluster.alice).get(...)`."""
+    from rest_framework.test import APIClient
+
+    def make(user):
+        api = APIClient()
+        api.force_authenticate(user)
+        return api
+
+    return make

@@ -3,7 +3,6 @@ quote's upper bound, and the API's job detail and the job page (end code and rea
 for the job's own workspace only."""
 
 import pytest
-from rest_framework.test import APIClient
 
 from scheduling.backends.simulated.backend import SimulatedBackend
 from scheduling.models import Job, Queue
@@ -24,15 +23,6 @@ roles:
 def spec(name, extra="", env=""):
     return SPEC.format(name=name, extra=extra, env=env)
 
-
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-
-    return make
 
 
 @pytest.fixture

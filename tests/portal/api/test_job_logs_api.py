@@ -4,7 +4,6 @@ follow=1 while it runs; bad parameters are problem details; another tenant's job
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
 from billing.services import submit_quoted_job
 from scheduling import logs
@@ -22,15 +21,6 @@ roles:
     nodePool: h100
 """
 
-
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-
-    return make
 
 
 @pytest.fixture

@@ -1,7 +1,5 @@
 """The jobs API's dependencies and arrays: `after`, the parent's `array` counts, cancel by index; two tenants."""
 
-import pytest
-from rest_framework.test import APIClient
 
 from scheduling.backends.simulated.backend import SimulatedBackend
 from scheduling.models import Job, JobState
@@ -12,15 +10,6 @@ queue: {queue}
   - {{name: main, image: busybox, resources: {{gpu: 1}}, nodePool: h100}}
 """
 
-
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-
-    return make
 
 
 def submit(api, name, extra="", workspace="vision-lab"):

@@ -1,20 +1,9 @@
 """Jobs API for two tenants: submit (YAML, JSON object), list, detail, events, cancel, errors."""
 
-import pytest
-from rest_framework.test import APIClient
 
 from scheduling import clock
 from scheduling.models import Job, JobEvent
 from scheduling.spec.examples import CLEAN_YAML, SEED_YAML
-
-
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-    return make
 
 
 def submit(api, workspace, spec):

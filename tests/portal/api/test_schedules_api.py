@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-from rest_framework.test import APIClient
-
 from scheduling.models import Job, Schedule
 
 SPEC = """\
@@ -21,15 +18,6 @@ schedule:
   keepLast: 5
 """
 
-
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-
-    return make
 
 
 def create(api, spec=SPEC, workspace="vision-lab"):

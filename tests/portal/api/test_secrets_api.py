@@ -33,15 +33,6 @@ roles:
 """
 
 
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-
-    return make
-
 
 def problem(response, status: int, field: str) -> dict:
     assert response.status_code == status, response.content

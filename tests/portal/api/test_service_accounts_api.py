@@ -24,15 +24,6 @@ ACCOUNTS = "/api/v1/workspaces/vision-lab/service-accounts/"
 CI_TOKENS = ACCOUNTS + "ci-pipeline/tokens/"
 
 
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-
-    return make
-
 
 def bearer(raw: str) -> APIClient:
     api = APIClient()

@@ -24,14 +24,6 @@ roles:
 FIELDS = {"name", "deserved", "limit", "allocated", "fair_share", "pending"}
 
 
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-    return make
-
 
 @pytest.fixture
 def busy(cluster, clock, run):

@@ -12,7 +12,6 @@ import re
 import pytest
 from django.core import mail
 from django.test import override_settings
-from rest_framework.test import APIClient
 
 from portal.console.models import AuditEntry
 from portal.models import Invitation, Membership, Role
@@ -22,15 +21,6 @@ PROBLEM = "application/problem+json"
 INVITATIONS = "/api/v1/workspaces/vision-lab/invitations/"
 STRONG = "quartz-Lantern-7319"
 
-
-@pytest.fixture
-def api_as():
-    def make(user):
-        api = APIClient()
-        api.force_authenticate(user)
-        return api
-
-    return make
 
 
 @pytest.fixture
