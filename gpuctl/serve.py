@@ -430,4 +430,4 @@ def add_serve_commands(commands, command: Callable[..., argparse.ArgumentParser]
     with_ref("stop", cmd_serve_stop, "stop a service: its replicas end, its GPUs are free, its range is kept")
     with_ref("start", cmd_serve_start, "start a stopped service (it queues for GPUs)")
     add_revision_commands(actions, command, add_output, find_service)
-    add_key_commands(actions, command, add_output)
+    add_key_commands(actions, command, add_output, find_service)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from gpuctl.errors import EXIT_OK
@@ -14,14 +15,10 @@ KEY_DAYS = (0, 1, 7, 30, 90, 180, 365)
 
 
 def _keys_url(service: dict) -> str:
-    from gpuctl.serve import SERVICES
-
-    return f"{SERVICES}{service['id']}/keys/"
+    return f"/api/v1/services/{service['id']}/keys/"
 
 
-def cmd_keys_create(run) -> int:
-    from gpuctl.serve import find_service
-
+def cmd_keys_create(run, find_service: Callable[..., dict]) -> int:
     args = run.args
     service = find_service(run, args.ref)
     body: dict[str, Any] = {"name": args.name, "expires_in_days": args.days}
@@ -41,9 +38,7 @@ def cmd_keys_create(run) -> int:
     return EXIT_OK
 
 
-def cmd_keys_list(run) -> int:
-    from gpuctl.serve import find_service
-
+def cmd_keys_list(run, find_service: Callable[..., dict]) -> int:
     service = find_service(run, run.args.ref)
     keys = run.api.call("GET", _keys_url(service), not_found=f"no such service: {run.args.ref}")
     rows = [[k["id"], k["name"], f"{k['hint']}…", k["expires"] or "-", k["last_used"] or "-", k["revoked"] or "-",
@@ -54,9 +49,7 @@ def cmd_keys_list(run) -> int:
     return EXIT_OK
 
 
-def cmd_keys_revoke(run) -> int:
-    from gpuctl.serve import find_service
-
+def cmd_keys_revoke(run, find_service: Callable[..., dict]) -> int:
     service = find_service(run, run.args.ref)
     for key_id in run.args.ids:
         run.api.call("DELETE", f"{_keys_url(service)}{key_id}/", not_found=f"service {service['name']} has no key {key_id}")
@@ -64,14 +57,15 @@ def cmd_keys_revoke(run) -> int:
     return EXIT_OK
 
 
-def add_key_commands(actions, command: Callable[..., argparse.ArgumentParser], add_output: Callable[..., Any]) -> None:
-    """`serve keys` and its actions, under `serve`'s actions."""
+def add_key_commands(actions, command: Callable[..., argparse.ArgumentParser], add_output: Callable[..., Any],
+                     find_service: Callable[..., dict]) -> None:
+    """`serve keys` and its actions, under `serve`'s actions; `find_service` is `serve`'s (a name or id)."""
     keys = command(actions, "keys", None, "make, list or revoke a service's own API keys")
     verbs = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION",
                                 parser_class=actions._parser_class)
 
     def with_ref(name: str, handler, text: str) -> argparse.ArgumentParser:
-        sub = command(verbs, name, handler, text)
+        sub = command(verbs, name, partial(handler, find_service=find_service), text)
         sub.add_argument("ref", metavar="NAME_OR_ID", help="the service's name (in -w WORKSPACE) or its id")
         return sub
 

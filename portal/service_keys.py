@@ -21,7 +21,7 @@ from portal.console import audit
 from portal.console.models import AuditEntry
 from portal.models import ServiceKey
 from scheduling.api import DomainError, Forbidden, clock
-from scheduling.models import Job
+from scheduling.models import Job, ServiceScale
 
 TENANT = AuditEntry.Source.TENANT
 KEY_DAYS = (0, 1, 7, 30, 90, 180, 365)  # 0: never expires (a deployed application's key)
@@ -165,3 +165,9 @@ def still_valid(key_id: int) -> bool:
     """Whether the key may still be used now (a stream checks it as it goes)."""
     key = ServiceKey.objects.filter(pk=key_id).only("revoked", "expires").first()
     return key is not None and not key.refused_at(clock.now())
+
+
+def key_section(job) -> dict:
+    """What the service page's keys section shows: the keys (revoked ones too) and the service's limits."""
+    scale = ServiceScale.objects.filter(job=job).first()
+    return {"keys": list(keys_of(job)), "key_days": KEY_DAYS, "limits": scale}

@@ -146,7 +146,7 @@ class JobListOutput(JobOutput):
     cost_so_far = serializers.SerializerMethodField(
         help_text="What a started, unfinished job has cost until now (null otherwise; final_cost once it ended)")
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cost_so_far(self, job) -> str | None:
         if job.is_final or not job.started:
             return None

@@ -13,15 +13,8 @@ from django.views.decorators.http import require_POST
 
 from portal import service_keys, serving
 from portal.pages.notebooks import _said
+from portal.pages.services import render_detail
 from scheduling.api import DomainError, inference
-from scheduling.models import ServiceScale
-
-
-def key_section(job) -> dict:
-    """What the page's section shows: the keys (revoked ones too) and the service's limits."""
-    scale = ServiceScale.objects.filter(job=job).first()
-    return {"keys": list(service_keys.keys_of(job)), "key_days": service_keys.KEY_DAYS,
-            "limits": scale}
 
 
 def _back(job) -> str:
@@ -31,8 +24,6 @@ def _back(job) -> str:
 @require_POST
 @login_required
 def service_key_create(request, pk):
-    from portal.pages.services import render_detail
-
     job = serving.get_service_for_user(request.user, pk)
     try:
         key, raw = service_keys.create_key(request.user, job, request.POST.get("name", ""),

@@ -14,9 +14,8 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST, require_safe
 
-from portal import serving
+from portal import service_keys, serving
 from portal.pages.notebooks import _may_act, _said, _workspace
-from portal.pages.service_keys import key_section
 from scheduling.api import DomainError, clock, inference, service_revisions, services
 
 
@@ -54,7 +53,7 @@ def render_detail(request, job, **extra):
         "url": portal_url + row.endpoint, "model": (inference.inference_spec(job) or None),
         "series": serving.service_series(job), "max_replicas": inference.MAX_REPLICAS,
         "revisions": serving.revision_rows(job, row.row.cost),
-        **key_section(job), **extra,
+        **service_keys.key_section(job), **extra,
     })
 
 

@@ -35,7 +35,7 @@ def test_a_failed_job_is_e_mailed_in_its_submitters_language(cluster, failing_ba
     assert message.subject == f"[GPU Platform] train（#{job.pk}）失败：Failed"  # the state is an identifier
     assert message.body.startswith(f"工作空间 vision-lab 中的作业 train（#{job.pk}）于 ")
     assert "失败：Failed。" in message.body and "failed at" not in message.body
-    assert "副本 main-0 失败：" in message.body and "replica main-0 failed" not in message.body  # the event's reason
+    assert "副本 main-0 以退出码 1 退出：" in message.body and "exited with code" not in message.body  # the event's reason
     started = Notification.objects.get(user=cluster.alice, event="job.started")  # in the app, in Chinese too
     assert started.subject == f"train（#{job.pk}）已开始运行：Running"  # the platform's name is the e-mail's only
 
@@ -49,7 +49,7 @@ def test_an_english_reader_gets_the_english_words_as_before(cluster, failing_bac
     (message,) = mail.outbox
     assert message.subject == f"[GPU Platform] train (#{job.pk}) failed: Failed"
     assert message.body.startswith(f"Job train (#{job.pk}) in workspace vision-lab failed at ")
-    assert "replica main-0 failed: " in message.body
+    assert "replica main-0 exited with code 1: " in message.body
 
 
 def test_one_budget_alert_goes_out_in_each_recipients_language(cluster):
