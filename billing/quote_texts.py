@@ -59,6 +59,15 @@ def _shared_gpu(p: Figures) -> str:
     return _("shares the GPU with other jobs (no hardware isolation); no GPU memory reserved")
 
 
+def _expected_loss(p: Figures) -> str:
+    figures = {"hours": p["gpu_hours"], "cost": f"{p['cost']} {p['currency']}"}
+    if p["checkpoint_hint"]:
+        return _("may be evicted: about %(hours)s GPU-hours (%(cost)s) lost at this queue's recent eviction rate; "
+                 "a checkpoint every 30 min would cut it") % figures
+    return _("may be evicted: about %(hours)s GPU-hours (%(cost)s) lost at this queue's recent eviction "
+             "rate") % figures
+
+
 # Code -> the trade-off in the reader's language (a role's name is put before it by tradeoff_text).
 TRADEOFFS: dict[str, Callable[[Figures], str]] = {
     "time_sliced": lambda p: ngettext(
@@ -84,6 +93,7 @@ TRADEOFFS: dict[str, Callable[[Figures], str]] = {
           "room") if p["required"] else
         _("runs within one %(level)s of %(pool)s when one has room, else in the fewest")) % {
         "level": p["level"], "pool": p["pool"]},
+    "expected_loss": lambda p: _expected_loss(p),
     "array_runs": lambda p: _("an array of %(runs)s indices: the totals are every index's, at most %(parallelism)s "
                               "run at a time") % p,
 }
@@ -96,6 +106,7 @@ TAGS = {
     "no_room_now": gettext_noop("may queue"), "spot": gettext_noop("reclaimable"),
     "reduce_cost": gettext_noop("no completion promise"), "preemptible": gettext_noop("preemptible"),
     "topology_one_domain": gettext_noop("one domain"), "array_runs": gettext_noop("array"),
+    "expected_loss": gettext_noop("may lose work"),
 }
 BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot badges say these
 

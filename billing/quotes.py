@@ -113,6 +113,7 @@ VENDORS = ("nvidia", "amd")
 _MIG_MEMORY = re.compile(r"^[1-7]g\.(\d{1,3})gb$")
 _RATE_PLACES = Decimal("0.0001")
 _SHARE_PLACES = Decimal("0.0001")
+_LOSS_PLACES = Decimal("0.01")  # an expected loss of GPU-hours: an estimate, not a record
 _WAIT_CODES = ("may_wait_for_capacity", "no_room_now")  # a "now" option that has to wait
 
 
@@ -263,6 +264,20 @@ class RoleQuote:
 
 
 @dataclass(frozen=True)
+class ExpectedLoss:
+    """What evictions are expected to cost an evictable option at its queue's recent eviction rate."""
+
+    gpu_hours: Decimal  # of work lost, unrounded
+    cost: Decimal  # at the option's price per GPU-hour, unrounded
+    evictions_per_gpu_hour: Decimal  # the queue's, over EVICTION_RATE_DAYS
+
+    def to_json(self, currency: str) -> dict[str, str]:
+        return {"gpu_hours": _fmt(self.gpu_hours.quantize(_LOSS_PLACES)),
+                "cost": _fmt(quantize_money(self.cost, currency)),
+                "evictions_per_gpu_hour": _fmt(self.evictions_per_gpu_hour.quantize(_RATE_PLACES))}
+
+
+@dataclass(frozen=True)
 class QuoteOption:
     id: str  # "<pool>.<sharing>.<when>", e.g. "a100-spot.fraction.now"
     sharing: str
@@ -295,6 +310,7 @@ class QuoteOption:
     tradeoff_notes: tuple[Note, ...] = field(default=(), compare=False)  # tradeoffs[i] is tradeoff_notes[i].text
     # where the gang goes: ("required" | "preferred", level), the job's `topology`; None: anywhere
     topology: tuple[str, str] | None = None
+    expected_loss: ExpectedLoss | None = None  # evictable options with a queue history only (with_expected_loss)
 
     @property
     def starts_now(self) -> bool:
@@ -358,6 +374,8 @@ class QuoteOption:
             "tradeoff_tags": [note.tag for note in self.tradeoff_notes],  # one per trade-off
             "tradeoff_codes": [note.to_json() for note in self.tradeoff_notes],  # one per trade-off
             "topology": {self.topology[0]: self.topology[1]} if self.topology else {},
+            # only where a figure stands behind it: never a made-up one for a queue without history
+            **({"expected_loss": self.expected_loss.to_json(self.currency)} if self.expected_loss else {}),
         }
 
 
@@ -945,6 +963,42 @@ def with_expected_starts(quote: Quote, starts: Mapping[str, datetime | None]) ->
         options.append(replace(moved, can_start_now=moved.starts_now, tradeoffs=tuple(n.text for n in notes),
                                tradeoff_notes=tuple(notes)))
     return replace(quote, options=_mark_earliest(options))
+
+
+EVICTABLE_CODES = frozenset({"spot", "reduce_cost", "preemptible"})  # an option these say can be evicted
+CHECKPOINT_HINT_S = 30 * 60  # the interval the trade-off suggests to a job without resumable checkpoints
+
+
+def with_expected_loss(quote: Quote, spec: JobSpec, evictions: int, gpu_hours_run: Decimal) -> Quote:
+    """``quote`` with each evictable option's expected loss at its queue's recent rate (``evictions`` of the
+    queue's replicas over the ``gpu_hours_run`` they ran): expected evictions (rate x the option's GPU-hours),
+    each losing a replica's GPUs for half a checkpoint interval (a resumable spec) or half the run."""
+    if gpu_hours_run <= 0:
+        return quote
+    rate = Decimal(evictions) / gpu_hours_run
+    duration_s = spec.expected_duration_s
+    checkpoint = spec.checkpoint
+    resumable = checkpoint is not None and checkpoint.resumable and checkpoint.every_s
+    between_s = min(checkpoint.every_s, duration_s) if resumable else duration_s
+    runs = spec.array.count if spec.array is not None else 1
+    options = []
+    for option in quote.options:
+        replicas = sum(r.min_replicas for r in option.roles if r.gpu_share > 0) * runs
+        per_hour = option.price_per_gpu_hour
+        if not {n.code for n in option.tradeoff_notes} & EVICTABLE_CODES or not replicas or per_hour is None:
+            options.append(option)
+            continue
+        gpu_hours = option.gpus * option.hours
+        lost = min(rate * gpu_hours * Decimal(between_s) / 2 / 3600 * option.gpus / replicas, gpu_hours)
+        loss = ExpectedLoss(gpu_hours=lost, cost=lost * per_hour, evictions_per_gpu_hour=rate)
+        notes = list(option.tradeoff_notes)
+        if lost.quantize(_LOSS_PLACES) > 0:
+            notes.append(_note("expected_loss", gpu_hours=_fmt(lost.quantize(_LOSS_PLACES)),
+                               cost=_fmt(quantize_money(loss.cost, option.currency)), currency=option.currency,
+                               checkpoint_hint=not resumable and duration_s > CHECKPOINT_HINT_S))
+        options.append(replace(option, expected_loss=loss, tradeoff_notes=tuple(notes),
+                               tradeoffs=tuple(n.text for n in notes)))
+    return replace(quote, options=tuple(options))
 
 
 def with_duration_source(quote: Quote, source: str) -> Quote:

@@ -21,6 +21,7 @@ from billing.quotes import (
     choose_option,
     quote_at,
     with_duration_source,
+    with_expected_loss,
     with_schedule_month,
 )
 from billing.reports.services import check_budget_allows_submit
@@ -37,6 +38,7 @@ from scheduling.api import (
     clock,
     default_queue,
     load_yaml,
+    queue_eviction_rate,
     read_spec,
     replicas_at_rate,
     require_submitter,
@@ -93,6 +95,8 @@ def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now
     queue = parsed.queue or getattr(default_queue(workspace), "name", None)
     now = now or clock.now()
     quote = with_cluster_starts(quote_spec(parsed, now=now, currency=currency_at(workspace, now)), parsed, queue)
+    if queue and (history := queue_eviction_rate(queue, now)) is not None:  # none: no figure to go by
+        quote = with_expected_loss(quote, parsed, *history)
     if parsed.schedule is not None:  # a month of runs at the cron line's pace
         zone = parsed.schedule.time_zone or settings.TIME_ZONE
         quote = with_schedule_month(quote, parsed.schedule.cron, zone, runs_in_month(parsed.schedule.cron, zone, now))

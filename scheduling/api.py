@@ -180,4 +180,4 @@ from scheduling.formats import gettext, in_english, memory, ngettext, pgettext
 from scheduling.broker import revoke_task, send_task
 
 # ------------------------------------------------------------ Graceful eviction and checkpoints
-from scheduling.lifecycle.checkpoints import checkpoint_fields, grace_of, job_summary, lost_of
+from scheduling.lifecycle.checkpoints import checkpoint_fields, grace_of, job_summary, lost_of, queue_eviction_rate

@@ -20,7 +20,7 @@ from typing import Any
 from django.utils.translation import gettext as _
 
 from scheduling.bulk import update_rows
-from scheduling.models import Replica, Volume
+from scheduling.models import JobState, Replica, Volume
 from scheduling.spec.model import (
     DEFAULT_CHECKPOINT_EVERY_S,
     DEFAULT_GRACE_S,
@@ -155,6 +155,29 @@ def lost_gpu_hours(replica_row: dict, now: datetime, every_s: int | None) -> Dec
     seconds = lost_seconds(replica_row["started"], now, replica_row["clock_scale"], every_s)
     hours = Decimal(str(seconds)) / 3600 * gpu_share(replica_row["slice"], replica_row["gpu_indices"])
     return hours.quantize(GPU_HOURS, rounding=ROUND_HALF_UP)
+
+
+EVICTION_RATE_WINDOW = timedelta(days=7)
+
+
+def queue_eviction_rate(queue: str, now: datetime) -> tuple[int, Decimal] | None:
+    """The evictions of `queue`'s replicas in the 7 days before `now` and the GPU-hours its replicas ran in them
+    (work hours, as losses are counted); None when they ran none (no history to go by). One query."""
+    since = now - EVICTION_RATE_WINDOW
+    rows = (
+        Replica.objects.filter(job__queue__name=queue, started__isnull=False, started__lt=now)
+        .exclude(ended__lte=since)
+        .values_list("started", "ended", "clock_scale", "slice", "gpu_indices", "state")
+    )
+    evictions, gpu_hours = 0, Decimal(0)
+    for started, ended, clock_scale, slice_, gpu_indices, state in rows:
+        end = min(ended or now, now)
+        seconds = (end - max(started, since)).total_seconds() * (clock_scale or 1.0)
+        if seconds > 0:
+            gpu_hours += Decimal(str(seconds)) / 3600 * gpu_share(slice_, gpu_indices)
+        if state == JobState.PREEMPTED and ended is not None and since < ended <= now:
+            evictions += 1
+    return (evictions, gpu_hours) if gpu_hours > 0 else None
 
 
 def every_of(job) -> int | None:

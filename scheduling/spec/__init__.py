@@ -171,8 +171,15 @@ IMAGE_FORM_FIELDS: dict[str, Path] = {
     "maxRuntime": ("maxRuntime",),
     "retryLimit": ("retry", "limit"),
     "ttlAfterFinished": ("ttlAfterFinished",),
+    # a graceful stop and checkpoints (spec/checkpoint.py); the form writes `checkpoint`, not the older
+    # `checkpointPath` (hence the field's name)
+    "gracePeriod": ("terminationGracePeriod",),
+    "checkpointPathField": ("checkpoint", "path"),
+    "checkpointVolume": ("checkpoint", "volume"),
+    "checkpointEvery": ("checkpoint", "every"),
 }
 _ARRAY_FORM_FIELDS = ("arrayIndices", "arrayParallelism")
+_NESTED_TOP_KEYS = (SCHEDULE_KEY, "checkpoint")  # form fields whose path is (top-level key, its key)
 _FORM_NAME_OF = {path: name for name, path in IMAGE_FORM_FIELDS.items()}
 _TRUE = {"true", "on", "yes", "1"}
 _FALSE = {"false", "off", "no", "0"}
@@ -241,8 +248,8 @@ def spec_from_image_form(
     if "retryLimit" in values:
         doc["retry"] = {"limit": values.pop("retryLimit")}
     for key, path in IMAGE_FORM_FIELDS.items():
-        if key in values and path[0] == SCHEDULE_KEY:
-            doc.setdefault(SCHEDULE_KEY, {})[path[1]] = values[key]
+        if key in values and path[0] in _NESTED_TOP_KEYS:
+            doc.setdefault(path[0], {})[path[1]] = values[key]
         elif key in _ARRAY_FORM_FIELDS and key in values:
             doc.setdefault("array", {})[path[-1]] = values[key]
         elif key in values and key != "name":
@@ -279,10 +286,11 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         hidden.append("buckets")
     if spec.preemptible != spec.reduce_cost:
         hidden.append(f"preemptible: {str(spec.preemptible).lower()}")
-    if spec.checkpoint is not None:
-        hidden.append("checkpoint" if spec.checkpoint.every_s is not None else "checkpointPath")
-    if spec.termination_grace_s != DEFAULT_GRACE_S:
-        hidden.append("terminationGracePeriod")
+    checkpoint = spec.checkpoint
+    if checkpoint is not None and checkpoint.every_s is None:
+        # the older spelling has no interval; the form's fields would give it the default one
+        hidden.append("checkpointPath")
+        checkpoint = None
     if spec.topology is not None:
         hidden.append("topology")
     plan = spec.schedule
@@ -325,6 +333,11 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "maxRuntime": format_duration(spec.max_runtime_s) if spec.max_runtime_s else "",
         "retryLimit": str(spec.retry.limit) if spec.retry is not None else "",
         "ttlAfterFinished": format_duration(spec.ttl_after_finished_s) if spec.ttl_after_finished_s else "",
+        "gracePeriod": "" if spec.termination_grace_s == DEFAULT_GRACE_S else (
+            format_duration(spec.termination_grace_s) if spec.termination_grace_s else "0"),
+        "checkpointPathField": checkpoint.path if checkpoint else "",
+        "checkpointVolume": (checkpoint.volume or "") if checkpoint else "",
+        "checkpointEvery": format_duration(checkpoint.every_s) if checkpoint and checkpoint.every_s else "",
     }
     return values, hidden
 
@@ -353,6 +366,8 @@ def _coerce_form_value(key: str, value: Any, bad: Any) -> Any:
             bad(key, _("'%(value)s' is not a whole number") % {"value": value})
             return None
         return int(value)
+    if key == "gracePeriod" and re.fullmatch(r"0+[smhd]?", value):
+        return 0  # no grace at all (the spec takes it as the number 0 only)
     if key == "reduceCost":
         if value.lower() in _TRUE | _FALSE:
             return value.lower() in _TRUE

@@ -6,13 +6,14 @@ its English fields and adds *_text in the request's language."""
 
 import re
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 from django.utils import translation
 from rest_framework.test import APIClient
 
 from billing import quote_texts
-from billing.quotes import PoolOffer, QuoteError, quote, with_expected_starts
+from billing.quotes import PoolOffer, QuoteError, quote, with_expected_loss, with_expected_starts
 from scheduling.spec import parse_job_spec
 from tests.billing.quotes.test_quotes_helpers import PEAK, SEED_YAML, UTC_ZONE, demo_pool_offers
 from tests.world import world_rates
@@ -39,9 +40,9 @@ MIG_AND_SLOTS = PoolOffer(name="mixed", vendor="nvidia", gpu_model="H100-80GB", 
                           mig_profiles=frozenset({"3g.40gb", "1g.10gb"}), timeslice_replicas=4)
 
 
-def notes_of(spec_text: str, pools=None, rates=None, *, queued=False):
+def notes_of(spec_text: str, pools=None, rates=None, *, queued=False, evictions=None):
     """Every trade-off and refusal one quote (or its QuoteError) gives, as Notes; `queued`: no node has
-    room for any option now."""
+    room for any option now; `evictions`: its queue's (evictions, GPU-hours run) of late."""
     spec = parse_job_spec(spec_text)
     try:
         result = quote(spec, pools or demo_pool_offers(), rates or world_rates(), now=PEAK, tz=UTC_ZONE)
@@ -49,6 +50,8 @@ def notes_of(spec_text: str, pools=None, rates=None, *, queued=False):
         return list(error.refusals)
     if queued:
         result = with_expected_starts(result, {o.id: None for o in result.options})
+    if evictions:
+        result = with_expected_loss(result, spec, *evictions)
     return [n for o in result.options for n in o.tradeoff_notes] + list(result.refusals)
 
 
@@ -80,6 +83,10 @@ def every_note():
         *notes_of(GANG + "topology: {preferred: rack}\n", [RACKED]),  # the spec's own, preferred
         *notes_of(GANG + "topology: {required: rack}\n", [RACKED, replace(RACKED, name="flat", topology=())]),
         *notes_of(QUARTER + 'array: {indices: "0-9", parallelism: 2}\n'),  # an array: totals for every index
+        # the expected loss at the queue's eviction rate, without checkpoints and with them
+        *notes_of(SEED_YAML, evictions=(5, Decimal(10))),
+        *notes_of(job(role("main", "{gpu: 1}"), head="preemptible: true\ncheckpoint: {path: /ckpt, volume: runs}\n"),
+                  evictions=(5, Decimal(10))),
     ]
 
 

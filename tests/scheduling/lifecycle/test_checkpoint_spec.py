@@ -120,3 +120,45 @@ def test_submit_refuses_a_grace_above_the_queues_maximum_with_both_figures(clust
         user=cluster.alice, workspace=cluster.vision, spec=HEAD.format(extra="terminationGracePeriod: 2m\n")
     )
     assert job.spec["terminationGracePeriod"] == "2m"
+
+
+def test_the_image_form_round_trips_the_grace_and_the_checkpoint():
+    from scheduling.spec import image_form_values, spec_from_image_form
+
+    form = {
+        "image": "busybox",
+        "gracePeriod": "2m",
+        "checkpointPathField": "/ckpt",
+        "checkpointVolume": "runs",
+        "checkpointEvery": "15m",
+    }
+    spec = spec_from_image_form(form)
+    assert spec.termination_grace_s == 120
+    assert (spec.checkpoint.path, spec.checkpoint.volume, spec.checkpoint.every_s) == ("/ckpt", "runs", 900)
+    values, hidden = image_form_values(spec)
+    assert {key: values[key] for key in form} == form
+    assert hidden == []  # the form shows them: filling it in again keeps them
+    assert spec_from_image_form({key: values[key] for key in form}) == spec
+
+
+def test_the_image_form_leaves_them_blank_at_their_defaults_and_says_the_older_path_is_hidden():
+    from scheduling.spec import image_form_values, spec_from_image_form
+
+    values, hidden = image_form_values(spec_from_image_form({"image": "busybox"}))
+    assert [
+        values[k] for k in ("gracePeriod", "checkpointPathField", "checkpointVolume", "checkpointEvery")
+    ] == ["", "", "", ""]
+    assert hidden == []
+    values, hidden = image_form_values(spec_from_image_form({"image": "busybox", "gracePeriod": "0s"}))
+    assert values["gracePeriod"] == "0"  # no grace at all is not the default
+    assert spec_from_image_form({"image": "busybox", "gracePeriod": "0"}).termination_grace_s == 0
+    values, hidden = image_form_values(read("checkpointPath: s3://bucket/run-1/\n"))
+    assert hidden == ["checkpointPath"] and values["checkpointPathField"] == ""
+
+
+def test_the_image_form_names_a_wrong_checkpoint_field_by_its_form_name():
+    from scheduling.spec import spec_from_image_form
+
+    with pytest.raises(SpecError) as caught:
+        spec_from_image_form({"image": "busybox", "checkpointPathField": "/ckpt", "checkpointEvery": "10s"})
+    assert [e.field for e in caught.value.errors] == ["checkpointEvery"]
