@@ -39,7 +39,7 @@ INLINE_IDENTIFIER = re.compile(r"(?<!\S)[\w.:@-]*/[\w.:@/-]+|`[^`]*`|https?://\S
 WORLD_DATA = {"alice", "bob", "carol", "finance", "admin", "standard", "Vision", "Lab", "NLP", "Group", "vision-lab", "community",
               "nlp-group", "root", "chat", "job-0", "job-1", "job-2", "job-3", "main-0", "lab", "laptop", "Test", "prices",
               "a100-spot", "h100", "h100-mig", "l40s-shared", "mi300x", "rtx4090",
-              "main", "master", "worker", "nightly", "prepare-data"}  # role names of the examples and of the advice's spec
+              "main", "master", "worker", "nightly", "prepare-data", "runs"}  # role names of the examples and of the advice's spec
 # the world's nodes (h100-01) and GPUs (GPU-h100-01-3)
 WORLD_NAME = re.compile(r"(GPU-)?(a100-spot|h100|h100-mig|l40s-shared|mi300x|rtx4090)-\d\d(-\d+)?")
 
