@@ -407,7 +407,16 @@ async def _observed(content, job: Job, caller: Caller, scopes, gate: serve_limit
 
 class ObservedStream(StreamingHttpResponse):
     """A streamed answer whose own generator is closed when the response is, however it ends (Django closes
-    only the outermost of its wrappers: a client that goes after the last chunk would leave ours open)."""
+    only the outermost of its wrappers: a client that goes after the last chunk would leave ours open). Its
+    place in the service's queue is given back when it is closed even if its body was never read (a generator
+    never started runs no `finally`)."""
+
+    gate: serve_limits.Gate | None = None
+
+    def close(self):
+        if self.gate is not None:
+            self.gate.leave()   # a no-op when the body's end already left
+        super().close()
 
     async def __aiter__(self):
         try:
@@ -466,6 +475,7 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
         usage = Usage(response.get("Content-Type", ""), metering)
         observed = ObservedStream(_observed(response.streaming_content, job, caller, scopes, gate, usage, started),
                                   status=response.status_code)
+        observed.gate = gate
         for header, value in response.items():
             observed[header] = value
         return observed
