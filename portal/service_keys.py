@@ -127,7 +127,7 @@ def revoke_key(user, job: Job, key_id: object) -> ServiceKey:
     key is a 404."""
     require_submitter(user, job)
     try:
-        key = keys_of(job).select_for_update().get(pk=int(key_id))  # type: ignore[arg-type]
+        key = keys_of(job).select_for_update(of=("self",)).get(pk=int(key_id))  # type: ignore[arg-type]
     except (ServiceKey.DoesNotExist, TypeError, ValueError, OverflowError):
         raise NoSuchKey(gettext("service %(name)s has no key %(key)s") % {
             "name": job.name, "key": repr(str(key_id)[:20])}) from None
