@@ -214,8 +214,9 @@ def run(args) -> dict:
     cycling = threading.Thread(target=cycles, daemon=True)
     cycling.start()
     try:
-        base = start_stack(stack, own_redis=False)
-        deadline = time.monotonic() + 240   # a busy machine starts processes slowly
+        slow_s = 240   # a busy machine starts processes slowly
+        base = start_stack(stack, own_redis=False, start_timeout_s=slow_s)
+        deadline = time.monotonic() + slow_s
         while fixed.replicas.filter(state=JobState.RUNNING).count() < args.max:
             if time.monotonic() > deadline:
                 raise SystemExit("bench.inference: the fixed deployment never started")
@@ -247,6 +248,7 @@ def run(args) -> dict:
     finally:
         stop.set()
         cycling.join(30)
+        backend.runtime.stop_all()   # before the stack's folder (and the records of its servers) is removed
         stack.stop()
         for job in (scaled, fixed):
             try:

@@ -144,8 +144,9 @@ def prepare_tenant() -> tuple[object, str, str]:
     return workspace, slug, cookie
 
 
-def start_stack(stack: Stack, own_redis: bool, profile_to: str | None = None) -> str:
-    """Start the embedded Redis (unless given one) and Daphne; returns Daphne's base URL."""
+def start_stack(stack: Stack, own_redis: bool, profile_to: str | None = None, start_timeout_s: float = 60) -> str:
+    """Start the embedded Redis (unless given one) and Daphne (answering within `start_timeout_s`); returns
+    Daphne's base URL."""
     from portal import embedded_redis
 
     if own_redis:
@@ -159,7 +160,7 @@ def start_stack(stack: Stack, own_redis: bool, profile_to: str | None = None) ->
             cwd=ROOT, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{base}/healthz", timeout=60, proc=stack.daphne_proc)
+    wait_for_http(f"{base}/healthz", timeout=start_timeout_s, proc=stack.daphne_proc)
     return base
 
 

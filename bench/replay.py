@@ -19,8 +19,14 @@ replicas, `scheduling.traces.gang`):
   nothing, has no over-quota weight and the lowest queue priority: they run on what nobody else uses and
   are the first evicted when any team reclaims.
 
+Deadline jobs (`job_type: soft`, the first `expect_time_list` entry their deadline from submission; or a
+trace softened by `python -m bench.traces --soften`) go to their team's queue in every mode with their latest
+start (the deadline less the work left less `--deadline-margin` (0.1) of the run time): before it they take
+idle GPUs and are evicted like best-effort work, from it on they are strict (`scheduling.core.deadline`).
+
 `--find-min-gpus` searches the fewest whole nodes at which every team's p95 wait of its strict jobs is at
-most `--p95-wait` and every best-effort job is done within `--span-factor` (1.5) times the trace's span
+most `--p95-wait`, at least `--deadline-share` (99 %) of the deadline jobs are done by their deadlines, and
+every best-effort job is done within `--span-factor` (1.5) times the trace's span
 (first submission to last end, were every job to start at once). In `silos` each team's cluster is searched
 and `min_gpus` is their sum; the pools' queues deserve shares in proportion to those silos. A size is
 given up as soon as the target is out of reach (more late strict jobs than the p95 allows, or the span
@@ -29,13 +35,14 @@ the waits worse.
 
 Output: per team and in total, p50/p95 wait and completion, utilisation (GPU-hours held over capacity x
 makespan; a pool team's capacity is its deserved share), GPU-hours, makespan, preemptions and the GPU-hours
-they lost, best-effort completion; wall and CPU seconds. `--json`: one JSON object, the last line printed.
+they lost, the share of deadline jobs done by their deadlines, best-effort completion; wall and CPU seconds. `--json`: one JSON object, the last line printed.
 `--trace-format alibaba` replays the Alibaba GPU-sharing pods instead (bench/replay_pods.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import sys
@@ -54,6 +61,7 @@ from scheduling.traces import (
     gang,
     late_allowed,
     peak_demand,
+    read_philly,
     read_philly_file,
     span,
 )
@@ -72,6 +80,8 @@ class Settings:
     wait_target_s: float = 60.0
     span_factor: float = 1.5
     on_events: bool = True          # a cycle also the moment jobs arrive or end (False: on the beat's ticks only)
+    deadline_share: float = 0.99    # of deadline jobs done by their deadlines
+    deadline_margin: float = 0.1    # of a deadline job's run time, kept before its deadline
 
 
 @dataclass
@@ -93,13 +103,15 @@ class Outcome:
         gpus = {j.id: j.gpus for j in trace}
         durations = {j.id: j.duration for j in trace}
         be = [j.id for j in trace if j.best_effort]
+        deadlines = {j.id: j.deadline for j in trace if j.deadline is not None}
         by_team: dict[str, list[JobResult]] = defaultdict(list)
         for j in trace:
             if j.id in self.results:
                 by_team[j.team].append(self.results[j.id])
         teams = {t: figures(rs, gpus, durations, best_effort=be, capacity_gpus=self.team_gpus.get(t, 0),
-                            origin=origin) for t, rs in sorted(by_team.items())}
-        total = figures(self.results.values(), gpus, durations, best_effort=be, capacity_gpus=self.gpus, origin=origin)
+                            origin=origin, deadlines=deadlines) for t, rs in sorted(by_team.items())}
+        total = figures(self.results.values(), gpus, durations, best_effort=be, capacity_gpus=self.gpus, origin=origin,
+                        deadlines=deadlines)
         return teams, total
 
 
@@ -116,14 +128,17 @@ def replay_jobs(trace: Iterable[TraceJob], mode: str, s: Settings) -> list[Repla
     for j in trace:
         per, replicas = gang(j.gpus, s.gpus_per_node)
         queue = j.team + BEST_EFFORT_SUFFIX if (j.best_effort and mode == "pool-besteffort") else j.team
+        deadline = None if j.deadline is None else j.submit + j.deadline
         out.append(ReplayJob.simple(j.id, queue, per, j.submit, j.duration, replicas=replicas, created=j.submit,
-                                    preemptible=mode != "silos", checkpoint_s=s.checkpoint_s))
+                                    preemptible=mode != "silos", checkpoint_s=s.checkpoint_s, deadline=deadline,
+                                    margin_s=s.deadline_margin * j.duration))
     return out
 
 
 def cluster(node_count: int, queues: Iterable[Queue], s: Settings) -> Snapshot:
+    # no backfill reservations: the trace figures compare layouts as they were measured
     return Snapshot(pools=(Pool(POOL),), nodes=make_nodes(POOL, node_count, s.gpus_per_node), queues=tuple(queues),
-                    jobs=())
+                    jobs=(), backfill_patience_s=None)
 
 
 def deserved_shares(total_gpus: int, silo_gpus: dict[str, int]) -> dict[str, int]:
@@ -159,11 +174,16 @@ def replay_until_known(snapshot: Snapshot, jobs: list[ReplayJob], trace: list[Tr
     strict: dict[str, list[str]] = defaultdict(list)
     be = [j.id for j in trace if j.best_effort]
     for j in trace:
-        if not j.best_effort:
+        if j.kind == "strict":
             strict[j.team].append(j.id)
     allowed = {t: late_allowed(len(ids)) for t, ids in strict.items()}
+    due = {j.id: j.submit + j.deadline for j in trace if j.deadline is not None}
+    late_deadlines = late_allowed(len(due), s.deadline_share * 100)
     engine = Replay(snapshot, jobs, start=min((j.submit_time for j in jobs), default=0.0), cycle_s=s.cycle_s,
                     on_events=s.on_events)
+    # the trace and the engine's jobs live to the end: out of the collector's full passes, which would
+    # otherwise walk them again and again (a tenth of a replay)
+    gc.freeze()
 
     def missed(now: float | None) -> str:
         res = engine.jobs
@@ -178,6 +198,12 @@ def replay_until_known(snapshot: Snapshot, jobs: list[ReplayJob], trace: list[Tr
             if late > allowed[team]:
                 return f"team {team}: more than {allowed[team]} of {len(ids)} strict jobs waited over " \
                        f"{s.wait_target_s:g} s"
+        late = 0
+        for jid, by in due.items():
+            end = res[jid].result.end
+            late += end > by if end is not None else (now is None or now > by)
+        if late > late_deadlines:
+            return f"more than {late_deadlines} of {len(due)} deadline jobs not done by their deadlines"
         if now is None or now > deadline:
             left = [jid for jid in be if res[jid].result.end is None or res[jid].result.end > deadline]
             if left:
@@ -260,11 +286,12 @@ def node_bounds(trace: list[TraceJob], s: Settings, length: float | None = None)
 
 
 def smallest(feasible: Callable[[int], bool], lo: int, hi: int, log: Callable[[str], None], *,
-             near: int | None = None) -> int:
+             near: int | None = None, hi_meets: bool = False) -> int:
     """The smallest n in [lo, ...) with feasible(n), assuming feasibility only grows with n; `hi` is a first
     guess of a feasible size, raised by half until it is. `near`: a close guess, so sizes are tried from it,
     down while they meet the target (near-1, near-2, near-4...) or else up (near+1, near+3, near+7...),
-    doubling the step, before halving back: fewest probes near it."""
+    doubling the step, before halving back: fewest probes near it. `hi_meets`: `hi` is known to meet the
+    target (measured before), so it is not tried first."""
     if near is not None:
         near, step = max(lo, near), 1
         if feasible(near):
@@ -279,7 +306,7 @@ def smallest(feasible: Callable[[int], bool], lo: int, hi: int, log: Callable[[s
                     break
                 near, step = near + step, step * 2
             lo = near + 1
-    while not feasible(hi):
+    while not hi_meets and not feasible(hi):
         lo, hi = hi + 1, math.ceil(hi * 1.5)
         log(f"  raising the upper bound to {hi} nodes")
     while lo < hi:
@@ -312,7 +339,8 @@ def find_silos(trace: list[TraceJob], s: Settings, log: Callable[[str], None]) -
 
 
 def find_pool(trace: list[TraceJob], mode: str, silo_gpus: dict[str, int], s: Settings,
-              log: Callable[[str], None], *, at_least: int | None = None) -> tuple[int, Outcome]:
+              log: Callable[[str], None], *, at_least: int | None = None,
+              between: tuple[int, int] | None = None) -> tuple[int, Outcome]:
     """The smallest pool meeting the target, and its replay (a size that meets it was replayed to the end).
     `at_least`: the strict jobs' own smallest pool. `pool` needs at least that; for `pool-besteffort` it is
     only a close guess, searched from (best-effort work in queues that deserve nothing changes how the strict
@@ -337,6 +365,12 @@ def find_pool(trace: list[TraceJob], mode: str, silo_gpus: dict[str, int], s: Se
                 f"({out.cycles} cycles, {out.wall_s:.1f} s wall, {out.cpu_s:.1f} s CPU)")
         return tried[n]
 
+    if between is not None:
+        lo, hi = between
+        found = smallest(feasible, lo, hi, log, hi_meets=True)
+        if found not in met:
+            met[found] = run_pool(trace, mode, found, silo_gpus, s)
+        return found, met[found]
     found = smallest(feasible, lo, hi, log, near=near)
     return found, met[found]
 
@@ -380,15 +414,25 @@ def print_table(result: dict, out) -> None:
           + (f" ({result['why_not']})" if result["why_not"] else "")
           + f" · {result['cycles']} cycles, {result['wall_s']} s wall, {result['cpu_s']} s CPU", file=out)
     head = ("team", "GPUs", "jobs", "wait p50", "wait p95", "JCT p50", "JCT p95", "util", "GPU-h", "makespan",
-            "preempt", "lost GPU-h", "BE JCT p95", "BE done")
+            "preempt", "lost GPU-h", "on time", "BE JCT p95", "BE done")
     print("  ".join(f"{h:>10}" for h in head), file=out)
     rows = [(t, f) for t, f in result["teams"].items()] + [("TOTAL", result["total"])]
     for name, f in rows:
         cells = (name[:10], _fmt(f["capacity_gpus"]), _fmt(f["jobs"]), _fmt(f["wait_p50_s"]), _fmt(f["wait_p95_s"]),
                  _fmt(f["jct_p50_s"]), _fmt(f["jct_p95_s"]), _fmt(f["utilisation"], 3), _fmt(f["gpu_hours"], 1),
                  _fmt(f["makespan_s"]), _fmt(f["preemptions"]), _fmt(f["lost_gpu_hours"], 1),
-                 _fmt(f["best_effort_jct_p95_s"]), _fmt(f["best_effort_done_s"]))
+                 _fmt(f["deadline_met_share"], 3), _fmt(f["best_effort_jct_p95_s"]), _fmt(f["best_effort_done_s"]))
         print("  ".join(f"{c:>10}" for c in cells), file=out)
+
+
+def parse_gpus_between(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(part) for part in text.split("-"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO-HI in GPUs, got {text!r}") from None
+    if not 0 < lo < hi:
+        raise argparse.ArgumentTypeError(f"expected 0 < LO < HI, got {text!r}")
+    return lo, hi
 
 
 def parse_silo_gpus(text: str) -> dict[str, int]:
@@ -409,8 +453,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", default="all", help="silos, pool, pool-besteffort, or all (the three)")
     parser.add_argument("--gpus", type=int, help="cluster GPUs (whole nodes); silos: split over teams by GPU-hours")
     parser.add_argument("--find-min-gpus", action="store_true", help="search the fewest GPUs meeting the target")
+    parser.add_argument("--gpus-between", type=parse_gpus_between, metavar="LO-HI",
+                        help="with --find-min-gpus: try the pools only from LO to HI GPUs, HI known to meet the "
+                             "target (an earlier search's bounds; not replayed again unless it is the answer)")
     parser.add_argument("--p95-wait", type=float, default=60.0, help="target p95 wait of strict jobs, seconds")
     parser.add_argument("--span-factor", type=float, default=1.5, help="best-effort jobs done within this x span")
+    parser.add_argument("--soften", type=float, metavar="FRACTION",
+                        help="first turn this share of the strict jobs into deadline jobs (as bench.traces --soften)")
+    parser.add_argument("--seed", type=int, default=1, help="with --soften: which jobs, which deadlines")
+    parser.add_argument("--deadline-share", type=float, default=99.0,
+                        help="target: at least this %% of deadline jobs done by their deadlines")
+    parser.add_argument("--deadline-margin", type=float, default=0.1,
+                        help="a deadline job's latest start keeps this share of its run time before the deadline")
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--cycle-s", type=float, default=10.0, help="simulated seconds between cycles")
     parser.add_argument("--ticks-only", action="store_true",
@@ -421,6 +475,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silo-gpus", type=parse_silo_gpus,
                         help="team=GPUs,... the silos the pools' shares follow (default: searched)")
     parser.add_argument("--nodes-file", help="alibaba: the node list (default: beside the pod list)")
+    parser.add_argument("--eta-accuracy", action="store_true",
+                        help="pools: also ask the expected-start forecast while jobs wait and score it (bench/eta.py)")
+    parser.add_argument("--eta-asked-until", type=float, metavar="S",
+                        help="with --eta-accuracy: ask only for jobs submitted in the trace's first S seconds")
+    parser.add_argument("--eta-declared-noise", type=float, default=0.0, metavar="SIGMA",
+                        help="with --eta-accuracy: declared run times are the real ones times a log-normal draw")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     if args.trace_format == "alibaba":
@@ -434,15 +494,23 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --gpus N or --find-min-gpus")
     if args.gpus is not None and (args.gpus <= 0 or args.gpus % args.gpus_per_node):
         parser.error("--gpus must be a positive multiple of --gpus-per-node (whole nodes)")
+    if args.gpus_between is not None and (not args.find_min_gpus
+                                          or any(g % args.gpus_per_node for g in args.gpus_between)):
+        parser.error("--gpus-between goes with --find-min-gpus, in multiples of --gpus-per-node (whole nodes)")
     s = Settings(args.gpus_per_node, args.cycle_s, args.checkpoint_min * 60, args.p95_wait, args.span_factor,
-                 not args.ticks_only)
+                 not args.ticks_only, args.deadline_share / 100, args.deadline_margin)
     log_to = sys.stderr if args.json else sys.stdout
 
     def log(message: str) -> None:
         print(message, file=log_to, flush=True)
 
     started_wall, started_cpu = time.perf_counter(), time.process_time()
-    everything = read_philly_file(args.trace)
+    if args.soften is not None:
+        from bench.traces import softened
+
+        everything = read_philly(softened(args.trace, args.soften, args.seed))
+    else:
+        everything = read_philly_file(args.trace)
     trace = gpu_jobs(everything)
     origin, length = span(trace)
     log(f"{args.trace}: {len(everything)} jobs, {len(everything) - len(trace)} CPU-only left out, "
@@ -450,7 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {"trace": args.trace, "jobs": len(trace), "cpu_only_left_out": len(everything) - len(trace),
                      "span_s": length, "settings": {"gpus_per_node": s.gpus_per_node, "cycle_s": s.cycle_s,
                                                     "checkpoint_s": s.checkpoint_s, "p95_wait_s": s.wait_target_s,
-                                                    "span_factor": s.span_factor}, "modes": {}}
+                                                    "span_factor": s.span_factor,
+                                                    "deadline_share": s.deadline_share,
+                                                    "deadline_margin": s.deadline_margin,
+                                                    "soften": args.soften, "seed": args.seed}, "modes": {}}
     silo_gpus: dict[str, int] | None = args.silo_gpus
     if "silos" in modes or silo_gpus is None:
         if args.find_min_gpus or silo_gpus is None:
@@ -468,7 +539,10 @@ def main(argv: list[str] | None = None) -> int:
             print_table(result, log_to)
     summary["silo_gpus"] = silo_gpus
     strict_nodes = None
-    if args.find_min_gpus and any(m != "silos" for m in modes):
+    between = None
+    if args.gpus_between is not None:
+        between = tuple(g // s.gpus_per_node for g in args.gpus_between)
+    if args.find_min_gpus and between is None and any(m != "silos" for m in modes):
         # the strict jobs alone need a pool this big: `pool` needs at least as much, and `pool-besteffort`
         # is searched from it
         log("pool, strict jobs only: searching the smallest pool (a lower bound for `pool`, a first guess for "
@@ -479,12 +553,23 @@ def main(argv: list[str] | None = None) -> int:
     for mode in (m for m in modes if m != "silos"):
         if args.find_min_gpus:
             log(f"{mode}: searching the smallest pool")
-            _, outcome = find_pool(trace, mode, silo_gpus, s, log, at_least=strict_nodes)
+            _, outcome = find_pool(trace, mode, silo_gpus, s, log, at_least=strict_nodes, between=between)
         else:
             outcome = run_pool(trace, mode, args.gpus // s.gpus_per_node, silo_gpus, s)
         result = report(outcome, trace)
         if args.find_min_gpus:
             result["min_gpus"] = result["gpus"]
+        if args.eta_accuracy:
+            from bench.eta import eta_for_pool
+
+            log(f"{mode}: asking the expected-start forecast")
+            result["eta"] = eta_for_pool(trace, mode, outcome.gpus // s.gpus_per_node, silo_gpus, s, outcome.results,
+                                         declared_noise=args.eta_declared_noise, seed=args.seed,
+                                         asked_until_s=args.eta_asked_until, log=log)
+            summary["eta"] = result["eta"]
+            log(f"  eta: coverage {result['eta']['coverage']}, median width / wait "
+                f"{result['eta']['median_width_to_wait']}, p90 {result['eta']['p90_width_to_wait']}, "
+                f"median error {result['eta']['median_abs_error_s']} s over {result['eta']['answers']} answers")
         summary["modes"][mode] = result
         print_table(result, log_to)
     if "silos" in summary["modes"]:

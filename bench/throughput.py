@@ -1,8 +1,9 @@
 """`python -m bench.cycle_db --throughput`: binds per second on an empty simulated cluster, as other
 schedulers publish it (YuniKorn: 833 pods/s on 5,000 simulated nodes; kube-scheduler: 300-578).
 
-`--burst` pending 1-GPU jobs go in through the submit service (`scheduling.services.submit_job`, one
-call each, as the API makes it) into an empty cluster of `--nodes` 8-GPU nodes; then the scheduling
+`--burst` pending 1-GPU jobs go in through the batch submit service (`scheduling.services.submit_jobs`, as
+POST /api/v1/jobs/batch/ calls it after quoting, `--batch` jobs a call; `--batch 1`: `submit_job`, one call
+each) into an empty cluster of `--nodes` 8-GPU nodes; then the scheduling
 cycle runs (`run_scheduling_cycle` with the simulated backend, training processes off, the worker's
 kept state) until every job is bound. The clock starts at the first submit and stops when the last
 bind is committed and its replica is recorded as a pod on the simulated backend (`launch_many`, after
@@ -33,6 +34,8 @@ POOL = "bench-h100"
 QUEUE = "bench"
 # Cycles after the last submit before giving up: each binds every job that fits, so one should do.
 MAX_CYCLES = 20
+# Jobs a submit call takes: the API's most per batch request (portal.api.jobs.MAX_BATCH).
+BATCH = 1000
 
 
 def progress(message: str) -> None:
@@ -89,14 +92,14 @@ def timed_backend():
     return LaunchTimed(training_processes=False, failure_rate=0.0)
 
 
-def run_throughput(nodes: int, burst: int, *, max_cycles: int = MAX_CYCLES) -> dict:
+def run_throughput(nodes: int, burst: int, *, max_cycles: int = MAX_CYCLES, batch: int = BATCH) -> dict:
     """Submit `burst` jobs and run cycles until all are bound and launched; the figures as a dict."""
     from django.db import connection
 
     from scheduling.backends.base import RUNNING
     from scheduling.cycle.run import Kept, run_scheduling_cycle
     from scheduling.models import Job, JobState, SimulatedPod
-    from scheduling.services import submit_job
+    from scheduling.services import submit_job, submit_jobs
 
     if burst > nodes * GPUS_PER_NODE:
         raise ValueError(f"--burst {burst} does not fit on {nodes} nodes of {GPUS_PER_NODE} GPUs")
@@ -107,8 +110,15 @@ def run_throughput(nodes: int, burst: int, *, max_cycles: int = MAX_CYCLES) -> d
     load_before = load_average()
 
     t0 = time.perf_counter()
-    for spec in specs:
-        submit_job(user=user, workspace=workspace, spec=spec)
+    if batch > 1:
+        for start in range(0, burst, batch):
+            refused = [out for out in submit_jobs(user=user, workspace=workspace, items=specs[start:start + batch])
+                       if not isinstance(out, Job)]
+            if refused:
+                raise RuntimeError(f"the batch refused {len(refused)} jobs: {refused[0]}")
+    else:
+        for spec in specs:
+            submit_job(user=user, workspace=workspace, spec=spec)
     submitted = time.perf_counter()
     progress(f"{burst} jobs submitted in {submitted - t0:.2f} s")
     cycles = []
@@ -134,7 +144,7 @@ def run_throughput(nodes: int, burst: int, *, max_cycles: int = MAX_CYCLES) -> d
     binds = sum(c["binds"] for c in cycles)
     wall = done - t0
     return {
-        "database": connection.vendor, "nodes": nodes, "gpus": nodes * GPUS_PER_NODE, "burst": burst,
+        "database": connection.vendor, "batch": batch, "nodes": nodes, "gpus": nodes * GPUS_PER_NODE, "burst": burst,
         "binds": binds, "pods_launched": launched,
         "jobs_bound": Job.objects.filter(state=JobState.SCHEDULED).count(),
         "jobs_pending": Job.objects.filter(state=JobState.PENDING).count(),
@@ -149,7 +159,7 @@ def run_throughput(nodes: int, burst: int, *, max_cycles: int = MAX_CYCLES) -> d
 
 # --- parent and child -------------------------------------------------------------------------
 
-def child(nodes: int, burst: int) -> dict:
+def child(nodes: int, burst: int, batch: int = BATCH) -> dict:
     import django
 
     os.environ["SIM_TRAINING_PROCESSES"] = "0"
@@ -161,16 +171,16 @@ def child(nodes: int, burst: int) -> dict:
     progress(f"migrated in {time.perf_counter() - t0:.1f} s")
     profile_to = os.environ.get("BENCH_THROUGHPUT_PROFILE")  # a cProfile file of the whole measurement
     if not profile_to:
-        return run_throughput(nodes, burst)
+        return run_throughput(nodes, burst, batch=batch)
     import cProfile
 
     profiler = cProfile.Profile()
-    result = profiler.runcall(run_throughput, nodes, burst)
+    result = profiler.runcall(run_throughput, nodes, burst, batch=batch)
     profiler.dump_stats(profile_to)
     return result
 
 
-def run_on(db: str, nodes: int, burst: int, timeout_s: float) -> dict:
+def run_on(db: str, nodes: int, burst: int, timeout_s: float, batch: int = BATCH) -> dict:
     """One measurement in a child process on a fresh database: `db` is a loopback postgres:// URL or `sqlite`."""
     from bench.cycle_db import database_name, drop, recreate
     from portal import embedded_redis
@@ -190,7 +200,7 @@ def run_on(db: str, nodes: int, burst: int, timeout_s: float) -> dict:
                "SIM_TRAINING_PROCESSES": "0", "SIM_RUNTIME_DIR": str(Path(tmp) / "sim")}
         try:
             done = subprocess.run([sys.executable, "-m", "bench.throughput", "--child", "--nodes", str(nodes),
-                                   "--burst", str(burst)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                                   "--burst", str(burst), "--batch", str(batch)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
                                   timeout=timeout_s)
         finally:
             if redis is not None:
@@ -211,20 +221,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--burst", type=int, default=20000, help="1-GPU jobs submitted")
     parser.add_argument("--db", action="append", metavar="URL",
                         help="a loopback postgres:// URL (dropped and made again) or `sqlite`; repeat for both")
+    parser.add_argument("--batch", type=int, default=BATCH,
+                        help="jobs per call of the batch submit service; 1: one submit_job call each")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds for each database's run")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.nodes < 1 or args.burst < 1:
-        parser.error("--nodes and --burst must be >= 1")
+    if args.nodes < 1 or args.burst < 1 or args.batch < 1:
+        parser.error("--nodes, --burst and --batch must be >= 1")
     if args.burst > args.nodes * GPUS_PER_NODE:
         parser.error(f"--burst must fit on the cluster: at most {args.nodes * GPUS_PER_NODE} jobs")
     if args.child:
-        print(json.dumps(child(args.nodes, args.burst)))
+        print(json.dumps(child(args.nodes, args.burst, args.batch)))
         return
     runs = []
     for db in args.db or ["postgres://postgres@127.0.0.1:5432/gpuplatform_bench_throughput"]:
-        result = run_on(db, args.nodes, args.burst, args.timeout)
+        result = run_on(db, args.nodes, args.burst, args.timeout, args.batch)
         result["db"] = "sqlite" if db == "sqlite" else db
         runs.append(result)
         progress(f"{result['database']}: {result['binds_per_s']} binds/s ({result['binds']} binds in "

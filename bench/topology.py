@@ -59,7 +59,8 @@ def cluster(nodes: int = 512) -> Snapshot:
         Node(f"n{i:04d}", "h100", tuple(Gpu(g, f"n{i}g{g}") for g in range(GPUS_PER_NODE)),
              labels=((BLOCK, f"b{i // per_block}"), (RACK, f"r{(i // NODES_PER_RACK) % RACKS_PER_BLOCK}")))
         for i in range(nodes))
-    return Snapshot(pools=(pool,), nodes=made, queues=(Queue("a", deserved_milli=10**9),), jobs=())
+    return Snapshot(pools=(pool,), nodes=made, queues=(Queue("a", deserved_milli=10**9),), jobs=(),
+                    backfill_patience_s=None)   # no backfill reservations: the figures measure placement alone
 
 
 def gang_shape(gpus: int) -> tuple[int, int]:

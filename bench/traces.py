@@ -1,4 +1,7 @@
-"""Loading the Alibaba GPU-2023 trace (cluster-trace-gpu-v2023) and building the paper's workload.
+"""Loading the Alibaba GPU-2023 trace (cluster-trace-gpu-v2023) and building the paper's workload; and
+softening a Philly trace (`python -m bench.traces --soften FRACTION --seed N TRACE [--out FILE]`): that share
+of its strict jobs made deadline jobs (`job_type: soft`), deadlines drawn like its soft jobs'
+(`scheduling.traces.soften`).
 
 Node file: ``sn,cpu_milli,memory_mib,gpu,model``.  Pod file: ``name,cpu_milli,memory_mib,num_gpu``
 and optionally ``gpu_milli`` (absent: whole GPUs), ``gpu_spec`` (allowed models separated by
@@ -7,7 +10,10 @@ and optionally ``gpu_milli`` (absent: whole GPUs), ``gpu_spec`` (allowed models 
 
 from __future__ import annotations
 
+import argparse
 import csv
+import io
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +23,7 @@ import numpy as np
 from scheduling.core.fragmentation import ShapeTable
 from scheduling.core.placement import NodeCapacity, PlacementRequest
 from scheduling.core.units import MILLI_PER_GPU
+from scheduling.traces import soften
 
 INFLATION = 1.3  # the paper inflates arrivals to 130 % of GPU capacity
 COVERAGE = 0.95  # typical shapes cover 95 % of pods
@@ -129,3 +136,38 @@ def build_workload(pods: list[TracePod], num_nodes: int, capacity: int, seed: in
 def typical_shapes(pods: list[TracePod], coverage: float = COVERAGE) -> ShapeTable:
     """FGD's typical shapes of a pod list (CPU-only pods included)."""
     return ShapeTable.from_counts(Counter(p.request.shape(p.models) for p in pods), coverage)
+
+
+def softened(path: str | Path, fraction: float, seed: int) -> list[str]:
+    """The lines of the Philly trace at `path` with `fraction` of its strict jobs made deadline jobs."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        columns = list(reader.fieldnames or ())
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(soften(rows, fraction, seed))
+    return out.getvalue().splitlines(keepends=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.traces",
+                                     description="Soften a Philly trace: a share of its strict jobs get deadlines.")
+    parser.add_argument("trace", help="a Philly-format CSV with job_type and expect_time_list columns")
+    parser.add_argument("--soften", type=float, required=True, metavar="FRACTION",
+                        help="share of the strict jobs to make deadline jobs (0..1)")
+    parser.add_argument("--seed", type=int, default=1, help="which jobs, and which deadlines")
+    parser.add_argument("--out", help="where to write the trace (default: standard output)")
+    args = parser.parse_args(argv)
+    lines = softened(args.trace, args.soften, args.seed)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8", newline="") as f:
+            f.writelines(lines)
+    else:
+        sys.stdout.writelines(lines)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

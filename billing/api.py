@@ -13,12 +13,14 @@ Offered whole as well, for callers that write ``pricing.quantize_money(...)``: `
 from billing.quotes import DEFAULT_DURATION_S, PoolOffer, Quote, QuoteError, quote
 from billing.time_zone import platform_tz
 from billing.services import (
+    BatchSpec,
     fire_schedules,
     has_schedule,
     quote_for_workspace,
     service_rates,
     states_duration,
     submit_quoted_job,
+    submit_quoted_jobs,
     submit_quoted_schedule,
 )
 
@@ -44,6 +46,9 @@ from billing.ledger.prices import billed_priority, money_text
 from billing.ledger.selectors import array_total, job_total, job_totals, ledger_cursor
 from billing.token_costs import TokenCosts, per_million_tokens
 
+# ------------------------------------------------------------ Invoices
+from billing.invoices import render as invoice_render, selectors as invoice_selectors, services as invoices
+
 # ------------------------------------------------------------ Metering and node tokens
 from billing.metering.costs import replica_allocation
 from billing.metering.ingest import MAX_BATCH, ingest
@@ -52,11 +57,17 @@ from billing.metering.tokens import NODE_NAME, JoinRefused, create_join_token, c
 
 # ------------------------------------------------------------ Reports, budgets and idle GPUs
 from billing.reports import capacity, exports, selectors as report_selectors, services as report_services
+from billing.reports import consolidation as report_consolidation
+from billing import exchange_rates
 from billing.reports.capacity import forecast, idle_by_job, idle_cost
 from billing.reports.dashboard import tenant_dashboard
 from billing.reports.selectors import parse_filters, savings_by_period
-from billing.reports.tasks import export_dir
+from billing.reports.tasks import export_dir, report_totals
 from billing.idle.selectors import idle_placements, job_idle
+from billing import chargeback
+from billing.chargeback import ChargebackError
+from billing.idle.keep_alive import keep_alive_of, kept_alive, parse_until, set_keep_alive
+from billing.idle.signals import ssh_bytes_by_job, use_ssh_provider
 
 # ------------------------------------------------------------ Notices, signals and metrics
 from billing import metrics
@@ -65,3 +76,7 @@ from billing.notices import Notice, mail_subject, notice_raised, written_in_engl
 # ------------------------------------------------------------ Quote texts
 from billing import quote_texts
 from billing.quote_texts import between, pool_problem_text, refusals_text, tradeoff_text
+
+# ------------------------------------------------------------ Billing accounts and prepaid credit
+from billing import accounts, credits
+from billing.accounts import AccountError

@@ -19,6 +19,17 @@ NOTEBOOK_IDLE_STOP_REASON = gettext_noop("no kernel activity and no GPU use for 
                                          "start it again at will")
 SLICE_IDLE_STOP_REASON = gettext_noop("its GPUs stayed below %(threshold)s %% for %(window)s min and %(grace)s min "
                                       "after notice (pool %(pool)s's idle policy)")
+# The idle rule for any IDE (billing.idle.signals): which signals were quiet; a kept-alive notebook.
+QUIET_SIGNALS = gettext_noop("quiet: %(signals)s")
+QUIET_KERNEL = gettext_noop("no kernel activity")
+QUIET_SSH = gettext_noop("SSH traffic %(bytes)s B (below %(threshold)s B per window)")
+QUIET_GPU = gettext_noop("GPU use below %(threshold)s %%")
+QUIET_CPU = gettext_noop("CPU %(percent)s %% (at most %(threshold)s %%)")
+QUIET_CPU_UNMEASURED = gettext_noop("CPU not measured")
+KEEP_ALIVE_SET = gettext_noop("kept alive until %(until)s by %(user)s: the idle rule skips it until then")
+KEEP_ALIVE_CLEARED = gettext_noop("keep-alive cleared by %(user)s: the idle rule applies again")
 
 # Budgets (billing.reports.services).
 BUDGET_SPENT = gettext_noop("its workspace spent %(percent)s %% of its budget")
+ACCOUNT_BUDGET_SPENT = gettext_noop("its billing account %(account)s spent %(percent)s %% of its budget")
+CREDIT_SPENT = gettext_noop("its billing account %(account)s has no prepaid credit left")

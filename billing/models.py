@@ -395,6 +395,9 @@ class ChargeLine(WrittenOnce, models.Model):
     reason = models.TextField(blank=True, help_text="Why an adjustment was made")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
                                related_name="+")
+    charge_kind = models.CharField(max_length=16, blank=True,
+                                   help_text="idle-share: the workspace's share of idle and unallocated capacity "
+                                             "(chargeback); blank: what it held itself")
 
     def save(self, *args, **kwargs):
         super().save(*args, **kwargs)
@@ -507,3 +510,273 @@ class ReportExport(models.Model):
 
     class Meta:
         ordering = ["-created"]
+
+
+class BillingAccount(models.Model):
+    """Who pays: a legal entity or a department. It holds workspaces (AccountWorkspace); a sub-account (a
+    team under a department) nests one level under an account, never deeper. Invoices, credits and
+    chargeback are per account; the FOCUS export's BillingAccountId and SubAccountId follow it."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="sub_accounts",
+                               help_text="The account this one is a sub-account of (one level only)")
+    address = models.TextField(blank=True)
+    tax_id = models.CharField(max_length=64, blank=True)
+    currency = models.CharField(max_length=3)
+    tax_rate = models.DecimalField(max_digits=5, decimal_places=2, default=Decimal("0"),
+                                   help_text="Percent applied to each invoice line, 0 to 100")
+    invoice_prefix = models.CharField(max_length=16, blank=True)
+    contacts = models.TextField(blank=True, help_text="E-mail addresses invoices go to, one per line")
+    prepaid = models.BooleanField(default=False, help_text="Runs on prepaid credit instead of invoices")
+    credit_started = models.DateTimeField(
+        null=True, blank=True, help_text="From this hour on the workspaces' ledger lines debit the credit (set by "
+                                         "the first top-up)")
+    low_balance = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True,
+                                      help_text="Alert owners and finance once when the credit falls to this balance")
+    low_balance_alerted = models.BooleanField(default=False,
+                                              help_text="The low-balance alert fired; a top-up above it clears it")
+    suspend_preemptible_at_zero = models.BooleanField(
+        default=False, help_text="With no credit left, also stop the workspaces' preemptible jobs")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class AccountWorkspace(models.Model):
+    """A workspace's billing account: at most one each."""
+
+    workspace = models.OneToOneField("portal.Workspace", on_delete=models.CASCADE, related_name="billing_account_link")
+    account = models.ForeignKey(BillingAccount, on_delete=models.PROTECT, related_name="workspace_links")
+
+    class Meta:
+        ordering = ["workspace_id"]
+
+    def __str__(self) -> str:
+        return f"{self.workspace_id} → {self.account_id}"
+
+
+class ChargebackPolicy(models.Model):
+    """Who pays for a pool's idle and unallocated capacity (billing.chargeback). No row: showback."""
+
+    class Policy(models.TextChoices):
+        SHOWBACK = "showback", _("Showback: shown, charged to no one")
+        PROPORTIONAL = "proportional", _("Proportional to allocated GPU-hours")
+        BY_QUOTA = "by-quota", _("By deserved quota")
+        TO_ACCOUNT = "to-account", _("All to one billing account")
+
+    pool = models.OneToOneField("scheduling.NodePool", on_delete=models.CASCADE, related_name="chargeback")
+    policy = models.CharField(max_length=16, choices=Policy.choices, default=Policy.SHOWBACK)
+    account = models.ForeignKey(BillingAccount, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                help_text="The account that pays, for the to-account policy")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.pool_id}: {self.policy}"
+
+
+class ChargebackPosting(WrittenOnce, models.Model):
+    """A closed month's chargeback of one pool, in the platform's currency: its priced capacity, the policy
+    then, and (ChargebackShare) what each workspace was charged of the rest. Written once."""
+
+    period = models.DateField()
+    pool = models.CharField(max_length=50)
+    policy = models.CharField(max_length=16)
+    account = models.CharField(max_length=50, blank=True)
+    currency = models.CharField(max_length=3)
+    capacity_cost = models.DecimalField(max_digits=16, decimal_places=2)
+    direct_cost = models.DecimalField(max_digits=16, decimal_places=2)
+    posted_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["period", "pool"], name="one_chargeback_per_pool_month")]
+        ordering = ["period", "pool"]
+
+
+class ChargebackShare(WrittenOnce, models.Model):
+    """A workspace's share of a posted pool-month, in the posting's currency, and the ledger line that
+    bills it (in the workspace's own currency)."""
+
+    posting = models.ForeignKey(ChargebackPosting, on_delete=models.PROTECT, related_name="shares")
+    workspace = models.ForeignKey("portal.Workspace", on_delete=models.PROTECT, related_name="+")
+    amount = models.DecimalField(max_digits=16, decimal_places=2)
+    line = models.ForeignKey(ChargeLine, null=True, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["posting", "workspace"], name="one_share_per_posting")]
+
+
+class AccountBudget(models.Model):
+    """A monthly spending limit for a billing account, in its currency: the sum of its workspaces' and its
+    sub-accounts' workspaces' ledger lines. Alerts and the limit work as a workspace's Budget does."""
+
+    account = models.OneToOneField(BillingAccount, on_delete=models.CASCADE, related_name="budget")
+    amount = models.DecimalField(max_digits=14, decimal_places=2)
+    block_at_limit = models.BooleanField(default=False, help_text="Refuse new submissions once 100 % is spent")
+    suspend_preemptible = models.BooleanField(default=False,
+                                              help_text="At 100 %, also stop the workspaces' preemptible jobs")
+    thresholds = models.CharField(max_length=60, default="50,80,100",
+                                  help_text="Percentages that send an alert, each once a month")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.account}: {self.amount} {self.account.currency}/month"
+
+
+class AccountBudgetAlert(models.Model):
+    """An account budget's threshold crossed in one period: the unique constraint makes each fire once."""
+
+    budget = models.ForeignKey(AccountBudget, on_delete=models.CASCADE, related_name="alerts")
+    period_start = models.DateField()
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=16, decimal_places=2)
+    percent = models.DecimalField(max_digits=12, decimal_places=1, default=0)
+    fired_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["budget", "period_start", "threshold"],
+                                               name="one_account_alert_per_threshold_and_period")]
+        ordering = ["-fired_at"]
+
+
+class CreditTopUp(WrittenOnce, models.Model):
+    """Prepaid credit bought for an account: written once, never edited or deleted, like a ledger line."""
+
+    account = models.ForeignKey(BillingAccount, on_delete=models.PROTECT, related_name="top_ups")
+    amount = models.DecimalField(max_digits=14, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    at = models.DateTimeField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="credit_top_ups")
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.account}: +{self.amount} {self.currency}"
+
+
+class InvoiceSequence(models.Model):
+    """The last number an account used in a year, per kind of document: read and raised under a row lock in
+    the transaction that writes the document, so a number is never given twice (Invoice's unique
+    constraint says it again)."""
+
+    account = models.ForeignKey(BillingAccount, on_delete=models.PROTECT, related_name="invoice_sequences")
+    year = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=12)
+    last = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "year", "kind"], name="one_sequence_per_account_year")]
+
+
+class Invoice(WrittenOnce, models.Model):
+    """An account's invoice for one billing month, or a credit note that corrects one (`corrects`). Written
+    once with its lines: the account's name, address, tax id and rate are copied, so a later edit of the
+    account never changes an issued document. Amounts of a credit note are positive; it subtracts."""
+
+    class Kind(models.TextChoices):
+        INVOICE = "invoice", _("Invoice")
+        CREDIT_NOTE = "credit_note", _("Credit note")
+
+    account = models.ForeignKey(BillingAccount, on_delete=models.PROTECT, related_name="invoices")
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.INVOICE)
+    number = models.CharField(max_length=40)
+    period = models.DateField(help_text="First day of the billing month invoiced")
+    issued_on = models.DateField()
+    due_on = models.DateField()
+    currency = models.CharField(max_length=3)
+    tax_rate = models.DecimalField(max_digits=5, decimal_places=2)
+    subtotal = models.DecimalField(max_digits=16, decimal_places=2, help_text="Sum of the lines' rounded amounts")
+    tax = models.DecimalField(max_digits=16, decimal_places=2, help_text="Sum of the lines' rounded taxes")
+    total = models.DecimalField(max_digits=16, decimal_places=2)
+    account_name = models.CharField(max_length=200)
+    account_address = models.TextField(blank=True)
+    account_tax_id = models.CharField(max_length=64, blank=True)
+    language = models.CharField(max_length=10, help_text="The language the document is rendered in")
+    corrects = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="credit_notes")
+    reason = models.TextField(blank=True, help_text="Why a credit note was issued")
+    issued_at = models.DateTimeField()
+    issued_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["account", "number"], name="invoice_number_once_per_account"),
+            models.UniqueConstraint(fields=["account", "period"], condition=models.Q(kind="invoice"),
+                                    name="one_invoice_per_account_and_period"),
+        ]
+        ordering = ["-issued_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.number
+
+
+class InvoiceLine(WrittenOnce, models.Model):
+    """One workspace's sum of one service category in the month; tax on the rounded amount, rounded once."""
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
+    position = models.PositiveSmallIntegerField()
+    workspace = models.ForeignKey("portal.Workspace", null=True, blank=True, on_delete=models.PROTECT,
+                                  related_name="+")
+    workspace_name = models.CharField(max_length=200, blank=True)
+    service = models.CharField(max_length=16, help_text="compute, storage, adjustment, credit or correction")
+    description = models.CharField(max_length=500, blank=True)
+    amount = models.DecimalField(max_digits=16, decimal_places=2)
+    tax = models.DecimalField(max_digits=16, decimal_places=2)
+    total = models.DecimalField(max_digits=16, decimal_places=2)
+
+    class Meta:
+        ordering = ["invoice_id", "position"]
+        constraints = [models.UniqueConstraint(fields=["invoice", "position"], name="one_invoice_line_per_position")]
+
+
+class InvoicePayment(WrittenOnce, models.Model):
+    """Finance's record that an invoice was paid; the invoice itself never changes."""
+
+    invoice = models.OneToOneField(Invoice, on_delete=models.PROTECT, related_name="payment")
+    paid_on = models.DateField()
+    recorded_at = models.DateTimeField()
+    recorded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+
+
+class KeepAlive(models.Model):
+    """A notebook its user keeps alive until a time: the idle rule skips it until then (billing.idle.keep_alive)."""
+
+    job = models.OneToOneField("scheduling.Job", on_delete=models.CASCADE, primary_key=True, related_name="keep_alive")
+    until = models.DateTimeField(db_index=True, help_text="The idle rule skips the job until then (platform clock)")
+    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    set_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} kept alive until {self.until:%Y-%m-%d %H:%M %Z}"
+
+
+class ExchangeRate(models.Model):
+    """How many units of `quote` one unit of `base` bought on `day` (ECB style: base EUR, 1 EUR = rate quote).
+    Written by billing.exchange_rates, which refuses a rate of zero or less, or one dated after today; a
+    stored day's rate is never changed, so a consolidated report of the past stays the same."""
+
+    base = models.CharField(max_length=3)
+    quote = models.CharField(max_length=3)
+    day = models.DateField()
+    rate = models.DecimalField(max_digits=20, decimal_places=10)
+    source = models.CharField(max_length=16, default="console", help_text="console, ecb-csv or command")
+    created = models.DateTimeField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["base", "quote", "day"], name="one_rate_per_pair_and_day"),
+                       models.CheckConstraint(condition=models.Q(rate__gt=0), name="exchange_rate_positive")]
+        indexes = [models.Index(fields=["day"])]
+        ordering = ["-day", "base", "quote"]
+
+    def __str__(self) -> str:
+        return f"1 {self.base} = {self.rate} {self.quote} on {self.day}"

@@ -11,12 +11,13 @@ English text stored with the quote."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from django.utils.translation import gettext_noop
 
 from billing.quotes import QuoteError
-from scheduling.api import MILLI_PER_GPU, in_english, ngettext, pgettext, reason_text
+from scheduling.api import MILLI_PER_GPU, formats, in_english, ngettext, pgettext, reason_text
 from scheduling.api import gettext as _
 from scheduling.api import memory as _memory
 
@@ -60,7 +61,7 @@ def _shared_gpu(p: Figures) -> str:
 
 
 def _expected_loss(p: Figures) -> str:
-    figures = {"hours": p["gpu_hours"], "cost": f"{p['cost']} {p['currency']}"}
+    figures = {"hours": p["gpu_hours"], "cost": formats.money(p["cost"], p["currency"])}
     if p["checkpoint_hint"]:
         return _("may be evicted: about %(hours)s GPU-hours (%(cost)s) lost at this queue's recent eviction rate; "
                  "a checkpoint every 30 min would cut it") % figures
@@ -85,6 +86,18 @@ TRADEOFFS: dict[str, Callable[[Figures], str]] = {
                                          "%(needed)s to start") % {
         "free": _gpus(p["free_milli"]), "pool": p["pool"], "needed": _gpus(p["needed_milli"])},
     "no_room_now": lambda p: _("may wait for capacity: no node of %(pool)s has room for it now") % {"pool": p["pool"]},
+    "queue_quota_full": lambda p: _("may queue: non-preemptible work must fit in queue %(queue)s's deserved quota "
+                                    "of %(deserved)s (%(used)s in use, the job needs %(needed)s)") % {
+        "queue": p["queue"], "deserved": _gpus(p["deserved_milli"]), "used": _gpus(p["used_milli"]),
+        "needed": _gpus(p["needed_milli"])},
+    "queue_limit_full": lambda p: _("may queue: queue %(queue)s is at its limit of %(limit)s (%(used)s in use, the "
+                                    "job needs %(needed)s)") % {
+        "queue": p["queue"], "limit": _gpus(p["limit_milli"]), "used": _gpus(p["used_milli"]),
+        "needed": _gpus(p["needed_milli"])},
+    "budget_blocks": lambda p: _("may queue: the workspace has spent its budget and its owner blocks new work at "
+                                 "the limit"),
+    "as_preemptible": lambda p: _("submitted as preemptible: starts now on what queue %(queue)s lends, and can be "
+                                  "evicted when its quota is needed") % p,
     "spot": lambda p: _("spot capacity: can be reclaimed at any time"),
     "reduce_cost": lambda p: _("ReduceCost: no completion promise; runs only off-peak or on spot capacity"),
     "preemptible": lambda p: _("preemptible: can be evicted for higher-priority work"),
@@ -96,6 +109,8 @@ TRADEOFFS: dict[str, Callable[[Figures], str]] = {
     "expected_loss": lambda p: _expected_loss(p),
     "array_runs": lambda p: _("an array of %(runs)s indices: the totals are every index's, at most %(parallelism)s "
                               "run at a time") % p,
+    "by_deadline": lambda p: _("by the deadline: runs in idle GPUs until its latest start, done by %(at)s (%(zone)s) "
+                               "or billed at most this price") % {"at": p["at"], "zone": p["zone"]},
 }
 
 # Code -> a trade-off's short name for a table cell.
@@ -104,9 +119,11 @@ TAGS = {
     "pays_for_more": gettext_noop("pays for more"), "amd_rocm": gettext_noop("ROCm image"),
     "waits_for_off_peak": gettext_noop("waits for off-peak"), "may_wait_for_capacity": gettext_noop("may queue"),
     "no_room_now": gettext_noop("may queue"), "spot": gettext_noop("reclaimable"),
+    "queue_quota_full": gettext_noop("may queue"), "queue_limit_full": gettext_noop("may queue"),
+    "budget_blocks": gettext_noop("may queue"), "as_preemptible": gettext_noop("as preemptible"),
     "reduce_cost": gettext_noop("no completion promise"), "preemptible": gettext_noop("preemptible"),
     "topology_one_domain": gettext_noop("one domain"), "array_runs": gettext_noop("array"),
-    "expected_loss": gettext_noop("may lose work"),
+    "expected_loss": gettext_noop("may lose work"), "by_deadline": gettext_noop("by the deadline"),
 }
 BADGED = frozenset({"waits_for_off_peak", "spot"})  # a row's off-peak and spot badges say these
 
@@ -251,17 +268,24 @@ def localized_error(error: QuoteError) -> QuoteError:
     return QuoteError(quote_error_text(error), refusals=error.refusals)
 
 
-def at_rate_text(at_rate: Mapping[str, Any] | None, currency: str) -> str:
-    """An option's figures at a stated request rate, in the active language: its replicas and, with tokens per
-    request, what 1M input and output tokens cost on it."""
+def at_rate_text(at_rate: Mapping[str, Any] | None, currency: str, hours: Any = None) -> str:
+    """An option's figures at a stated request rate, in the active language: its replicas, what they cost per
+    hour and (given `hours`) for the hours quoted, and, with tokens per request, what 1M input and output
+    tokens cost on it."""
     if not at_rate:
         return ""
     text = ngettext("%(replicas)s replica at %(rate)s requests/s", "%(replicas)s replicas at %(rate)s requests/s",
                     at_rate["replicas"]) % {"replicas": at_rate["replicas"], "rate": f"{at_rate['requests_per_second']:g}"}
+    if at_rate.get("price_per_hour") is not None:
+        price = Decimal(at_rate["price_per_hour"])
+        text += "; " + _("%(price)s per hour") % {"price": formats.rate(price, currency)}
+        if hours is not None and Decimal(str(hours)) > 0:
+            text += "; " + _("about %(total)s for %(hours)s h") % {
+                "total": formats.money(price * Decimal(str(hours)), currency), "hours": hours}
     if at_rate.get("cost_per_million_tokens") is not None:
         text += "; " + _("about %(input)s per 1M input tokens and %(output)s per 1M output tokens") % {
-            "input": f"{at_rate['cost_per_million_prompt_tokens']} {currency}",
-            "output": f"{at_rate['cost_per_million_completion_tokens']} {currency}"}
+            "input": formats.rate(at_rate["cost_per_million_prompt_tokens"], currency),
+            "output": formats.rate(at_rate["cost_per_million_completion_tokens"], currency)}
     return text
 
 

@@ -106,7 +106,7 @@ from scheduling.api import (
 
 MODES = ("exclusive", "fraction", "mig", "timeslice")  # canonical order of options per pool
 CPU_ONLY = "none"  # the sharing label of a job without GPU roles
-NOW, OFF_PEAK = "now", "off-peak"
+NOW, OFF_PEAK, DEADLINE = "now", "off-peak", "deadline"
 DEFAULT_DURATION_S = 2 * 3600  # a quote assumes 2 h when neither the request nor the spec says
 DURATION_SOURCES = ("request", "spec", "default")
 VENDORS = ("nvidia", "amd")
@@ -114,7 +114,8 @@ _MIG_MEMORY = re.compile(r"^[1-7]g\.(\d{1,3})gb$")
 _RATE_PLACES = Decimal("0.0001")
 _SHARE_PLACES = Decimal("0.0001")
 _LOSS_PLACES = Decimal("0.01")  # an expected loss of GPU-hours: an estimate, not a record
-_WAIT_CODES = ("may_wait_for_capacity", "no_room_now")  # a "now" option that has to wait
+# a "now" option that has to wait: for GPUs, for its queue's quota, for the workspace's budget
+_WAIT_CODES = ("may_wait_for_capacity", "no_room_now", "queue_quota_full", "queue_limit_full", "budget_blocks")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -137,6 +138,7 @@ class PoolOffer:
     total_gpus: int | None = None  # all GPUs of the pool; None = unknown
     # topology levels (node label keys, outermost first) with the GPUs of each level's largest domain
     topology: tuple[tuple[str, int], ...] = ()
+    deadline_discount: Decimal | None = None  # work "by the deadline"; None: the table's off-peak discount
 
     def __post_init__(self) -> None:
         where = f"pool offer {self.name!r}"
@@ -311,6 +313,10 @@ class QuoteOption:
     # where the gang goes: ("required" | "preferred", level), the job's `topology`; None: anywhere
     topology: tuple[str, str] | None = None
     expected_loss: ExpectedLoss | None = None  # evictable options with a queue history only (with_expected_loss)
+    complete_by: datetime | None = None  # a "deadline" option: when the platform promises it done
+    # the preemptible variant of a non-preemptible spec's option its queue's quota holds: submitted as preemptible
+    as_preemptible: bool = False
+    starts_offpeak: bool = False  # its first hour is at the off-peak rate (an off-peak start, or "now" inside a window)
 
     @property
     def starts_now(self) -> bool:
@@ -349,6 +355,7 @@ class QuoteOption:
             "spot": self.spot,
             "when": self.when,
             "starts_at": self.starts_at.isoformat(),
+            "starts_offpeak": self.starts_offpeak,
             "currency": self.currency,
             "price_per_hour": _fmt(self.price_per_hour.quantize(_RATE_PLACES)),
             "price_per_hour_offpeak": _fmt(self.price_per_hour_offpeak.quantize(_RATE_PLACES)),
@@ -374,9 +381,20 @@ class QuoteOption:
             "tradeoff_tags": [note.tag for note in self.tradeoff_notes],  # one per trade-off
             "tradeoff_codes": [note.to_json() for note in self.tradeoff_notes],  # one per trade-off
             "topology": {self.topology[0]: self.topology[1]} if self.topology else {},
+            "as_preemptible": self.as_preemptible,
             # only where a figure stands behind it: never a made-up one for a queue without history
             **({"expected_loss": self.expected_loss.to_json(self.currency)} if self.expected_loss else {}),
+            **({"complete_by": self.complete_by.isoformat(), "finish": self.finish_range()}
+               if self.complete_by is not None else {}),
         }
+
+    def finish_range(self) -> dict[str, str | None]:
+        """A "deadline" option's finish: from its expected start plus its run (null: no expected start) to the
+        deadline it is promised by."""
+        earliest = None
+        if self.expected_start is not None and self.complete_by is not None:
+            earliest = min(self.expected_start + timedelta(hours=float(self.hours)), self.complete_by).isoformat()
+        return {"earliest": earliest, "latest": self.complete_by.isoformat() if self.complete_by else None}
 
 
 @dataclass(frozen=True)
@@ -694,7 +712,7 @@ def _durations(spec: JobSpec) -> tuple[timedelta, timedelta]:
 
 def _price_roles(
     spec: JobSpec, pool: PoolOffer, holdings: Sequence[_Holding | None], rates: Rates, *, starts_at: datetime,
-    tz: tzinfo,
+    tz: tzinfo, by_deadline: bool = False,
 ) -> _Priced:
     """Each role priced by the table's price rules (billing.pricing.rules) from ``starts_at``."""
     duration, duration_high = _durations(spec)
@@ -706,7 +724,8 @@ def _price_roles(
                                            mem_mib=role.mem_mib)
         at_min, at_max = (
             estimate(rates, allocation, start=starts_at, duration=length, tz=tz, priority=spec.priority,
-                     spot=pool.spot, replicas=max(replicas, 1))  # a role at 0 replicas still shows its rate
+                     spot=pool.spot, replicas=max(replicas, 1),  # a role at 0 replicas still shows its rate
+                     by_deadline=by_deadline, deadline_discount=pool.deadline_discount)
             for replicas, length in ((role.min_replicas, duration), (role.max_replicas, duration_high))
         )
         priced.per_hour += role.min_replicas * at_min.price_per_hour
@@ -740,14 +759,18 @@ def _price_option(
     now: datetime,
     tz: tzinfo,
 ) -> QuoteOption:
-    priced = _price_roles(spec, pool, holdings, rates, starts_at=starts_at, tz=tz)
+    priced = _price_roles(spec, pool, holdings, rates, starts_at=starts_at, tz=tz, by_deadline=when == DEADLINE)
     needed = _needed_milli(spec, holdings)
     enough_now = pool.free_milli_now is None or pool.free_milli_now >= needed
     tradeoffs = _isolation_tradeoffs(spec, pool, holdings)
     if pool.vendor == "amd" and any(h is not None for h in holdings):
         tradeoffs.append(_note("amd_rocm"))
+    complete_by = deadline_of(spec, now) if when == DEADLINE else None
     if when == OFF_PEAK:
         tradeoffs.append(_wait_note(now, starts_at, tz))
+    elif complete_by is not None:
+        local = complete_by.astimezone(tz)
+        tradeoffs.append(_note("by_deadline", at=f"{local:%Y-%m-%d %H:%M}", zone=local.tzname()))
     elif not enough_now:
         free = pool.free_milli_now or 0
         tradeoffs.append(_note("may_wait_for_capacity", pool=pool.name, free_milli=free, needed_milli=needed))
@@ -777,7 +800,7 @@ def _price_option(
         estimate_low=quantize_money(priced.low * runs, rates.currency),
         estimate_high=quantize_money(priced.high * runs, rates.currency),
         cheapest=False,
-        can_start_now=when == NOW and enough_now,
+        can_start_now=when in (NOW, DEADLINE) and enough_now,
         matches_spec=all(h.exact for h in gpu_holdings),
         tradeoffs=tuple(note.text for note in tradeoffs),
         tradeoff_notes=tuple(tradeoffs),
@@ -788,10 +811,23 @@ def _price_option(
         gpus=priced.gpus * runs,
         hours=Decimal(spec.expected_duration_s) / 3600,
         exclusive_amount=priced.whole_low * runs,
-        expected_start=_first_estimate(when, starts_at, when == NOW and enough_now),
+        expected_start=_first_estimate(when, starts_at, when in (NOW, DEADLINE) and enough_now),
         price_per_hour_max=priced.per_hour_max,
         price_per_hour_max_offpeak=priced.per_hour_max_off,
+        complete_by=complete_by,
+        starts_offpeak=when == OFF_PEAK or (bool(rates.offpeak_windows) and is_offpeak(
+            starts_at, rates.offpeak_windows, rates.windows_zone(tz))),
     )
+
+
+def deadline_of(spec: JobSpec, now: datetime) -> datetime | None:
+    """The instant a spec's `completeBy` / `completeWithin` names for a job submitted now."""
+    deadline = spec.deadline
+    if deadline is None:
+        return None
+    if deadline.at is not None:
+        return datetime.fromisoformat(deadline.at)
+    return now + timedelta(seconds=deadline.within_s or 0)
 
 
 def _on_whole_gpus(
@@ -850,6 +886,8 @@ def quote(spec: JobSpec, pools: Sequence[PoolOffer], rates: Rates, *, now: datet
     # schedule's runs start at their fire times (its cron line picks the hours)
     if windows and not offpeak_now and kinds.kind_of(spec).off_peak and spec.schedule is None:
         starts.append((OFF_PEAK, next_offpeak_start(now, windows, windows_tz)))
+    if spec.deadline is not None and spec.schedule is None and not spec.reduce_cost:  # priced by its rule, from now
+        starts.append((DEADLINE, now))
 
     options: list[QuoteOption] = []
     refusals: list[Note] = []
@@ -946,22 +984,58 @@ def _mark_earliest(options: Sequence[QuoteOption]) -> tuple[QuoteOption, ...]:
     return tuple(replace(o, earliest=o is first) for o in options)
 
 
-def with_expected_starts(quote: Quote, starts: Mapping[str, datetime | None]) -> Quote:
+def with_expected_starts(quote: Quote, starts: Mapping[str, datetime | None],
+                         held: Mapping[str, Note] | None = None) -> Quote:
     """``quote`` with the expected start of each option named in ``starts`` (None: queued, no
     estimate), ``can_start_now`` and the earliest flag following them, and the trade-offs saying
-    when a ``now`` option has to wait."""
+    when a ``now`` option has to wait: ``held``'s note for an option its queue's quota or the workspace's
+    budget holds (see `quota_note`, `budget_note`), else the shortage of GPUs."""
     options = []
+    held = held or {}
     for option in quote.options:
         if option.id not in starts:
             options.append(option)
             continue
+        why = held.get(option.id)
         moved = replace(option, expected_start=starts[option.id])
         notes = [n for n in option.tradeoff_notes if n.code not in _WAIT_CODES]
-        if option.when == NOW and not moved.starts_now:
-            waits = next((n for n in option.tradeoff_notes if n.code in _WAIT_CODES), None)
+        if option.when == NOW and (why is not None or not moved.starts_now):
+            waits = why or next((n for n in option.tradeoff_notes if n.code in _WAIT_CODES), None)
             notes.insert(0, waits or _note("no_room_now", pool=option.pool))
-        options.append(replace(moved, can_start_now=moved.starts_now, tradeoffs=tuple(n.text for n in notes),
-                               tradeoff_notes=tuple(notes)))
+        options.append(replace(moved, can_start_now=moved.starts_now and why is None,
+                               tradeoffs=tuple(n.text for n in notes), tradeoff_notes=tuple(notes)))
+    return replace(quote, options=_mark_earliest(options))
+
+
+def quota_note(code: str, params: Mapping[str, Any]) -> Note:
+    """A ``now`` option its queue's quota holds, from the scheduler's reason (`queue_over_limit` or
+    `queue_non_preemptible_quota`, with the queue and its figures in milli-GPU)."""
+    if code == "queue_over_limit":
+        return _note("queue_limit_full", queue=params["queue"], limit_milli=params["limit_milli"],
+                     used_milli=params["used_milli"], needed_milli=params["need_milli"])
+    return _note("queue_quota_full", queue=params["queue"], deserved_milli=params["deserved_milli"],
+                 used_milli=params["used_milli"], needed_milli=params["need_milli"])
+
+
+def budget_note() -> Note:
+    """A ``now`` option of a workspace that spent its budget and blocks new work at the limit."""
+    return _note("budget_blocks")
+
+
+def with_preemptible_variants(quote: Quote, queues: Mapping[str, str]) -> Quote:
+    """Beside each ``now`` option named in ``queues`` (a non-preemptible spec's, held by that queue's deserved
+    quota) the same option as preemptible work, which would start now: same price, evictable for
+    higher-priority work."""
+    options: list[QuoteOption] = []
+    for option in quote.options:
+        options.append(option)
+        if option.id not in queues:
+            continue
+        notes = [n for n in option.tradeoff_notes if n.code not in _WAIT_CODES]
+        notes = [_note("as_preemptible", queue=queues[option.id]), *notes, _note("preemptible")]
+        options.append(replace(option, id=f"{option.id}.preemptible", as_preemptible=True, matches_spec=False,
+                               expected_start=option.starts_at, can_start_now=True, earliest=False,
+                               tradeoff_notes=tuple(notes), tradeoffs=tuple(n.text for n in notes)))
     return replace(quote, options=_mark_earliest(options))
 
 
@@ -1020,13 +1094,14 @@ def choose_option(quote: Quote, option_id: str | None, spec: JobSpec) -> QuoteOp
     The named option (ValueError naming the bad id and the valid ones); else the cheapest option
     that keeps the spec's own choices and can start now; else the cheapest that can start now;
     else the spec's own choices to start now, waiting in its queue for capacity (reclaim or
-    preemption may free it: nobody asked for off-peak); else the cheapest.
+    preemption may free it: nobody asked for off-peak); else the cheapest. A preemptible variant is taken
+    only by name: a job is never made evictable without asking.
     """
     if option_id is not None:
         return quote.option(option_id)
     if not quote.options:
         raise DomainError(f"the quote for job '{spec.name}' has no options", field="option")
-    ranked = sorted(quote.options, key=_cheapness)
+    ranked = sorted((o for o in quote.options if not o.as_preemptible), key=_cheapness)
     for wanted in (
         lambda o: o.matches_spec and o.can_start_now,
         lambda o: o.can_start_now,
@@ -1035,4 +1110,4 @@ def choose_option(quote: Quote, option_id: str | None, spec: JobSpec) -> QuoteOp
         found = [o for o in ranked if wanted(o)]
         if found:
             return found[0]
-    return quote.cheapest
+    return ranked[0] if ranked else quote.cheapest

@@ -65,7 +65,7 @@ def pool_offers() -> list[PoolOffer]:
                 gpus_per_node=gpus.most_per_node, sharing_modes=pool.sharing_modes,
                 mig_profiles=frozenset(pool.mig_layout or ()), timeslice_replicas=pool.timeslice_replicas,
                 spot=pool.spot, free_milli_now=max(0, gpus.total * MILLI_PER_GPU - held[pool.pk]),
-                total_gpus=gpus.total, topology=domains.get(pool.pk, ()),
+                total_gpus=gpus.total, topology=domains.get(pool.pk, ()), deadline_discount=pool.deadline_discount,
             ))
         except Exception as error:  # noqa: BLE001 (any fault of one pool's row leaves that pool out)
             exception_once(logger, ("pool offer", pool.name, type(error).__name__),

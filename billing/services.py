@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
@@ -35,7 +35,10 @@ from scheduling.api import (
     JobSpec,
     ServerModel,
     SpecError,
+    SubmitItem,
+    SubmitReads,
     clock,
+    cluster_snapshot_now,
     default_queue,
     load_yaml,
     queue_eviction_rate,
@@ -46,6 +49,7 @@ from scheduling.api import (
     schedules,
     slice_share,
     submit_job,
+    submit_jobs,
 )
 from scheduling.models import Job, Schedule
 
@@ -56,10 +60,43 @@ class BudgetBlocked(Forbidden, PermissionDenied):
     field = "budget"
 
 
-def quote_spec(spec: JobSpec, *, now: datetime | None = None, currency: str | None = None) -> Quote:
-    """The spec priced on `currency`'s timeline (default: the platform's billing currency)."""
-    return quote_at(spec, selectors.pool_offers(), selectors.price_tables(currency),
-                    now=now or clock.now(), tz=platform_tz())
+def quote_spec(spec: JobSpec, *, now: datetime | None = None, currency: str | None = None,
+               priced: tuple[list, list] | None = None) -> Quote:
+    """The spec priced on `currency`'s timeline (default: the platform's billing currency); `priced`: the pools'
+    offers and that timeline's tables, read once for a batch."""
+    offers, tables = priced or (selectors.pool_offers(), selectors.price_tables(currency))
+    return quote_at(spec, offers, tables, now=now or clock.now(), tz=platform_tz())
+
+
+@dataclass
+class QuoteReads:
+    """What quoting and submitting a batch of a workspace's specs shares, read once at `now`: the submit
+    checks' reads, the currency and prices, the budget's verdict, the cluster for the expected starts and
+    each queue's eviction history."""
+
+    workspace: Any
+    now: datetime
+    submit: SubmitReads = field(init=False)
+    currency: str = field(init=False)
+    priced: tuple[list, list] = field(init=False)
+    budget_refusal: str | None = field(init=False)
+    snapshot: Any = field(init=False)
+    evictions: dict[str, Any] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.submit = SubmitReads(self.workspace)
+        self.currency = currency_at(self.workspace, self.now)
+        self.priced = (selectors.pool_offers(), selectors.price_tables(self.currency))
+        self.budget_refusal = check_budget_allows_submit(self.workspace)
+        try:
+            self.snapshot = cluster_snapshot_now(self.now)
+        except Exception:  # noqa: BLE001 (each quote reads the cluster again, and keeps its own starts if it cannot)
+            self.snapshot = None
+
+    def eviction_rate(self, queue: str):
+        if queue not in self.evictions:
+            self.evictions[queue] = queue_eviction_rate(queue, self.now)
+        return self.evictions[queue]
 
 
 def states_duration(spec: str | bytes | Mapping[str, Any]) -> bool:
@@ -87,15 +124,20 @@ def with_duration(parsed: JobSpec, spec: str | bytes | Mapping[str, Any], durati
 
 
 def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now: datetime | None = None,
-                        duration_hours: Decimal | None = None) -> tuple[JobSpec, Quote]:
+                        duration_hours: Decimal | None = None, reads: QuoteReads | None = None
+                        ) -> tuple[JobSpec, Quote]:
     """Parse (SpecError) and quote (QuoteError) a spec as the workspace would submit it, in the currency
     it is billed in, for the duration `with_duration` decides, each option's expected start read from
-    the cluster now."""
-    parsed, source = with_duration(read_spec(workspace, spec), spec, duration_hours)
-    queue = parsed.queue or getattr(default_queue(workspace), "name", None)
-    now = now or clock.now()
-    quote = with_cluster_starts(quote_spec(parsed, now=now, currency=currency_at(workspace, now)), parsed, queue)
-    if queue and (history := queue_eviction_rate(queue, now)) is not None:  # none: no figure to go by
+    the cluster now (`reads`: what a batch read once)."""
+    now = reads.now if reads else now or clock.now()
+    parsed, source = with_duration(read_spec(workspace, spec, reads=reads and reads.submit), spec, duration_hours)
+    queue = parsed.queue or getattr(reads.submit.queue(None) if reads else default_queue(workspace), "name", None)
+    currency = reads.currency if reads else currency_at(workspace, now)
+    blocks = (reads.budget_refusal if reads else check_budget_allows_submit(workspace)) is not None
+    quote = with_cluster_starts(quote_spec(parsed, now=now, currency=currency, priced=reads and reads.priced),
+                                parsed, queue, budget_blocks=blocks, snapshot=reads and reads.snapshot)
+    history = (reads.eviction_rate(queue) if reads else queue_eviction_rate(queue, now)) if queue else None
+    if history is not None:  # none: no figure to go by
         quote = with_expected_loss(quote, parsed, *history)
     if parsed.schedule is not None:  # a month of runs at the cron line's pace
         zone = parsed.schedule.time_zone or settings.TIME_ZONE
@@ -122,15 +164,54 @@ def submit_quoted_job(*, user, workspace, spec: str | bytes | Mapping[str, Any],
     require_submitter(user, workspace)
     if reason := check_budget_allows_submit(workspace):
         raise BudgetBlocked(reason)
-    parsed, quote = quote_for_workspace(workspace, spec, now=now, duration_hours=duration_hours)
+    item = _quoted(workspace, spec, option, duration_hours, now=now)
+    return submit_job(user=user, workspace=workspace, spec=item.spec, quote=item.quote, parsed=item.parsed,
+                      not_before=item.not_before)
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """One spec of a batch submit, with the option and duration a single submit takes beside it."""
+
+    spec: str | bytes | Mapping[str, Any]
+    option: str | None = None
+    duration_hours: Decimal | None = None
+
+
+def submit_quoted_jobs(*, user, workspace, items: Sequence[BatchSpec], now: datetime | None = None
+                       ) -> list[Job | DomainError]:
+    """`submit_quoted_job` for each item, the shared reads (queues, pools, prices, the budget, the cluster's
+    state for the starts) made once and the good jobs stored together (scheduling's `submit_jobs`). Returns,
+    in the items' order, each stored Job or the DomainError that refused it (a spent budget refuses every
+    item); one bad item never keeps the others out. Raises NotSubmitter for the whole batch."""
+    require_submitter(user, workspace)
+    reads = QuoteReads(workspace, now or clock.now())
+    out: list[Job | DomainError | SubmitItem] = []
+    for item in items:
+        try:
+            if reads.budget_refusal:
+                raise BudgetBlocked(reads.budget_refusal)
+            out.append(_quoted(workspace, item.spec, item.option, item.duration_hours, reads=reads))
+        except DomainError as error:
+            out.append(error)
+    stored = iter(submit_jobs(user=user, workspace=workspace, reads=reads.submit,
+                              items=[item for item in out if isinstance(item, SubmitItem)]))
+    return [next(stored) if isinstance(item, SubmitItem) else item for item in out]
+
+
+def _quoted(workspace, spec: str | bytes | Mapping[str, Any], option: str | None, duration_hours: Decimal | None,
+            *, now: datetime | None = None, reads: QuoteReads | None = None) -> SubmitItem:
+    """The spec quoted and its option chosen: what submit_job stores (a DomainError: refused)."""
+    parsed, quote = quote_for_workspace(workspace, spec, now=now, duration_hours=duration_hours, reads=reads)
     if parsed.schedule is not None:
         raise DomainError(gettext("the spec has a schedule block: it makes a schedule, not a job; submit it to "
                                   "/api/v1/schedules/ (gpuctl submit and the Submit page do so by themselves)"),
                           field="spec")
     chosen = choose_option(quote, option or None, parsed)
     not_before = chosen.starts_at if chosen.when == "off-peak" else None
-    return submit_job(user=user, workspace=workspace, spec=spec, quote=_frozen(quote, chosen), parsed=parsed,
-                      not_before=not_before)
+    if chosen.as_preemptible:   # the variant the quote offered: the same job, evictable, starting now
+        parsed = replace(parsed, preemptible=True)
+    return SubmitItem(spec, _frozen(quote, chosen), parsed, not_before)
 
 
 def _frozen(quote: Quote, chosen: QuoteOption) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from celery import shared_task
 from django.conf import settings
 
 from billing import services as billing_services
+from billing.chargeback import post_due_chargebacks
 from billing.idle.services import check_idle_gpus as find_idle_gpus
 from billing.ledger.posting import post_ledger
 from billing.metering.ingest import purge_samples
@@ -17,9 +18,10 @@ from scheduling.api import clock
 @shared_task
 def post_usage() -> int:
     """Sample this hour's stored bytes (once an hour), recompute the open hours' lines, make the ended
-    ones final, then check budgets."""
+    ones final, post the last month's chargeback once it is final, then check budgets."""
     sample_storage()
     posted = post_ledger()
+    post_due_chargebacks()
     check_budgets(workspace_ids=posted.workspace_ids)
     return posted.lines
 

@@ -25,6 +25,7 @@ from datetime import date
 from typing import Any, NoReturn, TextIO
 
 import httpx
+import yaml
 
 from gpuctl import messages
 from gpuctl.api import Api, spec_error_line
@@ -76,6 +77,7 @@ from gpuctl.settings import (
     resolve_settings,
     update_config_file,
 )
+from gpuctl.ssh import add_ssh_commands
 from gpuctl.volume import add_volume_commands
 
 __all__ = ["CliError", "config_file_path", "format_job", "format_quote", "format_table", "main",
@@ -162,6 +164,7 @@ def cmd_submit(run: Run) -> int:
     if not path:
         raise CliError("submit needs a spec: gpuctl submit -f FILE (- reads standard input)", EXIT_SPEC)
     label, workspace, body = spec_body(run, path)
+    body["spec"] = with_deadline(body["spec"], args.complete_within, args.complete_by, label)
     missing = f"no such workspace: {workspace}"
     if args.quote_only:
         answer = run.api.call("POST", "/api/v1/quotes/", body=body, spec_file=label, not_found=missing)
@@ -193,6 +196,23 @@ def cmd_submit(run: Run) -> int:
     if job.get("quote"):
         run.print(run.say("quote: {quote}", quote=format_frozen_quote(job["quote"], run.lang)))
     return EXIT_OK
+
+
+def with_deadline(text: str, within: str | None, by: str | None, label: str) -> str:
+    """The spec's text with `completeWithin` or `completeBy` set from the command line (replacing the spec's
+    own); the server checks the values."""
+    if not within and not by:
+        return text
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text  # the server says what is wrong with it
+    if not isinstance(document, dict):
+        raise SpecRefused([f"{label}: --complete-within and --complete-by need a spec written as a mapping"])
+    document.pop("completeWithin", None)
+    document.pop("completeBy", None)
+    document["completeWithin" if within else "completeBy"] = within or by
+    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
 
 
 def cmd_quote(run: Run) -> int:
@@ -489,6 +509,11 @@ def build_parser() -> argparse.ArgumentParser:
     choice.add_argument("--option", metavar="N|ID",
                         help="run as option N of --quote-only (or an option id from `gpuctl quote`)")
     choice.add_argument("--quote-only", action="store_true", help="print the numbered options; submit nothing")
+    deadline = submit.add_mutually_exclusive_group()
+    deadline.add_argument("--complete-within", metavar="DURATION",
+                          help="done within this long of submission, e.g. 12h (the spec's completeWithin)")
+    deadline.add_argument("--complete-by", metavar="TIME",
+                          help="done by this time, ISO 8601 with its offset, e.g. 2026-12-01T08:00:00+08:00")
     _add_output(submit)
 
     quote = command(commands, "quote", cmd_quote, "price every way a job spec can run, before submitting")
@@ -554,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_volume_commands(commands, command, _add_output)
     add_bucket_commands(commands, command, _add_output)
     add_schedule_commands(commands, command, _add_output)
+    add_ssh_commands(commands, command, _add_output)
 
     completion = command(commands, "completion", cmd_completion,
                          "print the shell completion script: source <(gpuctl completion bash)", settings=False)

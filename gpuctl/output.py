@@ -138,7 +138,8 @@ def format_workspaces(workspaces: Sequence[Mapping[str, Any]], *, headers_shown:
                         headers_shown=headers_shown, lang=lang)
 
 
-JOB_LABELS = ("pending reason", "queue position", "expected start", "max runtime", "deadline", "end")
+JOB_LABELS = ("pending reason", "queue position", "expected start", "max runtime", "deadline", "end", "complete by",
+              "latest start", "deadline phase", "unmeetable")
 
 
 def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, lang: str = "en") -> str:
@@ -180,6 +181,12 @@ def format_job(job: Mapping[str, Any], events: Sequence[Mapping[str, Any]], *, l
         fields.append(("max runtime", _duration(job["max_runtime_s"])))
     if job.get("deadline"):
         fields.append(("deadline", format_time(job["deadline"])))
+    if job.get("complete_by"):  # work with a deadline: when it should be done, and where it stands
+        fields += [("complete by", format_time(job["complete_by"])),
+                   ("latest start", format_time(job.get("latest_start"))),
+                   ("deadline phase", job.get("deadline_phase"))]
+        if job.get("deadline_missed"):
+            fields.append(("unmeetable", format_time(job["deadline_missed"])))
     if job.get("end_code"):
         fields.append(("end", f"{job['end_code']}: {job.get('end_reason_text') or ''}".rstrip(": ")))
     labels = {name: say(lang, name) for name in (*JOB_LABELS, *(name for name, _ in fields))}

@@ -1,9 +1,14 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.utils.translation import gettext
 
+from portal import ssh_keys
 from portal.models import (
     ApiToken,
     Membership,
     ServiceAccount,
+    SshAuthFailure,
+    SshKey,
+    SshSession,
     UserPreference,
     Webhook,
     WebhookDelivery,
@@ -76,4 +81,45 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SshKey)
+class SshKeyAdmin(admin.ModelAdmin):
+    """Staff revoke any user's key here (the action); a key is added by its own user only."""
+
+    list_display = ["name", "user", "fingerprint", "created", "last_used", "revoked", "revoked_by"]
+    readonly_fields = ["user", "name", "public_key", "fingerprint", "created", "last_used", "revoked", "revoked_by"]
+    list_filter = ["revoked"]
+    search_fields = ["user__username", "fingerprint", "name"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Revoke the selected SSH keys")
+    def revoke(self, request, queryset):
+        for key in queryset:
+            ssh_keys.revoke_key(request.user, key.pk)
+        self.message_user(request, gettext("%(count)s SSH keys revoked.") % {"count": queryset.count()},
+                          messages.SUCCESS)
+
+
+@admin.register(SshSession)
+class SshSessionAdmin(admin.ModelAdmin):
+    list_display = ["user", "job", "replica", "source", "started", "ended", "bytes_in", "bytes_out"]
+    readonly_fields = [f.name for f in SshSession._meta.fields]
+    list_filter = ["ended"]
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(SshAuthFailure)
+class SshAuthFailureAdmin(admin.ModelAdmin):
+    list_display = ["when", "source", "fingerprint", "username", "reason"]
+    readonly_fields = [f.name for f in SshAuthFailure._meta.fields]
+    list_filter = ["reason"]
+
+    def has_add_permission(self, request):
         return False

@@ -32,6 +32,16 @@ class PortalConfig(AppConfig):
         user_logged_in.connect(invitations.on_logged_in, dispatch_uid="portal-invitations-in")
         user_logged_out.connect(user_sessions.on_logged_out, dispatch_uid="portal-user-sessions-out")
 
+        from billing.api import use_ssh_provider
+        from portal.ssh_access import ssh_bytes_by_job
+
+        use_ssh_provider(ssh_bytes_by_job)  # SSH traffic keeps a notebook or job active (billing.idle)
+
+        from portal.ssh_keys import public_keys_by_user
+        from scheduling.api import use_key_reader
+
+        use_key_reader(public_keys_by_user)  # a Kubernetes pod's SSH sidecar gets its submitter's keys
+
         from portal.identity import mfa
 
         mfa.connect()  # two-factor authentication's changes and recovery-code sign-ins to the audit log

@@ -26,6 +26,8 @@ ANONYMISED = gettext_noop("%(user)s anonymised: name and e-mail replaced, accoun
 FOR_REASON = gettext_noop("reason: %(reason)s")
 ADJUSTED_JOB = gettext_noop("job #%(job)s")
 ADJUSTED = gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s, %(target)s: %(reason)s")
+WORKSPACE_ACCOUNT_SET = gettext_noop("%(workspace)s is paid for by %(account)s (was %(before)s)")
+ACCOUNT_TOPPED_UP = gettext_noop("prepaid credit of %(account)s topped up by %(amount)s %(currency)s: %(note)s")
 ADJUSTED_FROM_REPORT = gettext_noop("%(category)s %(cost)s %(currency)s for %(workspace)s: %(reason)s")
 
 # A job's events written by the console when a node is drained (portal.console.services).
@@ -43,4 +45,7 @@ ENDED_SUBJECT = gettext_noop("%(name)s (#%(job)s) ended: %(state)s")
 ENDED_BODY = gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s ended at %(time)s: %(state)s.")
 FAILED_SUBJECT = gettext_noop("%(name)s (#%(job)s) failed: %(state)s")
 FAILED_BODY = gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s failed at %(time)s: %(state)s.")
+DEADLINE_SUBJECT = gettext_noop("%(name)s (#%(job)s) can no longer finish by its deadline")
+DEADLINE_BODY = gettext_noop("Job %(name)s (#%(job)s) in workspace %(workspace)s can no longer finish by its deadline "
+                             "(found at %(time)s).")
 NEW_SIGNING_SECRET = gettext_noop("new signing secret")

@@ -14,7 +14,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils.translation import gettext, gettext_lazy
 
 from billing.api import job_totals
-from scheduling.api import SHARING_MODES, clock
+from scheduling.api import SHARING_MODES, clock, formats
 from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Queue, Replica
 
 # sort key -> the column it orders by; `-key` sorts descending
@@ -124,18 +124,8 @@ class JobRow:
 
     @property
     def duration_text(self) -> str:
-        """"3 d 4 h", "2 h 05 min", "12 min", "40 s"."""
-        if self.duration is None:
-            return "–"
-        seconds = max(0, int(self.duration.total_seconds()))
-        days, rest = divmod(seconds, 86400)
-        hours, rest = divmod(rest, 3600)
-        minutes, seconds = divmod(rest, 60)
-        if days:
-            return f"{days} d {hours} h"
-        if hours:
-            return f"{hours} h {minutes:02d} min"
-        return f"{minutes} min" if minutes else f"{seconds} s"
+        """"3 d 4 h", "2 h 05 min", "12 min", "40 s", in the reader's language."""
+        return "–" if self.duration is None else formats.duration(self.duration.total_seconds())
 
 
 TIMING_LABELS = {"waiting": gettext_lazy("waiting"), "running": gettext_lazy("running"), "ran": gettext_lazy("ran"),

@@ -18,6 +18,8 @@ class Workspace(models.Model):
     name = models.CharField(max_length=200)
     created = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="workspaces")
+    ssh_enabled = models.BooleanField(default=True, help_text="Owners and members may open SSH sessions into "
+                                                              "the workspace's notebooks and jobs")
 
     class Meta:
         ordering = ["slug"]
@@ -212,6 +214,7 @@ class NotificationEvent(models.TextChoices):
     JOB_FAILED = "job.failed", _("A job of mine fails")
     BUDGET_ALERT = "budget.alert", _("A workspace budget threshold is crossed (owners and finance)")
     IDLE_NOTICE = "idle.notice", _("A job of mine holds idle GPUs")
+    JOB_DEADLINE = "job.deadline", _("A deadline of a job of mine can no longer be met")
 
 
 class NotificationPreference(models.Model):
@@ -444,3 +447,64 @@ class DeviceAuthorization(models.Model):
 
     def __str__(self) -> str:
         return f"{self.client} {self.user_code[:4]}-{self.user_code[4:]} ({self.state})"
+
+
+class SshKey(models.Model):
+    """A user's SSH public key for the gateway (portal.ssh_keys): ed25519, or RSA of at least 3,072 bits.
+    A fingerprint names one user only, so the gateway knows who connects from the key alone."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=100)
+    public_key = models.TextField(help_text="One OpenSSH line: type, base64, no comment")
+    fingerprint = models.CharField(max_length=64, unique=True, help_text="SHA256:<base64>, as ssh-keygen -l shows it")
+    created = models.DateTimeField(default=clock.now, editable=False)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True, help_text="Refused from then on (by its user or staff)")
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.fingerprint})"
+
+    @property
+    def key_type(self) -> str:
+        return self.public_key.split(" ", 1)[0]
+
+
+class SshSession(models.Model):
+    """One SSH connection through the gateway to one replica: who, where, when, how many bytes. `bytes_in` is
+    what the user sent, `bytes_out` what the replica answered; `last_activity` the last byte either way."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="ssh_sessions")
+    key = models.ForeignKey(SshKey, null=True, on_delete=models.SET_NULL, related_name="sessions")
+    job = models.ForeignKey("scheduling.Job", on_delete=models.CASCADE, related_name="ssh_sessions")
+    replica = models.CharField(max_length=80, help_text="role-index of the replica")
+    source = models.CharField(max_length=45, blank=True, help_text="The client's address")
+    started = models.DateTimeField(default=clock.now, db_index=True)
+    ended = models.DateTimeField(null=True, blank=True, db_index=True)
+    last_activity = models.DateTimeField(default=clock.now)
+    bytes_in = models.BigIntegerField(default=0)
+    bytes_out = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} -> {self.job_id}/{self.replica} {self.started:%Y-%m-%d %H:%M}"
+
+
+class SshAuthFailure(models.Model):
+    """A refused SSH attempt at the gateway: the audit trail, and what its rate limit counts (per source
+    address and per key fingerprint, over a window)."""
+
+    when = models.DateTimeField(default=clock.now, db_index=True)
+    source = models.CharField(max_length=45, db_index=True)
+    fingerprint = models.CharField(max_length=64, blank=True, db_index=True)
+    username = models.CharField(max_length=200, blank=True, help_text="The name the client asked for, cut short")
+    reason = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["-when", "-id"]

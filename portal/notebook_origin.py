@@ -6,8 +6,8 @@ The portal hands the browser a short-lived signed ticket (bound to the user, the
 `NOTEBOOK_TICKET_SECONDS`), which the notebook's host exchanges once for a cookie of its own, scoped to
 that host alone. Every request on the host reads that cookie and checks again that its user may still
 open the notebook. The template's `{id}` is the leftmost label of the host: the notebook's id for its
-own server (port 8888), `<id>-<port>` for another web server of the same job (reserved for later, such
-as TensorBoard: not served yet).
+own server (port 8888), `<id>-<port>` for another web server of the same job: `<id>-6006` is the job's
+TensorBoard (any job whose spec asks for one), served at the host's root.
 """
 
 from __future__ import annotations
@@ -109,12 +109,13 @@ def issue_ticket(user, job_id: int, port: int = NOTEBOOK_PORT) -> str:
                          salt=_TICKET_SALT, compress=False)
 
 
-def ticket_url(user, job, path: str = "", query: str = "") -> str:
-    """Where the portal sends a member who opens the notebook: its host's ticket exchange, which then
-    goes on to `path` (the notebook's own base path unless given) and `query`."""
+def ticket_url(user, job, path: str = "", query: str = "", port: int = NOTEBOOK_PORT) -> str:
+    """Where the portal sends a member who opens the notebook (or another server of the job, by `port`):
+    its host's ticket exchange, which then goes on to `path` (the notebook's own base path unless given)
+    and `query`."""
     next_ = (path or base_url(job.workspace.slug, job.name)) + (f"?{query}" if query else "")
-    params = urlencode({"ticket": issue_ticket(user, job.pk), "next": next_})
-    return f"{origin_of(job.pk)}{TICKET_PATH}?{params}"
+    params = urlencode({"ticket": issue_ticket(user, job.pk, port), "next": next_})
+    return f"{origin_of(job.pk, port)}{TICKET_PATH}?{params}"
 
 
 def redeem_ticket(ticket: str, job_id: int, port: int) -> int:

@@ -36,7 +36,14 @@ from django.views.decorators.csrf import csrf_exempt
 from portal import notebook_origin
 from portal import selectors as portal_selectors
 from portal.notebooks import get_notebook_for_user, live_notebook
-from scheduling.api import base_url, endpoint_of, get_backend
+from scheduling.api import (
+    TENSORBOARD_PORT,
+    base_url,
+    endpoint_of,
+    get_backend,
+    tensorboard_endpoint_of,
+    tensorboard_logdir_of,
+)
 from scheduling.models import FINAL_STATES
 
 log = logging.getLogger(__name__)
@@ -77,10 +84,21 @@ def _target(user, workspace: str, name: str):
     return job, endpoint_of(job, get_backend())
 
 
+def home_of(job, port: int) -> str:
+    """The path the server answers under on its host: a notebook's base URL, a TensorBoard's root."""
+    return "/" if port == TENSORBOARD_PORT else base_url(job.workspace.slug, job.name)
+
+
 def target_by_id(user, job_id: int, port: int):
     """The notebook a host names and where its server answers (None when it does not now): Http404 unless it
     is a live notebook of the user's workspaces served on that port, PermissionDenied for a role that may
-    not submit."""
+    not submit. On TensorBoard's port: any live job of the user's workspaces that asks for one (it runs no
+    code of theirs: every member may read it)."""
+    if port == TENSORBOARD_PORT:
+        job = portal_selectors.get_job_for_user(user, job_id)
+        if job.state in FINAL_STATES or tensorboard_logdir_of(job) is None:
+            raise Http404("No such TensorBoard")
+        return job, tensorboard_endpoint_of(job, get_backend())
     if port != notebook_origin.NOTEBOOK_PORT:
         raise Http404("No such server")
     job = get_notebook_for_user(user, job_id)
@@ -98,7 +116,8 @@ def named_in_connection(value: str | None) -> set[str]:
 def _headers(request, token: str) -> dict[str, str]:
     dropped = REQUEST_DROPPED | named_in_connection(request.headers.get("Connection"))
     headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
-    headers["Authorization"] = f"token {token}"
+    if token:  # a TensorBoard asks for none
+        headers["Authorization"] = f"token {token}"
     headers["X-Forwarded-Proto"] = request.scheme
     headers["X-Forwarded-Host"] = request.META.get("HTTP_HOST", "")
     return headers
@@ -125,18 +144,26 @@ def copy_headers(upstream: httpx.Response, response: HttpResponse, url: str) -> 
         response[key] = _location(value, url) if key.lower() == "location" else value
 
 
-async def relay(upstream: httpx.Response, client: httpx.AsyncClient):
+async def relay(upstream: httpx.Response, client: httpx.AsyncClient, raise_lost: bool = False):
+    """The upstream's body as each chunk arrives (a chunk size would hold back a stream's events). An upstream
+    lost mid-way ends it quietly unless `raise_lost` (the caller ends it its own way): an exception out of a
+    started response leaves the client's connection open under Daphne."""
     try:
-        async for chunk in upstream.aiter_raw():   # as each arrives: a chunk size would hold back a stream's events
+        async for chunk in upstream.aiter_raw():
             yield chunk
+    except httpx.HTTPError as error:
+        if raise_lost:
+            raise
+        log.warning("%s was lost mid-answer: %s", upstream.url, error)
     finally:
         await upstream.aclose()
         await client.aclose()
 
 
-async def forward(request, url: str, query: str, headers: dict[str, str]) -> HttpResponse | None:
+async def forward(request, url: str, query: str, headers: dict[str, str],
+                  raise_lost: bool = False) -> HttpResponse | None:
     """Send the request on to `url` (with `query` and `headers`) and give its answer back, streamed under
-    ASGI; None when the upstream did not answer."""
+    ASGI (`raise_lost`: see `relay`); None when the upstream did not answer."""
     client = httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False)
     try:
         upstream = await client.send(
@@ -155,7 +182,7 @@ async def forward(request, url: str, query: str, headers: dict[str, str]) -> Htt
             await client.aclose()
         response = HttpResponse(body, status=upstream.status_code)
     else:
-        response = StreamingHttpResponse(relay(upstream, client), status=upstream.status_code)
+        response = StreamingHttpResponse(relay(upstream, client, raise_lost), status=upstream.status_code)
     copy_headers(upstream, response, url)
     response["Cache-Control"] = upstream.headers.get("cache-control", "private, no-store")
     return response
@@ -222,7 +249,7 @@ def _redeem(request, job_id: int, port: int) -> HttpResponse:
     if isinstance(found, HttpResponse):
         return found
     job, _ = found
-    home = base_url(job.workspace.slug, job.name)
+    home = home_of(job, port)
     next_ = request.GET.get("next", "")
     response = HttpResponseRedirect(next_ if next_.startswith(home) and "\\" not in next_ else home)
     response.set_cookie(notebook_origin.COOKIE_NAME, notebook_origin.session_cookie(user, job_id, port),
@@ -266,18 +293,18 @@ async def notebook_host(request):
     if isinstance(found, HttpResponse):
         return found
     job, endpoint = found
-    home = base_url(job.workspace.slug, job.name)
+    home = home_of(job, port)
     if not request.path.startswith(home):
         if request.path == "/":
             return HttpResponseRedirect(home)
         return _not_found()
+    title = (gettext("TensorBoard of %(name)s cannot be opened now") if port == TENSORBOARD_PORT
+             else gettext("Notebook %(name)s cannot be opened now")) % {"name": job.name}
     if endpoint is None:
-        return _message(503, gettext("Notebook %(name)s cannot be opened now") % {"name": job.name},
-                        gettext("It is %(state)s: %(why)s.") % {"state": job.state, "why": _why(job)})
+        return _message(503, title, gettext("It is %(state)s: %(why)s.") % {"state": job.state, "why": _why(job)})
     url = endpoint.url + quote(request.path[len(home):], safe="/:@!$&'()*+,;=-._~")
     response = await forward(request, url, _query(request), _headers(request, endpoint.token))
     if response is None:
-        log.warning("notebook %s did not answer", job_id)
-        return _message(502, gettext("Notebook %(name)s cannot be opened now") % {"name": job.name},
-                        gettext("Its server did not answer."))
+        log.warning("job %s's server on port %s did not answer", job_id, port)
+        return _message(502, title, gettext("Its server did not answer."))
     return response

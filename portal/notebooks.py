@@ -7,13 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
 
-from billing.api import idle_by_job
+from billing.api import idle_by_job, kept_alive, parse_until, set_keep_alive
 from portal import job_lists
 from portal import selectors as portal_selectors
+from portal.console import audit
+from portal.console.models import AuditEntry
 from scheduling.api import base_url, clock, endpoint_of, read_activity
 from scheduling.models import ACTIVE_STATES, Job, JobState, Replica
 
@@ -54,6 +58,7 @@ class NotebookRow:
     busy: bool
     idle_gpu_hours: Decimal | None
     idle_cost: Decimal | None
+    kept_until: datetime | None = None  # kept alive until then: the idle rule skips it
 
     @property
     def idle_text(self) -> str:
@@ -105,6 +110,7 @@ def notebook_rows(jobs, *, backend=None, now: datetime | None = None) -> list[No
                     .select_related("node").order_by("job_id", "-attempt")):
         held.setdefault(replica.job_id, replica)
     idle = idle_by_job(ids)
+    kept = kept_alive(ids, now)
     rows = []
     for row in base:
         job, replica = row.job, held.get(row.job.pk)
@@ -114,5 +120,20 @@ def notebook_rows(jobs, *, backend=None, now: datetime | None = None) -> list[No
             job=job, row=row, url=base_url(job.workspace.slug, job.name),
             slice=replica.slice_label if replica else row.gpus, node=replica.node.name if replica else "",
             idle_for=idle_for, busy=busy, idle_gpu_hours=figures.idle_gpu_hours if figures else None,
-            idle_cost=figures.idle_cost if figures else None))
+            idle_cost=figures.idle_cost if figures else None, kept_until=kept.get(job.pk)))
     return rows
+
+
+@transaction.atomic
+def keep_alive(user, job: Job, text: str | None, *, now: datetime | None = None):
+    """Keep the notebook alive until `text` ("18:00" in the user's time zone, or a date and time; None or
+    "": clear it), capped at its queue's maximum runtime; audited."""
+    now = now or clock.now()
+    zone = ZoneInfo(portal_selectors.time_zone_for(user))
+    until = parse_until(text, zone, now) if text else None
+    kept = set_keep_alive(user, job, until, now=now, zone=zone)
+    message = (f"kept notebook {job.name} alive until {kept.until.astimezone(zone):%Y-%m-%d %H:%M %Z}" if kept
+               else f"cleared notebook {job.name}'s keep-alive")
+    audit.record(user, "keep alive", job, source=AuditEntry.Source.TENANT, message=message,
+                 changes={"keep_alive_until": [None, kept.until.isoformat() if kept else None]})
+    return kept

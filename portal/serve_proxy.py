@@ -21,16 +21,19 @@ Errors are in the OpenAI error shape (portal.serve_errors), which the OpenAI cli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError, close_old_connections
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
@@ -201,13 +204,16 @@ def _healthy(endpoint: Endpoint, health_path: str) -> bool:
     return True
 
 
-def ready_endpoint(job: Job) -> Endpoint | None:
+def ready_endpoint(job: Job, avoid: str | None = None) -> Endpoint | None:
     """A running replica whose server answers its health path, tried in random order (which spreads the
-    requests); None when there is none. Refreshes `job.state`."""
+    requests), the one at `avoid` (it just failed) last: asked again, not trusted, it is taken only when it
+    answers its health path and no other does (a connection that timed out on a busy machine, to a service's
+    only replica); None when there is none. Refreshes `job.state`."""
     job.refresh_from_db(fields=["state"])
     if job.state not in (JobState.RUNNING, JobState.SCHEDULED):
         return None
     endpoints = by_traffic(job, inference.ready_endpoints(job, get_backend()))
+    endpoints.sort(key=lambda e: e.url == avoid)
     health = None
     for endpoint in endpoints:
         if _healthy_until.get(endpoint.url, 0.0) > time.monotonic():
@@ -235,18 +241,63 @@ def by_traffic(job: Job, endpoints: list[Endpoint]) -> list[Endpoint]:
     return sorted(endpoints, key=lambda e: e.revision != drawn)
 
 
-async def _wait_for_replica(job: Job) -> tuple[Endpoint, float | None]:
-    """A ready replica, waking the service and waiting for one when it has none; (endpoint, seconds
-    waited when it had to wait)."""
-    endpoint = await sync_to_async(ready_endpoint)(job)
+# While the portal holds a request for a service (from its admission until a replica has it) the service is
+# told so this often, once per service whoever holds: the autoscaler sees held requests in no replica's
+# figures, and a replica that runs but still loads its model, or a portal slowed by load, must not have the
+# service scaled away under them (scheduling.inference.HELD_FRESH_S).
+HELD_MARK_S = 1.0
+_held_marked: dict[int, float] = {}
+
+
+# Its own thread: a mark that waits on the database must not hold a thread of the event loop's default
+# executor, which also resolves the replicas' addresses for the connections to them.
+_MARKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="serve-held")
+
+
+def _mark_held(job: Job) -> None:
+    try:
+        inference.still_held(job)   # a service stopped meanwhile is woken: a held request needs a replica
+    except DatabaseError as error:   # busy: the next beat says it again
+        log.info("service %s: held requests not marked: %s", job.pk, error)
+    finally:
+        close_old_connections()
+
+
+async def _heartbeat(job: Job) -> None:
+    await asyncio.sleep(HELD_MARK_S)   # a request that passes within it writes nothing
+    while True:
+        now = time.monotonic()
+        if now - _held_marked.get(job.pk, 0.0) >= HELD_MARK_S:
+            _held_marked[job.pk] = now
+            await asyncio.get_running_loop().run_in_executor(_MARKER, _mark_held, job)
+        await asyncio.sleep(HELD_MARK_S / 4)
+
+
+@contextlib.asynccontextmanager
+async def _held(job: Job):
+    """The request is in the portal on its way to a replica for the block's time: the service is told so."""
+    beat = asyncio.create_task(_heartbeat(job))
+    try:
+        yield
+    finally:
+        beat.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await beat
+
+
+async def _wait_for_replica(job: Job, avoid: str | None = None) -> tuple[Endpoint, float | None]:
+    """A ready replica (the one at `avoid` last), waking the service and waiting for one when it has none;
+    (endpoint, seconds waited when it had to wait)."""
+    endpoint = await sync_to_async(ready_endpoint)(job, avoid)
     if endpoint is not None:
         return endpoint, None
     started = time.monotonic()
     await sync_to_async(inference.wake)(job)
+    _held_marked[job.pk] = time.monotonic()   # the heartbeat need not say it again at once
     deadline = started + settings.SERVE_COLD_START_TIMEOUT_S
     while time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)
-        endpoint = await sync_to_async(ready_endpoint)(job)
+        endpoint = await sync_to_async(ready_endpoint)(job, avoid)
         if endpoint is not None:
             return endpoint, time.monotonic() - started
         if job.state in FINAL_STATES:   # ready_endpoint read it
@@ -378,20 +429,21 @@ def answered(job: Job, caller: Caller, scopes: list[serve_limits.Scope], usage: 
 KEY_RECHECK_S = 0.25   # an open stream's key is checked again at most this often
 KEY_ENDED = (b'data: {"error": {"message": "this service key was revoked or has expired", '
              b'"type": "authentication_error", "code": "invalid_api_key"}}\n\n')
+UPSTREAM_LOST = (b'data: {"error": {"message": "the replica serving this answer stopped before its end; retry the '
+                 b'request", "type": "server_error", "code": "upstream_lost"}}\n\n')
 
 
-async def _observed(content, job: Job, caller: Caller, scopes, gate: serve_limits.Gate, usage: Usage,
-                    started: float):
-    """The answer's body as it comes, chunk by chunk: the first chunk's time is the TTFT; a key revoked or
-    expired on the way ends the stream at its next chunk."""
-    ttft_s = None
+async def _observed(first: bytes | None, content, job: Job, caller: Caller, scopes, gate: serve_limits.Gate,
+                    usage: Usage):
+    """The answer's body as it comes, chunk by chunk, from its first (already read, its TTFT kept); a key
+    revoked or expired on the way ends the stream at its next chunk. A replica lost mid-way ends the stream
+    with an error event (never an exception: the ASGI server would leave the client's connection open)."""
     checked = time.monotonic()
     try:
+        if first is not None:
+            usage.feed(first)
+            yield first
         async for chunk in content:
-            if ttft_s is None:   # kept at once: the client may go before the answer's end
-                ttft_s = time.monotonic() - started
-                usage.ttft_s = ttft_s
-                await sync_to_async(serve_metrics.record_ttft, thread_sensitive=False)(job.pk, ttft_s)
             if caller.key is not None and time.monotonic() - checked >= KEY_RECHECK_S:
                 checked = time.monotonic()
                 if not await sync_to_async(service_keys.still_valid)(caller.key.pk):
@@ -399,7 +451,13 @@ async def _observed(content, job: Job, caller: Caller, scopes, gate: serve_limit
                     return
             usage.feed(chunk)
             yield chunk
+    except Exception as error:   # the replica went (scaled down past its grace, crashed) or did not finish
+        log.warning("service %s: an answer's replica was lost mid-way: %s", job.pk, error)
+        yield UPSTREAM_LOST if usage.stream else b""
     finally:
+        if content is not None:   # the replica's connection closes now, not when the generator is collected
+            with contextlib.suppress(Exception):
+                await content.aclose()
         gate.leave()
         # shielded: a client that closes as soon as it has the body cancels this generator, not its metering
         await asyncio.shield(sync_to_async(answered)(job, caller, scopes, usage, None))
@@ -453,52 +511,82 @@ async def serve_proxy(request, workspace: str, name: str, path: str = ""):
         over = await sync_to_async(serve_limits.admit, thread_sensitive=False)(scopes)
         if over is not None:
             raise over_limit(over, job)
-        endpoint, waited = await _wait_for_replica(job)
     except DomainError as error:
         return error_response(error)
-    if waited is not None:
-        await sync_to_async(inference.record_cold_start)(job, waited)
     gate = serve_limits.Gate(job.pk, caller.ident)
-    try:
-        await _through_gate(gate, job)
-        response, endpoint = await _forwarded(request, job, endpoint, path, workspace, name)
-    except DomainError as error:
-        gate.leave()
-        return error_response(error)
-    except BaseException:   # cancelled (the client went) or failed: its place is given back
-        gate.leave()
-        raise
+    async with _held(job):
+        try:
+            endpoint, waited = await _wait_for_replica(job)
+            if waited is not None:
+                await sync_to_async(inference.record_cold_start)(job, waited)
+            await _through_gate(gate, job)
+            response, endpoint, first, first_at, rest = await _forwarded(request, job, endpoint, path, workspace,
+                                                                         name)
+        except DomainError as error:
+            gate.leave()
+            return error_response(error)
+        except BaseException:   # cancelled (the client went) or failed: its place is given back
+            gate.leave()
+            raise
     if waited is not None:
         response["X-Cold-Start-Seconds"] = f"{waited:.3f}"
     metering = Metering(endpoint, caller.key.pk if caller.key is not None else None, _phases(response))
     if isinstance(response, StreamingHttpResponse):
         usage = Usage(response.get("Content-Type", ""), metering)
-        observed = ObservedStream(_observed(response.streaming_content, job, caller, scopes, gate, usage, started),
+        if first is not None:   # kept at once: the client may go before the answer's end
+            usage.ttft_s = first_at - started
+            await sync_to_async(serve_metrics.record_ttft, thread_sensitive=False)(job.pk, usage.ttft_s)
+        observed = ObservedStream(_observed(first, rest, job, caller, scopes, gate, usage),
                                   status=response.status_code)
         observed.gate = gate
         for header, value in response.items():
-            observed[header] = value
+            if header.lower() != "content-length":   # an answer cut short must end, not leave the client waiting
+                observed[header] = value
         return observed
     return await _whole(response, job, caller, scopes, gate, started, metering)
 
 
-async def _forwarded(request, job: Job, endpoint: Endpoint, path: str, workspace: str,
-                     name: str) -> tuple[HttpResponse, Endpoint]:
-    """The replica's answer and the replica that gave it; once more from another replica when the first did
-    not answer at all."""
+async def _first_part(response: HttpResponse):
+    """(the first chunk of a streamed answer or None when it has none, the rest to read); a replica that fails
+    before it raises httpx.HTTPError, its connection closed. A whole answer: (None, None)."""
+    if not isinstance(response, StreamingHttpResponse):
+        return None, None
+    content = aiter(response.streaming_content)
+    try:
+        return await anext(content), content
+    except StopAsyncIteration:
+        return None, content
+    except BaseException:
+        await content.aclose()
+        raise
+
+
+FORWARD_ATTEMPTS = 3   # replicas a request is sent to before it is refused with 502
+
+
+async def _forwarded(request, job: Job, endpoint: Endpoint, path: str, workspace: str, name: str):
+    """(the replica's answer, the replica that gave it, a streamed answer's first chunk, when it came, the rest
+    of its body); from another replica when one failed before its first chunk (its process ended since its
+    health was checked: scaled down, restarted, lost): nothing reached the client yet. Up to FORWARD_ATTEMPTS
+    replicas (the third only within the cold-start timeout)."""
     query = request.META.get("QUERY_STRING", "")
-    response = await forward(request, endpoint.url + path.lstrip("/"), query, _headers(request, endpoint.token))
-    if response is None:
-        # no answer at all (its process ended since its health was checked: scaled down, restarted, lost): the
-        # request never reached a model, so it goes once to another ready replica, waking the service if need be
-        log.warning("service %s/%s: a replica did not answer; trying another", workspace, name)
+    deadline = time.monotonic() + settings.SERVE_COLD_START_TIMEOUT_S
+    for attempt in range(1, FORWARD_ATTEMPTS + 1):
+        try:
+            response = await forward(request, endpoint.url + path.lstrip("/"), query,
+                                     _headers(request, endpoint.token), raise_lost=True)
+            if response is not None:
+                first, rest = await _first_part(response)
+                return response, endpoint, first, time.monotonic(), rest
+        except httpx.HTTPError as error:
+            log.info("%s failed before its first chunk: %s", endpoint.url, error)
         _healthy_until.pop(endpoint.url, None)
-        endpoint, _waited = await _wait_for_replica(job)
-        response = await forward(request, endpoint.url + path.lstrip("/"), query, _headers(request, endpoint.token))
-    if response is None:
-        log.warning("service %s/%s did not answer", workspace, name)
-        raise BadGateway(f"a replica of service '{name}' did not answer; try again")
-    return response, endpoint
+        if attempt == FORWARD_ATTEMPTS or (attempt > 1 and time.monotonic() >= deadline):   # a second always
+            break
+        log.warning("service %s/%s: a replica did not answer; trying another", workspace, name)
+        endpoint, _waited = await _wait_for_replica(job, avoid=endpoint.url)
+    log.warning("service %s/%s did not answer", workspace, name)
+    raise BadGateway(f"a replica of service '{name}' did not answer; try again")
 
 
 # --------------------------------------------------------------------------- metering

@@ -181,10 +181,10 @@ def revision_rows(job: Job, cost: Decimal | None, *, now: datetime | None = None
     held: dict[int, float] = {}
     running: dict[int, int] = {}
     placements = job.replicas.exclude(started=None).select_related(None)
-    for replica in placements.only("revision", "started", "ended", "state", "slice", "gpu_indices"):
+    for replica in placements.only("revision", "started", "ended", "state", "slice", "gpu_indices", "clock_scale"):
         number = replica.revision or 1
         seconds = max(0.0, ((replica.ended or now) - replica.started).total_seconds())
-        held[number] = held.get(number, 0.0) + seconds * inference.held_share(replica)
+        held[number] = held.get(number, 0.0) + seconds * inference.billed_share(replica)
         running[number] = running.get(number, 0) + (replica.state == JobState.RUNNING)
     all_held = sum(held.values())
     usage = service_usage.totals_by_revision(job)

@@ -14,7 +14,7 @@ from billing.api import DEFAULT_DURATION_S, Quote, quantize_money, quote_texts, 
 from portal.selectors import get_job_for_user
 from portal.templatetags.money import MONTHS
 from scheduling import kinds
-from scheduling.api import image_form_values, parse_job_spec, parse_job_spec_obj, workspace_examples
+from scheduling.api import formats, image_form_values, parse_job_spec, parse_job_spec_obj, workspace_examples
 from scheduling.api import selectors as scheduling_selectors
 from scheduling.kinds import RATES_PER_HOUR, RATES_PER_REPLICAS
 
@@ -76,9 +76,16 @@ def common_tradeoffs(quote: Quote) -> list[str]:
 
 def submit_texts() -> dict[str, Any]:
     """What the page's script writes beside each quote row, in the page's language (it fills in
-    the %(name)s parts)."""
-    return {RATES_PER_HOUR: gettext("%(price)s %(currency)s per hour"),
-            RATES_PER_REPLICAS: gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s")}
+    the %(name)s parts; prices come formatted, with their currency)."""
+    return {RATES_PER_HOUR: gettext("%(price)s per hour"),
+            RATES_PER_REPLICAS: gettext("%(low)s per hour at %(min)s replicas, %(high)s at %(max)s"),
+            # a service that may scale to zero (or starts above one): what one replica costs too
+            ONE_REPLICA: gettext("%(low)s per hour at %(min)s replicas, %(one)s at 1 replica, %(high)s at %(max)s"),
+            FOR_HOURS: gettext("for %(hours)s h: %(low)s at %(min)s replicas, %(one)s at 1 replica, %(high)s at "
+                               "%(max)s")}
+
+
+ONE_REPLICA, FOR_HOURS = "per-replicas-one", "per-replicas-hours"
 
 
 def kind_tabs() -> list[dict[str, Any]]:
@@ -103,8 +110,9 @@ def page_words() -> dict[str, str]:
                              "without them."),
         "too-large": gettext("%(name)s is %(size)s bytes; specs are limited to 64 KiB"),
         "option": gettext("Option"), "starts": gettext("Starts"), "total": gettext("Total"),
-        "per-gpu-hour": gettext("Per GPU-hour"), "saving": gettext("Saving vs whole GPUs"),
+        "per-hour": gettext("Per hour"), "per-hour-title": gettext("The total over the hours it assumes"), "saving": gettext("Saving vs whole GPUs"),
         "tradeoffs": gettext("Trade-offs"), "spot": gettext("spot"), "off-peak": gettext("off-peak"),
+        "by-deadline": gettext("by the deadline"),
         "cheapest": gettext("cheapest"), "earliest": gettext("earliest"), "now": gettext("now"),
         "queued": gettext("queued"), "up-to": gettext("up to %(high)s"),
         "month-of-runs": gettext("%(month)s a month (%(runs)s runs)"),
@@ -119,15 +127,35 @@ def page_words() -> dict[str, str]:
 
 
 def rate_note(data: Mapping[str, Any], kind: str, currency: str) -> str:
-    """A notebook's price per hour; a service's per hour at its fewest and its most replicas."""
+    """A notebook's price per hour; a service's per hour at its fewest and its most replicas, and, when its
+    fewest is not one (a service that scales to zero reads 0 per hour), at one replica, with what each
+    costs for the hours quoted."""
     rates = kinds.get(kind).quote_rates
+    texts = submit_texts()
     if rates == RATES_PER_HOUR:
-        return submit_texts()[RATES_PER_HOUR] % {"price": data["price_per_hour"], "currency": currency}
-    if rates == RATES_PER_REPLICAS and data["roles"]:
-        role = data["roles"][0]
-        return submit_texts()[RATES_PER_REPLICAS] % {"low": data["price_per_hour"], "min": role["min_replicas"],
-                                              "high": data["price_per_hour_max"], "max": role["max_replicas"]}
-    return ""
+        return texts[RATES_PER_HOUR] % {"price": formats.rate(data["price_per_hour"], currency)}
+    if rates != RATES_PER_REPLICAS or not data["roles"]:
+        return ""
+    role = data["roles"][0]
+    low, high = role["min_replicas"], role["max_replicas"]
+    figures = {"low": formats.rate(data["price_per_hour"], currency), "min": low,
+               "high": formats.rate(data["price_per_hour_max"], currency), "max": high}
+    if low == 1 or high < 1:
+        return texts[RATES_PER_REPLICAS] % figures
+    # k replicas cost k times one (the same rates per replica), so one replica's hours are the most's over its count
+    one_total = Decimal(data["estimate_high"]) / high
+    per_hour = texts[ONE_REPLICA] % {**figures, "one": formats.rate(role["price_per_hour"], currency)}
+    for_hours = texts[FOR_HOURS] % {"hours": data["duration_hours"], "min": low, "max": high,
+                                    "low": formats.money(data["estimate_low"], currency),
+                                    "one": formats.money(one_total, currency),
+                                    "high": formats.money(data["estimate_high"], currency)}
+    return f"{per_hour}; {for_hours}"
+
+
+def per_hour(data: Mapping[str, Any]) -> Decimal | None:
+    """The quote table's price per hour: the total shown over the hours it assumes, so that the two agree."""
+    hours = Decimal(data["duration_hours"])
+    return Decimal(data["total"]) / hours if hours > 0 else None
 
 
 def quote_rows(quote: Quote, kind: str = kinds.DEFAULT) -> list[dict[str, Any]]:
@@ -146,5 +174,6 @@ def quote_rows(quote: Quote, kind: str = kinds.DEFAULT) -> list[dict[str, Any]]:
                      "has_saving": quantize_money(option.saving, option.currency) > 0,
                      "own_tradeoffs": [quote_texts.tradeoff_text(n.code, n.params, n.text) for n in own],
                      "tags": tags[:MAX_TAGS], "more_tags": len(tags[MAX_TAGS:]),
-                     "rate_note": rate_note(data, kind, quote.currency)})
+                     "rate_note": rate_note(data, kind, quote.currency),
+                     "per_hour": formats.rate(per_hour(data), quote.currency)})
     return rows

@@ -9,7 +9,7 @@ from portal.identity import views as identity
 from portal.members import views as members
 from portal.notebook_proxy import notebook_redirect
 from portal.notifications import views as notifications
-from portal.pages import account, device, invitation, language, tokens, volumes
+from portal.pages import account, device, invitation, language, ssh_keys, tokens, user_reports, volumes
 from portal.pages import workspaces as views
 from portal.secrets import views as workspace_secrets
 from portal.serve_proxy import serve_not_found, serve_proxy
@@ -38,10 +38,13 @@ urlpatterns = [
     path("workspaces/switch/", views.switch_workspace, name="switch-workspace"),
     path("w/<slug:slug>/", views.workspace_detail, name="workspace"),
     path("w/<slug:slug>/service-accounts/", views.workspace_service_accounts, name="workspace-service-accounts"),
+    path("w/<slug:slug>/ssh/", views.workspace_ssh, name="workspace-ssh"),
     path("account/tokens/", tokens.api_tokens, name="api-tokens"),
     path("account/tokens/<int:pk>/revoke/", tokens.api_token_revoke, name="api-token-revoke"),
+    path("account/ssh-keys/", ssh_keys.ssh_keys_page, name="ssh-keys"),
     path("device/", device.device, name="device"),
     path("account/preferences/", account.preferences, name="preferences"),
+    path("account/usage/", user_reports.my_usage, name="account-usage"),
     path("account/sessions/", account.sessions, name="account-sessions"),
     path("account/sessions/<int:session_id>/end/", account.session_end, name="account-session-end"),
     path("language/", language.switch_language, name="switch-language"),

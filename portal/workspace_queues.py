@@ -15,7 +15,14 @@ from datetime import datetime
 from django.db.models import Count
 
 from portal.console.selectors import AllocationHistory, queue_allocation_history, queue_lines
-from scheduling.api import StartWindow, clock, pending_outlook, queues_for_workspace
+from scheduling.api import (
+    PositionNote,
+    StartWindow,
+    clock,
+    pending_outlook,
+    position_note,
+    queues_for_workspace,
+)
 from scheduling.models import Job, JobState
 
 HISTORY_DAYS = 7
@@ -63,6 +70,7 @@ class WaitingJob:
     job: Job
     position: int | None
     expected_start: StartWindow | None
+    note: PositionNote | None = None   # what its position means for it: backfill may pass it, GPUs reserved
 
 
 def waiting_jobs(workspace, now: datetime | None = None) -> list[WaitingJob]:
@@ -72,5 +80,6 @@ def waiting_jobs(workspace, now: datetime | None = None) -> list[WaitingJob]:
                 .order_by("created", "id")[:MAX_PENDING_ROWS])
     outlook = pending_outlook(jobs, now)
     rows = [WaitingJob(job, outlook[job.pk].position if job.pk in outlook else None,
-                       outlook[job.pk].expected_start if job.pk in outlook else None) for job in jobs]
+                       outlook[job.pk].expected_start if job.pk in outlook else None, position_note(job))
+            for job in jobs]
     return sorted(rows, key=lambda r: (r.job.queue.name, r.position or 0, r.job.pk))

@@ -25,6 +25,8 @@ from scheduling.spec.workloads import DEFAULT_NOTEBOOK_IMAGE
 from scheduling import services
 from scheduling.services import (
     MAX_PRIORITY,
+    SubmitItem,
+    SubmitReads,
     cancel_array_index,
     cancel_job,
     read_spec,
@@ -35,6 +37,7 @@ from scheduling.services import (
     stop_job_by_policy,
     stop_workload,
     submit_job,
+    submit_jobs,
     suspend_jobs,
 )
 
@@ -74,8 +77,10 @@ from scheduling.selectors import (
 
 # ------------------------------------------------------------ Expected starts
 # (the forward replay through the scheduler core, kept while the cluster stays the same)
-from scheduling.starts import expected_starts
-from scheduling.forecast import PendingOutlook, StartWindow, pending_outlook
+from scheduling.starts import StartOutlook, expected_starts, start_outlook
+from scheduling.starts import cluster_snapshot as cluster_snapshot_now
+from scheduling.forecast import PendingOutlook, StartWindow, pending_outlook, window_summary
+from scheduling.positions import PositionNote, position_note
 
 # ------------------------------------------------------------ Job specs
 from scheduling.spec import (
@@ -91,7 +96,10 @@ from scheduling.spec.model import DEFAULT_CPU_MILLI, DEFAULT_MEM_MIB, SHARING_MO
 from scheduling.spec.cluster import role_request
 from scheduling.spec.examples import workspace_examples
 from scheduling.spec.load import load_yaml
-from scheduling.spec.units import format_memory
+from scheduling.spec.units import format_duration, format_memory
+from scheduling.tensorboard import PORT as TENSORBOARD_PORT
+from scheduling.tensorboard import endpoint_of as tensorboard_endpoint_of
+from scheduling.tensorboard import logdir_of as tensorboard_logdir_of
 
 # ------------------------------------------------------------ GPU units and names
 from scheduling.core.units import (
@@ -120,6 +128,7 @@ from scheduling import inference, logs, notebooks
 from scheduling import service_revisions, service_usage
 from scheduling.backends import get_backend
 from scheduling.notebooks import Endpoint, base_url, endpoint_of, read_activity
+from scheduling.ssh import SshTarget, has_ssh, running_job, ssh_target, ssh_token, use_key_reader
 from scheduling.serving.idle import idle_since
 
 # ------------------------------------------------------------ Model memory and serving advice
@@ -181,3 +190,7 @@ from scheduling.broker import revoke_task, send_task
 
 # ------------------------------------------------------------ Graceful eviction and checkpoints
 from scheduling.lifecycle.checkpoints import checkpoint_fields, grace_of, job_summary, lost_of, queue_eviction_rate
+
+# ------------------------------------------------------------ Work with a deadline
+from scheduling import deadlines
+from scheduling.deadlines import DeadlineRow, DeadlineView, at_risk, by_slack, phase_text

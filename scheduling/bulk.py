@@ -33,17 +33,27 @@ def update_rows(rows: Sequence[models.Model], fields: Sequence[str]) -> None:
         cursor.executemany(sql, params)
 
 
-def insert_rows(rows: Sequence[models.Model], *, ignore_conflicts: bool = False) -> None:
+def insert_rows(rows: Sequence[models.Model], *, ignore_conflicts: bool = False, keys: bool = False) -> None:
     """Insert new rows (all of one model, primary keys left to the database), as `bulk_create` would;
-    `ignore_conflicts`: a row that breaks a unique constraint is skipped. Their `pk` is not read back."""
+    `ignore_conflicts`: a row that breaks a unique constraint is skipped. Their `pk` is not read back,
+    unless `keys`: then each row gets its key (on PostgreSQL taken from the key's sequence beforehand)."""
+    if keys and ignore_conflicts:
+        raise ValueError("keys are not read back for rows a conflict may skip")
     if not rows:
         return
     model = type(rows[0])
     if connection.vendor != "postgresql":
-        model.objects.bulk_create(rows, batch_size=2000, ignore_conflicts=ignore_conflicts)
+        model.objects.bulk_create(rows, batch_size=500 if keys else 2000, ignore_conflicts=ignore_conflicts)
         return
     meta, quote = model._meta, connection.ops.quote_name
     fields = [f for f in meta.concrete_fields if f is not meta.pk]   # the key comes from its sequence
+    if keys:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                           [meta.db_table, meta.pk.column, len(rows)])
+            for row, (key,) in zip(rows, cursor.fetchall(), strict=True):
+                row.pk = key
+        fields = [meta.pk, *fields]
     names = ", ".join(quote(f.column) for f in fields)
     table = quote(meta.db_table)
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:   # as bulk_create: no savepoint

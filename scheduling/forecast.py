@@ -19,10 +19,22 @@ the low estimate is declared x min(1, first quartile of actual/declared) and the
 declared x max(1, third quartile). A running job ends at its start plus its estimate; one already
 past it ends at once.
 
-Range: `earliest` replays the low run times with a cycle the moment a job ends; `latest` replays the
-high run times plus one cycle interval per job (its end is seen by the next cycle, and a started job
-first pulls its image) with cycles only every SCHEDULER_INTERVAL_S, and adds one more interval (the
-beat's phase). A start beyond HORIZON_S, or none, is unknown (None).
+Range: `earliest` replays the low run times with a cycle the moment a job ends, and no job submitted
+after now; `latest` replays the high run times plus one cycle interval per job (its end is seen by the
+next cycle, and a started job first pulls its image) with cycles only every SCHEDULER_INTERVAL_S, adds
+one more interval (the beat's phase), and has others keep submitting: each queue's jobs of the last
+ARRIVAL_WINDOW_S submitted again, newest first, as a rate that starts at the queue's rate of its last
+BURST_WINDOW_S (or of all the platform has seen, when it has run less) and fades to its rate of the hour
+over BURST_LASTS times that span (a burst goes on a while, then ends), each job where the count expected
+by then reaches its number at its upper bound (m + ARRIVAL_Z sqrt(m) + 1 for m expected), for
+ARRIVAL_SPAN_S (at most MAX_ARRIVALS jobs). Both replays are the scheduler core's cycle, so backfill of
+smaller and later jobs, quotas for non-preemptible work, reclaim and preemption and elastic extras happen
+in them as in the real cycle.
+
+Open-ended: where the late replay cannot place the job while its modelled arrivals last, or within
+HORIZON_S and MAX_CYCLES, the answer is `earliest` with no `latest` ("not before ...; depends on jobs
+ending"), never a made-up bound. A start beyond HORIZON_S in the early replay, or
+none, is unknown (None).
 
 Both replays cover every pending job of the cluster at once; the answer is kept for REUSE_S while the
 cluster's snapshot (jobs, replicas, nodes, queues), the jobs' durations and the queues' run-time history
@@ -33,26 +45,31 @@ stay the same, so pages and API calls between two cycles share one computation. 
 from __future__ import annotations
 
 import bisect
-import statistics
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Max
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
+from django.utils.translation import gettext
 
 from scheduling import clock
 from scheduling.core import model as cm
-from scheduling.core.replay import ReplayJob, replay
+from scheduling.core.forecast import (
+    ARRIVAL_WINDOW_S,
+    HISTORY_JOBS,
+    Arrival,
+    JobInput,
+    forecast_windows,
+    runtime_spread,
+)
 from scheduling.cycle.snapshot import build_snapshot, core_job, core_roles
 from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobState, Replica
 
-HORIZON_S = 7 * 86400
-MAX_CYCLES = 1000          # per replay: a bound on the work of one forecast (beyond: unknown)
-HISTORY_JOBS = 50
-HISTORY_MIN = 5
 REUSE_S = 30.0
 
 
@@ -60,6 +77,24 @@ REUSE_S = 30.0
 class StartWindow:
     earliest: datetime | None
     latest: datetime | None
+
+    @property
+    def open_ended(self) -> bool:
+        """Not before `earliest`, and no bound after it: the start depends on jobs ending (and arriving)."""
+        return self.earliest is not None and self.latest is None
+
+
+def window_summary(window: StartWindow) -> str:
+    """The range in words, in the active language, its times in the active time zone."""
+    def at(moment: datetime) -> str:
+        return date_format(localtime(moment), "Y-m-d H:i")
+
+    if window.open_ended:
+        return gettext("not before %(start)s; depends on jobs ending") % {"start": at(window.earliest)}
+    if window.earliest is not None and window.latest is not None:
+        return gettext("between %(earliest)s and %(latest)s") % {"earliest": at(window.earliest),
+                                                                  "latest": at(window.latest)}
+    return gettext("unknown")
 
 
 @dataclass(frozen=True)
@@ -109,13 +144,8 @@ def runtime_factors(queues: Iterable[str]) -> dict[str, tuple[float, float]]:
                                    started__isnull=False, finished__isnull=False, expected_duration_s__gt=0)
                 .annotate(scale=Max("replicas__clock_scale")).order_by("-finished", "-id")
                 .values_list("expected_duration_s", "started", "finished", "scale")[:HISTORY_JOBS])
-        ratios = [max((finished - started).total_seconds(), 0.0) * (scale or 1.0) / declared
-                  for declared, started, finished, scale in rows]
-        if len(ratios) < HISTORY_MIN:
-            out[name] = (1.0, 1.0)
-            continue
-        first, _, third = statistics.quantiles(ratios, n=4, method="inclusive")
-        out[name] = (min(1.0, first), max(1.0, third))
+        out[name] = runtime_spread([max((finished - started).total_seconds(), 0.0) * (scale or 1.0) / declared
+                                    for declared, started, finished, scale in rows])
     return out
 
 
@@ -127,20 +157,7 @@ def default_clock_scale() -> float:
     return float(settings.SIM_SPEEDUP) if settings.SCHEDULER_BACKEND == "simulated" else 1.0
 
 
-@dataclass(frozen=True)
-class _JobInput:
-    """What the forecast knows of one unfinished job, none of it depending on the time of asking."""
-
-    job: cm.Job
-    queue: str
-    seconds: float                 # declared duration in platform seconds
-    started: float | None          # a placed job: when it started (None: placed, not started yet)
-    placed: bool
-    arrives: float | None          # a held job: when it enters the queue
-    pending: bool                  # Pending in the database: its start is asked for
-
-
-def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[_JobInput, ...]:
+def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[JobInput, ...]:
     placed = {r.job_id for r in snapshot.running}
     started: dict[str, float] = {}
     scales: dict[str, float] = {}
@@ -157,7 +174,7 @@ def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[_JobInput, ...]:
     for job in snapshot.jobs:
         # a job that ended since the snapshot was read: gone at once
         state, declared = rows.get(job.id, (None, 0))
-        out.append(_JobInput(job, job.queue, declared / scales.get(job.id, fallback), started.get(job.id),
+        out.append(JobInput(job, job.queue, declared / scales.get(job.id, fallback), started.get(job.id),
                              job.id in placed, None, state == JobState.PENDING))
     roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
     held = Job.objects.filter(state=JobState.PENDING, not_before__gt=now).exclude(roles=[]).values_list(
@@ -168,55 +185,48 @@ def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[_JobInput, ...]:
         if text not in roles_by_text:
             roles_by_text[text] = core_roles(roles)
         job = core_job(pk, queue, roles_by_text[text], priority, preemptible, reduce_cost, created, topology)
-        out.append(_JobInput(job, queue, declared / fallback, None, False, not_before.timestamp(), True))
+        out.append(JobInput(job, queue, declared / fallback, None, False, not_before.timestamp(), True))
     return tuple(out)
 
 
 # --------------------------------------------------------------------------- the forecast
 
 
-def _replay_jobs(inputs: tuple[_JobInput, ...], factors: dict[str, tuple[float, float]], now: float, *,
-                 high: bool, extra_s: float) -> list[ReplayJob]:
-    jobs = []
-    for i in inputs:
-        low_factor, high_factor = factors.get(i.queue, (1.0, 1.0))
-        seconds = i.seconds * (high_factor if high else low_factor) + extra_s
-        if i.arrives is not None:
-            jobs.append(ReplayJob(i.job, i.arrives, seconds))
-        elif i.placed:
-            begun = min(i.started if i.started is not None else now, now)
-            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds, done=min(now - begun, seconds),
-                                  started=begun))
-        else:
-            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds))
-    return jobs
+def recent_arrivals(now: datetime, window_s: float = ARRIVAL_WINDOW_S) -> tuple[Arrival, ...]:
+    """Every queue's jobs submitted in the last `window_s` before `now`, oldest first."""
+    scale = default_clock_scale()
+    rows = Job.objects.filter(created__gt=now - timedelta(seconds=window_s), created__lte=now).exclude(
+        roles=[]).order_by("created", "pk").values_list(
+        "pk", "queue__name", "roles", "priority", "preemptible", "reduce_cost", "created", "topology",
+        "expected_duration_s")
+    roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
+    out = []
+    for pk, queue, roles, priority, preemptible, reduce_cost, created, topology, declared in rows:
+        if queue is None:
+            continue
+        text = repr(roles)
+        if text not in roles_by_text:
+            roles_by_text[text] = core_roles(roles)
+        job = core_job(pk, queue, roles_by_text[text], priority, preemptible, reduce_cost, created, topology)
+        out.append(Arrival(job, (declared or 0) / scale, (now - created).total_seconds()))
+    return tuple(out)
 
 
-def _forecast(snapshot: cm.Snapshot, inputs: tuple[_JobInput, ...], factors: dict[str, tuple[float, float]],
-              now: datetime) -> dict[int, StartWindow]:
-    watched = [i.job.id for i in inputs if i.pending]
-    if not watched:
-        return {}
-    start = now.timestamp()
-    interval = float(settings.SCHEDULER_INTERVAL_S)
-    common = {"start": start, "until": start + HORIZON_S, "cycle_s": interval, "watch": watched,
-              "max_cycles": MAX_CYCLES}
-    early = replay(snapshot, _replay_jobs(inputs, factors, start, high=False, extra_s=0.0), on_events=True,
-                   **common)
-    late = replay(snapshot, _replay_jobs(inputs, factors, start, high=True, extra_s=interval), on_events=False,
-                  **common)
+def observed_since(now: datetime, window_s: float = ARRIVAL_WINDOW_S) -> float:
+    """How long submissions have been seen, at most `window_s`: since the first job, on a new platform."""
+    first = Job.objects.order_by("created").values_list("created", flat=True).first()
+    return window_s if first is None else min(window_s, max((now - first).total_seconds(), 1.0))
 
+
+def _forecast(snapshot: cm.Snapshot, inputs: tuple[JobInput, ...], factors: dict[str, tuple[float, float]],
+              now: datetime, arrivals: tuple[Arrival, ...] = ()) -> dict[int, StartWindow]:
     def at(ts: float | None) -> datetime | None:
         return None if ts is None else datetime.fromtimestamp(ts, tz=now.tzinfo)
 
-    out = {}
-    for job_id in watched:
-        earliest, latest = early.jobs[job_id].start, late.jobs[job_id].start
-        latest = None if latest is None else latest + interval
-        if earliest is not None and latest is not None and earliest > latest:
-            earliest, latest = latest, earliest   # the two runs took different paths: keep a true range
-        out[int(job_id)] = StartWindow(at(earliest), at(latest))
-    return out
+    windows = forecast_windows(snapshot, inputs, factors, now.timestamp(),
+                               interval=float(settings.SCHEDULER_INTERVAL_S), arrivals=arrivals,
+                               observed_s=observed_since(now) if arrivals else None)
+    return {int(job_id): StartWindow(at(earliest), at(latest)) for job_id, (earliest, latest) in windows.items()}
 
 
 class _Kept:
@@ -264,11 +274,13 @@ def forecast_starts(now: datetime | None = None) -> dict[int, StartWindow]:
     snapshot = build_snapshot(now)
     inputs = _inputs(snapshot, now)
     factors = runtime_factors(i.queue for i in inputs)
-    state = (replace(snapshot, now=0.0, queue_usage=()), inputs, factors, settings.SCHEDULER_INTERVAL_S)
+    arrivals = recent_arrivals(now)
+    state = (replace(snapshot, now=0.0, queue_usage=()), inputs, factors, settings.SCHEDULER_INTERVAL_S,
+             tuple(a.job.id for a in arrivals))
     kept = _pending_kept.get(state, now.timestamp())
     if kept is not None:
         return kept
-    result = _forecast(snapshot, inputs, factors, now)
+    result = _forecast(snapshot, inputs, factors, now, arrivals)
     _pending_kept.put(state, now.timestamp(), result)
     return result
 
@@ -286,7 +298,9 @@ def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime
     others = tuple(replace(i, pending=False) for i in _inputs(snapshot, now))
     factors = runtime_factors([*(i.queue for i in others), *(job.queue for job, _ in candidates.values())])
     scale = default_clock_scale()
-    state = (replace(snapshot, now=0.0, queue_usage=()), others, factors, scale, settings.SCHEDULER_INTERVAL_S)
+    arrivals = recent_arrivals(now)
+    state = (replace(snapshot, now=0.0, queue_usage=()), others, factors, scale, settings.SCHEDULER_INTERVAL_S,
+             tuple(a.job.id for a in arrivals))
     out = {}
     for n, (name, (job, seconds)) in enumerate(candidates.items(), 1):
         asked = (replace(job, id="0", created=0.0), seconds)
@@ -294,8 +308,8 @@ def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime
         if window is None:
             # a negative id never meets a stored job's; a hair after now: behind jobs submitted this instant
             job = replace(job, id=str(-n), created=now.timestamp() + 0.001)
-            extra = _JobInput(job, job.queue, seconds / scale, None, False, None, True)
-            window = _forecast(snapshot, (*others, extra), factors, now).get(-n, StartWindow(None, None))
+            extra = JobInput(job, job.queue, seconds / scale, None, False, None, True)
+            window = _forecast(snapshot, (*others, extra), factors, now, arrivals).get(-n, StartWindow(None, None))
             _new_kept.put(state, now.timestamp(), window, asked)
         out[name] = window
     return out

@@ -50,6 +50,63 @@ def ngettext(singular: str, plural: str, number: int) -> str:
     return translation.ngettext(singular, plural, number)
 
 
+# ----------------------------------------------------------------------------- job states
+
+# A job's state as people read it; the API and the YAML keep the English value (Running).
+STATE_WORDS = {
+    "Pending": translation.pgettext_lazy("job state", "Pending"),
+    "Scheduled": translation.pgettext_lazy("job state", "Scheduled"),
+    "Running": translation.pgettext_lazy("job state", "Running"),
+    "Succeeded": translation.pgettext_lazy("job state", "Succeeded"),
+    "Failed": translation.pgettext_lazy("job state", "Failed"),
+    "Preempted": translation.pgettext_lazy("job state", "Preempted"),
+    "Cancelled": translation.pgettext_lazy("job state", "Cancelled"),
+    "Stopped": translation.pgettext_lazy("job state", "Stopped"),
+    "Blocked": translation.pgettext_lazy("job state", "Blocked"),
+}
+
+
+def state_text(state: str) -> str:
+    """A job's (or replica's) state in the reader's language: 'Running' -> '运行中'; another word as it is."""
+    word = STATE_WORDS.get(state)
+    return state if word is None or _ENGLISH.get() else str(word)
+
+
+def state_words() -> dict[str, str]:
+    """Every job state's word in the active language, for a page's script."""
+    return {state: state_text(state) for state in STATE_WORDS}
+
+
+# ----------------------------------------------------------------------------- durations
+
+
+def duration(seconds: float) -> str:
+    """How long, in the reader's language: '3 d 4 h', '2 h 05 min', '12 min', '40 s'."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return gettext("%(days)s d %(hours)s h") % {"days": days, "hours": hours}
+    if hours:
+        return gettext("%(hours)s h %(minutes)s min") % {"hours": hours, "minutes": f"{minutes:02d}"}
+    if minutes:
+        return gettext("%(minutes)s min") % {"minutes": minutes}
+    return gettext("%(seconds)s s") % {"seconds": secs}
+
+
+def age(seconds: float) -> str:
+    """A rough age in one unit, in the reader's language: '45 s', '12 min', '3 h', '2 d'."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return gettext("%(seconds)s s") % {"seconds": seconds}
+    if seconds < 2 * 3600:
+        return gettext("%(minutes)s min") % {"minutes": seconds // 60}
+    if seconds < 2 * 86400:
+        return gettext("%(hours)s h") % {"hours": seconds // 3600}
+    return gettext("%(days)s d") % {"days": seconds // 86400}
+
+
 # ----------------------------------------------------------------------------- sizes
 
 _KIB = 1024
@@ -107,7 +164,12 @@ def gpu_slice(slice_: Mapping[str, Any] | None, gpu_count: int) -> str:
 SYMBOLS = {"CNY": "¥", "USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥", "INR": "₹", "KRW": "₩"}
 # Per language: (grouping mark, decimal mark). Chinese groups by thousands as English does (CLDR).
 MARKS = {"en": (",", "."), "zh-hans": (",", ".")}
-_CENT = Decimal("0.01")
+RATE_PLACES = 4  # a price per hour: up to four places (Intl's maximumFractionDigits), as the rate tables keep
+
+
+def rate(amount: Any, currency: str = "", language: str | None = None) -> str:
+    """A price per hour, as money with up to RATE_PLACES places: '$0.424', '¥7.20', '$0.00'."""
+    return money(amount, currency, language, most_places=RATE_PLACES)
 
 
 def _marks(language: str | None) -> tuple[str, str]:
@@ -115,17 +177,19 @@ def _marks(language: str | None) -> tuple[str, str]:
     return MARKS.get(code) or MARKS.get(code.split("-")[0]) or MARKS["en"]
 
 
-def money(amount: Any, currency: str = "", language: str | None = None) -> str:
+def money(amount: Any, currency: str = "", language: str | None = None, *, most_places: int = 2) -> str:
     """An amount for people in `language` (the active one by default): '¥19,705.15', '-$0.85',
-    '€1,234.50', '1,234.50 CHF' for a currency without a symbol; '' for no amount."""
+    '€1,234.50', '1,234.50 CHF' for a currency without a symbol; '' for no amount. `most_places`
+    above 2 keeps up to that many places for a price per hour ('$0.424'), never fewer than two."""
     if amount is None or amount == "":
         return ""
     try:
-        value = Decimal(str(amount)).quantize(_CENT, rounding=ROUND_HALF_UP)
+        value = Decimal(str(amount)).quantize(Decimal(1).scaleb(-most_places), rounding=ROUND_HALF_UP)
     except (InvalidOperation, ValueError, TypeError):
         return ""
     group, point = _marks(language)
-    whole, cents = f"{abs(value):,.2f}".split(".")
+    whole, cents = f"{abs(value):,.{most_places}f}".split(".")
+    cents = cents.rstrip("0").ljust(2, "0")
     digits = f"{whole.replace(',', group)}{point}{cents}"
     sign = "-" if value < 0 else ""
     code = (currency or "").upper()

@@ -141,7 +141,7 @@ class PoolPolicyForm(NodePoolForm):
 
     class Meta(NodePoolForm.Meta):
         fields = ["placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels",
-                  "bucket_csi_driver"]
+                  "bucket_csi_driver", "deadline_discount"]
         labels = {
             "placement": _("Placement policy"),
             "sharing": _("Sharing mode"),
@@ -150,6 +150,7 @@ class PoolPolicyForm(NodePoolForm):
             "spot": _("Spot / preemptible nodes"),
             "topology_levels": _("Topology levels"),
             "bucket_csi_driver": _("Bucket CSI driver"),
+            "deadline_discount": _("Deadline discount"),
         }
         help_texts = {
             "placement": _("Where the scheduler puts work: bin-pack fills nodes, spread balances them, "
@@ -165,6 +166,9 @@ class PoolPolicyForm(NodePoolForm):
             "bucket_csi_driver": _("Kubernetes only: jobs on this pool also get each bucket they read mounted as a "
                                    "folder (at the spec's mountPath, or /buckets/<name>) through this driver, which "
                                    "you install in the cluster. None: the AWS_* environment only."),
+            # xgettext:no-python-format
+            "deadline_discount": _("0 to 1: the share taken off work priced \"by the deadline\" on this pool outside "
+                                   "the off-peak windows (0.40 = 40% off). Blank: the price table's off-peak discount."),
         }
 
     def __init__(self, *args, **kwargs):

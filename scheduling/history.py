@@ -6,7 +6,8 @@ off-peak window it waited for), and how long it ran: from its first replica's st
 replica's end (a job still running: so far, or its declared duration if that is longer; a job that
 never ran and still waits: its declared duration; a job cancelled or failed before it ran asked for
 nothing and is left out). `cluster_snapshot` is the cluster as it is: pools, every node (ready and
-schedulable: capacity planning counts what is owned) and the queue tree. `where_ran` says in which pool
+schedulable: capacity planning counts what is owned) and the queue tree. A job with a deadline (`complete_by`)
+is replayed as one: in the gaps until its latest start (`deadlines.margin_s` kept in hand), strict from it. `where_ran` says in which pool
 each job's replicas ran, for figures per pool.
 """
 
@@ -20,6 +21,7 @@ from scheduling import clock
 from scheduling.core import model as cm
 from scheduling.core.replay import ReplayJob
 from scheduling.cycle.snapshot import core_job, core_queue, core_roles
+from scheduling.deadlines import margin_s
 from scheduling.models import FINAL_STATES, Gpu, Job, Node, NodePool, Queue, Replica
 
 DEFAULT_DAYS = 30
@@ -32,6 +34,7 @@ class HistoryJob:
     duration: float                # seconds it ran (or will, as declared)
     pool: str                      # where its first replica ran ("" never ran)
     finished: bool
+    complete_by: float | None = None   # a deadline job's deadline (epoch seconds)
 
 
 def cluster_snapshot() -> cm.Snapshot:
@@ -63,9 +66,9 @@ def history_jobs(*, since: datetime | None = None, until: datetime | None = None
     roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
     out = []
     rows = Job.objects.filter(created__gte=since, created__lte=until).exclude(roles=[]).order_by("created", "pk")
-    for pk, queue, roles, priority, preemptible, reduce_cost, created, not_before, state, declared in rows.values_list(
-            "pk", "queue__name", "roles", "priority", "preemptible", "reduce_cost", "created", "not_before", "state",
-            "expected_duration_s"):
+    for pk, queue, roles, priority, preemptible, reduce_cost, created, not_before, state, declared, deadline in \
+            rows.values_list("pk", "queue__name", "roles", "priority", "preemptible", "reduce_cost", "created",
+                             "not_before", "state", "expected_duration_s", "complete_by"):
         placed = runs.get(pk)
         finished = state in FINAL_STATES
         if placed:
@@ -85,7 +88,8 @@ def history_jobs(*, since: datetime | None = None, until: datetime | None = None
             roles_by_text[text] = core_roles(roles)
         job = core_job(pk, queue, roles_by_text[text], priority, preemptible, reduce_cost, created)
         submit = max(created, not_before) if not_before else created
-        out.append(HistoryJob(job, submit.timestamp(), max(seconds, 0.0), pool, finished))
+        out.append(HistoryJob(job, submit.timestamp(), max(seconds, 0.0), pool, finished,
+                              None if deadline is None else deadline.timestamp()))
     return out
 
 
@@ -97,7 +101,9 @@ def replay_jobs(history: list[HistoryJob], *, checkpoint_s: float | None, preemp
         job = h.job if preemption or not h.job.preemptible else cm.Job(
             h.job.id, h.job.queue, h.job.roles, priority=h.job.priority, preemptible=False,
             reduce_cost=h.job.reduce_cost, created=h.job.created)
-        out.append(ReplayJob(job, h.submit, h.duration, checkpoint_s))
+        # a deadline job keeps its deadline: the core runs it in the gaps until its latest start
+        out.append(ReplayJob(job, h.submit, h.duration, checkpoint_s, deadline=h.complete_by,
+                             margin_s=0.0 if h.complete_by is None else margin_s(h.duration)))
     return out
 
 

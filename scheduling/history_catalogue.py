@@ -98,3 +98,9 @@ REVISION_PROMOTED = gettext_noop("revision %(number)s takes all the traffic, pro
 REVISION_ROLLED_BACK = gettext_noop("rolled back to revision %(number)s by %(user)s")
 REPLICAS_REPLACED = (gettext_noop("%(count)s replica of revision %(revisions)s replaced: revision %(ready)s is ready"),
                      gettext_noop("%(count)s replicas of revision %(revisions)s replaced: revision %(ready)s is ready"))
+
+# A deadline job (scheduling.deadlines): found it can no longer be done by its deadline, reported at once.
+DEADLINE_NOT_STARTED = gettext_noop(
+    "can no longer finish by its deadline %(deadline)s: still waiting after its latest start %(latest_start)s")
+DEADLINE_FINISHES_LATE = gettext_noop(
+    "can no longer finish by its deadline %(deadline)s: expected to finish at %(finish)s")

@@ -42,7 +42,10 @@ from scheduling.spec.workloads import InferenceSpec
 log = logging.getLogger(__name__)
 
 SCRAPE_TIMEOUT_S = 2.0
-WOKEN_HOLD_S = 120.0       # a wake keeps one replica wanted until one runs, at most this long
+WOKEN_HOLD_S = 120.0       # a wake keeps one replica wanted until one is ready, at most this long
+# Once one is ready: requests the portal held this recently are still on their way to it (the portal marks
+# the requests it holds every second, by `wake`), and no replica's figures count them yet.
+HELD_FRESH_S = 5.0
 MAX_REPLICAS = 64          # the most replicas `set_range` accepts
 
 
@@ -304,9 +307,11 @@ def evaluate(job: Job, backend, now: datetime) -> ServiceSample:
         observed = {"rps": window.rps, "queueDepth": window.waiting / max(1, len(with_figures)),
                     "ttftP95": ttft_p95 or 0.0}.get(policy.metric, window.concurrency)
         running = sum(1 for r in active if r.state == JobState.RUNNING)
-        if running:
-            scale.woken_at = None   # the requests that woke it reach a replica now: the figures count them
-        woken = scale.woken_at is not None and (now - scale.woken_at).total_seconds() < WOKEN_HOLD_S
+        ready = {replica.pk for replica, figures in with_figures if figures.ready}
+        # Requests held in the portal are in no replica's figures: a replica that runs but still loads its
+        # model cannot take them, so they keep one wanted until one is ready and they have reached it.
+        held_for = HELD_FRESH_S if ready else WOKEN_HOLD_S
+        woken = scale.woken_at is not None and (now - scale.woken_at).total_seconds() < held_for
         decision = autoscaler.decide(now.timestamp(), observed, len(active),
                                      waiting=window.waiting + (1 if woken else 0),
                                      busy=window.requests > 0 or window.concurrency > 0)
@@ -316,14 +321,13 @@ def evaluate(job: Job, backend, now: datetime) -> ServiceSample:
             desired=decision.desired, requests=window.requests, concurrency=window.concurrency,
             p50_ms=None if window.p50_s is None else window.p50_s * 1000,
             p95_ms=None if window.p95_s is None else window.p95_s * 1000,
-            gpu_seconds=seconds * sum(held_share(r) for r in active if r.started is not None),
+            gpu_seconds=seconds * sum(billed_share(r) for r in active if r.started is not None),
             waiting=window.waiting, ttft_p50_ms=None if ttft_p50 is None else ttft_p50 * 1000,
             ttft_p95_ms=None if ttft_p95 is None else ttft_p95 * 1000, prefill_seconds=window.prefill_s,
             decode_seconds=window.decode_s)
         scale.counters, scale.scraped_at = scraped, now
         scale.recommendations = [list(r) for r in autoscaler.recent()]
         if live:   # not stopped, cancelled or deleted since it was read
-            ready = {replica.pk for replica, figures in with_figures if figures.ready}
             _apply(job, scale, decision.desired, decision, active, now,
                    service_revisions.rollout(scale, active, ready))
         scale.save()
@@ -333,6 +337,12 @@ def evaluate(job: Job, backend, now: datetime) -> ServiceSample:
 def held_share(replica: Replica) -> float:
     """The GPUs a replica's slice holds (0.5 for half a GPU), as queue accounting counts them."""
     return int((replica.slice or {}).get("gpu_milli") or 1000) * len(replica.gpu_indices or ()) / 1000
+
+
+def billed_share(replica: Replica) -> float:
+    """The GPU-seconds a replica holds per second of the platform's clock, on the clock the ledger bills: a
+    simulated cluster's replica runs `clock_scale` seconds for each one that passes."""
+    return held_share(replica) * (replica.clock_scale or 1.0)
 
 
 def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision, active: list[Replica],
@@ -364,8 +374,9 @@ def _apply(job: Job, scale: ServiceScale, desired: int, decision: ScaleDecision,
 
 @transaction.atomic
 def wake(job: Job, now: datetime | None = None) -> bool:
-    """A request reached a service with no replica: start it (Stopped: back in its queue) and keep one
-    replica wanted while requests wait. Returns whether this call started it."""
+    """A request reached a service with no ready replica: start it (Stopped: back in its queue) and keep one
+    replica wanted while requests wait (the portal calls it again while it holds them, see HELD_FRESH_S).
+    Returns whether this call started it."""
     now = now or clock.now()
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
     scale = ServiceScale.objects.select_for_update().get(job=job) if kinds.kind_of(job).autoscaled else None
@@ -387,6 +398,16 @@ def wake(job: Job, now: datetime | None = None) -> bool:
     if started:
         record_event(job, "woken", reason=said(texts.WOKEN))
     return started
+
+
+def still_held(job: Job, now: datetime | None = None) -> None:
+    """The portal still holds requests for the service (see HELD_FRESH_S): one quick write, or a wake when
+    the service was stopped meanwhile."""
+    now = now or clock.now()
+    marked = ServiceScale.objects.filter(job_id=job.pk, job__state__in=(
+        JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING)).update(woken_at=now)
+    if not marked:
+        wake(job, now)
 
 
 def record_cold_start(job: Job, seconds: float) -> None:

@@ -2,6 +2,7 @@
 
 import re
 import uuid
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -82,6 +83,10 @@ class NodePool(models.Model):
         max_length=32, choices=BucketCsiDriver.choices, default=BucketCsiDriver.NONE, blank=True,
         help_text="The CSI driver that mounts a job's buckets on this pool (Kubernetes); empty: environment only")
     # Idle policy: a slice whose mean GPU utilisation stays below the threshold for the window is idle.
+    deadline_discount = models.DecimalField(
+        max_digits=5, decimal_places=4, null=True, blank=True,
+        validators=[MinValueValidator(Decimal(0)), MaxValueValidator(Decimal(1))],
+        help_text="0 to 1: the share taken off work priced 'by the deadline' on this pool; blank: the off-peak discount")
     idle_threshold_pct = models.PositiveSmallIntegerField(
         default=5, validators=[MaxValueValidator(100)],
         help_text="Mean GPU utilisation (% of the slice) below which a held slice counts as idle")
@@ -356,6 +361,14 @@ class Job(models.Model):
                                                 help_text="Simulated seconds a run may last (its own or its queue's)")
     deadline = models.DateTimeField(null=True, blank=True, db_index=True,
                                     help_text="When the run under way reaches max_runtime_s (platform clock)")
+    # a deadline (`completeBy` / `completeWithin`, scheduling.deadlines): when it should be done, the latest
+    # start that still makes it (the cycle keeps it current), and when it was found it can no longer be met
+    complete_by = models.DateTimeField(null=True, blank=True, db_index=True,
+                                       help_text="When the tenant asked for it to be done (completeBy / completeWithin)")
+    latest_start = models.DateTimeField(null=True, blank=True,
+                                        help_text="Deadline less remaining expected run time less the safety margin")
+    deadline_missed = models.DateTimeField(null=True, blank=True,
+                                           help_text="When the platform found and reported the deadline can't be met")
     end_code = models.CharField(max_length=32, blank=True, help_text="How it ended: scheduling.lifecycle.ends")
     end_params = models.JSONField(default=dict, blank=True, help_text="The figures of end_code")
     cleanup_at = models.DateTimeField(null=True, blank=True, db_index=True,

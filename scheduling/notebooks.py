@@ -16,6 +16,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 import httpx
+from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 from scheduling import kinds
@@ -85,6 +86,10 @@ class Activity:
     busy_kernels: int
     gpu_measured: bool  # the server measures its own GPU use (the simulated one): no need for samples
     gpu_busy: bool = False
+    # the server's own CPU use (the simulated one; None: not measured): percent of a core over its last
+    # seconds, and seconds since it was last above the asked threshold (None: never)
+    cpu_pct: float | None = None
+    cpu_busy_age_s: float | None = None
 
 
 def _auth(endpoint: Endpoint) -> dict[str, str]:
@@ -96,17 +101,23 @@ def read_activity(endpoint: Endpoint, *, timeout: float = ACTIVITY_TIMEOUT_S,
     """The server's kernel activity, None when it does not answer (then nothing can be told from it)."""
     try:
         with httpx.Client(timeout=timeout, transport=transport, headers=_auth(endpoint)) as client:
-            metrics = client.get(endpoint.url + "metrics", params={"format": "json"})
+            metrics = client.get(endpoint.url + "metrics", params={"format": "json", "cpu_pct": settings.IDLE_CPU_PCT})
             figures = _json(metrics)
             if isinstance(figures, dict) and isinstance(figures.get("last_kernel_activity_age_s"), int | float):
                 gpu = figures.get("gpu") if isinstance(figures.get("gpu"), dict) else {}
+                cpu = figures.get("cpu") if isinstance(figures.get("cpu"), dict) else {}
                 return Activity(kernel_idle_s=max(0.0, float(figures["last_kernel_activity_age_s"])),
                                 busy_kernels=int(figures.get("busy_kernels") or 0), gpu_measured=True,
-                                gpu_busy=float(gpu.get("utilisation") or 0) > 0)
+                                gpu_busy=float(gpu.get("utilisation") or 0) > 0,
+                                cpu_pct=_figure(cpu.get("percent")), cpu_busy_age_s=_figure(cpu.get("busy_age_s")))
             return _jupyter_activity(client, endpoint)
     except (httpx.HTTPError, ValueError, TypeError) as error:
         log.info("notebook at %s did not tell its activity: %s", endpoint.url, error)
         return None
+
+
+def _figure(value) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _json(response: httpx.Response):

@@ -17,7 +17,7 @@ from scheduling.core.units import MILLI_PER_GPU
 from scheduling.formats import gettext as _
 from scheduling.formats import gpus as _gpus
 from scheduling.formats import gpus_number as _gpus_number
-from scheduling.formats import in_english, pgettext
+from scheduling.formats import in_english, ngettext, pgettext
 from scheduling.formats import memory as _memory
 
 
@@ -207,6 +207,16 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
         "need": _gpus(p["need_milli"]), "level": p["level"], "domain": p["domain"], "free": _gpus(p["free_milli"])},
     "topology_level_unknown": lambda p: _("needs one %(level)s, but no node of pool %(pools)s is labelled with that "
                                           "level") % {"level": p["level"], "pools": ", ".join(p["pools"])},
+    "backfill_reserved": lambda p: ngettext(
+        "GPUs reserved: %(nodes)s node is held for this job (%(free)s of %(gpus)s GPUs free there so far)",
+        "GPUs reserved: %(nodes)s nodes are held for this job (%(free)s of %(gpus)s GPUs free there so far)",
+        p["nodes"]) % p,
+    "backfill_held": lambda p: ngettext(
+        "%(nodes)s node of pool %(pools)s is held for a bigger job that has waited longer",
+        "%(nodes)s nodes of pool %(pools)s are held for bigger jobs that have waited longer",
+        p["nodes"]) % {"nodes": p["nodes"], "pools": ", ".join(p["pools"])},
+    "deadline_waits_for_idle": lambda p: _("deadline job: waits for idle GPUs until %(until)s, then starts for "
+                                           "sure") % p,
     # set by the scheduling layer outside a cycle
     "waiting_for_cycle": lambda p: _("waiting for the next scheduling cycle"),
     "waits_for_off_peak": lambda p: _("waits for the off-peak window it was quoted for (%(not_before)s)") % p,
@@ -221,6 +231,19 @@ REASONS: dict[str, Callable[[dict[str, Any]], str]] = {
     "budget_suspended": lambda p: _("suspended: its workspace spent its budget; resumes %(until)s or on a higher "
                                     "budget") % p,
 }
+
+
+# What a pending gang's queue position means for it (scheduling.positions): texts by code.
+POSITION_NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "backfill_may_pass": lambda p: _("smaller jobs may start first while this one waits for %(gpus)s GPUs in one "
+                                     "pool") % p,
+    "gpus_reserved": lambda p: _("GPUs reserved: the scheduler keeps nodes free until this job's %(gpus)s GPUs "
+                                 "are there") % p,
+}
+
+
+def position_note_text(code: str, params: dict[str, Any]) -> str:
+    return POSITION_NOTES[code](params)
 
 
 def reason_text(code: str, params: dict[str, Any]) -> str:

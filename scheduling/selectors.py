@@ -11,6 +11,7 @@ from django.db import connection
 from django.db.models import Count, Prefetch, QuerySet
 from django.utils.translation import gettext
 
+from scheduling import formats
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 from scheduling.spec import ClusterInfo, PoolInfo
@@ -57,14 +58,16 @@ def pool_domain_gpus() -> dict[int, tuple[tuple[str, int], ...]]:
 
 
 def cluster_info() -> ClusterInfo:
-    """What the spec checks need: each pool with its largest node's GPU count."""
+    """What the spec checks need: each pool with its largest node's GPU count and its largest domains'."""
     counts = pool_gpu_counts()
+    domains = pool_domain_gpus()
     return ClusterInfo(pools=tuple(
         PoolInfo(name=pool.name, vendor=vendor_name(pool.vendor), gpu_model=gpu_model_name(pool.gpu_model),
                  gpu_memory_mib=pool.gpu_memory_mib,
                  gpus_per_node=counts.get(pool.pk, PoolGpus(0, 0)).most_per_node,
                  sharing_modes=pool.sharing_modes, mig_profiles=frozenset(pool.mig_layout or ()),
-                 topology_levels=tuple(pool.topology_levels or ()))
+                 topology_levels=tuple(pool.topology_levels or ()),
+                 domain_gpus=domains.get(pool.pk, ()))
         for pool in NodePool.objects.order_by("name")
     ))
 
@@ -130,17 +133,10 @@ def cluster_view() -> list[dict]:
 
 
 def age_text(age: timedelta | None) -> str:
-    """"45 s", "12 min", "3 h", "2 d"; "never" for no time at all."""
+    """"45 s", "12 min", "3 h", "2 d" in the reader's language; "never" for no time at all."""
     if age is None:
-        return "never"
-    seconds = max(0, int(age.total_seconds()))
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 2 * 3600:
-        return f"{seconds // 60} min"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600} h"
-    return f"{seconds // 86400} d"
+        return formats.gettext("never")
+    return formats.age(age.total_seconds())
 
 
 @dataclass(frozen=True)

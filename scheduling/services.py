@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -12,6 +14,8 @@ from django.utils.translation import gettext as _
 from scheduling import (
     buckets,
     clock,
+    deadlines,
+    formats,
     history_texts,
     kinds,
     secrets,
@@ -22,6 +26,7 @@ from scheduling import (
 )
 from scheduling import history_catalogue as texts
 from scheduling.bulk import insert_rows, update_rows
+from scheduling.core.units import MILLI_PER_GPU
 from scheduling.errors import Conflict, DomainError, Forbidden
 from scheduling.history_texts import joined, said
 from scheduling.lifecycle import arrays, attempts, chain, checkpoints, ends, runtime
@@ -38,6 +43,7 @@ from scheduling.spec import (
     JobSpec,
     SpecError,
     SpecIssue,
+    SpecNeverRuns,
     parse_job_spec,
     parse_job_spec_obj,
     spec_from_image_form,
@@ -51,18 +57,72 @@ def _queue_error(message: str) -> SpecError:
     return SpecError([SpecIssue(line=None, column=None, field="queue", message=message)])
 
 
-def read_spec(workspace, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
-    """Parse and check a spec against the cluster, and the queues and secrets of the workspace."""
-    queue_names = list(selectors.queues_for_workspace(workspace).values_list("name", flat=True))
-    kwargs = {"cluster": selectors.cluster_info(), "workspace_queues": queue_names,
-              "workspace_secrets": secrets.secret_names(workspace)}
-    parsed = parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
+class SubmitReads:
+    """What every spec a workspace submits is checked against, read once: its queues (and their ancestors,
+    for the limits), its secrets and the cluster's pools. A batch of submits shares one."""
+
+    def __init__(self, workspace):
+        self.workspace = workspace
+        self.queues = {queue.name: queue for queue in selectors.queues_for_workspace(workspace)}
+        self._parents: dict[int, Any] = {queue.pk: queue for queue in self.queues.values()}
+        self._default: list = []
+
+    def queue(self, name: str | None):
+        """The named queue open to the workspace (None: not open), or its default queue when `name` is empty."""
+        if name:
+            return self.queues.get(name)
+        if not self._default:
+            self._default.append(selectors.default_queue(self.workspace))
+        return self._default[0]
+
+    def parent(self, queue):
+        if queue.parent_id is None:
+            return None
+        if queue.parent_id not in self._parents:
+            self._parents[queue.parent_id] = queue.parent
+        return self._parents[queue.parent_id]
+
+    @cached_property
+    def cluster(self):
+        return selectors.cluster_info()
+
+    @cached_property
+    def secret_names(self) -> list[str]:
+        return secrets.secret_names(self.workspace)
+
+    def parse(self, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
+        kwargs = {"cluster": self.cluster, "workspace_queues": list(self.queues),
+                  "workspace_secrets": self.secret_names}
+        return parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
+
+
+def read_spec(workspace, spec: str | bytes | Mapping[str, Any], *, reads: SubmitReads | None = None) -> JobSpec:
+    """Parse and check a spec against the cluster, and the queues and secrets of the workspace (`reads`: those
+    already read, for a batch)."""
+    reads = reads or SubmitReads(workspace)
+    parsed = reads.parse(spec)
+    _check_queue_limit(reads, parsed)  # a gang bigger than its queue's limit would wait for ever
     storage.check_mounts(workspace, parsed)  # the volumes and dataset versions it mounts are the workspace's
     buckets.check_spec(workspace, parsed)  # and the buckets it reads
     checkpoints.check_submit(workspace, parsed)  # and the volume it checkpoints to
+    deadlines.check_submit(parsed, clock.now())  # and a deadline it can make, not too far ahead
     if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # and a notebook's home volume fits the quota
         storage.check_home(workspace, parsed.name, home_mib)
     return parsed
+
+
+def _check_queue_limit(reads: SubmitReads, spec: JobSpec) -> None:
+    """Refuse a job whose gang minimum is more than its queue's limit, or an ancestor's: it could never start."""
+    queue = reads.queue(spec.queue)
+    need = spec.min_gpu_milli
+    seen = set()
+    while queue is not None and queue.pk not in seen:
+        seen.add(queue.pk)
+        if queue.limit_gpus is not None and need > queue.limit_gpus * MILLI_PER_GPU:
+            raise SpecNeverRuns([SpecIssue(None, None, "queue", _("the job needs %(need)s at once, more than queue %(queue)s's limit of %(limit)s: "
+                                 "it could never start") % {
+                "need": formats.gpus(need), "queue": queue.name, "limit": formats.gpus(queue.limit_gpus * MILLI_PER_GPU)})])
+        queue = reads.parent(queue)
 
 
 def spec_from_form(workspace, form: Mapping[str, Any]) -> JobSpec:
@@ -72,14 +132,11 @@ def spec_from_form(workspace, form: Mapping[str, Any]) -> JobSpec:
                                 workspace_secrets=secrets.secret_names(workspace))
 
 
-def _resolve_queue(workspace, spec: JobSpec):
-    if spec.queue:
-        queue = selectors.queues_for_workspace(workspace).filter(name=spec.queue).first()
-    else:
-        queue = selectors.default_queue(workspace)
-        if queue is None:
-            raise _queue_error(_("workspace '%(workspace)s' has no default queue: name one with `queue:`") % {
-                "workspace": workspace.slug})
+def _resolve_queue(reads: SubmitReads, spec: JobSpec):
+    queue = reads.queue(spec.queue)
+    if queue is None and not spec.queue:
+        raise _queue_error(_("workspace '%(workspace)s' has no default queue: name one with `queue:`") % {
+            "workspace": reads.workspace.slug})
     if queue.preemptible_only and not spec.preemptible:
         raise _queue_error(_("queue '%(queue)s' accepts preemptible work only: set `preemptible: true`") % {
             "queue": queue.name})
@@ -174,23 +231,69 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
     `parsed` is the spec already read by the caller (who quoted it), to avoid reading it twice.
     """
     require_submitter(user, workspace)
-    parsed = parsed or read_spec(workspace, spec)
+    job = _new_job(user, workspace, SubmitItem(spec, quote, parsed, not_before), SubmitReads(workspace))
+    job.save(force_insert=True)
+    _store_submitted([job])
+    return job
+
+
+@dataclass(frozen=True)
+class SubmitItem:
+    """One job of a batch: its spec as sent, and what a quoting caller settled (see submit_job)."""
+
+    spec: str | bytes | Mapping[str, Any]
+    quote: dict | None = None
+    parsed: JobSpec | None = None
+    not_before: Any = None
+
+
+@transaction.atomic
+def submit_jobs(*, user, workspace, items: Sequence[SubmitItem | str | bytes | Mapping[str, Any]],
+                reads: SubmitReads | None = None) -> list[Job | DomainError]:
+    """Many submits at once (a job array by hand, a sweep): each item checked as submit_job checks it, with
+    the workspace's queues, secrets and the cluster's pools read once, and the good ones stored together.
+    Returns, in the items' order, each stored Job or the DomainError (SpecError, ...) that refused it: a bad
+    item never keeps the others out. Raises NotSubmitter for the whole batch."""
+    require_submitter(user, workspace)
+    reads = reads or SubmitReads(workspace)
+    out: list[Job | DomainError] = []
+    named: set[tuple[str, str]] = set()   # the live names the batch takes itself (a notebook's, a service's)
+    for item in items:
+        item = item if isinstance(item, SubmitItem) else SubmitItem(item)
+        try:
+            out.append(_new_job(user, workspace, item, reads, named))
+        except DomainError as error:
+            out.append(error)
+    jobs = [job for job in out if isinstance(job, Job)]
+    insert_rows(jobs, keys=True)
+    _store_submitted(jobs)
+    return out
+
+
+def _new_job(user, workspace, item: SubmitItem, reads: SubmitReads,
+             named: set[tuple[str, str]] | None = None) -> Job:
+    """The job a submit stores, every rule checked (raises a DomainError, nothing written), not yet saved.
+    Its only write, a notebook's home volume, comes after every check."""
+    spec = item.spec
+    parsed = item.parsed or read_spec(workspace, spec, reads=reads)
     # again, locking the volumes it mounts until the job is stored: a delete meanwhile waits, then sees it
     storage.check_mounts(workspace, parsed, lock=True)
     buckets.check_spec(workspace, parsed, lock=True)
-    queue = _resolve_queue(workspace, parsed)
+    queue = _resolve_queue(reads, parsed)
     checkpoints.check_submit(workspace, parsed, queue, lock=True)  # its checkpoint volume; a grace the queue allows
-    _check_notebook_name(workspace, parsed)
-    if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # made at the first notebook of the name, found again
-        storage.ensure_home(workspace, parsed.name, home_mib)
+    _check_notebook_name(workspace, parsed, named)
     text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
+    not_before, quote = item.not_before, item.quote
     pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))
+    now = clock.now()
+    deadlines.check_submit(parsed, now)
+    complete_by = deadlines.complete_by(parsed, now)
     # dependencies and arrays: a job that waits for others is Blocked; an array's parent places nothing itself
     after = chain.resolve_after(workspace, parsed)
     roles = buckets.apply_to_roles(workspace, parsed, role_requests(parsed, quote))
     lifecycle = {"after": after, "roles": roles, **arrays.parent_fields(parsed, roles, quote)}
-    job = Job.objects.create(
+    job = Job(
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type, kind=parsed.kind,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
         expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
@@ -198,6 +301,8 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         not_before=not_before,
         topology=job_topology(parsed, quote),
         max_runtime_s=runtime.max_runtime_for(parsed, queue),
+        complete_by=complete_by,
+        latest_start=deadlines.latest_start_at_submit(parsed, complete_by, queue),
         **_pending_fields(*pending),
         **lifecycle,
     )
@@ -205,14 +310,22 @@ def submit_job(*, user, workspace, spec: str | bytes | Mapping[str, Any], quote:
         job.state = JobState.BLOCKED
         for key, value in chain.blocked_fields(after).items():
             setattr(job, key, value)
-        job.save(update_fields=["state", "pending_code", "pending_params", "pending_reason"])
     elif job.array_size:
         for key, value in arrays.window_fields(job.array, job.array_size).items():
             setattr(job, key, value)
-        job.save(update_fields=["pending_code", "pending_params", "pending_reason"])
-    service_scale.create_scale(job)
-    record_event(job, "submitted", reason=said(texts.SUBMITTED, queue=queue.name, user=user.username))
+    if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # made at the first notebook of the name, found again
+        storage.ensure_home(workspace, parsed.name, home_mib)
+    if named is not None and kinds.kind_of(parsed).name_taken is not None:
+        named.add((parsed.kind, parsed.name))
     return job
+
+
+def _store_submitted(jobs: list[Job]) -> None:
+    """After the jobs' rows: a service's scale, and each job's submitted event."""
+    for job in jobs:
+        service_scale.create_scale(job)
+    record_events([(job, "submitted", said(texts.SUBMITTED, queue=job.queue.name, user=job.submitted_by.username),
+                    None) for job in jobs])
 
 
 @transaction.atomic
@@ -392,17 +505,22 @@ def cancel_replaced_run(job: Job, schedule_name: str) -> Job:
 # their slices are free for the next cycle, and nothing is billed while stopped; starting again puts
 # them back in their queue as Pending, as a submitted job. A notebook's home volume stays.
 
-def _check_notebook_name(workspace, parsed: JobSpec) -> None:
+def _check_notebook_name(workspace, parsed: JobSpec, named: set[tuple[str, str]] | None = None) -> None:
     """A notebook's or a service's name picks its URL (and a notebook's home volume) in the workspace:
-    one live one per name (its kind's name_taken says so)."""
+    one live one per name (its kind's name_taken says so). `named`: the names a batch took before this item."""
     kind = kinds.kind_of(parsed)
     if kind.name_taken is None:
         return
-    other = (Job.objects.filter(workspace=workspace, kind=parsed.kind, name=parsed.name)
-             .exclude(state__in=FINAL_STATES).only("state").first())
-    if other is not None:
-        message = _(kind.name_taken) % {"name": parsed.name, "workspace": workspace.slug, "state": other.state}
-        raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
+    if named is not None and (parsed.kind, parsed.name) in named:
+        state = JobState.PENDING
+    else:
+        other = (Job.objects.filter(workspace=workspace, kind=parsed.kind, name=parsed.name)
+                 .exclude(state__in=FINAL_STATES).only("state").first())
+        if other is None:
+            return
+        state = other.state
+    message = _(kind.name_taken) % {"name": parsed.name, "workspace": workspace.slug, "state": state}
+    raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
 
 
 def _locked_stoppable(job: Job) -> Job:

@@ -18,13 +18,14 @@ workspace; nothing of one quote's spec is kept for another.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from scheduling.core import model as cm
-from scheduling.core.session import Session
+from scheduling.core.reasons import Reason
+from scheduling.core.session import Session, request_milli
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot, core_job, core_request, core_roles
 from scheduling.forecast import forecast_new_jobs
 from scheduling.spec import JobSpec
@@ -80,6 +81,30 @@ def _fits_now(session: Session, spec: JobSpec, placement: Mapping[str, Any]) -> 
         return session.all_fit(requests, pool)
 
 
+def quota_block(session: Session, spec: JobSpec, placement: Mapping[str, Any], queue: str | None,
+                preemptible: bool | None = None) -> Reason | None:
+    """Why the queue's quota keeps the placement from starting now, as the cycle's allocate would say it
+    (`queue_over_limit` for any work, `queue_non_preemptible_quota` for non-preemptible work over the deserved
+    quota), for the queue and every queue above it; None when it allows it. `preemptible` overrides the spec's."""
+    if not queue or queue not in session.queue_path:
+        return None
+    pool = session.pools.get(placement.get("pool", ""))
+    need = sum(request_milli(core_request(role), pool) * role["min_replicas"]
+               for role in role_requests(spec, dict(placement)))
+    strict = not (spec.preemptible if preemptible is None else preemptible)
+    for name in session.queue_path[queue]:
+        q = session.queues[name]
+        used = session.alloc[name]
+        if q.limit_milli is not None and used + need > q.limit_milli:
+            return Reason("queue_over_limit", {"queue": name, "limit_milli": q.limit_milli, "used_milli": int(used),
+                                               "need_milli": int(need)})
+        if strict and session.np_alloc[name] + need > q.deserved_milli:
+            return Reason("queue_non_preemptible_quota", {"queue": name, "deserved_milli": q.deserved_milli,
+                                                          "used_milli": int(session.np_alloc[name]),
+                                                          "need_milli": int(need)})
+    return None
+
+
 def _candidate(spec: JobSpec, placement: Mapping[str, Any], queue: str, now: datetime) -> tuple[cm.Job, float]:
     roles = core_roles(role_requests(spec, dict(placement)))
     topology = job_topology(spec, placement)
@@ -90,18 +115,45 @@ def _candidate(spec: JobSpec, placement: Mapping[str, Any], queue: str, now: dat
 def expected_starts(spec: JobSpec, placements: Mapping[str, Mapping[str, Any]], queue: str | None,
                     now: datetime) -> dict[str, datetime | None] | None:
     """For each named placement of ``spec`` (a quote option's JSON: ``pool`` and ``roles``), when it
-    would start if submitted at ``now`` into ``queue``: ``now`` when it fits, else the earliest of the
-    forecast (None: beyond its horizon, or no queue to wait in). None when the cluster cannot be read
-    as a consistent snapshot: the caller keeps its own guess."""
-    snapshot = cluster_snapshot(now)
+    would start if submitted at ``now`` into ``queue``: ``now`` when its queue's quota and the free GPUs
+    allow it, else the earliest of the forecast (None: beyond its horizon, or no queue to wait in). None
+    when the cluster cannot be read as a consistent snapshot: the caller keeps its own guess."""
+    found = start_outlook(spec, placements, queue, now)
+    return None if found is None else {name: outlook.start for name, outlook in found.items()}
+
+
+@dataclass(frozen=True)
+class StartOutlook:
+    """When a placement would start, why not now when its queue's quota holds it (`held`: the cycle's reason),
+    and whether the same placement would start now as preemptible work (for non-preemptible work held by
+    its queue's deserved quota)."""
+
+    start: datetime | None
+    held: Reason | None = None
+    preemptible_now: bool = False
+
+
+def start_outlook(spec: JobSpec, placements: Mapping[str, Mapping[str, Any]], queue: str | None,
+                  now: datetime, quota: Collection[str] | None = None, *,
+                  snapshot: cm.Snapshot | None = None) -> dict[str, StartOutlook] | None:
+    """`expected_starts` with the reasons: per placement its start, its queue's quota block and whether the
+    preemptible variant would start now; `quota` names the placements whose quota is checked (None: all; a
+    deadline job waits as preemptible work, which only its queue's limit holds). None when the cluster
+    cannot be read as a consistent snapshot. `snapshot`: the cluster as read for a batch of quotes."""
+    snapshot = snapshot or cluster_snapshot(now)
     session = cluster_session(snapshot)
     if session is None:
         return None
-    starts: dict[str, datetime | None] = {name: now if _fits_now(session, spec, placement) else None
-                                          for name, placement in placements.items()}
-    waiting = [name for name, start in starts.items() if start is None]
+    out: dict[str, StartOutlook] = {}
+    for name, placement in placements.items():
+        held = quota_block(session, spec, placement, queue) if quota is None or name in quota else None
+        fits = _fits_now(session, spec, placement)
+        variant = (held is not None and held.code == "queue_non_preemptible_quota" and fits
+                   and quota_block(session, spec, placement, queue, preemptible=True) is None)
+        out[name] = StartOutlook(now if fits and held is None else None, held, variant)
+    waiting = [name for name, outlook in out.items() if outlook.start is None]
     if waiting and queue:
         windows = forecast_new_jobs({name: _candidate(spec, placements[name], queue, now) for name in waiting},
                                     now, snapshot=snapshot)
-        starts.update({name: window.earliest for name, window in windows.items()})
-    return starts
+        out.update({name: replace(out[name], start=window.earliest) for name, window in windows.items()})
+    return out

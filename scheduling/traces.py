@@ -5,14 +5,18 @@ Pure Python, no Django: `bench/replay.py` and the console's capacity planner sha
 
 Philly format (Microsoft's Philly trace as the MIX1 file carries it): a CSV with a header naming at
 least `user` (the team), `num_gpu`, `submit_time` and `duration` (seconds), and either `best_effort`
-(1 or 0) or `job_type` (`best` or `strict`); `job_id` names a job (else its line number). Other columns
-are ignored.
+(1 or 0) or `job_type` (`best`, `strict` or `soft`); `job_id` names a job (else its line number). A `soft`
+job has a deadline: the first entry of its `expect_time_list` (entries separated by `-`), in seconds from
+its submission. Other columns are ignored.
+
+`soften` turns a share of a trace's strict jobs into deadline jobs (`python -m bench.traces --soften`).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import random
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,6 +40,12 @@ class TraceJob:
     submit: float              # seconds from the trace's origin
     duration: float            # seconds of work
     best_effort: bool = False
+    deadline: float | None = None   # a soft job's: seconds from its submission to when it must be done
+
+    @property
+    def kind(self) -> str:
+        """best, soft (a deadline job) or strict."""
+        return "best" if self.best_effort else "soft" if self.deadline is not None else "strict"
 
 
 def _number(text: str, line: int, column: str) -> float:
@@ -48,16 +58,25 @@ def _number(text: str, line: int, column: str) -> float:
     return value
 
 
-def _best_effort(row: dict[str, str], line: int) -> bool:
+def _kind(row: dict[str, str], line: int) -> tuple[bool, float | None]:
+    """(best effort, deadline in seconds from submission) of a row."""
+    job_type = (row.get("job_type") or "").strip().lower()
+    if job_type == "soft":
+        first = (row.get("expect_time_list") or "").strip().split("-")[0].strip()
+        if not first:
+            raise TraceError(f"line {line}: a soft job needs an expect_time_list (its deadline)")
+        deadline = _number(first, line, "expect_time_list")
+        if deadline <= 0:
+            raise TraceError(f"line {line}: expect_time_list must be > 0 seconds")
+        return False, deadline
     flag = (row.get("best_effort") or "").strip()
     if flag:
         if flag not in ("0", "1"):
             raise TraceError(f"line {line}: best_effort must be 0 or 1, got {flag[:20]!r}")
-        return flag == "1"
-    job_type = (row.get("job_type") or "").strip().lower()
+        return flag == "1", None
     if job_type not in ("best", "strict"):
-        raise TraceError(f"line {line}: job_type must be best or strict, got {job_type[:20]!r}")
-    return job_type == "best"
+        raise TraceError(f"line {line}: job_type must be best, strict or soft, got {job_type[:20]!r}")
+    return job_type == "best", None
 
 
 def read_philly(lines: Iterable[str], *, max_jobs: int | None = None) -> list[TraceJob]:
@@ -93,7 +112,10 @@ def read_philly(lines: Iterable[str], *, max_jobs: int | None = None) -> list[Tr
             duration = _number((row.get("duration") or "").strip(), line, "duration")
             if submit > MAX_TRACE_SECONDS or duration > MAX_TRACE_SECONDS:
                 raise TraceError(f"line {line}: submit_time and duration must be under ten years of seconds")
-            jobs.append(TraceJob(job_id[:64], team[:64], int(gpus), submit, duration, _best_effort(row, line)))
+            best_effort, deadline = _kind(row, line)
+            if deadline is not None and deadline > MAX_TRACE_SECONDS:
+                raise TraceError(f"line {line}: expect_time_list must be under ten years of seconds")
+            jobs.append(TraceJob(job_id[:64], team[:64], int(gpus), submit, duration, best_effort, deadline))
     except csv.Error as error:
         raise TraceError(f"line {reader.line_num}: not CSV: {error}") from None
     jobs.sort(key=lambda j: (j.submit, j.id))
@@ -103,6 +125,45 @@ def read_philly(lines: Iterable[str], *, max_jobs: int | None = None) -> list[Tr
 def read_philly_file(path: str | Path) -> list[TraceJob]:
     with open(path, newline="", encoding="utf-8") as f:
         return read_philly(f)
+
+
+def deadline_ratios(rows: list[dict[str, str]]) -> list[float]:
+    """What soft jobs' deadlines are, as multiples of their run times: of the trace's soft jobs, or, when it
+    has none, of its strict jobs' own `expect_time_list` (the Philly-derived traces give every job one)."""
+    def ratios(kind: str) -> list[float]:
+        out = []
+        for row in rows:
+            first = (row.get("expect_time_list") or "").strip().split("-")[0].strip()
+            duration = float(row.get("duration") or 0)
+            if (row.get("job_type") or "").strip().lower() == kind and first and duration > 0:
+                out.append(float(first) / duration)
+        return out
+
+    return ratios("soft") or ratios("strict")
+
+
+def soften(rows: list[dict[str, str]], fraction: float, seed: int) -> list[dict[str, str]]:
+    """A Philly trace's rows (as csv.DictReader reads them) with `fraction` of its strict jobs made soft:
+    which ones, and each one's deadline (its run time times a ratio drawn from `deadline_ratios`), drawn
+    with `seed`. The same rows, fraction and seed always give the same trace."""
+    if not 0 <= fraction <= 1:
+        raise TraceError(f"the fraction to soften must be within 0..1, got {fraction}")
+    if "job_type" not in (rows[0] if rows else {}):
+        raise TraceError("softening needs a job_type column")
+    strict = [i for i, row in enumerate(rows) if (row.get("job_type") or "").strip().lower() == "strict"
+              and (row.get("best_effort") or "0").strip() != "1"]
+    pool = sorted(deadline_ratios(rows))
+    if strict and fraction and not pool:
+        raise TraceError("the trace has no expect_time_list to draw deadlines like")
+    rng = random.Random(seed)
+    chosen = sorted(rng.sample(strict, round(fraction * len(strict))))
+    out = [dict(row) for row in rows]
+    for i in chosen:
+        row = out[i]
+        ratio = pool[rng.randrange(len(pool))]
+        row["job_type"] = "soft"
+        row["expect_time_list"] = str(max(1, math.ceil(float(row["duration"]) * ratio)))
+    return out
 
 
 def gang(gpus: int, gpus_per_node: int) -> tuple[int, int]:
@@ -179,6 +240,9 @@ class Figures:
     best_effort_jct_p50_s: float | None = None
     best_effort_jct_p95_s: float | None = None
     best_effort_done_s: float | None = None  # the last best-effort end, from the trace's origin
+    deadline_jobs: int = 0
+    deadline_met: int = 0                    # deadline jobs done by their deadlines
+    deadline_met_share: float | None = None
 
     def as_dict(self) -> dict:
         out = asdict(self)
@@ -189,19 +253,24 @@ class Figures:
 
 
 def figures(results: Iterable[JobResult], gpus: Mapping[str, float], durations: Mapping[str, float], *,
-            best_effort: Iterable[str] = (), capacity_gpus: float = 0.0, origin: float = 0.0) -> Figures:
-    """Figures of a group of replayed jobs. `gpus`: each job's GPUs; `durations`: its seconds of work."""
+            best_effort: Iterable[str] = (), capacity_gpus: float = 0.0, origin: float = 0.0,
+            deadlines: Mapping[str, float] | None = None) -> Figures:
+    """Figures of a group of replayed jobs. `gpus`: each job's GPUs; `durations`: its seconds of work;
+    `deadlines`: the deadline jobs' deadlines, seconds from submission (their waits count for no target:
+    whether they end by their deadline does)."""
     be = set(best_effort)
     out = Figures(capacity_gpus=capacity_gpus)
     waits, jcts, be_jcts = [], [], []
     first_submit, last_end = math.inf, -math.inf
     held = lost = 0.0
+    soft = dict(deadlines or {})
     for r in results:
         out.jobs += 1
         first_submit = min(first_submit, r.submit_time)
         is_be = r.id in be
+        deadline = soft.get(r.id)
         out.best_effort_jobs += is_be
-        out.strict_jobs += not is_be
+        out.strict_jobs += not is_be and deadline is None
         out.preemptions += r.evictions
         lost += r.lost_s * gpus[r.id]
         if r.start is None:
@@ -213,7 +282,10 @@ def figures(results: Iterable[JobResult], gpus: Mapping[str, float], durations: 
             jct = r.end - r.submit_time
             last_end = max(last_end, r.end)
             held += (durations[r.id] + r.lost_s) * gpus[r.id]
-        if is_be:
+        if deadline is not None:
+            out.deadline_jobs += 1
+            out.deadline_met += r.end is not None and r.end <= r.submit_time + deadline
+        elif is_be:
             be_jcts.append(jct)
             if r.end is not None:
                 out.best_effort_done_s = max(out.best_effort_done_s or 0.0, r.end - origin)
@@ -225,6 +297,8 @@ def figures(results: Iterable[JobResult], gpus: Mapping[str, float], durations: 
     out.wait_p50_s, out.wait_p95_s = percentile(waits, 50), percentile(waits, 95)
     out.jct_p50_s, out.jct_p95_s = percentile(jcts, 50), percentile(jcts, 95)
     out.best_effort_jct_p50_s, out.best_effort_jct_p95_s = percentile(be_jcts, 50), percentile(be_jcts, 95)
+    if out.deadline_jobs:
+        out.deadline_met_share = out.deadline_met / out.deadline_jobs
     out.gpu_hours = held / 3600
     out.lost_gpu_hours = lost / 3600
     if out.jobs and last_end > -math.inf:
@@ -235,4 +309,4 @@ def figures(results: Iterable[JobResult], gpus: Mapping[str, float], durations: 
 
 
 __all__ = ["Figures", "TraceError", "TraceJob", "figures", "gang", "late_allowed", "peak_demand", "percentile",
-           "read_philly", "read_philly_file", "span"]
+           "read_philly", "read_philly_file", "soften", "span"]

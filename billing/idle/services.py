@@ -19,6 +19,10 @@ kernel ran (as the notebook's server tells, scheduling/notebooks.py) nor the GPU
 simulated one), else the agents' samples above the pool's threshold. An idle notebook is always stopped,
 not cancelled (`stop_workload`: its slice is free for the next cycle, its home kept, started again
 at will): at once with the notice, or after the pool's grace when its action is notify-then-stop.
+
+SSH traffic and CPU use count as activity too, for notebooks and for any job with an SSH session open in its
+window (billing/idle/signals.py); the notice names the quiet signals. A notebook kept alive
+(billing/idle/keep_alive.py) is skipped until its time.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from django.db.models import Avg, Count, Max, Min
 from django.utils.translation import gettext
 
 from billing import history_catalogue as texts
+from billing.idle import signals
+from billing.idle.keep_alive import kept_alive
 from billing.models import UsageSample
 from billing.notices import Notice, raise_notice, written_in_english
 from scheduling import kinds
@@ -119,22 +125,69 @@ def _last_gpu_use(replica: Replica, now: datetime) -> datetime | None:
             .aggregate(last=Max("ts"))["last"])
 
 
-def judge_notebook(replica: Replica, now: datetime, activity: notebooks.Activity | None) -> datetime | bool | None:
+def notebook_wait(replica: Replica) -> timedelta:
+    """A notebook's idle time in wall time: idleAfter is in the placement's own time, as billing counts it
+    (a simulated cluster runs faster)."""
+    return timedelta(seconds=notebooks.idle_after_s(replica.job, replica.node.pool.idle_window_min)) / max(
+        replica.clock_scale or 1.0, 1e-6)
+
+
+def judge_notebook(replica: Replica, now: datetime, activity: notebooks.Activity | None,
+                   ssh_sent: int | None = None) -> tuple[datetime | bool | None, list[signals.Quiet]]:
     """When a notebook's idle spell began if it has lasted its idle time; False: not idle (long enough);
-    None: cannot tell (its server did not answer)."""
+    None: cannot tell (its server did not answer). With it, the signals that were quiet over its idle time.
+    `ssh_sent`: its SSH bytes over that time, None without an SSH session."""
+    if signals.ssh_active(ssh_sent):
+        return False, []
     if activity is None or replica.started is None:
-        return None
-    if activity.busy_kernels or activity.gpu_busy:
-        return False
-    job = replica.job
+        return None, []
+    cpu_busy = activity.cpu_pct is not None and activity.cpu_pct > signals.cpu_pct()
+    if activity.busy_kernels or activity.gpu_busy or cpu_busy:
+        return False, []
+    wait = notebook_wait(replica)
     last_kernel = now - timedelta(seconds=activity.kernel_idle_s)
     last_gpu = None if activity.gpu_measured else _last_gpu_use(replica, now)
+    last_cpu = None if activity.cpu_busy_age_s is None else now - timedelta(seconds=activity.cpu_busy_age_s)
     since = datetime.fromtimestamp(notebook_idle_since(last_kernel.timestamp(), last_gpu and last_gpu.timestamp(),
-                                                       replica.started.timestamp()), tz=now.tzinfo)
-    # idleAfter is in the placement's own time, as billing counts it (a simulated cluster runs faster)
-    wait = timedelta(seconds=notebooks.idle_after_s(job, replica.node.pool.idle_window_min)) / max(
-        replica.clock_scale or 1.0, 1e-6)
-    return since if now - since >= wait else False
+                                                       replica.started.timestamp(),
+                                                       last_cpu and last_cpu.timestamp()), tz=now.tzinfo)
+    if now - since < wait:
+        return False, []
+    quiet = [signals.Quiet(signals.KERNEL, {})]
+    if ssh_sent is not None:
+        quiet.append(signals.ssh_quiet(ssh_sent))
+    quiet += [signals.Quiet(signals.GPU, {"threshold": replica.node.pool.idle_threshold_pct}),
+              signals.cpu_quiet(activity.cpu_pct)]
+    return since, quiet
+
+
+def judge_ssh_job(replica: Replica, gpu_verdict: bool | None, ssh_sent: int) -> tuple[bool | None, list[signals.Quiet]]:
+    """A job other than a notebook with an SSH session open in its window: active while its SSH traffic
+    or its GPUs are; its CPU is not measured (only the simulated notebook server tells it)."""
+    if signals.ssh_active(ssh_sent):
+        return False, []
+    if not gpu_verdict:
+        return gpu_verdict, []
+    return True, [signals.ssh_quiet(ssh_sent),
+                  signals.Quiet(signals.GPU, {"threshold": replica.node.pool.idle_threshold_pct}),
+                  signals.cpu_quiet(None)]
+
+
+def _ssh_window(replica: Replica) -> timedelta:
+    return notebook_wait(replica) if kinds.kind_of(replica.job).idle_by_activity else window_of(replica, replica.node.pool)
+
+
+def ssh_sent_by_replica(replicas: list[Replica], now: datetime, provider: signals.SshBytes) -> dict[int, int]:
+    """Per placement whose job had an SSH session open in its window: the SSH bytes of that window (the
+    provider asked once per distinct window)."""
+    by_window: dict[timedelta, list[Replica]] = defaultdict(list)
+    for replica in replicas:
+        by_window[_ssh_window(replica)].append(replica)
+    out = {}
+    for window, members in by_window.items():
+        sent = provider(now - window, now)
+        out.update({r.pk: int(sent[r.job_id]) for r in members if r.job_id in sent})
+    return out
 
 
 def _running_replicas():
@@ -160,25 +213,37 @@ def notebook_activities(backend=None) -> dict[int, notebooks.Activity | None]:
     return out
 
 
-def check_idle_gpus(*, now: datetime | None = None, backend=None) -> IdleCheck:
+def check_idle_gpus(*, now: datetime | None = None, backend=None, ssh_bytes: signals.SshBytes | None = None,
+                    activities: dict[int, notebooks.Activity | None] | None = None) -> IdleCheck:
     """Flag the placements idle by their pool's policy, clear those busy again, notify once per
     spell, and stop what the policy stops. `backend` (default: the configured one) is asked where
-    notebooks answer, to read their kernel activity."""
+    notebooks answer, to read their kernel activity (unless `activities` gives it per placement);
+    `ssh_bytes` (default: signals.ssh_bytes_by_job) tells each job's SSH traffic."""
     now = now or clock.now()
-    return _check(now, notebook_activities(backend))
+    if activities is None:
+        activities = notebook_activities(backend)
+    return _check(now, activities, ssh_bytes or signals.ssh_bytes_by_job)
 
 
 @transaction.atomic
-def _check(now: datetime, activities: dict[int, notebooks.Activity | None]) -> IdleCheck:
+def _check(now: datetime, activities: dict[int, notebooks.Activity | None],
+           ssh_bytes: signals.SshBytes = signals.ssh_bytes_by_job) -> IdleCheck:
     result = IdleCheck()
     replicas = list(_running_replicas())
     stats = _stats([r for r in replicas if not kinds.kind_of(r.job).idle_by_activity], now)
+    ssh = ssh_sent_by_replica(replicas, now, ssh_bytes)
+    kept = kept_alive({r.job_id for r in replicas}, now)
+    quiet: dict[int, list[signals.Quiet]] = {}
     for replica in replicas:
-        if kinds.kind_of(replica.job).idle_by_activity:
-            began = judge_notebook(replica, now, activities.get(replica.pk))
+        if replica.job_id in kept:
+            began, verdict = None, False  # its owner keeps it alive until then
+        elif kinds.kind_of(replica.job).idle_by_activity:
+            began, quiet[replica.pk] = judge_notebook(replica, now, activities.get(replica.pk), ssh.get(replica.pk))
             verdict = None if began is None else bool(began)
         else:
             began, verdict = None, judge(replica, stats.get(replica.pk), now)
+            if replica.pk in ssh:
+                verdict, quiet[replica.pk] = judge_ssh_job(replica, verdict, ssh[replica.pk])
         if verdict and replica.idle_since is None:
             replica.idle_since = began if isinstance(began, datetime) else now - window_of(replica, replica.node.pool)
             result.flagged.append(replica)
@@ -193,7 +258,7 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None]) -> I
         job = replicas_of_job[0].job
         new = [r for r in replicas_of_job if r.idle_since is not None and r.idle_notified is None]
         if new:
-            _notify(job, new, now)
+            _notify(job, new, now, [q for r in new for q in quiet.get(r.pk, [])])
             result.notified.append(job)
         if _due_for_stop(job, replicas_of_job, now):
             try:
@@ -243,8 +308,21 @@ def _pool_stop_reason(pool: NodePool) -> Said:
                 window=pool.idle_window_min, grace=pool.idle_grace_min, pool=pool.name)
 
 
-def _idle_said(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> Said:
-    """What is idle and what happens next (a job event's reason, rendered in its reader's language)."""
+def _idle_said(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime,
+               quiet: list[signals.Quiet] = ()) -> Said:
+    """What is idle, which signals were quiet, and what happens next (a job event's reason, rendered in
+    its reader's language)."""
+    return joined([_idle_what(job, replicas, stop, now), signals.quiet_said(_distinct(quiet))])
+
+
+def _distinct(quiet) -> list[signals.Quiet]:
+    seen: dict[str, signals.Quiet] = {}
+    for q in quiet:
+        seen.setdefault(q.signal, q)
+    return list(seen.values())
+
+
+def _idle_what(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> Said:
     pool = replicas[0].node.pool
     where = joined([said(texts.IDLE_WHERE, replica=f"{r.role}-{r.index}",
                          node=r.node.name, slice=r.slice_label) for r in replicas], sep=", ")
@@ -260,15 +338,16 @@ def _idle_said(job: Job, replicas: list[Replica], stop: datetime | None, now: da
     return said(texts.SLICE_IDLE, **figures)
 
 
-def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> str:
+def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime, quiet=()) -> str:
     """What is idle and what happens next, in the active language."""
-    return history_texts.text(_idle_said(job, replicas, stop, now))
+    return history_texts.text(_idle_said(job, replicas, stop, now, quiet))
 
 
-def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime) -> tuple[str, str]:
+def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime,
+                       quiet=()) -> tuple[str, str]:
     """The idle notice's subject and body in the active language."""
     figures = {"name": job.name, "job": job.pk, "workspace": job.workspace.slug,
-               "text": _idle_text(job, replicas, stop, now)}
+               "text": _idle_text(job, replicas, stop, now, quiet)}
     if kinds.kind_of(job).idle_by_activity:
         return (gettext("notebook %(name)s (#%(job)s) is idle") % figures,
                 gettext("Your notebook %(name)s (#%(job)s) in workspace %(workspace)s:") % figures + "\n"
@@ -279,23 +358,26 @@ def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None,
             + gettext("Stop the job if it is done, or put its GPUs to work.") + "\n")
 
 
-def _notify(job: Job, replicas: list[Replica], now: datetime) -> None:
+def _notify(job: Job, replicas: list[Replica], now: datetime, quiet: list[signals.Quiet] = ()) -> None:
     pool = replicas[0].node.pool
     since = min(r.idle_since for r in replicas)
+    quiet = _distinct(quiet)
     for r in replicas:
         r.idle_notified = now
     Replica.objects.bulk_update(replicas, ["idle_notified"])
     stop = stop_at(replicas[0])
-    record_event(job, "idle", reason=_idle_said(job, replicas, stop, now), data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
-                                                 "stop_at": stop.isoformat() if stop else None})
+    names = [q.signal for q in quiet]
+    record_event(job, "idle", reason=_idle_said(job, replicas, stop, now, quiet),
+                 data={"idle_since": since.isoformat(), "replicas": [r.pk for r in replicas],
+                       "stop_at": stop.isoformat() if stop else None, "quiet": names})
     user = job.submitted_by
     if user is not None:
-        texts = written_in_english(lambda: _idle_notice_texts(job, replicas, stop, now))
+        texts = written_in_english(lambda: _idle_notice_texts(job, replicas, stop, now, quiet))
         notice = Notice(event="idle.notice", workspace=job.workspace, users=(user,), **texts,
                         link=kinds.kind_of(job).page_url(job),
                         data={"job": job.pk, "name": job.name, "idle_since": since.isoformat(),
                               "stop_at": stop.isoformat() if stop else None, "pool": pool.name,
-                              "replicas": [f"{r.role}-{r.index}" for r in replicas]})
+                              "replicas": [f"{r.role}-{r.index}" for r in replicas], "quiet": names})
         transaction.on_commit(lambda: _send(notice))
 
 

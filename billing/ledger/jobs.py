@@ -10,9 +10,11 @@ from django.db import transaction
 from django.db.models import Sum
 
 from billing import pricing
+from billing.ledger.deadline_cap import cap_missed_deadline
 from billing.ledger.posting import post_ledger
 from billing.ledger.selectors import array_total, as_of, job_currency, job_total
 from billing.models import ChargeLine, UsageSample
+from scheduling.api import clock
 from scheduling.models import Job
 
 
@@ -101,6 +103,7 @@ def finalize_job_cost(job_id: int) -> Job:
     """Post the finished job's last lines and record their sum as its final cost (idempotent)."""
     post_ledger(job_ids=[job_id])
     job = Job.objects.select_for_update().get(pk=job_id)
+    cap_missed_deadline(job, clock.now())  # a deadline the platform missed: at most the quoted price
     # an array's parent holds nothing itself: its final cost is what its indices cost (each fixed its own)
     total = array_total(job.pk) if job.array_size else job_total(job.pk)
     job.final_cost, job.currency = total, job_currency(job)

@@ -139,7 +139,8 @@ def _real(replica: Replica, scaled: datetime) -> datetime:
 
 def _add_piece(drafts, replica, job, pool, allocation, gpus, scale, hour, a, b, hour_used, timeline, table_pk,
                tz) -> None:
-    piece = pricing.HeldInterval(_scaled(replica, a), _scaled(replica, b), allocation, spot=pool.spot)
+    piece = pricing.HeldInterval(_scaled(replica, a), _scaled(replica, b), allocation, spot=pool.spot,
+                                 by_deadline=prices.by_deadline(job), deadline_discount=pool.deadline_discount)
     priority = prices.billed_priority(job)
     segments = pricing.cost_for_intervals([piece], timeline, priority=priority, tz=tz).segments
     piece_hours = pricing.hours(piece.end - piece.start)

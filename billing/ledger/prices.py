@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from billing import pricing
+from billing.quotes import DEADLINE
 
 
 def exclusive_share(gpus: int) -> Decimal:
@@ -35,6 +36,12 @@ def billed_priority(job) -> int:
     changes it later changes its place in the queue, not what the tenant agreed to pay."""
     submitted = job.spec.get("priority") if isinstance(job.spec, dict) else None
     return submitted if isinstance(submitted, int) and not isinstance(submitted, bool) else job.priority
+
+
+def by_deadline(job) -> bool:
+    """Whether a job is priced "by the deadline" (rules.ByDeadline): it chose that option of its quote."""
+    quote = job.quote if isinstance(job.quote, dict) else {}
+    return job.complete_by is not None and quote.get("when") == DEADLINE
 
 
 def money_text(amount: Decimal, currency: str) -> str:

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils.translation import gettext
 
 from billing import pricing
+from billing.invoices.services import issue_when_closed
 from billing.ledger.periods import period_bounds
 from billing.ledger.posting import close_grace, hour_floor, post_ledger
 from billing.ledger.selectors import job_currency, job_total, ledger_cursor, money_sum, workspace_currency
@@ -108,7 +109,8 @@ def add_adjustment(*, user, workspace, amount, reason: str, job=None, period: da
 
 @transaction.atomic
 def close_period(*, user, workspace, month: date, now: datetime | None = None) -> ClosedPeriod:
-    """Freeze a workspace's month once it has ended and its last hour is final."""
+    """Freeze a workspace's month once it has ended and its last hour is final; when it is the last open
+    one of its billing account's workspaces, the account's invoice for the month is issued with it."""
     require_finance(user, workspace)
     now = now or clock.now()
     month = month.replace(day=1)
@@ -124,7 +126,12 @@ def close_period(*, user, workspace, month: date, now: datetime | None = None) -
     if cursor.closed_until is None or cursor.closed_until < end:
         raise Conflict(gettext("the ledger is not final up to %(end)s; try again shortly") % {
             "end": f"{end:%Y-%m-%d %H:%M %Z}"}, field="month")
+    from billing.chargeback import post_chargeback  # noqa: PLC0415  (chargeback reads the ledger)
+
+    post_chargeback(month, now=now)  # the month's idle shares are its lines too: posted before it is frozen
     lines = ChargeLine.objects.filter(workspace=workspace, period=month)
     currency = workspace_currency(workspace, month)
-    return ClosedPeriod.objects.create(workspace=workspace, period=month, closed_at=now, closed_by=user,
-                                       total=money_sum(lines), currency=currency)
+    closed = ClosedPeriod.objects.create(workspace=workspace, period=month, closed_at=now, closed_by=user,
+                                         total=money_sum(lines), currency=currency)
+    issue_when_closed(workspace, month, user=user, now=now)  # the last of an account's workspaces: its invoice
+    return closed

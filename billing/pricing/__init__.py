@@ -4,7 +4,7 @@ Pure module (no Django). Money is ``Decimal`` with a currency, never float. Hour
 kept to 4 decimal places; a total is rounded to the currency's minor unit once, at the end.
 
 hourly price = (charged GPU share x GPU rate + CPU cores x CPU rate + memory GiB x memory rate)
-               x priority multiplier x off-peak factor x spot factor
+               x priority multiplier x off-peak factor x by-the-deadline factor x spot factor
 
 Each factor is a price rule (:mod:`billing.pricing.rules`); a table's ``rules`` is the ordered list
 it prices with, and the hourly price is their fold, rounded once to 4 places.
@@ -467,6 +467,8 @@ def estimate(
     spot: bool = False,
     replicas: int = 1,
     workspace: PricedWorkspace | None = None,
+    by_deadline: bool = False,
+    deadline_discount: Decimal | None = None,
 ) -> Estimate:
     """Expected cost: peak hours x peak rate + off-peak hours x off-peak rate, times replicas.
 
@@ -478,7 +480,8 @@ def estimate(
     require_duration(duration)
     _positive_int(replicas, "replicas")
     workspace = workspace or PricedWorkspace(tz)
-    option = PricedOption(allocation, priority=priority, spot=spot)
+    option = PricedOption(allocation, priority=priority, spot=spot, by_deadline=by_deadline,
+                          deadline_discount=deadline_discount)
     begin = start.astimezone(UTC)
     peak_rate = price_per_hour(rates, option, PriceWindow(begin, begin), workspace).amount
     offpeak_rate = price_per_hour(rates, option, PriceWindow(begin, begin, offpeak=True), workspace).amount
@@ -535,6 +538,8 @@ class HeldInterval:
     end: datetime
     allocation: Allocation
     spot: bool = False
+    by_deadline: bool = False  # priced "by the deadline" (rules.ByDeadline), with its pool's discount
+    deadline_discount: Decimal | None = None
 
     def __post_init__(self) -> None:
         require_aware(self.start, "interval start")
@@ -588,7 +593,8 @@ def cost_for_intervals(
                 continue
             table = table_in_force(tables, piece_start)
             rates = table.rates
-            option = PricedOption(interval.allocation, priority=priority, spot=interval.spot)
+            option = PricedOption(interval.allocation, priority=priority, spot=interval.spot,
+                                  by_deadline=interval.by_deadline, deadline_discount=interval.deadline_discount)
             for window, rate in _priced_parts(rates, option, piece_start, piece_end, tz, workspace):
                 segments.append(
                     CostSegment(

@@ -35,6 +35,7 @@ OFF_PEAK = "off_peak"
 SPOT = "spot"
 WEEKEND = "weekend"
 STORAGE = "storage"
+BY_DEADLINE = "by_deadline"
 
 # A storage price is per GiB-month; a month of storage is billed as this many hours (365 x 24 / 12), so
 # a GiB kept a whole year costs twelve months' price whatever the months' lengths.
@@ -51,6 +52,10 @@ class PricedOption(NamedTuple):
     allocation: Allocation
     priority: int = 0
     spot: bool = False
+    # work priced "by the deadline" (it waits for idle GPUs until its latest start), with its pool's discount;
+    # None: the table's off-peak discount
+    by_deadline: bool = False
+    deadline_discount: Decimal | None = None
 
 
 class PriceWindow(NamedTuple):
@@ -143,6 +148,21 @@ class OffPeak(PriceRule):
 
 
 @dataclass(frozen=True)
+class ByDeadline(PriceRule):
+    """Work that may wait for its deadline runs in the gaps, so it is priced like off-peak: its pool's deadline
+    discount (the table's off-peak discount unless the operator set one) outside the off-peak windows. Inside
+    them the off-peak discount applies already, and the two are not stacked."""
+
+    def adjust(self, rates, option, window, workspace):
+        if not option.by_deadline or window.offpeak:
+            return None
+        discount = rates.offpeak_discount if option.deadline_discount is None else option.deadline_discount
+        if not discount:
+            return None
+        return Adjustment(BY_DEADLINE, 1 - discount, {"discount": discount})
+
+
+@dataclass(frozen=True)
 class Spot(PriceRule):
     """Spot capacity can be reclaimed at any time, and costs less."""
 
@@ -201,7 +221,7 @@ def _local_midnight(day: date, zone: tzinfo) -> datetime:
     return datetime.combine(day, time(0), tzinfo=zone)
 
 
-DEFAULT_RULES: tuple[PriceRule, ...] = (SharingSlice(), Priority(), OffPeak(), Spot(), StorageUsed())
+DEFAULT_RULES: tuple[PriceRule, ...] = (SharingSlice(), Priority(), OffPeak(), ByDeadline(), Spot(), StorageUsed())
 
 
 def price_rules(*, weekend_discount: Decimal | None = None) -> tuple[PriceRule, ...]:

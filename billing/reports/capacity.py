@@ -13,6 +13,7 @@ each workspace's forecast beside its budget).
   or shrank is counted at today's size. A simulated cluster's lines count its fast clock, so they may
   allocate more than the hour held.
 - Usage by submitter: a workspace's lines grouped by the user who submitted each job.
+- Idle GPU-hours per person: every workspace's usage lines grouped by the person who submitted each job.
 - Month-end forecast: what the workspace spent this month plus its usage cost per day over the last 7
   complete days (fewer for a workspace billed for less long) times the days left in the month.
 """
@@ -31,7 +32,7 @@ from billing.ledger.periods import month_after, period_start
 from billing.ledger.selectors import money_sum, workspace_currency
 from billing.models import Budget, ChargeLine
 from billing.quote_texts import pool_problem_text
-from billing.reports.selectors import _sums
+from billing.reports.selectors import RENDERED, _sums
 from billing.reports.services import budget_status, day_bounds, spent_in_period
 from billing.selectors import price_currencies, price_tables
 from billing.time_zone import platform_tz
@@ -55,8 +56,21 @@ def _usage(start: date, end: date):
 # --------------------------------------------------------------------------- idle allocated GPU-hours
 
 
+class IdleShare:
+    """What is idle of what was allocated, in percent."""
+
+    allocated_gpu_hours: Decimal
+    idle_gpu_hours: Decimal
+
+    @property
+    def idle_percent(self) -> Decimal:
+        if not self.allocated_gpu_hours:
+            return ZERO
+        return (self.idle_gpu_hours * 100 / self.allocated_gpu_hours).quantize(Decimal("0.1"))
+
+
 @dataclass(frozen=True)
-class IdleRow:
+class IdleRow(IdleShare):
     day: date
     workspace: str
     pool: str
@@ -64,12 +78,6 @@ class IdleRow:
     idle_gpu_hours: Decimal
     idle_cost: Decimal
     currency: str
-
-    @property
-    def idle_percent(self) -> Decimal:
-        if not self.allocated_gpu_hours:
-            return ZERO
-        return (self.idle_gpu_hours * 100 / self.allocated_gpu_hours).quantize(Decimal("0.1"))
 
 
 def idle_by_workspace_pool_day(start: date, end: date) -> list[IdleRow]:
@@ -85,6 +93,34 @@ def idle_by_workspace_pool_day(start: date, end: date) -> list[IdleRow]:
     return [IdleRow(day, workspace, pool, a.quantize(QUANTITY), i.quantize(QUANTITY),
                     pricing.quantize_money(c, currency), currency)
             for (day, workspace, pool, currency), (a, i, c) in sorted(sums.items())]
+
+
+@dataclass(frozen=True)
+class PersonIdleRow(IdleShare):
+    person: str
+    workspaces: tuple[str, ...]
+    allocated_gpu_hours: Decimal
+    idle_gpu_hours: Decimal
+    idle_cost: Decimal
+    currency: str
+
+
+def idle_by_person(start: date, end: date) -> list[PersonIdleRow]:
+    """Per person who submitted the jobs (the line's submitter when the user is gone): GPU-hours allocated,
+    those idle and their cost, most idle first."""
+    sums: dict[tuple, list] = {}
+    lines = _usage(start, end).filter(allocated_gpu_hours__gt=0).annotate(person=RENDERED["submitted_by"]).values_list(
+        "person", "workspace__slug", "currency", "allocated_gpu_hours", "idle_gpu_hours", "cost")
+    for person, workspace, currency, allocated, idle, cost in lines.iterator():
+        row = sums.setdefault((person or "", currency), [ZERO, ZERO, ZERO, set()])
+        row[0] += allocated
+        row[1] += idle
+        row[2] += idle_cost(cost, allocated, idle)
+        row[3].add(workspace)
+    rows = [PersonIdleRow(person, tuple(sorted(w)), a.quantize(QUANTITY), i.quantize(QUANTITY),
+                          pricing.quantize_money(c, currency), currency)
+            for (person, currency), (a, i, c, w) in sums.items()]
+    return sorted(rows, key=lambda r: (-r.idle_gpu_hours, r.person, r.currency))
 
 
 def totals_by_currency(rows, *fields: str) -> list[dict]:

@@ -9,16 +9,27 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import translation
 from django.utils.translation import gettext
 
 from billing import history_catalogue as texts
 from billing import pricing
+from billing.accounts import account_of, account_workspace_ids
+from billing.credits import check_credit_allows_submit, check_credits, require_account_finance
 from billing.currency import currency_at
 from billing.ledger.periods import period_bounds, period_start
 from billing.ledger.selectors import as_of as ledger_as_of
 from billing.ledger.selectors import money_sum
-from billing.models import Budget, BudgetAlert, ChargeLine, ReportExport
+from billing.models import (
+    AccountBudget,
+    AccountBudgetAlert,
+    BillingAccount,
+    Budget,
+    BudgetAlert,
+    ChargeLine,
+    ReportExport,
+)
 from billing.notices import Notice, raise_notice, written_in_english
 from billing.time_zone import platform_tz
 from scheduling.api import DomainError, clock, formats, release_suspended, said, send_task, suspend_jobs
@@ -158,15 +169,176 @@ def budget_status(workspace, *, now: datetime | None = None) -> BudgetStatus | N
 
 
 def check_budget_allows_submit(workspace) -> str | None:
-    """Why a new submission must be refused (the workspace spent its budget and its owner chose
-    to block), or None when it may go ahead."""
+    """Why a new submission must be refused (the workspace, or a billing account that pays for it, spent
+    its budget and chose to block; or its prepaid account has no credit left), or None when it may go ahead."""
     status = budget_status(workspace)
     if status is None or not status.budget.block_at_limit or not status.exhausted:
-        return None
+        return _account_refusal(workspace)
     b = status.budget
     return (f"Workspace {workspace.slug} has spent {formats.money(status.spent, b.currency, 'en')} of its "
             f"{formats.money(b.amount, b.currency, 'en')} budget for the month starting {status.period_start}; its owner blocks "
             "new submissions at the limit.")
+
+
+# --------------------------------------------------------------------------- account budgets
+
+
+def set_account_budget(*, user, account: BillingAccount, amount: Decimal | str, block_at_limit: bool = False,
+                       suspend_preemptible: bool = False, thresholds: str | None = None) -> AccountBudget:
+    """Create or change an account's monthly budget, in the account's currency (finance or staff)."""
+    require_account_finance(user, account)
+    currency = account.currency
+    try:
+        amount = Decimal(str(amount).strip())
+    except ArithmeticError:
+        raise BudgetError(gettext("budget amount %(amount)s is not a number") % {"amount": repr(str(amount)[:40])}) from None
+    if not amount.is_finite() or amount <= 0 or amount >= MAX_BUDGET:
+        raise BudgetError(gettext("budget amount must be a positive number below %(most)s") % {"most": f"{MAX_BUDGET:,.0f}"})
+    if amount != pricing.quantize_money(amount, currency):
+        raise BudgetError(gettext("%(currency)s amounts have at most %(places)s decimal places") % {
+            "currency": currency, "places": pricing.minor_unit(currency)})
+    current = AccountBudget.objects.filter(account=account).first()
+    levels = parse_thresholds(thresholds) if thresholds is not None else (
+        parse_thresholds(current.thresholds) if current else DEFAULT_THRESHOLDS)
+    budget, _ = AccountBudget.objects.update_or_create(
+        account=account, defaults={"amount": amount, "block_at_limit": block_at_limit,
+                                   "suspend_preemptible": suspend_preemptible,
+                                   "thresholds": ",".join(map(str, levels))})
+    if not account_budget_status(account).exhausted:
+        for workspace in _workspaces(account_workspace_ids(account)):
+            release_suspended(workspace)
+    return budget
+
+
+def remove_account_budget(*, user, account: BillingAccount) -> bool:
+    require_account_finance(user, account)
+    deleted, _ = AccountBudget.objects.filter(account=account).delete()
+    return bool(deleted)
+
+
+@dataclass(frozen=True)
+class AccountBudgetStatus:
+    budget: AccountBudget
+    spent: Decimal
+    percent: Decimal
+    period_start: date
+    alerts: list[AccountBudgetAlert]
+    not_counted: tuple[str, ...]   # currencies of lines the account's currency does not add up
+
+    @property
+    def exhausted(self) -> bool:
+        return self.spent >= self.budget.amount
+
+
+def account_budget_status(account: BillingAccount, *, now: datetime | None = None) -> AccountBudgetStatus | None:
+    """This month's spend of the workspaces the account pays for (its sub-accounts' too), in its currency."""
+    now = now or clock.now()
+    budget = AccountBudget.objects.filter(account=account).select_related("account").first()
+    if budget is None:
+        return None
+    start = period_start(now)
+    lines = ChargeLine.objects.filter(workspace_id__in=account_workspace_ids(account), period=start)
+    spent = money_sum(lines, account.currency)
+    others = tuple(sorted(set(lines.exclude(currency=account.currency).order_by().values_list("currency", flat=True))))
+    return AccountBudgetStatus(budget=budget, spent=spent, percent=(spent * 100 / budget.amount).quantize(Decimal("0.1")),
+                               period_start=start, alerts=list(budget.alerts.filter(period_start=start)),
+                               not_counted=others)
+
+
+def _paying_accounts(workspace) -> list[BillingAccount]:
+    """The workspace's account and, for a sub-account, the account above it."""
+    account = account_of(workspace)
+    if account is None:
+        return []
+    return [account] + ([account.parent] if account.parent_id else [])
+
+
+def _account_refusal(workspace) -> str | None:
+    for account in _paying_accounts(workspace):
+        status = account_budget_status(account)
+        if status is not None and status.budget.block_at_limit and status.exhausted:
+            b = status.budget
+            return (f"Billing account {account.slug} has spent {formats.money(status.spent, account.currency, 'en')} "
+                    f"of its {formats.money(b.amount, account.currency, 'en')} budget for the month starting "
+                    f"{status.period_start}; new submissions in {workspace.slug} are refused at the limit.")
+    return check_credit_allows_submit(workspace)
+
+
+def _workspaces(ids):
+    return Budget.workspace.field.related_model.objects.filter(pk__in=list(ids)).order_by("slug")
+
+
+def check_account_budgets(*, now: datetime | None = None, workspace_ids=None) -> list[AccountBudgetAlert]:
+    """Fire every account budget threshold crossed this period that has not fired yet."""
+    now = now or clock.now()
+    budgets = AccountBudget.objects.select_related("account").order_by("account_id")
+    if workspace_ids is not None:
+        ids = list(workspace_ids)
+        budgets = budgets.filter(Q(account__workspace_links__workspace_id__in=ids)
+                                 | Q(account__sub_accounts__workspace_links__workspace_id__in=ids)).distinct()
+    fired = []
+    for budget in budgets:
+        try:
+            fired += _check_account_budget(budget.account, now)
+        except Exception:
+            log.exception("budget check of account %s failed", budget.account.slug)
+    return fired
+
+
+def _check_account_budget(account: BillingAccount, now: datetime) -> list[AccountBudgetAlert]:
+    fired = []
+    status = account_budget_status(account, now=now)
+    if status is None:
+        return fired
+    budget = status.budget
+    for threshold in parse_thresholds(budget.thresholds):
+        if status.spent * 100 < budget.amount * threshold:
+            continue
+        try:
+            with transaction.atomic():
+                alert = AccountBudgetAlert.objects.create(budget=budget, period_start=status.period_start,
+                                                          threshold=threshold, spent=status.spent, percent=status.percent)
+        except IntegrityError:
+            continue  # already fired this period
+        fired.append(alert)
+    if fired:
+        _send_account_alert(account, status, max(fired, key=lambda a: a.threshold))
+    if status.exhausted and budget.suspend_preemptible:
+        jobs = list(Job.objects.filter(workspace_id__in=account_workspace_ids(account), preemptible=True)
+                    .exclude(state__in=FINAL_STATES).exclude(pending_code="budget_suspended"))
+        if jobs:
+            _, until = period_bounds(status.period_start)
+            suspend_jobs(jobs, until=until, reason=said(texts.ACCOUNT_BUDGET_SPENT, account=account.slug,
+                                                        percent=status.percent))
+    return fired
+
+
+def _account_alert_texts(account: BillingAccount, status: AccountBudgetStatus, alert: AccountBudgetAlert):
+    figures = {"account": account.name, "slug": account.slug, "percent": alert.percent, "threshold": alert.threshold,
+               "spent": formats.money(alert.spent, account.currency),
+               "budget": formats.money(status.budget.amount, account.currency), "start": alert.period_start}
+    subject = gettext("%(account)s: %(percent)s %% of the account's monthly budget spent (alert at %(threshold)s %%)"
+                      ) % figures
+    body = gettext("Billing account %(account)s (%(slug)s) has spent %(spent)s of its %(budget)s budget for the "
+                   "month starting %(start)s: %(percent)s %%.") % figures + "\n"
+    if alert.threshold >= 100 and status.budget.block_at_limit:
+        body += gettext("New submissions are blocked until the next month or a higher budget.") + "\n"
+    return subject, body
+
+
+def _send_account_alert(account: BillingAccount, status: AccountBudgetStatus, alert: AccountBudgetAlert) -> None:
+    """One notice per workspace the account pays for; a person in several of them is told once."""
+    texts_ = written_in_english(lambda: _account_alert_texts(account, status, alert))
+    told: set[int] = set()
+    for workspace in _workspaces(account_workspace_ids(account)):
+        users = tuple(u for u in _recipients(workspace) if u.pk not in told)
+        told.update(u.pk for u in users)
+        raise_notice(Notice(
+            event="budget.alert", workspace=workspace, users=users, **texts_, link="/reports/",
+            data={"kind": "account.budget", "account": account.slug, "threshold": alert.threshold,
+                  "percent": str(alert.percent), "spent": str(alert.spent), "budget": str(status.budget.amount),
+                  "currency": account.currency, "period_start": alert.period_start.isoformat(),
+                  "submissions_blocked": alert.threshold >= 100 and status.budget.block_at_limit}))
 
 
 def _recipients(workspace) -> tuple:
@@ -176,20 +348,24 @@ def _recipients(workspace) -> tuple:
 
 
 def check_budgets(*, now: datetime | None = None, workspace_ids=None) -> list[BudgetAlert]:
-    """Fire every threshold crossed this period that has not fired yet; email owners and finance.
-    Run on every ingested batch (for the workspaces it touched) and after each ledger post."""
+    """Fire every threshold crossed this period that has not fired yet; email owners and finance (the
+    returned alerts are the workspaces'; accounts' budgets and credit are checked too). Run on every ingested batch (for the workspaces it touched) and after each ledger post."""
     now = now or clock.now()
     fired = []
     # Workspace by workspace: one bad row must not stop the alerts of the others.
     budgets = Budget.objects.order_by("workspace_id")
-    if workspace_ids is not None:
-        budgets = budgets.filter(workspace_id__in=list(workspace_ids))
+    touched = None if workspace_ids is None else list(workspace_ids)
+    if touched is not None:
+        budgets = budgets.filter(workspace_id__in=touched)
     workspace_ids = list(budgets.values_list("workspace_id", flat=True))
     for workspace in Budget.workspace.field.related_model.objects.filter(pk__in=workspace_ids).order_by("pk"):
         try:
             fired += _check_budget(workspace, now)
         except Exception:
             log.exception("budget check of workspace %s failed", workspace.slug)
+    # Accounts' budgets and prepaid credit alert the same way, on the same runs
+    check_account_budgets(now=now, workspace_ids=touched)
+    check_credits(now=now, workspace_ids=touched)
     return fired
 
 

@@ -11,6 +11,7 @@ from billing.ledger.selectors import sums_by_currency
 from billing.models import ReportExport
 from billing.reports import exports
 from billing.reports import selectors as reports
+from billing.reports.consolidation import consolidated_total
 from scheduling.api import clock
 
 
@@ -33,26 +34,33 @@ def build_excel_export(export_id: str) -> str:
         return _build(export)
 
 
+def report_totals(rows, filters) -> list[tuple[str, object]]:
+    """The Totals sheet of a report's Excel file: one total per currency (amounts of two currencies are never
+    added), the latest usage included and the range."""
+    as_of = reports.as_of(rows)
+    sums = ([(filters.currency, consolidated_total(rows, filters.currency))] if filters.currency
+            else sums_by_currency(rows))
+    labelled = [(pgettext("excel totals", "Total") if len(sums) == 1
+                 else pgettext("excel totals", "Total %(currency)s") % {"currency": c}, t) for c, t in sums]
+    return [(pgettext("excel totals", "Currency"), ", ".join(c for c, _ in sums)), *labelled,
+            (pgettext("excel totals", "As of"), as_of.isoformat() if as_of else ""),
+            (pgettext("excel totals", "From"), filters.start.isoformat()),
+            (pgettext("excel totals", "To"), filters.end.isoformat())]
+
+
 def _build(export: ReportExport) -> str:
     try:
         filters = reports.parse_filters(export.filters, today=clock.now().date())
         rows = reports.report_rows(export.user, filters)
-        as_of = reports.as_of(rows)
-        # one total per currency: amounts of two currencies are never added
-        sums = sums_by_currency(rows)
-        labelled = [(pgettext("excel totals", "Total") if len(sums) == 1
-                     else pgettext("excel totals", "Total %(currency)s") % {"currency": c}, t) for c, t in sums]
-        total = [(pgettext("excel totals", "Currency"), ", ".join(c for c, _ in sums)), *labelled,
-                 (pgettext("excel totals", "As of"), as_of.isoformat() if as_of else ""),
-                 (pgettext("excel totals", "From"), filters.start.isoformat()),
-                 (pgettext("excel totals", "To"), filters.end.isoformat())]
+        total = report_totals(rows, filters)
         ReportExport.objects.filter(pk=export.pk).update(rows_total=rows.count())
         name = f"report-{filters.start}-{filters.end}-{export.pk.hex[:8]}.xlsx"
 
         def progress(done: int) -> None:
             ReportExport.objects.filter(pk=export.pk).update(rows_done=done)
 
-        exports.write_xlsx(export_dir() / name, exports.line_rows(rows, chunk_size=5000), total=total,
+        exports.write_xlsx(export_dir() / name, exports.line_rows(rows, chunk_size=5000, currency=filters.currency),
+                           total=total,
                            progress=progress)
     except Exception as error:
         ReportExport.objects.filter(pk=export.pk).update(state=ReportExport.State.FAILED, error=str(error),

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from django.http import Http404
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import money_text, platform_tz
+from billing.api import MINOR_UNITS, money_text, platform_tz
 from billing.api import report_selectors as costs
+from portal.api.errors import NotFound
 from scheduling.api import clock
 
-PARAMS = ("workspace", "start", "end", "group_by", "page", "queue", "gpu_model", "sharing", "job")
+PARAMS = ("workspace", "start", "end", "group_by", "page", "queue", "gpu_model", "sharing", "job", "currency")
 QUANTITIES = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "exclusive_gpu_hours", "cpu_core_hours",
               "memory_gib_hours", "storage_gib_hours")
 
@@ -38,7 +41,8 @@ def _page(raw: str | None) -> int:
 
 
 # line column -> the name the API gives it
-ROW_NAMES = {"job_id": "job", "submitted_by": "user", "workspace__slug": "workspace", "workspace__name": "workspace_name"}
+ROW_NAMES = {"job_id": "job", "submitted_by": "user", "workspace__slug": "workspace", "workspace__name": "workspace_name",
+             "period": "month"}
 
 
 def cost_row(row: dict, group: tuple[str, ...]) -> dict:
@@ -46,16 +50,27 @@ def cost_row(row: dict, group: tuple[str, ...]) -> dict:
     out = {ROW_NAMES.get(c, c): row[c] for c in group}
     if "day" in out:
         out["day"] = out["day"].isoformat()
+    if "month" in out:
+        out["month"] = f"{out['month']:%Y-%m}"
     out.update({k: str(row[k].quantize(costs.QUANTITY)) for k in QUANTITIES})
     out["lost_gpu_hours"] = str(row.get("lost_gpu_hours") or 0)   # lost to evictions, since their last checkpoints
     out.update({"list_cost": money_text(row["list_cost"], currency),
                 "exclusive_cost": money_text(row["exclusive_cost"], currency),
                 "cost": money_text(row["cost"], currency)})
+    if "jobs" in row:  # per person: their jobs, and their share of idle capacity charged back
+        out["jobs"] = row["jobs"]
+        out["idle_share"] = money_text(row["idle_share"], currency)
+    if "x_OriginalCurrency" in row:  # consolidated: what the row was before conversion
+        original = row["x_OriginalCurrency"]
+        rate = row["x_ExchangeRate"]
+        out.update({"x_OriginalCost": money_text(row["x_OriginalCost"], original), "x_OriginalCurrency": original,
+                    "x_ExchangeRate": None if rate is None else str(rate)})
     return out
 
 
 class CostsApi(APIView):
-    """Costs of the caller's workspaces from the ledger: `totals` has one total per currency for the whole
+    """Costs of the caller's workspaces from the ledger (group_by=user: per person and month, across the
+    workspaces where the caller is finance or owner, every one for an operator): `totals` has one total per currency for the whole
     period and filter (`currency` and `total` repeat it when there is one currency, else are null: amounts
     of two currencies are never added); `rows` is one page (at most 500) of the grouping, each row in one
     currency; `as_of` is the latest usage included."""
@@ -70,6 +85,10 @@ class CostsApi(APIView):
             _param("queue"), _param("gpu_model"),
             _param("sharing", "", {"type": "string", "enum": list(costs.SHARING_MODES)}),
             _param("job", "", {"type": "integer", "minimum": 1, "maximum": costs.MAX_JOB_ID}),
+            _param("currency", "A reporting currency (ISO 4217, e.g. USD): every amount converted into it at the "
+                   "rate of its line's day, or of its billing month's last day, as the operator set; each row "
+                   "keeps x_OriginalCost, x_OriginalCurrency and x_ExchangeRate. No rate for a day: 422.",
+                   {"type": "string", "enum": sorted(MINOR_UNITS)}),
         ],
         responses={200: inline_serializer("Costs", {
             "currency": serializers.CharField(allow_null=True), "as_of": serializers.DateTimeField(allow_null=True),
@@ -89,7 +108,11 @@ class CostsApi(APIView):
         page = _page(request.query_params.get("page"))
         today = clock.now().astimezone(platform_tz()).date()
         filters = costs.parse_filters(request.query_params, today=today)
-        report = costs.costs(request.user, filters, page=page)
+        try:
+            report = costs.costs(request.user, filters, page=page)
+        except Http404:  # a workspace the caller is not in: the field that named it
+            raise NotFound(gettext("no such workspace: %(workspace)s") % {
+                "workspace": request.query_params.get("workspace", "")}, field="workspace") from None
         group = costs.GROUPS[report.group_by]
         return Response({
             "currency": report.currency, "as_of": report.as_of.isoformat() if report.as_of else None,

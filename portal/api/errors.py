@@ -34,6 +34,7 @@ KNOWN_TITLES = [
     gettext_noop("The request was refused"), gettext_noop("Not allowed"),
     gettext_noop("Conflicts with the current state"), gettext_noop("Not found"),
     gettext_noop("The spec is not valid"), gettext_noop("No pool can run the spec"),
+    gettext_noop("The job could never run on this cluster"),
     gettext_noop("Billed records cannot be changed"), gettext_noop("Request body too large"),
     gettext_noop("Too many requests"), gettext_noop("Invalid request"),
     gettext_noop("Service unavailable"), gettext_noop("Server error"),
@@ -69,11 +70,15 @@ def problem(status: int, title: str, detail: str, errors: list[dict], kind: str)
     return Response(body, status=status, content_type=PROBLEM_JSON)
 
 
+def problem_body(exc: DomainError) -> dict:
+    """The problem details of a domain error, as a body or as one item's answer in a batch."""
+    return {"type": problem_type(type(exc).__name__), "title": _localized(exc.title), "status": exc.status,
+            "detail": _localized(str(exc) or exc.title), "errors": exc.to_dicts()}
+
+
 def problem_response(exc: DomainError) -> JsonResponse:
     """The same body for a request refused before it reaches a DRF view (portal.middleware)."""
-    body = {"type": problem_type(type(exc).__name__), "title": _localized(exc.title), "status": exc.status,
-            "detail": _localized(str(exc) or exc.title), "errors": exc.to_dicts()}
-    return JsonResponse(body, status=exc.status, content_type=PROBLEM_JSON)
+    return JsonResponse(problem_body(exc), status=exc.status, content_type=PROBLEM_JSON)
 
 
 class BodyTooLarge(DomainError):

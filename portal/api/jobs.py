@@ -3,6 +3,8 @@
 
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils import timezone
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -13,16 +15,29 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import array_total, currency_at, job_total, job_totals, submit_quoted_job
+from billing.api import (
+    BatchSpec,
+    array_total,
+    currency_at,
+    job_total,
+    job_totals,
+    submit_quoted_job,
+    submit_quoted_jobs,
+)
 from portal import selectors as portal_selectors
+from portal.api.errors import problem_body
 from portal.api.fields import DurationHoursField, SpecField
+from portal.api.job_rows import job_row
 from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
 from scheduling.api import (
     END_CODES,
+    DomainError,
     array_detail,
     attempt_rows,
     checkpoint_fields,
+    clock,
+    deadlines,
     end_reason_text,
     get_backend,
     grace_of,
@@ -183,6 +198,14 @@ class JobListCreateApi(ListAPIView):
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "running_totals": getattr(self, "running_totals", {})}
 
+    def list(self, request, *args, **kwargs):
+        # JobListOutput's JSON built as plain dicts (job_rows): the serializer's per-field walk was most of the CPU
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        if page is None:
+            return super().list(request, *args, **kwargs)
+        zone = timezone.get_current_timezone()
+        return self.get_paginated_response([job_row(job, self.running_totals, zone) for job in page])
+
     @extend_schema(request=JobSubmitInput, responses={201: JobOutput})
     def post(self, request):
         body = JobSubmitInput(data=request.data)
@@ -192,6 +215,91 @@ class JobListCreateApi(ListAPIView):
         job = submit_quoted_job(user=request.user, workspace=workspace, spec=data["spec"], option=data.get("option"),
                                 duration_hours=data.get("duration_hours"))
         return Response(JobOutput(job).data, status=status.HTTP_201_CREATED)
+
+
+MAX_BATCH = 1000   # jobs in one batch request: a body of 1,000 small specs stays well within the upload limit
+
+
+class JobBatchItemInput(serializers.Serializer):
+    spec = SpecField(help_text="The task YAML as text, or a JSON object of the same fields")
+    option = serializers.CharField(required=False, allow_blank=True)
+    duration_hours = DurationHoursField(required=False, help_text="As in POST /api/v1/jobs/")
+
+
+class BatchItemsField(serializers.ListField):
+    """The items as sent, any JSON: each is checked on its own (as JobBatchItemInput), so one malformed item is
+    refused alone, in its result."""
+
+    child = serializers.JSONField(allow_null=True)
+
+
+@extend_schema_field({"allOf": [{"$ref": "#/components/schemas/ProblemDetail"}], "nullable": True})
+class ProblemField(serializers.JSONField):
+    pass
+
+
+class JobBatchInput(serializers.Serializer):
+    workspace = serializers.SlugField()
+    jobs = BatchItemsField(min_length=1, max_length=MAX_BATCH,
+                           help_text=f"Up to {MAX_BATCH} items, each {{spec, option?, duration_hours?}} as POST "
+                                     "/api/v1/jobs/ takes it; an item that is not is refused in its result")
+
+
+class BatchJobOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    queue = serializers.CharField(source="queue.name")
+    state = serializers.CharField()
+    quote = serializers.JSONField(help_text="The option chosen, as POST /api/v1/jobs/ freezes it")
+
+
+class JobBatchResultOutput(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The item's place in `jobs`, from 0")
+    status = serializers.IntegerField(help_text="201: stored; else the problem's status")
+    job = BatchJobOutput(required=False, allow_null=True, help_text="The stored job (null when refused)")
+    problem = ProblemField(required=False, allow_null=True,
+                                   help_text="Why the item was refused: RFC 9457 problem details (null when stored)")
+
+
+class JobBatchOutput(serializers.Serializer):
+    submitted = serializers.IntegerField()
+    refused = serializers.IntegerField()
+    results = JobBatchResultOutput(many=True)
+
+
+class JobBatchApi(APIView):
+    """Many jobs in one request (a sweep, an array by hand): each item quoted, checked and stored as POST
+    /api/v1/jobs/ does, the good ones together; a refused item never keeps the others out."""
+
+    token_scopes = {"POST": "submit"}
+
+    @extend_schema(request=JobBatchInput, responses={200: JobBatchOutput})
+    def post(self, request):
+        body = JobBatchInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        workspace = get_workspace_for_user(request.user, body.validated_data["workspace"])
+        checked: list[BatchSpec | DomainError] = []
+        for raw in body.validated_data["jobs"]:
+            item = JobBatchItemInput(data=raw) if isinstance(raw, dict) else None
+            if item is None or not item.is_valid():
+                checked.append(DomainError({k: [str(m) for m in v] for k, v in item.errors.items()} if item
+                                           else gettext("each item is an object {spec, option?, duration_hours?}")))
+                continue
+            data = item.validated_data
+            checked.append(BatchSpec(data["spec"], data.get("option") or None, data.get("duration_hours")))
+        stored = iter(submit_quoted_jobs(user=request.user, workspace=workspace,
+                                         items=[i for i in checked if isinstance(i, BatchSpec)]))
+        results = []
+        for index, item in enumerate(checked):
+            outcome = next(stored) if isinstance(item, BatchSpec) else item
+            if isinstance(outcome, DomainError):
+                results.append({"index": index, "status": outcome.status, "job": None,
+                                "problem": problem_body(outcome)})
+            else:
+                results.append({"index": index, "status": status.HTTP_201_CREATED,
+                                "job": BatchJobOutput(outcome).data, "problem": None})
+        submitted = sum(r["job"] is not None for r in results)
+        return Response({"submitted": submitted, "refused": len(results) - submitted, "results": results})
 
 
 class ArrayCountsOutput(serializers.Serializer):
@@ -225,6 +333,31 @@ class JobDetailOutput(JobOutput, PendingOutlookOutput):
 
     max_runtime_s = serializers.IntegerField(allow_null=True, help_text="The limit of each run, in the job's time")
     deadline = serializers.DateTimeField(allow_null=True, help_text="When the run under way reaches max_runtime_s")
+    complete_by = serializers.SerializerMethodField(help_text="completeBy / completeWithin: when it should be done")
+    latest_start = serializers.SerializerMethodField(
+        help_text="The deadline less its remaining expected run time and safety margin: from then on it starts "
+                  "as strict work")
+    deadline_phase = serializers.SerializerMethodField(
+        help_text="gaps (waits for idle GPUs until latest_start), strict, running, done or missed; null: no deadline")
+    deadline_missed = serializers.SerializerMethodField(
+        help_text="When the platform found the deadline can no longer be met; null: not found")
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_complete_by(self, job) -> str | None:
+        return job.complete_by.isoformat() if job.complete_by else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_latest_start(self, job) -> str | None:
+        return job.latest_start.isoformat() if job.complete_by and job.latest_start else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_deadline_phase(self, job) -> str | None:
+        return deadlines.phase_of(job, clock.now()) if job.complete_by else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_deadline_missed(self, job) -> str | None:
+        return job.deadline_missed.isoformat() if job.deadline_missed else None
+
     end_code = serializers.SerializerMethodField(help_text="How it ended: " + ", ".join(END_CODES) + "; null before")
     end_reason_text = serializers.SerializerMethodField(help_text="Why, in the request's language")
     attempts = serializers.SerializerMethodField()

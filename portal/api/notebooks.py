@@ -41,6 +41,8 @@ class NotebookOutput(WorkloadOutput):
                                          help_text="What those idle hours cost")
     created = serializers.DateTimeField(source="job.created")
     started = serializers.DateTimeField(source="job.started", allow_null=True)
+    keep_alive_until = serializers.DateTimeField(source="kept_until", allow_null=True,
+                                                 help_text="The idle rule skips it until then (null: it applies)")
 
     def get_url(self, row) -> str:
         return self.context["request"].build_absolute_uri(row.url)
@@ -126,3 +128,29 @@ class NotebookDeleteApi(APIView):
         job = services.delete_notebook(request.user, notebooks.get_notebook_for_user(request.user, pk),
                                        delete_home=body.validated_data["delete_home"])
         return Response(JobOutput(portal_selectors.get_job_for_user(request.user, job.pk)).data)
+
+
+class KeepAliveInput(serializers.Serializer):
+    keep_alive_until = serializers.CharField(
+        allow_null=True, allow_blank=True, max_length=64,
+        help_text="HH:MM (the next such time in your time zone) or an ISO date and time; null or empty: clear. "
+                  "At most the queue's maximum runtime from now.")
+
+
+class KeepAliveOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    keep_alive_until = serializers.DateTimeField(allow_null=True)
+
+
+class NotebookKeepAliveApi(APIView):
+    """Keep a notebook alive until a time (the idle rule skips it until then), or clear it; audited."""
+
+    token_scopes = {"POST": "submit"}
+
+    @extend_schema(request=KeepAliveInput, responses={200: KeepAliveOutput})
+    def post(self, request, pk):
+        body = KeepAliveInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = notebooks.get_notebook_for_user(request.user, pk)
+        kept = notebooks.keep_alive(request.user, job, body.validated_data["keep_alive_until"])
+        return Response(KeepAliveOutput({"id": job.pk, "keep_alive_until": kept.until if kept else None}).data)

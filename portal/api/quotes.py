@@ -55,5 +55,6 @@ class QuoteApi(APIView):
             } if per_token else {}))
             for option in out["options"]:
                 option["at_rate"] = rates.get(option["id"])
-                option["at_rate_text"] = quote_texts.at_rate_text(option["at_rate"], quote.currency)
+                option["at_rate_text"] = quote_texts.at_rate_text(option["at_rate"], quote.currency,
+                                                                   out["duration_hours"])
         return Response(out)

@@ -144,26 +144,28 @@ class ScheduleDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ScheduleSuspendApi(APIView):
+class _ScheduleStateApi(APIView):
+    """A schedule's suspend or resume: `change` is the service that does it."""
+
+    token_scopes = EVERYDAY
+    change = None
+
+    @extend_schema(request=None, responses={200: ScheduleOutput})
+    def post(self, request, pk):
+        schedule = portal_selectors.get_schedule_for_user(request.user, pk)
+        return Response(ScheduleOutput(self.change(user=request.user, schedule=schedule)).data)
+
+
+class ScheduleSuspendApi(_ScheduleStateApi):
     """No runs until resumed (runs already made go on)."""
 
-    token_scopes = EVERYDAY
-
-    @extend_schema(request=None, responses={200: ScheduleOutput})
-    def post(self, request, pk):
-        schedule = portal_selectors.get_schedule_for_user(request.user, pk)
-        return Response(ScheduleOutput(schedules.suspend_schedule(user=request.user, schedule=schedule)).data)
+    change = staticmethod(schedules.suspend_schedule)
 
 
-class ScheduleResumeApi(APIView):
+class ScheduleResumeApi(_ScheduleStateApi):
     """Fire again from now on (fire times passed while suspended are not caught up)."""
 
-    token_scopes = EVERYDAY
-
-    @extend_schema(request=None, responses={200: ScheduleOutput})
-    def post(self, request, pk):
-        schedule = portal_selectors.get_schedule_for_user(request.user, pk)
-        return Response(ScheduleOutput(schedules.resume_schedule(user=request.user, schedule=schedule)).data)
+    change = staticmethod(schedules.resume_schedule)
 
 
 class ScheduleTriggerApi(APIView):

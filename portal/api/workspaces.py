@@ -1,7 +1,10 @@
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView, RetrieveAPIView
+from rest_framework.response import Response
 
 from billing.api import currency_at
+from portal import ssh_access
 from portal.models import Membership
 from portal.selectors import get_workspace_for_user, workspaces_for
 from portal.workspace_queues import workspace_queues
@@ -13,6 +16,8 @@ class WorkspaceOutput(serializers.Serializer):
     role = serializers.SerializerMethodField()
     currency = serializers.SerializerMethodField(help_text="The currency the workspace is billed in this month")
     created = serializers.DateTimeField()
+    ssh_enabled = serializers.BooleanField(help_text="Whether owners and members may open SSH sessions into its "
+                                                     "running notebooks and jobs (owners switch it)")
 
     def get_role(self, workspace) -> str | None:
         user = self.context["request"].user
@@ -31,11 +36,25 @@ class WorkspaceListApi(ListAPIView):
         return workspaces_for(self.request.user).order_by("slug")
 
 
+class WorkspaceSettingsInput(serializers.Serializer):
+    ssh_enabled = serializers.BooleanField(help_text="Turn SSH into the workspace's notebooks and jobs on or off")
+
+
 class WorkspaceDetailApi(RetrieveAPIView):
+    """A workspace of the caller's. PATCH: an owner turns SSH on or off (members get a 403, others a 404)."""
+
     serializer_class = WorkspaceOutput
 
     def get_object(self):
         return get_workspace_for_user(self.request.user, self.kwargs["slug"])
+
+    @extend_schema(request=WorkspaceSettingsInput, responses={200: WorkspaceOutput})
+    def patch(self, request, slug):
+        workspace = self.get_object()
+        body = WorkspaceSettingsInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        workspace = ssh_access.set_workspace_ssh(request.user, workspace, body.validated_data["ssh_enabled"])
+        return Response(WorkspaceOutput(workspace, context=self.get_serializer_context()).data)
 
 
 class QueueOutput(serializers.Serializer):

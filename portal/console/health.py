@@ -77,6 +77,7 @@ def capacity(request):
     return render(request, "console/capacity.html", {
         "section": "capacity", "filters": filters, "workspaces": workspaces, "workspace": workspace,
         "idle": idle, "idle_totals": capacity_reports.totals_by_currency(idle, "idle_gpu_hours", "idle_cost"),
+        "idle_people": capacity_reports.idle_by_person(filters.start, filters.end),
         "unallocated": unallocated,
         "unallocated_totals": capacity_reports.totals_by_currency(unallocated, "unallocated_gpu_hours", "list_cost"),
         "submitters": capacity_reports.usage_by_submitter(workspace, filters.start, filters.end) if workspace else None,

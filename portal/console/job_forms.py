@@ -18,6 +18,7 @@ from portal.console import job_selectors
 from portal.console.job_selectors import DEFAULT_PAGE_SIZE, DEFAULT_SORT, MAX_PAGE_SIZE, SORTS, JobFilters
 from portal.widgets import PlainSelect
 from scheduling.api import MAX_PRIORITY
+from scheduling.api import formats as shown
 
 MAX_PARAMETER_LENGTH = 200
 MAX_PAGE = 1_000_000
@@ -73,7 +74,8 @@ class JobFilterForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name, values in self.choices().items():
-            self.fields[name].choices = [("", _("all")), *((v, v) for v in values)]
+            label = shown.state_text if name == "state" else str  # a state in the reader's words, its value as is
+            self.fields[name].choices = [("", _("all")), *((v, label(v)) for v in values)]
 
     def choices(self) -> dict[str, list[str]]:
         """The values each select offers: every workspace's here (the tenants' list offers its own)."""

@@ -41,6 +41,7 @@ ACTION_LABELS = {
     "accept invitation": pgettext_lazy("audit action", "accept invitation"),
     "approve device login": pgettext_lazy("audit action", "approve device login"),
     "deny device login": pgettext_lazy("audit action", "deny device login"),
+    "keep alive": pgettext_lazy("audit action", "keep alive"),
 }
 
 

@@ -75,12 +75,20 @@ def _rows(run: PlannerRun) -> tuple[list, list]:
 @operator_required
 def planner_run(request, pk: int):
     run = get_object_or_404(PlannerRun, pk=pk)
+    results = run.results or {}
+    # the three figures of the replays' target per side (runs stored before them have none: left out)
+    target_rows = [(side, {k: results[side]["total"][k] for k in services.TARGET_FIGURES})
+                   for side in ("actual", "edited") if "strict_wait_p95_s" in results.get(side, {}).get("total", {})]
     if request.GET.get("partial") == "status":
-        return JsonResponse({"state": run.state, "progress": run.progress, "error": run.error})
+        status = {"state": run.state, "progress": run.progress, "error": run.error}
+        if target_rows:
+            status["targets"] = dict(target_rows)
+        return JsonResponse(status)
     queue_rows, pool_rows = _rows(run)
     return render(request, "console/planner_run.html", {
-        "section": "planner", "run": run, "results": run.results or {}, "queue_rows": queue_rows,
+        "section": "planner", "run": run, "results": results, "queue_rows": queue_rows,
         "pool_rows": pool_rows, "charts": _chart_data(run) if run.state == PlannerRun.State.DONE else {},
+        "target_rows": target_rows,
     })
 
 

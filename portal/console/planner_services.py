@@ -30,6 +30,7 @@ from scheduling.api import (
     ReplayJob,
     clock,
     cluster_snapshot,
+    deadlines,
     gang,
     gpu_model_name,
     history_jobs,
@@ -139,10 +140,21 @@ def trace_jobs(text: str, cluster: cm.Snapshot, *, default_queue: str, start: fl
             continue
         per, replicas = gang(j.gpus, per_node)
         queue = j.team if j.team in leaves else default_queue
+        deadline = None if j.deadline is None else start + j.submit + j.deadline
         out.append(ReplayJob.simple(f"trace-{j.id}", queue, per, start + j.submit, j.duration, replicas=replicas,
                                     created=start + j.submit, checkpoint_s=checkpoint_s,
-                                    priority=BEST_EFFORT_PRIORITY if j.best_effort else STRICT_PRIORITY))
+                                    priority=BEST_EFFORT_PRIORITY if j.best_effort else STRICT_PRIORITY,
+                                    deadline=deadline, margin_s=0.0 if deadline is None else deadlines.margin_s(j.duration)))
     return out
+
+
+def best_effort_ids(jobs: Iterable[ReplayJob], *, trace: bool) -> frozenset[str]:
+    """The best-effort jobs among `jobs`, whose completion is a figure of its own: a trace's best-effort lines
+    (they have the lower priority), or, in the history, the jobs their owners made preemptible. A deadline job
+    is neither."""
+    if trace:
+        return frozenset(j.job.id for j in jobs if j.deadline is None and j.job.priority == BEST_EFFORT_PRIORITY)
+    return frozenset(j.job.id for j in jobs if j.deadline is None and j.job.preemptible)
 
 
 MAX_TRACE_JOBS = 40_000
@@ -171,11 +183,11 @@ def pending_window(cluster: cm.Snapshot) -> int:
 
 def replay_side(cluster: cm.Snapshot, jobs: list[ReplayJob], *, start: float, end: float,
                 progress: Callable[[float], None] = lambda f: None, rates: pricing.Rates | None = None,
-                on_events: bool = True) -> dict:
+                on_events: bool = True, best_effort: frozenset[str] = frozenset()) -> dict:
     """Replay `jobs` on `cluster` from `start` until every job is done (or MAX_CYCLES), reporting progress
     every STEP_CYCLES cycles: half the simulated time through the window [start, end] (the submissions),
     half the jobs done, so it moves while a backlog is worked off after the last submission too. Returns
-    the figures (see `figures_of`)."""
+    the figures (see `figures_of`; `best_effort`: the jobs whose completion counts apart, `target_figures`)."""
     engine = Replay(cluster, jobs, start=start, cycle_s=CYCLE_S, record_allocation=True, on_events=on_events,
                     pending_window=pending_window(cluster))
     span, total = max(end - start, 1.0), max(len(jobs), 1)
@@ -184,13 +196,13 @@ def replay_side(cluster: cm.Snapshot, jobs: list[ReplayJob], *, start: float, en
         progress(min(1.0, (min(max(engine.time - start, 0.0) / span, 1.0) + engine.ended() / total) / 2))
     stopped = not engine.finished()
     result = engine.result()
-    figures = figures_of(cluster, jobs, result, start=start, end=end, rates=rates)
+    figures = figures_of(cluster, jobs, result, start=start, end=end, rates=rates, best_effort=best_effort)
     figures["stopped_after_cycles"] = MAX_CYCLES if stopped else None
     return figures
 
 
 def figures_of(cluster: cm.Snapshot, jobs: list[ReplayJob], result, *, start: float, end: float,
-               rates: pricing.Rates | None) -> dict:
+               rates: pricing.Rates | None, best_effort: frozenset[str] = frozenset()) -> dict:
     node_pool = {n.name: n.pool for n in cluster.nodes}
     pools = {p.name: p for p in cluster.pools}
     capacity = defaultdict(int)
@@ -281,9 +293,37 @@ def figures_of(cluster: cm.Snapshot, jobs: list[ReplayJob], result, *, start: fl
                   "utilisation_pct": round(100 * total_h / (gpus * span_h), 2) if gpus else None, "cost": money,
                   "currency": rates.currency if rates else "", "unpriced_pools": unpriced,
                   "never_started": sum(c[0] - c[1] for c in counts.values()),
-                  "preemptions": sum(c[3] for c in counts.values()), "cycles": result.cycles},
+                  "preemptions": sum(c[3] for c in counts.values()), "cycles": result.cycles,
+                  **target_figures(jobs, result, best_effort, last)},
         "allocation": {"start": start, "step_s": width, "gpus": [round(b / MILLI_PER_GPU, 3) for b in buckets]},
     }
+
+
+TARGET_FIGURES = ("strict_jobs", "strict_wait_p95_s", "deadline_jobs", "deadline_met", "deadline_met_pct",
+                  "best_effort_jobs", "best_effort_finished", "best_effort_jct_p95_s")
+
+
+def target_figures(jobs: list[ReplayJob], result, best_effort: frozenset[str], last: float) -> dict:
+    """The three figures the trace replays' target is made of (bench/replay.py): the p95 wait of the strict
+    jobs (neither best-effort nor with a deadline), the share of deadline jobs done by their deadlines, and
+    best-effort completion (how many finished, their p95 time from submission to end). A job that never
+    started or never finished counts as waiting or running until the replay's end (`last`)."""
+    due = {j.job.id: j.deadline for j in jobs if j.deadline is not None}
+    strict_waits, be_times = [], []
+    met = be_done = 0
+    for jid, r in result.jobs.items():
+        if jid in due:
+            met += r.end is not None and r.end <= due[jid]
+        elif jid in best_effort:
+            be_done += r.end is not None
+            be_times.append((last if r.end is None else r.end) - r.submit_time)
+        else:
+            strict_waits.append((last if r.start is None else r.start) - r.submit_time)
+    return {"strict_jobs": len(strict_waits), "strict_wait_p95_s": _round(percentile(strict_waits, 95)),
+            "deadline_jobs": len(due), "deadline_met": met,
+            "deadline_met_pct": round(100 * met / len(due), 2) if due else None,
+            "best_effort_jobs": len(be_times), "best_effort_finished": be_done,
+            "best_effort_jct_p95_s": _round(percentile(be_times, 95))}
 
 
 def _spread(buckets: list[float], start: float, width: float, a: float, b: float, level: int) -> None:
@@ -413,10 +453,11 @@ def whatif_results(run: PlannerRun) -> dict:
     # An uploaded trace may hold tens of thousands of jobs: its cycles run on the beat's ticks only (as the
     # platform's do), not also the moment each of them arrives or ends.
     on_events = run.kind != PlannerRun.Kind.TRACE
+    best_effort = best_effort_ids(jobs, trace=run.kind == PlannerRun.Kind.TRACE)
     actual = replay_side(cluster, jobs, start=start, end=end, rates=rates, on_events=on_events,
-                         progress=_progress_writer(run.pk, 0.0, 0.5))
+                         progress=_progress_writer(run.pk, 0.0, 0.5), best_effort=best_effort)
     what_if = replay_side(edited, edited_jobs, start=start, end=end, rates=rates, on_events=on_events,
-                          progress=_progress_writer(run.pk, 0.5, 0.5))
+                          progress=_progress_writer(run.pk, 0.5, 0.5), best_effort=best_effort)
     return {"window": {"start": start, "end": end}, "jobs": len(jobs), "actual": actual, "edited": what_if,
             "pinned_models": _pinned_models(jobs, edited)}
 

@@ -3,7 +3,7 @@ database in one transaction, and records who changed what in the audit log."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -40,7 +40,7 @@ from scheduling.models import (
 QUEUE_FIELDS = ("name", "parent", "deserved_gpus", "over_quota_weight", "limit_gpus", "priority", "preemptible_only",
                 "default_max_runtime_s", "max_runtime_s", "max_termination_grace_s")
 POOL_FIELDS = ("placement", "sharing", "timeslice_replicas", "mig_layout", "spot", "topology_levels",
-               "bucket_csi_driver")
+               "bucket_csi_driver", "deadline_discount")
 POOL_LAYOUT_FIELDS = ("sharing", "timeslice_replicas", "mig_layout")
 
 
@@ -91,8 +91,8 @@ def delete_queue(user, queue: Queue) -> None:
 
 @transaction.atomic
 def save_pool(user, pool: NodePool, data: Mapping[str, Any]) -> NodePool:
-    """Change a pool's policy, sharing mode, time-slice replicas, MIG layout, spot flag, topology levels or
-    bucket CSI driver."""
+    """Change a pool's policy, sharing mode, time-slice replicas, MIG layout, spot flag, topology levels, bucket
+    CSI driver or deadline discount."""
     pool = NodePool.objects.select_for_update().get(pk=pool.pk)
     before = audit.snapshot(pool, POOL_FIELDS)
     form = PoolPolicyForm(data, instance=pool)
@@ -621,6 +621,20 @@ def record_queue_allocation(now: datetime | None = None) -> int:
                for line in selectors.queue_lines(now) if line.name in ids]
     QueueAllocationSample.objects.bulk_create(samples)
     return len(samples)
+
+
+def record_queue_allocation_through(times: Sequence[datetime]) -> int:
+    """The samples of a state that held through all of `times` (read once, at the first): a past played
+    event to event, as the demo's month is, gets the samples the beat would have taken. A time already
+    sampled is left as it is. Returns the samples written."""
+    if not times:
+        return 0
+    ids = dict(Queue.objects.values_list("name", "pk"))
+    lines = [line for line in selectors.queue_lines(times[0]) if line.name in ids]
+    samples = [QueueAllocationSample(queue_id=ids[line.name], time=at, allocated_gpus=_gpus(line.allocated),
+                                     deserved_gpus=line.deserved, fair_share_gpus=_gpus(line.fair_share))
+               for at in times for line in lines]
+    return len(QueueAllocationSample.objects.bulk_create(samples, ignore_conflicts=True))
 
 
 def _gpus(amount: float) -> Decimal:

@@ -1,6 +1,18 @@
 from django.urls import path
 
-from portal.console import adjustments, health, identity, jobs, planner, queues, views
+from portal.console import (
+    accounts,
+    adjustments,
+    chargeback,
+    exchange_rates,
+    health,
+    identity,
+    invoices,
+    jobs,
+    planner,
+    queues,
+    views,
+)
 from portal.console import users as console_users
 from portal.scim import pages as scim_pages
 
@@ -40,9 +52,22 @@ urlpatterns = [
     path("jobs/<int:pk>/priority/", jobs.job_priority, name="console-job-priority"),
     path("jobs/<int:pk>/move/", jobs.job_move, name="console-job-move"),
     path("adjustments/", adjustments.adjustments, name="console-adjustments"),
+    path("accounts/", accounts.account_list, name="console-accounts"),
+    path("accounts/new/", accounts.account_edit, name="console-account-new"),
+    path("accounts/<slug:slug>/", accounts.account_edit, name="console-account"),
+    path("accounts/<slug:slug>/workspaces/", accounts.account_workspaces, name="console-account-workspaces"),
+    path("accounts/<slug:slug>/budget/", accounts.account_budget, name="console-account-budget"),
+    path("accounts/<slug:slug>/credits/", accounts.account_credits, name="console-account-credits"),
+    path("invoices/", invoices.invoice_list, name="console-invoices"),
+    path("invoices/<int:pk>/", invoices.invoice_detail, name="console-invoice"),
+    path("invoices/<int:pk>/paid/", invoices.invoice_paid, name="console-invoice-paid"),
+    path("invoices/<int:pk>/credit/", invoices.invoice_credit, name="console-invoice-credit"),
+    path("invoices/<int:pk>/mail/", invoices.invoice_mail, name="console-invoice-mail"),
+    path("exchange-rates/", exchange_rates.exchange_rate_page, name="console-exchange-rates"),
     path("health/", health.health, name="console-health"),
     path("health/pools/<slug:name>/idle/", health.idle_policy, name="console-idle-policy"),
     path("capacity/", health.capacity, name="console-capacity"),
+    path("chargeback/", chargeback.chargeback_page, name="console-chargeback"),
     path("users/", console_users.users, name="console-users"),
     path("identity/groups/", identity.group_roles, name="console-group-roles"),
     path("users/<str:username>/deactivate/", console_users.user_active, {"active": False},

@@ -27,6 +27,7 @@ from portal.console.models import AuditEntry
 from portal.console.services import ConsoleError
 from portal.models import Membership, Role, Workspace
 from scheduling.api import DomainError, clock, cluster_view, storage
+from scheduling.api import at_risk as deadlines_at_risk
 from scheduling.forms import NewNodeForm, NewPoolForm, PoolPolicyForm
 from scheduling.models import MIG_FAMILIES, Node, NodePool, Placement, PoolSharing, Queue
 
@@ -74,7 +75,8 @@ def dashboard(request):
                               "used": u.used} for u in usage])
     return render(request, "console/dashboard.html", {**_live_context(), "usage": usage, "usage_json": usage_json,
                                                       "days": days, "section": "dashboard",
-                                                      "savings": selectors.platform_savings()})
+                                                      "savings": selectors.platform_savings(),
+                                                      "deadlines_at_risk": deadlines_at_risk(clock.now())})
 
 
 def _chart_times(times) -> list[str]:

@@ -24,11 +24,15 @@ CATALOGUE = [
     ("render-{n}", "single", "timeslice", "{{gpu: 1, cpu: 2, memory: 8Gi}}", "30m", "", False),
     ("pretrain-{n}", "pytorch", "exclusive", "{{gpu: 8, cpu: 64, memory: 512Gi}}", "4h", "", True),
     ("flaky-{n}", "single", "exclusive", "{{gpu: 1, cpu: 4, memory: 16Gi}}", "1h", "", False),
+    ("resumable-{n}", "single", "exclusive", "{{gpu: 1, cpu: 4, memory: 16Gi}}", "2h", "community", True),
 ]
 # A job whose first two runs fail 20 simulated minutes in (the simulated cluster's SIM_EXIT_CODE and
 # SIM_FAIL_AFTER) and whose third succeeds, so the demo shows retries, their back-off and the attempts.
 RETRIED = {
     "flaky-{n}": ["retry: {limit: 3, backoff: 30s, maxBackoff: 2m, on: [failed]}", "maxRuntime: 3h"],
+    # preemptible and checkpointed: when the strict work above reclaims its GPU it saves its step, waits, and
+    # resumes from it, so the demo shows a resumed job and the GPU-hours its eviction lost
+    "resumable-{n}": ["checkpoint: {path: /ckpt, every: 10m}", "terminationGracePeriod: 60s"],
 }
 RETRIED_ENV = '{SIM_EXIT_CODE: "1,1,0", SIM_FAIL_AFTER: 20m}'
 

@@ -13,6 +13,7 @@ prices them. So times, states, efficiency and costs agree everywhere, as they do
 from __future__ import annotations
 
 import logging
+import math
 import random
 import uuid
 from collections import defaultdict, deque
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.db import transaction
 
 from billing.api import (
@@ -31,10 +33,12 @@ from billing.api import (
     replica_allocation,
     submit_quoted_job,
 )
+from portal.console.services import record_queue_allocation_through
 from portal.demo import chinese
 from portal.demo.history import DEMO_PREFIX, PlannedJob, plan_month
 from portal.demo.tenants import WORKSPACES
 from portal.models import Membership, Role
+from portal.workspace_queues import HISTORY_DAYS
 from scheduling.api import SimulatedBackend, cancel_job, clock, run_scheduling_cycle, signals
 from scheduling.models import Gpu, Job, JobState, Node, Replica
 
@@ -130,10 +134,27 @@ def _play(month: _Month, backend: SimulatedBackend, hands: _Hands, *, until: dat
         if not _submit_due(month, at):  # a submit is picked up by the cycle CYCLE_LAG later
             run_scheduling_cycle(backend, now=at)
             _send_samples(month, _ended_replicas(month, since=at - SAMPLE_EVERY), at)
-        at = _next_event(month, backend, after=at)
+        following = _next_event(month, backend, after=at)
+        _sample_queues(at, min(following or until, until), until=until)
+        at = following
     hands.at = until
     run_scheduling_cycle(backend, now=until)
     _send_samples(month, list(_unsampled(month)), until)  # a replica still running: so far, the live agents go on
+
+
+def _sample_queues(start: datetime, end: datetime, *, until: datetime) -> None:
+    """The queues' allocation samples the beat takes every QUEUE_HISTORY_INTERVAL_S, for the instants in
+    [start, end) of the last HISTORY_DAYS before `until` (what the 7-day charts draw): the state between two
+    events holds through them."""
+    every = settings.QUEUE_HISTORY_INTERVAL_S
+    first = max(start, until - timedelta(days=HISTORY_DAYS))
+    epoch = first.timestamp()
+    tick = datetime.fromtimestamp(math.ceil(epoch / every) * every, tz=first.tzinfo)
+    times = []
+    while tick < end:
+        times.append(tick)
+        tick += timedelta(seconds=every)
+    record_queue_allocation_through(times)
 
 
 def _next_event(month: _Month, backend: SimulatedBackend, *, after: datetime) -> datetime | None:

@@ -25,6 +25,7 @@ DEFAULT_CHANNELS = {
     E.JOB_FAILED: Channels(email=True, in_app=True),
     E.BUDGET_ALERT: Channels(email=True, in_app=True),
     E.IDLE_NOTICE: Channels(email=True, in_app=True),
+    E.JOB_DEADLINE: Channels(email=True, in_app=True),
 }
 
 

@@ -165,12 +165,14 @@ def resend_waiting(*, now: datetime) -> tuple[int, int]:
 
 
 KIND_EVENTS = {"running": NotificationEvent.JOB_STARTED, "succeeded": NotificationEvent.JOB_FINISHED,
-               "cancelled": NotificationEvent.JOB_FINISHED, "failed": NotificationEvent.JOB_FAILED}
+               "cancelled": NotificationEvent.JOB_FINISHED, "failed": NotificationEvent.JOB_FAILED,
+               "deadline_missed": NotificationEvent.JOB_DEADLINE}
 # Per event: the subject and the body's first line (msgids); job states stay as they are (identifiers).
 JOB_TEXTS = {
     NotificationEvent.JOB_STARTED: (texts.STARTED_SUBJECT, texts.STARTED_BODY),
     NotificationEvent.JOB_FINISHED: (texts.ENDED_SUBJECT, texts.ENDED_BODY),
     NotificationEvent.JOB_FAILED: (texts.FAILED_SUBJECT, texts.FAILED_BODY),
+    NotificationEvent.JOB_DEADLINE: (texts.DEADLINE_SUBJECT, texts.DEADLINE_BODY),
 }
 
 

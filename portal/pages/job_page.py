@@ -1,6 +1,6 @@
 """Tenant job page (`/jobs/<id>/`): state, cost (so far, or final against the estimate at submission),
 efficiency, per-replica GPU utilisation and memory charts, events, log and spec. `?partial=cost` is the
-cost part alone and `/jobs/<id>/usage/` the charts' data, both re-read by the page while the job runs.
+cost part alone, `?partial=timing` how long it has waited or run, and `/jobs/<id>/usage/` the charts' data, both re-read by the page while the job runs.
 Thin views over billing's reads; the job is fetched through portal.selectors.get_job_for_user."""
 
 from __future__ import annotations
@@ -13,21 +13,26 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_safe
 
 from billing.api import array_total, estimate_check, job_cost, job_efficiency, job_totals, job_usage_series
-from portal import job_lists
+from portal import job_lists, notebook_origin
 from portal import selectors as portal_selectors
 from scheduling.api import (
+    TENSORBOARD_PORT,
     array_children,
     array_detail,
     chain_of,
     clock,
+    deadlines,
     get_backend,
     job_life,
     job_summary,
     logs,
     selectors,
+    tensorboard_endpoint_of,
+    tensorboard_logdir_of,
 )
 from scheduling.models import Job
 
@@ -76,6 +81,9 @@ def job_detail(request, pk):
         return render(request, "scheduling/_job_cost.html", _cost_context(job))
     if request.GET.get("partial") == "life":
         return render(request, "scheduling/_job_life.html", {"job": job, "life": job_life(job)})
+    if request.GET.get("partial") == "timing":  # "running 12 min": re-read by the page as the job moves on
+        (row,) = job_lists.job_rows([job], now=clock.now())
+        return render(request, "scheduling/_job_timing.html", {"row": row})
     membership = portal_selectors.membership_for(request.user, job.workspace)
     (row,) = job_lists.job_rows([job], now=clock.now())
     return render(request, "scheduling/job_detail.html", {
@@ -89,7 +97,32 @@ def job_detail(request, pk):
         **_chain_context(job),
         "life": job_life(job),
         "graceful": job_summary(job),   # its grace, checkpoint and what its evictions lost
+        **_deadline_context(job),
+        "tensorboard": tensorboard_logdir_of(job) if not job.is_final else None,
     })
+
+
+def _deadline_context(job: Job) -> dict[str, Any]:
+    """A deadline job's deadline, latest start and phase (nothing for other jobs)."""
+    view = deadlines.view(job, clock.now())
+    return {"deadline": view, "deadline_phase": deadlines.phase_text(view.phase) if view else ""}
+
+
+@require_safe
+@login_required
+def job_tensorboard(request, pk):
+    """The job's TensorBoard: a member goes on to its own host on the notebook origin with a fresh ticket
+    (never served from the portal's origin)."""
+    job = portal_selectors.get_job_for_user(request.user, pk)
+    if tensorboard_logdir_of(job) is None or job.is_final:
+        raise Http404(gettext("This job has no TensorBoard"))
+    if tensorboard_endpoint_of(job, get_backend()) is None:
+        why = gettext("its TensorBoard is starting") if job.state in ("Pending", "Scheduled", "Running") \
+            else gettext("it is %(state)s") % {"state": job.state.lower()}
+        return render(request, "portal/tensorboard_unavailable.html", {"job": job, "why": why}, status=503)
+    response = redirect(notebook_origin.ticket_url(request.user, job, path="/", port=TENSORBOARD_PORT))
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _chain_context(job: Job) -> dict[str, Any]:

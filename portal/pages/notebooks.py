@@ -9,12 +9,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
 from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from portal import notebooks
 from portal import selectors as portal_selectors
-from scheduling.api import Conflict, clock, get_backend, services
+from scheduling.api import Conflict, DomainError, Forbidden, clock, get_backend, services
 
 MAX_PARAMETER_LENGTH = 200
 
@@ -78,6 +80,33 @@ def notebook_start(request, pk):
     except Conflict as error:
         messages.error(request, gettext("Notebook %(name)s was not started: %(why)s") % {
             "name": job.name, "why": _said(error)})
+    return redirect(_back(job))
+
+
+@require_POST
+@login_required
+def notebook_keep_alive(request, pk):
+    """Keep a notebook alive until a time of day in the user's zone (`until`, HH:MM), or clear it (`clear`)."""
+    job = notebooks.get_notebook_for_user(request.user, pk)
+    text = "" if request.POST.get("clear") == "1" else request.POST.get("until", "")[:MAX_PARAMETER_LENGTH]
+    if not text and request.POST.get("clear") != "1":
+        messages.error(request, gettext("Notebook %(name)s: give a time to keep it alive until.") % {"name": job.name})
+        return redirect(_back(job))
+    try:
+        kept = notebooks.keep_alive(request.user, job, text)
+    except Forbidden:
+        raise  # a viewer: 403, not a message
+    except DomainError as error:
+        messages.error(request, gettext("Notebook %(name)s was not kept alive: %(why)s") % {
+            "name": job.name, "why": _said(error)})
+        return redirect(_back(job))
+    if kept is None:
+        messages.success(request, gettext("Notebook %(name)s: keep-alive cleared; the idle rule applies again.") % {
+            "name": job.name})
+    else:
+        messages.success(request, gettext("Notebook %(name)s is kept alive until %(until)s: the idle rule skips it "
+                                          "until then.") % {"name": job.name,
+                                                            "until": date_format(localtime(kept.until), "DATETIME_FORMAT")})
     return redirect(_back(job))
 
 

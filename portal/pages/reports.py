@@ -18,13 +18,19 @@ from django.utils.translation import gettext, pgettext
 from django.views.decorators.http import require_POST
 
 from billing.api import (
+    MINOR_UNITS,
+    credits,
     export_dir,
     exports,
+    invoice_render,
+    invoice_selectors,
     ledger_services,
     month_end,
     one_revision,
     platform_tz,
+    report_consolidation,
     report_services,
+    report_totals,
     workspace_currencies,
 )
 from billing.api import report_selectors as reports
@@ -33,9 +39,11 @@ from portal import history_catalogue as texts
 from portal.console import audit
 from portal.selectors import membership_for
 from portal.templatetags.money import month_year
-from scheduling.api import clock, formats, said
+from scheduling.api import DomainError, clock, formats, said
 
 ROWS_ON_PAGE = 500
+BUDGET_FIELDS = ("amount", "currency", "thresholds")
+BUDGET_CHECKS = ("block_at_limit", "suspend_preemptible")
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
@@ -46,6 +54,12 @@ def _today():
 @login_required
 @one_revision()  # the page's many kept ledger figures share one read of the ledger's revision
 def report_page(request):
+    return _report_page(request)
+
+
+def _report_page(request, *, budget_refused: dict | None = None, status: int = 200):
+    """The report page; `budget_refused`: a budget form sent back ({"slug", "typed", "errors"}), shown with
+    what was typed and each error beside its field."""
     try:
         filters = reports.parse_filters(request.GET, today=_today())
     except reports.FilterError as error:
@@ -55,8 +69,8 @@ def report_page(request):
     query = filters.to_query()
     workspaces = list(reports.report_workspaces(request.user))
     billed_in = workspace_currencies(workspaces)
-    budgets = [(ws, report_services.budget_status(ws), membership_for(request.user, ws), billed_in[ws.pk])
-               for ws in workspaces]
+    budgets = [(ws, report_services.budget_status(ws), membership_for(request.user, ws), billed_in[ws.pk],
+                credits.workspace_credit(ws)) for ws in workspaces]
     context = {
         "filters": filters, "query": query, "qs": urlencode(query), "workspaces": workspaces,
         "qs_no_workspace": urlencode({k: v for k, v in query.items() if k not in ("workspace", "job")}),
@@ -64,21 +78,25 @@ def report_page(request):
         "last_week": reports.last_week(_today()),
         "choices": reports.choices(request.user), "totals": reports.totals(rows),
         "by_workspace": reports.by_workspace(rows), "charts": reports.chart_data(rows, filters),
-        "savings": reports.savings_by_period(rows),
+        "savings": reports.savings_by_period(rows, within=(filters.start, filters.end)),
         "jobs": reports.jobs_of(rows) if filters.workspace else None,
         "rows": rows.select_related("workspace").order_by("hour", "workspace_id", "job_id", "id")[:ROWS_ON_PAGE],
         "rows_on_page": ROWS_ON_PAGE, "budgets": budgets, "as_of": reports.as_of(rows),
         "month": filters.end.strftime("%Y-%m"),  # the statement of the month the range ends in
         "exports": ReportExport.objects.filter(user=request.user)[:5],
+        "currencies": sorted(MINOR_UNITS),
+        # every line converted into the reporting currency: a missing rate is the page's 422
+        "consolidated": report_consolidation.consolidated_total(rows, filters.currency) if filters.currency else None,
+        "budget_refused": budget_refused or {},
     }
-    return render(request, "billing/reports.html", context)
+    return render(request, "billing/reports.html", context, status=status)
 
 
 def _csv_source(user, filters):
     """The ledger lines in FOCUS columns, or with group_by the costs API's grouping (every page)."""
     rows = reports.report_rows(user, filters)  # 404 for another tenant's workspace
     if not filters.group_by:
-        return exports.HEADER, exports.line_rows(rows)
+        return exports.HEADER, exports.line_rows(rows, currency=filters.currency)
     report = reports.costs(user, filters, page_size=None)
     group = reports.GROUPS[filters.group_by]
     return exports.grouped_header(group), exports.grouped_rows(report.rows, group)
@@ -94,6 +112,21 @@ async def report_csv(request):
     response = StreamingHttpResponse(
         exports.csv_chunks(exports.aiter_rows(rows), header=header), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="report-{filters.start}-{filters.end}.csv"'
+    return response
+
+
+@login_required
+def report_xlsx(request):
+    """The CSV's rows, with the same parameters, as an Excel file built now (the Build Excel file button
+    builds a large one in the background instead); its Totals sheet as the background one's."""
+    filters = reports.parse_filters(request.GET, today=_today())
+    header, rows = _csv_source(request.user, filters)
+    total = report_totals(reports.report_rows(request.user, filters), filters)
+    with tempfile.NamedTemporaryFile(suffix=".xlsx") as handle:
+        exports.write_xlsx(handle.name, rows, header=header, total=total)
+        content = Path(handle.name).read_bytes()
+    response = HttpResponse(content, content_type=XLSX)
+    response["Content-Disposition"] = f'attachment; filename="report-{filters.start}-{filters.end}.xlsx"'
     return response
 
 
@@ -151,9 +184,12 @@ def _statement(request, slug, month):
 def statement(request, slug, month):
     first, stmt = _statement(request, slug, month)
     template = "billing/statement_print.html" if request.GET.get("print") else "billing/statement.html"
+    target = _statement_currency(request)
     return render(request, template, {
         "stmt": stmt, "month_end": month_end(first), "budget": report_services.budget_status(stmt.workspace),
-        "is_finance": _is_finance(request.user, stmt.workspace),
+        "is_finance": _is_finance(request.user, stmt.workspace), "reporting_currency": target,
+        "consolidated": report_consolidation.consolidated_total(_statement_lines(stmt), target) if target else None,
+        "currency_qs": urlencode({"currency": target}) if target else "",
     })
 
 
@@ -169,13 +205,19 @@ def _statement_lines(stmt):
     return ChargeLine.objects.filter(workspace=stmt.workspace, period=stmt.month)
 
 
+def _statement_currency(request) -> str:
+    """?currency=XXX: the statement's lines consolidated into XXX (each converted line keeps its original)."""
+    raw = request.GET.get("currency", "")
+    return reports.parse_filters({"currency": raw}, today=_today()).currency if raw else ""
+
+
 @login_required
 def statement_csv(request, slug, month):
     _, stmt = _statement(request, slug, month)
     buffer = io.StringIO()
     writer = exports.SafeCsvWriter(buffer, exports.HEADER, lineterminator="\r\n")
     writer.writerow(exports.HEADER)
-    writer.writerows(exports.line_rows(_statement_lines(stmt)))
+    writer.writerows(exports.line_rows(_statement_lines(stmt), currency=_statement_currency(request)))
     response = HttpResponse(buffer.getvalue().encode(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="statement-{slug}-{stmt.month:%Y-%m}.csv"'
     return response
@@ -190,8 +232,12 @@ def statement_xlsx(request, slug, month):
              (pgettext("excel totals", "Currency"), stmt.currency), (pgettext("excel totals", "Opening"), stmt.opening),
              (pgettext("excel totals", "Total"), stmt.total), (pgettext("excel totals", "Closing"), stmt.closing),
              (pgettext("excel totals", "As of"), stmt.as_of.isoformat() if stmt.as_of else "")]
+    if target := _statement_currency(request):
+        converted = report_consolidation.consolidated_total(_statement_lines(stmt), target)
+        total += [(pgettext("excel totals", "Reporting currency"), target),
+                  (pgettext("excel totals", "Total in the reporting currency"), converted)]
     with tempfile.NamedTemporaryFile(suffix=".xlsx") as handle:
-        exports.write_xlsx(handle.name, exports.line_rows(_statement_lines(stmt)), total=total)
+        exports.write_xlsx(handle.name, exports.line_rows(_statement_lines(stmt), currency=target), total=total)
         content = Path(handle.name).read_bytes()
     response = HttpResponse(content, content_type=XLSX)
     response["Content-Disposition"] = f'attachment; filename="statement-{slug}-{stmt.month:%Y-%m}.xlsx"'
@@ -205,9 +251,27 @@ def statement_close(request, slug, month):
     closed = ledger_services.close_period(user=request.user, workspace=stmt.workspace, month=first)
     audit.record(request.user, "close period", closed, message=f"{slug} {first:%Y-%m}: {closed.total} "
                  f"{closed.currency}")
+    if (invoice := invoice_selectors.invoice_issued_at_close(closed)) is not None:
+        audit.record(request.user, "issue invoice", invoice,
+                     message=f"{invoice.account.slug} {invoice.period:%Y-%m}: {invoice.total} {invoice.currency}")
     messages.success(request, gettext("%(month)s is closed for %(workspace)s: its lines are final.") % {
         "month": month_year(first), "workspace": stmt.workspace.name})
     return redirect("reports-statement", slug=slug, month=month)
+
+
+@login_required
+def invoice_pdf(request, pk):
+    """An invoice's PDF: finance, and the owners and finance members of the account's workspaces; 404 to others."""
+    invoice = invoice_selectors.get_invoice(request.user, pk)
+    response = HttpResponse(invoice_render.invoice_pdf(invoice), content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{invoice_render.file_name(invoice)}"'
+    return response
+
+
+@login_required
+def invoice_html(request, pk):
+    invoice = invoice_selectors.get_invoice(request.user, pk)
+    return HttpResponse(invoice_render.invoice_html(invoice))
 
 
 @require_POST
@@ -237,4 +301,9 @@ def budget_save(request, slug):
         messages.success(request, gettext("Budget of %(workspace)s saved.") % {"workspace": workspace.name})
     except PermissionDenied as error:
         messages.error(request, str(error))
-    return redirect("reports")  # a refused amount is a DomainError: a 400 page saying why
+    except DomainError as error:  # the form again, as typed, each error beside its field; nothing saved
+        typed = {name: request.POST.get(name, "") for name in BUDGET_FIELDS}
+        typed.update({name: request.POST.get(name) == "on" for name in BUDGET_CHECKS})
+        return _report_page(request, budget_refused={"slug": slug, "typed": typed, "errors": error.errors},
+                            status=error.status)
+    return redirect("reports")

@@ -12,12 +12,13 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
 from billing.api import one_revision, tenant_dashboard
-from portal import health, service_accounts, services
+from portal import health, service_accounts, services, ssh_access
 from portal.members.selectors import members_of
 from portal.models import ApiToken, Role, ServiceAccount, TokenScope
 from portal.pages.workspace_queues import queue_context
 from portal.selectors import current_workspace, get_workspace_for_user, membership_for
 from scheduling.api import DomainError, clock, workspace_chains
+from scheduling.api import by_slack as deadline_jobs_by_slack
 
 
 @require_GET
@@ -60,7 +61,8 @@ def workspace_detail(request, slug):
 def _workspace_context(request, workspace, **service_account_form) -> dict:
     membership = membership_for(request.user, workspace)
     context = {"workspace": workspace, "members": members_of(workspace), "membership": membership,
-               **queue_context(workspace), "chains": workspace_chains(workspace)}
+               **queue_context(workspace), "chains": workspace_chains(workspace),
+               "deadline_jobs": deadline_jobs_by_slack(workspace, clock.now())}
     if membership is not None and membership.can_manage_members:
         now = clock.now()
         accounts = list(service_accounts.service_accounts_of(workspace))
@@ -112,6 +114,18 @@ def workspace_service_accounts(request, slug):
         return redirect(reverse("workspace", args=[workspace.slug]) + "#service-accounts")
     context = _workspace_context(request, workspace, new_token=new_token, new_raw=new_raw, account=account)
     return render(request, "portal/workspace_detail.html", context)
+
+
+@login_required
+@require_POST
+def workspace_ssh(request, slug):
+    """The workspace page's SSH switch (owners; members get a 403, others a 404)."""
+    workspace = get_workspace_for_user(request.user, slug)
+    enabled = request.POST.get("ssh_enabled") == "1"
+    ssh_access.set_workspace_ssh(request.user, workspace, enabled)
+    messages.success(request, gettext("SSH is on in this workspace.") if enabled
+                     else gettext("SSH is off in this workspace: the gateway refuses new sessions."))
+    return redirect(reverse("workspace", args=[workspace.slug]) + "#ssh")
 
 
 @require_POST

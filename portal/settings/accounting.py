@@ -15,3 +15,9 @@ PLATFORM_NAME = os.environ.get("PLATFORM_NAME", "GPU Platform")  # the provider 
 PLATFORM_REGION = os.environ.get("PLATFORM_REGION", "local")  # FOCUS RegionId of this cluster
 # A percentage off every price on Saturdays and Sundays (billing.pricing.rules.WeekendDiscount); empty: no such rule
 BILLING_WEEKEND_DISCOUNT = os.environ.get("BILLING_WEEKEND_DISCOUNT", "").strip()
+BILLING_INVOICE_NET_DAYS = int(os.environ.get("BILLING_INVOICE_NET_DAYS", "30"))  # an invoice is due this many days after issue
+# Consolidating costs into one reporting currency (billing.exchange_rates): each line converted at the rate of
+# its own day (`line`) or of its billing month's last day (`period-end`); a day without a rate takes the latest
+# of this many days before it (the ECB publishes none at weekends and on holidays)
+BILLING_FX_RATE_DAY = os.environ.get("BILLING_FX_RATE_DAY", "line").strip().lower()
+BILLING_FX_LOOKBACK_DAYS = int(os.environ.get("BILLING_FX_LOOKBACK_DAYS", "4"))

@@ -24,6 +24,11 @@ SIM_INFERENCE_STARTUP_S = float(os.environ.get("SIM_INFERENCE_STARTUP_S", "2"))
 FAIR_SHARE_HALF_LIFE_H = float(os.environ.get("FAIR_SHARE_HALF_LIFE_H", "0"))
 FAIR_SHARE_WINDOW_DAYS = float(os.environ.get("FAIR_SHARE_WINDOW_DAYS", "7"))
 FAIR_SHARE_USAGE_K = float(os.environ.get("FAIR_SHARE_USAGE_K", "1"))
+# Backfill reservations (scheduling/core/actions/reserve.py): a whole-GPU gang pending longer than this many
+# minutes gets nodes held for it, so smaller later jobs stop starting first; "off" (or 0) turns them off.
+BACKFILL_PATIENCE = os.environ.get("BACKFILL_PATIENCE", "30")
+BACKFILL_PATIENCE_S = (None if BACKFILL_PATIENCE.strip().lower() in ("off", "0", "")
+                       else float(BACKFILL_PATIENCE) * 60)
 SIM_SPEEDUP = float(os.environ.get("SIM_SPEEDUP", "60"))  # a 1 h job runs 1 min on the simulated cluster
 SIM_FAILURE_RATE = float(os.environ.get("SIM_FAILURE_RATE", "0.05"))
 # The simulated cluster's real processes (notebook servers): one folder per replica with its pid, URL and log;
@@ -48,6 +53,13 @@ JOB_LOG_FOLLOW_SECONDS = float(os.environ.get("JOB_LOG_FOLLOW_SECONDS", "900")) 
 # Node health: a node whose agent reported once and then stays silent this long is NotReady (its work evicted)
 NODE_NOT_READY_AFTER_S = float(os.environ.get("NODE_NOT_READY_AFTER_S", "60"))
 IDLE_CHECK_INTERVAL_S = float(os.environ.get("IDLE_CHECK_INTERVAL_S", "60"))  # how often idle GPU slices are looked for
+# Idle rules for notebooks and jobs with an open SSH session: SSH bytes (in + out) per idle window, and the CPU
+# use (percent of one core) at or below which each signal counts as quiet
+IDLE_SSH_BYTES = int(os.environ.get("IDLE_SSH_BYTES", "4096"))
+IDLE_CPU_PCT = float(os.environ.get("IDLE_CPU_PCT", "5"))
 # The console's per-queue allocation history: one sample per queue this often, kept this long
 QUEUE_HISTORY_INTERVAL_S = float(os.environ.get("QUEUE_HISTORY_INTERVAL_S", "300"))
 QUEUE_HISTORY_RETENTION_DAYS = int(os.environ.get("QUEUE_HISTORY_RETENTION_DAYS", "30"))
+# Deadline work (scheduling.deadlines): a deadline job's latest start keeps this share of its run time in hand,
+# widened by its queue's measured run-time spread (scheduling.forecast.runtime_factors)
+DEADLINE_SAFETY_MARGIN = float(os.environ.get("DEADLINE_SAFETY_MARGIN", "0.10"))

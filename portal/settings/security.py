@@ -65,6 +65,16 @@ NOTEBOOK_ORIGIN = os.environ.get("NOTEBOOK_ORIGIN", "http://{id}.nb.localhost:80
 NOTEBOOK_TICKET_SECONDS = int(os.environ.get("NOTEBOOK_TICKET_SECONDS", "120"))  # the portal's ticket, used once
 NOTEBOOK_SESSION_SECONDS = int(os.environ.get("NOTEBOOK_SESSION_SECONDS", "43200"))  # the notebook host's cookie
 
+# The SSH gateway (portal/ssh_gateway.py): its port, the host name users connect to (shown by the portal and
+# gpuctl), its host key (made once, kept in VAR_DIR unless a path is given: a Kubernetes Secret), and how many
+# refused attempts per source address and per key it takes in SSH_AUTH_WINDOW_SECONDS before it refuses all.
+SSH_GATEWAY_PORT = int(os.environ.get("SSH_GATEWAY_PORT", "2222"))
+SSH_GATEWAY_HOST = os.environ.get("SSH_GATEWAY_HOST", "127.0.0.1")
+SSH_HOST_KEY_PATH = os.environ.get("SSH_HOST_KEY_PATH", "")
+SSH_AUTH_FAILURES_PER_SOURCE = int(os.environ.get("SSH_AUTH_FAILURES_PER_SOURCE", "20"))
+SSH_AUTH_FAILURES_PER_KEY = int(os.environ.get("SSH_AUTH_FAILURES_PER_KEY", "10"))
+SSH_AUTH_WINDOW_SECONDS = int(os.environ.get("SSH_AUTH_WINDOW_SECONDS", "600"))
+
 # --- auth ---------------------------------------------------------------------------------
 AUTHENTICATION_BACKENDS = [
     "portal.login_backoff.LoginBackoffBackend",  # first: within a back-off, no password is read

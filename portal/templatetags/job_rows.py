@@ -63,7 +63,7 @@ def job_table_rows(rows, may_cancel=False):
         model = format_html(' <span class="hint">{}</span>', r.gpu_model) if r.gpu_model else ""
         out.append(format_html(
             _ROW, _text(job.pk), mark_safe(_pick(job)) if may_cancel else "", _text(job.pk),  # noqa: S308 - format_html
-            job_url.replace(str(_JOB_PLACEHOLDER), str(job.pk)), job.name, str(job.state).lower(), job.state,
+            job_url.replace(str(_JOB_PLACEHOLDER), str(job.pk)), job.name, str(job.state).lower(), shown.state_text(job.state),
             pending_reason(job), (job.submitted_by.username if job.submitted_by_id else "") or "–",
             r.gpus, r.sharing or "–", model, job.queue.name,
             formats.date_format(created, "Y-m-d H:i:s") if created else "",

@@ -6,6 +6,7 @@ reader's zone, from the words static/portal/submit.js writes the same with."""
 
 from django import template
 from django.utils import formats, timezone, translation
+from django.utils.html import json_script
 from django.utils.translation import gettext, gettext_noop
 
 from scheduling.api import formats as shown
@@ -13,12 +14,19 @@ from scheduling.api import formats as shown
 register = template.Library()
 
 MONTHS = gettext_noop("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec")  # one word per month
+DAYS = gettext_noop("Sun Mon Tue Wed Thu Fri Sat")  # one word per weekday, Sunday first (as plotly's locales)
 
 
 @register.filter
 def money(amount, currency=""):
     """{{ amount|money:currency }}: scheduling.formats.money in the reader's language."""
     return shown.money(amount, currency)
+
+
+@register.filter
+def rate(amount, currency=""):
+    """{{ price|rate:currency }}: a price per hour with up to four places ($0.424), scheduling.formats.rate."""
+    return shown.rate(amount, currency)
 
 
 @register.filter
@@ -58,3 +66,15 @@ def day_time(value):
         months = MONTHS.split()
     return gettext("%(month)s %(day)s, %(time)s") % {"month": months[local.month - 1], "day": local.day,
                                                      "time": f"{local:%H:%M}"}
+
+
+def _words(text: str, count: int) -> list[str]:
+    words = gettext(text).split()
+    return words if len(words) == count else text.split()
+
+
+@register.simple_tag
+def chart_words():
+    """The months and weekdays in the reader's language for the charts' date axes (static/portal/chart_words.js)."""
+    return json_script({"language": translation.get_language() or "en", "months": _words(MONTHS, 12),
+                        "days": _words(DAYS, 7)}, "chart-words")

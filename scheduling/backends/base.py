@@ -131,6 +131,14 @@ class ReplicaLaunch:
     checkpoint_path: str = ""
     checkpoint_every_s: int = 0
     resumable: bool = False
+    # TensorBoard beside this replica (the first role's first, when the spec asks): the path in the replica
+    # it reads ("" none)
+    tensorboard_logdir: str = ""
+    # SSH (its kind's `ssh`): the replica runs an SSH server that the gateway signs in to with `ssh_token`, the
+    # job's (scheduling.ssh); on Kubernetes a sidecar that also takes `ssh_keys`, the submitter's public keys at launch
+    ssh: bool = False
+    ssh_keys: tuple[str, ...] = ()
+    ssh_token: str = field(default="", repr=False, compare=False)
 
     @property
     def key(self) -> ReplicaKey:
@@ -146,6 +154,18 @@ class Endpoint:
     token: str = ""
     replica: str = ""              # an inference replica's role-index-attempt, for metering its answers
     revision: int | None = None    # the service revision that replica serves
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    """Where the SSH gateway reaches a replica's SSH server (the simulated process's own, or the Kubernetes
+    pod's sidecar by the pod's IP); the gateway signs in with the replica's SSH token as the password."""
+
+    host: str
+    port: int
+
+
+SSH_SIDECAR_PORT = 2222  # the pod's SSH sidecar listens there
 
 
 @dataclass(frozen=True)
@@ -195,6 +215,10 @@ class ClusterBackend(Protocol):
     def endpoint(self, key: ReplicaKey, *, workspace: str, base_url: str) -> Endpoint | None:
         """Where a serving replica (a notebook) of `workspace` answers HTTP under `base_url`; None when it does
         not (yet). Called per proxied request: no cluster API call. The caller adds the token."""
+
+    def ssh_endpoint(self, key: ReplicaKey, *, workspace: str) -> SshEndpoint | None:
+        """Where the replica's SSH server answers (notebooks and training replicas); None when it has none (yet).
+        No cluster API call."""
 
     def delete_home(self, workspace: str, name: str) -> None:
         """Delete a notebook's home volume's own object (the simulated folder, the Kubernetes claim) once its

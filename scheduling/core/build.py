@@ -39,6 +39,7 @@ class _NoPlaced:
 NO_STATE, NO_PLACED = _NoState(), _NoPlaced()
 _REP, _PLACED_ROLES, _KEY = attrgetter("rep"), attrgetter("roles"), attrgetter("key")
 _ROLES, _JOB_ID = attrgetter("job.roles"), attrgetter("job_id")
+_JOB_ID_OF = attrgetter("job.id")
 
 
 def new_states(snapshot: Snapshot, before: dict[str, JobState], last_touched: set[str], queues: dict,
@@ -434,8 +435,10 @@ def job_order(states: JobStates, cache: BuildCache | None) -> list[JobState]:
     build's order kept for the same jobs, those it did not have put in their places."""
     jobs, arrived = states.jobs, states.arrived
     if cache is not None and cache.order and len(arrived) * 8 < len(jobs):
-        order = [now for st in cache.order
-                 if (now := jobs.get(st.job.id)) is not None and now.job is st.job]
+        # C loops: the last order's states whose job is still here as the same object, in that order
+        last = cache.order
+        now = list(map(jobs.get, map(_JOB_ID_OF, last), repeat(NO_STATE)))
+        order = list(compress(now, map(is_, map(_JOB, now), map(_JOB, last))))
         for st in sorted(arrived, key=order_key):
             bisect.insort(order, st, key=order_key)
         return order

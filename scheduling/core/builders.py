@@ -35,6 +35,7 @@ def job(
     gpu_model: str = "",
     pool: str = "",
     topology: Topology | None = None,
+    latest_start: float | None = None,
 ) -> Job:
     """A one-role job ("worker") of `replicas` identical replicas; gang minimum = min_replicas
     (default: all of them)."""
@@ -42,7 +43,8 @@ def job(
                       cpu_milli=cpu, mem_mib=mem, vendor=vendor, gpu_model=gpu_model, pool=pool)
     low = replicas if min_replicas is None else min_replicas
     return Job(job_id, queue, (Role("worker", request, low, replicas),), priority=priority,
-               preemptible=preemptible, reduce_cost=reduce_cost, created=created, topology=topology)
+               preemptible=preemptible, reduce_cost=reduce_cost, created=created, topology=topology,
+               latest_start=latest_start)
 
 
 def with_jobs(snapshot: Snapshot, *jobs: Job) -> Snapshot:

@@ -6,8 +6,9 @@ import gc
 from dataclasses import dataclass, field, replace
 
 from .actions import ACTIONS
-from .actions.pending import pending_reasons
+from .actions.pending import late_jobs, pending_reasons
 from .build import BuildCache
+from .deadline import Phases, phased
 from .model import Decisions, Pool, RunningReplica, Snapshot
 from .session import Session
 
@@ -28,6 +29,8 @@ class CycleMemo:
     last: tuple[Snapshot, Decisions, bool] | None = None
     # what building a session takes from the pools, nodes and queues alone, while they stay the same
     build: BuildCache = field(default_factory=BuildCache)
+    # the deadline jobs as their phases made them last cycle, so that their objects stay the same
+    phases: Phases = field(default_factory=Phases)
 
     def for_pools(self, pools: tuple[Pool, ...]) -> dict[tuple, tuple]:
         if self.pools != pools:
@@ -38,14 +41,24 @@ class CycleMemo:
         if self.last is None or self.last[2] != reasons:
             return None
         before = self.last[0]
-        if all(getattr(before, f) == getattr(snapshot, f) for f in INPUT_FIELDS):
+        if all(getattr(before, f) == getattr(snapshot, f) for f in INPUT_FIELDS) and not crossed_patience(
+                before, snapshot):
             return self.last[1]
         return None
 
 
-# what a cycle reads of a snapshot: all of it but `now`
+def crossed_patience(before: Snapshot, snapshot: Snapshot) -> bool:
+    """Whether a job's backfill patience ran out between the two snapshots' times (it may now hold nodes)."""
+    patience = snapshot.backfill_patience_s
+    if patience is None:
+        return False
+    return any(before.now < job.created + patience <= snapshot.now for job in snapshot.jobs)
+
+
+# what a cycle reads of a snapshot: all of it but `now` (which only a deadline job's phase reads, and
+# the phased jobs are what is compared)
 INPUT_FIELDS = ("pools", "nodes", "queues", "off_peak", "next_off_peak", "job_off_peak", "queue_usage", "usage_k",
-                "running", "jobs", "held")
+                "running", "jobs", "held", "backfill_patience_s")
 
 
 def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = False,
@@ -54,6 +67,8 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
 
     Replicas on nodes that are gone or not ready are evicted (node-lost) and their jobs
     requeued in the same cycle; then allocate, consolidate, reclaim, preempt and elastic run.
+    A deadline job (`Job.latest_start`) is given to them as its phase at `snapshot.now` makes it
+    (`deadline.phased`); those still pending from their latest start on are `Decisions.late`.
     `memo` carries what may be kept to the next cycle; `exact` visits every job each action
     walks, one by one (the reference the shortcuts are tested against: the same decisions).
     `reasons=False` leaves out the pending jobs' reasons (the evictions and binds are the same):
@@ -61,6 +76,7 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
     """
     if snapshot.blocked:
         snapshot = without_blocked(snapshot)
+    snapshot = phased(snapshot, memo.phases if memo is not None else None)
     # A cycle allocates many short-lived small objects and creates no garbage cycles worth
     # collecting mid-way; the cyclic GC's full-heap passes would otherwise cost a third of it.
     if memo is not None and not exact:
@@ -77,7 +93,7 @@ def run_cycle(snapshot: Snapshot, memo: CycleMemo | None = None, exact: bool = F
             session.plans = dict(kept)
         for action in ACTIONS:
             action(session)
-        decisions = session.decisions(pending_reasons(session) if reasons else {})
+        decisions = session.decisions(pending_reasons(session) if reasons else {}, late_jobs(session))
         if memo is not None:
             live = session.roles_ids
             memo.plans = {key: found for key, found in session.plans.items() if key[0] in live}

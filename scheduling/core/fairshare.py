@@ -6,6 +6,15 @@ capped by its limit and its demand, until the remainder is gone or every child i
 priority orders the pouring: the highest-priority children are filled first, the next level gets
 what they leave (as KAI-Scheduler divides over-quota resources).
 
+The over-quota part goes in whole GPUs, as KAI-Scheduler gives it: in rounds, a child takes what it
+still asks for when its weight's part covers it, else that part rounded down to whole GPUs; once a
+round gives every child its part, what the rounding left goes a GPU at a time to the children whose
+last part lost the biggest fraction (each once, never over what it asks for), a priority level's
+before the next level is poured. Where the rounding would have to pick among children it kept equal
+fractions from (KAI orders them by creation time, which queues here do not have), the siblings'
+division is the exact one instead; so is it wherever the whole-GPU division comes to the same
+shares. Siblings of equal weights are therefore always divided exactly.
+
 Time-based fair share: given each queue's past usage (decayed GPU-time as a fraction of what the
 cluster could have given over the window), the over-quota weights of siblings are shifted away
 from those that used more than their weight's share: w' = max(0, w + k (w - u)) with w and u
@@ -14,9 +23,13 @@ normalised over the siblings. Deserved quotas are untouched; k = 0 turns it off.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from .model import Queue
+from .units import MILLI_PER_GPU
+
+EPS = 1e-6
 
 
 def queue_children(queues: Sequence[Queue]) -> dict[str | None, list[Queue]]:
@@ -74,7 +87,8 @@ def usage_weights(kids: list[Queue], usage: Mapping[str, float], k: float) -> di
 
 def _split(amount: float, kids: list[Queue], demand: Mapping[str, float],
            weights: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Water-fill `amount` over sibling queues: deserved first, then the rest by priority level."""
+    """Water-fill `amount` over sibling queues: deserved first, then the rest by priority level, in
+    whole GPUs unless only a tie could decide them (see the module's docstring)."""
     cap = {}
     for q in kids:
         c = demand[q.name]
@@ -87,12 +101,16 @@ def _split(amount: float, kids: list[Queue], demand: Mapping[str, float],
         # Deserved quotas over-commit the parent: scale them down proportionally.
         scale = amount / given if given else 0.0
         return {name: s * scale for name, s in share.items()}
-    left = amount - given
     # Higher-priority queues fill up to their demand before lower ones get any over-quota share.
     weights = weights if weights is not None else {q.name: q.over_quota_weight for q in kids}
-    for level in sorted({q.priority for q in kids}, reverse=True):
-        left = _pour(left, [q for q in kids if q.priority == level], share, cap, weights)
-    return share
+    levels = [[q for q in kids if q.priority == level] for level in sorted({q.priority for q in kids}, reverse=True)]
+    exact, left = dict(share), amount - given
+    for level in levels:
+        left = _pour(left, level, exact, cap, weights)
+    whole = _whole_gpus(amount - given, levels, dict(share), cap, weights)
+    if whole is None or all(abs(whole[name] - exact[name]) <= EPS for name in exact):
+        return exact
+    return whole
 
 
 def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[str, float],
@@ -115,6 +133,49 @@ def _pour(left: float, kids: list[Queue], share: dict[str, float], cap: Mapping[
             break                       # nobody hit a cap, so everything was poured
         open_kids = still_open
     return max(left, 0.0)
+
+
+def _whole_gpus(left: float, levels: list[list[Queue]], share: dict[str, float], cap: Mapping[str, float],
+                weights: Mapping[str, float]) -> dict[str, float] | None:
+    """`left` over the priority levels in whole GPUs (added to `share`, which it returns), or None
+    where the GPUs the rounding left would go by a tie."""
+    for kids in levels:
+        lost: dict[str, float] = {}      # the fraction the rounding kept from each child's last part
+        while left > EPS:
+            open_kids = [q for q in kids if share[q.name] < cap[q.name] - EPS and weights[q.name] > 0]
+            weight = sum(weights[q.name] for q in open_kids)
+            if weight <= 0:
+                break
+            offered, again = left, False
+            for q in open_kids:
+                part = offered * weights[q.name] / weight
+                wants = cap[q.name] - share[q.name]
+                if wants <= part + EPS:
+                    take = wants
+                    lost.pop(q.name, None)
+                    again = again or wants < part - EPS
+                else:
+                    take = math.floor((part + EPS) / MILLI_PER_GPU) * MILLI_PER_GPU
+                    if part - take > EPS:
+                        lost[q.name] = part - take
+                    else:
+                        lost.pop(q.name, None)
+                share[q.name] += take
+                left -= take
+            if not again:
+                break
+        ranked = sorted(lost, key=lambda n: -lost[n])
+        while ranked and left > EPS:
+            tied = [n for n in ranked if lost[n] >= lost[ranked[0]] - EPS]
+            ranked = ranked[len(tied):]
+            gives = {n: min(float(MILLI_PER_GPU), cap[n] - share[n]) for n in tied}
+            if len(tied) > 1 and sum(gives.values()) > left + EPS:
+                return None
+            for n in tied:
+                take = min(gives[n], left)
+                share[n] += take
+                left -= take
+    return share
 
 
 def fair_shares(queues: Sequence[Queue], capacity_milli: float, leaf_demand: Mapping[str, float],

@@ -224,6 +224,10 @@ class Job:
     reduce_cost: bool = False
     created: float = 0.0
     topology: Topology | None = None
+    # A job with a deadline: the latest time (epoch seconds) it can start and still finish by it. Before
+    # then it takes only capacity strict work does not need; from then on it is strict (`deadline`:
+    # its phase decides, `preemptible` is not read). None: no deadline.
+    latest_start: float | None = None
 
     def __post_init__(self) -> None:
         # messages are built only when something is wrong: a snapshot holds many thousands of jobs
@@ -308,6 +312,10 @@ class Snapshot:
     # Evicted replicas whose pods are still stopping (SIGTERM, then their job's grace): what they hold is
     # taken until they are gone, so nothing is placed on it meanwhile. They belong to no job's count.
     held: tuple[HeldReplica, ...] = ()
+    # Backfill reservations (Slurm's backfill): a whole-GPU gang pending for longer than this many seconds
+    # since its submission gets nodes held for it, which later jobs may not take (`actions.reserve`).
+    # None: no reservations (the core's default; the product passes its BACKFILL_PATIENCE).
+    backfill_patience_s: float | None = None
 
 
 ReplicaKey = tuple[str, str, int]         # (job id, role, replica index)
@@ -358,6 +366,9 @@ class Decisions:
     binds: tuple[Bind, ...] = ()
     pending: dict[str, str] = field(default_factory=dict)   # job id -> readable reason
     pending_codes: dict[str, Reason] = field(default_factory=dict)   # job id -> its code and params
+    # deadline jobs still pending at or after their latest start: they can no longer be sure to finish
+    # by their deadline (sorted ids)
+    late: tuple[str, ...] = ()
 
     @property
     def changes(self) -> int:

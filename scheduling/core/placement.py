@@ -104,6 +104,8 @@ class ClusterArrays:
     mem_free: np.ndarray  # int64 [N]
     version: np.ndarray  # int64 [N]; bumped by allocate/release (score caches key on it)
     uid: int = field(default_factory=lambda: next(_uids))
+    # GPUs per node that fit a kind of request (`_fit_count`), with the rows' versions they were counted at
+    _fit: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, nodes: Sequence[NodeCapacity]) -> ClusterArrays:
@@ -218,13 +220,17 @@ class PlacementContext:
     shapes: ShapeTable | None = None
     tracker: ShapeTracker | None = None
     seed: int = 0
-    rng: np.random.Generator = field(init=False, repr=False)
+    _rng: np.random.Generator | None = field(default=None, init=False, repr=False)
     _rank: np.ndarray | None = field(default=None, init=False, repr=False)
     _caches: dict = field(default_factory=dict, init=False, repr=False)
     _fallback_tables: dict = field(default_factory=dict, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.rng = np.random.default_rng(self.seed)
+    @property
+    def rng(self) -> np.random.Generator:
+        # made on first use: a session makes a context every cycle and only the `random` policy draws
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
 
     def table(self) -> ShapeTable | None:
         if self.shapes is not None:
@@ -266,21 +272,41 @@ def feasible_nodes(
             raise ValueError(f"allowed mask has shape {allowed.shape}, expected ({arrays.size},)")
         ok &= allowed
     if request.num_gpus > 0:
-        ok &= _gpu_fit(arrays, request).sum(axis=1) >= request.num_gpus
+        ok &= _fit_count(arrays, request) >= request.num_gpus
     return ok
+
+
+def _fit_count(arrays: ClusterArrays, request: PlacementRequest) -> np.ndarray:
+    """int [N]: GPUs per node this request could use (`_gpu_fit` summed). Kept in `arrays` per kind of
+    request (whole GPUs; a fraction's milli and memory): only rows whose `version` changed since are
+    counted again."""
+    key = (request.gpu_milli, request.gpu_mem_mib) if request.is_fraction else None
+    found = arrays._fit.get(key)
+    if found is None or len(found[0]) != arrays.size:
+        count = _gpu_fit(arrays, request).sum(axis=1)
+        arrays._fit[key] = (arrays.version.copy(), count)
+        return count
+    version, count = found
+    stale = np.flatnonzero(version != arrays.version)
+    if len(stale):
+        count[stale] = _gpu_fit(arrays, request, stale).sum(axis=1)
+        version[stale] = arrays.version[stale]
+    return count
 
 
 # --------------------------------------------------------------------------- GPU choice in a node
 
 
 def _first_free(arrays: ClusterArrays, node: int, request: PlacementRequest) -> tuple[int, ...]:
-    free = np.flatnonzero(arrays.fully_free()[node])
+    # the node's row alone (`fully_free` of that row)
+    free = np.flatnonzero(arrays.gpu_present[node] & (arrays.gpu_free_milli[node] == MILLI_PER_GPU)
+                          & (arrays.gpu_free_mem[node] == arrays.gpu_total_mem[node]))
     return tuple(int(g) for g in free[: request.num_gpus])
 
 
 def _fraction_gpu(arrays: ClusterArrays, node: int, request: PlacementRequest, most_free: bool) -> int:
     """The fitting GPU with the least (or most) free milli; ties to the lowest index."""
-    fit = _gpu_fit(arrays, request)[node]
+    fit = _gpu_fit(arrays, request, [node])[0]
     free = np.where(fit, arrays.gpu_free_milli[node], -1 if most_free else MILLI_PER_GPU + 1)
     return int(np.argmax(free) if most_free else np.argmin(free))
 
@@ -347,6 +373,10 @@ class _FragCache:
     version: np.ndarray  # int64 [N]
     delta: np.ndarray  # float64 [N, W]: F_before - F_after; W = G for fractions, else 1; -inf: unusable
     access: np.ndarray  # bool [N, K]
+    # `_score_frag`'s per-node part (`frag_best`): valid for the rows whose `score_version` matches
+    score_version: np.ndarray | None = None  # int64 [N]
+    best: np.ndarray | None = None  # float64 [N]: the best GPU's delta plus the CPU-stranded change
+    gpu: np.ndarray | None = None  # int64 [N]: that GPU (argmax of the row's delta)
 
 
 def _table_for(request: PlacementRequest, ctx: PlacementContext) -> ShapeTable:
@@ -384,6 +414,16 @@ def frag_deltas(
 
     Cached in `ctx`: only nodes whose `arrays.version` changed since the last call are recomputed.
     """
+    table, cache = _frag_cache(arrays, request, ctx)
+    stale = cand[cache.version[cand] != arrays.version[cand]]
+    if len(stale):
+        cache.delta[stale] = _frag_delta(arrays, request, stale, cache.access[stale], table)
+        cache.version[stale] = arrays.version[stale]
+    return cache.delta[cand]
+
+
+def _frag_cache(arrays: ClusterArrays, request: PlacementRequest, ctx: PlacementContext) -> tuple[ShapeTable, _FragCache]:
+    """The request's table and its `_FragCache` in `ctx` (made empty when there is none)."""
     table = _table_for(request, ctx)
     key = (arrays.uid, request, id(table))
     entry = ctx._caches.get(key)
@@ -402,11 +442,35 @@ def frag_deltas(
         ctx._caches[key] = (table, cache)  # holding the table keeps its id unique
     else:
         cache = entry[1]
-    stale = cand[cache.version[cand] != arrays.version[cand]]
+    return table, cache
+
+
+def frag_best(
+    arrays: ClusterArrays, request: PlacementRequest, cand: np.ndarray, ctx: PlacementContext
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate node: the GPU leaving the least fragmentation (argmax of `frag_deltas`' row) and its
+    delta plus the change in GPU milli stranded for lack of CPU (`_score_frag`'s score before scarcity).
+    Each node's figures depend on its own row only: cached with the deltas, recomputed for the rows whose
+    `arrays.version` changed."""
+    table, cache = _frag_cache(arrays, request, ctx)
+    if cache.score_version is None:
+        cache.score_version = np.full(arrays.size, -1, dtype=np.int64)
+        cache.best = np.zeros(arrays.size)
+        cache.gpu = np.zeros(arrays.size, dtype=np.int64)
+    stale = cand[cache.score_version[cand] != arrays.version[cand]]
     if len(stale):
-        cache.delta[stale] = _frag_delta(arrays, request, stale, cache.access[stale], table)
-        cache.version[stale] = arrays.version[stale]
-    return cache.delta[cand]
+        delta = frag_deltas(arrays, request, stale, ctx)
+        gpu = np.argmax(delta, axis=1)
+        ratio = table.cpu_per_gpu
+        free_total = arrays.gpu_free_milli[stale].sum(axis=1, dtype=np.int64)
+        cpu = arrays.cpu_free[stale]
+        stranded = cpu_stranded(free_total, cpu, ratio) - cpu_stranded(
+            free_total - request.total_gpu_milli, cpu - request.cpu_milli, ratio
+        )
+        cache.best[stale] = delta[np.arange(len(stale)), gpu] + stranded
+        cache.gpu[stale] = gpu
+        cache.score_version[stale] = arrays.version[stale]
+    return cache.best[cand], cache.gpu[cand]
 
 
 def _gpus_from_delta(arrays: ClusterArrays, request: PlacementRequest, cand: np.ndarray, gpu: np.ndarray):
@@ -435,16 +499,8 @@ def _score_fgd(arrays, request, cand, ctx) -> Scored:
 
 def _score_frag(arrays, request, cand, ctx) -> Scored:
     """FGD's score over a CPU-aware fragmentation: F plus the GPU milli stranded for lack of CPU."""
-    delta = frag_deltas(arrays, request, cand, ctx)
-    gpu = np.argmax(delta, axis=1)
+    best, gpu = frag_best(arrays, request, cand, ctx)
     table = _table_for(request, ctx)
-    ratio = table.cpu_per_gpu
-    free_total = arrays.gpu_free_milli[cand].sum(axis=1, dtype=np.int64)
-    cpu = arrays.cpu_free[cand]
-    stranded = cpu_stranded(free_total, cpu, ratio) - cpu_stranded(
-        free_total - request.total_gpu_milli, cpu - request.cpu_milli, ratio
-    )
-    best = delta[np.arange(len(cand)), gpu] + stranded
     if table.constrained and request.num_gpus > 0:
         best -= _scarcity_cost(arrays, request, cand, table)
     # keep FGD's coarse integer score: its ties, settled by the node order, spread pods usefully
@@ -510,6 +566,19 @@ def allocate(arrays: ClusterArrays, request: PlacementRequest, placement: Placem
         raise ValueError(f"placement lists {len(gpus)} GPUs, the request asks for {request.num_gpus}")
     if arrays.cpu_free[n] < request.cpu_milli or arrays.mem_free[n] < request.mem_mib:
         raise ValueError(f"node {arrays.names[n]}: not enough CPU or memory free")
+    if len(gpus) == 1 and 0 <= gpus[0] < arrays.gpu_present.shape[1]:
+        # one scalar check and update: numpy's fancy indexing costs many times as much (the common case)
+        g = gpus[0]
+        if not arrays.gpu_present[n, g]:
+            raise ValueError(f"node {arrays.names[n]}: GPU index {gpus} not present")
+        if arrays.gpu_free_milli[n, g] < placement.gpu_milli or arrays.gpu_free_mem[n, g] < placement.gpu_mem_mib:
+            raise ValueError(f"node {arrays.names[n]}: GPUs {gpus} do not have the placement's share free")
+        arrays.cpu_free[n] -= request.cpu_milli
+        arrays.mem_free[n] -= request.mem_mib
+        arrays.gpu_free_milli[n, g] -= placement.gpu_milli
+        arrays.gpu_free_mem[n, g] -= placement.gpu_mem_mib
+        arrays.version[n] += 1
+        return
     if gpus:
         if not arrays.gpu_present[n, gpus].all():
             raise ValueError(f"node {arrays.names[n]}: GPU index {gpus} not present")
@@ -527,6 +596,22 @@ def allocate(arrays: ClusterArrays, request: PlacementRequest, placement: Placem
 def release(arrays: ClusterArrays, request: PlacementRequest, placement: Placement) -> None:
     """Give the placement's capacity back; raises ValueError if that would exceed the node's totals."""
     n, gpus = placement.node, list(placement.gpus)
+    if len(gpus) == 1 and 0 <= gpus[0] < arrays.gpu_free_milli.shape[1]:
+        # the common case with scalars, as `allocate`
+        g = gpus[0]
+        if (
+            arrays.cpu_free[n] + request.cpu_milli > arrays.cpu_total[n]
+            or arrays.mem_free[n] + request.mem_mib > arrays.mem_total[n]
+            or arrays.gpu_free_milli[n, g] + placement.gpu_milli > MILLI_PER_GPU
+            or arrays.gpu_free_mem[n, g] + placement.gpu_mem_mib > arrays.gpu_total_mem[n]
+        ):
+            raise ValueError(f"node {arrays.names[n]}: releasing {placement} would exceed the node's capacity")
+        arrays.cpu_free[n] += request.cpu_milli
+        arrays.mem_free[n] += request.mem_mib
+        arrays.gpu_free_milli[n, g] += placement.gpu_milli
+        arrays.gpu_free_mem[n, g] += placement.gpu_mem_mib
+        arrays.version[n] += 1
+        return
     if (
         arrays.cpu_free[n] + request.cpu_milli > arrays.cpu_total[n]
         or arrays.mem_free[n] + request.mem_mib > arrays.mem_total[n]

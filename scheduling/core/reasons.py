@@ -50,6 +50,10 @@ CODES = frozenset({
     "gpus_short", "gang_gpus_short", "gpus_not_on_one_node", "gpu_shares_short", "mig_none_free", "gang_mig_short",
     "timeslice_slots_short", "timeslice_not_on_one_node", "host_short", "gang_does_not_fit",
     "topology_no_domain", "topology_level_unknown",
+    # a gang that waited past the backfill patience: nodes are held for it (`actions.reserve`)
+    "backfill_reserved", "backfill_held",
+    # a deadline job before its latest start (`deadline`)
+    "deadline_waits_for_idle",
     # set by the scheduling layer outside a cycle
     "waiting_for_cycle", "waits_for_off_peak", "requeued", "node_drained", "budget_suspended",
     # dependencies and arrays (scheduling.lifecycle): what a Blocked job waits for, an array's window

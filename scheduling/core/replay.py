@@ -30,6 +30,10 @@ cycle. Decisions are the same as long as no queue has more than N such jobs; bey
 N cannot be backfilled and its queue's demand counts N jobs (the planner makes N at least twice the
 cluster's GPUs, so every queue still asks for more than the cluster holds).
 
+Deadlines. A job with a `deadline` (`ReplayJob.deadline`, epoch seconds) is given to the core with its latest
+start: the deadline less the work it has left less `margin_s`, computed again whenever an eviction changes
+the work left; a cycle runs at each waiting deadline job's latest start, when it turns strict.
+
 Results: per job its first start, its end, how often it was stopped and the work lost (`JobResult`);
 with `record_allocation=True` also every change of what a job holds on a node, `(time, job id, node, GPU milli)`
 (a bind adds, an eviction or a completion takes away), from which allocation over time per queue or pool is
@@ -67,6 +71,14 @@ class ReplayJob:
     checkpoint_s: float | None = None      # work saved every this many seconds; 0: always; None: never
     done: float = 0.0                      # seconds of work already done
     started: float | None = None           # when it first ran, for a job already running at the start
+    deadline: float | None = None          # when its work must be done (epoch seconds); None: no deadline
+    margin_s: float = 0.0                  # its latest start is this much before it must start to be done then
+
+    def latest_start(self, done: float) -> float | None:
+        """Its latest start with `done` seconds of work saved (None: no deadline)."""
+        if self.deadline is None:
+            return None
+        return self.deadline - max(self.duration - done, 0.0) - self.margin_s
 
     def __post_init__(self) -> None:
         if self.duration < 0 or self.done < 0:
@@ -76,11 +88,13 @@ class ReplayJob:
 
     @classmethod
     def simple(cls, job_id: str, queue: str, gpus: int, submit_time: float, duration: float, *,
-               checkpoint_s: float | None = None, **job_fields) -> ReplayJob:
+               checkpoint_s: float | None = None, deadline: float | None = None, margin_s: float = 0.0,
+               **job_fields) -> ReplayJob:
         """A one-role job of `gpus` whole GPUs (or `mode`, `milli`, `replicas`, `preemptible`, `priority`,
         ... as `builders.job` takes them), queued by its submit time."""
         job_fields.setdefault("created", submit_time)
-        return cls(builders.job(job_id, queue, gpus, **job_fields), submit_time, duration, checkpoint_s)
+        return cls(builders.job(job_id, queue, gpus, **job_fields), submit_time, duration, checkpoint_s,
+                   deadline=deadline, margin_s=margin_s)
 
 
 @dataclass
@@ -113,6 +127,7 @@ class ReplayResult:
 @dataclass
 class _Job:
     spec: ReplayJob
+    job: Job                               # the core job now (a deadline job's latest start moves with its work)
     result: JobResult
     held: dict[str, int]                   # role -> replicas placed now
     keys: set[ReplicaKey] = field(default_factory=set)   # those replicas
@@ -121,7 +136,7 @@ class _Job:
     version: int = 0                       # invalidates its queued completion
 
     def at_minimum(self) -> bool:
-        return all(self.held[r.name] >= r.min_replicas for r in self.spec.job.roles)
+        return all(self.held[r.name] >= r.min_replicas for r in self.job.roles)
 
 
 CycleObserver = Callable[[float, Snapshot, Decisions], None]
@@ -153,7 +168,10 @@ class Replay:
         self.jobs: dict[str, _Job] = {}
         self.active: dict[str, Job] = {}      # submitted and not finished, in submission order
         self.running: dict[ReplicaKey, RunningReplica] = {}
+        self._running_sorted: tuple[RunningReplica, ...] | None = None   # `running` by key, until it changes
         self.completions: list[tuple[float, str, int]] = []
+        # waiting deadline jobs' latest starts: (when, job id, its version then), a cycle's point each
+        self.turns: list[tuple[float, str, int]] = []
         self.short: set[str] = set()          # active jobs holding fewer than all their replicas
         self.allocation: list[tuple[float, str, str, int]] | None = [] if record_allocation else None
         # with a pending window: per queue the active jobs holding no replica, by the queue's order, and the
@@ -174,11 +192,15 @@ class Replay:
             jid = spec.job.id
             if jid in self.jobs:
                 raise ValueError(f"replay job {jid!r}: duplicate job id")
-            state = _Job(spec, JobResult(jid, spec.job.queue, spec.submit_time, start=spec.started),
+            job = spec.job
+            if spec.deadline is not None:
+                job = replace(job, latest_start=spec.latest_start(spec.done))
+            state = _Job(spec, job, JobResult(jid, spec.job.queue, spec.submit_time, start=spec.started),
                          {r.name: 0 for r in spec.job.roles}, done=spec.done)
             self.jobs[jid] = state
             if spec.submit_time <= self.start:
-                self.active[jid] = spec.job
+                self.active[jid] = job
+                self._turn(state)
             else:
                 arrivals.append((spec.submit_time, jid))
         arrivals.sort()
@@ -273,12 +295,26 @@ class Replay:
 
     def _next_event(self) -> float:
         arrival = self.arrivals[self.next_arrival][0] if self.next_arrival < len(self.arrivals) else INF
+        turns = self.turns
+        while turns:
+            at, jid, version = turns[0]
+            if self.jobs[jid].version == version and jid in self.active and (
+                    self.last_cycle is None or at > self.last_cycle):
+                arrival = min(arrival, at)
+                break
+            heapq.heappop(turns)              # stale: it started, ended, or a cycle has seen it strict
         while self.completions:
             end, jid, version = self.completions[0]
             if self.jobs[jid].version == version:
                 return min(arrival, end)
             heapq.heappop(self.completions)   # stale: the job was stopped after it was queued
         return arrival
+
+    def _turn(self, state: _Job) -> None:
+        """A cycle at a waiting deadline job's latest start, when it turns strict."""
+        latest = state.job.latest_start
+        if latest is not None and state.spec.deadline is not None:
+            heapq.heappush(self.turns, (latest, state.job.id, state.version))
 
     def _tick_at_or_after(self, t: float) -> float:
         k = math.ceil((t - self.start) / self.cycle_s - 1e-9)
@@ -309,13 +345,15 @@ class Replay:
             self.short.discard(jid)
             for key in sorted(state.keys):
                 self._record(end, jid, self.running.pop(key), -1)
+                self._running_sorted = None
             state.keys.clear()
             state.held = dict.fromkeys(state.held, 0)
             self.holding.pop(jid, None)
             self.dirty = True
         while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival][0] <= at:
             _, jid = self.arrivals[self.next_arrival]
-            self.active[jid] = self.jobs[jid].spec.job
+            self.active[jid] = self.jobs[jid].job
+            self._turn(self.jobs[jid])
             self.short.add(jid)
             self._check_waiting(self.jobs[jid])
             self.next_arrival += 1
@@ -326,7 +364,7 @@ class Replay:
         """Keep `waiting` and `holding` up to date for an active job (with a pending window only)."""
         if self.pending_window is None:
             return
-        job = state.spec.job
+        job = state.job
         key = (-job.priority, job.created, job.id)
         queue = self.waiting.setdefault(job.queue, [])
         i = bisect.bisect_left(queue, key)
@@ -341,13 +379,15 @@ class Replay:
             self.holding.pop(job.id, None)
 
     def _snapshot(self, at: float) -> Snapshot:
-        running = tuple(self.running[k] for k in sorted(self.running))
+        running = self._running_sorted
+        if running is None:
+            running = self._running_sorted = tuple(self.running[k] for k in sorted(self.running))
         if self.pending_window is None:
             jobs = tuple(self.active.values())
         else:
             specs = self.jobs
-            jobs = tuple([specs[jid].spec.job for jid in self.holding]
-                         + [specs[key[2]].spec.job for queue in self.waiting.values()
+            jobs = tuple([specs[jid].job for jid in self.holding]
+                         + [specs[key[2]].job for queue in self.waiting.values()
                             for key in queue[:self.pending_window]])
         return replace(self.cluster, jobs=jobs, running=running, now=at)
 
@@ -357,6 +397,7 @@ class Replay:
         for e in decisions.evicts:
             key = (e.job_id, e.role, e.replica)
             gone = self.running.pop(key, None)
+            self._running_sorted = None
             if gone is None:
                 raise ValueError(f"evict {key}: replica is not running")
             self._record(at, e.job_id, gone, -1)
@@ -371,6 +412,7 @@ class Replay:
             if key in self.running:
                 raise ValueError(f"bind {key}: replica is already running")
             rep = self.running[key] = RunningReplica(b.job_id, b.role, b.replica, b.node, b.gpus, b.slice)
+            self._running_sorted = None
             self._record(at, b.job_id, rep, +1)
             state = self.jobs[b.job_id]
             state.held[b.role] += 1
@@ -412,6 +454,12 @@ class Replay:
         state.done = saved
         state.run_since = None
         state.version += 1
+        spec = state.spec
+        if spec.deadline is not None:
+            latest = spec.latest_start(saved)
+            if latest != state.job.latest_start:
+                state.job = self.active[state.job.id] = replace(state.job, latest_start=latest)
+            self._turn(state)
 
 
 def replay(cluster: Snapshot, jobs: Iterable[ReplayJob], *, start: float | None = None, until: float | None = None,

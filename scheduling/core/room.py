@@ -8,6 +8,8 @@ Scenarios, cheapest first:
 1. clear a node of residents that fit elsewhere right now;
 2. repack (`repack.py`): empty the target GPUs by re-packing their residents, together with the
    residents of a few GPUs with the largest gaps, into those GPUs (an exact small bin packing);
+   then, with the steps the repacks left, cascades (`displace.py`): the fewest moves in which each
+   lifted pod takes a gap or the place of smaller pods, which move on in turn;
 3. chain moves: swap a smaller resident out of a GPU, which is in turn placed the same way.
 """
 
@@ -21,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from scheduling.core import repack
+from scheduling.core import displace, repack
 from scheduling.core.placement import (
     ClusterArrays,
     Placement,
@@ -290,6 +292,7 @@ class _RoomPlanner:
         self.budget = ROOM_ATTEMPTS  # placements tried in one plan, chains included
         self.repack_steps = steps  # search steps left to repacks (shared by the plans of one cycle)
         self.bins: list[tuple[int, int]] | None = None  # GPUs repacks may open
+        self.table: displace.Table | None = None  # what each GPU can give up, for cascades
 
     def undo_to(self, mark: int) -> None:
         while len(self.log) > mark:
@@ -358,6 +361,9 @@ class _RoomPlanner:
                     yield functools.partial(self._clear, request, node, victims, depth)
             for node, gpus, lifted in self._repack_targets(request, mask) if depth >= 2 else ():
                 yield functools.partial(self._repack, request, node, gpus, lifted)
+            if depth >= 2 and request.num_gpus == 1 and self._cascade_steps():  # with the steps repacks left
+                for node, gpus, lifted in self._repack_targets(request, mask, displace.DISPLACE_TARGETS):
+                    yield functools.partial(self._displace, request, node, gpus, lifted)
         if request.is_fraction:
             for r in self.movable.swap_partners(self.arrays, request, mask, self.ctx.rank(self.arrays.size), nodes):
                 if r.key in self.movable.on_node[r.placement.node]:  # not moved by an earlier try
@@ -387,10 +393,13 @@ class _RoomPlanner:
             return placement
         return None
 
-    def _repack_targets(self, request: PlacementRequest, mask: np.ndarray) -> Iterator[tuple[int, tuple, list]]:
+    def _repack_targets(
+        self, request: PlacementRequest, mask: np.ndarray, cascades: int = 0
+    ) -> Iterator[tuple[int, tuple, list]]:
         """(node, GPUs, residents to lift) for repacks, easiest first: the smallest biggest pod to
         lift, then the least milli, then node order; at most `REPACK_SAME` of one kind. None once the
-        cycle's repack steps are spent: `repack.search` would then find nothing."""
+        cycle's repack steps are spent: `repack.search` would then find nothing. With `cascades`, that
+        many targets for `displace.search`, the fewest pods to lift first (each is a move at least)."""
         if request.num_gpus == 0 or self.repack_steps.left <= 0:
             return
         a = self.arrays
@@ -406,14 +415,15 @@ class _RoomPlanner:
                 lifted = tuple(r for g in gpus for r in repack.fractions_on(self.movable, node, g))
             if lifted:
                 sizes = sorted((r.placement.gpu_milli for r in lifted), reverse=True)
-                ranked.append(((sizes[0], sum(sizes), rank[node]), tuple(sizes), node, gpus, list(lifted)))
+                order = (len(sizes), rank[node]) if cascades else (sizes[0], sum(sizes), rank[node])
+                ranked.append((order, tuple(sizes), node, gpus, list(lifted)))
         ranked.sort(key=lambda t: t[0])
         kinds: dict[tuple, int] = {}
         tried = 0
         for _, kind, node, gpus, lifted in ranked:
             if self.repack_steps.left <= 0:
                 return
-            if kinds.get(kind, 0) < repack.REPACK_SAME and tried < repack.REPACK_TARGETS:
+            if kinds.get(kind, 0) < repack.REPACK_SAME and tried < (cascades or repack.REPACK_TARGETS):
                 kinds[kind] = kinds.get(kind, 0) + 1
                 tried += 1
                 yield node, gpus, lifted
@@ -426,6 +436,24 @@ class _RoomPlanner:
             self.bins = repack.bin_candidates(a, self.movable, self.ctx.rank(a.size))
         moves = repack.search(a, self.movable, node, gpus, lifted, request.cpu_milli, request.mem_mib,
                               self.bins, self.repack_steps)
+        return self._carry_out(request, node, moves)
+
+    def _displace(self, request: PlacementRequest, node: int, gpus: tuple[int, ...], lifted: list) -> Placement | None:
+        """Move `lifted` off `gpus` of `node` by the cascade of the fewest moves; then place the
+        request there."""
+        if not self._cascade_steps():
+            return None
+        if self.table is None:  # every attempt of a plan starts from the same state
+            self.table = displace.Table(self.arrays, self.movable)
+        moves = displace.search(self.arrays, self.table, node, gpus, lifted, request.cpu_milli, request.mem_mib,
+                                self.repack_steps)
+        return self._carry_out(request, node, moves)
+
+    def _cascade_steps(self) -> bool:
+        """Steps enough left for one full cascade search: its table costs as much as many steps."""
+        return self.repack_steps.left >= displace.DISPLACE_STEPS * displace.DISPLACE_STEP_COST
+
+    def _carry_out(self, request: PlacementRequest, node: int, moves: list | None) -> Placement | None:
         if moves is None:
             return None
         for r, _, _ in moves:

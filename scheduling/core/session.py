@@ -131,6 +131,8 @@ class Session:
     # (roles, plan); a memo may carry them from cycle to cycle
     plans: dict[tuple, tuple] = field(default_factory=dict)
     _domains: dict[tuple, Domains] = field(default_factory=dict)   # by the levels' label keys
+    # backfill reservations made this cycle: job id -> the rows held for it (`actions.reserve`)
+    reserved: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
 
@@ -638,11 +640,13 @@ class Session:
 
     # ------------------------------------------------------------------ results
 
-    def decisions(self, pending: dict[str, Reason]) -> Decisions:
+    def decisions(self, pending: dict[str, Reason], late: tuple[str, ...] = ()) -> Decisions:
         evicts, binds = [], []
         # only the replicas of jobs bound or evicted in this session (`touched`) can have changed
         changed = set(self.touched)
-        for key in sorted([k for k in self.initial if k[0] in changed] + list(self.lost)):
+        initial, assign = self.initial, self.assign
+        # C loops pick the keys of those jobs
+        for key in sorted([*compress(initial, map(changed.__contains__, map(_FIRST, initial))), *self.lost]):
             now = self.assign.get(key)
             before = self.initial.get(key)
             if now is not None and now == before:
@@ -651,13 +655,13 @@ class Session:
             cause = self.evict_cause.get(key, MOVED)
             evicts.append(Evict(key[0], key[1], key[2], node, self.evict_reason.get(key, "consolidate"),
                                 cause.by_job, cause.by_queue, cause.level, cause.rule))
-        for key in sorted([k for k in self.assign if k[0] in changed]):
+        for key in sorted(compress(assign, map(changed.__contains__, map(_FIRST, assign)))):
             now = self.assign[key]
             if self.initial.get(key) == now:
                 continue
             binds.append(Bind(key[0], key[1], key[2], self.row_name(now.row), now.gpus, now.slice))
         codes = dict(sorted(pending.items()))
-        return Decisions(tuple(evicts), tuple(binds), {job_id: r.text for job_id, r in codes.items()}, codes)
+        return Decisions(tuple(evicts), tuple(binds), {job_id: r.text for job_id, r in codes.items()}, codes, late)
 
     @cached_property
     def job_off_peak(self) -> dict[str, tuple[bool, str]]:

@@ -41,7 +41,7 @@ class JobState:
     evicted: int = 0                          # replicas of the snapshot evicted in this session
     held: int = 0                             # GPU milli its replicas hold now
     replicas: int = 0                         # replicas assigned now (kept by `refresh`)
-    units: tuple | None = None                # actions.evicting.victim_units' for it: (version, reason, rank, units)
+    units: dict | None = None                 # actions.evicting.victim_units' for it: reason -> (version, rank, units)
 
     def np_milli(self, held: int) -> int:
         """What `held` milli count against non-preemptible quota: a non-preemptible job's gang

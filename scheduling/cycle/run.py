@@ -22,7 +22,19 @@ from functools import partial
 from django.db import transaction
 from django.db.models import Max
 
-from scheduling import buckets, clock, core, inference, kinds, secrets, signals, storage
+from scheduling import (
+    buckets,
+    clock,
+    core,
+    deadlines,
+    inference,
+    kinds,
+    secrets,
+    signals,
+    ssh,
+    storage,
+    tensorboard,
+)
 from scheduling import history_catalogue as texts
 from scheduling.backends.base import FAILED, RUNNING, SUCCEEDED, ClusterBackend, ReplicaLaunch, ReplicaStatus
 from scheduling.bulk import insert_rows, update_rows
@@ -74,10 +86,12 @@ def gpu_uuids(node_ids) -> dict[int, dict[int, str]]:
 
 
 def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None = None,
-               material: secrets.LaunchSecrets | None = None) -> ReplicaLaunch:
-    """`material`: the secrets and registry credentials of the batch's jobs (read for this replica's job alone
-    when not given)."""
+               material: secrets.LaunchSecrets | None = None,
+               keys: dict[int, tuple[str, ...]] | None = None) -> ReplicaLaunch:
+    """`material`: the secrets and registry credentials of the batch's jobs, `keys` their submitters' SSH keys
+    (each read for this replica's job alone when not given)."""
     job = replica.job
+    keys = keys if keys is not None else ssh.launch_keys([job])
     role = next(r for r in job.roles if r["name"] == replica.role)
     material = material if material is not None else secrets.launch_secrets([job])
     pull = material.pull_for(job.workspace_id, role["image"])
@@ -97,8 +111,10 @@ def launch_for(replica: Replica, uuids_by_node: dict[int, dict[int, str]] | None
         pull_secret=pull.server if pull else "", pull_config=pull.config if pull else "",
         mounts=storage.role_mounts(job, replica.role),
         bucket_mounts=buckets.launch_mounts(role, replica.node.pool_id), attempt=replica.attempt,
+        ssh_keys=keys.get(job.pk, ()), ssh_token=ssh.ssh_token(job.pk) if ssh.has_ssh(job) else "",
     )
     fields.update(checkpoints.launch_fields(job))   # its grace and checkpoint
+    fields.update(tensorboard.launch_fields(job, replica))   # TensorBoard beside the first replica
     # what the job's kind adds or sets: its name and process, a notebook's token and home, a service's server
     return ReplicaLaunch(**{**fields, **kinds.kind_of(job).launch_fields(job)})
 
@@ -296,7 +312,8 @@ def reconcile(backend: ClusterBackend, now: datetime, report: CycleReport) -> No
     if relaunch:
         uuids = gpu_uuids({r.node_id for r in relaunch})
         material = secrets.launch_secrets(r.job for r in relaunch)
-        launches = [launch_for(r, uuids, material) for r in relaunch]
+        keys = ssh.launch_keys(r.job for r in relaunch)
+        launches = [launch_for(r, uuids, material, keys) for r in relaunch]
         transaction.on_commit(lambda: launch_all(backend, launches))
         report.relaunched += len(relaunch)
     for key in statuses:  # the backend runs something the database does not hold
@@ -417,7 +434,8 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     record_events(events)
     uuids = gpu_uuids({n.pk for n in nodes.values()})
     material = secrets.launch_secrets(r.job for r in new)
-    launches = [launch_for(r, uuids, material) for r in new]
+    keys = ssh.launch_keys(r.job for r in new)
+    launches = [launch_for(r, uuids, material, keys) for r in new]
     transaction.on_commit(lambda: launch_all(backend, launches))
 
     set_pending_reasons(decisions.pending_codes, decisions.pending, kept_reasons)
@@ -460,6 +478,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
         clean_up_finished(backend, now)
         report.services_scaled = len(inference.scale_services(backend, now))
         report.released, report.array_children = lifecycle_cycle.advance(now)   # before the snapshot reads them
+        deadlines.refresh(now)   # deadline jobs' latest starts, which the snapshot gives the core
         if kept is None:
             decisions = core.run_cycle(build_snapshot(now))
         else:
@@ -467,6 +486,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
                 decisions = core.run_cycle(build_snapshot(now, kept.snapshot), kept.memo)
         with transaction.atomic():
             apply(decisions, backend, now, report, kept.reasons if kept is not None else None)
+            record_events(deadlines.report_unmeetable(now))   # a deadline that can no longer be met, at once
             if not still_leading():
                 raise NoLongerLeading("the scheduling cycle lost its lock before committing its decisions")
     report.seconds = time.perf_counter() - started

@@ -63,10 +63,13 @@ def core_roles(roles: list[dict]) -> tuple[cm.Role, ...]:
 
 
 def core_job(job_id: int, queue: str, roles: tuple[cm.Role, ...], priority: int, preemptible: bool,
-             reduce_cost: bool, created: datetime, topology: str | dict | None = None) -> cm.Job:
+             reduce_cost: bool, created: datetime, topology: str | dict | None = None,
+             latest_start: datetime | None = None) -> cm.Job:
+    """`latest_start`: a deadline job's (scheduling.deadlines keeps it current), as epoch seconds for the core."""
     return cm.Job(
         id=str(job_id), queue=queue, priority=priority, preemptible=preemptible, reduce_cost=reduce_cost,
         created=created.timestamp(), roles=roles, topology=core_topology(topology),
+        latest_start=latest_start.timestamp() if latest_start is not None else None,
     )
 
 
@@ -134,7 +137,7 @@ class Cluster:
                     next_off_peak=when.next_start, job_off_peak=tuple(sorted(
                         (str(pk), w.now, w.next_start) for pk, w in own.items())),
                     queue_usage=tuple(sorted(usage.items())), usage_k=settings.FAIR_SHARE_USAGE_K if usage else 0.0,
-                    held=self.held(now))
+                    held=self.held(now), backfill_patience_s=settings.BACKFILL_PATIENCE_S)
 
     def held(self, now: datetime) -> tuple[cm.HeldReplica, ...]:
         """Evicted replicas whose pods are still stopping (Replica.held_until, set on a backend whose pods
@@ -169,7 +172,7 @@ def placed_replicas():
 
 
 JOB_COLUMNS = ("pk", "queue_id", Cast("roles", TextField()), "priority", "preemptible", "reduce_cost", "created",
-               Cast("topology", TextField()))
+               Cast("topology", TextField()), "latest_start")
 REPLICA_COLUMNS = ("pk", "job_id", "role", "index", "node_id", "gpu_indices", "slice")
 
 
@@ -197,15 +200,16 @@ def build_snapshot(now: datetime, cache: SnapshotCache | None = None) -> cm.Snap
     cluster = Cluster()
     roles = Roles()
     queues = cluster.queue_names
-    jobs = [core_job(pk, queues[queue_id], roles(text), priority, preemptible, reduce_cost, created, topology)
-            for pk, queue_id, text, priority, preemptible, reduce_cost, created, topology in
+    jobs = [core_job(pk, queues[queue_id], roles(text), priority, preemptible, reduce_cost, created, topology, latest)
+            for pk, queue_id, text, priority, preemptible, reduce_cost, created, topology, latest in
             scheduled_jobs(now).order_by("pk").values_list(*JOB_COLUMNS)]
     running = [cluster.running(*row[1:]) for row in placed_replicas().values_list(*REPLICA_COLUMNS)]
     return cm.Snapshot(jobs=tuple(jobs), running=tuple(sorted(running, key=lambda r: (r.job_id, r.role, r.index))),
                        **cluster.fields(now))
 
 
-VERSION_COLUMNS = {Job: ("queue_id", "roles", "priority", "preemptible", "reduce_cost", "created", "topology"),
+VERSION_COLUMNS = {Job: ("queue_id", "roles", "priority", "preemptible", "reduce_cost", "created", "topology",
+                         "latest_start"),
                    Replica: ("job_id", "role", "index", "node_id", "gpu_indices", "slice")}
 
 
@@ -296,12 +300,12 @@ class SnapshotCache:
         for start in range(0, len(changed), self.CHUNK):
             chunk = changed[start:start + self.CHUNK]
             found = set()
-            for pk, version, queue_id, text, priority, preemptible, reduce_cost, created, topology in query.filter(
-                    pk__in=chunk).values_list("pk", row_version(Job), *JOB_COLUMNS[1:]):
+            for pk, version, queue_id, text, priority, preemptible, reduce_cost, created, topology, latest in (
+                    query.filter(pk__in=chunk).values_list("pk", row_version(Job), *JOB_COLUMNS[1:])):
                 found.add(pk)
                 self.jobs[pk] = version
                 live.put_job(core_job(pk, queues[queue_id], self.roles(text), priority, preemptible, reduce_cost,
-                                      created, topology))
+                                      created, topology, latest))
             for pk in chunk:
                 if pk not in found:   # written again since its version was read, and no longer taken
                     if self.jobs.pop(pk, None) is not None:

@@ -38,6 +38,7 @@ class Kind:
     quote_duration_s: int | None = None
     # The process its replicas run, which every backend knows how to launch (scheduling.backends.base).
     launch_shape: str = BATCH
+    ssh: bool = True           # its replicas run an SSH server the gateway reaches (scheduling.ssh)
     has_home: bool = False     # a home volume (scheduling.storage), kept across stop and start and after the job
     autoscaled: bool = False   # a service whose replicas the autoscaler sets (scheduling.inference)
     # Idle: judged by its server's own activity (a notebook's kernels) rather than the GPU samples of
@@ -103,7 +104,7 @@ class Kind:
     def launch_fields(self, job) -> dict[str, Any]:
         """What a ReplicaLaunch of this kind's job carries besides its role, or sets instead of the role's
         (scheduling.backends.base)."""
-        return {"kind": self.name, "shape": self.launch_shape}
+        return {"kind": self.name, "shape": self.launch_shape, "ssh": self.ssh}
 
     def process_metrics(self, backend, key: tuple[int, str, int], workspace: str, name: str) -> dict[str, str]:
         """Where a running replica's own server tells its figures, and the header it asks for ({}: it tells none)."""

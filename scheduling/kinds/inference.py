@@ -28,6 +28,7 @@ class InferenceKind(OneRoleKind):
     name_taken = gettext_noop("service '%(name)s' already exists in workspace '%(workspace)s' (%(state)s): "
                               "start or delete it, or choose another name")
     launch_shape = MODEL_SERVER
+    ssh = False
     autoscaled = True
     quote_rates = RATES_PER_REPLICAS
     # Form field -> where it goes in the document. `targetMetric` and `targetValue` together make

@@ -22,7 +22,8 @@ from django.utils.translation import gettext as _
 from scheduling import kinds as workload_kinds
 from scheduling.spec.buckets import buckets_to_list
 from scheduling.spec.checkpoint import checkpoint_to_dict
-from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster
+from scheduling.spec.cluster import ClusterInfo, PoolInfo, check_cluster, check_document
+from scheduling.spec.deadline import deadline_to_dict
 from scheduling.spec.kind_forms import form_namer, kind_form_document, kind_form_values
 from scheduling.spec.kinds import read_any_clean
 from scheduling.spec.lifecycle import life_to_dict
@@ -35,9 +36,11 @@ from scheduling.spec.model import (
     RoleSpec,
     SpecError,
     SpecIssue,
+    SpecNeverRuns,
 )
 from scheduling.spec.read import CLEAN_KEYS, MISSING, SEED_KEYS, Reader, dotted, read_seed
 from scheduling.spec.schedule import SCHEDULE_KEY, read_schedule
+from scheduling.spec.tensorboard import tensorboard_to_dict
 from scheduling.spec.units import format_cpu, format_duration, format_gpu_milli, format_memory
 from scheduling.spec.volumes import mounts_to_list
 
@@ -49,6 +52,7 @@ __all__ = [
     "PoolInfo",
     "RoleSpec",
     "SpecError",
+    "SpecNeverRuns",
     "SpecIssue",
     "parse_job_spec",
     "parse_job_spec_obj",
@@ -117,15 +121,22 @@ def _read(
     use_seed = bool(seed) or (not clean and any(k[:1].isupper() or k.casefold() in seed_folded for k in keys))
     result = read_seed(reader) if use_seed else read_any_clean(reader)
     if result.spec is None:
+        said = {issue.field for issue in reader.issues}
+        for path, message in check_document(loaded.value, cluster, workspace_queues):
+            if reader.namer(path) not in said:   # a field already refused is not refused twice
+                reader.error(path, message)
         raise SpecError(reader.issues or [SpecIssue(None, None, None, _("the spec is not valid"))])
+    well_formed = not reader.issues
     for problem in check_cluster(result.spec, cluster, workspace_queues):
         reader.error_at_first(result.locate(problem), problem.message)
+    # read well, but this cluster could never run it
+    never_runs = len(reader.issues) if well_formed else 0
     if schedule_block is not MISSING and workload_kinds.kind_of(result.spec).stoppable:
         reader.error((SCHEDULE_KEY,), _("schedule does not apply to %(noun)s: it runs until stopped, a schedule "
                                         "makes runs of work that ends") % {
             "noun": _(workload_kinds.kind_of(result.spec).noun)}, key=True)
     if reader.issues:
-        raise SpecError(reader.issues)
+        raise (SpecNeverRuns if never_runs == len(reader.issues) else SpecError)(reader.issues)
     return replace(result.spec, schedule=schedule) if schedule else result.spec
 
 
@@ -177,6 +188,9 @@ IMAGE_FORM_FIELDS: dict[str, Path] = {
     "checkpointPathField": ("checkpoint", "path"),
     "checkpointVolume": ("checkpoint", "volume"),
     "checkpointEvery": ("checkpoint", "every"),
+    # a deadline (spec/deadline.py): one of the two
+    "completeBy": ("completeBy",),
+    "completeWithin": ("completeWithin",),
 }
 _ARRAY_FORM_FIELDS = ("arrayIndices", "arrayParallelism")
 _NESTED_TOP_KEYS = (SCHEDULE_KEY, "checkpoint")  # form fields whose path is (top-level key, its key)
@@ -338,6 +352,9 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         "checkpointPathField": checkpoint.path if checkpoint else "",
         "checkpointVolume": (checkpoint.volume or "") if checkpoint else "",
         "checkpointEvery": format_duration(checkpoint.every_s) if checkpoint and checkpoint.every_s else "",
+        "completeBy": (spec.deadline.at or "") if spec.deadline else "",
+        "completeWithin": format_duration(spec.deadline.within_s) if spec.deadline and spec.deadline.within_s
+        else "",
     }
     return values, hidden
 
@@ -442,8 +459,13 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
         out[key] = value
     if spec.termination_grace_s != DEFAULT_GRACE_S:
         out["terminationGracePeriod"] = format_duration(spec.termination_grace_s)
+    if spec.tensorboard is not None:
+        out["tensorboard"] = tensorboard_to_dict(spec.tensorboard)
     if spec.topology is not None:
         out["topology"] = spec.topology.to_dict()
+    if spec.deadline is not None:
+        key, value = deadline_to_dict(spec.deadline)
+        out[key] = value
     if spec.after:
         out["after"] = [a.to_dict() for a in spec.after]
     if spec.array is not None:
@@ -454,6 +476,6 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
 
 def spec_to_yaml(spec: JobSpec) -> str:
     """The clean-form YAML of a spec (what the image form and the task form correspond to)."""
-    return yaml.safe_dump(
-        spec_to_dict(spec), sort_keys=False, default_flow_style=None, allow_unicode=True, width=4096
-    )
+    # libyaml's emitter when built in: the pure-Python one is most of a batch submit's time
+    return yaml.dump(spec_to_dict(spec), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                     default_flow_style=None, allow_unicode=True, width=4096)

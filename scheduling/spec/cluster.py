@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from django.utils.translation import gettext as _
 
 from scheduling.core import model as cm
-from scheduling.core.fit import PoolTraits, check_pools, closest
-from scheduling.core.model import Request
+from scheduling.core.fit import PoolTraits, check_pool, check_pools, closest
+from scheduling.core.model import NODE_LEVEL, Request, level_name
 from scheduling.core.topology import level_names
+from scheduling.core.units import gpu_model_name
 from scheduling.reasons import reason_text
 from scheduling.spec.model import JobSpec, RoleSpec
 
@@ -28,6 +29,8 @@ class PoolInfo:
     sharing_modes: frozenset[str] = DEFAULT_POOL_SHARING
     mig_profiles: frozenset[str] = frozenset()
     topology_levels: tuple[str, ...] = ()  # node label keys, outermost first
+    # (label key, GPUs of the largest domain of that level) for each of `topology_levels`
+    domain_gpus: tuple[tuple[str, int], ...] = ()
 
     @property
     def traits(self) -> PoolTraits:
@@ -110,6 +113,63 @@ def check_topology(spec: JobSpec, cluster: ClusterInfo) -> list[ClusterProblem]:
                               "hint": did_you_mean(spec.topology.level, short)})]
 
 
+def largest_domain(pool: PoolInfo, level: str) -> int | None:
+    """GPUs of the pool's largest domain of `level` (a label key or its last part, or the node); None
+    when the pool has no such level."""
+    if level == NODE_LEVEL:
+        return pool.gpus_per_node
+    for key, gpus in pool.domain_gpus:
+        if level in (key, level_name(key)):
+            return gpus
+    return None
+
+
+def check_gang_size(spec: JobSpec, cluster: ClusterInfo) -> list[ClusterProblem]:
+    """A gang of whole GPUs with a required topology bigger than the largest domain of its level in every pool
+    that serves it could never start: refused, with the figures. (A gang bigger than every pool is the quote's
+    refusal, `pool_too_small`: a job runs in the one pool of the option it was submitted with.)"""
+    topology = spec.topology
+    whole = [r for r in spec.roles if r.sharing == "exclusive" and r.num_gpus > 0]
+    if topology is None or not topology.required or not whole:
+        return []
+    need = sum(r.min_replicas * r.num_gpus for r in whole)
+    serving = [p for p in cluster.pools if any(check_pool(p.traits, role_request(r)) is None for r in whole)]
+    sizes = [size for p in serving if (size := largest_domain(p, topology.level)) is not None]
+    if not sizes or need <= max(sizes):
+        return []
+    return [ClusterProblem(None, "topology", _(
+        "the gang needs %(need)s GPUs within one %(level)s, but the largest %(level)s of pool %(pools)s "
+        "has %(largest)s GPUs: it could never start") % {
+        "need": need, "level": topology.level, "pools": ", ".join(p.name for p in serving), "largest": max(sizes)})]
+
+
+def check_document(doc: object, cluster: ClusterInfo | None, workspace_queues: Collection[str] | None,
+                   ) -> list[tuple[tuple, str]]:
+    """What can be checked against the cluster in a document that could not be read whole: its queue and each
+    GPU model it names (at the top, or in a role of `roles`), as (path, message); so a spec with other errors
+    reports these too, all at once."""
+    if not isinstance(doc, dict):
+        return []
+    queue = doc.get("queue")
+    found = [(("queue",), p.message) for p in check_queue(queue if isinstance(queue, str) else None,
+                                                          workspace_queues)]
+    if cluster is None or not cluster.pools:
+        return found
+    roles = doc.get("roles")
+    places = [((), doc)] + ([(("roles", i), role) for i, role in enumerate(roles) if isinstance(role, dict)]
+                            if isinstance(roles, list) else [])
+    offered = sorted({p.gpu_model for p in cluster.pools})
+    for path, mapping in places:
+        model = mapping.get("gpuModel")
+        if not isinstance(model, str) or not model.strip():
+            continue
+        name = gpu_model_name(model)
+        if name not in offered:
+            found.append(((*path, "gpuModel"), reason_text("gpu_model_not_offered", {
+                "model": name, "offered": offered, "suggestion": closest(name, offered)})))
+    return found
+
+
 def check_cluster(
     spec: JobSpec, cluster: ClusterInfo | None = None, workspace_queues: Collection[str] | None = None
 ) -> list[ClusterProblem]:
@@ -118,4 +178,6 @@ def check_cluster(
         for index, role in enumerate(spec.roles):
             problems.extend(check_role(index, role, cluster))
         problems.extend(check_topology(spec, cluster))
+        if not problems:
+            problems.extend(check_gang_size(spec, cluster))
     return problems

@@ -23,6 +23,7 @@ from scheduling.spec.buckets import read_buckets
 from scheduling.spec.chain import read_after, read_array
 from scheduling.spec.checkpoint import read_checkpoint, read_grace
 from scheduling.spec.cluster import ClusterProblem
+from scheduling.spec.deadline import read_deadline
 from scheduling.spec.lifecycle import RUNTIME_KEYS, life_to_dict, read_max_runtime
 from scheduling.spec.load import Path
 from scheduling.spec.model import DEFAULT_DURATION_S, DEFAULT_GRACE_S, VENDORS, JobSpec, RoleSpec
@@ -47,6 +48,7 @@ from scheduling.spec.read import (
     read_secret_mounts,
     show,
 )
+from scheduling.spec.tensorboard import read_tensorboard
 from scheduling.spec.units import format_duration, format_memory, parse_duration, parse_memory
 from scheduling.spec.volumes import read_volumes
 from scheduling.spec.workloads import (
@@ -92,6 +94,7 @@ NOT_FOR_KIND = {
     "reduceCost": gettext_noop("%(noun)s is not reduced-cost work; preemptible: true lets other work reclaim it"),
     "checkpointPath": gettext_noop("checkpointPath applies to training"),
     "checkpoint": gettext_noop("checkpoint applies to training"),
+    "tensorboard": gettext_noop("tensorboard runs beside a training job's first replica"),
     "replicas": gettext_noop("a notebook has exactly one replica"),
     "command": gettext_noop("a notebook runs its image's own command"),
 }
@@ -118,13 +121,18 @@ def read_roles(r: Reader, kind: str) -> ReadResult:
                for i, raw in enumerate(raw_roles)] if isinstance(raw_roles, list) else []
     after, array = read_after(r), read_array(r)
     checkpoint, grace = read_checkpoint(r, r.doc.value), read_grace(r, r.doc.value)
+    deadline = read_deadline(r, r.doc.value)
+    tensorboard = read_tensorboard(r, r.doc.value)
     result = read_clean(r)  # no spec when a role's volumes or buckets had a problem: it was recorded first
-    if result.spec is None or checkpoint is MISSING or grace is None:
+    if (result.spec is None or checkpoint is MISSING or grace is None or deadline is MISSING
+            or tensorboard is MISSING):
         return ReadResult(None, result.locate)
     roles = tuple(replace(role, volumes=mounts[i] or (), buckets=buckets[i] or ())
                   for i, role in enumerate(result.spec.roles))
     return ReadResult(replace(result.spec, kind=kind, roles=roles, after=after or (), array=array or None,
-                              checkpoint=checkpoint, termination_grace_s=grace), result.locate)
+                              checkpoint=checkpoint, termination_grace_s=grace, deadline=deadline,
+                              tensorboard=tensorboard),
+                      result.locate)
 
 
 def top_locate(problem: ClusterProblem) -> tuple[Path, ...]:

@@ -57,6 +57,14 @@ class SpecError(DomainError):
         return [e.to_dict() for e in self.errors]
 
 
+class SpecNeverRuns(SpecError):
+    """A well-formed spec the cluster could never run (no pool offers its model, a gang bigger than every
+    pool or domain that could hold it, more GPUs than its queue's limit): 422, with the figures."""
+
+    status = 422
+    title = "The job could never run on this cluster"
+
+
 def _issue_order(issue: SpecIssue) -> tuple[int, int]:
     big = 1 << 30
     return (issue.line if issue.line is not None else big, issue.column or 0)
@@ -227,6 +235,13 @@ DEFAULT_CHECKPOINT_EVERY_S = 30 * 60
 
 
 @dataclass(frozen=True)
+class TensorBoardSpec:
+    """`tensorboard: {logdir}`: TensorBoard runs beside the job's first replica, reading `logdir` (a path in it)."""
+
+    logdir: str
+
+
+@dataclass(frozen=True)
 class CheckpointSpec:
     """`checkpoint: {path, volume, every}`: where the job saves its work and how often. With a `volume` (of the
     job's workspace, mounted at `path`) the job is resumable: a new attempt starts from the last checkpoint.
@@ -244,6 +259,15 @@ class CheckpointSpec:
 
 
 @dataclass(frozen=True)
+class DeadlineSpec:
+    """`completeBy` (an ISO 8601 instant with its offset, kept as written) or `completeWithin` (seconds from
+    submission): when the job should be done."""
+
+    at: str | None = None
+    within_s: int | None = None
+
+
+@dataclass(frozen=True)
 class JobSpec:
     name: str
     type: str
@@ -254,6 +278,7 @@ class JobSpec:
     reduce_cost: bool = False
     expected_duration_s: int = DEFAULT_DURATION_S
     checkpoint: CheckpointSpec | None = None  # `checkpoint` (or the older `checkpointPath`): resumable work
+    tensorboard: TensorBoardSpec | None = None  # `tensorboard: {logdir}`: TensorBoard beside the first replica
     termination_grace_s: int = DEFAULT_GRACE_S  # `terminationGracePeriod`: SIGTERM, this long, then killed
     kind: str = DEFAULT_KIND  # a name in the kinds' registry (scheduling.kinds): training, notebook, inference
     notebook: NotebookSpec | None = None
@@ -267,6 +292,7 @@ class JobSpec:
     max_runtime_s: int | None = None
     retry: RetrySpec | None = None
     ttl_after_finished_s: int | None = None
+    deadline: DeadlineSpec | None = None  # `completeBy` or `completeWithin` (spec/deadline.py)
 
     @property
     def checkpoint_path(self) -> str | None:

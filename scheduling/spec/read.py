@@ -83,6 +83,9 @@ CLEAN_KEYS = (
     "ttlAfterFinished",
     "checkpoint",  # with checkpointPath and terminationGracePeriod: read by spec/checkpoint.py (kinds.read_roles)
     "terminationGracePeriod",
+    "completeBy",  # with completeWithin: read by spec/deadline.py (kinds.read_roles)
+    "completeWithin",
+    "tensorboard",  # read by spec/tensorboard.py (kinds.read_roles)
 )
 ROLE_KEYS = (
     "name",

@@ -23,6 +23,31 @@
     };
   }
 
+  // The replicas table follows the placements: rows for replicas placed since the page was drawn (the
+  // "No replica placed yet" row goes), each one's mean utilisation as it changes.
+  function showPlacements(placements) {
+    const tbody = section.querySelector("#usage-table tbody");
+    if (!tbody || !placements.length) return;
+    const shown = [...tbody.querySelectorAll("tr[data-replica]")].map((tr) => tr.dataset.replica);
+    if (shown.join("\n") !== placements.map((p) => p.label).join("\n")) {
+      tbody.replaceChildren(...placements.map((p) => {
+        const tr = document.createElement("tr");
+        tr.dataset.replica = p.label;
+        for (const [value, field] of [[p.label], [p.node || "–"], [p.slice || ""], ["", "mean-util"]]) {
+          const td = document.createElement("td");
+          td.textContent = value;
+          if (field) td.dataset.field = field;
+          tr.append(td);
+        }
+        return tr;
+      }));
+    }
+    for (const p of placements) {
+      const cell = tbody.querySelector(`tr[data-replica="${CSS.escape(p.label)}"] [data-field="mean-util"]`);
+      if (cell) cell.textContent = p.mean_util === null ? "–" : `${p.mean_util} %`;
+    }
+  }
+
   function draw(data) {
     const charts = section.querySelector(".usage-charts");
     const none = document.getElementById("no-samples");
@@ -31,10 +56,7 @@
     const bucket = document.getElementById("usage-bucket");
     if (bucket) bucket.textContent = data.bucket_s > 1 ? said("bucketText", "Each point averages %(seconds)s s.",
       {seconds: data.bucket_s}) : "";
-    for (const p of data.placements) {
-      const cell = section.querySelector(`tr[data-replica="${CSS.escape(p.label)}"] [data-field="mean-util"]`);
-      if (cell) cell.textContent = p.mean_util === null ? "–" : `${p.mean_util} %`;
-    }
+    showPlacements(data.placements);
     if (!data.has_samples || !window.Plotly) return;
     const layout = (title, range) => ({
       height: 260, margin: {l: 55, r: 10, t: 10, b: 40}, legend: {orientation: "h"},

@@ -12,9 +12,13 @@
 
   function text(el, value) { if (el) el.textContent = value; }
 
+  // the states' words in the page's language (data-state-words), the API's value when a word is missing
+  const wordsHolder = detail || document.getElementById("jobs-table");
+  const stateWords = wordsHolder && wordsHolder.dataset.stateWords ? JSON.parse(wordsHolder.dataset.stateWords) : {};
+
   function setState(el, state) {
     if (!el) return;
-    el.textContent = state;
+    el.textContent = stateWords[state] || state;
     el.className = `state state-${state.toLowerCase()}`;
   }
 
@@ -24,12 +28,12 @@
       credentials: "same-origin", headers: {"Accept-Language": document.documentElement.lang || "en"}});
     if (!response.ok) return;
     const job = await response.json();
-    if (detail && String(job.id) === detail.dataset.job) showState(job);
+    if (detail && String(job.id) === detail.dataset.job) { showState(job); refreshTiming(); }
     const tbody = document.querySelector("#replicas-table tbody");
     if (!tbody) return;
     tbody.replaceChildren(...job.replicas.map((r) => {
       const tr = document.createElement("tr");
-      for (const v of [`${r.role}-${r.index}`, r.state, r.node || "", (r.gpus || []).join(", "), r.slice_label,
+      for (const v of [`${r.role}-${r.index}`, stateWords[r.state] || r.state, r.node || "", (r.gpus || []).join(", "), r.slice_label,
         portalTimes.time(r.started), portalTimes.time(r.ended)]) {
         const td = document.createElement("td");
         td.textContent = v;
@@ -37,6 +41,14 @@
       }
       return tr;
     }));
+  }
+
+  // "waiting 2 min", "running 5 min", "ran 42 min": the server's words, read again as the job moves on
+  async function refreshTiming() {
+    const timing = document.getElementById("job-timing");
+    if (!timing || !timing.dataset.src) return;
+    const response = await fetch(timing.dataset.src, {credentials: "same-origin"});
+    if (response.ok) timing.textContent = (await response.text()).trim();
   }
 
   // The page's other scripts re-read what they show (the job page's cost and charts, job_usage.js;
@@ -73,7 +85,7 @@
     kind.dataset.kind = event.kind;
     kind.textContent = event.kind_text || event.kind;
     const reason = event.reason_text || event.reason;
-    li.append(time, " ", kind, ` ${event.state} ${reason ? "— " + reason : ""}`);
+    li.append(time, " ", kind, ` ${stateWords[event.state] || event.state} ${reason ? "— " + reason : ""}`);
     return li;
   }
 
@@ -95,7 +107,7 @@
     if (["Succeeded", "Failed", "Cancelled"].includes(event.state)) {
       const cancel = document.getElementById("cancel-job");
       if (cancel) cancel.closest("form").remove();
-      if (logBox) { logBox.dataset.active = "0"; clearTimeout(logTimer); }
+      if (logBox && logBox.dataset.active === "1") { logBox.dataset.active = "0"; clearTimeout(logTimer); readLog(); }
     }
     refreshJob(event.job);
     changed("job:changed");
@@ -109,12 +121,17 @@
 
   const logBox = document.getElementById("job-log");
   let logTimer = null;
+  function readLog() {
+    return fetch(logBox.dataset.url, {credentials: "same-origin"}).then((r) => (r.ok ? r.text() : null)).then((text) => {
+      if (text !== null) { logBox.textContent = text; logBox.scrollTop = logBox.scrollHeight; }
+    });
+  }
   function pollLog() {
     if (!logBox || logBox.dataset.active !== "1") return;
-    fetch(logBox.dataset.url, {credentials: "same-origin"}).then((r) => (r.ok ? r.text() : null)).then((text) => {
-      if (text !== null) { logBox.textContent = text; logBox.scrollTop = logBox.scrollHeight; }
+    readLog().then(() => {
       refreshJob(detail.dataset.job);
-      logTimer = setTimeout(pollLog, 2000);
+      // the job ended meanwhile: the lines written before its end are read once more (it stops here)
+      if (logBox.dataset.active === "1") logTimer = setTimeout(pollLog, 2000);
     });
   }
   pollLog();

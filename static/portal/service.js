@@ -44,7 +44,7 @@
         text("service-state", s.state);
         text("stat-replicas", s.running + " / " + s.desired);
         text("stat-requests", String(s.requests));
-        if (s.cost_per_1000 !== null) text("stat-cost-per-1000", s.cost_per_1000 + " " + (s.currency || ""));
+        if (s.cost_per_1000 !== null) text("stat-cost-per-1000", window.portalFormats.rate(s.cost_per_1000, s.currency));
         if (s.gpu_seconds_per_request !== null) text("stat-gpu-s", s.gpu_seconds_per_request.toFixed(3));
       }
     } catch (error) { /* offline for a moment: the next poll tries again */ }

@@ -152,6 +152,7 @@
 
   // An amount as the money filter writes it (static/portal/formats.js): ¥1,234.50, $0.85.
   const money = (amount, currency) => window.portalFormats.money(amount, currency) || `${amount} ${currency}`;
+  const rate = (amount, currency) => window.portalFormats.rate(amount, currency) || `${amount} ${currency}`;
 
   // An option's trade-offs in the page's language (the API's *_text), else its English ones.
   const tradeoffText = (o, i) => (o.tradeoffs_text && o.tradeoffs_text[i]) || o.tradeoffs[i];
@@ -174,7 +175,11 @@
     const option = cell(said("optionText", "Option"), "option");
     option.append(el("strong", null, o.sharing));
     if (o.spot) option.append(" ", el("span", "badge spot", said("spotText", "spot")));
-    if (o.when === "off-peak") option.append(" ", el("span", "badge offpeak", said("offPeakText", "off-peak")));
+    // off-peak priced: an off-peak start, or "now" when now is already inside an off-peak window
+    if (o.when === "off-peak" || (o.when === "now" && o.starts_offpeak)) {
+      option.append(" ", el("span", "badge offpeak", said("offPeakText", "off-peak")));
+    }
+    if (o.when === "deadline") option.append(" ", el("span", "badge offpeak", said("byDeadlineText", "by the deadline")));
     option.append(el("br"), el("span", "hint", `${o.gpu_model} · ${o.pool}`));
     if (o.cheapest) option.append(" ", el("span", "badge flag-cheapest", said("cheapestText", "cheapest")));
     if (o.earliest) option.append(" ", el("span", "badge flag-earliest", said("earliestText", "earliest")));
@@ -201,8 +206,10 @@
         {month: money(o.month_total, quote.currency), runs: quote.schedule.runs_per_month})));
     }
 
-    const perGpuHour = cell(said("perGpuHourText", "Per GPU-hour"), "num per-gpu-hour");
-    perGpuHour.textContent = o.price_per_gpu_hour || "—";
+    // the total over the hours it assumes, so that the two agree (portal/submit_page.py per_hour)
+    const perHour = cell(said("perHourText", "Per hour"), "num per-hour");
+    const hours = Number(o.duration_hours);
+    perHour.textContent = hours > 0 ? rate(Number(o.total) / hours, quote.currency) : "—";
     const saving = cell(said("savingText", "Saving vs whole GPUs"), "num saving");
     saving.textContent = o.saving_percent && Number(o.saving) > 0
       ? `${money(o.saving, quote.currency)} (${o.saving_percent}%)` : "—";
@@ -233,20 +240,28 @@
     button.name = "option";
     button.value = o.id;
     act.append(button);
-    tr.append(option, starts, total, perGpuHour, saving, tradeoffs, act);
+    tr.append(option, starts, total, perHour, saving, tradeoffs, act);
     return tr;
   }
 
   // The quote's kind says how its rates read: a notebook per hour; a service per hour at its fewest and at
   // its most replicas.
   function rateNote(o, quote) {
-    if (quote.rates === "per-hour") return fill(texts["per-hour"], {price: o.price_per_hour, currency: quote.currency});
-    if (quote.rates === "per-replicas" && o.roles && o.roles.length) {
-      const role = o.roles[0];
-      return fill(texts["per-replicas"], {low: o.price_per_hour, min: role.min_replicas,
-        high: o.price_per_hour_max, max: role.max_replicas});
-    }
-    return "";
+    const currency = quote.currency;
+    if (quote.rates === "per-hour") return fill(texts["per-hour"], {price: rate(o.price_per_hour, currency)});
+    if (quote.rates !== "per-replicas" || !o.roles || !o.roles.length) return "";
+    const role = o.roles[0];
+    const low = role.min_replicas;
+    const high = role.max_replicas;
+    const figures = {low: rate(o.price_per_hour, currency), min: low, high: rate(o.price_per_hour_max, currency),
+      max: high};
+    if (low === 1 || high < 1) return fill(texts["per-replicas"], figures);
+    // a service that may scale to zero: one replica too, and each for the hours quoted (k replicas cost k times one)
+    const perHour = fill(texts["per-replicas-one"], {...figures, one: rate(role.price_per_hour, currency)});
+    const forHours = fill(texts["per-replicas-hours"], {hours: o.duration_hours, min: low, max: high,
+      low: money(o.estimate_low, currency), one: money(Number(o.estimate_high) / high, currency),
+      high: money(o.estimate_high, currency)});
+    return `${perHour}; ${forHours}`;
   }
 
   function renderQuote(quote) {

@@ -15,7 +15,7 @@ from portal.testing import ROOT
 def smoke_run():
     done = subprocess.run([sys.executable, "-m", "bench.inference", "--clients", "openai", "--duration", "20",
                            "--pattern", "flat", "--peak-rps", "2", "--max", "2", "--json"],
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=400)
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -34,9 +34,6 @@ def test_a_20_second_smoke_run(smoke_run):
                                      "nothing_lost"}
 
 
-# A known defect, open: on a loaded machine a streamed request to the scaling service now and then gets no
-# answer within the client's 120 s (the 300 s run lost 11 of 609). Not strict until it is found and fixed.
-@pytest.mark.xfail(strict=False, reason="a streamed request to a scaling service can hang under load")
 def test_nothing_is_lost(smoke_run):
     for service in smoke_run["services"].values():
         assert service["lost"] == 0, service["errors"]

@@ -93,6 +93,24 @@ def test_the_search_counts_best_effort_jobs_done_within_the_span(tmp_path, capsy
     assert result["min_gpus"] == 8 and result["teams"]["a"]["best_effort_done_s"] <= 1.5 * out["span_s"]
 
 
+def test_a_search_between_earlier_bounds_tries_only_the_sizes_between(tmp_path, capsys, monkeypatch):
+    # two strict 8-GPU jobs at once need 2 nodes; 1 to 4 nodes given, 4 known to meet: 4 is not replayed
+    rows = [("a1", "a", 8, 0, 100, 0), ("a2", "a", 8, 0, 100, 0)]
+    tried = []
+    real = bench.run_pool
+    monkeypatch.setattr(bench, "run_pool", lambda trace, mode, n, *a, **kw: tried.append(n) or real(trace, mode, n,
+                                                                                                     *a, **kw))
+    out = run_main(capsys, "--trace", write(tmp_path, rows), "--mode", "pool", "--find-min-gpus", "--silo-gpus",
+                   "a=32", "--gpus-between", "8-32", "--json")
+    assert out["modes"]["pool"]["min_gpus"] == 16 and out["modes"]["pool"]["meets_target"]
+    assert 4 not in tried and "strict_only_min_gpus" not in out
+    for bad in (["--gpus-between", "8-12"], ["--gpus-between", "16-8"], ["--gpus-between", "x"]):
+        with pytest.raises(SystemExit):
+            bench.main(["--trace", write(tmp_path, rows), "--mode", "pool", "--find-min-gpus", *bad])
+    with pytest.raises(SystemExit):
+        bench.main(["--trace", write(tmp_path, rows), "--mode", "pool", "--gpus", "16", "--gpus-between", "8-16"])
+
+
 def test_a_given_size_is_replayed_as_it_is(tmp_path, capsys):
     rows = [("a1", "a", 8, 0, 100, 0), ("a2", "a", 8, 0, 100, 0)]
     out = run_main(capsys, "--trace", write(tmp_path, rows), "--mode", "pool", "--gpus", "8", "--silo-gpus", "a=16",

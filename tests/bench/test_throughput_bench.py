@@ -7,10 +7,11 @@ from bench.throughput import run_throughput
 from scheduling.models import Job, JobEvent, JobState, Replica, SimulatedPod
 
 
+@pytest.mark.parametrize("batch", [30, 1])   # batches of the submit service (the last one short), or one by one
 @pytest.mark.django_db(transaction=True)  # the cycle's launches run at its commit, as in the worker
-def test_a_burst_of_one_gpu_jobs_is_bound_and_launched_and_the_rate_reported():
-    result = run_throughput(20, 100)
-    assert result["nodes"] == 20 and result["gpus"] == 160 and result["burst"] == 100
+def test_a_burst_of_one_gpu_jobs_is_bound_and_launched_and_the_rate_reported(batch):
+    result = run_throughput(20, 100, batch=batch)
+    assert result["batch"] == batch and result["nodes"] == 20 and result["gpus"] == 160 and result["burst"] == 100
     assert result["binds"] == result["pods_launched"] == result["jobs_bound"] == 100
     assert result["jobs_pending"] == 0
     assert result["wall_s"] == pytest.approx(result["submit_s"] + result["schedule_s"], abs=0.01)

@@ -58,6 +58,14 @@ def test_links_stay_inside_the_repository_and_resolve(path):
         assert target.exists(), f"{link} does not exist"
 
 
+def test_the_readme_settings_table_the_manual_embeds_has_no_relative_links():
+    # docs/reference/settings.md includes this part of the README, so its links would resolve from docs/reference/.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    embedded = readme.split("--8<-- [start:settings]")[1].split("--8<-- [end:settings]")[0]
+    links = [m.group(1) for m in LINK.finditer(embedded)]
+    assert [link for link in links if "://" not in link] == []
+
+
 def documented_settings() -> str:
     return (ROOT / "README.md").read_text(encoding="utf-8") + (DOCS / "reference" / "settings.md").read_text(
         encoding="utf-8")

@@ -62,6 +62,13 @@ def test_alice_watches_the_seed_job_run_to_the_end(live_daphne, cluster, page, s
     expect(page.locator("#job-state")).to_have_text("Succeeded", timeout=30000)
     expect(page.locator("#events")).to_contain_text("succeeded")
     expect(page.locator("#job-cost")).to_contain_text("Final cost", timeout=10000)
+    # nothing stale at the end: how long it ran, its replicas, the log's last line
+    expect(page.locator("#job-timing")).to_contain_text("ran ", timeout=10000)
+    expect(page.locator("#usage-table tbody tr[data-replica]")).not_to_have_count(0)
+    expect(page.locator("#usage-table")).not_to_contain_text("No replica placed yet")
+    kept = page.request.get(live_daphne.url + page.locator("#job-log").get_attribute("data-url")).text()
+    last = [line for line in kept.splitlines() if line.strip()][-1]
+    expect(page.locator("#job-log")).to_contain_text(last.strip(), timeout=10000)
     assert_not_reloaded(page)
 
 

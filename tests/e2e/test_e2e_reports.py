@@ -65,6 +65,6 @@ def test_finance_reports_last_week_and_exports_csv(live_daphne, cluster, page):
     expect(page.locator("#statement-as-of")).not_to_have_text("–")
     vision = sum(Decimal(r["BilledCost"]) for r in rows if r["BillingAccountId"] == "vision-lab"
                  and r["ChargePeriodStart"].startswith(month))
-    expect(page.locator("#statement-total")).to_have_text(f"{vision:.2f}")
+    expect(page.locator("#statement-total")).to_have_text(f"${vision:,.2f}")
     expect(page.locator("#close-period")).to_be_visible()  # finance may close; the month may not have ended
     page.screenshot(path=str(SCREENSHOTS / "statement.png"), full_page=True)

@@ -55,11 +55,11 @@ def test_live_quote_follows_the_spec_and_the_duration_and_submits_the_cheapest(l
     open_submit(page, live_daphne)
     page.fill("#spec-yaml", SPEC.format(gpu=0.5))
     row = page.locator(ROW)
-    # 0.5 A100 + 4 CPU + 16 GiB = 1.06/h, spot 60 % off = 0.424/h; for the assumed 2 h: 0.85, 0.848 per GPU-hour
+    # 0.5 A100 + 4 CPU + 16 GiB = 1.06/h, spot 60 % off = 0.424/h; for the assumed 2 h: 0.85, 0.425 an hour
     expect(page.locator("#quote-status")).to_contain_text("assuming 2 h")
     expect(page.locator("#quote-assumption")).to_have_text("assuming 2 h")
     expect(row.locator(".total")).to_have_text("$0.85")
-    expect(row.locator(".per-gpu-hour")).to_have_text("0.8480")
+    expect(row.locator(".per-hour")).to_have_text("$0.425")  # the total over the hours, as the page's total reads
     expect(row.locator(".starts")).to_have_text("now")
     expect(row.locator(".saving")).to_contain_text("%")
     page.fill("#spec-yaml", SPEC.format(gpu=0.25))

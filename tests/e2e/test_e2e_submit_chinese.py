@@ -91,7 +91,7 @@ def test_a_cny_workspace_quotes_and_submits_in_chinese(live_daphne, cluster, yua
         expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
         quote = page.locator("#job-quote")
         expect(quote.locator("h2")).to_have_text("提交时的报价")
-        expect(quote).to_contain_text("¥21.89/h")
+        expect(quote).to_contain_text("¥21.894/h")
         expect(quote).to_contain_text("预计 ¥43.79–¥43.79，共 2.00 小时。")
         expect(page.locator("#job-detail")).to_contain_text("状态：")
         job = Job.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))

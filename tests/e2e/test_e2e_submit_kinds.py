@@ -65,12 +65,12 @@ def test_the_inference_tab_writes_a_service_and_its_quote_follows(live_daphne, c
     expect(page.locator("#spec-errors li")).to_have_count(0)
     # a replica: 0.5 A100 (0.90) + 1 CPU (0.02) + 4 GiB (0.02) = 0.94 / h, spot 60 % off = 0.376 / h
     row = page.locator(ROW)
-    expect(row.locator(".rate")).to_have_text("0.0000 per hour at 0 replicas, 1.1280 at 3")
+    expect(row.locator(".rate")).to_contain_text("$0.00 per hour at 0 replicas, $0.376 at 1 replica, $1.128 at 3; for ")
     expect(row.locator(".total")).to_contain_text("$0.00")  # nothing at its minimum of 0
     shot(page, "submit-inference-tab")
 
     form.locator("[data-field='maxReplicas']").fill("5")
-    expect(row.locator(".rate")).to_have_text("0.0000 per hour at 0 replicas, 1.8800 at 5")
+    expect(row.locator(".rate")).to_contain_text("$0.00 per hour at 0 replicas, $0.376 at 1 replica, $1.88 at 5; for ")
     expect(preview).to_contain_text("replicas: {min: 0, max: 5}")
 
     # a custom server shows its port and health path
@@ -79,7 +79,7 @@ def test_the_inference_tab_writes_a_service_and_its_quote_follows(live_daphne, c
     expect(page.locator("#spec-errors li[data-field='port']")).to_contain_text("port is required")
     form.locator("[data-field='server']").select_option("vllm")
     expect(page.locator("#spec-errors li")).to_have_count(0)
-    expect(row.locator(".rate")).to_have_text("0.0000 per hour at 0 replicas, 1.8800 at 5")
+    expect(row.locator(".rate")).to_contain_text("$0.00 per hour at 0 replicas, $0.376 at 1 replica, $1.88 at 5; for ")
 
     page.click("#spec-tabs [data-tab='yaml']")
     expect(page.locator(".cm-content")).to_contain_text("kind: inference")
@@ -107,7 +107,7 @@ def test_the_notebook_tab_is_quoted_per_hour_and_follows_the_yaml(live_daphne, c
     expect(page.locator("#duration-hours")).to_have_value("1")   # quoted for one hour: its price per hour
     expect(page.locator("#quote-table tbody tr")).to_have_count(2)  # the pool's fraction and whole GPU
     row = page.locator(ROW)
-    expect(row.locator(".rate")).to_have_text("0.3760 USD per hour")
+    expect(row.locator(".rate")).to_have_text("$0.376 per hour")
     expect(row.locator(".total")).to_contain_text("$0.38")
     shot(page, "submit-notebook-tab")
 

@@ -352,3 +352,29 @@ def test_help_lists_the_commands(capsys):
     assert exited.value.code == 0
     for command in ("submit", "quote", "jobs", "show", "cancel", "--workspace", "--json", "--url", "--token"):
         assert command in out
+
+
+def test_submit_complete_within_sets_the_specs_deadline_replacing_its_own(cli, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ncompleteBy: 2026-12-01T08:00:00+08:00\nexpectedDuration: 2h\n")
+    server = FakeServer({("GET", "/api/v1/workspaces/"): workspaces("vision-lab"),
+                         ("POST", "/api/v1/jobs/"): httpx.Response(201, json=JOB)})
+    code, _, err = cli(server, "submit", str(spec), "--complete-within", "12h")
+    assert code == 0, err
+    [body] = server.bodies("/api/v1/jobs/")
+    assert body["spec"] == "name: x\nexpectedDuration: 2h\ncompleteWithin: 12h\n"
+    code, _, err = cli(server, "submit", str(spec), "--complete-by", "2026-12-02T08:00:00Z")
+    assert code == 0, err
+    assert "completeBy: '2026-12-02T08:00:00Z'" in server.bodies("/api/v1/jobs/")[-1]["spec"]
+    with pytest.raises(SystemExit):
+        cli(server, "submit", str(spec), "--complete-within", "1h", "--complete-by", "2026-12-02T08:00Z")
+    assert len(server.bodies("/api/v1/jobs/")) == 2
+
+
+def test_describe_shows_a_deadline_jobs_deadline_latest_start_and_phase():
+    text = format_job({**JOB, "complete_by": "2026-11-22T08:00:00Z", "latest_start": "2026-11-22T06:21:00Z",
+                       "deadline_phase": "gaps", "deadline_missed": None}, [])
+    labels = {line.split("  ")[0]: line.split("  ", 1)[1].strip() for line in text.splitlines() if "  " in line}
+    assert labels["deadline phase"] == "gaps"
+    assert "complete by" in labels and "latest start" in labels and "unmeetable" not in labels
+    assert "完成期限" in format_job({**JOB, "complete_by": "2026-11-22T08:00:00Z"}, [], lang="zh")

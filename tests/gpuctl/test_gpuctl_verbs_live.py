@@ -210,7 +210,7 @@ def test_cost_of_a_month_from_the_ledger(gpuctl, tokens, cluster, clock):
     code, out, _ = gpuctl(alice, "cost", "-w", "vision-lab", "--month", "2026-04", "-o", "json")
     assert code == 0 and json.loads(out)["rows"] == [] and Decimal(json.loads(out)["total"]) == 0
     assert gpuctl(tokens["bob"], "cost", "-w", "vision-lab", "--month", "2026-03") == (
-        1, "", "gpuctl: error: no such workspace: vision-lab\n")
+        1, "", "gpuctl: error: workspace: no such workspace: vision-lab\n")
     bobs = json.loads(gpuctl(tokens["bob"], "cost", "--month", "2026-03", "-o", "json")[1])
     assert Decimal(bobs["total"]) == sum(ChargeLine.objects.filter(workspace=cluster.nlp).values_list("cost", flat=True))
     assert [row["job_name"] for row in bobs["rows"]] == ["bobs"]

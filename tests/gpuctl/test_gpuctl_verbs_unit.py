@@ -506,7 +506,7 @@ def test_zsh_script_parses(scripts, tmp_path):
 
 
 @pytest.mark.parametrize(("words", "offered"), [
-    (["gpuctl", ""], "submit quote jobs get show describe cancel logs quota cost config notebook serve secret registry service-account login volume dataset bucket schedule completion"),
+    (["gpuctl", ""], "submit quote jobs get show describe cancel logs quota cost config notebook serve secret registry service-account login volume dataset bucket schedule ssh-key ssh ssh-config port-forward completion"),
     (["gpuctl", "schedule", ""], "list show suspend resume trigger rm"),
     (["gpuctl", "de"], "describe"),
     (["gpuctl", "--url", "http://x", "get", ""], "jobs workspaces"),

@@ -86,7 +86,13 @@ SAMPLES = [
                                  {"job": 13, "name": "eval", "condition": "finished"}]}),
     ("array_window", {"count": 100, "made": 20, "parallelism": 10}),
     ("retry_backoff", {"until": "2026-12-01 00:00:30 CST"}),
+    ("backfill_reserved", {"nodes": 2, "gpus": 16, "free": 9}),
+    ("backfill_held", {"pools": ["h100"], "nodes": 2}),
+    ("deadline_waits_for_idle", {"until": "2026-12-01 02:10 UTC", "latest_start": 1796091000.0}),
 ]
+# codes whose texts the catalogue translates after the merge: their Chinese reading fails until then (strict,
+# so the mark is taken off once it reads in Chinese)
+AWAITING_TRANSLATION: set[str] = set()
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -119,7 +125,9 @@ def test_in_english_whatever_the_active_language(code, params, english):
 
 
 @pytest.mark.parametrize(("code", "params"), SAMPLES)
-def test_in_chinese_it_reads_in_chinese_with_the_same_figures(code, params):
+def test_in_chinese_it_reads_in_chinese_with_the_same_figures(code, params, request):
+    if code in AWAITING_TRANSLATION:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="translated after the merge"))
     with translation.override("zh-hans"):
         text = pending_reasons.reason_text(code, params)
     english = pending_reasons.english(code, params)

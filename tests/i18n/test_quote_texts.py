@@ -13,7 +13,16 @@ from django.utils import translation
 from rest_framework.test import APIClient
 
 from billing import quote_texts
-from billing.quotes import PoolOffer, QuoteError, quote, with_expected_loss, with_expected_starts
+from billing.quotes import (
+    PoolOffer,
+    QuoteError,
+    budget_note,
+    quota_note,
+    quote,
+    with_expected_loss,
+    with_expected_starts,
+    with_preemptible_variants,
+)
 from scheduling.spec import parse_job_spec
 from tests.billing.quotes.test_quotes_helpers import PEAK, SEED_YAML, UTC_ZONE, demo_pool_offers
 from tests.world import world_rates
@@ -40,9 +49,10 @@ MIG_AND_SLOTS = PoolOffer(name="mixed", vendor="nvidia", gpu_model="H100-80GB", 
                           mig_profiles=frozenset({"3g.40gb", "1g.10gb"}), timeslice_replicas=4)
 
 
-def notes_of(spec_text: str, pools=None, rates=None, *, queued=False, evictions=None):
+def notes_of(spec_text: str, pools=None, rates=None, *, queued=False, evictions=None, held=None):
     """Every trade-off and refusal one quote (or its QuoteError) gives, as Notes; `queued`: no node has
-    room for any option now; `evictions`: its queue's (evictions, GPU-hours run) of late."""
+    room for any option now; `evictions`: its queue's (evictions, GPU-hours run) of late; `held`: what holds
+    every "now" option (a quota reason's code, or "budget"), the first one offered as preemptible too."""
     spec = parse_job_spec(spec_text)
     try:
         result = quote(spec, pools or demo_pool_offers(), rates or world_rates(), now=PEAK, tz=UTC_ZONE)
@@ -52,6 +62,14 @@ def notes_of(spec_text: str, pools=None, rates=None, *, queued=False, evictions=
         result = with_expected_starts(result, {o.id: None for o in result.options})
     if evictions:
         result = with_expected_loss(result, spec, *evictions)
+    if held:
+        figures = {"queue": "vision-lab", "limit_milli": 16000, "deserved_milli": 16000, "used_milli": 15000,
+                   "need_milli": 2000}
+        note = budget_note() if held == "budget" else quota_note(held, figures)
+        now_ids = [o.id for o in result.options if o.when == "now"]
+        result = with_expected_starts(result, dict.fromkeys(now_ids), dict.fromkeys(now_ids, note))
+        if held == "queue_non_preemptible_quota":
+            result = with_preemptible_variants(result, {now_ids[0]: "vision-lab"})
     return [n for o in result.options for n in o.tradeoff_notes] + list(result.refusals)
 
 
@@ -72,6 +90,11 @@ def every_note():
         *notes_of(TWO_SHARED),  # a role's name before its trade-offs
         *notes_of(QUARTER.replace("name: q\n", "name: q\npreemptible: true\n"), demo_pool_offers(h100=0)),
         *notes_of(QUARTER, queued=True),  # no node has room now
+        # the queue's quota holds "now": non-preemptible work over its deserved quota (and the preemptible
+        # variant offered), any work at the queue's limit; the workspace's blocking budget is spent
+        *notes_of(QUARTER, held="queue_non_preemptible_quota"),
+        *notes_of(QUARTER, held="queue_over_limit"),
+        *notes_of(QUARTER, held="budget"),
         *notes_of(SPLIT, [MIG_AND_SLOTS]),  # no one sharing mode
         *notes_of(QUARTER, rates=no_rtx),  # not priced in this table's currency
         *notes_of(SEED_YAML, rates=no_windows),  # ReduceCost without an off-peak window
@@ -83,6 +106,7 @@ def every_note():
         *notes_of(GANG + "topology: {preferred: rack}\n", [RACKED]),  # the spec's own, preferred
         *notes_of(GANG + "topology: {required: rack}\n", [RACKED, replace(RACKED, name="flat", topology=())]),
         *notes_of(QUARTER + 'array: {indices: "0-9", parallelism: 2}\n'),  # an array: totals for every index
+        *notes_of(QUARTER + "completeWithin: 12h\n"),  # a deadline: the "by the deadline" option
         # the expected loss at the queue's eviction rate, without checkpoints and with them
         *notes_of(SEED_YAML, evictions=(5, Decimal(10))),
         *notes_of(job(role("main", "{gpu: 1}"), head="preemptible: true\ncheckpoint: {path: /ckpt, volume: runs}\n"),

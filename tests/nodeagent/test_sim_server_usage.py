@@ -32,8 +32,13 @@ def start_server(module: str, *args: str) -> tuple[subprocess.Popen, str]:
 
 
 def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM drains a model server (answers in flight end first); then kill, as a pod's grace ends."""
     proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
     proc.stdout.close()
 
 

@@ -17,7 +17,7 @@ from portal.services import create_api_token
 from scheduling import services
 from scheduling.api import get_backend, inference
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.models import JobState, ServiceScale
+from scheduling.models import ACTIVE_STATES, JobState, ServiceScale
 from tests.portal.test_serve_live import SERVICE, cycling, state, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -173,3 +173,72 @@ def test_over_a_limit_of_the_key_or_the_service_is_a_429_clients_understand(live
     assert "this key may make 1 requests a minute" in error.body["message"]
     assert sdk(live_daphne, loose).completions.create(model="llm", prompt="hi", max_tokens=2).usage
     assert "service 'llm' may make 3 requests a minute" in refused(loose).body["message"]
+
+
+def test_a_replica_scaled_down_during_an_open_stream_takes_no_new_request_and_finishes_it(live_daphne, cluster,
+                                                                                          settings):
+    import os
+
+    settings.SERVICE_SCALE_INTERVAL_S = 0
+    job = services.submit_job(user=cluster.alice, workspace=cluster.vision,
+                              spec=SERVICE.replace("{min: 0, max: 3}", "{min: 1, max: 1}"))
+    _, raw = service_keys.create_key(cluster.alice, job, "app", days=0)
+    backend = SimulatedBackend(speedup=1, failure_rate=0, server_startup_s=0.2)
+    with cycling(backend):
+        wait_until(lambda: job.replicas.filter(state=JobState.RUNNING).exists(), what="a replica")
+    replica = job.replicas.get(state=JobState.RUNNING)
+    key = (job.pk, replica.role, replica.index)
+    [endpoint] = inference.ready_endpoints(job, get_backend())
+    pid = backend.runtime.find(key).pid
+    wait_until(lambda: httpx.get(endpoint.url + "health").status_code == 200, what="the server")
+    stream = sdk(live_daphne, raw).chat.completions.create(
+        model="llm", messages=[{"role": "user", "content": "hello"}], max_tokens=200, stream=True,
+        stream_options={"include_usage": True})   # about 1.3 s of tokens, well within the stop's 5 s grace
+    chunks = [next(stream)]
+    # the scale-down's release, as the cycle does it: SIGTERM, the kill only after the grace (in a thread of
+    # its own: the cycle goes on, and the replica's index may have a new process at once)
+    backend.release_many([(key, "scaled-down")])
+    os.kill(pid, 0)  # the release did not wait for the drain: the replica still streams our answer
+    assert backend.runtime.find(key) is None
+
+    def refused() -> bool:
+        try:
+            httpx.get(endpoint.url + "health", timeout=1)
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError):  # refused, closed or reset
+            return True
+        return False
+
+    wait_until(refused, timeout=10, what="the draining replica to take no new connection")
+    chunks += list(stream)
+    assert chunks[-1].usage.completion_tokens == 200 and len(chunks) == 201
+
+    def ended() -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_until(ended, timeout=10, what="the drained replica to end")
+
+
+def test_requests_held_through_a_cold_start_longer_than_the_scale_down_delay_all_get_their_answer(
+        live_daphne, cluster, settings):
+    # The replica's model loads for 3 s, longer than the 1 s scale-down delay: the requests the portal holds
+    # cannot reach it before it is ready, so they must count as waiting until then, or the replica is scaled
+    # away under them (their connections refused, or held until the cold-start timeout).
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings.SERVICE_SCALE_INTERVAL_S = 0
+    job = services.submit_job(user=cluster.alice, workspace=cluster.vision,
+                              spec=SERVICE.replace("scaleDownDelay: 3s", "scaleDownDelay: 1s"))
+    _, raw = service_keys.create_key(cluster.alice, job, "app", days=0)
+    client = openai.OpenAI(base_url=f"{live_daphne.url}/serve/vision-lab/llm/v1", api_key=raw, max_retries=0,
+                           timeout=40)
+    with cycling(SimulatedBackend(speedup=1, failure_rate=0, server_startup_s=3)):
+        wait_until(lambda: state(job) == JobState.STOPPED and not job.replicas.filter(state__in=ACTIVE_STATES),
+                   timeout=60, what="scale to zero")
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda _: timed_stream(client, 8)[2][-1].usage.completion_tokens, range(16)))
+    assert answers == [8] * 16
+    assert ServiceScale.objects.get(job=job).cold_starts == 1   # one wake, never scaled away before it answered

@@ -109,11 +109,22 @@ def bob_world(cluster, clock):
     from portal.service_keys import create_key
 
     service_key = create_key(cluster.bob, service, "bob's app")[0]
+    _bob_billing_account(cluster, clock)
     return {"user": cluster.bob, "workspace": cluster.nlp, "job": job, "export": export, "month": clock.now.strftime("%Y-%m"),
             "membership": cluster.nlp.memberships.get(user=cluster.bob), "notebook": notebook, "service": service,
             "service_key": service_key,
             "grantee": cluster.vision.slug, "session": _bob_session(cluster), **_bob_storage(cluster),
             "schedule": _bob_schedule(cluster)}
+
+
+def _bob_billing_account(cluster, clock):
+    """A prepaid billing account paying for nlp-group, named as the workspace so the slug filler names it."""
+    from billing.accounts import assign_workspace, save_account
+    from billing.models import CreditTopUp
+
+    account = save_account(slug=cluster.nlp.slug, name="bob-secret-account", currency="USD", prepaid=True)
+    assign_workspace(cluster.nlp, account)
+    CreditTopUp.objects.create(account=account, amount=Decimal("4321.00"), currency="USD", at=clock.now)
 
 
 def _bob_schedule(cluster):
@@ -189,7 +200,7 @@ def _bob_state(bob):
     """Everything of bob's a request could change or export."""
     from django.contrib.sessions.models import Session
 
-    from billing.models import Budget, ReportExport
+    from billing.models import BillingAccount, Budget, CreditTopUp, ReportExport
     from portal.models import (
         ApiToken,
         Invitation,
@@ -244,6 +255,8 @@ def _bob_state(bob):
                                .values("session_key")).count(),
         list(Schedule.objects.filter(workspace=workspace).values().order_by("pk")),
         list(ScheduleFiring.objects.filter(schedule__workspace=workspace).values().order_by("pk")),
+        list(BillingAccount.objects.filter(workspace_links__workspace=workspace).values().order_by("pk")),
+        list(CreditTopUp.objects.filter(account__workspace_links__workspace=workspace).values().order_by("pk")),
     )
 
 
@@ -253,7 +266,8 @@ def _secrets(bob) -> list[bytes]:
     return [s.encode() for s in (bob["workspace"].name, bob["job"].name, bob["export"].file_name, "1234.00",
                                  "whsec_bob-secret-key", "nlp.example", bob["notebook"].name, "bob-secret-volume",
                                  "bob-secret-dataset", "bob-secret-value-5e1f", "bob-secret-pass-77c2",
-                                 "bob-secret-robot", "bob-secret-ci", "bob-secret-invitee", "bob-secret-schedule")]
+                                 "bob-secret-robot", "bob-secret-ci", "bob-secret-invitee", "bob-secret-schedule",
+                                 "bob-secret-account", "4321.00")]
 
 
 def test_alice_never_sees_changes_or_exports_bobs_objects(client, cluster, bob_world):

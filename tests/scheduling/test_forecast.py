@@ -7,7 +7,8 @@ import pytest
 
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.forecast import pending_outlook, queue_positions, runtime_factors
+from scheduling.core.forecast import ARRIVAL_WINDOW_S
+from scheduling.forecast import observed_since, pending_outlook, queue_positions, runtime_factors
 from scheduling.models import Job, JobEvent, JobState, Queue
 
 SPEC = """name: {name}
@@ -106,3 +107,12 @@ def test_the_position_follows_priority_then_submission_and_ignores_held_jobs(clu
     positions = {j.name: p for j in jobs for pk, p in queue_positions(jobs).items() if pk == j.pk}
     # the held job is ranked as if it were in the queue, but is not counted ahead of the last one
     assert positions == {"urgent": 1, "first": 2, "held": 3, "last": 3, "bobs": 1}
+
+
+def test_a_new_platform_has_seen_submissions_since_its_first_job(cluster, clock):
+    assert observed_since(clock.now) == ARRIVAL_WINDOW_S                   # nothing submitted: a full window
+    submit(cluster, "first")
+    clock.advance(90)
+    assert observed_since(clock.now) == pytest.approx(90.0)
+    clock.advance(2 * ARRIVAL_WINDOW_S)
+    assert observed_since(clock.now) == ARRIVAL_WINDOW_S

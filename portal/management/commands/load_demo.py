@@ -35,7 +35,8 @@ def redis_for_the_load():
 
 
 class Command(BaseCommand):
-    help = "Load the demo data (tenants, cluster, queues, prices, the last 30 days of jobs). Idempotent."
+    help = ("Load the demo data (tenants, cluster, queues, prices, exchange rates, chargeback policies, the last "
+            "30 days of jobs). Idempotent.")
 
     def add_arguments(self, parser):
         parser.add_argument("--agent-tokens", metavar="FILE",

@@ -41,11 +41,13 @@ from kubernetes.watch.watch import iter_resp_lines
 from scheduling.backends.base import (
     JUPYTER,
     MODEL_SERVER,
+    SSH_SIDECAR_PORT,
     Endpoint,
     NodeInventory,
     ReplicaKey,
     ReplicaLaunch,
     ReplicaStatus,
+    SshEndpoint,
 )
 
 from . import manifests as m
@@ -355,7 +357,7 @@ class KubernetesBackend:
     def _ensure_secrets(self, replica: ReplicaLaunch, namespace: str) -> None:
         """The Secrets the pod refers to, written when their value changed since this backend last wrote them
         (an owner replaced it): the pod reads the current value when it starts."""
-        for secret in m.replica_secret_objects(replica, namespace):
+        for secret in m.replica_secret_objects(replica, namespace, self.config):
             name = secret["metadata"]["name"]
             digest = hashlib.sha256(json.dumps(secret, sort_keys=True).encode()).hexdigest()
             if self._secret_digests.get((namespace, name)) == digest:
@@ -537,6 +539,26 @@ class KubernetesBackend:
             return Endpoint(url=m.inference_url(key[0], namespace))
         return Endpoint(url=m.notebook_url(key[0], namespace, base_url))
 
+    def tensorboard_endpoint(self, job_id: int, workspace: str = "") -> Endpoint | None:
+        """The job's TensorBoard container, by the IP of the pod it runs in (the first replica's)."""
+        with self._lock:
+            pods = [self.cache.pods[ref] for key, ref in self.cache._by_key.items()
+                    if key[0] == job_id and ref in self.cache.pods]
+        for pod in pods:
+            names = {c.get("name") for c in pod.get("spec", {}).get("containers", [])}
+            ip = (pod.get("status") or {}).get("podIP")
+            if "tensorboard" in names and ip:
+                return Endpoint(url=f"http://{ip}:{m.TENSORBOARD_PORT}/")
+        return None
+
+    def ssh_endpoint(self, key: ReplicaKey, *, workspace: str = "") -> SshEndpoint | None:
+        """The pod's SSH sidecar, by the pod's IP as the watch cache last saw it (the gateway reaches pods directly;
+        the chart's network policy lets it)."""
+        ref = self.cache._by_key.get(key)
+        pod = self.cache.pods.get(ref) if ref else None
+        ip = ((pod or {}).get("status") or {}).get("podIP")
+        return SshEndpoint(host=ip, port=SSH_SIDECAR_PORT) if ip else None
+
     def delete_home(self, workspace: str, name: str) -> None:
         with self._lock:
             self._check_leader()
@@ -608,6 +630,9 @@ class KubernetesBackend:
         if (pod["metadata"].get("labels") or {}).get(m.INFERENCE_NAME):
             self._delete(f"service {namespace}/{m.inference_service_name(job_id)}",
                          self.core.delete_namespaced_service, m.inference_service_name(job_id), namespace)
+        if any(c.get("name") == m.SSH_CONTAINER for c in pod.get("spec", {}).get("containers", [])):
+            name = m.ssh_secret_name(job_id)
+            self._delete(f"secret {namespace}/{name}", self.core.delete_namespaced_secret, name, namespace)
         self._remove_bucket_mounts(pod, namespace, job_id)
 
     def stopping(self) -> set[ReplicaKey]:

@@ -33,6 +33,11 @@ class KubernetesConfig:
     spot_markers: tuple[str, ...] = DEFAULT_SPOT_MARKERS
     reservation_namespace: str = "gpu-platform-reservation"
     reservation_image: str = "registry.k8s.io/pause:3.9"
+    tensorboard_image: str = "tensorflow/tensorflow:2.17.0"  # runs `tensorboard` beside a job's first replica
+    # the SSH sidecar of the pods of kinds with SSH (notebooks, training), which the SSH gateway reaches: whether
+    # pods get one, and its image, the platform's own (it runs the platform's replica SSH server)
+    ssh_sidecar: bool = True
+    ssh_image: str = "registry.example.com/gpu-platform:0.2.0"
     master_port: int = 29500  # PyTorch MASTER_PORT, also the headless Service's port
     request_timeout_s: float = 10.0  # connect and read timeout of one API call
     watch_timeout_s: int = 60  # server-side end of one watch request
@@ -104,8 +109,10 @@ class KubernetesConfig:
     def from_env(cls, env: Mapping[str, str] | None = None) -> KubernetesConfig:
         """K8S_KUBECONFIG (or KUBECONFIG), K8S_CONTEXT, K8S_IN_CLUSTER, K8S_NAMESPACE_PREFIX, K8S_POOL_LABEL,
         K8S_DEFAULT_POOL, K8S_GPU_UUIDS_ANNOTATION, K8S_SPOT_MARKERS (comma list), K8S_RESERVATION_NAMESPACE,
-        K8S_RESERVATION_IMAGE, K8S_MASTER_PORT, K8S_REQUEST_TIMEOUT_S, K8S_WATCH_TIMEOUT_S, K8S_WATCH_IDLE_S,
-        K8S_ORPHAN_GRACE_S, K8S_RETRY_ATTEMPTS, K8S_RETRY_BASE_S, K8S_RETRY_CAP_S, K8S_SERVICE_ACCOUNT_DIR,
+        K8S_RESERVATION_IMAGE, K8S_TENSORBOARD_IMAGE, K8S_SSH_SIDECAR, K8S_SSH_IMAGE,
+        K8S_MASTER_PORT, K8S_REQUEST_TIMEOUT_S, K8S_WATCH_TIMEOUT_S,
+        K8S_WATCH_IDLE_S, K8S_ORPHAN_GRACE_S, K8S_RETRY_ATTEMPTS, K8S_RETRY_BASE_S, K8S_RETRY_CAP_S,
+        K8S_SERVICE_ACCOUNT_DIR,
         K8S_SCHEDULER_NAME, K8S_LEASE_NAME, K8S_LEASE_NAMESPACE, K8S_LEASE_DURATION_S, K8S_MODELS_CLAIM,
         K8S_MODELS_MOUNT, K8S_VOLUME_SNAPSHOT_CLASS."""
         env = os.environ if env is None else env
@@ -135,6 +142,9 @@ class KubernetesConfig:
             else d.spot_markers,
             reservation_namespace=get("K8S_RESERVATION_NAMESPACE", d.reservation_namespace),
             reservation_image=get("K8S_RESERVATION_IMAGE", d.reservation_image),
+            tensorboard_image=get("K8S_TENSORBOARD_IMAGE", d.tensorboard_image),
+            ssh_sidecar=env.get("K8S_SSH_SIDECAR", "1").strip().lower() not in ("0", "false", "no"),
+            ssh_image=get("K8S_SSH_IMAGE", d.ssh_image),
             master_port=int(number("K8S_MASTER_PORT", d.master_port, int)),
             request_timeout_s=number("K8S_REQUEST_TIMEOUT_S", d.request_timeout_s, float),
             watch_timeout_s=int(number("K8S_WATCH_TIMEOUT_S", d.watch_timeout_s, int)),

@@ -12,18 +12,21 @@ import base64
 import hashlib
 import json
 import math
+import posixpath
 import re
 from datetime import datetime
 from decimal import Decimal
 
 from kubernetes.utils import parse_quantity
 
+from scheduling.backends import ssh_endpoint
 from scheduling.backends.base import (
     FAILED,
     JUPYTER,
     MODEL_SERVER,
     PENDING,
     RUNNING,
+    SSH_SIDECAR_PORT,
     SUCCEEDED,
     GpuInventory,
     NodeInventory,
@@ -286,13 +289,15 @@ def pull_secret_manifest(server: str, config: str, namespace: str, workspace: st
             "data": {DOCKER_CONFIG_KEY: _b64(config)}}
 
 
-def replica_secret_objects(replica: ReplicaLaunch, namespace: str) -> list[dict]:
-    """The Secrets a replica's pod refers to: each secret it reads, its registry's credential."""
+def replica_secret_objects(replica: ReplicaLaunch, namespace: str, config: KubernetesConfig | None = None) -> list[dict]:
+    """The Secrets a replica's pod refers to: each secret it reads, its registry's credential, its SSH sidecar's."""
     names = sorted({name for _var, name in replica.secret_env} | {name for name, _path in replica.secret_mounts})
     objects = [secret_manifest(name, replica.secret_values[name], namespace, replica.workspace)
                for name in names if name in replica.secret_values]
     if replica.pull_secret and replica.pull_config:
         objects.append(pull_secret_manifest(replica.pull_secret, replica.pull_config, namespace, replica.workspace))
+    if has_ssh_sidecar(replica, config or KubernetesConfig()):
+        objects.append(ssh_secret(replica, namespace))
     return objects
 
 
@@ -430,6 +435,10 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     _secret_refs(container, spec, replica, set(merged) - {k for k, _v in replica.env})
     _workspace_mounts(container, spec, replica)
     _bucket_mounts(container, spec, replica)
+    if replica.tensorboard_logdir:
+        _tensorboard(container, spec, replica, config)
+    if has_ssh_sidecar(replica, config):
+        _ssh_sidecar(container, spec, replica, config)
     annotations = {ROLE_NAME: replica.role, SLICE: json.dumps(replica.slice or {}, sort_keys=True),
                    GPUS: ",".join(map(str, replica.gpus)), GPU_UUIDS: ",".join(replica.gpu_uuids),
                    P + "vendor": vendor, P + "expected-duration-s": str(replica.expected_duration_s)}
@@ -839,6 +848,92 @@ def _workspace_mounts(container: dict, spec: dict, replica: ReplicaLaunch) -> No
             {"name": volume, "mountPath": mount.mount_path, "readOnly": bool(mount.read_only)})
         spec.setdefault("volumes", []).append(
             {"name": volume, "persistentVolumeClaim": {"claimName": claim_of(mount), "readOnly": bool(mount.read_only)}})
+
+
+# -- TensorBoard beside the first replica: a container of its pod reading the same logdir --------------
+TENSORBOARD_PORT = 6006
+TENSORBOARD_LOGS = "tensorboard-logs"
+
+
+def _tensorboard(container: dict, spec: dict, replica: ReplicaLaunch, config: KubernetesConfig) -> None:
+    """The logdir is read where the job writes it: through the workspace volume that holds it (read-only), else
+    an emptyDir both containers mount there."""
+    logdir = posixpath.normpath(replica.tensorboard_logdir)
+    held = [m for m in container.get("volumeMounts", [])
+            if logdir == m["mountPath"].rstrip("/") or logdir.startswith(m["mountPath"].rstrip("/") + "/")]
+    if held:
+        mount = max(held, key=lambda m: len(m["mountPath"]))
+        reads = [{"name": mount["name"], "mountPath": mount["mountPath"], "readOnly": True}]
+    else:
+        container.setdefault("volumeMounts", []).append({"name": TENSORBOARD_LOGS, "mountPath": logdir})
+        spec.setdefault("volumes", []).append({"name": TENSORBOARD_LOGS, "emptyDir": {}})
+        reads = [{"name": TENSORBOARD_LOGS, "mountPath": logdir, "readOnly": True}]
+    spec["containers"].append({
+        "name": "tensorboard", "image": config.tensorboard_image,
+        "command": ["tensorboard"], "args": ["--logdir", logdir, "--host", "0.0.0.0", "--port", str(TENSORBOARD_PORT)],
+        "ports": [{"name": "tensorboard", "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": TENSORBOARD_PORT}, "periodSeconds": 5},
+        "resources": _resources(250, 1024, {}), "volumeMounts": reads,
+    })
+
+
+# -- the SSH sidecar (a kind with `ssh`): the gateway reaches it by the pod's IP --------------------------------
+SSH_CONTAINER = "ssh"
+SSH_KEYS_DIR = "/etc/gpu-platform-ssh"
+SSH_BIN_DIR = "/tmp/gpu-platform-ssh/bin"  # where it writes sim-smi, first on the shell's PATH
+
+
+def has_ssh_sidecar(replica: ReplicaLaunch, config: KubernetesConfig) -> bool:
+    return replica.ssh and config.ssh_sidecar
+
+
+def ssh_secret_name(job_id: object) -> str:
+    return dns_label(f"ssh-{job_id}")
+
+
+def ssh_secret(replica: ReplicaLaunch, namespace: str) -> dict:
+    """The job's SSH token (the gateway's password) and its submitter's public keys at launch, for the sidecar;
+    rewritten at each launch, deleted with the job's last pod."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": ssh_secret_name(replica.job_id), "namespace": namespace,
+                         "labels": {MANAGED: "true", WORKSPACE: label_value(replica.workspace),
+                                    JOB_ID: label_value(str(replica.job_id))}},
+            "data": {"token": _b64(replica.ssh_token),
+                     "authorized_keys": _b64("".join(f"{key}\n" for key in replica.ssh_keys))}}
+
+
+def ssh_workdir(replica: ReplicaLaunch, container: dict) -> str:
+    """Where the shell starts: a notebook's home, else the first workspace volume mounted writable, else /tmp."""
+    if replica.home is not None:
+        return NOTEBOOK_HOME
+    writable = [m["mountPath"] for m in container.get("volumeMounts", [])
+                if m["name"].startswith("mount-") and not m.get("readOnly")]
+    return writable[0] if writable else "/tmp"
+
+
+def _ssh_sidecar(container: dict, spec: dict, replica: ReplicaLaunch, config: KubernetesConfig) -> None:
+    """The platform's replica SSH server (scheduling/backends/ssh_endpoint.py) in a container of its own: the
+    job's environment (its secrets by reference) and volumes, the token and the keys from the job's SSH Secret.
+    The chart's network policy lets only the gateway reach its port."""
+    env = [dict(e) for e in container["env"]]
+    env += [{"name": ssh_endpoint.TOKEN_ENV, "valueFrom": {"secretKeyRef": {
+                "name": ssh_secret_name(replica.job_id), "key": "token"}}},
+            {"name": ssh_endpoint.JOB_ENV, "value": ",".join(sorted(e["name"] for e in container["env"]))},
+            {"name": ssh_endpoint.WORKDIR_ENV, "value": ssh_workdir(replica, container)}]
+    mounts = [dict(m) for m in container.get("volumeMounts", [])]
+    mounts.append({"name": "ssh-keys", "mountPath": SSH_KEYS_DIR, "readOnly": True})
+    spec.setdefault("volumes", []).append({"name": "ssh-keys", "secret": {
+        "secretName": ssh_secret_name(replica.job_id), "items": [{"key": "authorized_keys", "path": "authorized_keys"}],
+        "defaultMode": 0o400}})
+    spec["containers"].append({
+        "name": SSH_CONTAINER, "image": config.ssh_image,
+        "command": ["python", "-m", "scheduling.backends.ssh_endpoint", "--host", "0.0.0.0",
+                    "--port", str(SSH_SIDECAR_PORT), "--bin", SSH_BIN_DIR,
+                    "--authorized-keys", f"{SSH_KEYS_DIR}/authorized_keys"],
+        "env": env, "ports": [{"name": "ssh", "containerPort": SSH_SIDECAR_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": SSH_SIDECAR_PORT}, "periodSeconds": 5},
+        "resources": _resources(100, 512, {}), "volumeMounts": mounts,
+    })
 
 
 # -- buckets mounted through a CSI driver (scheduling.buckets; the pool's bucket_csi_driver) -------------

@@ -41,6 +41,7 @@ from django.db import transaction
 from django.db.models import Min
 
 from scheduling import clock, storage
+from scheduling.backends import ssh_endpoint
 from scheduling.backends.base import (
     BATCH,
     FAILED,
@@ -55,11 +56,13 @@ from scheduling.backends.base import (
     ReplicaKey,
     ReplicaLaunch,
     ReplicaStatus,
+    SshEndpoint,
 )
 from scheduling.backends.simulated import mounts, processes, training_process
 from scheduling.backends.simulated.processes import STARTS, ProcessRuntime
 from scheduling.bulk import insert_rows
 from scheduling.models import Gpu, Node, NodePool, SimulatedPod
+from scheduling.ssh import ssh_token
 
 
 class PodRow(NamedTuple):
@@ -81,6 +84,8 @@ class PodRow(NamedTuple):
 
 PULL_SECONDS = 1.0
 NOTEBOOK_SERVER = "scheduling.backends.simulated.notebook_server"
+TENSORBOARD_PROCESS = "scheduling.backends.simulated.tensorboard_process"
+TENSORBOARD_ROLE = "_tensorboard"  # its process's key: (job, this, 0); no role is named so (not a DNS label)
 INFERENCE_SERVER = "scheduling.backends.simulated.inference_server"
 TRAINING_PROCESS = str(Path(training_process.__file__).resolve())  # run as a script: no project imports
 SLICE_MODES = {"whole": "exclusive", "fraction": "fraction", "mig": "mig", "timeslice": "timeslice"}
@@ -117,6 +122,30 @@ def _fails(job_id: int, rate: float) -> bool:
 def secret_env(replica: ReplicaLaunch) -> dict[str, str]:
     """The variables a replica takes from the workspace's secrets (a process's environment, as a pod's)."""
     return {var: replica.secret_values[name] for var, name in replica.secret_env if name in replica.secret_values}
+
+
+def ssh_wiring(replica: ReplicaLaunch, job_env: Mapping[str, str], workdir: str) -> dict[str, str]:
+    """What the replica's SSH server (ssh_endpoint.py) needs: its token, the shell's working directory, the
+    names of the job's own variables (the shell gets these, never the rest of this worker's environment) and
+    the slice sim-smi shows."""
+    s = replica.slice or {}
+    wiring = {ssh_endpoint.TOKEN_ENV: ssh_token(replica.job_id), ssh_endpoint.JOB_ENV: ",".join(sorted(job_env)),
+              ssh_endpoint.SHARE_ENV: f"{_gpu_share(replica):g}"}
+    if workdir:
+        wiring[ssh_endpoint.WORKDIR_ENV] = workdir
+    if s.get("gpu_mem_mib"):
+        wiring[ssh_endpoint.MEMORY_ENV] = str(int(s["gpu_mem_mib"]))
+    return wiring
+
+
+def training_workdir(replica: ReplicaLaunch, mapped: Mapping[str, str], own: Path) -> str:
+    """Where a training replica's SSH shell starts: the folder of the first volume it mounts writable (volumes
+    are path mappings here, so the folder on this machine), else `own`, a folder of the replica's."""
+    for mount in replica.mounts:
+        if mount.kind == "volume" and not mount.read_only and mount.mount_path in mapped:
+            return mapped[mount.mount_path]
+    own.mkdir(parents=True, exist_ok=True)
+    return str(own)
 
 
 def secret_files(replica: ReplicaLaunch) -> dict[str, str]:
@@ -189,6 +218,8 @@ class SimulatedBackend:
                 self._start_notebook(replica)
             elif replica.shape == MODEL_SERVER:
                 self._start_server(replica)
+            if replica.tensorboard_logdir:
+                self._start_tensorboard(replica)
         training = [r for r in replicas if r.shape == BATCH] if self.training_processes else []
         if training:
             self._start_training_many(training, now)
@@ -252,6 +283,9 @@ class SimulatedBackend:
         and `mounts` ({path in the replica: path on this machine}, passed as JSON in SIM_MOUNTS when there
         are any), for `run_s` seconds. Returns whether it started one now."""
         environment, files = dict(env), secret_files(replica)
+        if replica.ssh:   # its SSH server: the process starts it as a child and passes it this wiring
+            workdir = training_workdir(replica, mounts, self.runtime.folder(replica.key) / "work")
+            environment[training_process.SSH_VARIABLE] = json.dumps(ssh_wiring(replica, env, workdir))
         root = self.runtime.folder(replica.key) / processes.ROOT
         # the secrets' files are written under the replica's root (runtime.start); each mountPath is a mount
         mounts = {**{path: str(root / path.lstrip("/")) for _name, path in replica.secret_mounts}, **mounts}
@@ -301,8 +335,11 @@ class SimulatedBackend:
             home.mkdir(parents=True, exist_ok=True)
             argv += ["--home", str(home)]
         own = {"JUPYTER_TOKEN": replica.token} if replica.token else {}
-        self.runtime.start(replica.key, argv, env={**secret_env(replica), **own, **_mounts_env(replica)},
-                           token=replica.token, files=secret_files(replica))
+        job_env = {**dict(replica.env), **secret_env(replica), **own, **_mounts_env(replica)}
+        workdir = str(home) if replica.home is not None else ""
+        wiring = ssh_wiring(replica, job_env, workdir) if replica.ssh else {}
+        self.runtime.start(replica.key, argv, env={**job_env, **wiring}, token=replica.token,
+                           files=secret_files(replica))
 
     def _start_server(self, replica: ReplicaLaunch) -> None:
         """An inference replica: the OpenAI-compatible server, as fast as the slice it was given, that
@@ -316,10 +353,33 @@ class SimulatedBackend:
         if replica.token:
             argv += ["--api-key", replica.token]
         self.runtime.start(replica.key, argv, env={**secret_env(replica), **_mounts_env(replica)},
-                           token=replica.token, files=secret_files(replica))
+                           token=replica.token, files=secret_files(replica), drains=True)
 
     def endpoint(self, key: ReplicaKey, *, workspace: str = "", base_url: str = "") -> Endpoint | None:
         return self.runtime.endpoint(key)  # the process said where it listens (under its base URL)
+
+    # -- TensorBoard: a real process beside a job's first replica, as long as the job has pods ----------
+    def tensorboard_logs(self, replica: ReplicaLaunch) -> Path:
+        """The folder on this machine that the replica's logdir is: under its mounted volume when one holds
+        it, else a folder of the job's own under the runtime root (kept until the job's TensorBoard stops)."""
+        found = mounts.local_path(replica.tensorboard_logdir, storage.host_mapping(replica.mounts))
+        return found or self.runtime.folder(self.tensorboard_key(replica.job_id)) / "logdir"
+
+    @staticmethod
+    def tensorboard_key(job_id: int) -> ReplicaKey:
+        return (job_id, TENSORBOARD_ROLE, 0)
+
+    def _start_tensorboard(self, replica: ReplicaLaunch) -> None:
+        """TensorBoard on a free loopback port (it binds port 0 and prints the one it got: the process's
+        record keeps it), serving at / of its own host on the notebook origin."""
+        argv = [sys.executable, "-m", TENSORBOARD_PROCESS, "--logdir", str(self.tensorboard_logs(replica))]
+        self.runtime.start(self.tensorboard_key(replica.job_id), argv)
+
+    def tensorboard_endpoint(self, job_id: int, workspace: str = "") -> Endpoint | None:
+        return self.runtime.endpoint(self.tensorboard_key(job_id))
+
+    def ssh_endpoint(self, key: ReplicaKey, *, workspace: str = "") -> SshEndpoint | None:
+        return self.runtime.ssh_endpoint(key)  # the process said on which port its SSH server listens
 
     def delete_home(self, workspace: str, name: str) -> None:
         shutil.rmtree(self.home_of(workspace, name), ignore_errors=True)
@@ -335,6 +395,10 @@ class SimulatedBackend:
         SimulatedPod.objects.filter(pk__in=pks).delete()
         for key in keys:
             self.runtime.stop(key)
+        jobs = {job_id for job_id, _role, _index in keys}
+        remaining = set(SimulatedPod.objects.filter(job_id__in=jobs).values_list("job_id", flat=True).distinct())
+        for job_id in jobs - remaining:  # the job's last pod went: its TensorBoard goes with it
+            self.runtime.stop(self.tensorboard_key(job_id))
 
     def forget(self, key: ReplicaKey) -> None:
         self.evict(key, "finished")
@@ -381,8 +445,10 @@ class SimulatedBackend:
             *PodRow._fields)]
         held = {(pod.job_id, pod.role, pod.index) for pod in pods}
         recorded = set(self.runtime.keys())
+        jobs_with_pods = {pod.job_id for pod in pods}
         for key in recorded - held:  # its pod was dropped (a launch rolled back, a worker killed mid-evict)
-            self.runtime.stop(key)
+            if key[1] != TENSORBOARD_ROLE or key[0] not in jobs_with_pods:  # a TensorBoard lives with its job
+                self.runtime.stop(key)
         for pod in pods:
             key = (pod.job_id, pod.role, pod.index)
             if pod.node not in ready:

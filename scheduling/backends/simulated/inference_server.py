@@ -9,7 +9,9 @@ while the model "loads", `--startup-s`) and `GET /metrics` (Prometheus text; `?f
 Each request holds one of `--slots` slots for the time the latency model gives
 (`scheduling/serving/latency.py`: the slice's share, the requests in service with it, the tokens it
 asks for); requests beyond the slots wait first come first served, and past `--max-waiting` are
-refused with 503. With `--api-key` every path but /health needs `Authorization: Bearer <key>`.
+refused with 503. A prompt and max_tokens over `--max-model-len` are refused with 400
+(`context_length_exceeded`, as OpenAI and vLLM say it). With `--api-key` every path but /health needs `Authorization: Bearer <key>`.
+SIGTERM drains it: it takes no new connection, the answers in flight (streams too) end, then it exits.
 
 The counters are what the platform reads: requests by path and status, requests in flight and
 waiting, `in_flight_seconds_total` (the integral of the requests in flight: its rate is the mean
@@ -25,11 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
 import uuid
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,7 +43,10 @@ from scheduling.backends.simulated.json_body import read_json_object
 from scheduling.serving.latency import ServerModel, slice_share
 
 MAX_BODY = 1024 * 1024
+DRAIN_S = 60.0   # the longest a stopped server waits for its answers in flight
+BACKLOG = 256    # connections waiting to be accepted: the requests a cold start held arrive at once (http.server: 5)
 MAX_TOKENS = 4096
+MAX_MODEL_LEN = 8192   # the context: prompt and completion tokens together (vLLM's --max-model-len)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # vLLM's own buckets for vllm:time_to_first_token_seconds
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -71,8 +78,10 @@ class Timing:
 class Replica:
     """The replica's slots, queue and counters; thread-safe."""
 
-    def __init__(self, *, model_name: str, share: float, model: ServerModel, startup_s: float, max_waiting: int):
+    def __init__(self, *, model_name: str, share: float, model: ServerModel, startup_s: float, max_waiting: int,
+                 max_model_len: int = MAX_MODEL_LEN):
         self.model_name, self.share, self.model = model_name, share, model
+        self.max_model_len = max_model_len
         self.max_waiting = max_waiting
         self._lock = threading.Condition()
         self._started = time.monotonic()
@@ -95,6 +104,25 @@ class Replica:
         self.ttft_count = 0
         self.ttft_sum = 0.0
         self.ttft_buckets = [0] * len(TTFT_BUCKETS)
+        self._answering = threading.Condition()   # its own: `release` wakes one slot waiter, never the drain
+        self.answering = 0
+
+    @contextmanager
+    def answer(self):
+        """One request being answered, for `drain`."""
+        with self._answering:
+            self.answering += 1
+        try:
+            yield
+        finally:
+            with self._answering:
+                self.answering -= 1
+                self._answering.notify_all()
+
+    def drain(self, timeout_s: float) -> bool:
+        """Until every request being answered has ended (False after `timeout_s`)."""
+        with self._answering:
+            return self._answering.wait_for(lambda: self.answering == 0, timeout_s)
 
     @property
     def ready(self) -> bool:
@@ -334,6 +362,10 @@ class Handler(BaseHTTPRequestHandler):
             self._fail(url.path, ApiError(404, f"no such path: {url.path}", code="not_found"))
 
     def do_POST(self) -> None:   # noqa: N802 - http.server's name
+        with self.replica.answer():
+            self._post()
+
+    def _post(self) -> None:
         path = urlsplit(self.path).path
         try:
             if path not in ("/v1/completions", "/v1/chat/completions"):
@@ -417,6 +449,11 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, "prompt must be text or a list of text", param="prompt")
             prompt = sum(_prompt_tokens(t) for t in text)
         tokens = _tokens(body, replica.model.tokens)
+        if prompt + tokens > replica.max_model_len:   # in OpenAI's words, as vLLM says it too
+            raise ApiError(400, f"This model's maximum context length is {replica.max_model_len} tokens. However, "
+                                f"you requested {prompt + tokens} tokens ({prompt} in the messages, {tokens} in the "
+                                f"completion). Please reduce the length of the messages or completion.",
+                           param="messages" if chat else "prompt", code="context_length_exceeded")
         if body.get("stream"):
             return Stream(chat=chat, model=model, prompt=prompt, tokens=tokens,
                           usage=_include_usage(body.get("stream_options")))
@@ -479,9 +516,10 @@ def make_server(args: argparse.Namespace) -> ThreadingHTTPServer:
     model = ServerModel(prefill_s=args.prefill_s, token_s=args.token_s, tokens=args.tokens,
                         fixed_part=args.fixed_part, batch_penalty=args.batch_penalty, slots=args.slots)
     replica = Replica(model_name=args.model, share=share, model=model, startup_s=args.startup_s,
-                      max_waiting=args.max_waiting)
+                      max_waiting=args.max_waiting, max_model_len=args.max_model_len)
     handler = type("BoundHandler", (Handler,), {"replica": replica, "api_key": args.api_key})
-    server = ThreadingHTTPServer((args.host, args.port), handler)
+    server_class = type("Server", (ThreadingHTTPServer,), {"request_queue_size": BACKLOG})
+    server = server_class((args.host, args.port), handler)
     server.daemon_threads = True
     return server
 
@@ -504,6 +542,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-penalty", type=float, default=defaults.batch_penalty)
     parser.add_argument("--startup-s", type=float, default=0.0, help="seconds /health answers 503 (loading)")
     parser.add_argument("--max-waiting", type=int, default=1000)
+    parser.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN,
+                        help="the context: prompt and completion tokens together")
     parser.add_argument("--api-key", default=None)
     args = parser.parse_args(argv)
     if args.mode == "fraction" and not 10 <= args.gpu_milli <= 1000:
@@ -521,12 +561,16 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps({"listening": f"http://{host}:{port}", "port": port, "model": args.model,
                       "share": replica.share, "saturated_latency_s": replica.model.saturated_s(replica.share)}),
           flush=True)
+    # SIGTERM (a scale-down, a stop): no new request, the answers in flight end first, as vLLM's server does;
+    # whoever stops it kills it after its grace
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        replica.drain(DRAIN_S)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,12 @@ kernel activity, as the execute call does (a run of 0 seconds).
 Kernel activity is what counts for the idle policy: starting a kernel and running code, not opening
 the page. The figures give it as an age (`last_kernel_activity_age_s`, seconds since, measured by this
 process) and the simulated GPU use: the slice's share held since the start, busy in proportion to
-the running code's `gpu`. With `--token` every path needs `Authorization: token <T>` or `?token=<T>`,
-as Jupyter does (or from $JUPYTER_TOKEN, kept off the command line). Standard library only; no
-Django. On start it prints one JSON line to stdout: {"listening": "http://HOST:PORT/BASE", "port": PORT}.
+the running code's `gpu`. The process also measures its own CPU use (itself and its ended children, one
+sample a second): `cpu.percent` (of one core, over the last 10 s) and, with `?cpu_pct=P`, `cpu.busy_age_s`,
+seconds since a sample was above P (null: never). The execute call's `cpu` (0..1) burns that share of a core
+for the run's `seconds`, so a test can make the CPU busy for real. With `--token` every path needs `Authorization: token <T>` or `?token=<T>`,
+as Jupyter does (or from $JUPYTER_TOKEN, kept off the command line). Standard library only (and asyncssh for its
+SSH server, scheduling/backends/ssh_endpoint.py, started when $SIM_SSH_TOKEN is set); no Django. On start it prints one JSON line to stdout: {"listening": "http://HOST:PORT/BASE", "port": PORT}.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +51,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from scheduling.backends import ssh_endpoint
 from scheduling.backends.simulated import mounts, websocket
 from scheduling.backends.simulated.json_body import read_json_object
 
@@ -89,6 +94,59 @@ class Kernel:
         return max([self.last_activity, *(min(now, r.end) for r in self.runs)])
 
 
+CPU_SAMPLE_S = 1.0
+CPU_RECENT_S = 10.0      # cpu.percent is the mean over this long
+CPU_HISTORY_S = 24 * 3600
+
+
+class CpuMeter:
+    """The process's own CPU use (itself and its ended children), one sample a second, a day kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.samples: deque[tuple[float, float]] = deque(maxlen=int(CPU_HISTORY_S / CPU_SAMPLE_S))
+        self._last = (time.monotonic(), self._used())
+
+    @staticmethod
+    def _used() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def sample(self) -> None:
+        now, used = time.monotonic(), self._used()
+        with self._lock:
+            then, before = self._last
+            if now - then > 0:
+                self.samples.append((now, 100.0 * max(0.0, used - before) / (now - then)))
+            self._last = (now, used)
+
+    def run(self) -> None:
+        while True:
+            time.sleep(CPU_SAMPLE_S)
+            self.sample()
+
+    def figures(self, threshold: float | None) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._lock:
+            recent = [pct for at, pct in self.samples if at >= now - CPU_RECENT_S]
+            busy = next((at for at, pct in reversed(self.samples) if pct > threshold), None) \
+                if threshold is not None else None
+        out: dict[str, Any] = {"percent": round(sum(recent) / len(recent), 2) if recent else 0.0}
+        if threshold is not None:
+            out["busy_age_s"] = None if busy is None else now - busy
+        return out
+
+
+def burn_cpu(seconds: float, share: float) -> None:
+    """Keep `share` of a core busy for `seconds` (a run's real CPU use), in slices of 50 ms."""
+    end = time.monotonic() + seconds
+    while (now := time.monotonic()) < end:
+        busy_until = now + 0.05 * share
+        while time.monotonic() < busy_until:
+            pass
+        time.sleep(0.05 * (1 - share))
+
+
 def _iso(monotonic: float) -> str:
     """A monotonic instant as ISO 8601 on this machine's clock (as Jupyter reports it)."""
     return datetime.fromtimestamp(time.time() - (time.monotonic() - monotonic), UTC).isoformat()
@@ -105,6 +163,7 @@ class Notebook:
         self.ended_runs: list[Run] = []           # runs of stopped kernels still count as GPU used
         self.last_kernel_activity = self.started
         self.connections: dict[str, int] = {}     # open kernel websockets, by kernel
+        self.cpu = CpuMeter()
 
     def start_kernel(self, name: str) -> Kernel:
         with self._lock:
@@ -277,6 +336,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, nb.status())
         elif method == "GET" and parts == ["metrics"]:
             figures = nb.figures()
+            threshold = _number(query.get("cpu_pct", [""])[0])
+            figures["cpu"] = nb.cpu.figures(threshold)
             if query.get("format") == ["json"]:
                 self._send(200, figures)
             else:
@@ -314,12 +375,16 @@ class Handler(BaseHTTPRequestHandler):
             self._channels(rest[0])
         elif method == "POST" and len(rest) == 2 and rest[1] == "execute":
             body = self._body()
-            seconds, gpu = body.get("seconds", 1.0), body.get("gpu", 0.0)
+            seconds, gpu, cpu = body.get("seconds", 1.0), body.get("gpu", 0.0), body.get("cpu", 0.0)
             if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_RUN_S:
                 raise NotebookError(400, f"seconds must be a number from 0 to {MAX_RUN_S}")
             if isinstance(gpu, bool) or not isinstance(gpu, int | float) or not 0 <= gpu <= 1:
                 raise NotebookError(400, "gpu must be a number from 0 to 1 (the share of the slice the code uses)")
+            if isinstance(cpu, bool) or not isinstance(cpu, int | float) or not 0 <= cpu <= 1:
+                raise NotebookError(400, "cpu must be a number from 0 to 1 (the share of a core the code uses)")
             kernel = nb.execute(rest[0], float(seconds), float(gpu))
+            if cpu:
+                threading.Thread(target=burn_cpu, args=(float(seconds), float(cpu)), daemon=True).start()
             self._send(202, nb.kernel_model(kernel))
         else:
             raise NotebookError(405, f"{method} is not allowed here")
@@ -465,9 +530,18 @@ def simulated_output(code: str) -> tuple[bool, str]:
     return True, f"(simulated) ran {lines} line{'s' if lines != 1 else ''}\n"
 
 
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 <= value <= 6400 else None
+
+
 def prometheus(figures: dict[str, Any]) -> str:
     gpu = figures["gpu"]
     return "\n".join([
+        "# TYPE sim_process_cpu_percent gauge", f"sim_process_cpu_percent {figures['cpu']['percent']:g}",
         "# TYPE sim_notebook_kernels gauge", f"sim_notebook_kernels {figures['kernels']}",
         "# TYPE sim_notebook_busy_kernels gauge", f"sim_notebook_busy_kernels {figures['busy_kernels']}",
         "# TYPE sim_notebook_last_kernel_activity_age_seconds gauge",
@@ -485,6 +559,7 @@ def make_server(args: argparse.Namespace) -> ThreadingHTTPServer:
     if home is not None:
         home.mkdir(parents=True, exist_ok=True)
     notebook = Notebook(share=args.gpu, home=home)
+    threading.Thread(target=notebook.cpu.run, daemon=True, name="cpu-meter").start()
     attrs = {"notebook": notebook, "base_url": base, "token": args.token, "title": args.title}
     server = ThreadingHTTPServer((args.host, args.port), type("BoundHandler", (Handler,), attrs))
     server.daemon_threads = True
@@ -513,6 +588,10 @@ def main(argv: list[str] | None = None) -> None:
     host, port = server.server_address[:2]
     base = server.RequestHandlerClass.base_url  # type: ignore[attr-defined]
     print(json.dumps({"listening": f"http://{host}:{port}{base}", "port": port}), flush=True)
+    if os.environ.get(ssh_endpoint.TOKEN_ENV):  # its SSH server, in a thread of this process
+        ssh_endpoint.start_in_thread({**os.environ, ssh_endpoint.METRICS_ENV: f"http://{host}:{port}{base}metrics?format=json",
+                                      ssh_endpoint.WORKDIR_ENV: os.environ.get(ssh_endpoint.WORKDIR_ENV) or args.home
+                                      or os.getcwd()})
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduling.backends.base import Endpoint, ReplicaKey
+from scheduling.backends.base import Endpoint, ReplicaKey, SshEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +132,16 @@ class ProcessRuntime:
     # -- start ----------------------------------------------------------------------------------
     def start(self, key: ReplicaKey, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
               token: str = "", files: Mapping[str, str] | None = None, inherit_environment: bool = True,
-              grace_s: float | None = None) -> bool:
+              grace_s: float | None = None, drains: bool = False) -> bool:
         """Start the replica's process unless it has one already (running or ended: its record says so
         until stop()). Returns whether it started one now. Does not wait for it to be ready. Its
         environment is this process's plus `env`, or `env` alone without `inherit_environment`.
 
         `files`: absolute paths (a secret's mountPath and name) to their text, written under the replica's
         `root/` folder, readable by this user only, and named to the process by SIMULATED_ROOT. `grace_s`: how
-        long stop() waits after SIGTERM before it kills (default STOP_WAIT_S)."""
+        long stop() waits after SIGTERM before it kills (default STOP_WAIT_S). `drains`: a server that finishes
+        its requests in flight on SIGTERM; stop() does not wait for it (the grace runs in a thread), so its key
+        can have a new process at once."""
         folder = self.folder(key)
         if self._record(key) is not None:
             return False
@@ -155,6 +157,8 @@ class ProcessRuntime:
                   "ticks": _proc_start_ticks(popen.pid), "token": token}
         if grace_s is not None:
             record["grace_s"] = max(0.0, float(grace_s))
+        if drains:
+            record["drains"] = True
         tmp = folder / (RECORD + ".tmp")
         tmp.write_text(json.dumps(record))
         tmp.chmod(0o600)  # the token is a secret
@@ -183,20 +187,34 @@ class ProcessRuntime:
         return root
 
     # -- read -----------------------------------------------------------------------------------
-    def _url(self, key: ReplicaKey) -> str | None:
+    def _said(self, key: ReplicaKey, name: str, kind: type):
+        """The value of `name` in the first JSON line of the process's log that gives one of type `kind`
+        (the process announces its URL and its SSH port so)."""
         try:
             with open(self.folder(key) / LOG, "rb") as log:
                 head = log.read(URL_SCAN_BYTES)
         except OSError:
             return None
         for line in head.decode("utf-8", "replace").splitlines():
-            if '"listening"' not in line:
+            if f'"{name}"' not in line:
                 continue
             with contextlib.suppress(ValueError):
                 said = json.loads(line)
-                if isinstance(said, dict) and isinstance(said.get("listening"), str):
-                    return said["listening"]
+                if isinstance(said, dict) and isinstance(said.get(name), kind):
+                    return said[name]
         return None
+
+    def _url(self, key: ReplicaKey) -> str | None:
+        return self._said(key, "listening", str)
+
+    def _ssh_port(self, key: ReplicaKey) -> int | None:
+        """The port of the replica's SSH server: its JSON line {"ssh": PORT} (scheduling/backends/ssh_endpoint.py)."""
+        return self._said(key, "ssh", int)
+
+    def ssh_endpoint(self, key: ReplicaKey) -> SshEndpoint | None:
+        info = self.find(key)
+        port = self._ssh_port(key) if info is not None and info.alive else None
+        return None if port is None else SshEndpoint(host="127.0.0.1", port=port)
 
     def find(self, key: ReplicaKey) -> ProcessInfo | None:
         record = self._record(key)
@@ -232,7 +250,11 @@ class ProcessRuntime:
         if record is not None:
             grace = record.get("grace_s")
             wait = wait_s if wait_s is not None else grace if isinstance(grace, int | float) else STOP_WAIT_S
-            self._terminate(record["pid"], record.get("ticks"), wait)
+            if record.get("drains") and wait_s is None:
+                threading.Thread(target=self._terminate, args=(record["pid"], record.get("ticks"), wait),
+                                 name="simulated-drain", daemon=True).start()
+            else:
+                self._terminate(record["pid"], record.get("ticks"), wait)
         shutil.rmtree(self.folder(key), ignore_errors=True)
 
     @staticmethod

@@ -12,6 +12,11 @@ one per second of simulated time (`--clock-scale` simulated seconds per real sec
 `PATH/<name>.json` every `--checkpoint-every` simulated seconds and when it gets SIGTERM (then it exits with
 143), and when started again it resumes from the step written last, logging "resumed from step N".
 
+With SIM_SSH (a JSON object: the variables its SSH server needs, scheduling/backends/ssh_endpoint.py),
+it first starts that server as a child (`python -m scheduling.backends.ssh_endpoint`, which has the
+platform's packages), waits for the port it prints and logs it ({"ssh": PORT}, which the backend reads back);
+the variable is neither listed nor passed on to anything else. The child ends with this process.
+
 Run as a script (`python -I -S training_process.py`): standard library only, no package imports, so it
 starts in milliseconds and sees no project code.
 """
@@ -23,7 +28,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import select
 import signal
+import subprocess
 import sys
 import time
 import urllib.error
@@ -32,6 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 MOUNTS_VARIABLE = "SIM_MOUNTS"
+SSH_VARIABLE = "SIM_SSH"
+SSH_START_S = 60.0  # how long it waits for its SSH server's port (a loaded machine imports slowly)
 COMPLETED = "training process completed"
 # Failure simulation (demos and tests): SIM_EXIT_CODE is the code the process ends with, or a comma-separated
 # list, one per placement of the replica ("1,1,0": fails twice, then completes); SIM_FAIL_AFTER is how long
@@ -114,8 +123,37 @@ def environment_names() -> list[str]:
     try:
         raw = open("/proc/self/environ", "rb").read()
     except OSError:
-        return sorted(os.environ)
-    return sorted({entry.split(b"=", 1)[0].decode("utf-8", "replace") for entry in raw.split(b"\0") if entry})
+        return sorted(set(os.environ) - {SSH_VARIABLE})
+    names = {entry.split(b"=", 1)[0].decode("utf-8", "replace") for entry in raw.split(b"\0") if entry}
+    return sorted(names - {SSH_VARIABLE})
+
+
+def start_ssh_server(wiring_text: str, say) -> subprocess.Popen | None:
+    """The replica's SSH server as a child with the job's environment and the wiring; logs the port it listens
+    on, or why it has none."""
+    try:
+        wiring = json.loads(wiring_text)
+        assert isinstance(wiring, dict)
+    except (ValueError, AssertionError):
+        say.write("ssh: no SSH server: its wiring is unreadable\n")
+        return None
+    root = Path(__file__).resolve().parents[3]   # the project: the server imports its package
+    env = {**os.environ, **{str(k): str(v) for k, v in wiring.items()}, "PYTHONPATH": str(root)}
+    try:
+        say.flush()   # its errors go to the same log (its stderr is this process's)
+        child = subprocess.Popen([sys.executable, "-m", "scheduling.backends.ssh_endpoint"], env=env,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    except OSError as error:
+        say.write(f"ssh: no SSH server: {error}\n")
+        return None
+    ready, _, _ = select.select([child.stdout], [], [], SSH_START_S)
+    line = child.stdout.readline().decode("utf-8", "replace").strip() if ready else ""
+    if not line.startswith('{"ssh"'):
+        child.kill()
+        say.write("ssh: no SSH server: it did not start\n")
+        return None
+    say.write(line + "\n")
+    return child
 
 
 def mounts() -> dict[str, str]:
@@ -173,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     say = sys.stdout
     say.write(f"{args.name}: process {os.getpid()} started, runs {args.seconds:g} s\n")
+    wiring = os.environ.pop(SSH_VARIABLE, None)
+    ssh_server = start_ssh_server(wiring, say) if wiring else None
     say.write("environment: " + (", ".join(environment_names()) or "(empty)") + "\n")
     mapping = mounts()
     if not mapping:
@@ -189,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(max(0.0, runs))
     else:
         run_resumable(Work(folder, args.name, max(args.speedup, 1e-9)), runs, args.checkpoint_every, say)
+    if ssh_server is not None:
+        ssh_server.terminate()
     if code:
         say.write(f"{FAILED} {code}\n")
         say.flush()

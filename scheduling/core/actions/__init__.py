@@ -1,5 +1,5 @@
-"""The scheduling actions, one module each, run in this order: allocate, consolidate, reclaim, preempt,
-elastic (`ACTIONS`).
+"""The scheduling actions, one module each, run in this order: reserve (backfill reservations, when the
+snapshot asks for them), allocate, consolidate, reclaim, preempt, elastic (`ACTIONS`).
 
 Each action walks the jobs that want replicas in fair order (`walk.fair_walk`: the queue tree from the
 top, weighed as KAI-Scheduler's proportion plugin weighs it) and tries a scenario in a session
@@ -14,7 +14,8 @@ from .consolidate import consolidate
 from .elastic import elastic
 from .preempt import preempt
 from .reclaim import reclaim
+from .reserve import reserve
 
-ACTIONS = (allocate, consolidate, reclaim, preempt, elastic)
+ACTIONS = (reserve, allocate, consolidate, reclaim, preempt, elastic)
 
-__all__ = ["ACTIONS", "allocate", "consolidate", "elastic", "preempt", "reclaim"]
+__all__ = ["ACTIONS", "allocate", "consolidate", "elastic", "preempt", "reclaim", "reserve"]

@@ -89,7 +89,8 @@ class AllocateQuiet(Quiet):
             return id(plan(self.s, state)), job.queue, job.preemptible
         # nothing running: the plan follows from the roles (see `plan`), no need to look it up
         topology = None if job.topology is None else topology_key(self.s, state)
-        return id(job.roles), reduce_cost_waits(self.s, job), topology, job.queue, job.preemptible
+        # `reduce_cost_waits` is False for most jobs (not ReduceCost): asked only of the others
+        return id(job.roles), job.reduce_cost and reduce_cost_waits(self.s, job), topology, job.queue, job.preemptible
 
     def created(self, g: tuple, state: JobState) -> None:
         sig = self.sigs[g] = plan(self.s, state).sig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -33,6 +34,7 @@ from .walk import AGAIN, STOP, Quiet, fair_walk, pending_by_queue
 # action after MAX_FAILED_SCENARIOS of them failed (the rest wait for the next cycle).
 MAX_EVICTION_SCENARIOS = 64
 MAX_FAILED_SCENARIOS = 16
+_ORDER = attrgetter("order")
 
 
 class Unit(NamedTuple):
@@ -73,10 +75,13 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
         rank = queues[job.queue].priority
         # a job's units follow from its replicas (`version`: none bound or evicted since), the reason and
         # its queue's priority: kept on its state, from cycle to cycle while the state is reused
-        made = state.units
-        if made is not None and made[0] == state.version and made[1] == reason and made[2] == rank:
-            units += made[3]
-            continue
+        # one entry per reason: reclaim and preempt both ask each cycle, and would otherwise undo each other's
+        kept = state.units
+        if kept is not None:
+            made = kept.get(reason)
+            if made is not None and made[0] == state.version and made[1] == rank:
+                units += made[2]
+                continue
         made = []
         base = (-job.created, job.id)
         # extras go the way they came: from the job with the most above its minimum first
@@ -89,10 +94,12 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
         if job.preemptible:
             made.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
                              tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
-        state.units = (state.version, reason, rank, made)
+        if kept is None:
+            kept = state.units = {}
+        kept[reason] = (state.version, rank, made)
         units += made
     for units in out.values():
-        units.sort(key=lambda u: u.order)
+        units.sort(key=_ORDER)
     return out
 
 
@@ -164,22 +171,36 @@ def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
     """Whether the gang of plan `p` could fit once `evict_until_placed` evicted every unit of `units` it
     would evict, were the gang never to fit on the way (a necessary condition of its success). Which
     those are follows the loop's own tests; `cause_of` reads the queues' usage, so each unit taken is
-    counted off `Session.alloc` as its eviction would, and put back before returning."""
+    counted off `Session.alloc` as its eviction would, and put back before returning. A unit refused
+    (`cause_of` None) stands for its queue until the next unit is taken: whether a unit may go is read of
+    its queue and the usage only."""
     alloc, path, assign, new, node_pool = s.alloc, s.queue_path, s.assign, s.new, s.node_pool
     gone: set[ReplicaKey] = set()
     taken: list[tuple[str, int]] = []
+    # whether a unit may go follows from its queue and the queues' usage, which changes only when a unit is
+    # taken: until then a queue's answer is asked once (the tail of a long list is mostly refused units)
+    refused: dict[str, int] = {}
+
+    def may_go(unit: Unit) -> bool:
+        if refused.get(unit.queue) == len(taken):
+            return False
+        if cause_of(unit) is None:
+            refused[unit.queue] = len(taken)
+            return False
+        return True
+
     try:
         for unit in units:
             if len(unit.keys) == 1:            # most units: the same tests, one key
                 key = unit.keys[0]
                 a = assign.get(key)
-                if a is None or key in new or key in gone or node_pool[a.row] not in pools or cause_of(unit) is None:
+                if a is None or key in new or key in gone or node_pool[a.row] not in pools or not may_go(unit):
                     continue
                 gone.add(key)
                 milli = a.slice.gpu_milli * len(a.gpus)
             else:
                 keys = [k for k in unit.keys if k in assign and k not in new and k not in gone]
-                if not keys or cause_of(unit) is None or not any(node_pool[assign[k].row] in pools for k in keys):
+                if not keys or not may_go(unit) or not any(node_pool[assign[k].row] in pools for k in keys):
                     continue
                 gone.update(keys)
                 milli = sum(assign[k].gpu_milli for k in keys)
@@ -355,8 +376,10 @@ class EvictionQuiet(Quiet):
 
     def group(self, state: JobState) -> tuple:
         job = state.job
-        return (plan(self.s, state).sig, job.queue, job.priority, job.preemptible, job.reduce_cost,
-                reclaim_can_lift(state), state.pending, state.grows)
+        # `plan` and `reclaim_can_lift` with their common cases inline (a call per waiting job per walk)
+        p = state.plan if state.plan_version == state.version else plan(self.s, state)
+        return (p.sig, job.queue, job.priority, job.preemptible, job.reduce_cost,
+                True if state.fail is None else reclaim_can_lift(state), state.pending, state.grows)
 
     def effective(self) -> bool:
         return any(self.acts(self.rep(g)) for g in self.members)

@@ -4,8 +4,11 @@ language later."""
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
+from ..deadline import waiting_reason
 from ..model import Request
 from ..reasons import Reason
 from ..session import Session
@@ -128,15 +131,45 @@ def pending_reasons(s: Session) -> dict[str, Reason]:
             continue
         if state.fail is None or state.evicted:
             evicted = sorted(evicted_by_job.get(job_id, ()))
-            out[job_id] = Reason("evicted_requeued", {"reasons": evicted}) if evicted else NEXT_CYCLE
-            continue
-        failure, reason = state.fail
-        if failure == "capacity":
-            reason = reasons.capacity(state)
-        elif failure == "reduce-cost":
-            reason = reasons.reduce_cost(off_peak_of(s, state.job)[1])
+            reason = Reason("evicted_requeued", {"reasons": evicted}) if evicted else NEXT_CYCLE
+        else:
+            failure, reason = state.fail
+            if failure == "capacity":
+                reason = reasons.capacity(state)
+            elif failure == "reduce-cost":
+                reason = reasons.reduce_cost(off_peak_of(s, state.job)[1])
+        rows = s.reserved.get(job_id)
+        if rows is not None:
+            reason = joined(reserved_reason(s, state, rows), reason)
+        elif s.reserved and state.fail is not None and state.fail[0] == "capacity":
+            held = reasons.held_for_others(state)
+            if held is not None:
+                reason = joined(reason, held)
+        latest = state.job.latest_start
+        if latest is not None and s.snapshot.now < latest:
+            reason = reasons.deadline(latest, reason)
         out[job_id] = reason
     return out
+
+
+def reserved_reason(s: Session, state: JobState, rows: tuple[int, ...]) -> Reason:
+    """A job with nodes held for it: how many, and how much of its gang is free there so far."""
+    _, per_node = whole_free(s)
+    need = sum(len(v) * r.request.num_gpus for r in state.job.roles for k, v in state.missing().items()
+               if k == r.name)
+    return Reason("backfill_reserved", {"nodes": len(rows), "gpus": need,
+                                        "free": int(per_node[list(rows)].sum())})
+
+
+def late_jobs(s: Session) -> tuple[str, ...]:
+    """The deadline jobs still below their gang minimum at or after their latest start, sorted."""
+    now = s.snapshot.now
+    # only a job that wanted replicas when the session was built, or whose replicas changed since, can be
+    # pending now
+    states = s.jobs
+    seen = {state.job.id: state for state in chain(s.wanting, map(states.__getitem__, s.touched))}
+    return tuple(sorted(job_id for job_id, state in seen.items()
+                        if state.pending and state.job.latest_start is not None and now >= state.job.latest_start))
 
 
 class PendingReasons:
@@ -151,6 +184,35 @@ class PendingReasons:
         self.held: dict[str, Reason] = {}
         self.by_plan: dict[tuple, Reason] = {}
         self.off_peak: dict[str, Reason] = {}   # by when the window opens: one per currency's window
+        self.deadlines: dict[tuple, Reason] = {}   # by (latest start, the reason after it)
+        self.reserved_pools: dict[str, int] | None = None   # pool -> nodes held for waiting gangs
+        self.held_pools: dict[tuple, Reason] = {}
+
+    def held_for_others(self, state: JobState) -> Reason | None:
+        """Nodes of the job's pools held for gangs that waited past their patience (`actions.reserve`): what
+        the job's capacity reason counted as taken."""
+        s = self.s
+        if self.reserved_pools is None:
+            self.reserved_pools = {}
+            for rows in s.reserved.values():
+                for row in rows:
+                    self.reserved_pools[s.node_pool[row]] = self.reserved_pools.get(s.node_pool[row], 0) + 1
+        pools = sorted(gang_pools(s, state) & set(self.reserved_pools))
+        if not pools:
+            return None
+        key = tuple(pools)
+        if key not in self.held_pools:
+            self.held_pools[key] = Reason("backfill_held", {"pools": pools,
+                                                            "nodes": sum(self.reserved_pools[p] for p in pools)})
+        return self.held_pools[key]
+
+    def deadline(self, latest_start: float, reason: Reason) -> Reason:
+        """A deadline job's reason before its latest start: it waits for idle GPUs until then, and why."""
+        key = (latest_start, reason.text)
+        found = self.deadlines.get(key)
+        if found is None:
+            found = self.deadlines[key] = joined(waiting_reason(latest_start), reason)
+        return found
 
     def reduce_cost(self, next_off_peak: str) -> Reason:
         if next_off_peak not in self.off_peak:

@@ -4,12 +4,16 @@ capacity yield."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain, compress
+from operator import attrgetter
 
 from ..model import EvictCause, Job
 from ..session import Session
 from ..state import JobState
 from .evicting import Unit, live_keys, merged, run_eviction_action, victim_units
 from .gang import missing_milli, np_quota_block, reduce_cost_waits, within_quota
+
+_PREEMPTIBLE, _REDUCE_COST, _QUEUE = attrgetter("preemptible"), attrgetter("reduce_cost"), attrgetter("queue")
 
 
 def preempt(s: Session) -> None:
@@ -47,22 +51,27 @@ def preempt_may_help(s: Session) -> bool:
     """Whether some job may preempt: one that wants replicas with a higher priority than some preemptible
     job of its queue, or a preemptible ReduceCost job on-peak (it may have to yield). When none may, every
     visit of `preempt`'s walk would pass, so the walk is left out (a cheap scan instead)."""
-    lowest: dict[str, int] = {}
+    jobs = s.snapshot.jobs          # the session's jobs, those `s.jobs` holds
+    preemptible = list(compress(jobs, map(_PREEMPTIBLE, jobs)))
+    if any(map(_REDUCE_COST, preemptible)) and any(
+            reduce_cost_waits(s, job) for job in preemptible if job.reduce_cost):
+        return True
+    # only a job that wanted replicas when the session was built, or whose replicas changed since, can want
+    # them now
     highest: dict[str, int] = {}
-    for state in s.jobs.values():
-        job = state.job
-        queue, priority = job.queue, job.priority
-        if job.preemptible:
-            if reduce_cost_waits(s, job):
-                return True
-            low = lowest.get(queue)
-            if low is None or priority < low:
-                lowest[queue] = priority
+    states = s.jobs
+    for state in chain(s.wanting, map(states.__getitem__, s.touched)):
         if state.pending or state.grows:
-            high = highest.get(queue)
-            if high is None or priority > high:
-                highest[queue] = priority
-    return any(queue in lowest and top > lowest[queue] for queue, top in highest.items())
+            job = state.job
+            high = highest.get(job.queue)
+            if high is None or job.priority > high:
+                highest[job.queue] = job.priority
+    if not highest:
+        return False
+    # some queue's highest wanting job above the lowest preemptible job of its queue
+    get = highest.get
+    return any(top is not None and top > job.priority
+               for job, top in zip(preemptible, map(get, map(_QUEUE, preemptible)), strict=True))
 
 
 def preempt_causes(job: Job) -> Callable[[Unit], EvictCause]:

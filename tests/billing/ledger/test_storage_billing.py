@@ -201,9 +201,9 @@ def test_costs_api_groups_by_resource_and_agrees_with_the_ledger_budget_and_stat
     statement = client.get("/reports/statements/vision-lab/2026-03/statement.csv").content.decode()
     assert sum(Decimal(r["BilledCost"]) for r in csv.DictReader(io.StringIO(statement))) == Decimal("1.12")
     page = client.get("/reports/statements/vision-lab/2026-03/").content.decode()
-    assert re.search(r'id="statement-total">1\.12<', page)
+    assert re.search(r'id="statement-total">\$1\.12<', page)
     assert re.search(r'data-storage="standard"><td colspan="7">Storage \(standard\): 56\.00 GiB-hours used</td>\s*'
-                     r'<td class="num">1\.12</td>', page)
+                     r'<td class="num">\$1\.12</td>', page)
 
 
 def test_the_report_pages_ledger_lines_say_what_each_storage_line_stored(cluster, priced, clock, client):

@@ -87,7 +87,7 @@ def test_a_spot_option_states_the_loss_at_the_rate_half_the_run_lost_per_evictio
     )
     assert Decimal(loss["cost"]) > 0
     assert (
-        f"may be evicted: about 0.08 GPU-hours ({loss['cost']} USD) lost at this queue's recent eviction "
+        f"may be evicted: about 0.08 GPU-hours (${loss['cost']}) lost at this queue's recent eviction "
         "rate; a checkpoint every 30 min would cut it"
     ) in option["tradeoffs"]
     assert "expected_loss" in [c["code"] for c in option["tradeoff_codes"]]

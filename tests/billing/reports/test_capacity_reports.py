@@ -108,3 +108,15 @@ def test_a_new_workspace_is_forecast_from_the_days_it_has(cluster, mid_march):
     assert f.budget is None and f.percent_of_budget is None and not f.over_budget
     empty = capacity.forecast(cluster.vision, now=mid_march.now)
     assert (empty.spent, empty.per_day, empty.forecast, empty.basis_days) == (Decimal("0"), Decimal("0"), Decimal("0"), 0)
+
+
+def test_idle_gpu_hours_per_person_across_workspaces_most_idle_first(cluster):
+    line(cluster.vision, at(D, 9), allocated="2", idle="1", cost="6.00")                      # alice: 1 h, 3.00
+    line(cluster.nlp, at(D, 9), allocated="1", idle="1", cost="2.00")                         # alice: +1 h, 2.00
+    line(cluster.vision, at(D, 10), allocated="4", idle="0.5", cost="4.00", submitter="carol")  # carol: 0.5 h, 0.50
+    line(cluster.nlp, at(D + timedelta(days=1), 9), allocated="1", idle="1", cost="9.00", submitter="bob")  # not in range
+    rows = capacity.idle_by_person(D, D)
+    assert [(r.person, r.workspaces, r.idle_gpu_hours, r.idle_cost, r.idle_percent) for r in rows] == [
+        ("alice", ("nlp-group", "vision-lab"), Decimal("2"), Decimal("5.00"), Decimal("66.7")),
+        ("carol", ("vision-lab",), Decimal("0.5"), Decimal("0.50"), Decimal("12.5")),
+    ]

@@ -1,6 +1,7 @@
 """Savings per month: what the same held time costs on exclusive whole GPUs at list price, against what was
 billed, from the ledger's own lines; for each workspace on /reports/ and for all of them on the console."""
 
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -74,3 +75,21 @@ def test_the_console_shows_every_workspaces_saving_of_the_last_months_and_tenant
     assert 'data-period="2026-03"' not in later
     client.force_login(cluster.alice)
     assert client.get("/console/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_saving_says_which_days_of_its_month_it_covers(client, cluster):
+    """Filtered to part of a month, the row is labelled with the days it sums, not with the whole month."""
+    make_usage(cluster)
+    client.force_login(cluster.alice)
+    page = client.get("/reports/?workspace=vision-lab&start=2026-03-02&end=2026-03-09").content.decode()
+    savings = page.split('id="savings"')[1].split("</section>")[0]
+    days = _row(savings, "vision-lab").split('data-field="days">')[1].split("</td>")[0]
+    assert days == "2026-03-02 to 2026-03-09"
+    assert "2026-03-02 to 2026-03-09" in savings.split("</h2>")[0]
+    [partial] = savings_by_period(ChargeLine.objects.filter(workspace=cluster.vision),
+                                  within=(date(2026, 3, 2), date(2026, 3, 9)))
+    assert (partial["first"], partial["last"], partial["whole_month"]) == (date(2026, 3, 2), date(2026, 3, 9), False)
+    page = client.get("/reports/?workspace=vision-lab&start=2026-02-20&end=2026-04-10").content.decode()
+    days = _row(page.split('id="savings"')[1], "vision-lab").split('data-field="days">')[1].split("</td>")[0]
+    assert days == "2026-03"

@@ -58,7 +58,7 @@ def test_errors_name_line_column_and_field_and_store_nothing(cluster, api_as):
 def test_queue_the_workspace_may_not_use_is_refused(cluster, api_as):
     spec = CLEAN_YAML.replace("queue: vision-lab", "queue: nlp-group")
     response = submit(api_as(cluster.alice), "vision-lab", spec)
-    assert response.status_code == 400
+    assert response.status_code == 422  # a spec that is well formed but could never run here
     assert any(e["field"] == "queue" for e in response.json()["errors"])
 
 
@@ -124,3 +124,45 @@ def test_the_job_list_gives_a_running_jobs_cost_so_far_from_one_ledger_query(clu
     assert [listed[i]["cost_so_far"] for i in ids] == ["1.75", "1.75", None]
     with django_assert_max_num_queries(12):
         alice.get("/api/v1/jobs/", {"workspace": "vision-lab"})
+
+
+def test_the_job_list_rows_are_the_serializers_json(cluster, api_as):
+    """The list's rows are built without DRF's serializer (portal.api.job_rows): the same JSON as
+    JobListOutput, key for key, for pending, running (replicas on a node, a MIG slice) and ended jobs, in
+    another time zone and language too."""
+    from decimal import Decimal
+
+    from django.utils import timezone, translation
+    from rest_framework.renderers import JSONRenderer
+
+    from billing.api import job_totals
+    from portal.api.job_rows import job_row
+    from portal.api.jobs import JobListOutput
+    from scheduling.models import Node, Replica
+    from tests.billing.reports.tests_reports_helpers import charge
+
+    alice = api_as(cluster.alice)
+    ids = [submit(alice, "vision-lab", CLEAN_YAML.replace("bert-finetune", f"run-{n}")).json()["id"]
+           for n in range(4)]
+    now = clock.now()
+    Job.objects.filter(pk=ids[0]).update(state="Running", started=now)
+    Replica.objects.create(job_id=ids[0], role="main", index=0, state="Running", node=Node.objects.first(),
+                           gpu_indices=[0, 1], started=now)
+    Replica.objects.create(job_id=ids[0], role="worker", index=1, state="Preempted", slice={"mig": "1g.10gb"},
+                           started=now, ended=now, lost_gpu_hours=Decimal("0.12345"))
+    charge(Job.objects.get(pk=ids[0]), "1.25")
+    Job.objects.filter(pk=ids[1]).update(state="Succeeded", started=now, finished=now, final_cost=Decimal("3.456"),
+                                         currency="EUR")
+    Job.objects.filter(pk=ids[2]).update(state="Running", started=now)  # nothing charged yet
+    listed = alice.get("/api/v1/jobs/", {"workspace": "vision-lab"}).json()["results"]
+    assert sorted(j["id"] for j in listed) == sorted(ids)
+    assert [j["cost_so_far"] for j in sorted(listed, key=lambda j: j["id"])] == ["1.25", None, "0.00", None]
+    jobs = list(Job.objects.filter(pk__in=ids).select_related("workspace", "queue").prefetch_related("replicas__node"))
+    totals = job_totals(j.pk for j in jobs if j.started and not j.is_final)
+    for zone, language in (("UTC", "en"), ("Asia/Shanghai", "zh-hans")):
+        with timezone.override(zone), translation.override(language):
+            expected = JSONRenderer().render(JobListOutput(jobs, many=True, context={"running_totals": totals}).data)
+            assert JSONRenderer().render([job_row(job, totals) for job in jobs]) == expected
+    by_id = {j.pk: job_row(j, totals) for j in jobs}
+    assert by_id[ids[0]]["replicas"][1]["lost_gpu_hours"] in ("0.1234", "0.1235")  # four places, as stored
+    assert JSONRenderer().render(listed) == JSONRenderer().render([by_id[j["id"]] for j in listed])

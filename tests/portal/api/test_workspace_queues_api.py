@@ -79,7 +79,8 @@ def test_a_pending_job_carries_its_queue_position_and_expected_start(cluster, bu
     body = alice.get(f"/api/v1/jobs/{low.pk}/").json()
     assert body["state"] == "Pending" and body["queue_position"] == 2
     window = body["expected_start"]
-    assert set(window) == {"earliest", "latest"}
+    assert set(window) == {"earliest", "latest", "open_ended", "summary"}
+    assert window["open_ended"] is False and window["summary"].startswith("between ")
     earliest, latest = (datetime.fromisoformat(window[k]) for k in ("earliest", "latest"))
     # both running jobs end 59 s from now; of the two nodes, one goes to the high one and the other to
     # nlp-group (below its fair share): the low one waits for the high one to end, 60 s later
@@ -101,3 +102,21 @@ def test_an_outsider_cannot_read_the_outlook_of_anothers_job(cluster, busy, api_
     assert refused.status_code == 404 and "expected_start" not in refused.content.decode()
     own = api_as(cluster.bob).get(f"/api/v1/jobs/{busy['bob'].pk}/").json()
     assert own["queue_position"] == 1 and own["expected_start"] is not None
+
+
+def test_an_open_ended_start_says_it_depends_on_jobs_ending_in_the_requests_language(cluster, busy, api_as,
+                                                                                      monkeypatch):
+    from datetime import timedelta
+
+    from portal.api import outlook as api_outlook
+    from scheduling.api import PendingOutlook, StartWindow
+
+    low = busy["waiting"][0]
+    floor = datetime.fromisoformat("2026-03-01T10:00:00+00:00")
+    monkeypatch.setattr(api_outlook, "pending_outlook", lambda jobs: {
+        j.pk: PendingOutlook(1, StartWindow(floor, None)) for j in jobs})
+    window = api_as(cluster.alice).get(f"/api/v1/jobs/{low.pk}/").json()["expected_start"]
+    assert window["open_ended"] is True and window["latest"] is None
+    assert datetime.fromisoformat(window["earliest"]) == floor
+    assert "depends on jobs ending" in window["summary"] and "not before" in window["summary"]
+    assert timedelta(0) == datetime.fromisoformat(window["earliest"]) - floor

@@ -177,6 +177,10 @@ def test_capacity_page_shows_idle_cost_unallocated_capacity_submitters_and_forec
     assert "bob" not in submitters
     forecasts = page.split('id="forecasts"')[1].split("</section>")[0]
     assert 'data-workspace="vision-lab"' in forecasts and 'data-workspace="nlp-group"' in forecasts
+    people = page.split('id="idle-by-person"')[1].split("</section>")[0]
+    assert people.index('data-person="alice"') < people.index('data-person="carol"') < people.index('data-person="bob"')
+    alice = people.split('data-person="alice"')[1].split("</tr>")[0]
+    assert "0.50" in alice and "$3.00" in alice  # half of alice's 6.00 idle
 
 
 @pytest.mark.parametrize(("query", "status"), [("start=yesterday", 400), ("start=2026-03-10&end=2026-03-01", 422),

@@ -65,7 +65,7 @@ def test_two_replays_on_the_long_worker_leave_the_cycle_every_tick(cluster, oper
 
         runs = [services.start_run(operator, kind=PlannerRun.Kind.TRACE, inputs=TRACE_INPUTS, trace_csv=big_trace())
                 for _ in range(2)]   # sent to `long` as each commits
-        wait_until(lambda: PlannerRun.objects.filter(state=PlannerRun.State.RUNNING).count() == 2, 60,
+        wait_until(lambda: PlannerRun.objects.filter(state=PlannerRun.State.RUNNING).count() == 2, 180,
                    "the long worker does not run both replays at once")
         seen, start = [last_cycle()], time.monotonic()
         while time.monotonic() - start < MEASURE_S:

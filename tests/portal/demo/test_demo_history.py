@@ -20,6 +20,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from billing import chargeback
 from billing.ledger.jobs import job_cost
 from billing.ledger.posting import close_grace, hour_floor
 from billing.ledger.selectors import ledger_cursor
@@ -27,7 +28,7 @@ from billing.models import ChargeLine, UsageSample
 from billing.pricing import quantize_money
 from billing.reports.selectors import ReportFilters, report_rows, totals
 from billing.time_zone import platform_tz
-from portal.demo import cluster, prices, tenants
+from portal.demo import cluster, finance, prices, tenants
 from portal.demo.history import DEMO_PREFIX
 from portal.demo.usage import load_demo_usage
 from portal.models import Membership, Role
@@ -50,6 +51,7 @@ def month(django_db_setup, django_db_blocker):
         cluster.load_cluster()
         cluster.load_queues()
         prices.load_prices()
+        finance.load_chargeback_policies()
         now = timezone.now()
         loaded = Month(now=now, made=load_demo_usage(now=now))
         yield loaded
@@ -135,6 +137,17 @@ def test_the_ledger_total_of_each_workspace_is_the_sum_of_its_job_costs(db, mont
     assert not ChargeLine.objects.filter(provisional=True, hour__lt=closed).exists()
 
 
+def test_the_chargeback_invariant_holds_on_the_demo_month(db, month):
+    months = sorted(set(ChargeLine.objects.values_list("period", flat=True)))
+    assert months
+    for period in months:
+        figures = chargeback.chargeback(period)
+        assert figures.pools and {p.policy for p in figures.pools} <= {"proportional", "by-quota"}
+        for pool in figures.pools:
+            assert pool.direct_cost + pool.idle_share == pool.capacity_cost > 0, (period, pool.pool)
+        assert sum((r.total for r in figures.rows), Decimal(0)) == figures.capacity_cost, period
+
+
 def test_loading_again_changes_nothing_and_the_clock_is_the_systems_again(db, month):
     lines = set(ChargeLine.objects.values_list("id", "cost"))
     assert load_demo_usage() == 0
@@ -150,3 +163,24 @@ def test_job_pages_show_no_pending_reason_for_a_finished_job(db, month):
     assert '<p id="pending-reason" hidden>' in page
     listing = client.get(reverse("jobs")).content.decode()
     assert listing.count('data-field="pending_reason"></div>') == listing.count('data-field="pending_reason"') > 0
+
+
+def test_the_seven_day_charts_have_the_months_last_week_of_samples(db, month):
+    from django.conf import settings
+
+    from portal.console.models import QueueAllocationSample
+    from portal.workspace_queues import HISTORY_DAYS, queue_histories
+    from scheduling.models import Queue
+
+    week = QueueAllocationSample.objects.filter(time__gt=month.now - timedelta(days=HISTORY_DAYS))
+    every = timedelta(seconds=settings.QUEUE_HISTORY_INTERVAL_S)
+    times = sorted(set(week.values_list("time", flat=True)))
+    assert len(times) >= timedelta(days=HISTORY_DAYS) / every - 2  # a sample every interval, as the beat takes
+    assert max(b - a for a, b in zip(times, times[1:], strict=False)) == every
+    assert week.values("queue").distinct().count() == Queue.objects.count()
+    assert week.filter(allocated_gpus__gt=0).exists()  # the month's jobs held GPUs
+    # the workspace page's chart draws them
+    vision = Membership.objects.get(workspace__slug="vision-lab", role=Role.OWNER).workspace
+    histories = queue_histories(vision, month.now)
+    assert histories and all(h.samples > 0 for h in histories.values())
+    assert any(any(a for a in h.allocated if a) for h in histories.values())

@@ -78,7 +78,7 @@ def test_each_user_chooses_how_each_event_reaches_them(cluster, failing_backend,
 def test_choices_default_to_in_app_and_e_mail_what_needs_acting_on(tenants):
     chosen = {event: (c.email, c.in_app) for event, _, c in choices_of(tenants.alice)}
     assert chosen == {"job.started": (False, True), "job.finished": (False, True), "job.failed": (True, True),
-                      "budget.alert": (True, True), "idle.notice": (True, True)}
+                      "budget.alert": (True, True), "idle.notice": (True, True), "job.deadline": (True, True)}
     services.save_choices(tenants.alice, {"budget.alert:in_app": "on"})
     assert {e: (c.email, c.in_app) for e, _, c in choices_of(tenants.alice)}["budget.alert"] == (False, True)
     assert choices_of(tenants.bob)[3][2].email  # bob's own choices are untouched

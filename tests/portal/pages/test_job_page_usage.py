@@ -230,4 +230,4 @@ def test_the_header_says_who_submitted_and_what_it_asks(client, cluster, clock):
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     assert '<strong id="job-submitter">carol</strong>' in html
     assert re.search(r'<span id="job-gpus">2 GPUs · exclusive on H100-80GB</span>', html)
-    assert '<span id="job-timing">waiting 10 min</span>' in html
+    assert re.search(r'<span id="job-timing" data-src="[^"]*\?partial=timing">waiting 10 min</span>', html)

@@ -64,9 +64,9 @@ def test_a_tabs_errors_name_its_fields_and_the_cluster_is_checked(alice):
     assert {e["field"] for e in bad.json()["errors"]} == {"modelPath", "gpuMemory"}
     assert all(e["line"] is None for e in bad.json()["errors"])
     no_pool = form_yaml(alice, {**NOTEBOOK_FORM, "nodePool": "nowhere"})
-    assert no_pool.status_code == 400 and [e["field"] for e in no_pool.json()["errors"]] == ["nodePool"]
+    assert no_pool.status_code == 422 and [e["field"] for e in no_pool.json()["errors"]] == ["nodePool"]
     not_open = form_yaml(alice, {**NOTEBOOK_FORM, "queue": "nlp-group"})  # another tenant's queue
-    assert not_open.status_code == 400 and [e["field"] for e in not_open.json()["errors"]] == ["queue"]
+    assert not_open.status_code == 422 and [e["field"] for e in not_open.json()["errors"]] == ["queue"]
     # the YAML of a tab, edited by hand, gets its errors at their line and column
     text = form_yaml(alice, SERVICE_FORM).json()["yaml"].replace("scaleDownDelay: 10m", "scaleDownDelay: 3d")
     errors = quote_errors(alice, text)
@@ -114,10 +114,12 @@ def test_the_page_without_javascript_shows_the_rates_of_each_kind(client, cluste
     api.force_authenticate(cluster.alice)
     notebook = form_yaml(api, NOTEBOOK_FORM).json()["yaml"]
     html = client.post("/submit/", {"workspace": "vision-lab", "spec": notebook, "duration_hours": "1"}).content.decode()
-    assert 'data-kind="notebook"' in html and "0.3760 USD per hour" in html
+    assert 'data-kind="notebook"' in html and "$0.376 per hour" in html
     service = form_yaml(api, SERVICE_FORM).json()["yaml"]
     html = client.post("/submit/", {"workspace": "vision-lab", "spec": service}).content.decode()
-    assert "0.0000 per hour at 0 replicas, 1.2720 at 3" in html
+    # a service that scales to zero: not just "0 per hour", but one replica and each for the hours quoted
+    assert ("$0.00 per hour at 0 replicas, $0.424 at 1 replica, $1.272 at 3; "
+            "for 1 h: $0.00 at 0 replicas, $0.42 at 1 replica, $1.27 at 3") in html
     training = client.get("/submit/?example=single").content.decode()
     assert 'data-option="' in training and 'class="hint rate"' not in training  # a batch job's total is for its duration
 

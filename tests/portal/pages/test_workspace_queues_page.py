@@ -113,7 +113,7 @@ def test_an_outsider_gets_a_404_and_none_of_the_figures(cluster, waiting, client
     assert 'data-queue="nlp-group"' in own and 'data-queue="vision-lab"' not in own
 
 
-def test_a_range_shows_both_ends_and_an_unknown_end_says_so(cluster, waiting):
+def test_a_range_shows_both_ends_and_an_open_end_says_it_depends_on_jobs_ending(cluster, waiting):
     from django.template.loader import render_to_string
     from django.utils import timezone
 
@@ -128,4 +128,4 @@ def test_a_range_shows_both_ends_and_an_unknown_end_says_so(cluster, waiting):
         html = render_to_string("portal/_workspace_queues.html", {"queues": [], "waiting": rows})
     cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r'<td data-field="expected-start">(.*?)</td>', html)]
     assert cells == ["2026-03-02 08:50 – 09:10", "2026-03-02 08:50 – 2026-03-04 08:50",
-                     "2026-03-02 08:50 – unknown", "unknown"]
+                     "not before 2026-03-02 08:50; depends on jobs ending", "unknown"]

@@ -1,5 +1,7 @@
 """Queue fairness and reclaim, and the water-filling fair share."""
 
+import random
+
 import pytest
 
 from scheduling.core import Pool, Queue, Snapshot, run_cycle
@@ -70,9 +72,25 @@ def test_non_preemptible_team_a_keeps_its_gpus():
         # a limit caps the share, the remainder flows to the others
         ([Queue("a", limit_milli=1000), Queue("b")], 4000,
          {"a": 9000, "b": 9000}, {"a": 1000, "b": 3000}),
-        # tree: org gets half, split inside by its children's deserved and weights
+        # tree: org gets half, split inside by its children's deserved and weights (the GPU over x's quota
+        # is halved: x and y weigh the same, so no rounding could pick one)
         ([Queue("org"), Queue("x", parent="org", deserved_milli=1000), Queue("y", parent="org"), Queue("z")],
          4000, {"x": 9000, "y": 9000, "z": 9000}, {"org": 2000, "x": 1500, "y": 500, "z": 2000}),
+        # over quota in whole GPUs: 7 GPUs split 1:4 are 1.4 and 5.6, each gets its whole ones and the
+        # one left goes to the queue the rounding kept the most from
+        ([Queue("a", deserved_milli=2000), Queue("b", deserved_milli=2000, over_quota_weight=4)], 11000,
+         {"a": 10000, "b": 10000}, {"a": 3000, "b": 8000}),
+        ([Queue("a", deserved_milli=4000, over_quota_weight=4), Queue("b", deserved_milli=2000, over_quota_weight=2)],
+         8000, {"a": 7000, "b": 3000}, {"a": 5000, "b": 3000}),
+        # ... but where the rounding kept the same fraction from each, the GPU left is divided exactly
+        ([Queue("a", deserved_milli=2000), Queue("b", deserved_milli=2000)], 11000,
+         {"a": 6000, "b": 6000}, {"a": 5500, "b": 5500}),
+        # a part that covers what a queue still asks for is given exactly, fractions of a GPU included
+        ([Queue("a", deserved_milli=1000), Queue("b", deserved_milli=1000)], 4000,
+         {"a": 1500, "b": 9000}, {"a": 1500, "b": 2500}),
+        # the GPU a priority level's rounding left goes to that level before the next is poured
+        ([Queue("a", over_quota_weight=2, priority=1), Queue("b"), Queue("c", priority=1)], 4000,
+         {"a": 9000, "b": 9000, "c": 9000}, {"a": 3000, "b": 0, "c": 1000}),
         # deserved over-committed: scaled down in proportion
         ([Queue("a", deserved_milli=3000), Queue("b", deserved_milli=1000)], 2000,
          {"a": 9000, "b": 9000}, {"a": 1500, "b": 500}),
@@ -88,6 +106,26 @@ def test_non_preemptible_team_a_keeps_its_gpus():
 def test_water_filling(queues, capacity, demand, expected):
     shares = fair_shares(queues, capacity, demand)
     assert {k: round(v) for k, v in shares.items()} == expected
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_siblings_of_equal_weight_are_divided_exactly(seed):
+    """Equal over-quota weights leave every open sibling the same fraction, so the whole-GPU division
+    never applies: each sibling gets the water level of the exact division (the trace replays' teams)."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 11)
+    deserved = [rng.randrange(0, 20) * 1000 for _ in range(n)]
+    demand = [d + rng.choice([0, 500, rng.randrange(0, 30) * 1000, rng.randrange(0, 30_000)]) for d in deserved]
+    capacity = sum(deserved) + rng.randrange(1, 60) * 1000 + rng.choice([0, 250])
+    queues = [Queue(f"q{i}", deserved_milli=deserved[i]) for i in range(n)]
+    shares = fair_shares(queues, capacity, {f"q{i}": demand[i] for i in range(n)})
+    wants = [demand[i] - deserved[i] for i in range(n)]
+    low, high = 0.0, float(max(wants))
+    for _ in range(200):        # the level at which the siblings' over-quota parts use up what is left
+        mid = (low + high) / 2
+        low, high = (mid, high) if sum(min(w, mid) for w in wants) < capacity - sum(deserved) else (low, mid)
+    for i in range(n):
+        assert shares[f"q{i}"] == pytest.approx(deserved[i] + min(wants[i], high), abs=1e-3)
 
 
 def test_queue_tree_errors_name_the_queue():

@@ -20,13 +20,6 @@ from scheduling.core.session import Session
 
 H100 = (Pool("h100"),)
 
-# KAI-Scheduler gives the over-quota part of the fair share in whole GPUs (each queue its weight's part
-# rounded down, what is left a GPU at a time to the queues the rounding kept the most from); these cases
-# rest on it. Our fair share divides it exactly: the whole-GPU division, tried, moved the MIX1 replay's
-# pool-besteffort layout off its target at 1,072 GPUs (one team's p95 wait from 49 s to 64-66 s).
-WHOLE_GPU_DIVISION = pytest.mark.xfail(strict=True, reason="needs the whole-GPU over-quota division")
-
-
 def whole(job_id: str, node: str, *gpus: int) -> RunningReplica:
     return RunningReplica(job_id, "worker", 0, node, gpus, Slice("whole", 1000, 81920))
 
@@ -77,7 +70,6 @@ def check(snap: Snapshot, *, fair: dict[str, int], evicted: set[str], bound: set
     return d, after
 
 
-@WHOLE_GPU_DIVISION
 def test_queue_under_fair_share_reclaims_from_one_over_it():
     """KAI integration reclaim 00, "queue0 is under fair share, queue1 is over fair share - reclaim".
 
@@ -116,7 +108,6 @@ def test_queue_within_its_deserved_reclaims_a_whole_job_from_an_over_committed_c
     check(snap, fair={"queue0": 4364, "queue1": 3636}, evicted={"running0"}, bound={"pending0"})
 
 
-@WHOLE_GPU_DIVISION
 def test_whole_gpu_remainder_goes_to_the_queue_with_the_bigger_fraction():
     """KAI integration reclaim 11, "Reclaim according to the reclaimable deserved GPUs, queue0 has 1 GPU
     from remaining ...".
@@ -232,7 +223,6 @@ def test_queues_over_committed_in_equal_ratio_reclaim_nothing():
     check(snap, fair={"queue0": 1000, "queue1": 1000}, evicted=set(), bound=set())
 
 
-@WHOLE_GPU_DIVISION
 def test_whole_gpu_over_quota_division_in_one_round():
     """KAI integration reclaim 19, "Verify we do only 1 round of GPU allocation for whole GPUs jobs, and
     give the GPUs to the one with the bigger remaining - this is a bug we had".
@@ -251,6 +241,63 @@ def test_whole_gpu_over_quota_division_in_one_round():
                  whole("running2", "h100-0", 6)),
     )
     check(snap, fair={"queue0": 5000, "queue1": 3000}, evicted={"running1", "running2"}, bound={"pending0"})
+
+
+@pytest.mark.parametrize(
+    "queues, weights, fair, evicted, bound",
+    [
+        # KAI resource division, "distributes remainder between queues based on creation time": two
+        # queues of equal weight, and the rounding kept half a GPU from each. KAI gives the GPU to the
+        # queue created first; queues here have no creation order, so the GPU is halved: 2.5 each. queue1,
+        # holding 2 and asking half a GPU more, takes it from queue0 (3 of its 2.5).
+        (("queue0", "queue1"), (1, 1), {"queue0": 2500, "queue1": 2500}, {"queue0-job2"}, {"queue1-half"}),
+        # The same with weights 2:1 (parts 2 and 1): nothing to round, nothing is over its share.
+        (("queue0", "queue1"), (2, 1), {"queue0": 3000, "queue1": 2000}, set(), set()),
+        # Weights 3:2 (parts 1.8 and 1.2): each its whole GPU, and the one left to queue0, whose fraction
+        # is bigger: queue0 holds its share of 3 (divided exactly, 2.8 and 2.2).
+        (("queue0", "queue1"), (3, 2), {"queue0": 3000, "queue1": 2000}, set(), set()),
+    ],
+)
+def test_over_quota_gpus_in_whole_gpus_unless_a_tie_decides(queues, weights, fair, evicted, bound):
+    """Five GPUs; two queues deserving one each; queue0 holds three 1-GPU jobs, queue1 two and asks half
+    a GPU more (and a whole one, so that it asks more than its share). The three GPUs over quota go in
+    whole GPUs, the queue the rounding kept the most from getting the one left, except where a tie
+    would decide it."""
+    snap = Snapshot(
+        pools=H100, nodes=nodes("h100", 1, 5),
+        queues=tuple(Queue(name, deserved_milli=1000, over_quota_weight=w)
+                     for name, w in zip(queues, weights, strict=True)),
+        jobs=(job("queue0-job0", "queue0", created=1), job("queue0-job1", "queue0", created=2),
+              job("queue0-job2", "queue0", created=3), job("queue1-job0", "queue1", created=4),
+              job("queue1-job1", "queue1", created=5), fraction("queue1-half", "queue1", 500, 6),
+              job("queue1-more", "queue1", created=7)),
+        running=(whole("queue0-job0", "h100-0", 0), whole("queue0-job1", "h100-0", 1),
+                 whole("queue0-job2", "h100-0", 2), whole("queue1-job0", "h100-0", 3),
+                 whole("queue1-job1", "h100-0", 4)),
+    )
+    d, _ = check(snap, fair=fair, evicted=evicted, bound=bound)
+    assert [(e.rule, e.level) for e in d.evicts] == [("fair-share", "queue0")] * len(evicted)
+
+
+def test_a_priority_level_gets_the_gpu_its_rounding_left_before_a_lower_level():
+    """KAI resource division gives the GPUs a priority level's rounding left only once every level has
+    been poured: a lower level may take a whole GPU of them while higher queues still ask. Here a level
+    gets its own first.
+
+    Four GPUs, no deserved quotas; qa and qc (priority 1, weights 2 and 1) and qb (priority 0). qb runs
+    one GPU, qa two and asks one more, qc one and asks one more. The level above splits the 4 GPUs 2.67
+    and 1.33: 2 and 1, and the one left to qa (KAI: to qb, shares 2, 1 and 1; divided exactly, 2.67,
+    1.33 and 0, and neither qa nor qc could take a whole GPU). qa takes qb's GPU."""
+    snap = Snapshot(
+        pools=H100, nodes=nodes("h100", 1, 4),
+        queues=(Queue("qa", over_quota_weight=2, priority=1), Queue("qb"), Queue("qc", priority=1)),
+        jobs=(job("b-job0", "qb", created=1), job("a-job0", "qa", created=2), job("a-job1", "qa", created=3),
+              job("c-job0", "qc", created=4), job("a-job2", "qa", created=5), job("c-job1", "qc", created=6)),
+        running=(whole("b-job0", "h100-0", 0), whole("a-job0", "h100-0", 1), whole("a-job1", "h100-0", 2),
+                 whole("c-job0", "h100-0", 3)),
+    )
+    d, _ = check(snap, fair={"qa": 3000, "qb": 0, "qc": 1000}, evicted={"b-job0"}, bound={"a-job2"})
+    assert [(e.rule, e.level, e.by_queue) for e in d.evicts] == [("fair-share", "qb", "qa")]
 
 
 def test_reclaim_moves_one_half_gpu_job_next_to_the_other():

@@ -96,6 +96,13 @@ EXAMPLES = {
                            "needs 16 GPUs within one rack; the largest free rack, b1/r2, has 12 GPUs"),
     "topology_level_unknown": ({"level": "rack", "pools": ["h100"]},
                                "needs one rack, but no node of pool h100 is labelled with that level"),
+    # pending: a deadline job before its latest start
+    "backfill_reserved": ({"nodes": 2, "gpus": 16, "free": 9},
+                          "GPUs reserved: 2 nodes are held for this job (9 of 16 GPUs free there so far)"),
+    "backfill_held": ({"pools": ["h100"], "nodes": 2},
+                      "2 nodes of pool h100 are held for bigger jobs that have waited longer"),
+    "deadline_waits_for_idle": ({"until": "2026-12-01 02:10 UTC", "latest_start": 1796091000.0},
+                                "deadline job: waits for idle GPUs until 2026-12-01 02:10 UTC, then starts for sure"),
     # pending: outside the cycle
     "waiting_for_cycle": ({}, "waiting for the next scheduling cycle"),
     "waits_for_off_peak": ({"not_before": "2026-01-01 22:00"},

@@ -38,7 +38,7 @@ CASES = [
                 2,
                 1,
                 "colour",
-                "unknown field 'colour' in the job (allowed: name, type, queue, priority, preemptible, reduceCost, expectedDuration, roles, checkpointPath, topology, kind, after, array, maxRuntime, retry, ttlAfterFinished, checkpoint, terminationGracePeriod)",
+                "unknown field 'colour' in the job (allowed: name, type, queue, priority, preemptible, reduceCost, expectedDuration, roles, checkpointPath, topology, kind, after, array, maxRuntime, retry, ttlAfterFinished, checkpoint, terminationGracePeriod, completeBy, completeWithin, tensorboard)",
             )
         ],
         id="unknown_far",

@@ -108,6 +108,9 @@ def test_counters_as_prometheus_text(start_process):
      "stream_options"),
     ("/v1/completions", {"model": "llama", "prompt": "x", "stream": True, "max_tokens": 0}, 400, "max_tokens"),
     ("/v1/chat/completions", {"model": "llama", "messages": []}, 400, "messages"),
+    ("/v1/completions", {"model": "llama", "prompt": "w " * 8190, "max_tokens": 3}, 400, "prompt"),   # the context
+    ("/v1/chat/completions", {"model": "llama", "messages": [{"role": "user", "content": "w " * 8000}],
+                              "max_tokens": 193, "stream": True}, 400, "messages"),
     ("/v1/embeddings", {"model": "llama"}, 404, None),
 ])
 def test_bad_requests_get_openai_errors(start_process, path, body, status, param):
@@ -233,3 +236,21 @@ def test_a_client_that_goes_away_frees_its_slot(start_process):
     assert status == 200 and time.monotonic() - started < 3
     _, figures = server.call("GET", "/metrics?format=json")
     assert {"path": "/v1/completions", "code": 499, "count": 1} in figures["requests"]
+
+
+def test_a_burst_of_connections_waits_in_the_backlog_instead_of_being_refused():
+    """The requests a cold start held reach the new replica at once: more than http.server's 5 must queue."""
+    import socket
+
+    from scheduling.backends.simulated.inference_server import make_server, parse_args
+
+    server = make_server(parse_args(["--model", "llama", *FAST]))   # listening, not accepting yet
+    sockets = []
+    try:
+        for _ in range(40):
+            sockets.append(socket.create_connection(server.server_address[:2], timeout=2))
+    finally:
+        for sock in sockets:
+            sock.close()
+        server.server_close()
+    assert len(sockets) == 40

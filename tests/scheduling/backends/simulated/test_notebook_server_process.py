@@ -95,3 +95,22 @@ def test_the_home_directory_outlives_the_process(start_process, tmp_path):
     second = start(start_process, home)
     status, file = second.call("GET", "/api/contents/notes.txt", headers=TOKEN)
     assert status == 200 and file["content"] == "epoch 3 was best"
+
+
+def test_the_process_measures_its_own_cpu(start_process, tmp_path):
+    """Real CPU use, measured by the process: quiet at rest, above the asked threshold while code burns a
+    core, and the age since it last was afterwards."""
+    notebook = start(start_process, tmp_path)
+    time.sleep(1.5)
+    _, rest = notebook.call("GET", "/metrics?format=json&cpu_pct=5", headers=TOKEN)
+    assert rest["cpu"]["percent"] < 5 and rest["cpu"]["busy_age_s"] is None
+    _, kernel = notebook.call("POST", "/api/kernels", {"name": "python3"}, headers=TOKEN)
+    assert notebook.call("POST", f"/api/kernels/{kernel['id']}/execute", {"seconds": 2.5, "cpu": 1.0},
+                         headers=TOKEN)[0] == 202
+    time.sleep(2.2)
+    _, busy = notebook.call("GET", "/metrics?format=json&cpu_pct=5", headers=TOKEN)
+    # a sample above 5 % of a core within the last second or so (a shared machine may slow the burn down)
+    assert busy["cpu"]["busy_age_s"] < 1.5 and busy["cpu"]["percent"] > rest["cpu"]["percent"]
+    assert notebook.call("POST", f"/api/kernels/{kernel['id']}/execute", {"cpu": 2}, headers=TOKEN)[0] == 400
+    _, text = notebook.call("GET", "/metrics", headers=TOKEN)
+    assert "sim_process_cpu_percent " in text

@@ -1,0 +1,1 @@
+"""Invoices and credit notes of billing accounts: issued from closed months, rendered as HTML and PDF."""

@@ -1,0 +1,64 @@
+"""bench.replay --eta-accuracy (bench/eta.py): the product's forecast asked during a replay and scored against
+the real starts, on a hand-made trace with a known answer and on the MIX1 excerpt (the CI smoke test)."""
+
+import json
+import math
+
+from bench import eta
+from bench import replay as bench
+
+FIXTURE = "tests/fixtures/traces/philly_mix1_excerpt.csv"
+KEYS = {"coverage", "median_width_to_wait", "p90_width_to_wait", "median_abs_error_s", "by_queue", "by_size"}
+
+
+def run_main(capsys, *argv) -> dict:
+    assert bench.main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_a_job_waiting_for_the_only_node_is_asked_at_submission_and_every_ten_minutes(tmp_path, capsys):
+    # team a's 8-GPU job holds the node for 1500 s; team a's next one, submitted at 10 s, waits 1490 s: asked
+    # at 10, 610 and 1210 s, each time told it starts when the first ends
+    path = tmp_path / "trace.csv"
+    path.write_text("job_id,user,num_gpu,submit_time,duration,best_effort\n1,a,8,0,1500,0\n2,a,8,10,100,0\n")
+    out = run_main(capsys, "--trace", str(path), "--mode", "pool", "--gpus", "8", "--silo-gpus", "a=8",
+                   "--eta-accuracy", "--json")
+    figures = out["eta"]
+    assert KEYS <= figures.keys() and figures == out["modes"]["pool"]["eta"]
+    assert figures["answers"] == 3 and figures["jobs"] == 1
+    assert figures["coverage"] == 1.0 and figures["median_abs_error_s"] <= 30
+    assert 0 < figures["median_width_to_wait"] <= 0.05
+    assert set(figures["by_queue"]) == {"a"} and set(figures["by_size"]) == {"5-8"}
+
+
+def test_an_answer_that_misses_or_has_no_end_counts_as_such():
+    def answer(earliest, latest, start=100.0):
+        return eta.Answer("j", "q", 1, 0.0, 0.0, start, earliest, latest)
+
+    figures = eta.eta_figures([answer(90, 110), answer(120, 130), answer(50, None), answer(None, None)])
+    assert figures["coverage"] == 0.5                       # the range holding 100 and the open-ended one
+    assert figures["open_ended"] == 0.25 and figures["unknown"] == 0.25
+    assert figures["median_width_to_wait"] == 0.2           # widths 0.2, 0.1, inf, inf: the upper median
+    assert figures["p90_width_to_wait"] is None             # infinitely wide
+    assert figures["median_abs_error_s"] == 12.5            # middles 100 and 125: errors 0 and 25
+    assert math.isinf(answer(50, None).width)
+
+
+def test_the_mix1_excerpt_smoke(capsys):
+    out = run_main(capsys, "--trace", FIXTURE, "--mode", "pool-besteffort", "--gpus", "152",
+                   "--silo-gpus", "vc_6214e9=80,vc_ed69ec=56,vc_ee9e8c=72", "--eta-accuracy",
+                   "--eta-asked-until", "120", "--json")
+    figures = out["eta"]
+    assert KEYS <= figures.keys()
+    assert figures["answers"] > 0 and 0.0 <= figures["coverage"] <= 1.0
+    assert sum(b["answers"] for b in figures["by_queue"].values()) == figures["answers"]
+    assert sum(b["answers"] for b in figures["by_size"].values()) == figures["answers"]
+
+
+def test_the_synthetic_trace_is_the_same_for_a_seed_and_replays(tmp_path):
+    rows = eta.synthetic_trace(teams=2, hours=0.5, gpus=16, seed=3)
+    assert rows == eta.synthetic_trace(teams=2, hours=0.5, gpus=16, seed=3) and rows
+    path = tmp_path / "synthetic.csv"
+    assert eta.main(["--write-synthetic", str(path), "--teams", "2", "--hours", "0.5", "--gpus", "16"]) == 0
+    trace = bench.read_philly_file(str(path))
+    assert {j.team for j in trace} == {"team0", "team1"} and all(j.gpus in (1, 2, 4, 8, 16) for j in trace)
