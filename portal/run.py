@@ -5,7 +5,7 @@ foreground. It runs the project's own Redis (unless REDIS_URL points elsewhere),
 (uvicorn, one process per core), the Celery worker (which runs the scheduling cycle on the
 simulated cluster), the same web application on the notebooks' port (NOTEBOOK_ORIGIN's, 8001: each
 notebook on a host of its own, `<id>.nb.localhost:8001`, so that its pages never share the portal's
-origin or cookies), Celery beat and the simulated node agents; a process that dies is started again while the others keep serving.
+origin or cookies), the SSH gateway (SSH_GATEWAY_PORT, 2222), Celery beat and the simulated node agents; a process that dies is started again while the others keep serving.
 Every line goes to the terminal prefixed with its process name; Ctrl-C stops everything.
 
 Every program waits for what it needs before it starts (`portal.wait`), so nothing fails at start and no
@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-NAMES = ("redis", "web", "notebooks", "worker", "worker-long", "beat", "agents", "history", "banner")
+NAMES = ("redis", "web", "notebooks", "ssh", "worker", "worker-long", "beat", "agents", "history", "banner")
 CELERY_WORKERS = ("worker", "worker-long")
 ONCE = ("banner",)  # runs once to its end; not restarted, its lines not prefixed
 RUN_ONCE = ("history",)  # runs once to its end, not restarted; its lines prefixed
@@ -77,6 +77,9 @@ def processes(port: int, var_dir: Path, redis_command: list[str] | None = None,
         # The same application on the notebooks' hosts: it serves them the notebook proxy and nothing else.
         **({"notebooks": f"{wait} && DB_POOL=1 exec {shlex.join(web_command(notebook_port, workers=1))}"}
            if notebook_port else {}),
+        # The SSH gateway (portal.ssh_gateway) on SSH_GATEWAY_PORT, into running notebooks and jobs; it
+        # starts after the web server answers, so that it does not take the cores from it while it starts.
+        "ssh": f"{after_web}exec {py} -m portal.ssh_gateway",
         # The scheduling cycle runs on the simulated cluster (or Kubernetes) from this worker.
         "worker": f"{after_web}exec {py} -m celery -A portal --quiet worker -l INFO --concurrency 2 -n worker@%h",
         # Replays and exports (settings: LONG_TASKS) on their own queue, so they never delay a cycle.
