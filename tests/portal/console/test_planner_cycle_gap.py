@@ -65,8 +65,13 @@ def test_two_replays_on_the_long_worker_leave_the_cycle_every_tick(cluster, oper
 
         runs = [services.start_run(operator, kind=PlannerRun.Kind.TRACE, inputs=TRACE_INPUTS, trace_csv=big_trace())
                 for _ in range(2)]   # sent to `long` as each commits
-        wait_until(lambda: PlannerRun.objects.filter(state=PlannerRun.State.RUNNING).count() == 2, 180,
-                   "the long worker does not run both replays at once")
+        try:
+            wait_until(lambda: PlannerRun.objects.filter(state=PlannerRun.State.RUNNING).count() == 2, 180,
+                       "the long worker does not run both replays at once")
+        except AssertionError as failed:  # what the runs and the long worker say, to tell load from a fault
+            states = list(PlannerRun.objects.filter(pk__in=[r.pk for r in runs]).values_list("state", "progress", "error"))
+            raise AssertionError(f"{failed}; runs {states}; worker-long said: "
+                                 f"{(tmp_path / 'worker-long.log').read_text()[-2000:]}") from None
         seen, start = [last_cycle()], time.monotonic()
         while time.monotonic() - start < MEASURE_S:
             if (at := last_cycle()) != seen[-1]:
