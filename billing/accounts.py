@@ -125,6 +125,13 @@ def account_of(workspace) -> BillingAccount | None:
     return link.account if link else None
 
 
+def paying_for(workspace_ids, via: str = "") -> Q:
+    """Accounts (reached through `via`, e.g. "account__") that pay for any of these workspaces, themselves or
+    through a sub-account."""
+    return (Q(**{f"{via}workspace_links__workspace_id__in": workspace_ids})
+            | Q(**{f"{via}sub_accounts__workspace_links__workspace_id__in": workspace_ids}))
+
+
 def account_workspace_ids(account: BillingAccount) -> list[int]:
     """The workspaces an account pays for: its own and, for a top-level account, its sub-accounts'."""
     links = AccountWorkspace.objects.filter(Q(account=account) | Q(account__parent=account))

@@ -24,7 +24,7 @@ from django.utils.translation import gettext
 
 from billing import history_catalogue as texts
 from billing import pricing
-from billing.accounts import AccountError, account_workspace_ids
+from billing.accounts import AccountError, account_workspace_ids, paying_for
 from billing.ledger.periods import period_bounds, period_start
 from billing.ledger.selectors import money_sum
 from billing.models import AccountWorkspace, BillingAccount, ChargeLine, CreditTopUp
@@ -183,9 +183,7 @@ def check_credits(*, now: datetime | None = None, workspace_ids=None) -> list[Bi
     now = now or clock.now()
     accounts = BillingAccount.objects.filter(prepaid=True, credit_started__isnull=False).order_by("pk")
     if workspace_ids is not None:
-        ids = list(workspace_ids)
-        accounts = accounts.filter(Q(workspace_links__workspace_id__in=ids)
-                                   | Q(sub_accounts__workspace_links__workspace_id__in=ids)).distinct()
+        accounts = accounts.filter(paying_for(list(workspace_ids))).distinct()
     alerted = []
     for account in accounts:
         try:

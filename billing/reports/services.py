@@ -9,13 +9,12 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import translation
 from django.utils.translation import gettext
 
 from billing import history_catalogue as texts
 from billing import pricing
-from billing.accounts import account_of, account_workspace_ids
+from billing.accounts import account_of, account_workspace_ids, paying_for
 from billing.credits import check_credit_allows_submit, check_credits, require_account_finance
 from billing.currency import currency_at
 from billing.ledger.periods import period_bounds, period_start
@@ -273,9 +272,7 @@ def check_account_budgets(*, now: datetime | None = None, workspace_ids=None) ->
     now = now or clock.now()
     budgets = AccountBudget.objects.select_related("account").order_by("account_id")
     if workspace_ids is not None:
-        ids = list(workspace_ids)
-        budgets = budgets.filter(Q(account__workspace_links__workspace_id__in=ids)
-                                 | Q(account__sub_accounts__workspace_links__workspace_id__in=ids)).distinct()
+        budgets = budgets.filter(paying_for(list(workspace_ids), via="account__")).distinct()
     fired = []
     for budget in budgets:
         try:
@@ -286,21 +283,13 @@ def check_account_budgets(*, now: datetime | None = None, workspace_ids=None) ->
 
 
 def _check_account_budget(account: BillingAccount, now: datetime) -> list[AccountBudgetAlert]:
-    fired = []
     status = account_budget_status(account, now=now)
     if status is None:
-        return fired
+        return []
     budget = status.budget
-    for threshold in parse_thresholds(budget.thresholds):
-        if status.spent * 100 < budget.amount * threshold:
-            continue
-        try:
-            with transaction.atomic():
-                alert = AccountBudgetAlert.objects.create(budget=budget, period_start=status.period_start,
-                                                          threshold=threshold, spent=status.spent, percent=status.percent)
-        except IntegrityError:
-            continue  # already fired this period
-        fired.append(alert)
+    fired = _new_alerts(status, lambda threshold: AccountBudgetAlert.objects.create(
+        budget=budget, period_start=status.period_start, threshold=threshold, spent=status.spent,
+        percent=status.percent))
     if fired:
         _send_account_alert(account, status, max(fired, key=lambda a: a.threshold))
     if status.exhausted and budget.suspend_preemptible:
@@ -370,25 +359,32 @@ def check_budgets(*, now: datetime | None = None, workspace_ids=None) -> list[Bu
 
 
 def _check_budget(workspace, now: datetime) -> list[BudgetAlert]:
-    fired = []
     status = budget_status(workspace, now=now)
-    if status is not None:
-        budget = status.budget
-        for threshold in parse_thresholds(budget.thresholds):
-            if status.spent * 100 < budget.amount * threshold:
-                continue
-            try:
-                with transaction.atomic():
-                    alert = BudgetAlert.objects.create(budget=budget, period_start=status.period_start,
-                                                       threshold=threshold, spent=status.spent,
-                                                       percent=status.percent, as_of=status.as_of)
-            except IntegrityError:
-                continue  # already fired this period
-            fired.append(alert)
-        if fired:  # one e-mail, about the highest threshold crossed
-            _send_alert(budget, max(fired, key=lambda a: a.threshold))
-        if status.exhausted and budget.suspend_preemptible:
-            _suspend_preemptible(workspace, status, now)
+    if status is None:
+        return []
+    budget = status.budget
+    fired = _new_alerts(status, lambda threshold: BudgetAlert.objects.create(
+        budget=budget, period_start=status.period_start, threshold=threshold, spent=status.spent,
+        percent=status.percent, as_of=status.as_of))
+    if fired:  # one e-mail, about the highest threshold crossed
+        _send_alert(budget, max(fired, key=lambda a: a.threshold))
+    if status.exhausted and budget.suspend_preemptible:
+        _suspend_preemptible(workspace, status, now)
+    return fired
+
+
+def _new_alerts(status, create) -> list:
+    """`create(threshold)` for each threshold the period's spend has crossed; a threshold that already fired this
+    period is skipped (the alert's unique constraint refuses it again)."""
+    fired = []
+    for threshold in parse_thresholds(status.budget.thresholds):
+        if status.spent * 100 < status.budget.amount * threshold:
+            continue
+        try:
+            with transaction.atomic():
+                fired.append(create(threshold))
+        except IntegrityError:
+            continue  # already fired this period
     return fired
 
 
