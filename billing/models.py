@@ -454,38 +454,53 @@ class WorkspaceCurrency(models.Model):
         return f"{self.workspace_id}: {self.currency} from {self.period:%Y-%m}"
 
 
-class Budget(models.Model):
-    """A monthly spending limit for a workspace; alerts at each threshold (50, 80 and 100 % by default)."""
+class MonthlyLimit(models.Model):
+    """What a workspace's and a billing account's budgets share: a monthly amount, alerts at each threshold (50,
+    80 and 100 % by default), and what happens at the limit."""
 
-    workspace = models.OneToOneField("portal.Workspace", on_delete=models.CASCADE, related_name="budget")
     amount = models.DecimalField(max_digits=14, decimal_places=2)
-    currency = models.CharField(max_length=3, default="USD")
     block_at_limit = models.BooleanField(default=False, help_text="Refuse new submissions once 100 % is spent")
-    suspend_preemptible = models.BooleanField(default=False,
-                                              help_text="At 100 %, also stop the workspace's preemptible jobs")
     thresholds = models.CharField(max_length=60, default="50,80,100",
                                   help_text="Percentages that send an alert, each once a month")
     updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class ThresholdAlert(models.Model):
+    """A budget's threshold crossed in one period: each model's unique constraint makes each fire once."""
+
+    period_start = models.DateField()
+    threshold = models.PositiveSmallIntegerField()
+    spent = models.DecimalField(max_digits=16, decimal_places=2)
+    percent = models.DecimalField(max_digits=12, decimal_places=1, default=0)
+    fired_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-fired_at"]
+
+
+class Budget(MonthlyLimit):
+    """A monthly spending limit for a workspace."""
+
+    workspace = models.OneToOneField("portal.Workspace", on_delete=models.CASCADE, related_name="budget")
+    currency = models.CharField(max_length=3, default="USD")
+    suspend_preemptible = models.BooleanField(default=False,
+                                              help_text="At 100 %, also stop the workspace's preemptible jobs")
 
     def __str__(self) -> str:
         return f"{self.workspace}: {self.amount} {self.currency}/month"
 
 
-class BudgetAlert(models.Model):
-    """A threshold crossed in one period: the unique constraint makes each fire once."""
-
+class BudgetAlert(ThresholdAlert):
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts")
-    period_start = models.DateField()
-    threshold = models.PositiveSmallIntegerField()
-    spent = models.DecimalField(max_digits=16, decimal_places=2)
-    percent = models.DecimalField(max_digits=12, decimal_places=1, default=0)
     as_of = models.DateTimeField(null=True)
-    fired_at = models.DateTimeField(auto_now_add=True)
 
-    class Meta:
+    class Meta(ThresholdAlert.Meta):
         constraints = [models.UniqueConstraint(fields=["budget", "period_start", "threshold"],
                                                name="one_alert_per_threshold_and_period")]
-        ordering = ["-fired_at"]
 
 
 class ReportExport(models.Model):
@@ -610,37 +625,24 @@ class ChargebackShare(WrittenOnce, models.Model):
         constraints = [models.UniqueConstraint(fields=["posting", "workspace"], name="one_share_per_posting")]
 
 
-class AccountBudget(models.Model):
+class AccountBudget(MonthlyLimit):
     """A monthly spending limit for a billing account, in its currency: the sum of its workspaces' and its
     sub-accounts' workspaces' ledger lines. Alerts and the limit work as a workspace's Budget does."""
 
     account = models.OneToOneField(BillingAccount, on_delete=models.CASCADE, related_name="budget")
-    amount = models.DecimalField(max_digits=14, decimal_places=2)
-    block_at_limit = models.BooleanField(default=False, help_text="Refuse new submissions once 100 % is spent")
     suspend_preemptible = models.BooleanField(default=False,
                                               help_text="At 100 %, also stop the workspaces' preemptible jobs")
-    thresholds = models.CharField(max_length=60, default="50,80,100",
-                                  help_text="Percentages that send an alert, each once a month")
-    updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return f"{self.account}: {self.amount} {self.account.currency}/month"
 
 
-class AccountBudgetAlert(models.Model):
-    """An account budget's threshold crossed in one period: the unique constraint makes each fire once."""
-
+class AccountBudgetAlert(ThresholdAlert):
     budget = models.ForeignKey(AccountBudget, on_delete=models.CASCADE, related_name="alerts")
-    period_start = models.DateField()
-    threshold = models.PositiveSmallIntegerField()
-    spent = models.DecimalField(max_digits=16, decimal_places=2)
-    percent = models.DecimalField(max_digits=12, decimal_places=1, default=0)
-    fired_at = models.DateTimeField(auto_now_add=True)
 
-    class Meta:
+    class Meta(ThresholdAlert.Meta):
         constraints = [models.UniqueConstraint(fields=["budget", "period_start", "threshold"],
                                                name="one_account_alert_per_threshold_and_period")]
-        ordering = ["-fired_at"]
 
 
 class CreditTopUp(WrittenOnce, models.Model):
