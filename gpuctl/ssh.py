@@ -19,7 +19,6 @@ KEYS = "/api/v1/account/ssh-keys/"
 GATEWAY = "/api/v1/account/ssh-gateway/"
 JOBS = "/api/v1/jobs/"
 RUNNING = "Running"
-SSH_KINDS = ("training", "notebook")   # inference services have no SSH server
 DEFAULT_KEYS = ("id_ed25519.pub", "id_rsa.pub")
 
 
@@ -75,7 +74,7 @@ def _gateway(run) -> dict[str, Any]:
 def _running(run) -> list[dict]:
     params = {"state": RUNNING, **({"workspace": run.settings.workspace} if run.settings.workspace else {})}
     return [j for j in run.api.get_all(JOBS, params=params, not_found="no such workspace")
-            if j.get("state") == RUNNING and j.get("kind", "training") in SSH_KINDS]
+            if j.get("state") == RUNNING and j.get("ssh")]   # its kind runs an SSH server
 
 
 def find_job(run, ref: str) -> dict:

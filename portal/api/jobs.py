@@ -30,6 +30,7 @@ from portal.api.fields import DurationHoursField, SpecField
 from portal.api.job_rows import job_row
 from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
+from scheduling import kinds
 from scheduling.api import (
     END_CODES,
     DomainError,
@@ -85,6 +86,8 @@ class JobOutput(serializers.Serializer):
     pending_params = serializers.JSONField(read_only=True)
     type = serializers.CharField(source="job_type")
     kind = serializers.CharField(help_text="training, notebook or inference")
+    ssh = serializers.SerializerMethodField(
+        help_text="Whether its replicas run an SSH server that the SSH gateway reaches (its kind says)")
     priority = serializers.IntegerField()
     preemptible = serializers.BooleanField()
     reduce_cost = serializers.BooleanField()
@@ -101,6 +104,10 @@ class JobOutput(serializers.Serializer):
     schedule = serializers.IntegerField(source="schedule_id", allow_null=True, read_only=True,
                                         help_text="The schedule this job is a run of (/api/v1/schedules/{id}/); null: "
                                                   "submitted by hand")
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_ssh(self, job) -> bool:
+        return kinds.kind_of(job).ssh
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_currency(self, job) -> str:

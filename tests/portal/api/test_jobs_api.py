@@ -166,3 +166,15 @@ def test_the_job_list_rows_are_the_serializers_json(cluster, api_as):
     by_id = {j.pk: job_row(j, totals) for j in jobs}
     assert by_id[ids[0]]["replicas"][1]["lost_gpu_hours"] in ("0.1234", "0.1235")  # four places, as stored
     assert JSONRenderer().render(listed) == JSONRenderer().render([by_id[j["id"]] for j in listed])
+
+
+def test_the_api_says_which_jobs_take_ssh_by_their_kind(cluster, api_as):
+    """`ssh` comes from the kind object (a service runs no SSH server), in the list and the detail, so that
+    `gpuctl ssh-config` lists what the gateway reaches without a table of kinds of its own."""
+    alice = api_as(cluster.alice)
+    ids = [submit(alice, "vision-lab", CLEAN_YAML.replace("bert-finetune", f"run-{n}")).json()["id"] for n in range(3)]
+    for job_id, kind in zip(ids, ("training", "notebook", "inference"), strict=True):
+        Job.objects.filter(pk=job_id).update(kind=kind)
+    listed = {j["id"]: j["ssh"] for j in alice.get("/api/v1/jobs/", {"workspace": "vision-lab"}).json()["results"]}
+    assert [listed[i] for i in ids] == [True, True, False]
+    assert [alice.get(f"/api/v1/jobs/{i}/").json()["ssh"] for i in ids] == [True, True, False]

@@ -36,6 +36,8 @@ ALLOWED = {
     # The command-line client imports nothing of the platform (an import contract), so it keeps its own
     # table of the kinds it has a command for, keyed by the name the API gives.
     ("gpuctl/kinds.py", "{'notebook': 'notebook', 'inference': 'serve'}"): "the client imports no platform code",
+    # The memory estimate is for a task, training or inference, whatever kind of job asks for it.
+    ("scheduling/serving/memory.py", "('training', 'inference')"): "the memory estimate's tasks, not kinds",
 }
 
 
@@ -69,6 +71,9 @@ def kind_branches(source: str, names: tuple[str, ...]) -> list[str]:
         elif isinstance(node, ast.Dict) and node.keys and all(
                 isinstance(k, ast.Constant) and k.value in names for k in node.keys):
             found.append(node)  # a table keyed by kinds (one with other keys is a record, not a table)
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts and all(
+                isinstance(e, ast.Constant) and e.value in names for e in node.elts):
+            found.append(node)  # a list of kinds, which decides by kind wherever its name is used
     return [ast.unparse(node) for node in found]
 
 
@@ -84,6 +89,7 @@ def test_the_scan_finds_what_it_looks_for():
     assert kind_branches('Job.objects.filter(job__kind__in=["notebook", "inference"])\n', names)
     assert kind_branches('match kind:\n    case "inference":\n        pass\n', names)
     assert kind_branches('COMMANDS = {"notebook": "notebook"}\n', names)
+    assert kind_branches('SSH_KINDS = ("training", "notebook")\n', names)
     # a kind's name is found whatever it is compared with (the memory estimate's task names its own constants)
     assert kind_branches('x = task == "training"\n', names)
     # not a kind: a slice's kind, a registry look-up, a query by the kinds' own facts, a record with such a key
