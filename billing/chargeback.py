@@ -33,10 +33,11 @@ from decimal import Decimal
 
 from django.apps import apps
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 from django.utils.translation import gettext
 
 from billing import pricing
+from billing.accounts import account_workspace_ids
 from billing.currency import check_currency, default_currency
 from billing.exchange_rates import RateBook, rate_day
 from billing.ledger.periods import month_end, period_bounds, period_start
@@ -136,7 +137,7 @@ def save_policy(pool: NodePool, policy: str, account: BillingAccount | None = No
     if policy == ChargebackPolicy.Policy.TO_ACCOUNT:
         if account is None:
             raise ChargebackError(gettext("account: the to-account policy needs an account"), field="account")
-        if not _account_workspaces(account):
+        if not account_workspace_ids(account):
             raise ChargebackError(gettext("account: %(account)s holds no workspace to charge") % {
                 "account": account.slug}, field="account")
     else:
@@ -147,12 +148,6 @@ def save_policy(pool: NodePool, policy: str, account: BillingAccount | None = No
 
 def policies() -> dict[str, ChargebackPolicy]:
     return {p.pool.name: p for p in ChargebackPolicy.objects.select_related("pool", "account")}
-
-
-def _account_workspaces(account: BillingAccount) -> list[int]:
-    """The workspaces of an account and of its sub-accounts."""
-    return list(AccountWorkspace.objects.filter(Q(account=account) | Q(account__parent=account))
-                .values_list("workspace_id", flat=True))
 
 
 # --------------------------------------------------------------------------- figures
@@ -226,7 +221,7 @@ def _live_pool(pool: NodePool, gpus: int, rule: ChargebackPolicy | None, usage: 
         return PoolChargeback(pool.name, policy, account, sum(direct.values(), ZERO), direct, {})
     capacity = pricing.quantize_money(capacity, currency)
     if policy == ChargebackPolicy.Policy.TO_ACCOUNT:
-        members = _account_workspaces(rule.account)
+        members = account_workspace_ids(rule.account)
         weights = {ws: usage.get(ws, (ZERO, ZERO))[1] for ws in members}
     elif policy == ChargebackPolicy.Policy.BY_QUOTA:
         weights = _quota_weights(set(billed) | set(usage))

@@ -25,7 +25,7 @@ from django.utils.translation import gettext
 
 from billing.ledger.periods import month_end
 from billing.models import ExchangeRate
-from billing.pricing import MINOR_UNITS, quantize_money
+from billing.pricing import MINOR_UNITS
 from billing.time_zone import platform_tz
 from scheduling.api import DomainError, clock
 
@@ -271,8 +271,3 @@ class RateBook:
                                   "before): store one on the console's exchange-rate page or import the ECB's rates "
                                   "of that day") % {"source": currency, "target": self.target,
                                                     "day": day.isoformat(), "back": lookback_days()})
-
-    def convert(self, amount: Decimal, currency: str, day: date) -> tuple[Decimal, Decimal]:
-        """(amount in target rounded once to its minor unit, the rate used)."""
-        rate = self.rate(currency, day)
-        return quantize_money(Decimal(amount) * rate, self.target), rate

@@ -3,10 +3,10 @@ workspaces that account's. Anyone else is told nothing exists (404), not that it
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.http import Http404
 
-from billing.models import Invoice
+from billing.models import Invoice, InvoiceLine
 
 
 def visible_invoices(user) -> QuerySet[Invoice]:
@@ -21,7 +21,8 @@ def visible_invoices(user) -> QuerySet[Invoice]:
 
 
 def get_invoice(user, pk) -> Invoice:
-    invoice = visible_invoices(user).filter(pk=pk).first() if str(pk).isdigit() else None
+    lines = Prefetch("lines", queryset=InvoiceLine.objects.select_related("workspace"))  # each line's workspace
+    invoice = visible_invoices(user).prefetch_related(lines).filter(pk=pk).first() if str(pk).isdigit() else None
     if invoice is None:
         raise Http404("No such invoice")
     return invoice

@@ -16,10 +16,10 @@ from decimal import Decimal, InvalidOperation
 from django.conf import settings
 
 from billing import pricing
+from billing.ledger import prices
 from billing.ledger.posting import hour_floor
 from billing.ledger.selectors import job_currency, job_total
 from billing.models import ChargeLine
-from billing.quotes import DEADLINE
 from billing.time_zone import platform_tz
 from scheduling.models import JobState
 
@@ -28,11 +28,10 @@ DEADLINE_CAP_SKU = "deadline-cap"
 
 def quoted_cap(job) -> Decimal | None:
     """The most a deadline job was quoted at ("by the deadline" option); None: not priced so."""
-    quote = job.quote if isinstance(job.quote, dict) else {}
-    if job.complete_by is None or quote.get("when") != DEADLINE:
+    if not prices.by_deadline(job):
         return None
     try:
-        return Decimal(str(quote["estimate_high"]))
+        return Decimal(str(job.quote["estimate_high"]))
     except (KeyError, InvalidOperation):
         return None
 
