@@ -20,7 +20,8 @@ from django.utils.translation import gettext
 
 from portal.console import audit
 from portal.console.models import AuditEntry
-from portal.models import Membership, Role, SshAuthFailure, SshKey, SshSession, Workspace
+from portal.models import SshAuthFailure, SshKey, SshSession, Workspace
+from portal.selectors import membership_for
 from portal.ssh_keys import fingerprint_of, key_owner
 from scheduling.api import Forbidden, SshTarget, clock, get_backend, has_ssh, running_job, ssh_target
 
@@ -74,9 +75,8 @@ def decide(user, username: str) -> Decision:
     if found is None or not user.is_active:
         return refusal
     workspace = Workspace.objects.filter(slug=found["workspace"]).first()
-    role = Membership.objects.filter(user=user, workspace=workspace).values_list("role", flat=True).first() \
-        if workspace else None
-    if role not in (Role.OWNER, Role.MEMBER):
+    membership = membership_for(user, workspace) if workspace else None
+    if membership is None or not membership.can_submit:
         return refusal
     if not workspace.ssh_enabled:
         return Decision(None, gettext("SSH is turned off in workspace %(workspace)s") % {"workspace": workspace.slug})
@@ -101,7 +101,8 @@ class NotSshOwner(Forbidden, PermissionDenied):
 
 
 def may_switch_ssh(user, workspace: Workspace) -> bool:
-    return Membership.objects.filter(user=user, workspace=workspace, role=Role.OWNER).exists()
+    membership = membership_for(user, workspace)
+    return membership is not None and membership.can_manage_members
 
 
 @transaction.atomic

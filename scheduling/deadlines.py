@@ -15,6 +15,7 @@ report that it can no longer be met.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -77,11 +78,16 @@ def latest_start_for(deadline: datetime, remaining_s: float, high: float = 1.0) 
     return deadline - timedelta(seconds=remaining_s + margin_s(remaining_s, high))
 
 
-def latest_start_at_submit(spec: JobSpec, complete: datetime | None, queue) -> datetime | None:
-    """A new job's latest start, with its queue's run-time spread as the forecast reads it now."""
+def latest_start_at_submit(spec: JobSpec, complete: datetime | None, spread: Callable[[], float]) -> datetime | None:
+    """A new job's latest start, with its queue's run-time spread (`spread()`, read only for a deadline job)."""
     if complete is None:
         return None
-    return latest_start_for(complete, spec.expected_duration_s, forecast.runtime_factors([queue.name])[queue.name][1])
+    return latest_start_for(complete, spec.expected_duration_s, spread())
+
+
+def runtime_spread(queue_name: str) -> float:
+    """The queue's run-time spread as the forecast reads it now (the high factor of its run times)."""
+    return forecast.runtime_factors([queue_name])[queue_name][1]
 
 
 def refresh(now: datetime) -> int:
@@ -160,9 +166,9 @@ def phase_text(phase: str) -> str:
 def phase_of(job: Job, now: datetime) -> str:
     if job.deadline_missed is not None:
         return "missed"
-    if job.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+    if job.state in FINAL_STATES:
         return "done"
-    if job.state in ACTIVE_STATES and job.state != JobState.PENDING:
+    if job.state in ACTIVE_STATES:
         return "running"
     if job.latest_start is not None and now >= job.latest_start:
         return "strict"

@@ -66,6 +66,7 @@ class SubmitReads:
         self.queues = {queue.name: queue for queue in selectors.queues_for_workspace(workspace)}
         self._parents: dict[int, Any] = {queue.pk: queue for queue in self.queues.values()}
         self._default: list = []
+        self._spreads: dict[str, float] = {}
 
     def queue(self, name: str | None):
         """The named queue open to the workspace (None: not open), or its default queue when `name` is empty."""
@@ -89,6 +90,12 @@ class SubmitReads:
     @cached_property
     def secret_names(self) -> list[str]:
         return secrets.secret_names(self.workspace)
+
+    def runtime_spread(self, queue_name: str) -> float:
+        """The queue's run-time spread for deadline jobs' latest starts, read once per queue for a batch."""
+        if queue_name not in self._spreads:
+            self._spreads[queue_name] = deadlines.runtime_spread(queue_name)
+        return self._spreads[queue_name]
 
     def parse(self, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
         kwargs = {"cluster": self.cluster, "workspace_queues": list(self.queues),
@@ -302,7 +309,7 @@ def _new_job(user, workspace, item: SubmitItem, reads: SubmitReads,
         topology=job_topology(parsed, quote),
         max_runtime_s=runtime.max_runtime_for(parsed, queue),
         complete_by=complete_by,
-        latest_start=deadlines.latest_start_at_submit(parsed, complete_by, queue),
+        latest_start=deadlines.latest_start_at_submit(parsed, complete_by, lambda: reads.runtime_spread(queue.name)),
         **_pending_fields(*pending),
         **lifecycle,
     )
