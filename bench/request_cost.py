@@ -8,7 +8,9 @@ migrate` and `manage.py load_demo` in child processes; --reuse keeps a database 
 then, in this process on that database, issues -n requests per endpoint of bench.load's mix with
 Django's test Client (browsers logged in as alice, bob and finance in turn, the API with Bearer tokens)
 and prints per endpoint: CPU ms per request (this process: the Python side of the web server, the
-database server's own CPU not in it), wall ms per request and SQL queries per request. The first
+database server's own CPU not in it), wall ms per request and SQL queries per request. Without REDIS_URL
+it starts an embedded Redis of its own, as bench.load does: the pages keep shared figures in the cache,
+and without one every request would compute them (the report page costs half again). The first
 request of each endpoint is a warm-up (imports, template compilation) and is not counted.
 `--profile ENDPOINT` prints the cProfile top functions of that endpoint's counted requests, timed in CPU
 seconds of this process (waits for the database and a busy machine's other work left out); with
@@ -25,8 +27,10 @@ import json
 import os
 import pstats
 import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -143,8 +147,25 @@ def main(argv: list[str] | None = None) -> int:
            "RATE_LIMIT_LOGIN": "1000000/60", "RATE_LIMIT_API_TOKEN": "1000000/60"}
     env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     env.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    if not args.reuse:
-        build_world(args.database_url, env)
+    redis_proc = None
+    if "REDIS_URL" not in env:  # the cache the pages keep shared figures in, as the web server has it
+        from portal import embedded_redis
+
+        tmp = Path(tempfile.mkdtemp(prefix="bench-request-cost-"))
+        env["REDIS_URL"] = f"unix://{tmp / 'redis.sock'}?db=0"
+        redis_proc = embedded_redis.start(env["REDIS_URL"], log_file=tmp / "redis.log")
+    try:
+        if not args.reuse:
+            build_world(args.database_url, env)
+        return measure_all(args, env)
+    finally:
+        if redis_proc is not None:
+            redis_proc.terminate()
+            redis_proc.wait(timeout=10)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure_all(args: argparse.Namespace, env: dict[str, str]) -> int:
     os.environ.update(env)
     import django
 
