@@ -68,8 +68,7 @@ def as_of(rows: QuerySet[ChargeLine]) -> datetime | None:
     """The time of the latest usage included: the last full post, or later where a line was
     refreshed since (by its job's own ingest)."""
     posted = ledger_cursor().posted_until
-    rows = rows.order_by()
-    latest = ledger_read(rows, lambda: rows.aggregate(m=Max("computed_at"))["m"], also=("as_of",))
+    latest = ledger_read(rows, lambda: rows.order_by().aggregate(m=Max("computed_at"))["m"], also=("as_of",))
     return max((t for t in (posted, latest) if t is not None), default=None)
 
 

@@ -236,8 +236,8 @@ def _zero_missing(sums: list[dict]) -> list[dict]:
 
 
 def _sums(rows: QuerySet[ChargeLine], *group: str) -> list[dict]:
-    query = _grouped(rows, *group)
-    return ledger_read(query, lambda: _zero_missing(list(query)))
+    # kept under the rows' own query and the grouping: the rows' SQL is compiled once for all of a page's sums
+    return ledger_read(rows, lambda: _zero_missing(list(_grouped(rows, *group))), also=("sums", group))
 
 
 def totals(rows: QuerySet[ChargeLine]) -> list[Totals]:
@@ -291,12 +291,14 @@ def jobs_of(rows: QuerySet[ChargeLine], *, most_idle: int | None = None) -> list
     """Per job: the sums over the range, with the job's frozen estimate and final cost; with `most_idle`,
     only that many jobs, those with the most idle GPU-hours first (the jobs themselves are read for
     those alone)."""
-    query = _grouped(rows.filter(job__isnull=False), "job_id", "job_name", "queue", "currency")
+    def per_job() -> list[dict]:
+        return _zero_missing(list(_grouped(rows.filter(job__isnull=False), "job_id", "job_name", "queue", "currency")))
+
     if most_idle is None:
-        jobs = ledger_read(query, lambda: _zero_missing(list(query)))
+        jobs = ledger_read(rows, per_job, also=("jobs_of",))
     else:  # kept as the few rows shown: a workspace's month can hold thousands of jobs
-        jobs = ledger_read(query, lambda: sorted(_zero_missing(list(query)), key=lambda r: r["idle_gpu_hours"],
-                                                 reverse=True)[:most_idle], also=("most_idle", most_idle))
+        jobs = ledger_read(rows, lambda: sorted(per_job(), key=lambda r: r["idle_gpu_hours"], reverse=True)[:most_idle],
+                           also=("jobs_of", most_idle))
     from scheduling.models import Job
 
     info = {j.pk: j for j in Job.objects.filter(pk__in=[r["job_id"] for r in jobs]).only(

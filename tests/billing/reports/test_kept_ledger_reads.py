@@ -154,3 +154,46 @@ def test_a_write_inside_one_revision_is_in_the_reads_after_it_even_when_rolled_b
         add_adjustment(user=usage.tenants.finance, workspace=usage.tenants.vision, amount="2.00", reason="kept",
                        period=line.period)
         assert vision_cost(alice) == before + Decimal("2.00")
+
+
+def test_each_sum_of_the_same_rows_is_kept_apart(usage):
+    """A page asks several sums of one queryset of rows (kept under the rows' SQL and what is summed): each
+    read again from the cache is the figure the database gives for it."""
+    from billing.ledger.selectors import as_of
+
+    rows = reports.report_rows(usage.tenants.alice, MARCH)
+    figures = lambda: (reports.totals(rows), reports.by_day(rows), reports.by_workspace(rows),  # noqa: E731
+                       reports.by_gpu_model(rows), reports.jobs_of(rows), reports.jobs_of(rows, most_idle=1), as_of(rows))
+    first = figures()
+    with CaptureQueriesContext(connection) as queries:
+        assert figures() == first  # all of them from the cache
+    assert aggregates(queries.captured_queries) == []
+    totals, by_day, by_workspace, by_model, jobs, most_idle, latest = first
+    lines = ChargeLine.objects.filter(workspace=usage.tenants.vision, day__gte=MARCH.start, day__lte=MARCH.end)
+    assert [t.cost for t in totals] == [lines.aggregate(s=Sum("cost"))["s"]]
+    assert {d["day"] for d in by_day} == set(lines.values_list("day", flat=True))
+    assert [w["workspace__slug"] for w in by_workspace] == ["vision-lab"]
+    assert {m["gpu_model"] for m in by_model} == set(lines.values_list("gpu_model", flat=True))
+    assert {j["job_id"] for j in jobs} == set(lines.exclude(job=None).values_list("job_id", flat=True))
+    assert len(most_idle) == 1 and most_idle[0]["job_id"] in {j["job_id"] for j in jobs}
+    assert latest is not None
+
+
+def test_a_queryset_is_compiled_once_for_all_its_kept_reads(usage):
+    """The key's SQL is compiled once per queryset: compiling it was most of a kept read's cost."""
+    from billing.ledger.kept import ledger_read
+
+    rows = reports.report_rows(usage.tenants.alice, MARCH)
+    compiled = []
+    query_class = type(rows.query)
+
+    class Counting(query_class):
+        def sql_with_params(self):
+            compiled.append(1)
+            return super().sql_with_params()
+
+    rows.query.__class__ = Counting
+    assert ledger_read(rows, lambda: 1, also=("one",)) == 1
+    assert ledger_read(rows, lambda: 2, also=("two",)) == 2
+    assert ledger_read(rows, lambda: 3, also=("one",)) == 1  # kept
+    assert len(compiled) == 1
