@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
-from django.utils.translation import gettext
+from django.utils.translation import get_language, gettext
 
 from portal.templatetags.pending import pending_reason
 from scheduling.api import formats as shown
@@ -49,24 +49,52 @@ def _cost(row, final: str, so_far: str) -> str:
                        final if row.cost_final else so_far)
 
 
+# A finished job's row shows what no longer changes, so it is built once per process and reader: most rows of a
+# list are finished jobs. The key holds every value the row is built from, so a key never meets another row.
+_FINISHED_ROWS: dict[tuple, str] = {}
+_FINISHED_ROWS_KEPT = 5000
+
+
+def _finished_key(r, may_cancel: bool, reader: tuple) -> tuple | None:
+    job = r.job
+    if not job.is_final:
+        return None
+    return (job.pk, reader, may_cancel, job.state, job.name, job.queue.name,
+            job.submitted_by.username if job.submitted_by_id else "", job.created, job.started, job.finished,
+            job.final_cost, r.cost, r.currency, r.gpu_model, r.sharing, repr(job.roles),
+            job.pending_code, job.pending_reason, repr(job.pending_params))
+
+
 @register.simple_tag
 def job_table_rows(rows, may_cancel=False):
     """`rows`: the page's JobRow list."""
-    job_url = reverse("job", args=[_JOB_PLACEHOLDER])
-    final, so_far = gettext("final"), gettext("so far")
+    reader = (get_language(), timezone.get_current_timezone_name())
+    texts = reverse("job", args=[_JOB_PLACEHOLDER]), gettext("final"), gettext("so far")
     out = []
     for r in rows:
-        job = r.job
-        created = job.created
-        if created is not None and timezone.is_aware(created):
-            created = timezone.localtime(created)
-        model = format_html(' <span class="hint">{}</span>', r.gpu_model) if r.gpu_model else ""
-        out.append(format_html(
-            _ROW, _text(job.pk), mark_safe(_pick(job)) if may_cancel else "", _text(job.pk),  # noqa: S308 - format_html
-            job_url.replace(str(_JOB_PLACEHOLDER), str(job.pk)), job.name, str(job.state).lower(), shown.state_text(job.state),
-            pending_reason(job), (job.submitted_by.username if job.submitted_by_id else "") or "–",
-            r.gpus, r.sharing or "–", model, job.queue.name,
-            formats.date_format(created, "Y-m-d H:i:s") if created else "",
-            r.timing, r.timing_label, r.duration_text,
-            "" if r.cost is None else _text(r.cost), _cost(r, final, so_far)))
+        key = _finished_key(r, may_cancel, reader)
+        html = _FINISHED_ROWS.get(key) if key is not None else None
+        if html is None:
+            html = _row(r, may_cancel, *texts)
+            if key is not None:
+                if len(_FINISHED_ROWS) >= _FINISHED_ROWS_KEPT:
+                    _FINISHED_ROWS.clear()
+                _FINISHED_ROWS[key] = html
+        out.append(html)
     return mark_safe("    ".join(out))  # noqa: S308 - every part went through format_html
+
+
+def _row(r, may_cancel: bool, job_url: str, final: str, so_far: str) -> str:
+    job = r.job
+    created = job.created
+    if created is not None and timezone.is_aware(created):
+        created = timezone.localtime(created)
+    model = format_html(' <span class="hint">{}</span>', r.gpu_model) if r.gpu_model else ""
+    return format_html(
+        _ROW, _text(job.pk), mark_safe(_pick(job)) if may_cancel else "", _text(job.pk),  # noqa: S308 - format_html
+        job_url.replace(str(_JOB_PLACEHOLDER), str(job.pk)), job.name, str(job.state).lower(), shown.state_text(job.state),
+        pending_reason(job), (job.submitted_by.username if job.submitted_by_id else "") or "–",
+        r.gpus, r.sharing or "–", model, job.queue.name,
+        formats.date_format(created, "Y-m-d H:i:s") if created else "",
+        r.timing, r.timing_label, r.duration_text,
+        "" if r.cost is None else _text(r.cost), _cost(r, final, so_far))

@@ -124,6 +124,40 @@ def test_cost_so_far_and_final_are_the_ledgers_sums(client, cluster, clock):
     assert cell(row, "cost") == f"${final:.2f} final"
 
 
+def test_a_finished_jobs_row_is_built_once_and_follows_the_reader(cluster, clock, monkeypatch):
+    """A finished job's row is kept per process and reader: the same row again, but never another reader's
+    language or zone, and a running job's row is built each time (its running time goes on)."""
+    from django.utils import timezone, translation
+
+    from portal.job_lists import job_rows
+    from portal.templatetags import job_rows as tag
+
+    ended, running = submit(cluster, "ended-kept"), submit(cluster, "running-kept")
+    place(ended, clock.now - timedelta(hours=5), clock.now - timedelta(hours=2), node="h100-02")
+    place(running, clock.now - timedelta(hours=1))
+    Job.objects.filter(pk=ended.pk).update(state=JobState.SUCCEEDED, finished=clock.now - timedelta(hours=2))
+    rows = lambda: job_rows(Job.objects.filter(pk__in=[ended.pk, running.pk]).order_by("pk"), now=clock.now)  # noqa: E731
+    built = []
+    real_row = tag._row
+
+    def counted(r, *args):
+        built.append(r.job.pk)
+        return real_row(r, *args)
+
+    monkeypatch.setattr(tag, "_row", counted)  # counts the real builds
+    english = tag.job_table_rows(rows())
+    assert tag.job_table_rows(rows()) == english
+    assert built == [ended.pk, running.pk, running.pk]  # the finished one built once
+    with translation.override("zh-hans"):
+        chinese = tag.job_table_rows(rows())
+    with timezone.override("Asia/Tokyo"):
+        tokyo = tag.job_table_rows(rows())
+    assert ">Succeeded<" in english and ">成功<" in chinese
+    assert tokyo != english  # submitted at, in the reader's zone
+    Job.objects.filter(pk=ended.pk).update(name="renamed")  # a changed value is another key
+    assert "renamed" in tag.job_table_rows(rows())
+
+
 def test_a_page_costs_the_same_queries_whatever_its_number_of_jobs(client, cluster, clock):
     client.force_login(cluster.alice)
 
