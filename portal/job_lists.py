@@ -177,6 +177,10 @@ def _asked(job: Job) -> tuple[str, str, str]:
             str(quote.get("sharing") or role.get("mode") or ""))
 
 
+# What a row never shows: left unread, the spec above all (a list decoded each job's JSON columns).
+NOT_LISTED = ("spec_text", "spec", "topology", "after", "array", "end_params")
+
+
 def job_rows(jobs: Iterable[Job], *, now: datetime | None = None) -> list[JobRow]:
     """Rows for a page (or a chunk) of jobs: two queries for all of them, whatever their number. Cost:
     the final cost once the job ended, else the sum of its ledger lines so far (billing's job_totals)."""

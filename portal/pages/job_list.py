@@ -61,7 +61,7 @@ def job_list(request):
     number, size = form.paging()
     # the rows' placements come in one query for the page (job_rows), not per job
     jobs = portal_selectors.jobs_for(request.user, workspace=workspace).select_related("submitted_by")
-    jobs = jobs.prefetch_related(None)
+    jobs = jobs.prefetch_related(None).defer(*job_lists.NOT_LISTED)
     page = Paginator(job_lists.filter_jobs(jobs, filters), size).get_page(number)
     here = request.path + (f"?{query}" if (query := job_lists.list_query(request.GET, drop=("partial",))) else "")
     context.update(
