@@ -110,6 +110,9 @@ from scheduling.core.units import (
     vendor_name,
 )
 
+# ------------------------------------------------------------ GPU sharing modes (a placement's stored slice)
+from scheduling.sharing import GpuHolds, mode_of
+
 # ------------------------------------------------------------ Placement rules, pure
 # (the core's cluster model and fit checks, for quotes and the fragmentation view)
 from scheduling.core import model as cluster_model

@@ -1,23 +1,23 @@
-"""How sizes, GPU slices and money read, for pages, exports, API texts and reason texts alike.
+"""How sizes, GPU shares and money read, for pages, exports, API texts and reason texts alike.
 
 One place, so a size reads "80Gi" and CNY reads "¥19,705.15" wherever they are shown. Money follows
 the reader's language (the active one unless given): the currency's symbol before the amount,
 grouping and decimal marks of that language, two places; static/portal/formats.js writes the same
 with the browser's Intl.NumberFormat (currencyDisplay "narrowSymbol"). Amounts are rounded for
-display only; the ledger's Decimal is never changed. Slices are the ledger's words (stored on
-charge lines), so they are not translated.
+display only; the ledger's Decimal is never changed. A replica's slice is worded by its sharing mode
+(scheduling/sharing.py) with these numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextvars import ContextVar
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 from django.utils import translation
 
-from scheduling.core.units import MIB_PER_GIB, MILLI_PER_GPU
+from scheduling.core.units import MILLI_PER_GPU
 
 # ----------------------------------------------------------------------------- words
 
@@ -139,22 +139,6 @@ def gpus(milli: float) -> str:
     """GPUs in thousandths with their word, in the active language: '0.5 GPU', '1 GPU', '2.5 GPUs'."""
     template = gettext("%(gpus)s GPUs") if milli > MILLI_PER_GPU else gettext("%(gpus)s GPU")
     return template % {"gpus": gpus_number(milli)}
-
-
-def gpu_slice(slice_: Mapping[str, Any] | None, gpu_count: int) -> str:
-    """What a replica holds, as the ledger and pages name it: '2 GPUs', '0.5 GPU', '0.5 GPU + 10 GiB'
-    (the memory only when some is reserved), 'MIG 3g.40gb', 'time-slice slot 1', 'CPU only'."""
-    s = slice_ or {}
-    slice_kind = s.get("kind", "whole")
-    if slice_kind == "fraction":
-        share = f"{gpus_number(s.get('gpu_milli', 0))} GPU"
-        mem_mib = s.get("gpu_mem_mib") or 0
-        return f"{share} + {mem_mib / MIB_PER_GIB:g} GiB" if mem_mib else share
-    if slice_kind == "mig":
-        return f"MIG {s.get('mig_profile', '')}"
-    if slice_kind == "timeslice":
-        return f"time-slice slot {s.get('timeslice_slot', 0)}" + (f" on {gpu_count} GPUs" if gpu_count > 1 else "")
-    return f"{gpu_count} GPU{'s' if gpu_count != 1 else ''}" if gpu_count else "CPU only"
 
 
 # ----------------------------------------------------------------------------- money

@@ -27,13 +27,13 @@ from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from scheduling import clock
 from scheduling.core.fairshare import fair_shares
-from scheduling.core.model import mig_milli
 from scheduling.core.reasons import lead_code
 from scheduling.core.session import request_milli
 from scheduling.core.units import MILLI_PER_GPU
 from scheduling.cycle.snapshot import core_queue, core_request
 from scheduling.cycle.usage import queue_usage
 from scheduling.models import UNSCHEDULED_STATES, Gpu, Job, JobState, Node, NodePool, Queue, Replica
+from scheduling.sharing import mode_of
 
 log = logging.getLogger(__name__)
 
@@ -179,14 +179,7 @@ class ClusterFigures:
 
 def slice_gpus(piece: dict, pool: NodePool | None) -> float:
     """GPUs one replica holds on each of its GPUs, from its stored slice."""
-    slice_kind = piece.get("kind", "whole")
-    if slice_kind == "fraction":
-        return piece.get("gpu_milli", MILLI_PER_GPU) / MILLI_PER_GPU
-    if slice_kind == "mig":
-        return mig_milli(piece.get("mig_profile", "")) / MILLI_PER_GPU
-    if slice_kind == "timeslice":
-        return 1 / max(1, pool.timeslice_replicas if pool else 1)
-    return 1.0
+    return mode_of(piece).gpus_held(piece, pool)
 
 
 def cluster_figures(now: datetime | None = None) -> ClusterFigures:

@@ -11,13 +11,14 @@ from django.db import models
 from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from scheduling import clock, formats, history_texts
+from scheduling import clock, history_texts
 from scheduling.core import MIG_PROFILES
 from scheduling.core import model as cm
 from scheduling.core.mig import MIG_CARDS, layout_errors, mig_card
 from scheduling.core.units import gpu_model_name, vendor_name
 from scheduling.kinds import registry as kind_registry
 from scheduling.queue_tree import QueueRow, validate_queue
+from scheduling.sharing import mode_of
 
 # a Kubernetes label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -441,7 +442,7 @@ class Replica(models.Model):
     @property
     def slice_label(self) -> str:
         """What the replica holds, for people: "2 GPUs", "0.5 GPU", "0.5 GPU + 10 GiB", "MIG 3g.40gb"..."""
-        return formats.gpu_slice(self.slice, len(self.gpu_indices))
+        return mode_of(self.slice).label(self.slice or {}, len(self.gpu_indices))
 
 
 class JobAttempt(models.Model):

@@ -36,7 +36,16 @@ from portal.console import advice as advice_rules
 from portal.console.fragmentation import FreeGpu, PoolFragmentation, fragmentation
 from portal.console.models import AuditEntry, QueueAllocationSample, action_label
 from portal.models import Workspace
-from scheduling.api import MILLI_PER_GPU, QueueShare, clock, cluster_view, job_reason, queue_shares
+from scheduling.api import (
+    MILLI_PER_GPU,
+    GpuHolds,
+    QueueShare,
+    clock,
+    cluster_view,
+    job_reason,
+    mode_of,
+    queue_shares,
+)
 from scheduling.api import cluster_model as cm
 from scheduling.forms import labels_text
 from scheduling.models import (
@@ -173,44 +182,31 @@ def _pending_requests() -> list[cm.Request]:
 def free_gpus() -> tuple[list[cm.Pool], list[FreeGpu]]:
     pools = {p.pk: p for p in NodePool.objects.all()}
     core = {pk: p.as_core() for pk, p in pools.items()}
-    held_milli: dict[tuple[int, int], int] = defaultdict(int)
-    held_mem: dict[tuple[int, int], int] = defaultdict(int)
-    held_mig: dict[tuple[int, int], list[str]] = defaultdict(list)
-    held_slots: dict[tuple[int, int], int] = defaultdict(int)
+    held: dict[tuple[int, int], GpuHolds] = defaultdict(GpuHolds)
     for node_id, gpus, slice_ in Replica.objects.filter(state__in=ACTIVE_STATES, node__isnull=False).values_list(
             "node_id", "gpu_indices", "slice"):
         s = slice_ or {}
-        slice_kind = s.get("kind", "whole")
+        mode = mode_of(s)
         for g in gpus:
-            key = (node_id, g)
-            if slice_kind == "mig":
-                held_mig[key].append(s.get("mig_profile", ""))
-            elif slice_kind == "timeslice":
-                held_slots[key] += 1
-            elif slice_kind == "fraction":
-                held_milli[key] += int(s.get("gpu_milli", 0))
-                held_mem[key] += int(s.get("gpu_mem_mib", 0))
-            else:
-                held_milli[key] += MILLI_PER_GPU
-                held_mem[key] = 1 << 40
+            mode.tally(s, held[(node_id, g)])
     nodes = Node.objects.filter(ready=True, agent_silent=False, cordoned=False).prefetch_related("gpus")
     out = []
     for node in nodes:
         pool = core[node.pool_id]
-        whole_free = sum(1 for g in node.gpus.all() if held_milli[(node.pk, g.index)] == 0
+        whole_free = sum(1 for g in node.gpus.all() if held[(node.pk, g.index)].milli == 0
                          and pool.gpu_mode == "whole")
         for g in node.gpus.all():
-            key = (node.pk, g.index)
+            on_gpu = held[(node.pk, g.index)]
             free_mig = list(pool.mig_layout) if pool.gpu_mode == "mig" else []
-            for p in held_mig[key]:
+            for p in on_gpu.mig:
                 if p in free_mig:
                     free_mig.remove(p)
             out.append(FreeGpu(
                 pool=pool.name, node=node.name, index=g.index,
-                free_milli=max(0, MILLI_PER_GPU - held_milli[key]) if pool.gpu_mode == "whole" else 0,
-                free_mem_mib=max(0, (g.memory_mib or pool.gpu_memory_mib) - held_mem[key]),
+                free_milli=max(0, MILLI_PER_GPU - on_gpu.milli) if pool.gpu_mode == "whole" else 0,
+                free_mem_mib=max(0, (g.memory_mib or pool.gpu_memory_mib) - on_gpu.mem_mib),
                 free_mig=tuple(free_mig),
-                free_slots=max(0, pool.timeslice_replicas - held_slots[key]) if pool.gpu_mode == "timeslice" else 0,
+                free_slots=max(0, pool.timeslice_replicas - on_gpu.slots) if pool.gpu_mode == "timeslice" else 0,
                 node_free_whole=whole_free,
             ))
     return list(core.values()), out

@@ -1,4 +1,4 @@
-"""One formatter for sizes, GPU slices and money: the same words on every page, export and API text."""
+"""One formatter for sizes, GPU shares and money: the same words on every page, export and API text."""
 
 from __future__ import annotations
 
@@ -24,19 +24,6 @@ def test_a_size_reads_in_its_largest_whole_unit(n_bytes, shown):
 ])
 def test_memory_in_mib_reads_in_ki_mi_gi_ti(mib, shown):
     assert formats.memory(mib) == shown
-
-
-@pytest.mark.parametrize(("slice_", "count", "shown"), [
-    ({"kind": "fraction", "gpu_milli": 500, "gpu_mem_mib": 0}, 1, "0.5 GPU"),
-    ({"kind": "fraction", "gpu_milli": 500}, 1, "0.5 GPU"),
-    ({"kind": "fraction", "gpu_milli": 250, "gpu_mem_mib": 10240}, 1, "0.25 GPU + 10 GiB"),
-    ({"kind": "mig", "mig_profile": "3g.40gb"}, 1, "MIG 3g.40gb"),
-    ({"kind": "timeslice", "timeslice_slot": 2}, 1, "time-slice slot 2"),
-    ({"kind": "timeslice", "timeslice_slot": 1}, 2, "time-slice slot 1 on 2 GPUs"),
-    ({"kind": "whole"}, 1, "1 GPU"), (None, 4, "4 GPUs"), ({}, 0, "CPU only"),
-])
-def test_a_slice_names_what_the_replica_holds(slice_, count, shown):
-    assert formats.gpu_slice(slice_, count) == shown
 
 
 def test_gpus_read_in_the_readers_language():
