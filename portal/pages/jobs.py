@@ -2,7 +2,6 @@
 portal/pages/job_list.py and job_page.py; Submit is portal/pages/submit.py."""
 
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
@@ -12,6 +11,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from portal import selectors as portal_selectors
+from portal.console.views import operator_required
 from scheduling.api import get_backend, logs, selectors, services
 
 
@@ -40,7 +40,7 @@ def job_log(request, pk):
     return HttpResponse(text or "waiting for replicas to start", content_type=logs.TEXT_PLAIN)
 
 
-@staff_member_required
+@operator_required  # a tenant gets the styled 403 (not the admin's sign-in page), a stranger the sign-in page
 def cluster(request):
     template = "scheduling/_cluster_map.html" if request.GET.get("partial") else "scheduling/cluster.html"
     return render(request, template, {"pools": selectors.cluster_view()})

@@ -495,3 +495,15 @@ def test_ages_are_read_in_minutes_hours_days_and_weeks():
     for bad in ("", "h", "1y", "1.5h", "-1h", "1h2m", "9999999d"):
         with pytest.raises(forms.ValidationError):
             parse_age(bad)
+
+
+def test_the_cluster_map_is_for_operators(client, cluster):
+    """A tenant who opens the cluster map gets the portal's styled 403, not the admin's sign-in page; a
+    stranger is sent to the portal's sign-in page."""
+    response = client.get("/cluster/")
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    client.force_login(cluster.alice)
+    response = client.get("/cluster/")
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert "operators (staff) only" in page and "/admin/login/" not in page
