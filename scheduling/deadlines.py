@@ -15,7 +15,7 @@ report that it can no longer be met.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -90,13 +90,28 @@ def runtime_spread(queue_name: str) -> float:
     return forecast.runtime_factors([queue_name])[queue_name][1]
 
 
-def refresh(now: datetime) -> int:
-    """Pending deadline jobs' latest start, as their queues' spread reads now; returns how many changed."""
+Factors = dict[str, tuple[float, float]]   # queue -> (low, high) run-time factors, as `forecast.runtime_factors`
+
+
+def runtime_factors(queues: Iterable[str], known: Factors | None = None) -> Factors:
+    """The queues' run-time factors. With `known` (a cycle's, shared by `refresh` and `report_unmeetable`), only
+    the queues it lacks are read, and kept in it: the finished jobs they come from do not change in between."""
+    if known is None:
+        return forecast.runtime_factors(queues)
+    missing = set(queues) - known.keys()
+    if missing:
+        known.update(forecast.runtime_factors(missing))
+    return known
+
+
+def refresh(now: datetime, factors: Factors | None = None) -> int:
+    """Pending deadline jobs' latest start, as their queues' spread reads now; returns how many changed.
+    `factors`: the cycle's run-time factors, read here where missing (`runtime_factors`)."""
     jobs = list(Job.objects.filter(state=JobState.PENDING, complete_by__isnull=False).select_related("queue")
                 .only("pk", "complete_by", "latest_start", "expected_duration_s", "queue__name"))
     if not jobs:
         return 0
-    factors = forecast.runtime_factors(j.queue.name for j in jobs)
+    factors = runtime_factors((j.queue.name for j in jobs), factors)
     changed = []
     for job in jobs:
         latest = latest_start_for(job.complete_by, job.expected_duration_s, factors[job.queue.name][1])
@@ -111,13 +126,14 @@ def _at(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M %Z}"
 
 
-def report_unmeetable(now: datetime) -> list[tuple[Job, str, Said, None]]:
-    """Deadline jobs found unmeetable now, each marked; their events, for the caller to record (reported once)."""
+def report_unmeetable(now: datetime, factors: Factors | None = None) -> list[tuple[Job, str, Said, None]]:
+    """Deadline jobs found unmeetable now, each marked; their events, for the caller to record (reported once).
+    `factors`: the cycle's run-time factors, as `refresh` read them."""
     open_jobs = Job.objects.filter(complete_by__isnull=False, deadline_missed__isnull=True)
     late = list(open_jobs.filter(state=JobState.PENDING, latest_start__lt=now))
     active = list(open_jobs.filter(state__in=ACTIVE_STATES, started__isnull=False).select_related("queue")
                   .annotate(scale=Max("replicas__clock_scale")))
-    factors = forecast.runtime_factors(j.queue.name for j in active) if active else {}
+    factors = runtime_factors((j.queue.name for j in active), factors) if active else {}
     items = [(job, MISSED_EVENT, said(texts.DEADLINE_NOT_STARTED, deadline=_at(job.complete_by),
                                       latest_start=_at(job.latest_start)), None) for job in late]
     for job in active:

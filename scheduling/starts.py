@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduling.core import model as cm
+from scheduling.core.actions.gang import queue_quota_block
 from scheduling.core.reasons import Reason
 from scheduling.core.session import Session, request_milli
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot, core_job, core_request, core_roles
@@ -83,26 +84,17 @@ def _fits_now(session: Session, spec: JobSpec, placement: Mapping[str, Any]) -> 
 
 def quota_block(session: Session, spec: JobSpec, placement: Mapping[str, Any], queue: str | None,
                 preemptible: bool | None = None) -> Reason | None:
-    """Why the queue's quota keeps the placement from starting now, as the cycle's allocate would say it
-    (`queue_over_limit` for any work, `queue_non_preemptible_quota` for non-preemptible work over the deserved
-    quota), for the queue and every queue above it; None when it allows it. `preemptible` overrides the spec's."""
+    """Why the queue's quota keeps the placement from starting now, by the cycle's own check
+    (`core.actions.gang.queue_quota_block`: `queue_over_limit` for any work, `queue_non_preemptible_quota` for
+    non-preemptible work over the deserved quota), for the queue and every queue above it; None when it allows
+    it. `preemptible` overrides the spec's."""
     if not queue or queue not in session.queue_path:
         return None
     pool = session.pools.get(placement.get("pool", ""))
     need = sum(request_milli(core_request(role), pool) * role["min_replicas"]
                for role in role_requests(spec, dict(placement)))
     strict = not (spec.preemptible if preemptible is None else preemptible)
-    for name in session.queue_path[queue]:
-        q = session.queues[name]
-        used = session.alloc[name]
-        if q.limit_milli is not None and used + need > q.limit_milli:
-            return Reason("queue_over_limit", {"queue": name, "limit_milli": q.limit_milli, "used_milli": int(used),
-                                               "need_milli": int(need)})
-        if strict and session.np_alloc[name] + need > q.deserved_milli:
-            return Reason("queue_non_preemptible_quota", {"queue": name, "deserved_milli": q.deserved_milli,
-                                                          "used_milli": int(session.np_alloc[name]),
-                                                          "need_milli": int(need)})
-    return None
+    return queue_quota_block(session, queue, need, need if strict else 0)
 
 
 def _candidate(spec: JobSpec, placement: Mapping[str, Any], queue: str, now: datetime) -> tuple[cm.Job, float]:

@@ -4,7 +4,7 @@ of the first replica's pod on Kubernetes). The portal reaches it on the notebook
 
 from __future__ import annotations
 
-from scheduling.backends.base import Endpoint
+from scheduling.backends.base import ClusterBackend, Endpoint
 from scheduling.models import Job, JobState, Replica
 
 PORT = 6006  # TensorBoard's own port: the notebook origin's host label is `<job id>-6006`
@@ -28,10 +28,9 @@ def launch_fields(job: Job, replica: Replica) -> dict[str, str]:
     return {"tensorboard_logdir": logdir} if logdir and is_beside(job, replica.role, replica.index) else {}
 
 
-def endpoint_of(job: Job, backend) -> Endpoint | None:
+def endpoint_of(job: Job, backend: ClusterBackend) -> Endpoint | None:
     """Where the job's TensorBoard answers now (None: the job asks for none, does not run, or it is not
     listening yet)."""
     if logdir_of(job) is None or job.state not in RUNS:
         return None
-    find = getattr(backend, "tensorboard_endpoint", None)
-    return find(job.pk, job.workspace.slug) if find is not None else None
+    return backend.tensorboard_endpoint(job.pk, job.workspace.slug)

@@ -216,6 +216,10 @@ class ClusterBackend(Protocol):
         """Where a serving replica (a notebook) of `workspace` answers HTTP under `base_url`; None when it does
         not (yet). Called per proxied request: no cluster API call. The caller adds the token."""
 
+    def tensorboard_endpoint(self, job_id: int, workspace: str = "") -> Endpoint | None:
+        """Where the job's TensorBoard answers HTTP; None when it has none or it is not listening (yet). A
+        backend without TensorBoard returns None. No cluster API call."""
+
     def ssh_endpoint(self, key: ReplicaKey, *, workspace: str) -> SshEndpoint | None:
         """Where the replica's SSH server answers (notebooks and training replicas); None when it has none (yet).
         No cluster API call."""

@@ -478,7 +478,8 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
         clean_up_finished(backend, now)
         report.services_scaled = len(inference.scale_services(backend, now))
         report.released, report.array_children = lifecycle_cycle.advance(now)   # before the snapshot reads them
-        deadlines.refresh(now)   # deadline jobs' latest starts, which the snapshot gives the core
+        factors: deadlines.Factors = {}   # the queues' run-time factors, read once for both deadline checks
+        deadlines.refresh(now, factors)   # deadline jobs' latest starts, which the snapshot gives the core
         if kept is None:
             decisions = core.run_cycle(build_snapshot(now))
         else:
@@ -486,7 +487,7 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
                 decisions = core.run_cycle(build_snapshot(now, kept.snapshot), kept.memo)
         with transaction.atomic():
             apply(decisions, backend, now, report, kept.reasons if kept is not None else None)
-            record_events(deadlines.report_unmeetable(now))   # a deadline that can no longer be met, at once
+            record_events(deadlines.report_unmeetable(now, factors))   # a deadline that can no longer be met, at once
             if not still_leading():
                 raise NoLongerLeading("the scheduling cycle lost its lock before committing its decisions")
     report.seconds = time.perf_counter() - started

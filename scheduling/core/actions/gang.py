@@ -72,13 +72,19 @@ def missing_milli(s: Session, state: JobState) -> int:
 
 def quota_block(s: Session, job: Job, add: int) -> Reason | None:
     """Why `job` may not take `add` more milli-GPU now (limit, non-preemptible quota), or None."""
-    np_add = non_preemptible_add(s, job, add)
-    for name in s.queue_path[job.queue]:
-        queue = s.queues[name]
-        if queue.limit_milli is not None and s.alloc[name] + add > queue.limit_milli:
-            return Reason("queue_over_limit", {"queue": name, "limit_milli": queue.limit_milli,
+    return queue_quota_block(s, job.queue, add, non_preemptible_add(s, job, add))
+
+
+def queue_quota_block(s: Session, queue: str, add: int, np_add: int) -> Reason | None:
+    """Why `add` more milli-GPU in `queue`, `np_add` of it non-preemptible, may not start now: over the limit
+    of the queue or of one above it, or over its deserved quota for non-preemptible work; None when all allow
+    it. The cycle's check and the quotes' (`scheduling.starts.quota_block`) both, so they say the same."""
+    for name in s.queue_path[queue]:
+        q = s.queues[name]
+        if q.limit_milli is not None and s.alloc[name] + add > q.limit_milli:
+            return Reason("queue_over_limit", {"queue": name, "limit_milli": q.limit_milli,
                                                "used_milli": int(s.alloc[name]), "need_milli": int(add)})
-        if np_add and s.np_alloc[name] + np_add > queue.deserved_milli:
+        if np_add and s.np_alloc[name] + np_add > q.deserved_milli:
             return np_reason(s, name, np_add)
     return None
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from portal.models import Notification, NotificationEvent
-from scheduling import deadlines, services
+from scheduling import deadlines, forecast, services
 from scheduling.backends.simulated.backend import SimulatedBackend
 from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
 from scheduling.models import Job, JobState
@@ -214,3 +214,32 @@ def test_a_running_job_expected_to_finish_past_its_deadline_is_reported(cluster,
     assert job.deadline_missed == clock.now
     [event] = job.events.filter(kind=deadlines.MISSED_EVENT)
     assert "expected to finish at" in event.reason
+
+
+@pytest.mark.django_db
+def test_a_cycle_reads_the_queues_run_time_factors_once(cluster, clock, backend, run, monkeypatch):
+    # in each of two queues a deadline job runs (the unmeetable check reads its queue) and one waits (the latest
+    # start's refresh reads it)
+    def submit(name, user, workspace, queue):
+        return services.submit_job(user=user, workspace=workspace, spec=spec(
+            "completeWithin: 12h\n", name=name).replace("vision-lab", queue))
+
+    running = [submit("run-a", cluster.alice, cluster.vision, "vision-lab"),
+               submit("run-b", cluster.bob, cluster.nlp, "nlp-group")]
+    run(backend, clock)
+    clock.advance(5)
+    run(backend, clock)
+    assert {j.state for j in Job.objects.filter(pk__in=[j.pk for j in running])} == {JobState.RUNNING}
+    submit("wait-a", cluster.alice, cluster.vision, "vision-lab")
+    submit("wait-b", cluster.bob, cluster.nlp, "nlp-group")
+    real, reads = forecast.runtime_factors, []
+
+    def counted(queues):
+        queues = list(queues)
+        reads.append(sorted(set(queues)))
+        return real(queues)
+
+    monkeypatch.setattr(forecast, "runtime_factors", counted)
+    clock.advance(2)
+    run(backend, clock)
+    assert reads == [["nlp-group", "vision-lab"]]
