@@ -28,7 +28,7 @@ from billing.accounts import AccountError, account_workspace_ids, paying_for
 from billing.ledger.periods import period_bounds, period_start
 from billing.ledger.selectors import money_sum
 from billing.models import AccountWorkspace, BillingAccount, ChargeLine, CreditTopUp
-from billing.notices import Notice, raise_notice, written_in_english
+from billing.notices import Notice, budget_recipients, raise_notice, written_in_english
 from scheduling.api import clock, formats, release_suspended, said, suspend_jobs
 from scheduling.models import FINAL_STATES, Job
 
@@ -231,8 +231,7 @@ def _send_low_balance(account: BillingAccount, balance: CreditBalance) -> None:
     workspaces = AccountWorkspace.workspace.field.related_model.objects.filter(
         pk__in=debited_workspace_ids(account)).order_by("slug")
     for workspace in workspaces:
-        members = workspace.memberships.select_related("user").order_by("user__username")
-        users = tuple(m.user for m in members if m.can_manage_budget and m.user_id not in told)
+        users = tuple(u for u in budget_recipients(workspace) if u.pk not in told)
         told.update(u.pk for u in users)
         raise_notice(Notice(
             event="budget.alert", workspace=workspace, users=users, **texts_, link="/reports/",

@@ -29,7 +29,7 @@ from billing.models import (
     ChargeLine,
     ReportExport,
 )
-from billing.notices import Notice, raise_notice, written_in_english
+from billing.notices import Notice, budget_recipients, raise_notice, written_in_english
 from billing.time_zone import platform_tz
 from scheduling.api import DomainError, clock, formats, release_suspended, said, send_task, suspend_jobs
 from scheduling.models import FINAL_STATES, Job
@@ -320,7 +320,7 @@ def _send_account_alert(account: BillingAccount, status: AccountBudgetStatus, al
     texts_ = written_in_english(lambda: _account_alert_texts(account, status, alert))
     told: set[int] = set()
     for workspace in _workspaces(account_workspace_ids(account)):
-        users = tuple(u for u in _recipients(workspace) if u.pk not in told)
+        users = tuple(u for u in budget_recipients(workspace) if u.pk not in told)
         told.update(u.pk for u in users)
         raise_notice(Notice(
             event="budget.alert", workspace=workspace, users=users, **texts_, link="/reports/",
@@ -328,12 +328,6 @@ def _send_account_alert(account: BillingAccount, status: AccountBudgetStatus, al
                   "percent": str(alert.percent), "spent": str(alert.spent), "budget": str(status.budget.amount),
                   "currency": account.currency, "period_start": alert.period_start.isoformat(),
                   "submissions_blocked": alert.threshold >= 100 and status.budget.block_at_limit}))
-
-
-def _recipients(workspace) -> tuple:
-    """Its owners and finance members: who is told of its budget."""
-    members = workspace.memberships.select_related("user").order_by("user__username")
-    return tuple(m.user for m in members if m.can_manage_budget)
 
 
 def check_budgets(*, now: datetime | None = None, workspace_ids=None) -> list[BudgetAlert]:
@@ -424,7 +418,7 @@ def _send_alert(budget: Budget, alert: BudgetAlert) -> None:
     # E-mail and in-app by each recipient's choices (each in their language), and the workspace's webhook
     # (the portal delivers)
     raise_notice(Notice(
-        event="budget.alert", workspace=ws, users=_recipients(ws), **texts, link="/reports/",
+        event="budget.alert", workspace=ws, users=budget_recipients(ws), **texts, link="/reports/",
         data={"threshold": alert.threshold, "percent": str(alert.percent), "spent": str(alert.spent),
               "budget": str(budget.amount), "currency": budget.currency, "period_start": alert.period_start.isoformat(),
               "as_of": alert.as_of.isoformat() if alert.as_of else None,
