@@ -24,7 +24,6 @@ per workspace (category Usage, charge_kind idle-share), in the workspace's curre
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from billing import pricing
 from billing.accounts import account_workspace_ids
 from billing.currency import check_currency, default_currency
 from billing.exchange_rates import RateBook, rate_day
+from billing.ledger import periods
 from billing.ledger.periods import month_end, period_bounds, period_start
 from billing.ledger.posting import close_grace
 from billing.ledger.selectors import ledger_cursor, workspace_currency
@@ -115,15 +115,12 @@ class Chargeback:
         return sum((r.total for r in self.rows), ZERO)
 
 
-MONTH = re.compile(r"^(19[7-9][0-9]|20[0-9][0-9]|2100)-(0[1-9]|1[0-2])$")
-
-
 def parse_month(raw: str | None) -> date:
     """YYYY-MM as the month's first day; ChargebackError otherwise."""
-    if not raw or not MONTH.match(raw):
-        raise ChargebackError(gettext("month: give the month as YYYY-MM, e.g. 2026-11"))
-    year, month = raw.split("-")
-    return date(int(year), int(month), 1)
+    try:
+        return periods.parse_month(raw)
+    except periods.MonthError:
+        raise ChargebackError(gettext("month: give the month as YYYY-MM, e.g. 2026-11")) from None
 
 
 # --------------------------------------------------------------------------- policies
