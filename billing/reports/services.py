@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import Sum
 from django.utils import translation
 from django.utils.translation import gettext
 
 from billing import history_catalogue as texts
 from billing import pricing
-from billing.accounts import account_of, account_workspace_ids, paying_for
+from billing.accounts import account_of, account_workspace_ids, paying_for, workspaces_paid_by
 from billing.credits import check_credit_allows_submit, check_credits, require_account_finance
 from billing.currency import currency_at
 from billing.ledger.periods import period_bounds, period_start
@@ -231,17 +233,35 @@ class AccountBudgetStatus:
 
 def account_budget_status(account: BillingAccount, *, now: datetime | None = None) -> AccountBudgetStatus | None:
     """This month's spend of the workspaces the account pays for (its sub-accounts' too), in its currency."""
-    now = now or clock.now()
-    budget = AccountBudget.objects.filter(account=account).select_related("account").first()
-    if budget is None:
-        return None
-    start = period_start(now)
-    lines = ChargeLine.objects.filter(workspace_id__in=account_workspace_ids(account), period=start)
-    spent = money_sum(lines, account.currency)
-    others = tuple(sorted(set(lines.exclude(currency=account.currency).order_by().values_list("currency", flat=True))))
-    return AccountBudgetStatus(budget=budget, spent=spent, percent=(spent * 100 / budget.amount).quantize(Decimal("0.1")),
-                               period_start=start, alerts=list(budget.alerts.filter(period_start=start)),
-                               not_counted=others)
+    return account_budget_statuses([account], now=now).get(account.pk)
+
+
+def account_budget_statuses(accounts, *, now: datetime | None = None) -> dict[int, AccountBudgetStatus]:
+    """account_budget_status of each account that has a budget, by id, from one query each for the budgets,
+    their alerts, the workspaces and the month's lines of all of them (a page listing accounts)."""
+    start = period_start(now or clock.now())
+    given = {a.pk: a for a in accounts}
+    budgets = {b.account_id: b for b in AccountBudget.objects.filter(account__in=list(given)).select_related("account")}
+    if not budgets:
+        return {}
+    alerts: dict[int, list[AccountBudgetAlert]] = defaultdict(list)
+    for alert in AccountBudgetAlert.objects.filter(budget__in=list(budgets.values()), period_start=start):
+        alerts[alert.budget_id].append(alert)
+    paid = workspaces_paid_by(set(budgets))
+    sums: dict[int, dict[str, Decimal]] = defaultdict(dict)  # workspace -> currency -> the month's sum
+    lines = ChargeLine.objects.filter(workspace_id__in=set().union(*paid.values()), period=start)
+    for workspace_id, currency, total in lines.order_by().values_list("workspace_id", "currency").annotate(s=Sum("cost")):
+        sums[workspace_id][currency] = total
+    statuses = {}
+    for account_id, budget in budgets.items():
+        currency = given[account_id].currency
+        by_currency = [sums[ws] for ws in paid[account_id]]
+        spent = pricing.quantize_money(sum((s.get(currency, ZERO) for s in by_currency), ZERO), currency)
+        statuses[account_id] = AccountBudgetStatus(
+            budget=budget, spent=spent, percent=(spent * 100 / budget.amount).quantize(Decimal("0.1")),
+            period_start=start, alerts=alerts[budget.pk],
+            not_counted=tuple(sorted({c for s in by_currency for c in s if c != currency})))
+    return statuses
 
 
 def _paying_accounts(workspace) -> list[BillingAccount]:
