@@ -134,8 +134,18 @@ def paying_for(workspace_ids, via: str = "") -> Q:
 
 def account_workspace_ids(account: BillingAccount) -> list[int]:
     """The workspaces an account pays for: its own and, for a top-level account, its sub-accounts'."""
-    links = AccountWorkspace.objects.filter(Q(account=account) | Q(account__parent=account))
-    return sorted(links.values_list("workspace_id", flat=True))
+    return sorted(workspaces_paid_by({account.pk})[account.pk])
+
+
+def workspaces_paid_by(ids: set[int]) -> dict[int, set[int]]:
+    """account_workspace_ids of each account in `ids`, from one query."""
+    paid: dict[int, set[int]] = {pk: set() for pk in ids}
+    links = AccountWorkspace.objects.filter(Q(account_id__in=ids) | Q(account__parent_id__in=ids))
+    for account_id, parent_id, workspace_id in links.values_list("account_id", "account__parent_id", "workspace_id"):
+        for owner in (account_id, parent_id):
+            if owner in ids:
+                paid[owner].add(workspace_id)
+    return paid
 
 
 def accounts_by_workspace(workspace_ids) -> dict[int, BillingAccount]:

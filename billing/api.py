@@ -40,7 +40,7 @@ from billing.selectors import pool_offers, pool_problems, price_currencies, pric
 from billing.ledger import selectors as ledger_selectors, services as ledger_services
 from billing.ledger.jobs import estimate_check, job_cost, job_efficiency
 from billing.ledger.kept import ledger_read, one_revision
-from billing.ledger.periods import month_end, period_start
+from billing.ledger.periods import MONTH_PATTERN, MonthError, month_end, parse_month, period_start
 from billing.ledger.posting import post_ledger
 from billing.ledger.prices import billed_priority, money_text
 from billing.ledger.selectors import array_total, job_total, job_totals, ledger_cursor

@@ -24,7 +24,6 @@ per workspace (category Usage, charge_kind idle-share), in the workspace's curre
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,11 +37,12 @@ from django.utils.translation import gettext
 
 from billing import pricing
 from billing.accounts import account_workspace_ids
-from billing.currency import check_currency, default_currency
+from billing.currency import Currencies, check_currency, default_currency
 from billing.exchange_rates import RateBook, rate_day
+from billing.ledger import periods
 from billing.ledger.periods import month_end, period_bounds, period_start
 from billing.ledger.posting import close_grace
-from billing.ledger.selectors import ledger_cursor, workspace_currency
+from billing.ledger.selectors import ledger_cursor
 from billing.models import (
     AccountWorkspace,
     BillingAccount,
@@ -115,15 +115,12 @@ class Chargeback:
         return sum((r.total for r in self.rows), ZERO)
 
 
-MONTH = re.compile(r"^(19[7-9][0-9]|20[0-9][0-9]|2100)-(0[1-9]|1[0-2])$")
-
-
 def parse_month(raw: str | None) -> date:
     """YYYY-MM as the month's first day; ChargebackError otherwise."""
-    if not raw or not MONTH.match(raw):
-        raise ChargebackError(gettext("month: give the month as YYYY-MM, e.g. 2026-11"))
-    year, month = raw.split("-")
-    return date(int(year), int(month), 1)
+    try:
+        return periods.parse_month(raw)
+    except periods.MonthError:
+        raise ChargebackError(gettext("month: give the month as YYYY-MM, e.g. 2026-11")) from None
 
 
 # --------------------------------------------------------------------------- policies
@@ -350,6 +347,10 @@ def post_chargeback(month: date, *, now: datetime | None = None) -> list[Chargeb
     platform = figures.currency
     start, end = period_bounds(month)
     last_hour = end.astimezone(UTC) - HOUR
+    # Every share's currency from one query, and one converter (it reads its rates once) per currency
+    shared = {ws for pool in figures.pools for ws in pool.shares}
+    currencies = Currencies(shared)
+    converters = {currency: _converter(currency) for currency in {currencies.of(ws, month) for ws in shared}}
     postings = []
     try:
         with transaction.atomic():
@@ -359,24 +360,23 @@ def post_chargeback(month: date, *, now: datetime | None = None) -> list[Chargeb
                     capacity_cost=pool.capacity_cost, direct_cost=pool.direct_cost, posted_at=now)
                 postings.append(posting)
                 for ws, amount in sorted(pool.shares.items()):
-                    line = _share_line(pool, ws, amount, platform, month, start, end, last_hour, now)
+                    currency = currencies.of(ws, month)
+                    cost = amount if currency == platform else pricing.quantize_money(
+                        converters[currency](amount, platform, month_end(month)), currency)
+                    line = _share_line(pool, ws, cost, currency, month, start, end, last_hour, now)
                     ChargebackShare.objects.create(posting=posting, workspace_id=ws, amount=amount, line=line)
     except IntegrityError:  # another worker posted the month first
         return list(ChargebackPosting.objects.filter(period=month))
     return postings
 
 
-def _share_line(pool: PoolChargeback, workspace_id: int, amount: Decimal, platform: str, month: date,
-                start: datetime, end: datetime, last_hour: datetime, now: datetime) -> ChargeLine | None:
-    workspace = apps.get_model("portal", "Workspace").objects.get(pk=workspace_id)
-    currency = workspace_currency(workspace, month)
-    cost = amount if currency == platform else pricing.quantize_money(
-        _converter(currency)(amount, platform, month_end(month)), currency)
+def _share_line(pool: PoolChargeback, workspace_id: int, cost: Decimal, currency: str, month: date,
+                start: datetime, end: datetime, last_hour: datetime, now: datetime) -> ChargeLine:
     reason = gettext("Share of pool %(pool)s's idle and unallocated capacity (%(policy)s)") % {
         "pool": pool.pool, "policy": pool.policy}
     return ChargeLine.objects.create(
         category=ChargeLine.Category.USAGE, resource=ChargeLine.Resource.COMPUTE, hour=last_hour,
-        day=month_end(month), period=month, charge_start=start, charge_end=end, workspace=workspace,
+        day=month_end(month), period=month, charge_start=start, charge_end=end, workspace_id=workspace_id,
         pool=pool.pool, cost=cost, currency=currency, provisional=False, computed_at=now, reason=reason,
         charge_kind=IDLE_SHARE, sku_id=f"{pool.pool}/idle-share")
 

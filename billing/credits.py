@@ -19,16 +19,15 @@ from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
 from django.utils.translation import gettext
 
 from billing import history_catalogue as texts
 from billing import pricing
 from billing.accounts import AccountError, account_workspace_ids, paying_for
 from billing.ledger.periods import period_bounds, period_start
-from billing.ledger.selectors import money_sum
 from billing.models import AccountWorkspace, BillingAccount, ChargeLine, CreditTopUp
-from billing.notices import Notice, raise_notice, written_in_english
+from billing.notices import Notice, budget_recipients, raise_notice, written_in_english
 from scheduling.api import clock, formats, release_suspended, said, suspend_jobs
 from scheduling.models import FINAL_STATES, Job
 
@@ -61,8 +60,20 @@ class CreditBalance:
 def debited_workspace_ids(account: BillingAccount) -> list[int]:
     """The workspaces whose lines debit a prepaid account: its own, and its sub-accounts' where the
     sub-account holds no credit of its own."""
-    links = AccountWorkspace.objects.filter(Q(account=account) | Q(account__parent=account, account__prepaid=False))
-    return sorted(links.values_list("workspace_id", flat=True))
+    return sorted(_debited_workspaces({account.pk})[account.pk])
+
+
+def _debited_workspaces(ids: set[int]) -> dict[int, set[int]]:
+    """debited_workspace_ids of each account in `ids`, from one query."""
+    debited: dict[int, set[int]] = {pk: set() for pk in ids}
+    links = AccountWorkspace.objects.filter(Q(account_id__in=ids) | Q(account__parent_id__in=ids, account__prepaid=False))
+    for account_id, parent_id, prepaid, workspace_id in links.values_list(
+            "account_id", "account__parent_id", "account__prepaid", "workspace_id"):
+        if account_id in ids:
+            debited[account_id].add(workspace_id)
+        if parent_id in ids and not prepaid:
+            debited[parent_id].add(workspace_id)
+    return debited
 
 
 def credit_holder(workspace) -> BillingAccount | None:
@@ -76,19 +87,36 @@ def credit_holder(workspace) -> BillingAccount | None:
     return account.parent if account.parent is not None and account.parent.prepaid else None
 
 
+def _debits(account: BillingAccount, workspace_ids) -> Q:
+    return Q(workspace_id__in=workspace_ids, hour__gte=account.credit_started, currency=account.currency)
+
+
 def debit_lines(account: BillingAccount):
     """The ledger lines that debit the account's credit (none before it started)."""
     if account.credit_started is None:
         return ChargeLine.objects.none()
-    return ChargeLine.objects.filter(workspace_id__in=debited_workspace_ids(account), hour__gte=account.credit_started,
-                                     currency=account.currency)
+    return ChargeLine.objects.filter(_debits(account, debited_workspace_ids(account)))
 
 
 def credit_balance(account: BillingAccount) -> CreditBalance:
-    topped = sum((t.amount for t in account.top_ups.filter(currency=account.currency)), Decimal(0))
-    debited = money_sum(debit_lines(account), account.currency)
-    return CreditBalance(account=account, topped_up=pricing.quantize_money(topped, account.currency),
-                         debited=debited, started=account.credit_started)
+    return credit_balances([account])[account.pk]
+
+
+def credit_balances(accounts) -> dict[int, CreditBalance]:
+    """Each account's CreditBalance by id, from one query each for the top-ups, the workspaces and the
+    debits of all of them (a page listing accounts)."""
+    accounts = list(accounts)
+    ids = {a.pk for a in accounts}
+    topped = {(account_id, currency): total for account_id, currency, total in CreditTopUp.objects.filter(
+        account_id__in=ids).order_by().values_list("account_id", "currency").annotate(total=Sum("amount"))}
+    debited = _debited_workspaces(ids)
+    debiting = {f"a{a.pk}": Sum("cost", filter=_debits(a, debited[a.pk]))
+                for a in accounts if a.credit_started is not None and debited[a.pk]}
+    sums = ChargeLine.objects.filter(workspace_id__in=set().union(*debited.values())).aggregate(**debiting) if debiting else {}
+    return {a.pk: CreditBalance(
+        account=a, topped_up=pricing.quantize_money(topped.get((a.pk, a.currency), Decimal(0)), a.currency),
+        debited=pricing.quantize_money(sums.get(f"a{a.pk}") or Decimal(0), a.currency), started=a.credit_started)
+        for a in accounts}
 
 
 def workspace_credit(workspace) -> CreditBalance | None:
@@ -231,8 +259,7 @@ def _send_low_balance(account: BillingAccount, balance: CreditBalance) -> None:
     workspaces = AccountWorkspace.workspace.field.related_model.objects.filter(
         pk__in=debited_workspace_ids(account)).order_by("slug")
     for workspace in workspaces:
-        members = workspace.memberships.select_related("user").order_by("user__username")
-        users = tuple(m.user for m in members if m.can_manage_budget and m.user_id not in told)
+        users = tuple(u for u in budget_recipients(workspace) if u.pk not in told)
         told.update(u.pk for u in users)
         raise_notice(Notice(
             event="budget.alert", workspace=workspace, users=users, **texts_, link="/reports/",

@@ -57,6 +57,12 @@ def mail_subject(subject: str) -> str:
     return f"[{settings.PLATFORM_NAME}] {subject}"
 
 
+def budget_recipients(workspace) -> tuple:
+    """Its owners and finance members: who is told of its budget and its account's credit."""
+    members = workspace.memberships.select_related("user").order_by("user__username")
+    return tuple(m.user for m in members if m.can_manage_budget)
+
+
 def raise_notice(notice: Notice) -> None:
     answers = notice_raised.send(sender=None, notice=notice)
     if any(taken for _, taken in answers):

@@ -20,6 +20,7 @@ from django.db.models import Sum
 from django.utils.translation import gettext
 
 from billing import pricing
+from billing.ledger import periods
 from billing.ledger.periods import period_bounds
 from billing.models import (
     AccountWorkspace,
@@ -88,11 +89,8 @@ def parse_month(raw) -> date:
     if isinstance(raw, date):
         return raw.replace(day=1)
     try:
-        year, month = (int(p) for p in str(raw).strip().split("-"))
-        if not 1970 <= year <= 2100:
-            raise ValueError(year)
-        return date(year, month, 1)
-    except ValueError:
+        return periods.parse_month(str(raw).strip())
+    except periods.MonthError:
         raise InvoiceError(gettext("month: %(value)s is not a month (YYYY-MM)") % {"value": repr(str(raw)[:20])}) from None
 
 

@@ -20,7 +20,9 @@ from django.http import Http404
 from billing import exchange_rates
 from billing.chargeback import IDLE_SHARE, split
 from billing.currency import check_currency, default_currency, workspace_currencies
+from billing.ledger import periods
 from billing.ledger.kept import ledger_read
+from billing.ledger.periods import FIRST_YEAR, LAST_YEAR
 from billing.ledger.selectors import as_of, money_sum, sums_by_currency, workspace_currency
 from billing.models import ChargeLine
 from billing.pricing import quantize_money
@@ -42,7 +44,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
 MAX_PAGE_ROWS = 500
 QUANTITY = Decimal("0.000001")  # GPU-, core- and GiB-hours as shown
 MAX_RANGE_DAYS = 3660
-FIRST_YEAR, LAST_YEAR = 1970, 2100  # dates outside are a client's mistake (and overflow date arithmetic)
 MAX_FILTER_LENGTH = 200
 MAX_JOB_ID = 2**63 - 1
 SUMMED = ("allocated_gpu_hours", "used_gpu_hours", "idle_gpu_hours", "cpu_core_hours", "memory_gib_hours",
@@ -387,13 +388,9 @@ class Statement:
 
 def parse_month(raw: str) -> date:
     try:
-        year, month = (int(p) for p in raw.split("-"))
-        first = date(year, month, 1)
-    except ValueError as error:
-        raise FilterError(f"{raw!r} is not a month (YYYY-MM)", field="month") from error
-    if not FIRST_YEAR <= year <= LAST_YEAR:
-        raise FilterError(f"{raw!r} is not between {FIRST_YEAR} and {LAST_YEAR}", field="month")
-    return first
+        return periods.parse_month(raw)
+    except periods.MonthError as error:
+        raise FilterError(str(error), field="month") from error
 
 
 def monthly_statement(user, slug: str, month: date) -> Statement:

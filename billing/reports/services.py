@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import Sum
 from django.utils import translation
 from django.utils.translation import gettext
 
 from billing import history_catalogue as texts
 from billing import pricing
-from billing.accounts import account_of, account_workspace_ids, paying_for
+from billing.accounts import account_of, account_workspace_ids, paying_for, workspaces_paid_by
 from billing.credits import check_credit_allows_submit, check_credits, require_account_finance
 from billing.currency import currency_at
 from billing.ledger.periods import period_bounds, period_start
@@ -29,7 +31,7 @@ from billing.models import (
     ChargeLine,
     ReportExport,
 )
-from billing.notices import Notice, raise_notice, written_in_english
+from billing.notices import Notice, budget_recipients, raise_notice, written_in_english
 from billing.time_zone import platform_tz
 from scheduling.api import DomainError, clock, formats, release_suspended, said, send_task, suspend_jobs
 from scheduling.models import FINAL_STATES, Job
@@ -231,17 +233,35 @@ class AccountBudgetStatus:
 
 def account_budget_status(account: BillingAccount, *, now: datetime | None = None) -> AccountBudgetStatus | None:
     """This month's spend of the workspaces the account pays for (its sub-accounts' too), in its currency."""
-    now = now or clock.now()
-    budget = AccountBudget.objects.filter(account=account).select_related("account").first()
-    if budget is None:
-        return None
-    start = period_start(now)
-    lines = ChargeLine.objects.filter(workspace_id__in=account_workspace_ids(account), period=start)
-    spent = money_sum(lines, account.currency)
-    others = tuple(sorted(set(lines.exclude(currency=account.currency).order_by().values_list("currency", flat=True))))
-    return AccountBudgetStatus(budget=budget, spent=spent, percent=(spent * 100 / budget.amount).quantize(Decimal("0.1")),
-                               period_start=start, alerts=list(budget.alerts.filter(period_start=start)),
-                               not_counted=others)
+    return account_budget_statuses([account], now=now).get(account.pk)
+
+
+def account_budget_statuses(accounts, *, now: datetime | None = None) -> dict[int, AccountBudgetStatus]:
+    """account_budget_status of each account that has a budget, by id, from one query each for the budgets,
+    their alerts, the workspaces and the month's lines of all of them (a page listing accounts)."""
+    start = period_start(now or clock.now())
+    given = {a.pk: a for a in accounts}
+    budgets = {b.account_id: b for b in AccountBudget.objects.filter(account__in=list(given)).select_related("account")}
+    if not budgets:
+        return {}
+    alerts: dict[int, list[AccountBudgetAlert]] = defaultdict(list)
+    for alert in AccountBudgetAlert.objects.filter(budget__in=list(budgets.values()), period_start=start):
+        alerts[alert.budget_id].append(alert)
+    paid = workspaces_paid_by(set(budgets))
+    sums: dict[int, dict[str, Decimal]] = defaultdict(dict)  # workspace -> currency -> the month's sum
+    lines = ChargeLine.objects.filter(workspace_id__in=set().union(*paid.values()), period=start)
+    for workspace_id, currency, total in lines.order_by().values_list("workspace_id", "currency").annotate(s=Sum("cost")):
+        sums[workspace_id][currency] = total
+    statuses = {}
+    for account_id, budget in budgets.items():
+        currency = given[account_id].currency
+        by_currency = [sums[ws] for ws in paid[account_id]]
+        spent = pricing.quantize_money(sum((s.get(currency, ZERO) for s in by_currency), ZERO), currency)
+        statuses[account_id] = AccountBudgetStatus(
+            budget=budget, spent=spent, percent=(spent * 100 / budget.amount).quantize(Decimal("0.1")),
+            period_start=start, alerts=alerts[budget.pk],
+            not_counted=tuple(sorted({c for s in by_currency for c in s if c != currency})))
+    return statuses
 
 
 def _paying_accounts(workspace) -> list[BillingAccount]:
@@ -320,7 +340,7 @@ def _send_account_alert(account: BillingAccount, status: AccountBudgetStatus, al
     texts_ = written_in_english(lambda: _account_alert_texts(account, status, alert))
     told: set[int] = set()
     for workspace in _workspaces(account_workspace_ids(account)):
-        users = tuple(u for u in _recipients(workspace) if u.pk not in told)
+        users = tuple(u for u in budget_recipients(workspace) if u.pk not in told)
         told.update(u.pk for u in users)
         raise_notice(Notice(
             event="budget.alert", workspace=workspace, users=users, **texts_, link="/reports/",
@@ -328,12 +348,6 @@ def _send_account_alert(account: BillingAccount, status: AccountBudgetStatus, al
                   "percent": str(alert.percent), "spent": str(alert.spent), "budget": str(status.budget.amount),
                   "currency": account.currency, "period_start": alert.period_start.isoformat(),
                   "submissions_blocked": alert.threshold >= 100 and status.budget.block_at_limit}))
-
-
-def _recipients(workspace) -> tuple:
-    """Its owners and finance members: who is told of its budget."""
-    members = workspace.memberships.select_related("user").order_by("user__username")
-    return tuple(m.user for m in members if m.can_manage_budget)
 
 
 def check_budgets(*, now: datetime | None = None, workspace_ids=None) -> list[BudgetAlert]:
@@ -424,7 +438,7 @@ def _send_alert(budget: Budget, alert: BudgetAlert) -> None:
     # E-mail and in-app by each recipient's choices (each in their language), and the workspace's webhook
     # (the portal delivers)
     raise_notice(Notice(
-        event="budget.alert", workspace=ws, users=_recipients(ws), **texts, link="/reports/",
+        event="budget.alert", workspace=ws, users=budget_recipients(ws), **texts, link="/reports/",
         data={"threshold": alert.threshold, "percent": str(alert.percent), "spent": str(alert.spent),
               "budget": str(budget.amount), "currency": budget.currency, "period_start": alert.period_start.isoformat(),
               "as_of": alert.as_of.isoformat() if alert.as_of else None,

@@ -8,7 +8,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.api import MINOR_UNITS, chargeback, money_text
+from billing.api import MINOR_UNITS, MONTH_PATTERN, chargeback, money_text
 from portal.models import Membership, Role
 
 
@@ -29,7 +29,7 @@ class ChargebackApi(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("month", {"type": "string", "pattern": chargeback.MONTH.pattern}, required=True,
+            OpenApiParameter("month", {"type": "string", "pattern": MONTH_PATTERN}, required=True,
                              description="The billing month, YYYY-MM"),
             OpenApiParameter("currency", {"type": "string", "enum": sorted(MINOR_UNITS)},
                              description="Default: the platform's billing currency"),

@@ -14,12 +14,12 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.views import APIView
 
-from billing.api import invoice_render, invoice_selectors, money_text
+from billing.api import MONTH_PATTERN, invoice_render, invoice_selectors, money_text
 from billing.api import invoices as invoice_services
 from billing.models import Invoice, InvoiceLine
 from scheduling.api import DomainError
 
-MONTH = {"type": "string", "pattern": r"^(19[7-9][0-9]|20[0-9][0-9]|2100)-(0[1-9]|1[0-2])$"}
+MONTH = {"type": "string", "pattern": MONTH_PATTERN}
 SLUG = {"type": "string", "pattern": r"^[-a-zA-Z0-9_]*$", "maxLength": 50}
 
 

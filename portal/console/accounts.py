@@ -71,10 +71,11 @@ def _field_rows(form: AccountForm, errors: dict[str, list[str]]) -> list[tuple]:
 
 @operator_required
 def account_list(request):
-    rows = []
-    for account in BillingAccount.objects.select_related("parent").annotate(n=Count("workspace_links")):
-        balance = credits.credit_balance(account) if account.prepaid else None
-        rows.append((account, balance, report_services.account_budget_status(account)))
+    listed = list(BillingAccount.objects.select_related("parent").annotate(n=Count("workspace_links")))
+    # Balances and budgets read for all the listed accounts at once, not account by account
+    balances = credits.credit_balances([a for a in listed if a.prepaid])
+    budgets = report_services.account_budget_statuses(listed)
+    rows = [(account, balances.get(account.pk), budgets.get(account.pk)) for account in listed]
     rows.sort(key=lambda row: ((row[0].parent or row[0]).slug, row[0].parent_id is not None, row[0].slug))
     return render(request, "console/accounts.html", {"section": "accounts", "rows": rows})
 

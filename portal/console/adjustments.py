@@ -7,7 +7,6 @@ Billed records are never edited: a correction is an adjustment line of its own
 
 from __future__ import annotations
 
-import re
 from datetime import date
 from decimal import Decimal
 
@@ -18,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from billing.api import ledger_selectors, ledger_services, period_start, pricing
+from billing.api import MonthError, ledger_selectors, ledger_services, parse_month, period_start, pricing
 from billing.models import ChargeLine
 from portal import history_catalogue as texts
 from portal.console import audit
@@ -28,7 +27,6 @@ from portal.templatetags.money import month_year
 from scheduling.api import DomainError, clock, formats, said
 from scheduling.models import Job
 
-MONTH = re.compile(r"(\d{4})-(\d{2})")
 CREDIT, DEBIT = "credit", "debit"
 JOB, PERIOD = "job", "period"
 
@@ -61,10 +59,10 @@ class AdjustmentForm(forms.Form):
         text = self.cleaned_data["period"].strip()
         if not text:
             return None
-        match = MONTH.fullmatch(text)
-        if not match or not 1 <= int(match[2]) <= 12:
-            raise forms.ValidationError(gettext("write a month as YYYY-MM, e.g. 2026-03"))
-        return date(int(match[1]), int(match[2]), 1)
+        try:
+            return parse_month(text)
+        except MonthError:
+            raise forms.ValidationError(gettext("write a month as YYYY-MM, e.g. 2026-03")) from None
 
     def clean(self):
         data = super().clean()

@@ -263,3 +263,32 @@ def test_lines_in_another_currency_count_at_their_days_rate_and_a_missing_rate_i
     add_rate(base="USD", quote="CNY", day=date(2026, 3, 31), rate="7.2")
     in_yuan = chargeback.chargeback(MARCH, currency="CNY")
     assert in_yuan.currency == "CNY" and in_yuan.total == in_yuan.capacity_cost
+
+
+def test_posting_reads_the_shares_currencies_and_rates_once_however_many_workspaces_share(cluster, clock):
+    """Two workspaces billed in CNY or four: posting their month's shares reads the same."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from billing.exchange_rates import add_rate
+    from billing.ledger.periods import month_end
+    from billing.models import WorkspaceCurrency
+
+    clock.now = APRIL_5
+    policy("h100", "proportional")
+    february = date(2026, 2, 1)
+    sharing = {february: [WorkspaceFactory() for _ in range(2)], MARCH: [WorkspaceFactory() for _ in range(4)]}
+    for month, workspaces in sharing.items():
+        add_rate(base="USD", quote="CNY", day=month_end(month), rate="7")
+        for workspace in workspaces:
+            WorkspaceCurrency.objects.create(workspace=workspace, period=february, currency="CNY", set_at=APRIL_5)
+            line(workspace, datetime(2026, month.month, 3, 10, tzinfo=UTC))
+    final_until(datetime(2026, 4, 1, 1, tzinfo=UTC))
+    reads = {}
+    for month in sharing:
+        with CaptureQueriesContext(connection) as posting:
+            chargeback.post_chargeback(month)
+        reads[month] = sum(q["sql"].lstrip().upper().startswith("SELECT") for q in posting.captured_queries)
+    assert reads[february] == reads[MARCH]
+    shares = ChargeLine.objects.filter(charge_kind=chargeback.IDLE_SHARE)
+    assert shares.count() == 6 and set(shares.values_list("currency", flat=True)) == {"CNY"}
