@@ -48,7 +48,9 @@ def test_a_job_asking_more_than_its_queue_allows_is_refused_with_both_figures(cl
     assert Job.objects.get(name="plain").max_runtime_s == 3600  # the queue's default
 
 
-def test_the_quote_uses_max_runtime_as_the_upper_bound(cluster, api_as):
+def test_the_quote_uses_max_runtime_as_the_upper_bound(cluster, api_as, clock):
+    """Priced at noon on the platform clock: a 3-hour window then has one price (at some hours of the day
+    it would cross into or out of off-peak, and 3 hours would not cost 3 times 1)."""
     alice = api_as(cluster.alice)
 
     def options(extra):
