@@ -127,6 +127,10 @@ class PlannerRun(models.Model):
 
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.WHATIF)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    # Never the same for two runs: Celery workers remember revoked ids, and a primary key can be given again
+    # (a database restored from a backup), so an id made of the key alone could name a new run revoked before.
+    task_id = models.CharField(max_length=64, blank=True, editable=False,
+                               help_text="The id its Celery task was sent under, to revoke it when it is cancelled")
     created = models.DateTimeField(default=clock.now, editable=False, db_index=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="planner_runs")

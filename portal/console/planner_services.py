@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -364,7 +365,8 @@ def current_rates(currency: str | None = None) -> pricing.Rates | None:
 def start_run(user, *, kind: str, inputs: dict, trace_csv: str = "") -> PlannerRun:
     """Record a run and queue its task once the transaction commits. With the broker away the run
     stays queued (the page says so) instead of failing the request."""
-    run = PlannerRun.objects.create(kind=kind, created_by=user, inputs=inputs, trace_csv=trace_csv)
+    run = PlannerRun.objects.create(kind=kind, created_by=user, inputs=inputs, trace_csv=trace_csv,
+                                    task_id=f"planner-run-{uuid.uuid4().hex}")
     transaction.on_commit(lambda: send_task(RUN_PLANNER, run.pk, task_id=task_id(run)))
     return run
 
@@ -391,8 +393,9 @@ RUN_PLANNER = "portal.console.tasks.run_planner"
 
 
 def task_id(run: PlannerRun) -> str:
-    """The id its Celery task is sent under, to revoke it when the run is cancelled."""
-    return f"planner-run-{run.pk}"
+    """The id its Celery task is sent under, to revoke it when the run is cancelled (runs queued before ids were
+    stored: their key's)."""
+    return run.task_id or f"planner-run-{run.pk}"
 
 
 def execute_run(run_id: int) -> bool:

@@ -137,9 +137,24 @@ def test_a_replay_is_sent_under_the_id_that_cancelling_revokes(cluster, operator
     monkeypatch.setattr(app.control, "revoke", lambda task_id, **o: revoked.append(task_id))
     with django_capture_on_commit_callbacks(execute=True):
         run = services.start_run(operator, kind=PlannerRun.Kind.TRACE, inputs=TRACE_INPUTS, trace_csv=backlog_trace(2))
-    assert sent == [("portal.console.tasks.run_planner", f"planner-run-{run.pk}")]
+    assert sent == [("portal.console.tasks.run_planner", run.task_id)] and run.task_id.startswith("planner-run-")
     services.cancel_run(operator, run)
-    assert revoked == [f"planner-run-{run.pk}"]
+    assert revoked == [run.task_id]
+
+
+def test_a_run_given_a_revoked_runs_key_again_is_sent_under_another_id(cluster, operator):
+    """Workers remember revoked ids. A key can be given again (a database restored from a backup; each test's
+    database), so a run's task id is its own: a new run under a cancelled run's key is not discarded."""
+    first = services.start_run(operator, kind=PlannerRun.Kind.TRACE, inputs=TRACE_INPUTS, trace_csv=backlog_trace(2))
+    services.cancel_run(operator, first)
+    key, revoked = first.pk, services.task_id(first)
+    PlannerRun.objects.filter(pk=key).delete()
+    again = services.start_run(operator, kind=PlannerRun.Kind.TRACE, inputs=TRACE_INPUTS, trace_csv=backlog_trace(2))
+    PlannerRun.objects.filter(pk=again.pk).update(id=key)
+    again = PlannerRun.objects.get(pk=key)
+    assert services.task_id(again) != revoked
+    older = PlannerRun.objects.create(kind=PlannerRun.Kind.TRACE, created_by=operator, inputs=TRACE_INPUTS)
+    assert services.task_id(older) == f"planner-run-{older.pk}"  # queued before ids were stored
 
 
 @pytest.mark.parametrize("name", ["portal.console.tasks.run_planner", "portal.console.tasks.refresh_pool_savings",
