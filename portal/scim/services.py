@@ -15,11 +15,10 @@ from portal.console.services import ConsoleError
 from portal.identity.groups import apply_group_roles
 from portal.models import ApiToken
 from portal.scim.models import ScimGroup, ScimToken
-from scheduling.api import clock, stop_workload
+from scheduling.api import clock, kinds, stop_workload
 from scheduling.models import UNSCHEDULED_STATES, Job
 
 SOURCE = "scim"  # the source apply_group_roles marks SCIM's memberships with
-NOTEBOOK_KIND = "notebook"
 LAST_USED_EVERY_S = 60
 
 
@@ -93,7 +92,8 @@ def deactivate(actor: ScimActor, user) -> Deactivated:
     sessions = user_sessions.end_all(user)
     tokens = ApiToken.objects.filter(user=user, revoked__isnull=True).update(revoked=clock.now())
     notebooks = 0
-    for job in Job.objects.filter(submitted_by=user, kind=NOTEBOOK_KIND).exclude(state__in=UNSCHEDULED_STATES):
+    personal = kinds.names_where(personal=True)   # notebooks: their owner's own
+    for job in Job.objects.filter(submitted_by=user, kind__in=personal).exclude(state__in=UNSCHEDULED_STATES):
         stop_workload(None, job, reason="its owner's account was deactivated")
         notebooks += 1
     done = Deactivated(sessions=sessions, tokens=tokens, notebooks=notebooks)

@@ -41,6 +41,7 @@ class Kind:
     ssh: bool = True           # its replicas run an SSH server the gateway reaches (scheduling.ssh)
     has_home: bool = False     # a home volume (scheduling.storage), kept across stop and start and after the job
     autoscaled: bool = False   # a service whose replicas the autoscaler sets (scheduling.inference)
+    personal: bool = False     # its submitter's own: stopped when their account is deactivated (SCIM)
     # Idle: judged by its server's own activity (a notebook's kernels) rather than the GPU samples of
     # the node agents, and what its idle policy does.
     idle_by_activity: bool = False

@@ -25,6 +25,7 @@ class NotebookKind(OneRoleKind):
     resource_type = "Notebook"
     interactive = True
     stoppable = True
+    personal = True
     name_taken = gettext_noop("notebook '%(name)s' already exists in workspace '%(workspace)s' (%(state)s): "
                               "start or delete it, or choose another name")
     quote_duration_s = NOTEBOOK_QUOTE_S  # it runs until stopped: its quote is for one hour
