@@ -33,12 +33,18 @@ class AccountOutput(serializers.Serializer):
     def get_parent(self, account) -> str | None:
         return account.parent.slug if account.parent else None
 
+    # A list reads every account's workspaces, budget and credit at once (`listed`); one account, its own.
+    def _read(self, account) -> dict:
+        found = self.context.get("read")
+        if found is None:
+            found = self.context["read"] = listed([account])
+        return found
+
     def get_workspaces(self, account) -> list[str]:
-        ids = accounts.account_workspace_ids(account)
-        return list(Workspace.objects.filter(pk__in=ids).order_by("slug").values_list("slug", flat=True))
+        return self._read(account)["workspaces"][account.pk]
 
     def get_budget(self, account) -> dict | None:
-        budget = report_services.account_budget_status(account)
+        budget = self._read(account)["budgets"].get(account.pk)
         if budget is None:
             return None
         return {"amount": str(budget.budget.amount), "spent": str(budget.spent), "percent": str(budget.percent),
@@ -47,7 +53,7 @@ class AccountOutput(serializers.Serializer):
     def get_credit(self, account) -> dict | None:
         if not account.prepaid:
             return None
-        balance = credits.credit_balance(account)
+        balance = self._read(account)["credits"][account.pk]
         return {"topped_up": str(balance.topped_up), "debited": str(balance.debited), "balance": str(balance.balance),
                 "low_balance": None if account.low_balance is None else str(account.low_balance),
                 "since": balance.started.isoformat() if balance.started else None}
@@ -70,6 +76,16 @@ class TopUpOutput(serializers.Serializer):
         return str(credits.credit_balance(BillingAccount.objects.get(pk=topped.account_id)).balance)
 
 
+def listed(given) -> dict:
+    """What AccountOutput shows of each account of `given`, from a few queries for all of them."""
+    given = list(given)
+    paid = accounts.workspaces_paid_by({a.pk for a in given})
+    slugs = dict(Workspace.objects.filter(pk__in=set().union(*paid.values())).values_list("pk", "slug"))
+    return {"workspaces": {pk: sorted(slugs[w] for w in ids) for pk, ids in paid.items()},
+            "budgets": report_services.account_budget_statuses(given),
+            "credits": credits.credit_balances([a for a in given if a.prepaid])}
+
+
 def _visible(request, slug) -> BillingAccount:
     account = credits.visible_accounts(request.user).filter(slug=slug).first()
     if account is None:  # another tenant's account is not there at all
@@ -80,7 +96,8 @@ def _visible(request, slug) -> BillingAccount:
 class AccountListApi(APIView):
     @extend_schema(responses={200: AccountOutput(many=True)})
     def get(self, request):
-        return Response(AccountOutput(credits.visible_accounts(request.user), many=True).data)
+        shown = list(credits.visible_accounts(request.user).select_related("parent"))
+        return Response(AccountOutput(shown, many=True, context={"read": listed(shown)}).data)
 
 
 class AccountDetailApi(APIView):
