@@ -11,8 +11,6 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
-import numpy as np
-
 from ..model import EvictCause, Job, ReplicaKey
 from ..session import Session
 from ..state import Assignment, JobState
@@ -118,9 +116,9 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
     """Scenario body: evict units in order until the job's gang fits and `holds()` (quotas, fair
     share) is true; then give back the evictions that were not needed and move the victims that can
     be moved (`keep_victims`). `cause_of(unit)` says why a unit may go now, or None when it may not.
-    After a few evictions without success, the scenario gives up at once when evicting every unit the
-    loop would still take could not make room (`could_still_fit`): the same outcome, without evicting
-    them one by one."""
+    Where the job's pools hand out whole GPUs, the scenario first asks whether evicting every unit the
+    loop would take could make room at all (`would_evict`, `fits_without`), and gives up at once when it could not:
+    the same outcome, without evicting them one by one (most scenarios that fail, fail so)."""
     def placed() -> bool:
         return s.transaction(lambda: place_gang(s, state) and holds())
 
@@ -131,6 +129,14 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
     whole_only = all(s.pools[p].gpu_mode == "whole" for p in pools)
     p = plan(s, state)
     single = p.roles[0].request if sum(len(v) for v in p.missing.values()) == 1 else None
+    if whole_only:
+        units = units if isinstance(units, list) else list(units)
+        gone, taken = would_evict(s, pools, units, cause_of)
+        if not fits_without(s, p, gone):
+            # `freed` counts evictions, rolled back or not, and the walk's memory of failed scenarios is
+            # keyed on it: count those the loop would have made before giving up, so the walk goes on alike
+            s.freed += sum(taken[:HOPELESS_CHECK_AFTER])
+            return False
     evicted: list[list[tuple[ReplicaKey, Assignment]]] = []
     left = iter(units)
     while (unit := next(left, None)) is not None:
@@ -145,11 +151,6 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
         evicted.append([(k, s.assign[k]) for k in keys])
         for k in keys:
             s.unbind(k, unit.reason, cause)
-        if len(evicted) == HOPELESS_CHECK_AFTER and whole_only:
-            rest = list(left)
-            if not could_still_fit(s, p, pools, rest, cause_of):
-                return False
-            left = iter(rest)
         if single is not None:
             # one replica missing: only the nodes just freed can have become able to take it
             if not any(s.row_fits(row, single) for row in {a.row for _, a in evicted[-1]}):
@@ -162,28 +163,27 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
     return False
 
 
-# evictions after which `evict_until_placed` asks whether going on can succeed at all
+# evictions after which `evict_until_placed` used to ask whether going on could succeed at all; the
+# scenarios that fail at once count that many in `Session.freed`
 HOPELESS_CHECK_AFTER = 8
 
 
-def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
-                    cause_of: Callable[[Unit], EvictCause | None]) -> bool:
-    """Whether the gang of plan `p` could fit once `evict_until_placed` evicted every unit of `units` it
-    would evict, were the gang never to fit on the way (a necessary condition of its success). Which
-    those are follows the loop's own tests; `cause_of` reads the queues' usage, so each unit taken is
-    counted off `Session.alloc` as its eviction would, and put back before returning. A unit refused
-    (`cause_of` None) stands for its queue until the next unit is taken: whether a unit may go is read of
-    its queue and the usage only."""
+def would_evict(s: Session, pools: set[str], units: list[Unit],
+                cause_of: Callable[[Unit], EvictCause | None]) -> tuple[set[ReplicaKey], list[int]]:
+    """The replicas `evict_until_placed` would evict of `units`, were the gang never to fit on the way,
+    and how many each unit taken holds, in order. Which those are follows the loop's own tests;
+    `cause_of` reads the queues' usage, so each unit taken is counted off `Session.alloc` as its
+    eviction would, and put back before returning. A unit refused (`cause_of` None) stands for its queue
+    until the next unit is taken: whether a unit may go is read of its queue and the usage only."""
     alloc, path, assign, new, node_pool = s.alloc, s.queue_path, s.assign, s.new, s.node_pool
     gone: set[ReplicaKey] = set()
     taken: list[tuple[str, int]] = []
+    counts: list[int] = []
     # whether a unit may go follows from its queue and the queues' usage, which changes only when a unit is
     # taken: until then a queue's answer is asked once (the tail of a long list is mostly refused units)
     refused: dict[str, int] = {}
 
     def may_go(unit: Unit) -> bool:
-        if refused.get(unit.queue) == len(taken):
-            return False
         if cause_of(unit) is None:
             refused[unit.queue] = len(taken)
             return False
@@ -191,6 +191,8 @@ def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
 
     try:
         for unit in units:
+            if refused.get(unit.queue) == len(taken):
+                continue
             if len(unit.keys) == 1:            # most units: the same tests, one key
                 key = unit.keys[0]
                 a = assign.get(key)
@@ -198,12 +200,14 @@ def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
                     continue
                 gone.add(key)
                 milli = a.slice.gpu_milli * len(a.gpus)
+                counts.append(1)
             else:
                 keys = [k for k in unit.keys if k in assign and k not in new and k not in gone]
                 if not keys or not may_go(unit) or not any(node_pool[assign[k].row] in pools for k in keys):
                     continue
                 gone.update(keys)
                 milli = sum(assign[k].gpu_milli for k in keys)
+                counts.append(len(keys))
             for q in path[unit.queue]:
                 alloc[q] -= milli
             taken.append((unit.queue, milli))
@@ -211,7 +215,7 @@ def could_still_fit(s: Session, p: Plan, pools: set[str], units: list[Unit],
         for queue, milli in taken:
             for q in path[queue]:
                 alloc[q] += milli
-    return fits_without(s, p, gone)
+    return gone, counts
 
 
 def fits_without(s: Session, p: Plan, gone: set[ReplicaKey]) -> bool:
@@ -222,24 +226,28 @@ def fits_without(s: Session, p: Plan, gone: set[ReplicaKey]) -> bool:
     if not roles:
         return True
     arr = s.arrays
-    rows, gpus, milli, mem = [], [], [], []
+    back: dict[tuple[int, int], list[int]] = {}     # (row, GPU) -> the milli and MiB the evictions give back
+    assign = s.assign
     for k in gone:
-        a = s.assign[k]
+        a = assign[k]
         sl = a.slice
         if sl.kind not in ("whole", "fraction"):
             continue
         for g in a.gpus:
-            rows.append(a.row)
-            gpus.append(g)
-            milli.append(sl.gpu_milli)
-            mem.append(sl.gpu_mem_mib)
-    free_milli = arr.gpu_free_milli.astype(np.int64)
-    free_mem = arr.gpu_free_mem.copy()
-    if rows:
-        np.add.at(free_milli, (rows, gpus), milli)
-        np.add.at(free_mem, (rows, gpus), mem)
-    whole = (free_milli == MILLI_PER_GPU) & (free_mem == arr.gpu_total_mem[:, None]) & arr.gpu_present
-    per_node = whole.sum(axis=1)
+            found = back.get((a.row, g))
+            if found is None:
+                back[(a.row, g)] = [sl.gpu_milli, sl.gpu_mem_mib]
+            else:
+                found[0] += sl.gpu_milli
+                found[1] += sl.gpu_mem_mib
+    free_milli, free_mem, total_mem, present = arr.gpu_free_milli, arr.gpu_free_mem, arr.gpu_total_mem, arr.gpu_present
+    per_node = ((free_milli == MILLI_PER_GPU) & (free_mem == total_mem[:, None]) & present).sum(axis=1)
+    # only the GPUs evictions give back can change: counted again one by one (scalars, not a copy of the arrays)
+    for (row, g), (milli, mem) in back.items():
+        if present[row, g]:
+            milli_now, mem_now, total = int(free_milli[row, g]), int(free_mem[row, g]), int(total_mem[row])
+            per_node[row] += ((milli_now + milli == MILLI_PER_GPU and mem_now + mem == total)
+                              - (milli_now == MILLI_PER_GPU and mem_now == total))
     for role in roles:
         request = role.request
         mask = request_mask(s, request, p.pools[role.name])
@@ -353,7 +361,7 @@ def without_idle_branches(s: Session, by_queue: dict[str, list[JobState]],
     for queue, states in by_queue.items():
         top = s.queue_path[queue][-1]
         if idle.get(top, True):
-            idle[top] = all(never(state) for state in states)
+            idle[top] = all(map(never, states))
     if not any(idle.values()):
         return by_queue
     return {q: states for q, states in by_queue.items() if not idle[s.queue_path[q][-1]]}

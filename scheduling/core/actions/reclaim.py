@@ -47,6 +47,7 @@ class ReclaimWalk:
         self.found_at: tuple[int, int] | None = None
         self.weighed: dict[str, list[tuple[str, list[str]]]] = {}
         self.children: dict[str | None, list[str]] | None = None
+        self.merged: dict[tuple[str, ...], list[Unit]] = {}
 
     def lenders_for(self, leaf: str, need: int) -> list[str]:
         s = self.s
@@ -94,9 +95,17 @@ class ReclaimWalk:
             return (within_quota(s, job) and s.alloc[leaf] <= s.allocatable.get(leaf, 0.0) + EPS
                     and saturation_holds(s, weighed, before))
 
-        units = self.units
-        return (merged((units[q] for q in lenders), self.victim_order), reclaim_causes(s, self.sides, job, need),
-                final_check)
+        return self.victims_of(lenders), reclaim_causes(s, self.sides, job, need), final_check
+
+    def victims_of(self, lenders: list[str]) -> list[Unit]:
+        """The units of `lenders` in the order they go. The units are fixed for the walk (those gone stale
+        are skipped when used), so each set of lenders is merged once."""
+        key = tuple(lenders)
+        found = self.merged.get(key)
+        if found is None:
+            units = self.units
+            found = self.merged[key] = list(merged((units[q] for q in lenders), self.victim_order))
+        return found
 
     def never(self, state: JobState) -> bool:
         if not waits_whole(state):

@@ -269,3 +269,25 @@ def test_fair_shares_converge_by_priority_and_follow_a_change_once():
     assert [d.changes for d in history[1:]] == [0] * 5
     assert history[0].evicts == ()
     assert gpus_held(snap, ["hi", "mid", "lo"]) == {"hi": 0, "mid": 4, "lo": 4}
+
+
+def test_a_reclaim_that_cannot_make_room_gives_up_without_evicting(monkeypatch):
+    """team-a may reclaim 8 GPUs from team-b (over its share), but its own job holds a GPU of each node, so
+    no node can be emptied whatever team-b loses: the scenario gives up before evicting anything, and the
+    cycle evicts nothing."""
+    b_jobs = singles("b", "team-b", 14, start=10)
+    running = (on("a-run", "h100-0", 0), on("a-run2", "h100-1", 0), *spread("h100-0", b_jobs[:7], 1),
+               *spread("h100-1", b_jobs[7:], 1))
+    snap = Snapshot(
+        pools=H100, nodes=nodes("h100", 2, 8),
+        queues=(Queue("team-a", deserved_milli=12000), Queue("team-b", deserved_milli=4000)),
+        jobs=(job("a-run", "team-a", created=1), job("a-run2", "team-a", created=2), *b_jobs,
+              job("a-big", "team-a", gpus=8, created=30)),
+        running=running)
+    evictions = []
+    unbind = Session.unbind
+    monkeypatch.setattr(Session, "unbind", lambda s, key, *a, **k: (evictions.append(key), unbind(s, key, *a, **k)))
+    decisions = run_cycle(snap)
+    assert decisions.evicts == () and decisions.binds == ()
+    assert evictions == []
+    assert "a-big" in decisions.pending
