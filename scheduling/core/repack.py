@@ -29,7 +29,8 @@ REPACK_BINS = 24  # most GPUs opened around one target
 REPACK_STEPS = 200  # search steps per packing attempt
 REPACK_PLAN_STEPS = 10000  # search steps per cycle (about 0.1-0.2 s), all plans and targets together
 REPACK_SAME = 2  # most bins of one kind opened around one target
-REPACK_SAME_TARGETS = 2  # most targets of one kind (the sizes of their pods) tried per request
+REPACK_SAME_TARGETS = 1  # targets of one kind (the sizes of their pods) tried per request: another
+# kind is likelier to pack than a second target like one that did not
 REPACK_CHOICES = 4  # targets searched for fewer moves once a repack is found
 REPACK_BRANCHES = 5  # bins tried per item in the search
 
