@@ -3,8 +3,8 @@
 import numpy as np
 
 from scheduling.core import repack
-from scheduling.core.placement import Placement, PlacementRequest, allocate, release
-from scheduling.core.room import apply_room_plan, plan_room
+from scheduling.core.placement import Placement, PlacementContext, PlacementRequest, allocate, release
+from scheduling.core.room import _RoomPlanner, apply_room_plan, plan_room
 
 
 def req(milli, gpus=1, cpu=1000):
@@ -130,3 +130,11 @@ def test_plan_room_takes_the_repack_with_the_fewest_moves(gpu_cluster):
     assert sorted((r.placement.gpu_milli, new.node) for r, new in plan.moves) == [(450, 0), (700, 2)]
     apply_room_plan(arrays, req(1000), plan, movable)
     assert arrays.gpu_free_milli[:, 0].tolist() == [50, 0, 200, 0]
+
+
+def test_repacks_try_one_target_per_kind_of_pod_sizes(gpu_cluster):
+    # n0 and n1 hold the same sizes: after n0 the next target is n2, not n1
+    arrays, movable = gpu_cluster([[(600, True)], [(600, True)], [(650, True)], [(900, False)]])
+    planner = _RoomPlanner(arrays, "default", movable, PlacementContext(), repack.Steps())
+    targets = planner._repack_targets(req(1000), np.ones(arrays.size, dtype=bool))
+    assert [node for node, _, _ in targets] == [0, 2]
