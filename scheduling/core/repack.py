@@ -10,7 +10,9 @@ resident goes, or None. A bin is a GPU: its room for residents is its free milli
 of its lifted residents (pods that may not move stay and keep their share). Residents are packed
 largest first by a bounded depth-first search that tries each one's own GPU first (no move),
 then the fullest bin it fits (best fit); node CPU and memory, GPU memory and each resident's
-allowed nodes are checked as it goes.
+allowed nodes are checked as it goes. With steps left after a packing is found, the search goes on
+for one with fewer moves (branch and bound: a branch ends once the pods it has moved and the
+target's pods still to place reach the best count).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ REPACK_BINS = 24  # most GPUs opened around one target
 REPACK_STEPS = 200  # search steps per packing attempt
 REPACK_PLAN_STEPS = 10000  # search steps per cycle (about 0.1-0.2 s), all plans and targets together
 REPACK_SAME = 2  # most bins of one kind opened around one target
+REPACK_SAME_TARGETS = 1  # targets of one kind (the sizes of their pods) tried per request: another
+# kind is likelier to pack than a second target like one that did not
+REPACK_CHOICES = 4  # targets searched for fewer moves once a repack is found
 REPACK_BRANCHES = 5  # bins tried per item in the search
 
 
@@ -59,7 +64,7 @@ class Packer:
     """Depth-first bin packing of items into bins, bounded by `REPACK_STEPS` and the plan's steps."""
 
     def __init__(self, items: list[Item], bins: list[Bin], cpu: dict[int, int], mem: dict[int, int],
-                 budget: Steps) -> None:
+                 budget: Steps, limit: int | None = None) -> None:
         self.items = sorted(items, key=lambda it: (-it.milli, it.home is None))
         self.bins = bins
         self.cpu, self.mem = cpu, mem  # node -> CPU / memory left
@@ -73,11 +78,21 @@ class Packer:
         self.smallest = self.items[-1].milli if self.items else 0
         self.slack = sum(b.milli for b in bins) - sum(it.milli for it in self.items)
         self.lost = sum(b.milli for b in bins if b.milli < self.smallest)
+        # moves: pods not packed on their own GPU; pods of the targets always move
+        self.moved = 0
+        self.best: int | None = limit  # only packings with fewer moves are wanted
+        self.best_where: list[int] | None = None
+        self.must_move = [0] * (len(self.items) + 1)  # pods of the targets from k on
+        for k in range(len(self.items) - 1, -1, -1):
+            self.must_move[k] = self.must_move[k + 1] + (self.items[k].home is None)
 
     def solve(self) -> list[int] | None:
+        """The packing with the fewest moves found within the steps (the first one found need not
+        be: a pod kept home early can force several others out)."""
         if self.slack < 0 or self.lost > self.slack:
             return None
-        return list(self.where) if self._place(0) else None
+        self._place(0)
+        return self.best_where
 
     def _fits(self, it: Item, b: Bin) -> bool:
         allowed = it.resident.allowed
@@ -108,27 +123,38 @@ class Packer:
         return out
 
     def _place(self, k: int) -> bool:
+        """Depth-first from item k; True once nothing better can be found (stop)."""
         if k == len(self.items):
-            return True
-        if self.steps <= 0:
+            if self.best is None or self.moved < self.best:
+                self.best, self.best_where = self.moved, list(self.where)
+            return self.best <= self.must_move[0]  # every move forced: none better
+        if self.best is not None and self.moved + self.must_move[k] >= self.best:
             return False
+        if self.steps <= 0:
+            return True
         self.steps -= 1
         self.budget.left -= 1
         it = self.items[k]
         smallest, slack = self.smallest, self.slack
+        home = self.index.get(it.home, -1) if it.home is not None else -1
         for i in self._order(it):
             b = self.bins[i]
             after = b.milli - it.milli
             lost = after if after < smallest <= b.milli else 0
             if self.lost + lost > slack:
                 continue
+            move = int(i != home)
             self._put(it, i, +1)
             self.lost += lost
+            self.moved += move
             self.where[k] = i
-            if self._place(k + 1):
-                return True
+            stop = self._place(k + 1)
+            self.moved -= move
             self.lost -= lost
             self._put(it, i, -1)
+            if stop:
+                self.where[k] = -1
+                return True
         self.where[k] = -1
         return False
 
@@ -178,12 +204,14 @@ def fractions_on(movable, node: int, gpu: int) -> list:
 
 
 def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, cpu_need: int, mem_need: int,
-           candidates: list[tuple[int, int]], budget: Steps) -> list | None:
+           candidates: list[tuple[int, int]], budget: Steps, limit: int | None = None) -> list | None:
     """Where each resident in `lifted` (all on `targets` of `node`) and the residents of the bins
     opened around them go, so that `targets` keep none of `lifted` and `node` keeps `cpu_need`
     CPU and `mem_need` memory for the request. Bins are the first REPACK_BINS `candidates`
     (from `bin_candidates`) the lifted pods may use. Returns [(resident, node, gpu)] for the
-    residents that move, or None."""
+    residents that move (the fewest the search found, fewer than `limit` if given), or None."""
+    if limit is not None and limit <= len(lifted):
+        return None  # each lifted pod is a move
     need = sum(r.placement.gpu_milli for r in lifted)
     gap = arrays.gpu_free_milli
     masks = [r.allowed for r in lifted if r.allowed is not None]
@@ -214,7 +242,8 @@ def search(arrays, movable, node: int, targets: tuple[int, ...], lifted: list, c
         checkpoint = 2 * len(bins)
         if budget.left <= 0:
             return None
-        packer = Packer(items, [Bin(b.node, b.gpu, b.milli, b.mem) for b in bins], dict(cpu), dict(mem), budget)
+        packer = Packer(items, [Bin(b.node, b.gpu, b.milli, b.mem) for b in bins], dict(cpu), dict(mem), budget,
+                        limit)
         where = packer.solve()
         if where is not None:
             out = []

@@ -8,7 +8,8 @@ Scenarios, cheapest first:
 1. clear a node of residents that fit elsewhere right now;
 2. repack (`repack.py`): empty the target GPUs by re-packing their residents, together with the
    residents of a few GPUs with the largest gaps, into those GPUs (an exact small bin packing);
-   then, with the steps the repacks left, cascades (`displace.py`): the fewest moves in which each
+   once one is found, a few more targets are searched and the repack with the fewest moves is
+   tried first; then, with the steps the repacks left, cascades (`displace.py`): the fewest moves in which each
    lifted pod takes a gap or the place of smaller pods, which move on in turn;
 3. chain moves: swap a smaller resident out of a GPU, which is in turn placed the same way.
 """
@@ -359,8 +360,8 @@ class _RoomPlanner:
                 victims = self._victims(node, request, keys)
                 if victims:
                     yield functools.partial(self._clear, request, node, victims, depth)
-            for node, gpus, lifted in self._repack_targets(request, mask) if depth >= 2 else ():
-                yield functools.partial(self._repack, request, node, gpus, lifted)
+            for node, moves in self._repacks(request, mask) if depth >= 2 else ():
+                yield functools.partial(self._carry_out, request, node, moves)
             if depth >= 2 and request.num_gpus == 1 and self._cascade_steps():  # with the steps repacks left
                 for node, gpus, lifted in self._repack_targets(request, mask, displace.DISPLACE_TARGETS):
                     yield functools.partial(self._displace, request, node, gpus, lifted)
@@ -397,8 +398,8 @@ class _RoomPlanner:
         self, request: PlacementRequest, mask: np.ndarray, cascades: int = 0
     ) -> Iterator[tuple[int, tuple, list]]:
         """(node, GPUs, residents to lift) for repacks, easiest first: the smallest biggest pod to
-        lift, then the least milli, then node order; at most `REPACK_SAME` of one kind. None once the
-        cycle's repack steps are spent: `repack.search` would then find nothing. With `cascades`, that
+        lift, then the least milli, then node order; at most `REPACK_SAME_TARGETS` of one kind. None
+        once the cycle's repack steps are spent: `repack.search` would then find nothing. With `cascades`, that
         many targets for `displace.search`, the fewest pods to lift first (each is a move at least)."""
         if request.num_gpus == 0 or self.repack_steps.left <= 0:
             return
@@ -423,20 +424,35 @@ class _RoomPlanner:
         for _, kind, node, gpus, lifted in ranked:
             if self.repack_steps.left <= 0:
                 return
-            if kinds.get(kind, 0) < repack.REPACK_SAME and tried < (cascades or repack.REPACK_TARGETS):
+            if kinds.get(kind, 0) < repack.REPACK_SAME_TARGETS and tried < (cascades or repack.REPACK_TARGETS):
                 kinds[kind] = kinds.get(kind, 0) + 1
                 tried += 1
                 yield node, gpus, lifted
 
-    def _repack(self, request: PlacementRequest, node: int, gpus: tuple[int, ...], lifted: list) -> Placement | None:
-        """Repack `lifted` (residents of `gpus` on `node`) with the residents of the GPUs around
-        them so they leave those GPUs; then place the request there."""
+    def _repacks(self, request: PlacementRequest, mask: np.ndarray) -> Iterator[tuple[int, list]]:
+        """(node, moves) of repacks that empty target GPUs (`_repack_targets`) for the request, the
+        fewest moves first: once one is found, `repack.REPACK_CHOICES` more targets are searched for
+        a repack with fewer moves (a plan's moves are the cost of consolidation)."""
         a = self.arrays
-        if self.bins is None:  # every repack of a plan starts from the same state
-            self.bins = repack.bin_candidates(a, self.movable, self.ctx.rank(a.size))
-        moves = repack.search(a, self.movable, node, gpus, lifted, request.cpu_milli, request.mem_mib,
-                              self.bins, self.repack_steps)
-        return self._carry_out(request, node, moves)
+        found: list[tuple[int, list]] = []
+        left = None  # targets still searched once a repack is found
+        for node, gpus, lifted in self._repack_targets(request, mask):
+            if left is not None:
+                if left <= 0:
+                    break
+                left -= 1
+            if self.bins is None:  # every repack of a plan starts from the same state
+                self.bins = repack.bin_candidates(a, self.movable, self.ctx.rank(a.size))
+            limit = len(found[-1][1]) if found else None
+            moves = repack.search(a, self.movable, node, gpus, lifted, request.cpu_milli, request.mem_mib,
+                                  self.bins, self.repack_steps, limit)
+            if moves is not None:
+                found.append((node, moves))
+                if left is None:
+                    left = repack.REPACK_CHOICES
+                if len(moves) == len(lifted):
+                    break  # only the lifted pods move: none fewer
+        yield from reversed(found)
 
     def _displace(self, request: PlacementRequest, node: int, gpus: tuple[int, ...], lifted: list) -> Placement | None:
         """Move `lifted` off `gpus` of `node` by the cascade of the fewest moves; then place the

@@ -3,8 +3,8 @@
 import numpy as np
 
 from scheduling.core import repack
-from scheduling.core.placement import Placement, PlacementRequest, allocate, release
-from scheduling.core.room import apply_room_plan, plan_room
+from scheduling.core.placement import Placement, PlacementContext, PlacementRequest, allocate, release
+from scheduling.core.room import _RoomPlanner, apply_room_plan, plan_room
 
 
 def req(milli, gpus=1, cpu=1000):
@@ -90,3 +90,51 @@ def test_a_request_that_found_no_room_is_not_searched_again_until_pods_move(gpu_
     assert len(movable.no_room) == 1
     assert plan_room(arrays, req(1000, cpu=1000), "default", movable) is None
     assert len(movable.no_room) == 2
+
+
+# n0 is the target (350 + 450). Both fit the gaps of n1 (750) and n2 (600) as they are: two moves.
+# A packing that takes the first fit for each pod moves one of n1's or n2's own pods as well.
+TWO_GAPS = [[(350, True), (450, True)], [(250, True)], [(400, True)]]
+
+
+def test_search_returns_the_packing_with_the_fewest_moves(gpu_cluster):
+    arrays, movable = gpu_cluster(TWO_GAPS)
+    lifted = repack.fractions_on(movable, 0, 0)
+    bins = repack.bin_candidates(arrays, movable, np.arange(3))
+    moves = repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, bins, repack.Steps())
+    assert moves is not None
+    assert sorted(r.placement.gpu_milli for r, _, _ in moves) == [350, 450]
+    carry_out(arrays, moves)
+    assert arrays.gpu_free_milli[0, 0] == 1000
+
+
+def test_search_finds_nothing_unless_it_beats_the_limit(gpu_cluster):
+    arrays, movable = gpu_cluster(TWO_GAPS)
+    lifted = repack.fractions_on(movable, 0, 0)
+    bins = repack.bin_candidates(arrays, movable, np.arange(3))
+    assert repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, bins, repack.Steps(), limit=2) is None
+    moves = repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, bins, repack.Steps(), limit=3)
+    assert moves is not None and len(moves) == 2
+
+
+# Two targets: n0 (500) comes first (the smaller biggest pod) and takes three moves: the 500 into
+# n1 once its 700 goes to n2, whose 450 goes to n1 too. n1 (700) takes two: the 700 to n2, n2's 450
+# into n0's gap.
+TWO_TARGETS = [[(500, True)], [(700, True)], [(100, False), (450, True)], [(700, True), (300, True)]]
+
+
+def test_plan_room_takes_the_repack_with_the_fewest_moves(gpu_cluster):
+    arrays, movable = gpu_cluster(TWO_TARGETS)
+    plan = plan_room(arrays, req(1000), "default", movable)
+    assert plan is not None and plan.placement.node == 1
+    assert sorted((r.placement.gpu_milli, new.node) for r, new in plan.moves) == [(450, 0), (700, 2)]
+    apply_room_plan(arrays, req(1000), plan, movable)
+    assert arrays.gpu_free_milli[:, 0].tolist() == [50, 0, 200, 0]
+
+
+def test_repacks_try_one_target_per_kind_of_pod_sizes(gpu_cluster):
+    # n0 and n1 hold the same sizes: after n0 the next target is n2, not n1
+    arrays, movable = gpu_cluster([[(600, True)], [(600, True)], [(650, True)], [(900, False)]])
+    planner = _RoomPlanner(arrays, "default", movable, PlacementContext(), repack.Steps())
+    targets = planner._repack_targets(req(1000), np.ones(arrays.size, dtype=bool))
+    assert [node for node, _, _ in targets] == [0, 2]
