@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import yaml
+
 from scheduling.spec import dict_to_yaml
 from scheduling.spec.model import JobSpec
 from scheduling.spec.read import DNS_LABEL, MAX_TEXT
@@ -67,9 +69,12 @@ def _valid_name(name: object) -> bool:
 
 
 def _plain_in_yaml(name: str) -> bool:
-    """Whether YAML writes the name unquoted ("123", "true" or "null" are quoted: they would read back
-    as another type)."""
-    return dict_to_yaml({"name": name}) == f"{{name: {name}}}\n"
+    """Whether YAML writes the name (a DNS label: nothing in it needs quoting) unquoted: when it reads back
+    as text, as the representer asks its resolver ("123", "true" or "2024-1-1" are quoted)."""
+    return _RESOLVER.resolve(yaml.ScalarNode, name, (True, False)) == _TEXT
+
+
+_RESOLVER, _TEXT = yaml.resolver.Resolver(), "tag:yaml.org,2002:str"
 
 
 def _key_without_name(spec: Mapping[str, Any]) -> tuple | None:

@@ -164,7 +164,8 @@ def test_a_spec_text_written_from_another_with_its_name_put_in_is_the_text_writt
 
     templates = SpecTemplates()
     out = {"name": "first", "type": "single", "roles": [{"name": "main", "image": "busybox", "env": {"A": "b"}}]}
-    for name in ("first", "a-b", "123", "true", "null", "on", "0x1f", "1e5", "y", "x" * 63, PLACEHOLDER):
+    for name in ("first", "a-b", "123", "true", "null", "on", "0x1f", "1e5", "y", "2024-1-1", "1-1", "0o17", "1-0",
+                 "x" * 63, PLACEHOLDER):
         assert templates.yaml({**out, "name": name}) == dict_to_yaml({**out, "name": name}), name
     elsewhere = {**out, "roles": [{"name": "main", "image": PLACEHOLDER}]}   # the placeholder in another field
     assert templates.yaml({**elsewhere, "name": "z"}) == dict_to_yaml({**elsewhere, "name": "z"})
