@@ -11,11 +11,12 @@ the cycle's commit). Beside it, not in the rate: when the cycle that bound it re
 its live events published after the launches), and when every pod was Running (`all_running_s`: the
 backend reports a pod Running after its simulated image pull, 1 s).
 
-By default the cycles run as the product runs them: in a worker process of their own beside the submits
-(`--worker`, as the Celery worker beside the API), started and warm before the first submit, one cycle per
-beat tick (`--interval`, the product's SCHEDULER_INTERVAL_S, 2 s) or at once after a cycle that outlasted
-a tick (the tick's task waited in the queue). `--serial`: the earlier protocol, every submit first, then
-the cycles in the same process.
+By default every submit comes first, then the cycles in the same process. `--worker`: the cycles run as
+the product runs them, in a worker process of their own beside the submits (as the Celery worker beside the
+API), started and warm before the first submit, one cycle per beat tick (`--interval`, the product's
+SCHEDULER_INTERVAL_S, 2 s) or at once after a cycle that outlasted a tick (the tick's task waited in the
+queue). Its later cycles also find the first pods Running and record it (events, notifications), as the
+worker would: work the serial protocol leaves after its clock stops.
 
 Each `--db` (a loopback postgres:// URL, dropped and made again, or `sqlite` for a file in a temporary
 folder) runs in a child process of its own on a migrated empty database; `run_throughput` is the
@@ -244,7 +245,7 @@ def run_worker(burst: int, interval: float, timeout_s: float) -> dict:
 
 # --- parent and child -------------------------------------------------------------------------
 
-def child(nodes: int, burst: int, batch: int = BATCH, worker: bool = True, interval: float = INTERVAL_S) -> dict:
+def child(nodes: int, burst: int, batch: int = BATCH, worker: bool = False, interval: float = INTERVAL_S) -> dict:
     import django
 
     os.environ["SIM_TRAINING_PROCESSES"] = "0"
@@ -280,7 +281,7 @@ def worker_process(burst: int, interval: float, timeout_s: float) -> dict:
     return result
 
 
-def run_on(db: str, nodes: int, burst: int, timeout_s: float, batch: int = BATCH, worker: bool = True,
+def run_on(db: str, nodes: int, burst: int, timeout_s: float, batch: int = BATCH, worker: bool = False,
            interval: float = INTERVAL_S) -> dict:
     """One measurement in a child process on a fresh database: `db` is a loopback postgres:// URL or `sqlite`."""
     from bench.cycle_db import database_name, drop, recreate
@@ -302,7 +303,7 @@ def run_on(db: str, nodes: int, burst: int, timeout_s: float, batch: int = BATCH
         try:
             done = subprocess.run([sys.executable, "-m", "bench.throughput", "--child", "--nodes", str(nodes),
                                    "--burst", str(burst), "--batch", str(batch), "--interval", str(interval),
-                                   *([] if worker else ["--serial"])], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                   *(["--worker"] if worker else [])], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                   text=True, timeout=timeout_s)
         finally:
             if redis is not None:
@@ -325,9 +326,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="a loopback postgres:// URL (dropped and made again) or `sqlite`; repeat for both")
     parser.add_argument("--batch", type=int, default=BATCH,
                         help="jobs per call of the batch submit service; 1: one submit_job call each")
-    parser.add_argument("--serial", action="store_true",
-                        help="the cycles after every submit, in the same process (the earlier protocol), not in a "
-                             "worker process beside the submits")
+    parser.add_argument("--worker", action="store_true",
+                        help="the cycles in a worker process beside the submits, one per beat tick, not after "
+                             "every submit in the same process")
     parser.add_argument("--interval", type=float, default=INTERVAL_S,
                         help="seconds between the beat's ticks of the worker's cycle (SCHEDULER_INTERVAL_S)")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds for each database's run")
@@ -343,11 +344,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.burst > args.nodes * GPUS_PER_NODE:
         parser.error(f"--burst must fit on the cluster: at most {args.nodes * GPUS_PER_NODE} jobs")
     if args.child:
-        print(json.dumps(child(args.nodes, args.burst, args.batch, not args.serial, args.interval)))
+        print(json.dumps(child(args.nodes, args.burst, args.batch, args.worker, args.interval)))
         return
     runs = []
     for db in args.db or ["postgres://postgres@127.0.0.1:5432/gpuplatform_bench_throughput"]:
-        result = run_on(db, args.nodes, args.burst, args.timeout, args.batch, not args.serial, args.interval)
+        result = run_on(db, args.nodes, args.burst, args.timeout, args.batch, args.worker, args.interval)
         result["db"] = "sqlite" if db == "sqlite" else db
         runs.append(result)
         progress(f"{result['database']}: {result['binds_per_s']} binds/s ({result['binds']} binds in "
