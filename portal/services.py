@@ -3,9 +3,12 @@
 import json
 import logging
 from datetime import timedelta
+from functools import cache
 
+import redis
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.translation import gettext
@@ -13,6 +16,7 @@ from redis.exceptions import RedisError
 
 from billing.models import hash_token
 from portal import time_zones
+from portal.live.watch import layer_redis_url
 from portal.models import ApiToken, TokenScope, UserPreference, Workspace
 from portal.selectors import get_workspace_for_user
 from scheduling.api import DomainError, clock
@@ -129,6 +133,12 @@ def _send(events: list[tuple[list[str], dict]]) -> None:
     # Encoded once here rather than once per open socket.
     messages = [(groups, json.dumps({"type": "event", "event": event}, cls=DjangoJSONEncoder))
                 for groups, event in events]
+    try:
+        if _publish_pipelined(layer, messages):
+            return
+    except (RedisError, OSError) as error:
+        log.warning("%d live updates not sent: Redis unreachable (%s)", len(messages), error)
+        return
 
     async def send_all():
         for groups, text in messages:
@@ -141,6 +151,34 @@ def _send(events: list[tuple[list[str], dict]]) -> None:
         log.warning("%d live updates not sent: Redis unreachable (%s)", len(messages), error)
     except Exception:
         log.warning("%d live updates not sent", len(messages), exc_info=True)
+
+
+# PUBLISH commands a pipeline sends at once
+PIPELINE_CHUNK = 2000
+
+
+def _publish_pipelined(layer, messages: list[tuple[list[str], str]]) -> bool:
+    """On one Redis's pub/sub layer: the PUBLISH commands its group_send makes, in the same order to the
+    same channels, sent as pipelines rather than a round trip each (a cycle's 20,000 events are 60,000
+    of them). False, nothing sent, for another layer."""
+    url = layer_redis_url()
+    if type(layer) is not RedisPubSubChannelLayer or url is None:
+        return False
+    prefix = settings.CHANNEL_LAYERS["default"].get("CONFIG", {}).get("prefix", "asgi")
+    pipe = _publisher(url).pipeline(transaction=False)
+    for groups, text in messages:
+        payload = layer.serialize({"type": "live.event", "text": text})
+        for group in groups:
+            pipe.publish(f"{prefix}__group__{group}", payload)   # the layer's name for a group's channel
+        if len(pipe) >= PIPELINE_CHUNK:
+            pipe.execute()
+    pipe.execute()
+    return True
+
+
+@cache
+def _publisher(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
 
 
 def publish_to_workspace(workspace: Workspace, event: dict) -> None:

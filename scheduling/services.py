@@ -48,9 +48,9 @@ from scheduling.spec import (
     parse_job_spec_obj,
     spec_from_image_form,
     spec_to_dict,
-    spec_to_yaml,
 )
 from scheduling.spec.requests import job_topology, role_requests
+from scheduling.spec.templates import SpecTemplates
 
 
 def _queue_error(message: str) -> SpecError:
@@ -97,10 +97,17 @@ class SubmitReads:
             self._spreads[queue_name] = deadlines.runtime_spread(queue_name)
         return self._spreads[queue_name]
 
+    @cached_property
+    def templates(self) -> SpecTemplates:
+        """The batch's specs read so far: one alike but for its name is not read again."""
+        return SpecTemplates()
+
     def parse(self, spec: str | bytes | Mapping[str, Any]) -> JobSpec:
         kwargs = {"cluster": self.cluster, "workspace_queues": list(self.queues),
                   "workspace_secrets": self.secret_names}
-        return parse_job_spec_obj(spec, **kwargs) if isinstance(spec, Mapping) else parse_job_spec(spec, **kwargs)
+        if isinstance(spec, Mapping):
+            return self.templates.parse(spec, lambda obj: parse_job_spec_obj(obj, **kwargs))
+        return parse_job_spec(spec, **kwargs)
 
 
 def read_spec(workspace, spec: str | bytes | Mapping[str, Any], *, reads: SubmitReads | None = None) -> JobSpec:
@@ -289,7 +296,8 @@ def _new_job(user, workspace, item: SubmitItem, reads: SubmitReads,
     queue = _resolve_queue(reads, parsed)
     checkpoints.check_submit(workspace, parsed, queue, lock=True)  # its checkpoint volume; a grace the queue allows
     _check_notebook_name(workspace, parsed, named)
-    text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else spec_to_yaml(parsed))
+    as_dict = spec_to_dict(parsed)
+    text = spec if isinstance(spec, str) else (spec.decode() if isinstance(spec, bytes) else reads.templates.yaml(as_dict))
     not_before, quote = item.not_before, item.quote
     pending = (("waits_for_off_peak", {"not_before": f"{not_before:%Y-%m-%d %H:%M %Z}"}) if not_before
                else ("waiting_for_cycle", {}))
@@ -303,7 +311,7 @@ def _new_job(user, workspace, item: SubmitItem, reads: SubmitReads,
     job = Job(
         workspace=workspace, queue=queue, submitted_by=user, name=parsed.name, job_type=parsed.type, kind=parsed.kind,
         priority=parsed.priority, preemptible=parsed.preemptible, reduce_cost=parsed.reduce_cost,
-        expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=spec_to_dict(parsed),
+        expected_duration_s=parsed.expected_duration_s, spec_text=text, spec=as_dict,
         quote=quote,
         not_before=not_before,
         topology=job_topology(parsed, quote),

@@ -413,9 +413,11 @@ def apply(decisions: core.Decisions, backend: ClusterBackend, now: datetime, rep
     }
     # a service's placement launches its current revision (the job's spec) and remembers which
     revisions = dict(ServiceScale.objects.filter(job_id__in=bound).values_list("job_id", "revision"))
+    slices: dict[core.Slice, dict] = {}   # a cycle's binds hold a few kinds of slice: each made a dict once
     new = [
         Replica(job=jobs[job_id], role=b.role, index=b.replica, state=JobState.SCHEDULED, node=nodes[b.node],
-                gpu_indices=list(b.gpus), slice=asdict(b.slice), clock_scale=getattr(backend, "clock_scale", 1.0),
+                gpu_indices=list(b.gpus), slice=dict(slices.get(b.slice) or slices.setdefault(b.slice, asdict(b.slice))),
+                clock_scale=getattr(backend, "clock_scale", 1.0),
                 attempt=attempts.get((job_id, b.role, b.replica), -1) + 1, revision=revisions.get(job_id))
         for job_id, binds in bound.items() for b in binds
     ]

@@ -58,6 +58,7 @@ __all__ = [
     "parse_job_spec_obj",
     "image_form_values",
     "spec_from_image_form",
+    "dict_to_yaml",
     "spec_to_dict",
     "spec_to_yaml",
     "validate_spec",
@@ -476,6 +477,11 @@ def roles_to_dict(spec: JobSpec) -> dict[str, Any]:
 
 def spec_to_yaml(spec: JobSpec) -> str:
     """The clean-form YAML of a spec (what the image form and the task form correspond to)."""
+    return dict_to_yaml(spec_to_dict(spec))
+
+
+def dict_to_yaml(out: Mapping[str, Any]) -> str:
+    """`spec_to_yaml` of the spec whose `spec_to_dict` is `out`."""
     # libyaml's emitter when built in: the pure-Python one is most of a batch submit's time
-    return yaml.dump(spec_to_dict(spec), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+    return yaml.dump(out, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
                      default_flow_style=None, allow_unicode=True, width=4096)

@@ -27,6 +27,21 @@ def test_a_burst_of_one_gpu_jobs_is_bound_and_launched_and_the_rate_reported(bat
     assert SimulatedPod.objects.count() == 100
 
 
+@pytest.mark.django_db(transaction=True)   # the worker process reads what the submits committed
+def test_a_worker_process_beside_the_submits_binds_the_burst_as_they_come():
+    result = run_throughput(20, 100, batch=30, worker=True, interval=0.2)
+    assert result["worker"] == "beside the submits" and result["interval_s"] == 0.2
+    assert result["binds"] == result["pods_launched"] == result["jobs_bound"] == 100 and result["jobs_pending"] == 0
+    assert sum(c["binds"] for c in result["cycles"]) == 100
+    assert all("at_s" in c for c in result["cycles"])   # when each began (one begun before the first submit may bind it)
+    assert result["binds_per_s"] == pytest.approx(100 / result["wall_s"], rel=0.01)
+    assert result["all_running_s"] >= result["wall_s"] > 0
+    # the same rows as the cycles after the submits write: each job submitted, then placed once
+    assert JobEvent.objects.filter(kind="submitted").count() == JobEvent.objects.filter(kind="scheduled").count() == 100
+    assert Replica.objects.count() == SimulatedPod.objects.count() == 100
+    assert all(len(gpus) == 1 for gpus in Replica.objects.values_list("gpu_indices", flat=True))
+
+
 def test_a_burst_larger_than_the_cluster_is_refused(capsys):
     with pytest.raises(SystemExit):
         main(["--throughput", "--nodes", "2", "--burst", "17", "--db", "sqlite"])

@@ -86,6 +86,34 @@ def test_workspace_groups_are_distinct_per_workspace(tenants):
     assert async_to_sync(scenario)()["event"] == {"n": 2}
 
 
+def test_live_events_reach_their_groups_in_order_as_group_send_delivers_them(monkeypatch):
+    """Published in pipelines (of 3 here), a subscriber of each group gets its events, each once, in order."""
+    from asgiref.sync import sync_to_async
+
+    from portal import services
+
+    assert type(get_channel_layer()) is services.RedisPubSubChannelLayer
+    monkeypatch.setattr(services, "PIPELINE_CHUNK", 3)
+
+    async def scenario():
+        layer = get_channel_layer()
+        first, second = await layer.new_channel(), await layer.new_channel()
+        await layer.group_add("job.1", first)
+        await layer.group_add("job.2", second)
+        await layer.group_add("operators-test", second)
+        await sync_to_async(services._send)([(["job.1", "operators-test"], {"n": n}) for n in range(4)]
+                                            + [(["job.2"], {"n": 9})])
+        got = [await asyncio.wait_for(layer.receive(first), timeout=5) for _ in range(4)]
+        other = [await asyncio.wait_for(layer.receive(second), timeout=5) for _ in range(5)]
+        for channel, group in ((first, "job.1"), (second, "job.2"), (second, "operators-test")):
+            await layer.group_discard(group, channel)
+        return got, other
+
+    got, other = async_to_sync(scenario)()
+    assert got == [{"type": "live.event", "text": json.dumps({"type": "event", "event": {"n": n}})} for n in range(4)]
+    assert [json.loads(m["text"])["event"]["n"] for m in other] == [0, 1, 2, 3, 9]
+
+
 def test_make_run_process_set_starts_and_stops_cleanly(tmp_path):
     """`python -m portal.run` (what `make run` ends with) on a fresh var dir and database."""
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE")}

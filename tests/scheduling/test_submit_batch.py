@@ -122,3 +122,50 @@ def test_the_shared_reads_are_made_once(cluster, clock):
         return len(captured)
 
     assert queries(20) == queries(2)
+
+
+def _alike(name) -> dict:
+    spec = {"queue": "vision-lab", "priority": 7, "expectedDuration": "2h",
+            "roles": [{"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", "echo hi"],
+                       "env": {"MODE": "sweep", "RATE": "0.1"}, "resources": {"gpu": 1}}]}
+    return spec if name is None else {"name": name, **spec}
+
+
+def test_specs_alike_but_for_their_name_are_read_once_and_stored_as_one_by_one(cluster, clock, monkeypatch):
+    """A job array written out: one read of the spec, and rows, texts and errors as single submits give."""
+    from scheduling import services
+
+    names = ["arr-0", "arr-1", "123", "true", "Not_A_Label", None, "arr-2", 5, "x" * 70]
+    items = [_alike(name) for name in names] + [{**_alike("other"), "priority": 8}]
+    reads = []
+    real = services.parse_job_spec_obj
+    monkeypatch.setattr(services, "parse_job_spec_obj", lambda obj, **kw: reads.append(obj) or real(obj, **kw))
+    out = submit_jobs(user=cluster.alice, workspace=cluster.vision, items=items)
+    # read whole: the first, the bad names (each refused as alone) and the other spec
+    assert [item.get("name") for item in reads] == ["arr-0", "Not_A_Label", None, 5, "x" * 70, "other"]
+    monkeypatch.setattr(services, "parse_job_spec_obj", real)
+    assert [isinstance(o, Job) for o in out] == [True, True, True, True, False, False, True, False, False, True]
+
+    columns = [f.attname for f in Job._meta.concrete_fields if f.attname not in ("id", "created")]
+    for item, batch in zip(items, out, strict=True):
+        try:
+            single = submit_job(user=cluster.alice, workspace=cluster.vision, spec=item)
+        except SpecError as error:
+            assert isinstance(batch, SpecError) and str(batch) == str(error) and batch.errors == error.errors
+            continue
+        alone, together = (Job.objects.filter(pk=pk).values(*columns).get() for pk in (single.pk, batch.pk))
+        assert together == alone, item.get("name")
+    assert Job.objects.get(pk=out[2].pk).spec_text.startswith("name: '123'\n")
+
+
+def test_a_spec_text_written_from_another_with_its_name_put_in_is_the_text_written_whole():
+    from scheduling.spec import dict_to_yaml
+    from scheduling.spec.templates import PLACEHOLDER, SpecTemplates
+
+    templates = SpecTemplates()
+    out = {"name": "first", "type": "single", "roles": [{"name": "main", "image": "busybox", "env": {"A": "b"}}]}
+    for name in ("first", "a-b", "123", "true", "null", "on", "0x1f", "1e5", "y", "2024-1-1", "1-1", "0o17", "1-0",
+                 "x" * 63, PLACEHOLDER):
+        assert templates.yaml({**out, "name": name}) == dict_to_yaml({**out, "name": name}), name
+    elsewhere = {**out, "roles": [{"name": "main", "image": PLACEHOLDER}]}   # the placeholder in another field
+    assert templates.yaml({**elsewhere, "name": "z"}) == dict_to_yaml({**elsewhere, "name": "z"})
