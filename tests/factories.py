@@ -162,3 +162,26 @@ class JobFactory(DjangoModelFactory):
     job_type = "single"
     spec_text = factory.LazyAttribute(lambda j: f"name: {j.name}\n")
     spec = factory.LazyAttribute(lambda j: {"name": j.name})
+
+
+def billed_prepaid_account(admin, n: int, hour: datetime, *, parent=None, workspace_slug: str | None = None):
+    """A prepaid USD account `lab-{n}` paying for a new workspace, with a monthly budget of 100, a top-up of 50
+    and a usage line of 10.00 for `hour` (an account list's row with every figure filled)."""
+    from datetime import timedelta
+
+    from billing.accounts import assign_workspace, save_account
+    from billing.credits import top_up
+    from billing.ledger.periods import period_start
+    from billing.models import ChargeLine
+    from billing.reports.services import set_account_budget
+
+    account = save_account(slug=f"lab-{n}", name=f"Lab {n}", currency="USD", prepaid=True, parent=parent)
+    workspace = WorkspaceFactory(**({"slug": workspace_slug} if workspace_slug else {}))
+    assign_workspace(workspace, account)
+    set_account_budget(user=admin, account=account, amount="100")
+    top_up(admin, account, "50")
+    ChargeLine.objects.create(
+        category=ChargeLine.Category.USAGE, resource=ChargeLine.Resource.COMPUTE, hour=hour, day=hour.date(),
+        period=period_start(hour), charge_start=hour, charge_end=hour + timedelta(hours=1), workspace=workspace,
+        cost=Decimal("10.00"), currency="USD", provisional=False, computed_at=hour)
+    return account

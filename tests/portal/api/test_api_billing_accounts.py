@@ -68,16 +68,11 @@ def test_operators_see_every_account(api_as, cluster, account):
 def test_the_list_reads_every_account_at_once_and_shows_what_each_shows_alone(api_as, cluster, clock):
     """Two accounts or four, each prepaid with a budget, a top-up and a billed workspace (one of them a
     sub-account): the list runs as many queries, and each entry is what the account's own URL shows."""
-    from datetime import timedelta
-
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from billing.credits import top_up
-    from billing.ledger.periods import period_start
-    from billing.models import BillingAccount, ChargeLine
-    from billing.reports.services import set_account_budget
-    from tests.factories import WorkspaceFactory
+    from billing.models import BillingAccount
+    from tests.factories import billed_prepaid_account
 
     hour = clock.now.replace(minute=0, second=0, microsecond=0)
     api = api_as(cluster.admin)
@@ -87,15 +82,7 @@ def test_the_list_reads_every_account_at_once_and_shows_what_each_shows_alone(ap
         while BillingAccount.objects.count() < size:
             n = BillingAccount.objects.count()
             parent = BillingAccount.objects.get(slug="lab-0") if n == 3 else None
-            account = save_account(slug=f"lab-{n}", name=f"Lab {n}", currency="USD", prepaid=True, parent=parent)
-            workspace = WorkspaceFactory(slug=f"ws-{n}")
-            assign_workspace(workspace, account)
-            set_account_budget(user=cluster.admin, account=account, amount="100")
-            top_up(cluster.admin, account, "50")
-            ChargeLine.objects.create(
-                category=ChargeLine.Category.USAGE, resource=ChargeLine.Resource.COMPUTE, hour=hour, day=hour.date(),
-                period=period_start(hour), charge_start=hour, charge_end=hour + timedelta(hours=1), workspace=workspace,
-                cost=Decimal("10.00"), currency="USD", provisional=False, computed_at=hour)
+            billed_prepaid_account(cluster.admin, n, hour, parent=parent, workspace_slug=f"ws-{n}")
         with CaptureQueriesContext(connection) as listing:
             shown = api.get("/api/v1/billing-accounts/").json()
         counts.append(len(listing.captured_queries))

@@ -132,32 +132,17 @@ def test_tenants_see_their_credit_and_nothing_of_another(client, cluster, clock)
 
 def test_the_account_list_reads_budgets_and_credit_for_all_accounts_at_once(admin_client, cluster, clock):
     """Two accounts or four, each prepaid with a budget and a billed workspace: the list runs as many queries."""
-    from datetime import timedelta
-
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from billing.credits import top_up
-    from billing.ledger.periods import period_start
-    from billing.models import ChargeLine
-    from billing.reports.services import set_account_budget
-    from tests.factories import WorkspaceFactory
+    from tests.factories import billed_prepaid_account
 
     hour = clock.now.replace(minute=0, second=0, microsecond=0)
     admin_client.get("/console/accounts/")  # the session's first request reads more
     counts = []
     for size in (2, 4):
         while BillingAccount.objects.count() < size:
-            n = BillingAccount.objects.count()
-            account = save_account(slug=f"lab-{n}", name=f"Lab {n}", currency="USD", prepaid=True)
-            workspace = WorkspaceFactory()
-            assign_workspace(workspace, account)
-            set_account_budget(user=cluster.admin, account=account, amount="100")
-            top_up(cluster.admin, account, "50")
-            ChargeLine.objects.create(
-                category=ChargeLine.Category.USAGE, resource=ChargeLine.Resource.COMPUTE, hour=hour, day=hour.date(),
-                period=period_start(hour), charge_start=hour, charge_end=hour + timedelta(hours=1), workspace=workspace,
-                cost=Decimal("10.00"), currency="USD", provisional=False, computed_at=hour)
+            billed_prepaid_account(cluster.admin, BillingAccount.objects.count(), hour)
         with CaptureQueriesContext(connection) as listing:
             page = admin_client.get("/console/accounts/")
         assert page.status_code == 200
