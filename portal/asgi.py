@@ -11,8 +11,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from portal.door import Door  # noqa: E402
 from portal.live.routing import websocket_urlpatterns  # noqa: E402
-from portal.notebook_origin import parse_host  # noqa: E402
-from portal.notebook_socket import NotebookSocket, header  # noqa: E402
+from portal.notebook_origin import on_notebook_host  # noqa: E402
+from portal.notebook_socket import NotebookSocket  # noqa: E402
 
 
 class NotebookHostRouter:
@@ -25,7 +25,7 @@ class NotebookHostRouter:
         self.portal, self.notebooks = portal, notebooks
 
     async def __call__(self, scope, receive, send):
-        if parse_host(header(scope, b"host")) is not None:
+        if on_notebook_host(scope):
             return await self.notebooks(scope, receive, send)
         return await self.portal(scope, receive, send)
 

@@ -7,6 +7,13 @@ body (to a temporary file) before any middleware or view runs.
 - The database breaker (portal.breaker). While the database was just seen down, every request but the
   probes (/healthz, /readyz) and static files is answered 503 with Retry-After without touching it, and
   the database is probed in the background every DB_BREAKER_PROBE_S.
+- Requests at once. Django runs each request's view in a thread of its own, so under load dozens of
+  threads take turns on the process's one interpreter lock: every page then takes as long as all of them
+  together, and a thread back from the database waits its turn behind the others. At most
+  WEB_REQUESTS_AT_ONCE requests per process run their view at once; the others wait, first come first
+  served, with their body read. A slot is taken when the body is whole and given back when the response
+  starts (a stream's rest is sent outside it). The proxies (/serve/, /nb/, a notebook's host), which wait
+  on others for long, are not counted.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from django.conf import settings
 
 from portal.api.errors import BodyTooLarge
 from portal.breaker import DatabaseBreaker, database_breaker, database_reachable
+from portal.notebook_origin import on_notebook_host
 from portal.server_error import RETRY_AFTER_S, ServiceUnavailable, error_answer
 
 # The routes that carry data, and the setting that bounds their bodies; every other route: BODY_LIMIT_BYTES
@@ -31,6 +39,8 @@ ROUTE_LIMITS = (
 )
 # Answered whatever the database's state: liveness, readiness (which names what is down), static files
 UNGATED = re.compile(r"/(healthz|readyz)$|/static/")
+# Requests that wait on an upstream (a model's replica, a notebook) for as long as it takes: never queued
+UNCOUNTED = re.compile(r"/(serve|nb)/")
 
 
 def body_limit(path: str) -> int:
@@ -70,10 +80,12 @@ def _too_large(limit: int) -> BodyTooLarge:
 
 
 class Door:
-    def __init__(self, app, breaker: DatabaseBreaker = database_breaker) -> None:
+    def __init__(self, app, breaker: DatabaseBreaker = database_breaker, at_once: int | None = None) -> None:
         self.app = app
         self.breaker = breaker
         self._probes: set[asyncio.Task] = set()
+        at_once = settings.WEB_REQUESTS_AT_ONCE if at_once is None else at_once
+        self._slots = asyncio.Semaphore(at_once) if at_once > 0 else None
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -91,19 +103,32 @@ class Door:
 
         received = 0
         started = False
+        slots = None if self._slots is None or UNCOUNTED.match(path) or on_notebook_host(scope) else self._slots
+        holding = False
 
         async def counted_receive():
-            nonlocal received
+            nonlocal received, holding
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
                     raise _BodyOverLimit
+                if slots is not None and not holding and not message.get("more_body", False):
+                    await slots.acquire()
+                    holding = True
             return message
+
+        def give_back():
+            nonlocal holding
+            if holding:
+                holding = False
+                slots.release()
 
         async def tracked_send(message):
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                give_back()
             await send(message)
 
         try:
@@ -111,6 +136,8 @@ class Door:
         except _BodyOverLimit:
             if not started:
                 await _answer(send, path, _too_large(limit))
+        finally:
+            give_back()
 
     def _start_probe(self) -> None:
         async def probe():

@@ -73,6 +73,19 @@ def origin_of(job_id: int, port: int = NOTEBOOK_PORT) -> str:
     return settings.NOTEBOOK_ORIGIN.rstrip("/").replace("{id}", label(job_id, port))
 
 
+def header(scope, name: bytes) -> str | None:
+    """An ASGI scope's header `name` (lower case), or None."""
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def on_notebook_host(scope) -> bool:
+    """Whether an ASGI request or websocket is addressed to a notebook's host rather than the portal."""
+    return parse_host(header(scope, b"host")) is not None
+
+
 def parse_host(host: str | None) -> tuple[int, int] | None:
     """(job id, port) that a Host header names on the notebook origin; None for any other host (the
     portal's). The port of the Host header must be the origin's own."""

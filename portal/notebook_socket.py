@@ -30,6 +30,7 @@ from websockets.exceptions import InvalidHandshake, InvalidURI
 from websockets.typing import Subprotocol
 
 from portal import notebook_origin
+from portal.notebook_origin import header
 from portal.notebook_proxy import target_by_id
 from scheduling.api import Endpoint, base_url
 
@@ -58,13 +59,6 @@ def _endpoint(cookie: str | None, job_id: int, port: int, path: str) -> tuple[En
     if not path.startswith(home):
         return NOT_FOUND
     return (endpoint, path[len(home):]) if endpoint else UNAVAILABLE
-
-
-def header(scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
 
 
 def host_cookie(scope) -> str | None:

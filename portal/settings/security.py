@@ -214,3 +214,5 @@ SCIM_SERVICE_PROVIDER = {
                                 "description": "A SCIM token made by an operator on /console/identity/scim/"}],
     "WWW_AUTHENTICATE_HEADER": 'Bearer realm="scim"',
 }
+# Requests whose views run at once in one web process (portal.door); the rest wait their turn. 0: no bound.
+WEB_REQUESTS_AT_ONCE = int(os.environ.get("WEB_REQUESTS_AT_ONCE", "0"))
