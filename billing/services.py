@@ -39,7 +39,6 @@ from scheduling.api import (
     SubmitReads,
     clock,
     cluster_snapshot_now,
-    default_queue,
     load_yaml,
     queue_eviction_rate,
     read_spec,
@@ -128,15 +127,14 @@ def quote_for_workspace(workspace, spec: str | bytes | Mapping[str, Any], *, now
                         ) -> tuple[JobSpec, Quote]:
     """Parse (SpecError) and quote (QuoteError) a spec as the workspace would submit it, in the currency
     it is billed in, for the duration `with_duration` decides, each option's expected start read from
-    the cluster now (`reads`: what a batch read once)."""
-    now = reads.now if reads else now or clock.now()
-    parsed, source = with_duration(read_spec(workspace, spec, reads=reads and reads.submit), spec, duration_hours)
-    queue = parsed.queue or getattr(reads.submit.queue(None) if reads else default_queue(workspace), "name", None)
-    currency = reads.currency if reads else currency_at(workspace, now)
-    blocks = (reads.budget_refusal if reads else check_budget_allows_submit(workspace)) is not None
-    quote = with_cluster_starts(quote_spec(parsed, now=now, currency=currency, priced=reads and reads.priced),
-                                parsed, queue, budget_blocks=blocks, snapshot=reads and reads.snapshot)
-    history = (reads.eviction_rate(queue) if reads else queue_eviction_rate(queue, now)) if queue else None
+    the cluster now (`reads`: what a batch read once; one quote reads the same, once)."""
+    reads = reads or QuoteReads(workspace, now or clock.now())
+    now = reads.now
+    parsed, source = with_duration(read_spec(workspace, spec, reads=reads.submit), spec, duration_hours)
+    queue = parsed.queue or getattr(reads.submit.queue(None), "name", None)
+    quote = with_cluster_starts(quote_spec(parsed, now=now, currency=reads.currency, priced=reads.priced),
+                                parsed, queue, budget_blocks=reads.budget_refusal is not None, snapshot=reads.snapshot)
+    history = reads.eviction_rate(queue) if queue else None
     if history is not None:  # none: no figure to go by
         quote = with_expected_loss(quote, parsed, *history)
     if parsed.schedule is not None:  # a month of runs at the cron line's pace

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.utils import timezone
 
-from portal.selectors import current_workspace, workspaces_for
+from portal.selectors import current_workspace, my_membership, my_workspaces
 
 
 def time_zone(request):
@@ -15,7 +15,7 @@ def workspaces(request):
     if user is None or not user.is_authenticated:
         return {}
     workspace = current_workspace(request)
-    membership = workspace.memberships.filter(user=user).first() if workspace else None
+    membership = my_membership(request, workspace)
     # A page never offers an action the user's role would then be refused.
-    return {"my_workspaces": list(workspaces_for(user)), "current_workspace": workspace,
+    return {"my_workspaces": my_workspaces(request), "current_workspace": workspace,
             "can_submit": bool(membership and membership.can_submit)}

@@ -32,18 +32,36 @@ def get_workspace_for_user(user, slug: str) -> Workspace:
     return workspace
 
 
-def current_workspace(request) -> Workspace | None:
-    """The workspace chosen with the switcher, else the user's first one. Read once per request (the
-    view and the page's header both ask), again if the user or the chosen slug changed meanwhile."""
-    slug = request.session.get("workspace") if hasattr(request, "session") else None
-    asked = (request.user.pk, slug)
-    kept = getattr(request, "_current_workspace", None)
-    if kept is not None and kept[0] == asked:
+def memberships_of(request) -> list[Membership]:
+    """The signed-in user's memberships, each with its workspace, by workspace slug. Read once per request
+    (the page's header, its workspace switcher and the view all ask), again if the user changed meanwhile."""
+    user = request.user
+    kept = getattr(request, "_memberships", None)
+    if kept is not None and kept[0] == user.pk:
         return kept[1]
-    mine = workspaces_for(request.user)
-    workspace = (slug and mine.filter(slug=slug).first()) or mine.first()
-    request._current_workspace = (asked, workspace)
-    return workspace
+    rows = list(Membership.objects.filter(user=user).select_related("workspace").order_by("workspace__slug")
+                ) if user.is_authenticated else []
+    request._memberships = (user.pk, rows)
+    return rows
+
+
+def my_workspaces(request) -> list[Workspace]:
+    """The signed-in user's workspaces, by slug, from the request's memberships."""
+    return [m.workspace for m in memberships_of(request)]
+
+
+def my_membership(request, workspace: Workspace | None) -> Membership | None:
+    """The signed-in user's membership of `workspace`, from the request's memberships."""
+    if workspace is None:
+        return None
+    return next((m for m in memberships_of(request) if m.workspace_id == workspace.pk), None)
+
+
+def current_workspace(request) -> Workspace | None:
+    """The workspace chosen with the switcher, else the user's first one."""
+    slug = request.session.get("workspace") if hasattr(request, "session") else None
+    mine = my_workspaces(request)
+    return (slug and next((w for w in mine if w.slug == slug), None)) or (mine[0] if mine else None)
 
 
 def jobs_for(user, *, workspace=None, state: str | None = None) -> QuerySet:

@@ -35,8 +35,8 @@ def _workspace(request, slug: str | None):
     return portal_selectors.current_workspace(request)
 
 
-def _may_cancel(user, workspace) -> bool:
-    membership = portal_selectors.membership_for(user, workspace)
+def _may_cancel(request, workspace) -> bool:
+    membership = portal_selectors.my_membership(request, workspace)
     return bool(membership and membership.can_submit)
 
 
@@ -53,8 +53,8 @@ def job_list(request):
         return render(request, template, context)
     data = request.GET.copy()
     data.setdefault("workspace", workspace.slug)
-    form = WorkspaceJobFilterForm(data, workspace=workspace, workspaces=portal_selectors.workspaces_for(request.user))
-    context.update(form=form, may_cancel=_may_cancel(request.user, workspace))
+    form = WorkspaceJobFilterForm(data, workspace=workspace, workspaces=portal_selectors.my_workspaces(request))
+    context.update(form=form, may_cancel=_may_cancel(request, workspace))
     if not form.is_valid():
         return render(request, template, context, status=400)
     filters = form.filters()
@@ -160,7 +160,7 @@ def job_bulk_cancel(request):
     workspace = _workspace(request, params.get("workspace"))
     if workspace is None:
         raise PermissionDenied(gettext("you are a member of no workspace"))
-    if not _may_cancel(request.user, workspace):
+    if not _may_cancel(request, workspace):
         raise PermissionDenied(
             gettext("your role in '%(workspace)s' may not submit or cancel jobs") % {"workspace": workspace.slug})
     context: dict[str, Any] = {"workspace": workspace, "next": _back(request, workspace), "selection": [],

@@ -84,7 +84,7 @@ def job_detail(request, pk):
     if request.GET.get("partial") == "timing":  # "running 12 min": re-read by the page as the job moves on
         (row,) = job_lists.job_rows([job], now=clock.now())
         return render(request, "scheduling/_job_timing.html", {"row": row})
-    membership = portal_selectors.membership_for(request.user, job.workspace)
+    membership = portal_selectors.my_membership(request, job.workspace)
     (row,) = job_lists.job_rows([job], now=clock.now())
     return render(request, "scheduling/job_detail.html", {
         **_cost_context(job), "row": row, "events": selectors.events_of(job),

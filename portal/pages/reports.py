@@ -37,7 +37,7 @@ from billing.api import report_selectors as reports
 from billing.models import ChargeLine, ReportExport
 from portal import history_catalogue as texts
 from portal.console import audit
-from portal.selectors import membership_for
+from portal.selectors import my_membership
 from portal.templatetags.money import month_year
 from scheduling.api import DomainError, clock, formats, said
 
@@ -69,7 +69,7 @@ def _report_page(request, *, budget_refused: dict | None = None, status: int = 2
     query = filters.to_query()
     workspaces = list(reports.report_workspaces(request.user))
     billed_in = workspace_currencies(workspaces)
-    budgets = [(ws, report_services.budget_status(ws), membership_for(request.user, ws), billed_in[ws.pk],
+    budgets = [(ws, report_services.budget_status(ws), my_membership(request, ws), billed_in[ws.pk],
                 credits.workspace_credit(ws)) for ws in workspaces]
     context = {
         "filters": filters, "query": query, "qs": urlencode(query), "workspaces": workspaces,

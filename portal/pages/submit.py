@@ -55,7 +55,7 @@ class SubmitForm(forms.Form):
 
 
 def _context(request, workspace, **extra):
-    membership = portal_selectors.membership_for(request.user, workspace) if workspace else None
+    membership = portal_selectors.my_membership(request, workspace)
     examples = examples_for(workspace) if workspace else []
     return {
         "workspace": workspace, "may_submit": bool(membership and membership.can_submit),

@@ -16,7 +16,7 @@ from portal import health, service_accounts, services, ssh_access
 from portal.members.selectors import members_of
 from portal.models import ApiToken, Role, ServiceAccount, TokenScope
 from portal.pages.workspace_queues import queue_context
-from portal.selectors import current_workspace, get_workspace_for_user, membership_for
+from portal.selectors import current_workspace, get_workspace_for_user, my_membership
 from scheduling.api import DomainError, clock, workspace_chains
 from scheduling.api import by_slack as deadline_jobs_by_slack
 
@@ -59,7 +59,7 @@ def workspace_detail(request, slug):
 
 
 def _workspace_context(request, workspace, **service_account_form) -> dict:
-    membership = membership_for(request.user, workspace)
+    membership = my_membership(request, workspace)
     context = {"workspace": workspace, "members": members_of(workspace), "membership": membership,
                **queue_context(workspace), "chains": workspace_chains(workspace),
                "deadline_jobs": deadline_jobs_by_slack(workspace, clock.now())}
