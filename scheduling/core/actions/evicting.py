@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
+import numpy as np
+
 from ..model import EvictCause, Job, ReplicaKey
 from ..session import Session
 from ..state import Assignment, JobState
@@ -240,14 +242,17 @@ def fits_without(s: Session, p: Plan, gone: set[ReplicaKey]) -> bool:
             else:
                 found[0] += sl.gpu_milli
                 found[1] += sl.gpu_mem_mib
-    free_milli, free_mem, total_mem, present = arr.gpu_free_milli, arr.gpu_free_mem, arr.gpu_total_mem, arr.gpu_present
-    per_node = ((free_milli == MILLI_PER_GPU) & (free_mem == total_mem[:, None]) & present).sum(axis=1)
-    # only the GPUs evictions give back can change: counted again one by one (scalars, not a copy of the arrays)
-    for (row, g), (milli, mem) in back.items():
-        if present[row, g]:
-            milli_now, mem_now, total = int(free_milli[row, g]), int(free_mem[row, g]), int(total_mem[row])
-            per_node[row] += ((milli_now + milli == MILLI_PER_GPU and mem_now + mem == total)
-                              - (milli_now == MILLI_PER_GPU and mem_now == total))
+    per_node = s.whole_free_per_node()
+    if back:
+        # only the GPUs evictions give back can change: counted again, as arrays of those GPUs
+        rows = np.fromiter((row for row, _ in back), np.intp, len(back))
+        gpus = np.fromiter((g for _, g in back), np.intp, len(back))
+        gain = np.array(list(back.values()), dtype=np.int64)
+        milli_now, mem_now, total = arr.gpu_free_milli[rows, gpus], arr.gpu_free_mem[rows, gpus], arr.gpu_total_mem[rows]
+        was = (milli_now == MILLI_PER_GPU) & (mem_now == total)
+        now = (milli_now + gain[:, 0] == MILLI_PER_GPU) & (mem_now + gain[:, 1] == total)
+        per_node = per_node.copy()     # the session's is kept while its capacity stays the same
+        np.add.at(per_node, rows, (now.astype(np.int64) - was) * arr.gpu_present[rows, gpus])
     for role in roles:
         request = role.request
         mask = request_mask(s, request, p.pools[role.name])
