@@ -119,6 +119,7 @@ class Session:
     _no_room: dict[tuple, int] = field(default_factory=dict)   # (shape, pool) -> `returned` when it failed
     _preq: dict[tuple, pl.PlacementRequest] = field(default_factory=dict)
     _free_milli: dict[frozenset, tuple[int, int]] = field(default_factory=dict)   # pools -> (stamp, free)
+    _whole_free: tuple[int, np.ndarray] | None = None     # (stamp, `whole_free_per_node`)
     # what a queue's usage is weighed against when ordering queues: max(deserved, fair share), within
     # its limit (KAI-Scheduler's allocatable share)
     allocatable: dict[str, float] = field(default_factory=dict)
@@ -384,6 +385,18 @@ class Session:
         free = int(self.arrays.gpu_free_milli[self.pools_mask(key)].sum())
         self._free_milli[key] = (self.stamp, free)      # good until capacity is taken or given back
         return free
+
+    def whole_free_per_node(self) -> np.ndarray:
+        """Whole GPUs free per row (all their milli and memory free). Good until capacity is taken or given
+        back (`stamp`); callers must not change it."""
+        found = self._whole_free
+        if found is not None and found[0] == self.stamp:
+            return found[1]
+        arr = self.arrays
+        per_node = ((arr.gpu_free_milli == MILLI_PER_GPU) & (arr.gpu_free_mem == arr.gpu_total_mem[:, None])
+                    & arr.gpu_present).sum(axis=1)
+        self._whole_free = (self.stamp, per_node)
+        return per_node
 
     def row_fits(self, row: int, request: Request) -> bool:
         """Whether one replica of `request` fits on node `row` now (pool rules aside)."""

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator
-from operator import attrgetter
+from itertools import filterfalse
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
+
+import numpy as np
 
 from ..model import EvictCause, Job, ReplicaKey
 from ..session import Session
@@ -33,6 +36,7 @@ from .walk import AGAIN, STOP, Quiet, fair_walk, pending_by_queue
 MAX_EVICTION_SCENARIOS = 64
 MAX_FAILED_SCENARIOS = 16
 _ORDER = attrgetter("order")
+_FIRST = itemgetter(0)
 
 
 class Unit(NamedTuple):
@@ -51,18 +55,12 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
     job with the most of them first), then ReduceCost jobs, then the newest. The queue's priority
     leads the order, so that where units of several queues are merged, lower-priority queues give
     first. Built once per action; units gone stale are skipped when used."""
-    by_job: dict[str, list[ReplicaKey]] = {}
     new = s.new
-    for key in s.assign:
-        if key not in new:
-            found = by_job.get(key[0])
-            if found is None:
-                by_job[key[0]] = [key]
-            else:
-                found.append(key)
+    # the jobs holding replicas not bound in this session, in the order of their first (C loops)
+    holding = dict.fromkeys(map(_FIRST, filterfalse(new.__contains__, s.assign)))
     out: dict[str, list[Unit]] = {}
     jobs, queues = s.jobs, s.queues
-    for job_id, keys in by_job.items():
+    for job_id in holding:
         state = jobs[job_id]
         job = state.job
         if not job.preemptible and not state.elastic:
@@ -80,6 +78,9 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
             if made is not None and made[0] == state.version and made[1] == rank:
                 units += made[2]
                 continue
+        # its replicas not bound in this session: those the session assigns it (`JobState.running`)
+        keys = [k for k in ((job_id, role, i) for role, indices in state.running.items() for i in indices)
+                if k not in new]
         made = []
         base = (-job.created, job.id)
         # extras go the way they came: from the job with the most above its minimum first
@@ -91,7 +92,7 @@ def victim_units(s: Session, reason: str) -> dict[str, list[Unit]]:
                                      ((job_id, role, index),), "shrink", job))
         if job.preemptible:
             made.append(Unit((rank, job.priority, 1 if job.reduce_cost else 2, 0, *base, "", 0), job.queue,
-                             tuple(keys) if len(keys) == 1 else tuple(sorted(keys)), reason, job))
+                             tuple(sorted(keys)), reason, job))
         if kept is None:
             kept = state.units = {}
         kept[reason] = (state.version, rank, made)
@@ -240,14 +241,17 @@ def fits_without(s: Session, p: Plan, gone: set[ReplicaKey]) -> bool:
             else:
                 found[0] += sl.gpu_milli
                 found[1] += sl.gpu_mem_mib
-    free_milli, free_mem, total_mem, present = arr.gpu_free_milli, arr.gpu_free_mem, arr.gpu_total_mem, arr.gpu_present
-    per_node = ((free_milli == MILLI_PER_GPU) & (free_mem == total_mem[:, None]) & present).sum(axis=1)
-    # only the GPUs evictions give back can change: counted again one by one (scalars, not a copy of the arrays)
-    for (row, g), (milli, mem) in back.items():
-        if present[row, g]:
-            milli_now, mem_now, total = int(free_milli[row, g]), int(free_mem[row, g]), int(total_mem[row])
-            per_node[row] += ((milli_now + milli == MILLI_PER_GPU and mem_now + mem == total)
-                              - (milli_now == MILLI_PER_GPU and mem_now == total))
+    per_node = s.whole_free_per_node()
+    if back:
+        # only the GPUs evictions give back can change: counted again, as arrays of those GPUs
+        rows = np.fromiter((row for row, _ in back), np.intp, len(back))
+        gpus = np.fromiter((g for _, g in back), np.intp, len(back))
+        gain = np.array(list(back.values()), dtype=np.int64)
+        milli_now, mem_now, total = arr.gpu_free_milli[rows, gpus], arr.gpu_free_mem[rows, gpus], arr.gpu_total_mem[rows]
+        was = (milli_now == MILLI_PER_GPU) & (mem_now == total)
+        now = (milli_now + gain[:, 0] == MILLI_PER_GPU) & (mem_now + gain[:, 1] == total)
+        per_node = per_node.copy()     # the session's is kept while its capacity stays the same
+        np.add.at(per_node, rows, (now.astype(np.int64) - was) * arr.gpu_present[rows, gpus])
     for role in roles:
         request = role.request
         mask = request_mask(s, request, p.pools[role.name])
