@@ -186,6 +186,9 @@ BODY_LIMIT_VOLUME_BYTES = int(os.environ.get("BODY_LIMIT_VOLUME_BYTES", str(1024
 # A database seen down: requests are answered 503 at once (portal.door) and the database is probed again
 # this often until it answers.
 DB_BREAKER_PROBE_S = float(os.environ.get("DB_BREAKER_PROBE_S", "1"))
+# Requests whose views run at once in one web process (portal.door); the rest wait their turn, first come first
+# served. Fewer than the database pool's connections, so that no request times out waiting for one. 0: no bound.
+WEB_REQUESTS_AT_ONCE = int(os.environ.get("WEB_REQUESTS_AT_ONCE", "2"))
 # Django's own check on a body it reads (files excepted) is a backstop behind the door's limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(BODY_LIMIT_BYTES, BODY_LIMIT_AGENT_BYTES, BODY_LIMIT_SERVE_BYTES,
                                   BODY_LIMIT_NOTEBOOK_BYTES)
@@ -214,5 +217,3 @@ SCIM_SERVICE_PROVIDER = {
                                 "description": "A SCIM token made by an operator on /console/identity/scim/"}],
     "WWW_AUTHENTICATE_HEADER": 'Bearer realm="scim"',
 }
-# Requests whose views run at once in one web process (portal.door); the rest wait their turn. 0: no bound.
-WEB_REQUESTS_AT_ONCE = int(os.environ.get("WEB_REQUESTS_AT_ONCE", "0"))
