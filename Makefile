@@ -51,11 +51,12 @@ run: $(RUN_STAMP)
 MARK ?= not e2e
 # The suite across the cores (pytest-xdist): one worker per core, each with its own test database, Redis
 # socket or Redis database number and runtime folders (tests/settings_env.py, tests/conftest.py).
-# loadscope keeps a module (or class) on one worker, so its module fixtures (the demo month) are built once.
+# loadscope keeps a module (or class) on one worker, so its module fixtures (the demo month) are built once;
+# the modules go out in the order tests/conftest.py sorts them (slow ones first), not by their number of tests.
 # TEST_WORKERS=1 (or 0) runs the suite in this one process, as `pytest` without -n does.
 TEST_WORKERS ?= auto
 TEST_DIST ?= loadscope
-XDIST = $(if $(filter 0 1,$(TEST_WORKERS)),-n 0,-n $(TEST_WORKERS) --dist $(TEST_DIST))
+XDIST = $(if $(filter 0 1,$(TEST_WORKERS)),-n 0,-n $(TEST_WORKERS) --dist $(TEST_DIST) --no-loadscope-reorder)
 # The project's own bytecode too (kept in __pycache__, which git ignores), for the same processes.
 APP_PACKAGES = portal billing scheduling nodeagent gpuctl
 test: install

@@ -31,6 +31,45 @@ def _django_configured() -> bool:
         return False
 
 
+IMAGE_TESTS = "tests/deploy/test_image.py"
+_image_build = None  # the thread waiting for `make image`, when this process started it
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """When the image tests are selected, their `make image` starts now, in the background: half of it waits on
+    downloads and the disk, and the other tests run meanwhile (tests/deploy/test_image.py).
+
+    Under pytest-xdist (loadscope: a module to one worker, handed out in this order, the Makefile's
+    --no-loadscope-reorder) the modules that start slow servers go first, then the slow ones, then the image
+    tests (their build has had time), then the rest by size: a long module handed out last would leave the
+    other workers idle while it runs. A run in one process keeps the collected order."""
+    global _image_build
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    if IMAGE_TESTS in modules and not config.option.collectonly:
+        from tests.deploy.test_image import build_in_background
+
+        _image_build = build_in_background()
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def weight(path: str) -> tuple[int, int, int]:
+        if path == IMAGE_TESTS:  # after the other slow ones: by then its build has ended
+            return 1, 1, 0
+        marks = {mark.name for item in modules[path] for mark in item.iter_markers()}
+        return (0 if "slow_server" in marks else 1 if "slow" in marks else 2), 0, -len(modules[path])
+
+    items[:] = [item for path in sorted(modules, key=weight) for item in modules[path]]
+
+
+def pytest_sessionfinish():
+    """A build this process started ends before it does: another worker's image tests may be waiting on it."""
+    if _image_build is not None:
+        _image_build.join()
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """A SQLite test database of this run's own (a file: the servers and workers tests start share it),

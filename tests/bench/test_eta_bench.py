@@ -4,6 +4,8 @@ the real starts, on a hand-made trace with a known answer and on the MIX1 excerp
 import json
 import math
 
+import pytest
+
 from bench import eta
 from bench import replay as bench
 
@@ -44,6 +46,7 @@ def test_an_answer_that_misses_or_has_no_end_counts_as_such():
     assert math.isinf(answer(50, None).width)
 
 
+@pytest.mark.slow  # the MIX1 excerpt replayed
 def test_the_mix1_excerpt_smoke(capsys):
     out = run_main(capsys, "--trace", FIXTURE, "--mode", "pool-besteffort", "--gpus", "152",
                    "--silo-gpus", "vc_6214e9=80,vc_ed69ec=56,vc_ee9e8c=72", "--eta-accuracy",

@@ -10,6 +10,8 @@ import pytest
 
 from portal.testing import ROOT
 
+pytestmark = pytest.mark.slow  # a 20-second run against real servers
+
 
 @pytest.fixture(scope="module")
 def smoke_run():

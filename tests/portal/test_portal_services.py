@@ -114,6 +114,7 @@ def test_live_events_reach_their_groups_in_order_as_group_send_delivers_them(mon
     assert [json.loads(m["text"])["event"]["n"] for m in other] == [0, 1, 2, 3, 9]
 
 
+@pytest.mark.slow  # make run's whole process set
 def test_make_run_process_set_starts_and_stops_cleanly(tmp_path):
     """`python -m portal.run` (what `make run` ends with) on a fresh var dir and database."""
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DJANGO_SETTINGS_MODULE")}

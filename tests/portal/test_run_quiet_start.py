@@ -20,6 +20,8 @@ import redis
 from portal import embedded_redis
 from portal.testing import ROOT, child_env, free_port, wait_for_http
 
+pytestmark = pytest.mark.slow  # make run started before Redis
+
 CYCLES = json.dumps(["gpu_platform_scheduler_cycle_seconds_count", []])
 
 

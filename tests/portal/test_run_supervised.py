@@ -17,6 +17,8 @@ import pytest
 
 from portal.testing import ROOT, child_env, free_port, wait_for_http
 
+pytestmark = pytest.mark.slow  # make run's processes killed and brought back
+
 
 def _ctl(conf: Path, *args: str) -> str:
     return subprocess.run([sys.executable, "-m", "supervisor.supervisorctl", "-c", str(conf), *args],

@@ -22,6 +22,8 @@ from schemathesis.checks import CHECKS, load_all_checks
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import FailureGroup
 
+pytestmark = pytest.mark.slow  # every operation, as each caller
+
 # The repository's schemathesis.toml, as `st run` reads it.
 CONFIG = SchemathesisConfig.from_path(Path(__file__).resolve().parents[2] / "schemathesis.toml")
 EXAMPLES = 6  # per operation, per generation mode, per caller (the coverage phase adds its own)

@@ -35,6 +35,8 @@ from portal.models import Membership, Role
 from scheduling import clock
 from scheduling.models import FINAL_STATES, Job, JobState
 
+pytestmark = pytest.mark.slow  # the month takes minutes to play
+
 WORKSPACES = ("vision-lab", "nlp-group")
 
 
