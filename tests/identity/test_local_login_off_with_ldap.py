@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.test import override_settings
 
 from tests.identity.test_ldap_sign_in import (  # noqa: F401 - the directory and its settings
     LDAP_PASSWORDS,
@@ -16,9 +17,11 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow_server]
 
 
 @pytest.fixture
-def local_login_off(settings, ldap_on):  # noqa: F811
-    settings.LOCAL_LOGIN = False
-    settings.LDAP_ENABLED = True
+def local_login_off(ldap_on):  # noqa: F811
+    # inside ldap_on's override and undone before it: an override made before it and undone after it
+    # (pytest-django's `settings` listed first) would bring ldap_on's settings back for the rest of the run
+    with override_settings(LOCAL_LOGIN=False, LDAP_ENABLED=True):
+        yield
 
 
 def test_the_form_signs_in_directory_accounts_only(local_login_off, client, tenants):  # noqa: F811
