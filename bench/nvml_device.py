@@ -183,7 +183,7 @@ def main() -> int:
     for s in pod_samples:
         print(f"  pod sample: {s}")
     print(f"metrics: {result['metrics'][:30]}")
-    return 0 if pod_samples and heartbeats else 1
+    return 0 if pod_samples and heartbeats and result["agent_rc"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ def probe(collector: Collector) -> None:
 def start_metrics(args: argparse.Namespace, collector: Collector, spool: Spool, client: PortalClient):
     """Serve /metrics; returns the collector and client wrapped so the figures follow the agent's work."""
     recording, uploads = agent_metrics.RecordingCollector(collector), agent_metrics.UploadWatch(client)
-    stats = (agent_metrics.NvmlDeviceStats(collector._nvml) if isinstance(collector, NvmlCollector)
+    stats = (agent_metrics.NvmlDeviceStats(collector) if isinstance(collector, NvmlCollector)
              else agent_metrics.SimulatedDeviceStats())
     server = agent_metrics.serve(agent_metrics.AgentMetrics(args.node, recording, spool, uploads, stats),
                                  args.metrics_port, args.metrics_address)

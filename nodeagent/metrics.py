@@ -2,8 +2,8 @@
 (gpu, UUID, modelName, Hostname), the spool's depth and the last successful upload.
 
 The agent's loop is left as it is: its collector and portal client are wrapped, so the figures are what
-the agent last read and sent, and a scrape never touches NVML from the HTTP thread except for the
-temperature and power reads, which NVML allows from any thread.
+the agent last read and sent. A scrape reaches NVML only for temperature, power and XID errors, through
+the collector, which lets no call through once it has shut NVML down.
 """
 
 from __future__ import annotations
@@ -107,54 +107,18 @@ class SimulatedDeviceStats:
 
 
 class NvmlDeviceStats:
-    """Temperature and power from NVML; XID errors counted by a thread waiting on NVML's event set."""
+    """Temperature, power and XID errors as the NVML collector reads them: its one event set, and its lock,
+    so a scrape never reaches NVML after the agent has shut it down."""
 
-    def __init__(self, nvml: Any) -> None:
-        self.nvml = nvml
-        self.xids: Tally[tuple[int, int]] = Tally()
-        self._stop = threading.Event()
-        threading.Thread(target=self._watch_xids, name="xid-events", daemon=True).start()
+    def __init__(self, collector: Any) -> None:
+        self.collector = collector
+
+    @property
+    def xids(self) -> dict[tuple[int, int], int]:
+        return self.collector.xid_counts() or {}
 
     def read(self, index: int, reading: Reading | None) -> tuple[float | None, float | None]:
-        nv = self.nvml
-        try:
-            handle = nv.nvmlDeviceGetHandleByIndex(index)
-        except nv.NVMLError:
-            return None, None
-        temp = power = None
-        try:
-            temp = float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU))
-        except nv.NVMLError:
-            pass
-        try:
-            power = nv.nvmlDeviceGetPowerUsage(handle) / 1000.0  # milliwatts
-        except nv.NVMLError:
-            pass
-        return temp, power
-
-    def _watch_xids(self) -> None:
-        nv = self.nvml
-        try:
-            events = nv.nvmlEventSetCreate()
-            for index in range(nv.nvmlDeviceGetCount()):
-                try:
-                    nv.nvmlDeviceRegisterEvents(nv.nvmlDeviceGetHandleByIndex(index),
-                                                nv.nvmlEventTypeXidCriticalError, events)
-                except nv.NVMLError as exc:  # e.g. not supported on this board
-                    log.info("XID events unavailable on GPU %d: %s", index, exc)
-        except Exception as exc:
-            log.warning("XID events unavailable: %s", exc)
-            return
-        while not self._stop.is_set():
-            try:
-                event = nv.nvmlEventSetWait(events, 1000)
-            except nv.NVMLError:
-                continue  # timeout, or nothing registered
-            try:
-                index = nv.nvmlDeviceGetIndex(event.device)
-            except nv.NVMLError:
-                index = -1
-            self.xids[(index, int(event.eventData))] += 1
+        return self.collector.temperature_and_power(index)
 
 
 class AgentMetrics:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import defaultdict
+import threading
+from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -50,18 +51,25 @@ class NvmlCollector:
             nvml.nvmlInit()
         except nvml.NVMLError as exc:
             raise NvmlUnavailable(f"NVML could not start: {exc}") from exc
-        # XID errors reach NVML's event sets only: one set, drained without waiting at each heartbeat.
-        self._xid_count: dict[int, int] = defaultdict(int)
+        # XID errors reach NVML's event sets only: one set for the process, drained without waiting at each
+        # heartbeat and scrape. Nothing waits inside NVML, so close() can shut it down at any time.
+        self._xids: Counter[tuple[int, int]] = Counter()  # (GPU index, XID) -> count since start
         self._xid_last: dict[int, int] = {}
+        # close() and a /metrics scrape's reads take turns: nothing reaches NVML once it is shut down.
+        self._lock = threading.RLock()
+        self._closed = False
         self._xid_events = self._register_xid_events()
 
     def close(self) -> None:
-        if self._xid_events is not None:
-            self._read("nvmlEventSetFree", self._xid_events)
-        try:
-            self._nvml.nvmlShutdown()
-        except self._nvml.NVMLError as exc:
-            log.warning("nvmlShutdown failed: %s", exc)
+        with self._lock:
+            self._closed = True
+            if self._xid_events is not None:
+                self._read("nvmlEventSetFree", self._xid_events)
+                self._xid_events = None
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError as exc:
+                log.warning("nvmlShutdown failed: %s", exc)
 
     # -- inventory -------------------------------------------------------------------------------
 
@@ -132,17 +140,42 @@ class NvmlCollector:
 
     def _drain_xid_events(self) -> None:
         nvml = self._nvml
-        for _ in range(1000):  # a storm of events must not hold the heartbeat
-            try:
-                event = nvml.nvmlEventSetWait(self._xid_events, 0)
-            except (nvml.NVMLError, AttributeError):  # NVML_ERROR_TIMEOUT: nothing waiting
+        with self._lock:  # the heartbeat and a /metrics scrape may drain at once
+            if self._xid_events is None:
                 return
-            try:
-                index = nvml.nvmlDeviceGetIndex(event.device)
-            except (nvml.NVMLError, AttributeError):
-                continue
-            self._xid_count[index] += 1
-            self._xid_last[index] = int(event.eventData)
+            for _ in range(1000):  # a storm of events must not hold the heartbeat
+                try:
+                    event = nvml.nvmlEventSetWait(self._xid_events, 0)
+                except (nvml.NVMLError, AttributeError):  # NVML_ERROR_TIMEOUT: nothing waiting
+                    return
+                try:
+                    index = nvml.nvmlDeviceGetIndex(event.device)
+                except (nvml.NVMLError, AttributeError):
+                    continue
+                self._xids[(index, int(event.eventData))] += 1
+                self._xid_last[index] = int(event.eventData)
+
+    def xid_counts(self) -> dict[tuple[int, int], int] | None:
+        """(GPU index, XID) -> how many since the agent started; None where NVML gives no event set."""
+        with self._lock:
+            if self._xid_events is None:
+                return None
+            self._drain_xid_events()
+            return dict(self._xids)
+
+    def temperature_and_power(self, index: int) -> tuple[float | None, float | None]:
+        """GPU `index`'s temperature (C) and power draw (W), None where NVML cannot tell or is shut down."""
+        nvml = self._nvml
+        with self._lock:
+            if self._closed:
+                return None, None
+            handle = self._read("nvmlDeviceGetHandleByIndex", index)
+            if handle is None:
+                return None, None
+            temperature = self._read("nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+            milliwatts = self._read("nvmlDeviceGetPowerUsage", handle)
+        return (None if temperature is None else float(temperature),
+                None if milliwatts is None else milliwatts / 1000.0)
 
     def _read(self, function: str, *args) -> Any:
         """What NVML's `function` answers, or None where this device, driver or binding cannot tell."""
@@ -156,8 +189,7 @@ class NvmlCollector:
         XID errors seen since the agent started. None where NVML cannot tell (MIG mode: no utilisation;
         boards without ECC)."""
         nvml = self._nvml
-        if self._xid_events is not None:
-            self._drain_xid_events()
+        xids = self.xid_counts()
         out: dict[int, dict] = {}
         for index in range(nvml.nvmlDeviceGetCount()):
             handle = self._read("nvmlDeviceGetHandleByIndex", index)
@@ -173,7 +205,7 @@ class NvmlCollector:
                 "memory_used_mib": None if memory is None else memory.used // MIB,
                 "temperature_c": None if temperature is None else int(temperature),
                 "ecc_uncorrected": None if ecc is None else int(ecc),
-                "xid_count": self._xid_count[index] if self._xid_events is not None else None,
+                "xid_count": None if xids is None else sum(n for (i, _), n in xids.items() if i == index),
                 "xid_last": self._xid_last.get(index),
             }
         return out

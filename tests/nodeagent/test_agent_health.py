@@ -4,6 +4,7 @@ that goes out even when health cannot be read."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
@@ -140,3 +141,42 @@ def test_a_health_failure_does_not_stop_the_heartbeat(portal, tmp_path):
 def test_the_default_heartbeat_is_well_inside_the_portals_window():
     config = AgentConfig(node="n")
     assert config.interval_s * config.heartbeat_every <= 30
+
+
+class ClosingNvml(HealthNvml):
+    """HealthNvml with power readings, that counts event sets and fails any call made after nvmlShutdown
+    (the real library's state is gone then: on an H200 a call into a freed event set ended the agent)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.event_sets = 0
+        self.after_shutdown: list[str] = []
+
+    def __getattribute__(self, name):
+        if name.startswith("nvml") and name != "nvmlShutdown" and object.__getattribute__(self, "shut_down"):
+            object.__getattribute__(self, "after_shutdown").append(name)
+        return object.__getattribute__(self, name)
+
+    def nvmlEventSetCreate(self):
+        self.event_sets += 1
+        return super().nvmlEventSetCreate()
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 412_500  # milliwatts
+
+
+def test_metrics_read_xids_temperature_and_power_through_the_collector_and_nothing_after_close():
+    from nodeagent.metrics import NvmlDeviceStats
+
+    nvml = ClosingNvml(two_gpus(), temperatures=[71, 33], ecc=[0, 0])
+    collector = NvmlCollector(nvml)
+    stats = NvmlDeviceStats(collector)
+    nvml.events += [(1, 79), (1, 79), (0, 48)]
+    assert stats.xids == {(1, 79): 2, (0, 48): 1}
+    assert collector.health()[1]["xid_count"] == 2  # the heartbeat counts the same events, not a second set's
+    assert stats.read(0, None) == (71.0, 412.5)
+    assert nvml.event_sets == 1
+    assert not [t for t in threading.enumerate() if t.name == "xid-events"]  # nothing waits inside NVML
+    collector.close()
+    assert stats.read(0, None) == (None, None) and stats.xids == {}
+    assert nvml.after_shutdown == []
