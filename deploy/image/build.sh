@@ -39,12 +39,12 @@ git ls-files -z -- portal scheduling billing nodeagent gpuctl templates static l
   | tar --null -T - -cf "$OUT/.work/app.tar"
 
 build_rootfs() {
-  local name=$1 NAME PACKAGES PYTHON PRUNE DROP APP ENTRYPOINT STATE_DIR WORKDIR
+  local name=$1 NAME PACKAGES PYTHON PRUNE PRUNE_FILES PRUNE_BIN PRUNE_ROOT BYTECODE_ONLY LOCALES DROP APP ENTRYPOINT STATE_DIR WORKDIR
   # shellcheck disable=SC1090
   . "$IMAGE_DIR/$name.image"
   local started=$SECONDS
   echo "== $name: root filesystem (mmdebstrap $SUITE: $PACKAGES)"
-  export IMAGE_PYTHON=$PYTHON IMAGE_PRUNE=${PRUNE:-} IMAGE_DROP=${DROP:-} IMAGE_APP=$APP IMAGE_ENTRYPOINT=$IMAGE_DIR/$ENTRYPOINT IMAGE_STATE_DIR=$STATE_DIR \
+  export IMAGE_PYTHON=$PYTHON IMAGE_PRUNE=${PRUNE:-} IMAGE_PRUNE_FILES=${PRUNE_FILES:-} IMAGE_PRUNE_BIN=${PRUNE_BIN:-} IMAGE_PRUNE_ROOT=${PRUNE_ROOT:-} IMAGE_BYTECODE_ONLY=${BYTECODE_ONLY:-} IMAGE_LOCALES=${LOCALES:-} IMAGE_DROP=${DROP:-} IMAGE_APP=$APP IMAGE_ENTRYPOINT=$IMAGE_DIR/$ENTRYPOINT IMAGE_STATE_DIR=$STATE_DIR \
     IMAGE_WORK=$OUT/.work IMAGE_UV=$UV IMAGE_UV_CACHE=$OUT/.cache/uv
   # Documentation, man pages and message catalogues of the Debian packages are left out (copyrights kept).
   # merged-usr: /bin -> usr/bin set up by mmdebstrap's hook, so no usrmerge package (and no perl, 47 MB).
@@ -59,7 +59,7 @@ build_rootfs() {
 }
 
 build_image() {
-  local name=$1 NAME PACKAGES PYTHON PRUNE DROP APP ENTRYPOINT STATE_DIR WORKDIR
+  local name=$1 NAME PACKAGES PYTHON PRUNE PRUNE_FILES PRUNE_BIN PRUNE_ROOT BYTECODE_ONLY LOCALES DROP APP ENTRYPOINT STATE_DIR WORKDIR
   # shellcheck disable=SC1090
   . "$IMAGE_DIR/$name.image"
   local started=$SECONDS

