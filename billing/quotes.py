@@ -98,6 +98,7 @@ from scheduling.api import (
     check_pools,
     is_offpeak,
     level_name,
+    mig_memory_mib,
     mig_slices_milli,
     next_offpeak_start,
     require_aware,
@@ -495,10 +496,10 @@ class _Holding:
 
 
 def _mig_memory_mib(profile: str) -> int:
-    match = _MIG_MEMORY.match(profile)
-    if match is None:
+    """What one instance holds (the MIG table's usable memory, a little under the name's figure)."""
+    if _MIG_MEMORY.match(profile) is None:
         raise ValueError(f"MIG profile {profile!r} must look like 3g.40gb")
-    return int(match.group(1)) * 1024
+    return mig_memory_mib(profile)
 
 
 def _ask(role: RoleSpec) -> tuple[Fraction, int | None]:

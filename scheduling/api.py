@@ -96,7 +96,7 @@ from scheduling.spec.model import DEFAULT_CPU_MILLI, DEFAULT_MEM_MIB, SHARING_MO
 from scheduling.spec.cluster import role_request
 from scheduling.spec.examples import workspace_examples
 from scheduling.spec.load import load_yaml
-from scheduling.spec.units import format_duration, format_memory
+from scheduling.spec.units import format_duration, format_memory, mig_memory_mib
 from scheduling.tensorboard import PORT as TENSORBOARD_PORT
 from scheduling.tensorboard import endpoint_of as tensorboard_endpoint_of
 from scheduling.tensorboard import logdir_of as tensorboard_logdir_of

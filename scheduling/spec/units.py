@@ -13,6 +13,7 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from django.utils.translation import gettext as _
 
 from scheduling import formats
+from scheduling.core.mig import MIG_PROFILES
 from scheduling.core.units import mig_slices_milli
 
 _CPU_RE = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(m?)$")
@@ -134,9 +135,12 @@ def mig_compute_milli(profile: str) -> int:
 
 
 def mig_memory_mib(profile: str) -> int:
+    """What one instance of the profile can use (MiB): the MIG table's figure, a little under the name's
+    (1g.18gb: 16384); the name's figure only for a profile the table does not know."""
     match = MIG_PROFILE_RE.fullmatch(profile)
     assert match is not None
-    return int(match.group(2)) * 1024
+    known = MIG_PROFILES.get(profile)
+    return known[1] if known else int(match.group(2)) * 1024
 
 
 def format_cpu(milli: int) -> int | str:

@@ -41,8 +41,9 @@ def role(name: str, resources: str, extra: str = "") -> str:
 QUARTER = job(role("main", "{gpu: 0.25, gpuMemory: 10Gi}"))
 TWO_SHARED = job(role("master", "{gpu: 0.25, gpuMemory: 10Gi}"), role("worker", "{gpu: 0.5, gpuMemory: 20Gi}"),
                  head="type: pytorch\n")
-# one fraction fits only a MIG 3g.40gb instance, the other only a time-slice slot (50Gi is more than a profile)
-SPLIT = job(role("master", "{gpu: 0.3, gpuMemory: 40Gi}"), role("worker", "{gpu: 0.25, gpuMemory: 50Gi}"),
+# one fraction fits only a MIG 3g.40gb instance (39.25 GiB usable: 39Gi fits, 40Gi would not), the other only a
+# time-slice slot (50Gi is more than a profile)
+SPLIT = job(role("master", "{gpu: 0.3, gpuMemory: 39Gi}"), role("worker", "{gpu: 0.25, gpuMemory: 50Gi}"),
             head="type: pytorch\n")
 MIG_AND_SLOTS = PoolOffer(name="mixed", vendor="nvidia", gpu_model="H100-80GB", gpu_memory_mib=80 * 1024,
                           gpus_per_node=8, sharing_modes=frozenset({"mig", "timeslice"}),

@@ -138,9 +138,10 @@ def test_a_mig_ask_is_preferred_and_alternatives_are_flagged():
     result = quote_demo(QUARTER_YAML.replace("{gpu: 0.25, gpuMemory: 10Gi}", "{mig: 1g.10gb}"))
     own = result.option("h100-mig.mig.now")
     assert own.matches_spec and own.roles[0].mig_profile == "1g.10gb"
-    # the same compute as a fraction: ceil(1/7, 0.01) = 0.15 GPU with 10 GiB, no hardware isolation
+    # the same compute as a fraction: ceil(1/7, 0.01) = 0.15 GPU with the 9.5 GiB a 1g.10gb instance
+    # really holds, no hardware isolation
     frac = result.option("h100.fraction.now")
-    assert not frac.matches_spec and (frac.roles[0].gpu_milli, frac.roles[0].gpu_mem_mib) == (150, 10240)
+    assert not frac.matches_spec and (frac.roles[0].gpu_milli, frac.roles[0].gpu_mem_mib) == (150, 9728)
     assert "l40s-shared.timeslice.now" in ids(result)  # 1/4 >= 1/7
 
 

@@ -17,7 +17,7 @@ from scheduling.spec.model import JobSpec, RoleSpec
 from tests.world import world_rates
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
-MIG = {"1g.10gb": (1, 10240), "2g.20gb": (2, 20480), "3g.40gb": (3, 40960)}
+MIG = {"1g.10gb": (1, 9728), "2g.20gb": (2, 19968), "3g.40gb": (3, 40192)}  # usable MiB (scheduling.core.mig)
 
 
 @st.composite

@@ -1,6 +1,10 @@
 """The MIG table (scheduling.core.mig): each card's profiles as NVIDIA's MIG User Guide lists them,
 the layouts they allow, and pools of every MIG card accepted (the H200 was refused)."""
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -43,7 +47,7 @@ def test_each_card_has_its_profiles(model):
             for p in card.profiles} == EXPECTED[model]
     for p in card.profiles:
         assert p.name == f"{p.compute_slices}g.{p.memory_gb}gb"
-        assert MIG_PROFILES[p.name] == (p.compute_slices, p.memory_gb * 1024)
+        assert MIG_PROFILES[p.name][0] == p.compute_slices
 
 
 def test_every_card_of_the_table_is_tested():
@@ -110,3 +114,45 @@ def test_a_layout_the_card_cannot_hold_is_refused(model, layout, says):
     with pytest.raises(ValidationError) as caught:
         pool(model, layout).clean()
     assert says in " ".join(caught.value.message_dict["mig_layout"])
+
+
+DEVICE = Path(__file__).resolve().parents[2] / "data" / "device"
+
+
+def _nvml_profiles():
+    """The MIG profiles NVML listed on a real H200 (driver 580.159.04): name -> the reading."""
+    reading = json.loads((DEVICE / "nvml_device.json").read_text())
+    return {p["name"].removeprefix("MIG "): p for p in reading["mig_profiles"] if "name" in p}
+
+
+def test_the_h200_matches_what_nvml_read_on_a_real_h200():
+    """The defect: memory was taken from the name (1g.18gb -> 18432 MiB) while an instance has 16384."""
+    card = mig_card("H200-141GB")
+    listed = _nvml_profiles()
+    assert len(listed) == 7 and "1g.18gb" in listed
+    for name, read in listed.items():
+        if name.endswith("+me"):
+            # left out on purpose: the plain profile's memory and SMs plus media engines, one per GPU
+            assert card.profile(name) is None and read["instances"] == 1
+            plain = listed[name.removesuffix("+me")]
+            assert (read["memory_mb"], read["slices"], read["sms"]) == (plain["memory_mb"], plain["slices"],
+                                                                         plain["sms"])
+            continue
+        p = card.profile(name)
+        assert p is not None, name
+        assert (p.memory_mib, p.compute_slices, p.max_instances) == (read["memory_mb"], read["slices"],
+                                                                     read["instances"]), name
+    assert set(card.names) == {n for n in listed if not n.endswith("+me")}
+    # the lgip text the same run saved says the same, in GiB
+    lgip = (DEVICE / "mig_lgip.txt").read_text()
+    for name, read in listed.items():
+        assert re.search(rf"MIG {re.escape(name)}\s+\d+\s+\d+/\d+\s+{read['memory_mb'] / 1024:.2f}\s", lgip), name
+
+
+def test_memory_per_instance_is_never_above_the_name_and_shared_names_take_the_smallest():
+    for card in MIG_CARDS:
+        for p in card.profiles:
+            assert 0 < p.memory_mib < p.memory_gb * 1024, (card.model, p.name)
+            assert MIG_PROFILES[p.name] == (p.compute_slices, min(
+                q.memory_mib for c in MIG_CARDS for q in c.profiles if q.name == p.name))
+    assert MIG_PROFILES["1g.18gb"] == (1, 16384)        # H200 16.00 GiB, not the GH200-144GB's 17.50

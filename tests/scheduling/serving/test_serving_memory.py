@@ -69,3 +69,15 @@ def test_smallest_slice_and_mig_profile():
 
 def test_the_size_only_rule_is_unchanged():
     assert memory_needed("7", "inference", "fp16").gib == Decimal("19.6")
+
+
+H200_PROFILES = ["1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"]
+
+
+def test_a_17_gib_need_on_an_h200_does_not_get_a_1g_18gb():
+    """A 1g.18gb instance holds 16384 MiB on a real H200 (NVML, driver 580), not the 18432 its name says."""
+    fit = fit_slice(17 * 1024, 143771, H200_PROFILES)
+    assert fit.mig_profile == "1g.35gb"
+    assert fit_slice(16384, 143771, H200_PROFILES).mig_profile == "1g.18gb"
+    assert fit_slice(16385, 143771, H200_PROFILES).mig_profile == "1g.35gb"
+    assert fit_slice(141 * 1024, 143771, ["7g.141gb"]).mig_profile is None     # 140.00 GiB usable

@@ -89,8 +89,9 @@ def test_reduce_cost_defaults_preemptible_to_true(minimal_yaml: str) -> None:
         ("{gpu: 0}", None, ("exclusive", 0, 0, None, None)),  # CPU-only role
         ("{gpu: 0.25}", None, ("fraction", 1, 250, None, None)),  # a fraction implies sharing fraction
         ("{gpu: 0.07, gpuMemory: 512Mi}", "fraction", ("fraction", 1, 70, 512, None)),
-        ("{mig: 3g.40gb}", None, ("mig", 1, 428, 40960, "3g.40gb")),
-        ("{mig: 1g.10gb, gpu: 1}", "mig", ("mig", 1, 142, 10240, "1g.10gb")),
+        # a MIG role's memory: what one instance can use (scheduling.core.mig), under the name's figure
+        ("{mig: 3g.40gb}", None, ("mig", 1, 428, 40192, "3g.40gb")),
+        ("{mig: 1g.10gb, gpu: 1}", "mig", ("mig", 1, 142, 9728, "1g.10gb")),
         ("{}", "timeslice", ("timeslice", 1, 1000, None, None)),
     ],
 )

@@ -89,5 +89,8 @@ def test_formatting() -> None:
 
 
 def test_mig_profiles() -> None:
-    assert (mig_compute_milli("7g.80gb"), mig_memory_mib("7g.80gb")) == (1000, 81920)
-    assert (mig_compute_milli("1g.5gb"), mig_memory_mib("1g.5gb")) == (142, 5120)
+    # memory: what an instance can use (scheduling.core.mig), under the name's figure
+    assert (mig_compute_milli("7g.80gb"), mig_memory_mib("7g.80gb")) == (1000, 80384)
+    assert (mig_compute_milli("1g.5gb"), mig_memory_mib("1g.5gb")) == (142, 4864)
+    assert mig_memory_mib("1g.18gb") == 16384          # H200, read by NVML on a real card
+    assert mig_memory_mib("6g.99gb") == 99 * 1024      # not in the table: the name's figure
