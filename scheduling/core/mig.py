@@ -17,6 +17,7 @@ are other spellings a pool may use for the same card.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .units import gpu_model_name
@@ -123,13 +124,16 @@ _BY_NAME = {gpu_model_name(name): card for card in MIG_CARDS for name in (card.m
 
 
 def mig_card(gpu_model: str, gpu_memory_mib: int | None = None) -> MigCard | None:
-    """The MIG card a pool's GPU model names; a bare family name ("H200") is told apart by its memory."""
+    """The MIG card a pool's GPU model names; a bare family name ("H200", or NVML's "NVIDIA H200") is told
+    apart by its memory."""
     name = gpu_model_name(gpu_model)
     if name in _BY_NAME:
         return _BY_NAME[name]
     if gpu_memory_mib:
         gb = round(gpu_memory_mib / 1024)
-        family = [c for c in MIG_CARDS if c.model.split("-")[0] == name.split("-")[0]]
+        # NVML's names lead with the vendor and say the form factor: "NVIDIA H200", "NVIDIA A100-SXM4-80GB".
+        words = [w for w in re.split(r"[\s-]+", name) if w and w != "NVIDIA"]
+        family = [c for c in MIG_CARDS if words and c.model.split("-")[0] == words[0]]
         return min(family, key=lambda c: abs(c.profiles[-1].memory_gb - gb), default=None) if family else None
     return None
 

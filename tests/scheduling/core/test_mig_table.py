@@ -156,3 +156,16 @@ def test_memory_per_instance_is_never_above_the_name_and_shared_names_take_the_s
             assert MIG_PROFILES[p.name] == (p.compute_slices, min(
                 q.memory_mib for c in MIG_CARDS for q in c.profiles if q.name == p.name))
     assert MIG_PROFILES["1g.18gb"] == (1, 16384)        # H200 16.00 GiB, not the GH200-144GB's 17.50
+
+
+@pytest.mark.parametrize(("nvml_name", "memory_mib", "card"), [
+    ("NVIDIA H200", 143771, "H200-141GB"),  # as read on the lent H200 (tests/data/device/)
+    ("NVIDIA H100 80GB HBM3", 81559, "H100-80GB"),
+    ("NVIDIA A100-SXM4-80GB", 81920, "A100-80GB"),
+    ("NVIDIA A100-PCIE-40GB", 40960, "A100-40GB"),
+    ("NVIDIA A30", 24576, "A30-24GB"),
+    ("NVIDIA L4", 23034, None),  # no MIG
+])
+def test_nvml_device_names_find_their_card_by_family_and_memory(nvml_name, memory_mib, card):
+    found = mig_card(nvml_name, memory_mib)
+    assert (found.model if found else None) == card
