@@ -10,7 +10,9 @@ code behind a pending job's `expected_start`) is given what the platform would k
 cycle's snapshot of the replay, each unfinished job's declared run time and when its current run began,
 each queue's run-time spread from its last finished jobs (`HISTORY_JOBS`), each queue's jobs
 submitted in the last `ARRIVAL_WINDOW_S`, and how long submissions have been seen (since the trace's
-first, the platform's start). Nothing it is given comes from after that moment.
+first, the platform's start). As the product does, every job waiting at such a moment is forecast and its
+first answer kept; the answers are calibrated (`calibrate`) with the first answers of the jobs that started
+by that moment. Nothing it is given comes from after that moment.
 
 Declared run times: a trace has only the real ones. `declared_noise` 0 declares them exactly; a sigma
 above 0 multiplies each by a log-normal draw (median 1), as users who guess.
@@ -48,6 +50,8 @@ from scheduling.core.forecast import (
     HISTORY_JOBS,
     Arrival,
     JobInput,
+    Outcome,
+    calibrate,
     forecast_windows,
     runtime_spread,
 )
@@ -167,6 +171,7 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
     history = _History(results, declared)
     submitted = sorted((engine.jobs[j.id].spec.submit_time, j.id) for j in trace if j.id in engine.jobs)
     times = [t for t, _ in submitted]
+    first: dict[str, tuple[float, float | None, float | None]] = {}   # each job's first answer, as the product keeps
     answers: list[Answer] = []
     began, asked = time.perf_counter(), 0
     for n, at in enumerate(sorted(asks)):
@@ -175,12 +180,14 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
         if not watch:
             continue
         snapshot = engine._snapshot(at)   # the cluster as the cycle at `at` saw it
-        inputs = []
+        inputs, unseen = [], []
         for jid in engine.active:
             state = engine.jobs[jid]
             placed = bool(state.keys)
             started = (state.run_since if state.run_since is not None else at) if placed else None
             inputs.append(JobInput(state.job, state.job.queue, declared[jid], started, placed, None, False))
+            if not placed and state.result.start is None and jid not in first and jid not in asks[at]:
+                unseen.append(jid)   # the product forecasts every pending job: its first answer is kept too
         for jid in watch:
             if jid not in engine.active:   # submitted since the last cycle (cycles on the beat only)
                 job = engine.jobs[jid].job
@@ -192,8 +199,17 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
         for q in {a.job.queue for a in recent} - factors.keys():
             factors[q] = history.factors(q, at)
         # the platform has seen submissions since the trace began
-        windows = forecast_windows(snapshot, inputs, factors, at, interval=cycle_s, arrivals=recent,
-                                   observed_s=at - engine.start, watch=watch)
+        raw = forecast_windows(snapshot, inputs, factors, at, interval=cycle_s, arrivals=recent,
+                               observed_s=at - engine.start, watch=[*watch, *unseen])
+        for jid, (earliest, latest) in raw.items():
+            if engine.jobs[jid].result.start is None:   # waiting for its first start (not evicted and back)
+                first.setdefault(jid, (at, earliest, latest))
+        # what the platform has learnt: the first answers of the jobs that started by now
+        outcomes = [Outcome(engine.jobs[jid].job.queue, a, e, lt, engine.jobs[jid].result.start)
+                    for jid, (a, e, lt) in first.items()
+                    if engine.jobs[jid].result.start is not None and engine.jobs[jid].result.start <= at]
+        windows = calibrate({jid: raw[jid] for jid in watch}, {jid: engine.jobs[jid].job.queue for jid in watch},
+                            at, outcomes)
         for jid in watch:
             earliest, latest = windows[jid]
             r = results[jid]

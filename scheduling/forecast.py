@@ -32,9 +32,18 @@ smaller and later jobs, quotas for non-preemptible work, reclaim and preemption 
 in them as in the real cycle.
 
 Open-ended: where the late replay cannot place the job while its modelled arrivals last, or within
-HORIZON_S and MAX_CYCLES, the answer is `earliest` with no `latest` ("not before ...; depends on jobs
-ending"), never a made-up bound. A start beyond HORIZON_S in the early replay, or
-none, is unknown (None).
+HORIZON_S and MAX_CYCLES, the replays' answer is `earliest` with no `latest` ("not before ...; depends on jobs
+ending"). A start beyond HORIZON_S in the early replay, or none, is unknown (None).
+
+Calibration (`core/forecast.py` `calibrate`): the platform keeps each job's first answer while it waits
+(the replays' own, on `Job.first_forecast`, written by `keep_first_answers` when a forecast is computed) and,
+once the job started, sets it against its real start (`recent_outcomes`: each queue's newest HISTORY_JOBS
+started jobs; a queue with fewer than HISTORY_MIN takes the cluster's newest). An open-ended answer is
+bounded at now + the early wait (at least CALIBRATION_FLOOR_S) times the OPEN_Q quantile of realised over
+early waits of those jobs that waited at least CALIBRATION_FLOOR_S; a bounded answer's late wait is stretched
+by the WIDEN_Q quantile of realised over late waits where that is above 1 (never tightened). Without such
+history the answer stays as the replays gave it: open-ended where they could not bound it, never a made-up
+bound.
 
 Both replays cover every pending job of the cluster at once; the answer is kept for REUSE_S while the
 cluster's snapshot (jobs, replicas, nodes, queues), the jobs' durations and the queues' run-time history
@@ -52,7 +61,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import F, Max, Window
+from django.db.models.functions import RowNumber
 from django.utils.formats import date_format
 from django.utils.timezone import localtime
 from django.utils.translation import gettext
@@ -64,6 +74,8 @@ from scheduling.core.forecast import (
     HISTORY_JOBS,
     Arrival,
     JobInput,
+    Outcome,
+    calibrate,
     forecast_windows,
     runtime_spread,
 )
@@ -218,15 +230,50 @@ def observed_since(now: datetime, window_s: float = ARRIVAL_WINDOW_S) -> float:
     return window_s if first is None else min(window_s, max((now - first).total_seconds(), 1.0))
 
 
+def recent_outcomes(now: datetime) -> tuple[Outcome, ...]:
+    """The first answers kept on jobs that started by `now` (`Job.first_forecast`) with their starts: each
+    queue's newest HISTORY_JOBS (their union holds the cluster's newest too), oldest start first."""
+    rows = (Job.objects.filter(started__isnull=False, started__lte=now, first_forecast__isnull=False)
+            .annotate(rank=Window(RowNumber(), partition_by=[F("queue_id")], order_by=[F("started").desc(),
+                                                                                      F("id").desc()]))
+            .filter(rank__lte=HISTORY_JOBS).values_list("queue__name", "first_forecast", "started"))
+    out = []
+    for queue, first, started in rows:
+        try:
+            out.append(Outcome(queue, float(first["asked"]), first.get("earliest"), first.get("latest"),
+                               started.timestamp()))
+        except (KeyError, TypeError, ValueError):
+            continue   # not a first answer this module wrote
+    return tuple(sorted(out, key=lambda o: (o.started, o.asked, o.queue)))
+
+
+def keep_first_answers(raw: dict[str, tuple[float | None, float | None]], now: datetime) -> None:
+    """Store each pending job's first answer (the replays', before calibration) while it waits for its first start."""
+    ids = [int(job_id) for job_id in raw if int(job_id) > 0]
+    if not ids:
+        return
+    fresh = Job.objects.filter(pk__in=ids, state=JobState.PENDING, started__isnull=True,
+                               first_forecast__isnull=True).values_list("pk", flat=True)
+    asked = now.timestamp()
+    Job.objects.bulk_update([Job(pk=pk, first_forecast={"asked": asked, "earliest": raw[str(pk)][0],
+                                                        "latest": raw[str(pk)][1]}) for pk in fresh],
+                            ["first_forecast"])
+
+
 def _forecast(snapshot: cm.Snapshot, inputs: tuple[JobInput, ...], factors: dict[str, tuple[float, float]],
-              now: datetime, arrivals: tuple[Arrival, ...] = ()) -> dict[int, StartWindow]:
+              now: datetime, arrivals: tuple[Arrival, ...] = (), outcomes: tuple[Outcome, ...] = ()
+              ) -> tuple[dict[int, StartWindow], dict[str, tuple[float | None, float | None]]]:
+    """(the calibrated answers by job id, the replays' own by core job id)."""
     def at(ts: float | None) -> datetime | None:
         return None if ts is None else datetime.fromtimestamp(ts, tz=now.tzinfo)
 
-    windows = forecast_windows(snapshot, inputs, factors, now.timestamp(),
-                               interval=float(settings.SCHEDULER_INTERVAL_S), arrivals=arrivals,
-                               observed_s=observed_since(now) if arrivals else None)
-    return {int(job_id): StartWindow(at(earliest), at(latest)) for job_id, (earliest, latest) in windows.items()}
+    raw = forecast_windows(snapshot, inputs, factors, now.timestamp(),
+                           interval=float(settings.SCHEDULER_INTERVAL_S), arrivals=arrivals,
+                           observed_s=observed_since(now) if arrivals else None)
+    queues = {i.job.id: i.queue for i in inputs}
+    windows = calibrate(raw, {job_id: queues[job_id] for job_id in raw}, now.timestamp(), outcomes)
+    return ({int(job_id): StartWindow(at(earliest), at(latest)) for job_id, (earliest, latest) in windows.items()},
+            raw)
 
 
 class _Kept:
@@ -275,12 +322,14 @@ def forecast_starts(now: datetime | None = None) -> dict[int, StartWindow]:
     inputs = _inputs(snapshot, now)
     factors = runtime_factors(i.queue for i in inputs)
     arrivals = recent_arrivals(now)
+    outcomes = recent_outcomes(now)
     state = (replace(snapshot, now=0.0, queue_usage=()), inputs, factors, settings.SCHEDULER_INTERVAL_S,
-             tuple(a.job.id for a in arrivals))
+             tuple(a.job.id for a in arrivals), outcomes)
     kept = _pending_kept.get(state, now.timestamp())
     if kept is not None:
         return kept
-    result = _forecast(snapshot, inputs, factors, now, arrivals)
+    result, raw = _forecast(snapshot, inputs, factors, now, arrivals, outcomes)
+    keep_first_answers(raw, now)
     _pending_kept.put(state, now.timestamp(), result)
     return result
 
@@ -299,8 +348,9 @@ def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime
     factors = runtime_factors([*(i.queue for i in others), *(job.queue for job, _ in candidates.values())])
     scale = default_clock_scale()
     arrivals = recent_arrivals(now)
+    outcomes = recent_outcomes(now)
     state = (replace(snapshot, now=0.0, queue_usage=()), others, factors, scale, settings.SCHEDULER_INTERVAL_S,
-             tuple(a.job.id for a in arrivals))
+             tuple(a.job.id for a in arrivals), outcomes)
     out = {}
     for n, (name, (job, seconds)) in enumerate(candidates.items(), 1):
         asked = (replace(job, id="0", created=0.0), seconds)
@@ -309,7 +359,8 @@ def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime
             # a negative id never meets a stored job's; a hair after now: behind jobs submitted this instant
             job = replace(job, id=str(-n), created=now.timestamp() + 0.001)
             extra = JobInput(job, job.queue, seconds / scale, None, False, None, True)
-            window = _forecast(snapshot, (*others, extra), factors, now, arrivals).get(-n, StartWindow(None, None))
+            window = _forecast(snapshot, (*others, extra), factors, now, arrivals, outcomes)[0].get(
+                -n, StartWindow(None, None))
             _new_kept.put(state, now.timestamp(), window, asked)
         out[name] = window
     return out

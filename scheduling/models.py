@@ -375,6 +375,11 @@ class Job(models.Model):
     cleanup_at = models.DateTimeField(null=True, blank=True, db_index=True,
                                       help_text="ttlAfterFinished: when its replicas and pods are deleted")
     cleaned_up = models.DateTimeField(null=True, blank=True)
+    # the expected-start forecast's first answer while it waited (scheduling.forecast): set against its real
+    # start, it calibrates later answers for its queue
+    first_forecast = models.JSONField(null=True, blank=True,
+                                      help_text='The forecast\'s first answer, before calibration: '
+                                                '{"asked": t, "earliest": t, "latest": t or null} (epoch seconds)')
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -25,10 +25,13 @@ ARRIVAL_WINDOW_S = 3600.0  # a queue's recent arrivals: its jobs submitted this 
 ARRIVAL_SPAN_S = 3 * 3600.0  # the late replay has others submit for this long (beyond: open-ended)
 ARRIVAL_Z = 1.645          # the upper count: m + z*sqrt(m) + 1 jobs where m are expected (about the 95th pct)
 BURST_WINDOW_S = 600.0     # a queue's rate now: its jobs of the last this many seconds (or since the platform began)
-BURST_LASTS = 3.0          # a rate now above the hour's is taken to fade over this many times that window
+BURST_LASTS = 1.0          # a rate now above the hour's is taken to fade over this many times that window
 LATE_FACTOR = 3.0          # the late replay looks this many times the early wait ahead (beyond: open-ended)
 LATE_FLOOR_S = 600.0       # and at least this far
 MAX_ARRIVALS = 10000       # modelled arrivals per forecast, at most (the rest of the span: open-ended)
+OPEN_Q = 0.95              # an open-ended answer's bound: this quantile of realised over early waits
+WIDEN_Q = 0.90             # a late bound is stretched by this quantile of realised over late waits, when above 1
+CALIBRATION_FLOOR_S = 60.0  # waits shorter than this are taken as this long in those ratios (an early 0 is no scale)
 
 
 def runtime_spread(ratios: list[float]) -> tuple[float, float]:
@@ -118,6 +121,63 @@ def expected_arrivals(arrivals: Iterable[Arrival], now: float, *, window_s: floa
         until = planned[limit][0]
         planned = planned[:limit]
     return [(at, replace(a.job, id=jid, created=at, latest_start=None), a.seconds) for at, jid, a in planned], until
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A started job's first answer, the replays' own (before `calibrate`), and when it really started: what the
+    platform learns of its own forecasts. Epoch seconds."""
+
+    queue: str
+    asked: float
+    earliest: float | None
+    latest: float | None
+    started: float
+
+
+def _nearest_rank(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _recent(outcomes: list[Outcome], queue: str, keep) -> list[Outcome]:
+    """The queue's newest HISTORY_JOBS kept outcomes by start, or the cluster's where it has fewer than HISTORY_MIN."""
+    mine = [o for o in outcomes if o.queue == queue and keep(o)][-HISTORY_JOBS:]
+    if len(mine) >= HISTORY_MIN:
+        return mine
+    every = [o for o in outcomes if keep(o)][-HISTORY_JOBS:]
+    return every if len(every) >= HISTORY_MIN else []
+
+
+def _ratio(o: Outcome, bound: float) -> float:
+    return (o.started - o.asked) / max(bound - o.asked, CALIBRATION_FLOOR_S)
+
+
+def calibrate(windows: Mapping[str, tuple[float | None, float | None]], queues: Mapping[str, str], now: float,
+              outcomes: Iterable[Outcome]) -> dict[str, tuple[float | None, float | None]]:
+    """The replays' answers (`forecast_windows`) set against how their first answers fared: per job's queue
+    (`queues`), over the newest HISTORY_JOBS jobs that started by `now` (the cluster's where the queue has
+    fewer than HISTORY_MIN), the ratio of each one's real wait from its answer to the wait its answer gave
+    (each at least CALIBRATION_FLOOR_S). An open-ended answer is bounded at the early wait times the OPEN_Q
+    quantile of realised over early, of the jobs that waited at least CALIBRATION_FLOOR_S; a bounded one is stretched by the WIDEN_Q quantile of realised over late
+    where that is above 1 (its late bounds were too soon). Without such history, answers stay as they are."""
+    seen = sorted((o for o in outcomes if o.started <= now), key=lambda o: (o.started, o.asked))
+    out = {}
+    for job_id, (earliest, latest) in windows.items():
+        if earliest is not None and latest is None:
+            # a job that started within the floor says nothing of a wait the replays could not bound
+            history = _recent(seen, queues[job_id],
+                              lambda o: o.earliest is not None and o.started - o.asked >= CALIBRATION_FLOOR_S)
+            if history:
+                factor = _nearest_rank([_ratio(o, o.earliest) for o in history], OPEN_Q)
+                latest = max(earliest, now + factor * max(earliest - now, CALIBRATION_FLOOR_S))
+        elif earliest is not None:
+            history = _recent(seen, queues[job_id], lambda o: o.earliest is not None and o.latest is not None)
+            factor = _nearest_rank([_ratio(o, o.latest) for o in history], WIDEN_Q) if history else 1.0
+            if factor > 1.0:
+                latest = max(earliest, now + factor * max(latest - now, CALIBRATION_FLOOR_S))
+        out[job_id] = (earliest, latest)
+    return out
 
 
 def replay_jobs(inputs: Iterable[JobInput], factors: Mapping[str, tuple[float, float]], now: float, *,

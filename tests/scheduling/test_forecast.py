@@ -7,8 +7,16 @@ import pytest
 
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.core.forecast import ARRIVAL_WINDOW_S
-from scheduling.forecast import observed_since, pending_outlook, queue_positions, runtime_factors
+from scheduling.core.forecast import ARRIVAL_WINDOW_S, Outcome
+from scheduling.forecast import (
+    forecast_starts,
+    forget_kept,
+    observed_since,
+    pending_outlook,
+    queue_positions,
+    recent_outcomes,
+    runtime_factors,
+)
 from scheduling.models import Job, JobEvent, JobState, Queue
 
 SPEC = """name: {name}
@@ -116,3 +124,20 @@ def test_a_new_platform_has_seen_submissions_since_its_first_job(cluster, clock)
     assert observed_since(clock.now) == pytest.approx(90.0)
     clock.advance(2 * ARRIVAL_WINDOW_S)
     assert observed_since(clock.now) == ARRIVAL_WINDOW_S
+
+
+def test_a_jobs_first_answer_is_kept_and_once_it_started_it_is_its_queues_history(cluster, clock):
+    job = submit(cluster, "first")
+    forecast_starts(clock.now)
+    first = Job.objects.get(pk=job.pk).first_forecast
+    assert first["asked"] == clock.now.timestamp() and first["earliest"] is not None
+    clock.advance(60)
+    forget_kept()
+    forecast_starts(clock.now)
+    assert Job.objects.get(pk=job.pk).first_forecast == first      # the first answer, not the newest
+    assert recent_outcomes(clock.now) == ()                         # it has not started
+    began = clock.now - timedelta(seconds=30)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, started=began)
+    assert recent_outcomes(clock.now) == (
+        Outcome("vision-lab", first["asked"], first["earliest"], first["latest"], began.timestamp()),)
+    assert recent_outcomes(began - timedelta(seconds=1)) == ()     # not known before it started

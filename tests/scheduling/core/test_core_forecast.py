@@ -2,6 +2,7 @@
 every decision the production core's, so backfill, quotas, reclaim and elastic extras are the cycle's."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,8 @@ from scheduling.core.builders import job, nodes
 from scheduling.core.forecast import (
     Arrival,
     JobInput,
+    Outcome,
+    calibrate,
     expected_arrivals,
     forecast_windows,
     replay_jobs,
@@ -179,3 +182,40 @@ def test_a_burst_that_goes_on_a_little_and_ends_falls_inside_a_bounded_range():
     earliest, latest = forecast_windows(snapshot, inputs, {}, 0.0, interval=INTERVAL, arrivals=seen)["spare"]
     assert earliest == 100 < truth
     assert latest is not None and truth <= latest <= 600
+
+
+def outcome(queue: str, waited: float, early: float, late: float | None = None, started: float = -10.0) -> Outcome:
+    # a job first told it starts `early` (to `late`, None: open-ended) seconds after it asked; it waited `waited`
+    asked = started - waited
+    return Outcome(queue, asked, asked + early, None if late is None else asked + late, started)
+
+
+def test_an_open_ended_answer_is_bounded_by_how_its_queues_first_answers_fared():
+    # five jobs of the queue started 2 to 4 times their early wait after they asked: the 95th percentile is 4,
+    # so "not before now + 200" becomes now + 200 to now + 800
+    history = [outcome("be", 100.0 * r, 100.0, started=-10.0 * i) for i, r in enumerate((2, 2.5, 3, 3.5, 4))]
+    assert calibrate({"j": (200.0, None)}, {"j": "be"}, 0.0, history) == {"j": (200.0, 800.0)}
+    # an early wait under a minute is taken as a minute: a job that may start now is bounded 4 minutes on
+    assert calibrate({"j": (0.0, None)}, {"j": "be"}, 0.0, history) == {"j": (0.0, 240.0)}
+    # four jobs are too few to judge by: it stays open-ended, as does an unknown answer; jobs that started
+    # within a minute of asking do not count
+    quick = [outcome("be", 30.0, 10.0, started=-1.0) for _ in range(5)]
+    assert calibrate({"j": (200.0, None), "u": (None, None)}, {"j": "be", "u": "be"}, 0.0,
+                     history[:4] + quick) == {"j": (200.0, None), "u": (None, None)}
+
+
+def test_only_jobs_started_by_now_calibrate_and_a_quiet_queue_borrows_the_clusters():
+    history = [outcome("be", 100.0 * r, 100.0, started=-10.0 * i) for i, r in enumerate((2, 2.5, 3, 3.5, 4))]
+    later = [outcome("be", 100.0 * r, 100.0, started=5.0) for r in (2, 2.5, 3, 3.5, 4)]
+    assert calibrate({"j": (200.0, None)}, {"j": "be"}, 0.0, later) == {"j": (200.0, None)}   # not known yet
+    # queue q has started two jobs, the cluster five in all: the cluster's ratios
+    mixed = [replace(o, queue="q") if i < 2 else o for i, o in enumerate(history)]
+    assert calibrate({"j": (200.0, None)}, {"j": "q"}, 0.0, mixed) == {"j": (200.0, 800.0)}
+
+
+def test_a_late_bound_is_stretched_where_the_queues_late_bounds_were_too_soon_and_never_tightened():
+    # five bounded first answers (late 100 s) that started 110 to 150 s on: the 90th percentile is 1.5
+    too_soon = [outcome("a", 100.0 * r, 50.0, 100.0, started=-10.0 * i) for i, r in enumerate((1.1, 1.2, 1.3, 1.4, 1.5))]
+    assert calibrate({"j": (100.0, 300.0)}, {"j": "a"}, 0.0, too_soon) == {"j": (100.0, 450.0)}
+    held = [outcome("a", 100.0 * r, 50.0, 100.0, started=-10.0 * i) for i, r in enumerate((0.5, 0.6, 0.7, 0.8, 0.9))]
+    assert calibrate({"j": (100.0, 300.0)}, {"j": "a"}, 0.0, held) == {"j": (100.0, 300.0)}
