@@ -38,7 +38,7 @@ ending"). A start beyond HORIZON_S in the early replay, or none, is unknown (Non
 Calibration (`core/forecast.py` `calibrate`): the platform keeps each job's first answer while it waits
 (the replays' own, on `Job.first_forecast`, written by `keep_first_answers` when a forecast is computed) and,
 once the job started, sets it against its real start (`recent_outcomes`: each queue's newest HISTORY_JOBS
-started jobs; a queue with fewer than HISTORY_MIN takes the cluster's newest). An open-ended answer is
+jobs started within OUTCOMES_WITHIN; a queue with fewer than HISTORY_MIN takes the cluster's newest). An open-ended answer is
 bounded at now + the early wait (at least CALIBRATION_FLOOR_S) times the OPEN_Q quantile of realised over
 early waits of those jobs that waited at least CALIBRATION_FLOOR_S; a bounded answer's late wait is stretched
 by the WIDEN_Q quantile of realised over late waits where that is above 1 (never tightened). Without such
@@ -83,6 +83,7 @@ from scheduling.cycle.snapshot import build_snapshot, core_job, core_roles
 from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobState, Replica
 
 REUSE_S = 30.0
+OUTCOMES_WITHIN = timedelta(days=7)   # first answers of jobs started longer ago say little of the queue now
 
 
 @dataclass(frozen=True)
@@ -231,9 +232,10 @@ def observed_since(now: datetime, window_s: float = ARRIVAL_WINDOW_S) -> float:
 
 
 def recent_outcomes(now: datetime) -> tuple[Outcome, ...]:
-    """The first answers kept on jobs that started by `now` (`Job.first_forecast`) with their starts: each
-    queue's newest HISTORY_JOBS (their union holds the cluster's newest too), oldest start first."""
-    rows = (Job.objects.filter(started__isnull=False, started__lte=now, first_forecast__isnull=False)
+    """The first answers kept on jobs that started by `now` (`Job.first_forecast`) with their starts, within
+    OUTCOMES_WITHIN: each queue's newest HISTORY_JOBS (their union holds the cluster's newest too), oldest
+    start first."""
+    rows = (Job.objects.filter(started__gt=now - OUTCOMES_WITHIN, started__lte=now, first_forecast__isnull=False)
             .annotate(rank=Window(RowNumber(), partition_by=[F("queue_id")], order_by=[F("started").desc(),
                                                                                       F("id").desc()]))
             .filter(rank__lte=HISTORY_JOBS).values_list("queue__name", "first_forecast", "started"))

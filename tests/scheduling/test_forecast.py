@@ -141,3 +141,4 @@ def test_a_jobs_first_answer_is_kept_and_once_it_started_it_is_its_queues_histor
     assert recent_outcomes(clock.now) == (
         Outcome("vision-lab", first["asked"], first["earliest"], first["latest"], began.timestamp()),)
     assert recent_outcomes(began - timedelta(seconds=1)) == ()     # not known before it started
+    assert recent_outcomes(began + timedelta(days=8)) == ()        # nor once it is old news
