@@ -49,7 +49,8 @@ def elastic(s: Session) -> None:
 
     waiting: dict[str, list[JobState]] = {}
     for state in s.wanting:
-        if state.evicted or not reduce_cost_waits(s, state.job):
+        # most jobs are not ReduceCost: their flag is read before the call
+        if state.evicted or not state.job.reduce_cost or not reduce_cost_waits(s, state.job):
             continue
         if state.grows or (state.pending and state.fail is not None and state.fail[0] in ("reduce-cost", "capacity")):
             waiting.setdefault(state.job.queue, []).append(state)

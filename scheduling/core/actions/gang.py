@@ -37,7 +37,7 @@ def plan(s: Session, state: JobState) -> Plan:
         found = make_plan(s, state)
     else:
         roles = state.job.roles
-        key = (id(roles), reduce_cost_waits(s, state.job),
+        key = (id(roles), state.job.reduce_cost and reduce_cost_waits(s, state.job),
                None if state.job.topology is None else topology_key(s, state))
         cached = s.plans.get(key)
         if cached is not None and cached[0] is roles:

@@ -167,9 +167,14 @@ def late_jobs(s: Session) -> tuple[str, ...]:
     # only a job that wanted replicas when the session was built, or whose replicas changed since, can be
     # pending now
     states = s.jobs
-    seen = {state.job.id: state for state in chain(s.wanting, map(states.__getitem__, s.touched))}
-    return tuple(sorted(job_id for job_id, state in seen.items()
-                        if state.pending and state.job.latest_start is not None and now >= state.job.latest_start))
+    found = set()
+    for state in chain(s.wanting, map(states.__getitem__, s.touched)):
+        if state.pending:
+            job = state.job
+            latest = job.latest_start
+            if latest is not None and now >= latest:
+                found.add(job.id)
+    return tuple(sorted(found))
 
 
 class PendingReasons:

@@ -40,7 +40,8 @@ def preempt(s: Session) -> None:
     def never(state: JobState) -> bool:
         # what `prepare` reads does not change during the walk: `lowest` and `borrowed` are fixed
         job = state.job
-        return reduce_cost_waits(s, job) or (not borrowed and job.priority <= lowest.get(job.queue, job.priority))
+        return (job.reduce_cost and reduce_cost_waits(s, job)) or (
+            not borrowed and job.priority <= lowest.get(job.queue, job.priority))
 
     # one scenario per job, as KAI-Scheduler preempts: an elastic job gets its minimum (or its next
     # replica) here, and what it asks for next waits for the next cycle

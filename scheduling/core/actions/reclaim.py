@@ -166,13 +166,19 @@ def reclaim_may_help(s: Session) -> bool:
     whose queue could take what it asks for within its share. When none may, every visit would pass,
     so the action is left out (a scan of the jobs instead)."""
     kinds = ("capacity", "quota")
+    # a queue already over its share takes nothing whatever its jobs ask (most waiting jobs: best-effort
+    # queues with no share), so their plans are not looked up
+    over: dict[str, bool] = {}
     for state in s.wanting:
         fail = state.fail
         if fail is None or fail[0] not in kinds or not (state.pending or state.grows) or state.evicted:
             continue
-        if not reclaim_can_lift(state):
-            continue
         queue = state.job.queue
+        full = over.get(queue)
+        if full is None:
+            full = over[queue] = s.alloc[queue] > s.allocatable.get(queue, 0.0) + EPS
+        if full or not reclaim_can_lift(state):
+            continue
         if s.alloc[queue] + missing_milli(s, state) <= s.allocatable.get(queue, 0.0) + EPS:
             return True
     return False
