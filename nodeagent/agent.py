@@ -259,10 +259,13 @@ class Agent:
         log.info("agent for node %s started: interval %.1f s, spool %s (%d samples waiting)",
                  self.config.node, interval, self.spool.path, self.spool.count())
         uploader = threading.Thread(target=self._upload_loop, name=f"uploader-{self.config.node}", daemon=True)
+        # The first heartbeat goes before any backlog in the spool, whenever the first interval comes: the
+        # portal hears the node is up at once.
+        self._heartbeat_due.set()
         uploader.start()
         while not self.stop_event.is_set():
             if self._monotonic() >= next_tick:
-                if self._ticks % self.config.heartbeat_every == 0:
+                if self._ticks and self._ticks % self.config.heartbeat_every == 0:
                     self._heartbeat_due.set()
                 if self.volume_stats is not None and self._ticks % self.config.volumes_every == 0:
                     self._volumes_due.set()

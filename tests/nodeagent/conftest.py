@@ -22,6 +22,7 @@ class FakePortal:
         self.times_received: Counter[str] = Counter()  # id -> how many posts carried it
         self.batch_sizes: list[int] = []
         self.heartbeats: list[dict] = []
+        self.posts: list[str] = []  # the paths POSTed to, in the order they came
         self.assignments: list[dict] = []
         self.status = 200  # answer every request with this status when it is not 200
         self.reject: dict[str, str] = {}  # id -> reason
@@ -104,6 +105,8 @@ def _handler_for(portal: FakePortal) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self._refused():
                 return
+            with portal.lock:
+                portal.posts.append(self.path)
             if self.path == "/api/v1/agent/usage":
                 answer = portal.take_usage(body)
                 if answer is None:  # stored, but the answer never reaches the agent

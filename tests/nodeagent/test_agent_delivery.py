@@ -189,6 +189,29 @@ def test_run_loop_rides_out_an_outage_and_flushes_on_stop(portal, tmp_path):
     assert portal.heartbeats and len(portal.heartbeats[-1]["gpus"]) == 2
 
 
+def test_a_started_agent_heartbeats_before_it_sends_its_backlog(portal, tmp_path):
+    """A restarted agent tells the portal it is up before the spool's backlog, however late its own first
+    interval comes (on a busy machine the uploader may run first): stopped once the backlog is sent, it has
+    still been heard."""
+    starts = iter([100.0, 99.0])  # the loop's first look at the clock finds its first tick not yet due
+    agent = Agent(
+        AgentConfig(node="node-1", interval_s=10.0, backoff_base_s=0.01, backoff_cap_s=0.05, batch_size=5),
+        SimulatedCollector(lambda: PODS, node="node-1", gpus=2, seed=7), RecordingSpool(tmp_path / "spool.sqlite"),
+        PortalClient(portal.url, portal.token), rng=random.Random(1),
+        monotonic=lambda: next(starts, 99.0))
+    collect_ticks(agent, 0, 4)  # 20 samples held from before the restart
+    runner = threading.Thread(target=agent.run, daemon=True)
+    runner.start()
+    for _ in range(200):
+        if agent.spool.count() == 0:
+            break
+        threading.Event().wait(0.01)
+    agent.stop()
+    runner.join(timeout=5)
+    assert agent.spool.count() == 0
+    assert portal.posts[0] == "/api/v1/agent/heartbeat", portal.posts[:3]
+
+
 def test_spool_keeps_a_sample_once_and_survives_reopening(tmp_path):
     agent_spool = Spool(tmp_path / "s.sqlite")
     collector = SimulatedCollector(lambda: PODS, node="n", gpus=2)
