@@ -162,20 +162,31 @@ def calibrate(windows: Mapping[str, tuple[float | None, float | None]], queues: 
     quantile of realised over early, of the jobs that waited at least CALIBRATION_FLOOR_S; a bounded one is stretched by the WIDEN_Q quantile of realised over late
     where that is above 1 (its late bounds were too soon). Without such history, answers stay as they are."""
     seen = sorted((o for o in outcomes if o.started <= now), key=lambda o: (o.started, o.asked))
+    factors: dict[tuple[str, bool], float | None] = {}  # (queue, open-ended) -> factor: one per queue, not per job
+
+    def factor(queue: str, open_ended: bool) -> float | None:
+        if (queue, open_ended) not in factors:
+            if open_ended:
+                # a job that started within the floor says nothing of a wait the replays could not bound
+                history = _recent(seen, queue,
+                                  lambda o: o.earliest is not None and o.started - o.asked >= CALIBRATION_FLOOR_S)
+                found = _nearest_rank([_ratio(o, o.earliest) for o in history], OPEN_Q) if history else None
+            else:
+                history = _recent(seen, queue, lambda o: o.earliest is not None and o.latest is not None)
+                found = _nearest_rank([_ratio(o, o.latest) for o in history], WIDEN_Q) if history else 1.0
+            factors[(queue, open_ended)] = found
+        return factors[(queue, open_ended)]
+
     out = {}
     for job_id, (earliest, latest) in windows.items():
         if earliest is not None and latest is None:
-            # a job that started within the floor says nothing of a wait the replays could not bound
-            history = _recent(seen, queues[job_id],
-                              lambda o: o.earliest is not None and o.started - o.asked >= CALIBRATION_FLOOR_S)
-            if history:
-                factor = _nearest_rank([_ratio(o, o.earliest) for o in history], OPEN_Q)
-                latest = max(earliest, now + factor * max(earliest - now, CALIBRATION_FLOOR_S))
+            open_factor = factor(queues[job_id], True)
+            if open_factor is not None:
+                latest = max(earliest, now + open_factor * max(earliest - now, CALIBRATION_FLOOR_S))
         elif earliest is not None:
-            history = _recent(seen, queues[job_id], lambda o: o.earliest is not None and o.latest is not None)
-            factor = _nearest_rank([_ratio(o, o.latest) for o in history], WIDEN_Q) if history else 1.0
-            if factor > 1.0:
-                latest = max(earliest, now + factor * max(latest - now, CALIBRATION_FLOOR_S))
+            widen = factor(queues[job_id], False)
+            if widen > 1.0:
+                latest = max(earliest, now + widen * max(latest - now, CALIBRATION_FLOOR_S))
         out[job_id] = (earliest, latest)
     return out
 
