@@ -30,9 +30,10 @@ $(RUN_STAMP): pyproject.toml uv.lock | $(UV)
 	$(UV) sync --quiet --frozen --inexact --python $(PYTHON)
 	touch $(RUN_STAMP)
 
-# Optional extras on top of dev (bench.load: load; bench.placement_bound: bound): make extras EXTRAS="load bound"
+# Optional extras on top of dev (bench.load: load; bench.placement_bound: bound): make extras EXTRAS="load bound".
+# Compiled too: a sync without it leaves the whole environment without bytecode.
 extras: install
-	$(UV) sync --quiet --frozen --inexact --python $(PYTHON) --extra dev --extra docs $(foreach e,$(EXTRAS),--extra $(e))
+	UV_COMPILE_BYTECODE=1 $(UV) sync --quiet --frozen --inexact --python $(PYTHON) --extra dev --extra docs $(foreach e,$(EXTRAS),--extra $(e))
 
 # Waits for the database, migrates and collects the static files (portal.prepare: one process, collectstatic beside).
 prepare: install

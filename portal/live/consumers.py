@@ -33,6 +33,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         raise NotImplementedError
 
     async def __call__(self, scope, receive, send):
+        self.watch = watch.for_this_loop()
+        # Read before Channels makes this socket's channel: a flush after this leaves it unsubscribed.
+        self.generation = self.watch.generation if self.watch is not None else 0
         try:
             await super().__call__(scope, receive, send)
         except LAYER_DOWN as exc:
@@ -53,6 +56,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         if granted is None:
             await self.close(code=FORBIDDEN)
             return
+        if self.watch is not None and self.watch.generation != self.generation:
+            log.warning("live updates paused: Redis went away while this socket joined")
+            await self._paused(self.base_send)  # its channel went with the layer's flush
+            return
         self.group, hello = granted
         try:
             await self.channel_layer.group_add(self.group, self.channel_name)
@@ -61,9 +68,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             del self.group
             await self._paused(self.base_send)
             return
-        self.watch = watch.for_this_loop()
-        if self.watch is not None and not await self.watch.join(self):
-            log.warning("live updates paused: Redis stopped answering")
+        if self.watch is not None and not await self.watch.join(self, self.generation):
+            log.warning("live updates paused: Redis stopped answering or restarted while this socket joined")
             await self._paused(self.base_send)
             return
         await self.accept()

@@ -6,6 +6,12 @@ every CHECK_EVERY_S the watch asks Redis for its run id; when Redis does not ans
 with another run id than the one a socket joined on, the socket is told `{"type": "paused"}` and
 closed with 4013. The page shows its banner, reconnects with backoff and, once it has joined
 again ("hello"), re-reads the state it may have missed.
+
+Once every socket is closed so, the process's channel layer is flushed: the sockets that join next
+subscribe on a new connection. Left to itself the layer reconnects on first use, and its receive loop
+and a joining socket can both be connecting then; when they are, the subscriptions the layer replays
+on reconnect can be skipped, and the layer goes on believing in groups the new server never heard of.
+A socket that was joining while the layer was flushed is paused too (`generation`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import asyncio
 import logging
 import weakref
 
+from channels.layers import get_channel_layer
 from django.conf import settings
 from redis import asyncio as aioredis
 
@@ -43,6 +50,8 @@ class RedisWatch:
         self.run_id: str | None = None  # the last one seen; None: Redis did not answer
         self.task: asyncio.Task | None = None
         self._client = None
+        # How many times the layer was flushed; a socket whose channel is older is no longer subscribed.
+        self.generation = 0
 
     async def _current(self) -> str | None:
         if self._client is None:
@@ -52,8 +61,11 @@ class RedisWatch:
         except _DOWN:
             return None
 
-    async def join(self, consumer) -> bool:
-        """Watch `consumer`, which has just joined its group; False when Redis no longer answers."""
+    async def join(self, consumer, generation: int) -> bool:
+        """Watch `consumer`, which has just joined its group on a channel made at `generation`; False
+        when Redis no longer answers or the layer was flushed since."""
+        if generation != self.generation:
+            return False
         if self.run_id is None:
             self.run_id = await self._current()
             if self.run_id is None:
@@ -81,12 +93,22 @@ class RedisWatch:
                 for consumer in stale:
                     self.sockets.pop(consumer, None)
                     await consumer.pause()
+                if stale and not self.sockets:
+                    await self._flush_layer()
         finally:
             if self.task is asyncio.current_task():
                 self.task = None
             client, self._client = self._client, None
             if client is not None:
                 await client.aclose()
+
+
+    async def _flush_layer(self) -> None:
+        self.generation += 1  # before any await: a socket joining from now on is paused or subscribes anew
+        try:
+            await get_channel_layer().flush()
+        except _DOWN as error:  # closing connections to a Redis that is gone
+            log.info("channel layer flushed with errors: %s", error)
 
 
 _watches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -312,7 +312,10 @@ def test_redis_killed_and_restarted_pages_serve_the_scheduler_waits_and_nothing_
     after = submit("after")
     seen, deadline = [], time.monotonic() + 60
     while after not in seen:
-        message = json.loads(page.recv(timeout=max(0.1, deadline - time.monotonic())))  # TimeoutError: lost
+        try:
+            message = json.loads(page.recv(timeout=max(0.1, deadline - time.monotonic())))
+        except TimeoutError:
+            pytest.fail(f"the event of job {after} was lost; the web server said:\n{procs.log('web')[-4000:]}")
         if message["type"] == "event":
             seen.append(message["event"]["job"])
     page.close()
