@@ -281,8 +281,8 @@ def kept_cycle_state_forgotten():
 
 @pytest.fixture(autouse=True)
 def simulated_processes_stopped():
-    """The simulated cluster's real processes (notebook servers) a test started are stopped after it, and
-    their folders (homes included) removed: the next test starts from none."""
+    """The simulated cluster's real processes (notebook servers) a test started, or queued to start, are
+    stopped after it, and their folders (homes included) removed: the next test starts from none."""
     yield
     if not _django_configured():
         return
@@ -290,8 +290,11 @@ def simulated_processes_stopped():
 
     from django.conf import settings
 
-    from scheduling.backends.simulated.processes import ProcessRuntime
+    from scheduling.backends.simulated.processes import STARTS, ProcessRuntime
 
+    # Starts a cycle queued and nobody waited for would otherwise run during the next test, and a replica key
+    # it reuses (the same job id) would find that process's record instead of starting its own.
+    STARTS.wait()
     if settings.SIM_RUNTIME_DIR.exists():
         ProcessRuntime(settings.SIM_RUNTIME_DIR).stop_all()
         shutil.rmtree(settings.SIM_RUNTIME_DIR, ignore_errors=True)

@@ -68,8 +68,10 @@ def test_an_inference_process_is_given_its_mounts(cluster, clock):
     backend = SimulatedBackend(speedup=60, failure_rate=0, clock=clock)
     mount = storage.Mount("volume", "vision-lab", "models", 0, "/models", True)
     replica = replace(launch(job_id=41, role="server", mounts=(mount,)), shape=MODEL_SERVER, job_name="chat")
+    assert backend.runtime.find(replica.key) is None  # no process of an earlier test holds this key
     backend._start_server(replica)
-    pid = backend.runtime.find(replica.key).pid
-    environ = dict(item.split("=", 1) for item in open(f"/proc/{pid}/environ").read().split("\0") if "=" in item)
+    process = backend.runtime.find(replica.key)
+    environ = dict(item.split("=", 1) for item in open(f"/proc/{process.pid}/environ").read().split("\0") if "=" in item)
+    assert environ, f"the server is gone already ({process}): {backend.runtime.log_tail(replica.key, 40)}"
     assert json.loads(environ["SIM_MOUNTS"]) == {"/models": str(storage.volume_dir("vision-lab", "models"))}
     assert storage.volume_dir("vision-lab", "models").is_dir()  # made when first mounted
