@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 from scheduling.core.forecast import (
     ARRIVAL_WINDOW_S,
+    CALIBRATION_FLOOR_S,
     HISTORY_JOBS,
     Arrival,
     JobInput,
@@ -73,6 +74,8 @@ class Answer:
     start: float
     earliest: float | None
     latest: float | None
+    replay_earliest: float | None = None   # the replays' own answer, before `calibrate`
+    replay_latest: float | None = None
 
     @property
     def covered(self) -> bool:
@@ -123,8 +126,37 @@ def summarise(answers: list[Answer]) -> dict:
             "unknown": round(sum(a.earliest is None for a in answers) / n, 4)}
 
 
+def hindsight_bound(answers: list[Answer], bound: str, coverage: float = 0.9) -> dict | None:
+    """How narrow a calibration of one replay's answer could make the ranges at all: the smallest median width
+    over the real wait of ranges `asked + low * w` to `asked + high * w` (w: the replay's wait, `bound`
+    "earliest" or "latest", at least CALIBRATION_FLOOR_S) holding `coverage` of the real starts, `low` and
+    `high` the same for every answer and chosen knowing those starts. Not a forecast and read by none: a
+    limit that no calibration of that replay by constant factors goes below. An answer without that bound is
+    a miss, infinitely wide. None where no such pair reaches `coverage`."""
+    scaled = []   # (real wait from asking over the replay's, the replay's wait over the job's real wait)
+    for a in answers:
+        at = getattr(a, f"replay_{bound}")
+        if at is not None:
+            span = max(at - a.asked, CALIBRATION_FLOOR_S)
+            scaled.append(((a.start - a.asked) / span, span / (a.start - a.submit)))
+    needed = math.ceil(coverage * len(answers) - 1e-9)
+    if not answers or needed > len(scaled):
+        return None
+    # every width is (high - low) times the answer's scale: the median is (high - low) times the scales' median
+    scales = sorted([s for _, s in scaled] + [math.inf] * (len(answers) - len(scaled)))
+    scale = scales[max(0, math.ceil(0.5 * len(scales)) - 1)]   # the median as `summarise` takes it
+    if math.isinf(scale):
+        return None
+    ratios = sorted(r for r, _ in scaled)
+    # the narrowest pair holding `needed` of the ratios
+    low, high = min(((ratios[i], ratios[i + needed - 1]) for i in range(len(ratios) - needed + 1)),
+                    key=lambda pair: pair[1] - pair[0])
+    return {"median_width_to_wait": round((high - low) * scale, 3), "low": round(low, 3), "high": round(high, 3)}
+
+
 def eta_figures(answers: list[Answer]) -> dict:
     out = summarise(answers)
+    out["hindsight"] = {bound: hindsight_bound(answers, bound) for bound in ("earliest", "latest")}
     by_queue: dict[str, list[Answer]] = defaultdict(list)
     by_size: dict[str, list[Answer]] = defaultdict(list)
     for a in answers:
@@ -213,7 +245,7 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
         for jid in watch:
             earliest, latest = windows[jid]
             r = results[jid]
-            answers.append(Answer(jid, r.queue, gpus[jid], at, r.submit_time, r.start, earliest, latest))
+            answers.append(Answer(jid, r.queue, gpus[jid], at, r.submit_time, r.start, earliest, latest, *raw[jid]))
         asked += 1
         if asked % 5 == 0:
             log(f"  eta: {asked} forecasts ({n + 1} of {len(asks)} moments), {len(answers)} answers, "
