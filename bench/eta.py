@@ -7,7 +7,8 @@ The replay is run once to learn when every job really starts. It is then run aga
 stopped at each moment a job that waited at least `min_wait_s` was submitted and every `ask_every_s` (10
 simulated minutes) after while it waits; there the forecast (`scheduling.core.forecast.forecast_windows`, the
 code behind a pending job's `expected_start`) is given what the platform would know at that moment: the
-cycle's snapshot of the replay, each unfinished job's declared run time and when its current run began,
+cycle's snapshot of the replay, each unfinished job's declared run time, when its current run began and
+the work its checkpoints kept from runs it was stopped in,
 each queue's run-time spread from its last finished jobs (`HISTORY_JOBS`), each queue's jobs
 submitted in the last `ARRIVAL_WINDOW_S`, and how long submissions have been seen (since the trace's
 first, the platform's start). As the product does, every job waiting at such a moment is forecast and its
@@ -23,7 +24,10 @@ it when the start is not before), `median_width_to_wait` and `p90_width_to_wait`
 the job's real wait, start less submission; an open-ended or unknown answer is infinitely wide, null
 where the quantile is), `median_width_to_remaining_wait` (over the wait left when asked: stricter),
 `median_abs_error_s` (of the range's middle, answers with both ends), `open_ended` and `unknown` shares;
-each also by queue and by job size (GPUs).
+each also by queue and by job size (GPUs). `hindsight` (a diagnostic, read by no forecast): per replay,
+the narrowest median width any calibration of that replay's answers by constant factors could reach at 90 %
+coverage, the factors chosen knowing the real starts (`hindsight_bound`); where even that is above the
+target, no calibration of that kind reaches it.
 
 `--write-synthetic` writes a Philly-format trace: per team, jobs arriving as a Poisson process in
 bursts (a rate that changes every hour), sizes 1/2/4/8/16 GPUs as MIX1's mostly small jobs,
@@ -217,7 +221,9 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
             state = engine.jobs[jid]
             placed = bool(state.keys)
             started = (state.run_since if state.run_since is not None else at) if placed else None
-            inputs.append(JobInput(state.job, state.job.queue, declared[jid], started, placed, None, False))
+            # the work its checkpoints kept from runs before this one, as the platform counts it
+            inputs.append(JobInput(state.job, state.job.queue, declared[jid], started, placed, None, False,
+                                   saved=state.done))
             if not placed and state.result.start is None and jid not in first and jid not in asks[at]:
                 unseen.append(jid)   # the product forecasts every pending job: its first answer is kept too
         for jid in watch:
