@@ -7,7 +7,8 @@ The replay is run once to learn when every job really starts. It is then run aga
 stopped at each moment a job that waited at least `min_wait_s` was submitted and every `ask_every_s` (10
 simulated minutes) after while it waits; there the forecast (`scheduling.core.forecast.forecast_windows`, the
 code behind a pending job's `expected_start`) is given what the platform would know at that moment: the
-cycle's snapshot of the replay, each unfinished job's declared run time and when its current run began,
+cycle's snapshot of the replay, each unfinished job's declared run time, when its current run began and
+the work its checkpoints kept from runs it was stopped in,
 each queue's run-time spread from its last finished jobs (`HISTORY_JOBS`), each queue's jobs
 submitted in the last `ARRIVAL_WINDOW_S`, and how long submissions have been seen (since the trace's
 first, the platform's start). As the product does, every job waiting at such a moment is forecast and its
@@ -23,7 +24,10 @@ it when the start is not before), `median_width_to_wait` and `p90_width_to_wait`
 the job's real wait, start less submission; an open-ended or unknown answer is infinitely wide, null
 where the quantile is), `median_width_to_remaining_wait` (over the wait left when asked: stricter),
 `median_abs_error_s` (of the range's middle, answers with both ends), `open_ended` and `unknown` shares;
-each also by queue and by job size (GPUs).
+each also by queue and by job size (GPUs). `hindsight` (a diagnostic, read by no forecast): per replay,
+the narrowest median width any calibration of that replay's answers by constant factors could reach at 90 %
+coverage, the factors chosen knowing the real starts (`hindsight_bound`); where even that is above the
+target, no calibration of that kind reaches it.
 
 `--write-synthetic` writes a Philly-format trace: per team, jobs arriving as a Poisson process in
 bursts (a rate that changes every hour), sizes 1/2/4/8/16 GPUs as MIX1's mostly small jobs,
@@ -47,6 +51,7 @@ from dataclasses import dataclass
 
 from scheduling.core.forecast import (
     ARRIVAL_WINDOW_S,
+    CALIBRATION_FLOOR_S,
     HISTORY_JOBS,
     Arrival,
     JobInput,
@@ -73,6 +78,8 @@ class Answer:
     start: float
     earliest: float | None
     latest: float | None
+    replay_earliest: float | None = None   # the replays' own answer, before `calibrate`
+    replay_latest: float | None = None
 
     @property
     def covered(self) -> bool:
@@ -123,8 +130,37 @@ def summarise(answers: list[Answer]) -> dict:
             "unknown": round(sum(a.earliest is None for a in answers) / n, 4)}
 
 
+def hindsight_bound(answers: list[Answer], bound: str, coverage: float = 0.9) -> dict | None:
+    """How narrow a calibration of one replay's answer could make the ranges at all: the smallest median width
+    over the real wait of ranges `asked + low * w` to `asked + high * w` (w: the replay's wait, `bound`
+    "earliest" or "latest", at least CALIBRATION_FLOOR_S) holding `coverage` of the real starts, `low` and
+    `high` the same for every answer and chosen knowing those starts. Not a forecast and read by none: a
+    limit that no calibration of that replay by constant factors goes below. An answer without that bound is
+    a miss, infinitely wide. None where no such pair reaches `coverage`."""
+    scaled = []   # (real wait from asking over the replay's, the replay's wait over the job's real wait)
+    for a in answers:
+        at = getattr(a, f"replay_{bound}")
+        if at is not None:
+            span = max(at - a.asked, CALIBRATION_FLOOR_S)
+            scaled.append(((a.start - a.asked) / span, span / (a.start - a.submit)))
+    needed = math.ceil(coverage * len(answers) - 1e-9)
+    if not answers or needed > len(scaled):
+        return None
+    # every width is (high - low) times the answer's scale: the median is (high - low) times the scales' median
+    scales = sorted([s for _, s in scaled] + [math.inf] * (len(answers) - len(scaled)))
+    scale = scales[max(0, math.ceil(0.5 * len(scales)) - 1)]   # the median as `summarise` takes it
+    if math.isinf(scale):
+        return None
+    ratios = sorted(r for r, _ in scaled)
+    # the narrowest pair holding `needed` of the ratios
+    low, high = min(((ratios[i], ratios[i + needed - 1]) for i in range(len(ratios) - needed + 1)),
+                    key=lambda pair: pair[1] - pair[0])
+    return {"median_width_to_wait": round((high - low) * scale, 3), "low": round(low, 3), "high": round(high, 3)}
+
+
 def eta_figures(answers: list[Answer]) -> dict:
     out = summarise(answers)
+    out["hindsight"] = {bound: hindsight_bound(answers, bound) for bound in ("earliest", "latest")}
     by_queue: dict[str, list[Answer]] = defaultdict(list)
     by_size: dict[str, list[Answer]] = defaultdict(list)
     for a in answers:
@@ -185,7 +221,9 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
             state = engine.jobs[jid]
             placed = bool(state.keys)
             started = (state.run_since if state.run_since is not None else at) if placed else None
-            inputs.append(JobInput(state.job, state.job.queue, declared[jid], started, placed, None, False))
+            # the work its checkpoints kept from runs before this one, as the platform counts it
+            inputs.append(JobInput(state.job, state.job.queue, declared[jid], started, placed, None, False,
+                                   saved=state.done))
             if not placed and state.result.start is None and jid not in first and jid not in asks[at]:
                 unseen.append(jid)   # the product forecasts every pending job: its first answer is kept too
         for jid in watch:
@@ -213,7 +251,7 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
         for jid in watch:
             earliest, latest = windows[jid]
             r = results[jid]
-            answers.append(Answer(jid, r.queue, gpus[jid], at, r.submit_time, r.start, earliest, latest))
+            answers.append(Answer(jid, r.queue, gpus[jid], at, r.submit_time, r.start, earliest, latest, *raw[jid]))
         asked += 1
         if asked % 5 == 0:
             log(f"  eta: {asked} forecasts ({n + 1} of {len(asks)} moments), {len(answers)} answers, "

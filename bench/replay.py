@@ -570,6 +570,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  eta: coverage {result['eta']['coverage']}, median width / wait "
                 f"{result['eta']['median_width_to_wait']}, p90 {result['eta']['p90_width_to_wait']}, "
                 f"median error {result['eta']['median_abs_error_s']} s over {result['eta']['answers']} answers")
+            hindsight = {b: (h or {}).get("median_width_to_wait") for b, h in result["eta"]["hindsight"].items()}
+            log(f"  eta: narrowest median width / wait at 90 % by constant factors chosen with hindsight: "
+                f"on the early replay {hindsight['earliest']}, on the late {hindsight['latest']} (None: none reach it)")
         summary["modes"][mode] = result
         print_table(result, log_to)
     if "silos" in summary["modes"]:

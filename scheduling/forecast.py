@@ -17,7 +17,9 @@ of the newest placement). It is widened by how the queue's jobs ran against what
 over the queue's last HISTORY_JOBS finished jobs (at least HISTORY_MIN of them, else no widening),
 the low estimate is declared x min(1, first quartile of actual/declared) and the high estimate
 declared x max(1, third quartile). A running job ends at its start plus its estimate; one already
-past it ends at once.
+past it ends at once. A job stopped before with resumable checkpoints has the work they kept taken
+off (`saved_work`), running or waiting again: without it, a job resumed after an eviction would be
+replayed as if it started over, and jobs waiting for its GPUs told a start later than the real one.
 
 Range: `earliest` replays the low run times with a cycle the moment a job ends, and no job submitted
 after now; `latest` replays the high run times plus one cycle interval per job (its end is seen by the
@@ -80,6 +82,7 @@ from scheduling.core.forecast import (
     runtime_spread,
 )
 from scheduling.cycle.snapshot import build_snapshot, core_job, core_roles
+from scheduling.lifecycle.checkpoints import checkpoint_every
 from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobState, Replica
 
 REUSE_S = 30.0
@@ -170,6 +173,33 @@ def default_clock_scale() -> float:
     return float(settings.SIM_SPEEDUP) if settings.SCHEDULER_BACKEND == "simulated" else 1.0
 
 
+def saved_work() -> dict[str, float]:
+    """Each unfinished job's work its checkpoints kept from the runs it was stopped in, in its own seconds, as
+    the cycle's evictions keep it: a run (its replicas stopped at one moment, from the first one's start) adds
+    its time to the work kept before, rounded down to the checkpoint interval. A job without resumable
+    checkpoints keeps nothing; its runs start over."""
+    runs: dict[str, dict[datetime, tuple[datetime, float]]] = defaultdict(dict)
+    every: dict[str, int] = {}
+    for job_id, spec, started, ended, scale in Replica.objects.filter(
+            state=JobState.PREEMPTED, started__isnull=False, ended__isnull=False).exclude(
+            job__state__in=FINAL_STATES).values_list("job_id", "job__spec", "started", "ended", "clock_scale"):
+        key = str(job_id)
+        if key not in every:
+            every[key] = checkpoint_every(spec)
+        if every[key]:
+            first = runs[key].get(ended)
+            runs[key][ended] = (min(first[0], started) if first else started, float(scale or 1.0))
+    out = {}
+    for key, stopped in runs.items():
+        kept = 0.0
+        for ended, (started, scale) in sorted(stopped.items()):
+            worked = kept + max((ended - started).total_seconds(), 0.0) * scale
+            kept = max(kept, worked // every[key] * every[key])
+        if kept:
+            out[key] = kept
+    return out
+
+
 def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[JobInput, ...]:
     placed = {r.job_id for r in snapshot.running}
     started: dict[str, float] = {}
@@ -181,14 +211,16 @@ def _inputs(snapshot: cm.Snapshot, now: datetime) -> tuple[JobInput, ...]:
         if begun is not None:
             started[key] = min(started.get(key, begun.timestamp()), begun.timestamp())
     fallback = default_clock_scale()
+    kept = saved_work()
     rows = {str(pk): (state, declared) for pk, state, declared in Job.objects.exclude(
         state__in=FINAL_STATES).exclude(roles=[]).values_list("pk", "state", "expected_duration_s")}
     out = []
     for job in snapshot.jobs:
         # a job that ended since the snapshot was read: gone at once
         state, declared = rows.get(job.id, (None, 0))
-        out.append(JobInput(job, job.queue, declared / scales.get(job.id, fallback), started.get(job.id),
-                             job.id in placed, None, state == JobState.PENDING))
+        scale = scales.get(job.id, fallback)
+        out.append(JobInput(job, job.queue, declared / scale, started.get(job.id), job.id in placed, None,
+                            state == JobState.PENDING, saved=kept.get(job.id, 0.0) / scale))
     roles_by_text: dict[str, tuple[cm.Role, ...]] = {}
     held = Job.objects.filter(state=JobState.PENDING, not_before__gt=now).exclude(roles=[]).values_list(
         "pk", "expected_duration_s", "not_before", "queue__name", "roles", "priority", "preemptible", "reduce_cost",

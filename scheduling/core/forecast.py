@@ -55,6 +55,7 @@ class JobInput:
     placed: bool
     arrives: float | None          # a held job: when it enters the queue
     pending: bool                  # Pending in the database: its start is asked for
+    saved: float = 0.0             # work kept from earlier runs (checkpoints), platform seconds: not run again
 
 
 @dataclass(frozen=True)
@@ -201,10 +202,10 @@ def replay_jobs(inputs: Iterable[JobInput], factors: Mapping[str, tuple[float, f
             jobs.append(ReplayJob(i.job, i.arrives, seconds))
         elif i.placed:
             begun = min(i.started if i.started is not None else now, now)
-            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds, done=min(now - begun, seconds),
-                                  started=begun))
+            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds,
+                                  done=min(i.saved + now - begun, seconds), started=begun))
         else:
-            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds))
+            jobs.append(ReplayJob(i.job, min(i.job.created, now), seconds, done=min(i.saved, seconds)))
     return jobs
 
 

@@ -182,7 +182,12 @@ def queue_eviction_rate(queue: str, now: datetime) -> tuple[int, Decimal] | None
 
 def every_of(job) -> int | None:
     """The interval at which the platform counts a job's checkpoints (None: it does not know of any)."""
-    checkpoint = checkpoint_of(job.spec)
+    return checkpoint_every(job.spec)
+
+
+def checkpoint_every(spec: dict | None) -> int | None:
+    """`every_of` for a stored spec."""
+    checkpoint = checkpoint_of(spec)
     return checkpoint.every_s if checkpoint is not None and checkpoint.resumable else None
 
 

@@ -65,3 +65,17 @@ def test_the_synthetic_trace_is_the_same_for_a_seed_and_replays(tmp_path):
     assert eta.main(["--write-synthetic", str(path), "--teams", "2", "--hours", "0.5", "--gpus", "16"]) == 0
     trace = bench.read_philly_file(str(path))
     assert {j.team for j in trace} == {"team0", "team1"} and all(j.gpus in (1, 2, 4, 8, 16) for j in trace)
+
+
+def test_the_hindsight_bound_is_the_narrowest_constant_range_holding_nine_in_ten():
+    # asked at submission, the early replay says 100 s; they start at 100, 200, ..., 1000 s: ratios 1 to 10
+    def answer(start, replay_earliest=100.0):
+        return eta.Answer("j", "q", 1, 0.0, 0.0, start, None, None, replay_earliest, None)
+
+    answers = [answer(100.0 * k) for k in range(1, 11)]
+    # 9 of 10 held by 1x to 9x the early wait; widths 8 * 100 / wait, the median's wait 600 s
+    assert eta.hindsight_bound(answers, "earliest") == {"median_width_to_wait": 1.333, "low": 1.0, "high": 9.0}
+    # an answer the replay did not bound is a miss: now all ten ratios, the median's wait 500 s
+    assert eta.hindsight_bound([*answers, answer(300.0, None)], "earliest") == {
+        "median_width_to_wait": 1.8, "low": 1.0, "high": 10.0}
+    assert eta.hindsight_bound(answers, "latest") is None   # no late bounds at all

@@ -16,8 +16,9 @@ from scheduling.forecast import (
     queue_positions,
     recent_outcomes,
     runtime_factors,
+    saved_work,
 )
-from scheduling.models import Job, JobEvent, JobState, Queue
+from scheduling.models import Job, JobEvent, JobState, Queue, Replica
 
 SPEC = """name: {name}
 queue: {queue}
@@ -142,3 +143,20 @@ def test_a_jobs_first_answer_is_kept_and_once_it_started_it_is_its_queues_histor
         Outcome("vision-lab", first["asked"], first["earliest"], first["latest"], began.timestamp()),)
     assert recent_outcomes(began - timedelta(seconds=1)) == ()     # not known before it started
     assert recent_outcomes(began + timedelta(days=8)) == ()        # nor once it is old news
+
+
+def test_a_stopped_jobs_checkpoints_keep_its_work_for_the_forecast(cluster, clock):
+    # a resumable job (checkpoints every 10 min) stopped twice on a cluster 60 times faster: after 25 min of
+    # work (20 kept), then 15 min more (35 worked, 30 kept); a job without checkpoints keeps nothing
+    resumable, plain = submit(cluster, "resumable"), submit(cluster, "plain")
+    Job.objects.filter(pk=resumable.pk).update(spec={**resumable.spec, "checkpoint": {
+        "path": "/ckpt", "volume": "runs", "every": "10m"}})
+    start = clock.now
+    for job in (resumable, plain):
+        for attempt, (begun, worked_min) in enumerate(((0, 25), (60, 15))):
+            began = start + timedelta(seconds=begun)
+            Replica.objects.create(job=job, role="main", index=0, attempt=attempt, state=JobState.PREEMPTED,
+                                   started=began, ended=began + timedelta(seconds=worked_min), clock_scale=60.0)
+    assert saved_work() == {str(resumable.pk): 30 * 60.0}
+    Job.objects.filter(pk=resumable.pk).update(state=JobState.SUCCEEDED)
+    assert saved_work() == {}                                          # a finished job is forecast no more
