@@ -95,7 +95,7 @@ class ReclaimWalk:
             return (within_quota(s, job) and s.alloc[leaf] <= s.allocatable.get(leaf, 0.0) + EPS
                     and saturation_holds(s, weighed, before))
 
-        return self.victims_of(lenders), reclaim_causes(s, self.sides, job, need), final_check
+        return self.victims_of(lenders), reclaim_causes(s, self.sides, job, need), final_check, asked_as(s, leaf, need)
 
     def victims_of(self, lenders: list[str]) -> list[Unit]:
         """The units of `lenders` in the order they go. The units are fixed for the walk (those gone stale
@@ -115,6 +115,15 @@ class ReclaimWalk:
         # a queue's usage is never negative: a job asking more than its queue's share never reclaims
         p = state.plan if state.plan_version == state.version else plan(self.s, state)
         return p.need > self.s.allocatable.get(state.job.queue, 0.0) + EPS
+
+
+def asked_as(s: Session, leaf: str, need: int) -> tuple:
+    """What `reclaim_rule` reads of the taker (`leaf`, asking `need`) while its victims are counted off:
+    a leaf at the top of the tree is its own side against every other queue, and evicting others never
+    changes its usage, so only whether it stays within its deserved quota counts; elsewhere, the leaf."""
+    if len(s.queue_path[leaf]) == 1:
+        return "top", s.alloc[leaf] + need <= s.deserved.get(leaf, 0.0) + EPS
+    return "leaf", leaf
 
 
 def saturation_holds(s: Session, weighed: list[tuple[str, list[str]]], before: dict[str, float]) -> bool:
