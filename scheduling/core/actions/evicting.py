@@ -123,7 +123,8 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
     the same outcome, without evicting them one by one (most scenarios that fail, fail so).
     `asked_as`: what `cause_of` reads of the job besides the queues' usage (given only with `units` a list
     kept for the walk): that answer is then kept for other jobs of the same plan and need while no
-    capacity is taken or given back (`Session.stamp`; walks try the same big gangs again and again)."""
+    capacity is taken or given back (`Session.stamp`; walks try the same big gangs again and again), and
+    which replicas would go, for other jobs asked as alike, whatever their plans, on the same pools."""
     def placed() -> bool:
         return s.transaction(lambda: place_gang(s, state) and holds())
 
@@ -139,8 +140,8 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
         key = None if asked_as is None else ("hopeless", s.stamp, id(units), asked_as, need, p.sig)
         found = None if key is None else s.memo.get(key)
         if found is None or found[0] is not units:      # (the list is held, so its id is not another's)
-            gone, taken = would_evict(s, pools, units, cause_of)
-            found = (units, fits_without(s, p, gone), sum(taken[:HOPELESS_CHECK_AFTER]))
+            gone, bump = evicted_by(s, pools, units, cause_of, asked_as)
+            found = (units, fits_without(s, p, gone), bump)
             if key is not None:
                 s.memo[key] = found
         if not found[1]:
@@ -172,6 +173,20 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
             keep_victims(s, evicted[::-1], holds)
             return True
     return False
+
+
+def evicted_by(s: Session, pools: set[str], units: list[Unit], cause_of: Callable[[Unit], EvictCause | None],
+               asked_as: tuple | None) -> tuple[set[ReplicaKey], int]:
+    """`would_evict`'s replicas, and the evictions the loop would have made before asking whether it could
+    succeed; kept while no capacity moves for jobs asked as alike (see `evict_until_placed`)."""
+    key = None if asked_as is None else ("would_evict", s.stamp, id(units), asked_as, frozenset(pools))
+    found = None if key is None else s.memo.get(key)
+    if found is None or found[0] is not units:
+        gone, taken = would_evict(s, pools, units, cause_of)
+        found = (units, gone, sum(taken[:HOPELESS_CHECK_AFTER]))
+        if key is not None:
+            s.memo[key] = found
+    return found[1], found[2]
 
 
 # evictions after which `evict_until_placed` used to ask whether going on could succeed at all; the

@@ -120,10 +120,11 @@ class ReclaimWalk:
 def asked_as(s: Session, leaf: str, need: int) -> tuple:
     """What `reclaim_rule` reads of the taker (`leaf`, asking `need`) while its victims are counted off:
     a leaf at the top of the tree is its own side against every other queue, and evicting others never
-    changes its usage, so only whether it stays within its deserved quota counts; elsewhere, the leaf."""
+    changes its usage, so only whether it stays within its deserved quota counts; elsewhere, the leaf and
+    its need."""
     if len(s.queue_path[leaf]) == 1:
         return "top", s.alloc[leaf] + need <= s.deserved.get(leaf, 0.0) + EPS
-    return "leaf", leaf
+    return "leaf", leaf, need
 
 
 def saturation_holds(s: Session, weighed: list[tuple[str, list[str]]], before: dict[str, float]) -> bool:
