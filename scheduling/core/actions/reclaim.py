@@ -8,7 +8,7 @@ from collections.abc import Callable
 from ..model import EvictCause, Job
 from ..session import Session
 from ..state import JobState
-from .evicting import Unit, merged, reclaim_can_lift, run_eviction_action, victim_units, waits_whole
+from .evicting import Unit, merged, reclaim_can_lift, run_eviction_action, victim_units
 from .gang import EPS, missing_milli, plan, within_quota
 
 
@@ -108,9 +108,11 @@ class ReclaimWalk:
         return found
 
     def never(self, state: JobState) -> bool:
-        if not waits_whole(state):
+        # `waits_whole` and `reclaim_can_lift`'s common case inline: a call per waiting job
+        if state.replicas:
             return False
-        if not reclaim_can_lift(state):
+        fail = state.fail
+        if fail is not None and fail[0] == "quota" and not reclaim_can_lift(state):
             return True
         # a queue's usage is never negative: a job asking more than its queue's share never reclaims
         p = state.plan if state.plan_version == state.version else plan(self.s, state)
