@@ -36,6 +36,9 @@ the waits worse.
 Output: per team and in total, p50/p95 wait and completion, utilisation (GPU-hours held over capacity x
 makespan; a pool team's capacity is its deserved share), GPU-hours, makespan, preemptions and the GPU-hours
 they lost, the share of deadline jobs done by their deadlines, best-effort completion; wall and CPU seconds. `--json`: one JSON object, the last line printed.
+One size (`--gpus`), pools: `--decisions-hash` adds `decisions_sha256`, a digest of every cycle's time,
+evictions (with their causes) and binds, to check that a change decides exactly as before; `--until-s S`
+replays only the trace's first S simulated seconds (to profile; the target then counts as missed).
 `--trace-format alibaba` replays the Alibaba GPU-sharing pods instead (bench/replay_pods.py).
 """
 
