@@ -523,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--mode must be one of {', '.join(MODES)} or all")
     if not args.find_min_gpus and not args.gpus:
         parser.error("give --gpus N or --find-min-gpus")
+    if args.find_min_gpus and (args.decisions_hash or args.until_s is not None):
+        parser.error("--decisions-hash and --until-s go with one size (--gpus), not --find-min-gpus")
     if args.gpus is not None and (args.gpus <= 0 or args.gpus % args.gpus_per_node):
         parser.error("--gpus must be a positive multiple of --gpus-per-node (whole nodes)")
     if args.gpus_between is not None and (not args.find_min_gpus

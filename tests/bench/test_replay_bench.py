@@ -134,6 +134,8 @@ def test_a_decisions_digest_names_every_cycles_decisions_and_a_prefix_stops_earl
     prefix = run_main(capsys, *argv, "--until-s", "60")["modes"]["pool-besteffort"]
     assert prefix["cycles"] < first["modes"]["pool-besteffort"]["cycles"] and not prefix["meets_target"]
     assert prefix["decisions_sha256"] != digest
+    with pytest.raises(SystemExit):
+        bench.main([*argv[:4], "--find-min-gpus", *argv[6:]])
 
 
 def test_every_decision_is_the_production_cores_on_the_replays_own_snapshot(monkeypatch):
