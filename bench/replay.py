@@ -36,6 +36,9 @@ the waits worse.
 Output: per team and in total, p50/p95 wait and completion, utilisation (GPU-hours held over capacity x
 makespan; a pool team's capacity is its deserved share), GPU-hours, makespan, preemptions and the GPU-hours
 they lost, the share of deadline jobs done by their deadlines, best-effort completion; wall and CPU seconds. `--json`: one JSON object, the last line printed.
+One size (`--gpus`), pools: `--decisions-hash` adds `decisions_sha256`, a digest of every cycle's time,
+evictions (with their causes) and binds, to check that a change decides exactly as before; `--until-s S`
+replays only the trace's first S simulated seconds (to profile; the target then counts as missed).
 `--trace-format alibaba` replays the Alibaba GPU-sharing pods instead (bench/replay_pods.py).
 """
 
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import math
 import sys
@@ -51,7 +55,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from scheduling.core import Pool, Queue, Snapshot
+from scheduling.core import Decisions, Pool, Queue, Snapshot
 from scheduling.core.builders import nodes as make_nodes
 from scheduling.core.replay import JobResult, Replay, ReplayJob
 from scheduling.traces import (
@@ -163,12 +167,29 @@ def pool_queues(total_gpus: int, silo_gpus: dict[str, int], mode: str) -> list[Q
 # --------------------------------------------------------------------------- one size
 
 
+class DecisionsDigest:
+    """A running digest of every cycle's time, evictions (with their causes) and binds: two replays that
+    decide the same, cycle by cycle, end with the same digest."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256()
+        self.cycles = 0
+
+    def __call__(self, at: float, snapshot: Snapshot, decisions: Decisions) -> None:
+        self.digest.update(repr((at, decisions.evicts, decisions.binds)).encode())
+        self.cycles += 1
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
+
+
 def replay_until_known(snapshot: Snapshot, jobs: list[ReplayJob], trace: list[TraceJob], s: Settings, *,
-                       stop_early: bool, window: tuple[float, float] | None = None
-                       ) -> tuple[dict[str, JobResult], bool, str, int]:
+                       stop_early: bool, window: tuple[float, float] | None = None,
+                       digest: DecisionsDigest | None = None, until_s: float | None = None) -> tuple[dict[str, JobResult], bool, str, int]:
     """Replay `jobs` to the end, or with `stop_early` only until the target is out of reach. Returns the
     results, whether the target was met, why not, and the cycles run. `window`: the whole trace's origin
-    and span (default: those of `trace`)."""
+    and span (default: those of `trace`). `digest`: hashes every cycle's decisions. `until_s`: only the first that many simulated seconds (a
+    profile's prefix; the target then counts as missed)."""
     origin, length = window or span(trace)
     deadline = origin + s.span_factor * length
     strict: dict[str, list[str]] = defaultdict(list)
@@ -180,7 +201,7 @@ def replay_until_known(snapshot: Snapshot, jobs: list[ReplayJob], trace: list[Tr
     due = {j.id: j.submit + j.deadline for j in trace if j.deadline is not None}
     late_deadlines = late_allowed(len(due), s.deadline_share * 100)
     engine = Replay(snapshot, jobs, start=min((j.submit_time for j in jobs), default=0.0), cycle_s=s.cycle_s,
-                    on_events=s.on_events)
+                    on_events=s.on_events, on_cycle=digest, reasons=False)
     # the trace and the engine's jobs live to the end: out of the collector's full passes, which would
     # otherwise walk them again and again (a tenth of a replay)
     gc.freeze()
@@ -214,6 +235,10 @@ def replay_until_known(snapshot: Snapshot, jobs: list[ReplayJob], trace: list[Tr
 
     at = engine.start
     while True:
+        if until_s is not None:
+            engine.run(until=engine.start + until_s)
+            why = "stopped at --until-s"
+            break
         if stop_early:
             at += CHECK_EVERY_S
             engine.run(until=at)
@@ -251,12 +276,13 @@ def run_silos(trace: list[TraceJob], silo_nodes: dict[str, int], s: Settings, *,
 
 
 def run_pool(trace: list[TraceJob], mode: str, node_count: int, silo_gpus: dict[str, int], s: Settings, *,
-             stop_early: bool = False) -> Outcome:
+             stop_early: bool = False, digest: DecisionsDigest | None = None,
+             until_s: float | None = None) -> Outcome:
     wall, cpu = time.perf_counter(), time.process_time()
     total = node_count * s.gpus_per_node
     queues = pool_queues(total, silo_gpus, mode)
     res, ok, why, cycles = replay_until_known(cluster(node_count, queues, s), replay_jobs(trace, mode, s), trace, s,
-                                              stop_early=stop_early)
+                                              stop_early=stop_early, digest=digest, until_s=until_s)
     return Outcome(mode, total, ok, why, res, deserved_shares(total, silo_gpus), cycles,
                    time.perf_counter() - wall, time.process_time() - cpu)
 
@@ -481,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --eta-accuracy: ask only for jobs submitted in the trace's first S seconds")
     parser.add_argument("--eta-declared-noise", type=float, default=0.0, metavar="SIGMA",
                         help="with --eta-accuracy: declared run times are the real ones times a log-normal draw")
+    parser.add_argument("--decisions-hash", action="store_true",
+                        help="one size, pools: also give a digest of every cycle's evictions and binds, to check that "
+                             "a change decides exactly as before")
+    parser.add_argument("--until-s", type=float, metavar="S",
+                        help="one size, pools: replay only the trace's first S simulated seconds (to profile)")
     parser.add_argument("--json", action="store_true", help="print one JSON object last")
     args = parser.parse_args(argv)
     if args.trace_format == "alibaba":
@@ -492,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--mode must be one of {', '.join(MODES)} or all")
     if not args.find_min_gpus and not args.gpus:
         parser.error("give --gpus N or --find-min-gpus")
+    if args.find_min_gpus and (args.decisions_hash or args.until_s is not None):
+        parser.error("--decisions-hash and --until-s go with one size (--gpus), not --find-min-gpus")
     if args.gpus is not None and (args.gpus <= 0 or args.gpus % args.gpus_per_node):
         parser.error("--gpus must be a positive multiple of --gpus-per-node (whole nodes)")
     if args.gpus_between is not None and (not args.find_min_gpus
@@ -551,12 +584,18 @@ def main(argv: list[str] | None = None) -> int:
         summary["strict_only_min_gpus"] = strict_nodes * s.gpus_per_node
         log(f"  strict jobs only: {strict_nodes * s.gpus_per_node} GPUs")
     for mode in (m for m in modes if m != "silos"):
+        digest = None
         if args.find_min_gpus:
             log(f"{mode}: searching the smallest pool")
             _, outcome = find_pool(trace, mode, silo_gpus, s, log, at_least=strict_nodes, between=between)
         else:
-            outcome = run_pool(trace, mode, args.gpus // s.gpus_per_node, silo_gpus, s)
+            digest = DecisionsDigest() if args.decisions_hash else None
+            outcome = run_pool(trace, mode, args.gpus // s.gpus_per_node, silo_gpus, s, digest=digest,
+                               until_s=args.until_s)
         result = report(outcome, trace)
+        if digest is not None:
+            result["decisions_sha256"] = digest.hexdigest()
+            log(f"  decisions digest over {digest.cycles} cycles: {result['decisions_sha256']}")
         if args.find_min_gpus:
             result["min_gpus"] = result["gpus"]
         if args.eta_accuracy:

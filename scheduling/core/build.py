@@ -122,7 +122,10 @@ def weigh_changes(snapshot: Snapshot, cache: BuildCache, arrived: list[JobState]
     with the jobs gone since (by object) and those that arrived (`weigh_roles`: `Session.weigh_roles`);
     returns the non-preemptible jobs."""
     last = cache.job_objects
-    gone = [last[k] for k in last.keys() - set(map(id, snapshot.jobs))]
+    now = dict(zip(map(id, snapshot.jobs), snapshot.jobs, strict=True))
+    gone = [last[k] for k in last.keys() - now.keys()]
+    # what the next build compares with, made once (taken on when this build is kept, `Session._keep_for_next`)
+    cache.next_job_objects = (snapshot, now)
     for job, sign in [(job, -1) for job in gone] + [(state.job, 1) for state in arrived]:
         roles = job.roles
         found = per_roles.get(id(roles))
@@ -181,6 +184,7 @@ class BuildCache:
     jobs_for: ClusterBase | None = None         # the cluster `jobs` were checked against
     wanting: list[JobState] = field(default_factory=list)       # the last session's `wanting`
     job_objects: dict[int, Job] = field(default_factory=dict)   # the last snapshot's jobs, by id of the object
+    next_job_objects: tuple | None = None       # (snapshot, its jobs by id of the object) for the next build
     demand: tuple | None = None                 # the last build's `_weigh_jobs`, for `weighed_for`'s cluster
 
 

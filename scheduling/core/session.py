@@ -205,7 +205,11 @@ class Session:
         cache.free = replicas.check.free
         cache.jobs, cache.touched, cache.order = self.jobs, self.touched, self.order
         cache.jobs_for, cache.wanting = cluster, self.wanting
-        cache.job_objects = dict(zip(map(id, self.snapshot.jobs), self.snapshot.jobs, strict=True))
+        made, cache.next_job_objects = cache.next_job_objects, None
+        if made is not None and made[0] is self.snapshot:
+            cache.job_objects = made[1]
+        else:
+            cache.job_objects = dict(zip(map(id, self.snapshot.jobs), self.snapshot.jobs, strict=True))
         cache.demand = (demand, {k: tuple(v) for k, v in per_roles.items()}, strict_jobs)
         weights = cache.weighed
         weights.clear()

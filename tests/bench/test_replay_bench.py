@@ -121,6 +121,23 @@ def test_a_given_size_is_replayed_as_it_is(tmp_path, capsys):
         bench.main(["--trace", write(tmp_path, rows), "--gpus", "12"])   # not whole nodes
 
 
+def test_a_decisions_digest_names_every_cycles_decisions_and_a_prefix_stops_early(tmp_path, capsys):
+    rows = [("a1", "a", 8, 0, 100, 0), ("a2", "a", 8, 0, 100, 0), ("b1", "b", 8, 50, 100, 1)]
+    argv = ["--trace", write(tmp_path, rows), "--mode", "pool-besteffort", "--gpus", "8", "--silo-gpus",
+            "a=8,b=8", "--decisions-hash", "--json"]
+    first, again = run_main(capsys, *argv), run_main(capsys, *argv)
+    digest = first["modes"]["pool-besteffort"]["decisions_sha256"]
+    assert len(digest) == 64 and digest == again["modes"]["pool-besteffort"]["decisions_sha256"]
+    # another cluster decides otherwise
+    other = run_main(capsys, *argv[:5], "16", *argv[6:])
+    assert other["modes"]["pool-besteffort"]["decisions_sha256"] != digest
+    prefix = run_main(capsys, *argv, "--until-s", "60")["modes"]["pool-besteffort"]
+    assert prefix["cycles"] < first["modes"]["pool-besteffort"]["cycles"] and not prefix["meets_target"]
+    assert prefix["decisions_sha256"] != digest
+    with pytest.raises(SystemExit):
+        bench.main([*argv[:4], "--find-min-gpus", *argv[6:]])
+
+
 def test_every_decision_is_the_production_cores_on_the_replays_own_snapshot(monkeypatch):
     """The bench has no scheduler of its own: each cycle is core.cycle.run_cycle (what the Celery cycle calls,
     scheduling/cycle/run.py), and run again on the same snapshot it decides the same."""

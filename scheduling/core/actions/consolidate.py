@@ -15,7 +15,7 @@ from ..room import MovableSet, Resident, fewest_to_clear, plan_room
 from ..session import Session, request_milli
 from ..state import Assignment, JobState
 from ..units import MILLI_PER_GPU
-from .evicting import EvictionQuiet, move_all, waits_whole, without_idle_branches
+from .evicting import EvictionQuiet, move_all, without_idle_branches
 from .gang import gang_pools, gang_signature, missing_milli, place_gang, plan, request_mask
 from .topology import required_rows
 from .walk import AGAIN, STOP, fair_walk, pending_by_queue
@@ -149,7 +149,7 @@ class ConsolidateWalk:
         return False
 
     def never(self, state: JobState) -> bool:
-        if not waits_whole(state):
+        if state.replicas:          # (`waits_whole` inline: a call per waiting job)
             return False
         p = state.plan if state.plan_version == state.version else plan(self.s, state)
         return p.need > self.free

@@ -113,13 +113,18 @@ def live_keys(s: Session, unit: Unit) -> list[ReplicaKey]:
 
 
 def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
-                       cause_of: Callable[[Unit], EvictCause | None], holds: Callable[[], bool]) -> bool:
+                       cause_of: Callable[[Unit], EvictCause | None], holds: Callable[[], bool],
+                       asked_as: tuple | None = None) -> bool:
     """Scenario body: evict units in order until the job's gang fits and `holds()` (quotas, fair
     share) is true; then give back the evictions that were not needed and move the victims that can
     be moved (`keep_victims`). `cause_of(unit)` says why a unit may go now, or None when it may not.
     Where the job's pools hand out whole GPUs, the scenario first asks whether evicting every unit the
     loop would take could make room at all (`would_evict`, `fits_without`), and gives up at once when it could not:
-    the same outcome, without evicting them one by one (most scenarios that fail, fail so)."""
+    the same outcome, without evicting them one by one (most scenarios that fail, fail so).
+    `asked_as`: what `cause_of` reads of the job besides the queues' usage (given only with `units` a list
+    kept for the walk): that answer is then kept for other jobs of the same plan and need while no
+    capacity is taken or given back (`Session.stamp`; walks try the same big gangs again and again), and
+    which replicas would go, for other jobs asked as alike, whatever their plans, on the same pools."""
     def placed() -> bool:
         return s.transaction(lambda: place_gang(s, state) and holds())
 
@@ -132,11 +137,17 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
     single = p.roles[0].request if sum(len(v) for v in p.missing.values()) == 1 else None
     if whole_only:
         units = units if isinstance(units, list) else list(units)
-        gone, taken = would_evict(s, pools, units, cause_of)
-        if not fits_without(s, p, gone):
+        key = None if asked_as is None else ("hopeless", s.stamp, id(units), asked_as, need, p.sig)
+        found = None if key is None else s.memo.get(key)
+        if found is None or found[0] is not units:      # (the list is held, so its id is not another's)
+            gone, bump = evicted_by(s, pools, units, cause_of, asked_as)
+            found = (units, fits_without(s, p, gone), bump)
+            if key is not None:
+                s.memo[key] = found
+        if not found[1]:
             # `freed` counts evictions, rolled back or not, and the walk's memory of failed scenarios is
             # keyed on it: count those the loop would have made before giving up, so the walk goes on alike
-            s.freed += sum(taken[:HOPELESS_CHECK_AFTER])
+            s.freed += found[2]
             return False
     evicted: list[list[tuple[ReplicaKey, Assignment]]] = []
     left = iter(units)
@@ -162,6 +173,20 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
             keep_victims(s, evicted[::-1], holds)
             return True
     return False
+
+
+def evicted_by(s: Session, pools: set[str], units: list[Unit], cause_of: Callable[[Unit], EvictCause | None],
+               asked_as: tuple | None) -> tuple[set[ReplicaKey], int]:
+    """`would_evict`'s replicas, and the evictions the loop would have made before asking whether it could
+    succeed; kept while no capacity moves for jobs asked as alike (see `evict_until_placed`)."""
+    key = None if asked_as is None else ("would_evict", s.stamp, id(units), asked_as, frozenset(pools))
+    found = None if key is None else s.memo.get(key)
+    if found is None or found[0] is not units:
+        gone, taken = would_evict(s, pools, units, cause_of)
+        found = (units, gone, sum(taken[:HOPELESS_CHECK_AFTER]))
+        if key is not None:
+            s.memo[key] = found
+    return found[1], found[2]
 
 
 # evictions after which `evict_until_placed` used to ask whether going on could succeed at all; the
@@ -311,7 +336,8 @@ def place_again(s: Session, key: ReplicaKey, old: Assignment) -> bool:
 
 def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState], tuple | None],
                         never: Callable[[JobState], bool] | None = None, again: bool = True) -> None:
-    """Walk pending jobs fairly; `prepare` returns (units, cause_of, final_check) or None to skip.
+    """Walk pending jobs fairly; `prepare` returns (units, cause_of, final_check) or None to skip, or with
+    a fourth item, what `cause_of` reads of the job (`evict_until_placed`'s `asked_as`).
     `never(job)`: the job's visit passes whatever happens in this walk (see `without_idle_branches`).
     `again`: an elastic job that got what it asked for is visited again for its next replica."""
     budget, fails = [MAX_EVICTION_SCENARIOS], [0]
@@ -332,13 +358,14 @@ def run_eviction_action(s: Session, kinds: set[str], prepare: Callable[[JobState
         setup = prepare(state)
         if setup is None:
             return None
-        units, cause_of, final_check = setup
+        units, cause_of, final_check = setup[:3]
+        asked_as = setup[3] if len(setup) > 3 else None
         sig = (gang_signature(s, state), state.job.queue, state.job.priority, state.job.preemptible)
         if failed.get(sig) == s.freed:
             return None
         budget[0] -= 1
 
-        if s.transaction(lambda: evict_until_placed(s, state, units, cause_of, final_check)):
+        if s.transaction(lambda: evict_until_placed(s, state, units, cause_of, final_check, asked_as)):
             state.fail = None
             if again and state.grows:
                 return AGAIN     # an elastic job may take its next replica the same way

@@ -3,9 +3,10 @@ capacity yield."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from itertools import chain, compress
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, gt
 
 from ..model import EvictCause, Job
 from ..session import Session
@@ -14,6 +15,7 @@ from .evicting import Unit, live_keys, merged, run_eviction_action, victim_units
 from .gang import missing_milli, np_quota_block, reduce_cost_waits, within_quota
 
 _PREEMPTIBLE, _REDUCE_COST, _QUEUE = attrgetter("preemptible"), attrgetter("reduce_cost"), attrgetter("queue")
+_PRIORITY = attrgetter("priority")
 
 
 def preempt(s: Session) -> None:
@@ -69,10 +71,10 @@ def preempt_may_help(s: Session) -> bool:
                 highest[job.queue] = job.priority
     if not highest:
         return False
-    # some queue's highest wanting job above the lowest preemptible job of its queue
-    get = highest.get
-    return any(top is not None and top > job.priority
-               for job, top in zip(preemptible, map(get, map(_QUEUE, preemptible)), strict=True))
+    # some queue's highest wanting job above the lowest preemptible job of its queue (C loops: a queue with
+    # no wanting job stands at minus infinity)
+    tops = map(highest.get, map(_QUEUE, preemptible), repeat(-math.inf))
+    return any(map(gt, tops, map(_PRIORITY, preemptible)))
 
 
 def preempt_causes(job: Job) -> Callable[[Unit], EvictCause]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from ..model import EvictCause, Job
 from ..session import Session
 from ..state import JobState
-from .evicting import Unit, merged, reclaim_can_lift, run_eviction_action, victim_units, waits_whole
+from .evicting import Unit, merged, reclaim_can_lift, run_eviction_action, victim_units
 from .gang import EPS, missing_milli, plan, within_quota
 
 
@@ -95,7 +95,7 @@ class ReclaimWalk:
             return (within_quota(s, job) and s.alloc[leaf] <= s.allocatable.get(leaf, 0.0) + EPS
                     and saturation_holds(s, weighed, before))
 
-        return self.victims_of(lenders), reclaim_causes(s, self.sides, job, need), final_check
+        return self.victims_of(lenders), reclaim_causes(s, self.sides, job, need), final_check, asked_as(s, leaf, need)
 
     def victims_of(self, lenders: list[str]) -> list[Unit]:
         """The units of `lenders` in the order they go. The units are fixed for the walk (those gone stale
@@ -108,13 +108,25 @@ class ReclaimWalk:
         return found
 
     def never(self, state: JobState) -> bool:
-        if not waits_whole(state):
+        # `waits_whole` and `reclaim_can_lift`'s common case inline: a call per waiting job
+        if state.replicas:
             return False
-        if not reclaim_can_lift(state):
+        fail = state.fail
+        if fail is not None and fail[0] == "quota" and not reclaim_can_lift(state):
             return True
         # a queue's usage is never negative: a job asking more than its queue's share never reclaims
         p = state.plan if state.plan_version == state.version else plan(self.s, state)
         return p.need > self.s.allocatable.get(state.job.queue, 0.0) + EPS
+
+
+def asked_as(s: Session, leaf: str, need: int) -> tuple:
+    """What `reclaim_rule` reads of the taker (`leaf`, asking `need`) while its victims are counted off:
+    a leaf at the top of the tree is its own side against every other queue, and evicting others never
+    changes its usage, so only whether it stays within its deserved quota counts; elsewhere, the leaf and
+    its need."""
+    if len(s.queue_path[leaf]) == 1:
+        return "top", s.alloc[leaf] + need <= s.deserved.get(leaf, 0.0) + EPS
+    return "leaf", leaf, need
 
 
 def saturation_holds(s: Session, weighed: list[tuple[str, list[str]]], before: dict[str, float]) -> bool:
