@@ -166,7 +166,9 @@ def test_the_dashboard_check_catches_a_metric_that_does_not_exist(exported):
 # --- a real Prometheus -----------------------------------------------------------------------------------
 
 def query(base: str, promql: str) -> list[dict]:
-    answer = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=5).json()
+    answer = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=5)
+    answer.raise_for_status()  # a starting Prometheus answers 503 in plain text: the caller tries again
+    answer = answer.json()
     assert answer["status"] == "success", answer
     return answer["data"]["result"]
 

@@ -56,9 +56,10 @@ def test_the_sdk_streams_through_the_portal_with_a_service_key_also_from_a_cold_
         assert chunks[-1].usage.completion_tokens == 120 and chunks[-1].choices == []
         assert "".join(c.choices[0].delta.content or "" for c in chunks[:-1]).split()[:3] == ["the", "model",
                                                                                               "answers"]
-        # warm: the first token well before the last (120 tokens at 6.25 ms each: 0.75 s of decoding)
-        first, last, chunks = timed_stream(client)
-        assert first < last / 3, (first, last)
+        # warm: chunk by chunk as they are decoded (120 tokens at 6.25 ms each: 0.75 s), not held back to the end;
+        # a busy machine only makes the first token later and the spread wider
+        warm_first, last, chunks = timed_stream(client)
+        assert last - warm_first > 0.5 * 120 * 0.00625, (warm_first, last)
         assert len(chunks) == 121
         # whole answers too, and the models list
         assert client.completions.create(model="llm", prompt="hi", max_tokens=5).usage.completion_tokens == 5
@@ -68,7 +69,8 @@ def test_the_sdk_streams_through_the_portal_with_a_service_key_also_from_a_cold_
         assert timed_stream(sdk(live_daphne, token), 4)[2][-1].usage.completion_tokens == 4
     ttfts = serve_metrics.recent_ttfts(job.pk)
     assert len(ttfts) >= 4
-    assert ttfts[1] < last / 3   # the warm stream's, as the portal measured it (newest first: then /models...)
+    # the warm stream's, as the portal measured it (newest first), lies inside what the client waited
+    assert ttfts[1] <= warm_first
     assert max(ttfts) > 0.5      # the cold start's first token waited for the replica
     key = job.service_keys.get()
     assert key.last_used is not None
