@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from itertools import filterfalse
 from operator import attrgetter, itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,8 @@ from .gang import (
 )
 from .topology import required_rows
 from .walk import AGAIN, STOP, Quiet, fair_walk, pending_by_queue
+
+T = TypeVar("T")
 
 # Scenarios that evict are costly; a cycle tries at most this many per action, and gives up on the
 # action after MAX_FAILED_SCENARIOS of them failed (the rest wait for the next cycle).
@@ -137,17 +139,16 @@ def evict_until_placed(s: Session, state: JobState, units: Iterable[Unit],
     single = p.roles[0].request if sum(len(v) for v in p.missing.values()) == 1 else None
     if whole_only:
         units = units if isinstance(units, list) else list(units)
-        key = None if asked_as is None else ("hopeless", s.stamp, id(units), asked_as, need, p.sig)
-        found = None if key is None else s.memo.get(key)
-        if found is None or found[0] is not units:      # (the list is held, so its id is not another's)
+        def hopeless() -> tuple[bool, int]:
             gone, bump = evicted_by(s, pools, units, cause_of, asked_as)
-            found = (units, fits_without(s, p, gone), bump)
-            if key is not None:
-                s.memo[key] = found
-        if not found[1]:
+            return fits_without(s, p, gone), bump
+
+        key = None if asked_as is None else ("hopeless", s.stamp, id(units), asked_as, need, p.sig)
+        fits, bump = kept(s, key, units, hopeless)
+        if not fits:
             # `freed` counts evictions, rolled back or not, and the walk's memory of failed scenarios is
             # keyed on it: count those the loop would have made before giving up, so the walk goes on alike
-            s.freed += found[2]
+            s.freed += bump
             return False
     evicted: list[list[tuple[ReplicaKey, Assignment]]] = []
     left = iter(units)
@@ -179,14 +180,23 @@ def evicted_by(s: Session, pools: set[str], units: list[Unit], cause_of: Callabl
                asked_as: tuple | None) -> tuple[set[ReplicaKey], int]:
     """`would_evict`'s replicas, and the evictions the loop would have made before asking whether it could
     succeed; kept while no capacity moves for jobs asked as alike (see `evict_until_placed`)."""
+    def evicted() -> tuple[set[ReplicaKey], int]:
+        gone, taken = would_evict(s, pools, units, cause_of)
+        return gone, sum(taken[:HOPELESS_CHECK_AFTER])
+
     key = None if asked_as is None else ("would_evict", s.stamp, id(units), asked_as, frozenset(pools))
+    return kept(s, key, units, evicted)
+
+
+def kept(s: Session, key: tuple | None, units: list[Unit], compute: Callable[[], T]) -> T:
+    """`compute()`, kept in `s.memo` under `key` (None: not kept) with the list it was asked of: the list is
+    held, so its id is not another's, and a key whose id a later list reuses is worked out again."""
     found = None if key is None else s.memo.get(key)
     if found is None or found[0] is not units:
-        gone, taken = would_evict(s, pools, units, cause_of)
-        found = (units, gone, sum(taken[:HOPELESS_CHECK_AFTER]))
+        found = (units, compute())
         if key is not None:
             s.memo[key] = found
-    return found[1], found[2]
+    return found[1]
 
 
 # evictions after which `evict_until_placed` used to ask whether going on could succeed at all; the
