@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -111,6 +112,37 @@ def read_health(payload: dict, gpus: list[dict]) -> HealthReport:
         if values:
             report.gpus[gpu["index"]] = values
     return report
+
+
+# --------------------------------------------------------------------------- the pool's model
+
+# Words of a device's name that say its vendor, form factor or memory kind, not its model.
+NOT_MODEL_WORDS = frozenset({"NVIDIA", "TESLA", "AMD", "INSTINCT", "PCIE", "SXM", "SXM2", "SXM3", "SXM4", "SXM5",
+                             "SXM6", "NVL", "OAM", "HBM2", "HBM2E", "HBM3", "HBM3E"})
+# Cards of one model differ a little in the memory NVML reports (ECC, reserved regions); another card of the
+# same family (A100 40 GB against 80 GB) differs by far more.
+MODEL_MEMORY_TOLERANCE = 0.1
+
+
+def model_family(name: str) -> str | None:
+    """The family a GPU model's name gives, whichever way it is written: "NVIDIA A100-SXM4-80GB", "a100-80gb"
+    and "A100" are all A100; None when no word of it names one."""
+    for word in re.split(r"[\s_-]+", name.upper()):
+        if word and word not in NOT_MODEL_WORDS and not re.fullmatch(r"\d+GB", word) and any(c.isdigit() for c in word):
+            return word
+    return None
+
+
+def model_differs(reported: str, memory_mib: int, pool_model: str, pool_memory_mib: int) -> bool:
+    """Whether a GPU, as its agent reports it, is not of its pool's model: another family, or memory more
+    than MODEL_MEMORY_TOLERANCE from the pool's. An unreported name, or one that names no family, is not
+    taken for another model."""
+    family, pool_family = model_family(reported or ""), model_family(pool_model)
+    if family is None or pool_family is None:
+        return False
+    if family != pool_family:
+        return True
+    return bool(memory_mib and pool_memory_mib) and abs(memory_mib - pool_memory_mib) > MODEL_MEMORY_TOLERANCE * pool_memory_mib
 
 
 # --------------------------------------------------------------------------- silent agents

@@ -13,6 +13,7 @@ from django.utils.translation import gettext
 
 from scheduling import formats
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name, vendor_name
+from scheduling.health import model_differs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobEvent, Node, NodePool, Queue, QueueAccess, Replica
 from scheduling.spec import ClusterInfo, PoolInfo
 
@@ -146,7 +147,7 @@ class NodeHealth:
     why: str                   # why not ready, or why it is cordoned
     heartbeat_age: timedelta | None
     late: bool                 # silent past the window but not marked (every agent silent: the platform's fault?)
-    gpus: list[dict]           # {"gpu": Gpu, "holders": [...], "errors": bool}
+    gpus: list[dict]           # {"gpu": Gpu, "holders": [...], "errors": bool, "other_model": bool}
 
     @property
     def heartbeat_age_text(self) -> str:
@@ -175,7 +176,9 @@ def node_health(now: datetime) -> list[dict]:
                    else gettext("the cluster reports it not ready") if not node.ready
                    else gettext("cordoned") if node.cordoned else "")
             gpus = [{"gpu": g, "holders": held.get((node.pk, g.index), []),
-                     "errors": bool(g.ecc_uncorrected or g.xid_count)} for g in node.gpus.all()]
+                     "errors": bool(g.ecc_uncorrected or g.xid_count),
+                     "other_model": model_differs(g.model, g.memory_mib, pool.gpu_model, pool.gpu_memory_mib)}
+                    for g in node.gpus.all()]
             nodes.append(NodeHealth(node=node, state="Ready" if node.is_ready else "NotReady", why=why,
                                     heartbeat_age=age, late=bool(age and age > window and not node.agent_silent),
                                     gpus=gpus))

@@ -32,6 +32,7 @@ def health(request):
         "not_ready": [n for n in nodes if n.state == "NotReady"],
         "late": [n for n in nodes if n.late],
         "gpu_errors": sum(1 for n in nodes for g in n.gpus if g["errors"]),
+        "other_model": sum(1 for n in nodes for g in n.gpus if g["other_model"]),
         "policies": NodePool.objects.order_by("name"),
     }
     template = "console/_health.html" if request.GET.get("partial") else "console/health.html"

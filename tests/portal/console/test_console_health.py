@@ -207,3 +207,20 @@ def test_heartbeat_figures_are_shown_as_unknown_when_not_reported(admin_client, 
     page = admin_client.get("/console/health/").content.decode()
     row = page.split('data-node="mi300x-01"')[1].split("</tr>")[0]
     assert 'data-field="temperature">–<' in row and 'data-field="util">–<' in row
+
+
+def test_health_flags_a_gpu_of_another_model_than_its_pools(admin_client, cluster):
+    pool = NodePool.objects.get(name="h100")
+    node = pool.nodes.order_by("name").first()
+    record_heartbeat(node, [
+        {"index": 0, "uuid": f"GPU-{node.name}-0", "memory_mib": 81920, "model": "NVIDIA A100-SXM4-80GB"},
+        {"index": 1, "uuid": f"GPU-{node.name}-1", "memory_mib": 81559, "model": "NVIDIA H100 80GB HBM3"}],
+        {"agent_version": "0.1.0"})
+    page = admin_client.get("/console/health/?partial=1").content.decode()
+    rows = page.split(f'data-node="{node.name}"')[1].split("</tbody>")[0]
+    first, second = rows.split('data-gpu="0"')[1].split("</tr>")[0], rows.split('data-gpu="1"')[1].split("</tr>")[0]
+    assert 'class="other-model"' in first and f"the pool's cards are {pool.gpu_model} with {pool.gpu_memory_mib} MiB" in first, first
+    assert 'class="other-model"' not in second and "NVIDIA H100 80GB HBM3" in second
+    assert 'id="stat-other-model">1<' in page
+    chinese = admin_client.get("/console/health/?partial=1", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "型号与资源池不符的 GPU" in chinese
