@@ -386,7 +386,7 @@ class KubernetesBackend:
         VolumeSnapshot in this namespace: the owner's own, or, for a grantee, a copy (_ensure_snapshot_copy)."""
         for mount in replica.mounts:
             restore_size = ""
-            if mount.kind == "dataset":
+            if mount.of_dataset:
                 restore_size = self._dataset_snapshot(mount, namespace, replica.workspace)
             self._ensure_claim(m.volume_claim(mount, namespace, replica.workspace, restore_size), namespace)
 

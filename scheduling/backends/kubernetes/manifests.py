@@ -759,9 +759,9 @@ def workspace_volume_claim_name(name: str, home_of: str = "") -> str:
 
 
 def claim_of(mount) -> str:
-    if mount.kind == "volume":
-        return workspace_volume_claim_name(mount.name, mount.home_of)
-    return dataset_claim_name(mount.workspace, mount.name, mount.version)
+    if mount.of_dataset:
+        return dataset_claim_name(mount.workspace, mount.name, mount.version)
+    return workspace_volume_claim_name(mount.name, mount.home_of)
 
 
 def volume_claim(mount, namespace: str, workspace: str, restore_size: str = "") -> dict:
@@ -769,15 +769,15 @@ def volume_claim(mount, namespace: str, workspace: str, restore_size: str = "") 
     the VolumeSnapshot of the same name in this namespace, at least as large as the snapshot's restoreSize."""
     name = claim_of(mount)
     metadata = {"name": name, "namespace": namespace, "labels": {MANAGED: "true", WORKSPACE: label_value(workspace)}}
-    if mount.kind == "volume":
-        spec: dict = {"accessModes": [mount.access_mode],
-                      "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
+    if mount.of_dataset:
+        size = restore_size or f"{max(1, mount.size_gib)}Gi"
+        spec: dict = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}},
+                      "dataSource": {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": name}}
+    else:
+        spec = {"accessModes": [mount.access_mode],
+                "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
         if mount.storage_class:
             spec["storageClassName"] = mount.storage_class
-    else:
-        size = restore_size or f"{max(1, mount.size_gib)}Gi"
-        spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}},
-                "dataSource": {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": name}}
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 

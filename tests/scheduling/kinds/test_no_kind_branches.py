@@ -7,7 +7,8 @@ What counts as deciding by a kind: comparing with a kind's name or a launch shap
 of names), comparing a spec's part named after a kind (`spec.notebook is None`), a query keyword given
 a kind's name (`kind="notebook"`), a `case` of a kind's name, and a table keyed by kinds' names or
 mapping onto them. A training job's launch type (single, pytorch, mpi) is read for the same: its object is
-scheduling.kinds.launch_type(name)."""
+scheduling.kinds.launch_type(name). And a mount's kind (a volume or a dataset version) is compared only in
+scheduling/storage.py, whose Mount answers for it (`of_dataset`, `writable`)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from pathlib import Path
 
 from scheduling import kinds
 from scheduling.backends.base import SHAPES
+from scheduling.storage import DATASET, VOLUME
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("portal", "billing", "scheduling", "gpuctl", "nodeagent")
 SKIPPED = ("scheduling/kinds/", "/migrations/")
 SHAPE_NAMES = ("BATCH", "JUPYTER", "MODEL_SERVER")  # scheduling.backends.base's names for SHAPES
+MOUNT_HOME = "scheduling/storage.py"  # Mount, with the mount kinds
 
 # (module, the expression as ast.unparse writes it) -> why it may decide by a kind.
 ALLOWED = {
@@ -96,6 +99,13 @@ def launch_type_branches(source: str, names: tuple[str, ...]) -> list[str]:
     return branches(source, names, field="job_type", identifiers=False)
 
 
+def mount_kind_branches(source: str, names: tuple[str, ...] = (VOLUME, DATASET)) -> list[str]:
+    """The comparisons in `source` of something's `kind` with a mount kind (a volume, a dataset version)."""
+    return [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
+            and any(isinstance(side, ast.Attribute) and side.attr == "kind" for side in (node.left, *node.comparators))
+            and any(_strings(side, False) & set(names) for side in (node.left, *node.comparators))]
+
+
 def test_the_scan_finds_what_it_looks_for():
     names = ("training", "notebook", "inference")
     assert kind_branches('if job.kind == "notebook":\n    pass\n', names) == ["job.kind == 'notebook'"]
@@ -140,6 +150,17 @@ def test_the_scan_finds_branches_on_a_launch_type():
     assert not launch_type_branches("x = single is not None\n", names)  # a variable, not the type
 
 
+def test_the_scan_finds_branches_on_a_mount_kind():
+    # what the backends compared before Mount answered
+    assert mount_kind_branches('if mount.kind == "dataset":\n    pass\n') == ["mount.kind == 'dataset'"]
+    assert mount_kind_branches('x = mount.kind == "volume" and not mount.read_only\n')
+    assert mount_kind_branches('x = m.kind in ("volume", "dataset")\n')
+    # not a branch: a question to the mount, another thing called volume, a mount made of a kind
+    assert not mount_kind_branches("x = mount.of_dataset\n")
+    assert not mount_kind_branches("x = checkpoint.volume is None\n")
+    assert not mount_kind_branches('m = Mount("volume", "lab", "data", 0, "/data", False)\n')
+
+
 def _found() -> dict[tuple[str, str], int]:
     found: dict[tuple[str, str], int] = {}
     for package in PACKAGES:
@@ -148,8 +169,9 @@ def _found() -> dict[tuple[str, str], int]:
             if any(skip in f"/{where}" for skip in SKIPPED):
                 continue
             source = path.read_text()
+            mounts = mount_kind_branches(source) if where != MOUNT_HOME else []
             for text in [*kind_branches(source, kinds.names()),
-                         *launch_type_branches(source, kinds.launch_type_names())]:
+                         *launch_type_branches(source, kinds.launch_type_names()), *mounts]:
                 found[(where, text)] = found.get((where, text), 0) + 1
     return found
 
