@@ -32,7 +32,8 @@ SINGLE = LaunchType("single", seed_label="other", one_role=True)
 PYTORCH = LaunchType("pytorch", seed_label="PyTorch", distributed=True, role_names=(MASTER, WORKER))
 MPI = LaunchType("mpi", seed_label="MPI", distributed=True, role_names=(MASTER, WORKER), mpi_hostfile=True)
 
-_BY_NAME = {t.name: t for t in (SINGLE, PYTORCH, MPI)}  # in the order a spec's error lists them
+TYPES = (SINGLE, PYTORCH, MPI)  # in the order a spec's error lists them
+_BY_NAME = {t.name: t for t in TYPES}
 DEFAULT = SINGLE.name  # a spec without `type`
 # The seed form's TaskType -> the type's name, in the order the seed form lists them.
 SEED_TASK_TYPES = {t.seed_label: t.name for t in (MPI, PYTORCH, SINGLE)}
