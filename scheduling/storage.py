@@ -52,6 +52,8 @@ from scheduling.spec.volumes import parse_dataset_ref
 MAX_VOLUME_GIB = 64 * 1024
 HOME_PREFIX = "home-"
 STORAGE_CLASS_RE = DNS_LABEL
+# What a replica mounts (Mount.kind): a workspace volume or a dataset version.
+VOLUME, DATASET = "volume", "dataset"
 MANAGING_ROLES = ("owner", "member")   # portal.models.Role values, read through the membership relation
 SHARING_ROLES = ("owner",)
 
@@ -368,7 +370,7 @@ def home_mount(job: Job, home_mib: int) -> Mount:
             name = f"{name[:56].rstrip('-')}-{hashlib.sha1(f'home-of:{job.name}'.encode()).hexdigest()[:6]}"
         home, _made = Volume.objects.get_or_create(workspace=job.workspace, home_of=job.name, defaults={
             "name": name, "size_gib": home_gib(home_mib)})
-    return Mount("volume", job.workspace.slug, home.name, 0, "", False, home.size_gib, home.storage_class,
+    return Mount(VOLUME, job.workspace.slug, home.name, 0, "", False, home.size_gib, home.storage_class,
                  home.access_mode, home_of=home.home_of)
 
 
@@ -631,7 +633,7 @@ def check_mounts(workspace, spec: JobSpec, *, lock: bool = False) -> None:
 class Mount:
     """One mount of a replica, resolved: a volume of the job's workspace, or a dataset version."""
 
-    kind: str   # "volume" | "dataset"
+    kind: str   # VOLUME | DATASET
     workspace: str   # the owner's slug
     name: str
     version: int   # 0 for a volume
@@ -642,10 +644,21 @@ class Mount:
     access_mode: str = AccessMode.READ_WRITE_ONCE
     home_of: str = ""   # a notebook's home volume: the notebook's name (its claim is named after it)
 
+    @property
+    def of_dataset(self) -> bool:
+        """A dataset version: read-only, restored from its snapshot. Else a workspace volume: its own storage,
+        made when first mounted, sized and classed as the volume is."""
+        return self.kind == DATASET
+
+    @property
+    def writable(self) -> bool:
+        """Whether the replica writes through it: a volume not mounted read-only."""
+        return not self.of_dataset and not self.read_only
+
     def host_path(self) -> Path:
-        if self.kind == "volume":
-            return volume_dir(self.workspace, self.name)
-        return dataset_dir(self.workspace, self.name, self.version)
+        if self.of_dataset:
+            return dataset_dir(self.workspace, self.name, self.version)
+        return volume_dir(self.workspace, self.name)
 
 
 def role_mounts(job: Job, role_name: str) -> tuple[Mount, ...]:
@@ -674,13 +687,13 @@ def role_mounts(job: Job, role_name: str) -> tuple[Mount, ...]:
         path = posixpath.normpath(str(entry.get("mountPath") or "/"))
         volume = volumes.get(entry.get("name"))
         if volume is not None:   # a volume deleted since: nothing to mount (refused while live)
-            mounts.append(Mount("volume", job.workspace.slug, volume.name, 0, path, bool(entry.get("readOnly")),
+            mounts.append(Mount(VOLUME, job.workspace.slug, volume.name, 0, path, bool(entry.get("readOnly")),
                                 volume.size_gib, volume.storage_class, volume.access_mode, volume.home_of))
         elif entry.get("dataset"):
             version = _resolve_ref(job.workspace, entry["dataset"])
             if version is not None:   # a version deleted since: nothing to mount (refused while live)
                 source = Volume.objects.filter(workspace=version.dataset.workspace, name=version.source_volume)
-                mounts.append(Mount("dataset", version.dataset.workspace.slug, version.dataset.name, version.number,
+                mounts.append(Mount(DATASET, version.dataset.workspace.slug, version.dataset.name, version.number,
                                     path, True, source.values_list("size_gib", flat=True).first() or 0))
     return tuple(mounts)
 
@@ -697,7 +710,7 @@ def host_mapping(mounts: Iterable[Mount]) -> dict[str, str]:
     mapping = {}
     for mount in mounts:
         host = mount.host_path()
-        if mount.kind == "volume":
+        if not mount.of_dataset:
             host.mkdir(parents=True, exist_ok=True)
         mapping[mount.mount_path] = str(host)
     return mapping

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from scheduling.kinds import MASTER, WORKER, launch_type
+
 DEMO_PREFIX = "report-demo-"
 SETTLE = timedelta(minutes=30)  # planned runs end this long before now, queueing included
 
@@ -71,8 +73,8 @@ class PlannedJob:
         if kind.queue:
             lines.append(f"queue: {kind.queue}")
         lines.append("roles:")
-        # pytorch: a master and elastic workers, each on its own GPUs
-        roles = [("master", "{min: 1, max: 1}"), ("worker", kind.replicas)] if kind.job_type == "pytorch" \
+        # distributed: a master and elastic workers, each on its own GPUs
+        roles = [(MASTER, "{min: 1, max: 1}"), (WORKER, kind.replicas)] if launch_type(kind.job_type).distributed \
             else [("main", kind.replicas)]
         for role, replicas in roles:
             lines += [f"  - name: {role}", "    image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 
 from billing.api import submit_quoted_job
 from portal.models import Workspace
+from scheduling.kinds import launch_type
 from scheduling.models import Job, JobState
 
 MAX_PENDING_PER_WORKSPACE = 4
@@ -39,7 +40,8 @@ RETRIED_ENV = '{SIM_EXIT_CODE: "1,1,0", SIM_FAIL_AFTER: 20m}'
 
 def demo_spec(rng: random.Random, n: int) -> str:
     name, job_type, sharing, resources, duration, queue, preemptible = rng.choice(CATALOGUE)
-    replicas = "{min: 1, max: 2}" if job_type == "pytorch" else "{min: 1, max: 1}"
+    # every demo job is written as one role; a distributed one may grow to two replicas
+    replicas = "{min: 1, max: 2}" if launch_type(job_type).distributed else "{min: 1, max: 1}"
     lines = [f"name: {name.format(n=n)}", "type: single", f"priority: {rng.choice([0, 10, 20, 50])}",
              f"preemptible: {'true' if preemptible else 'false'}", f"expectedDuration: {duration}"]
     if queue:

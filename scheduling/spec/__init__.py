@@ -257,7 +257,7 @@ def spec_from_image_form(
     doc: dict[str, Any] = {
         "kind": kind.name,  # the roles tab: training's, or another kind's written with roles
         "name": values.get("name") or (_name_from_image(image) if isinstance(image, str) else "job"),
-        "type": "single",
+        "type": workload_kinds.DEFAULT_LAUNCH_TYPE,
     }
     role: dict[str, Any] = {"name": "main"}
     if "retryLimit" in values:
@@ -285,7 +285,7 @@ def image_form_values(spec: JobSpec) -> tuple[dict[str, str], list[str]]:
         return kind_form_values(kind, spec)
     role = spec.roles[0]
     hidden = []
-    if spec.type != "single":
+    if spec.type != workload_kinds.DEFAULT_LAUNCH_TYPE:  # the form writes the default type only
         hidden.append(f"type {spec.type}")
     if len(spec.roles) > 1:
         hidden.append(f"{len(spec.roles)} roles")

@@ -14,10 +14,11 @@ from django.utils.translation import gettext as _
 
 from scheduling.core.units import MILLI_PER_CPU, MILLI_PER_GPU
 from scheduling.errors import DomainError
+from scheduling.kinds import launch_types
 from scheduling.kinds.registry import DEFAULT as DEFAULT_KIND
 from scheduling.spec.workloads import InferenceSpec, NotebookSpec
 
-JOB_TYPES = ("single", "pytorch", "mpi")
+JOB_TYPES = launch_types.names()  # single | pytorch | mpi: each one's object is in scheduling.kinds
 SHARING_MODES = ("exclusive", "fraction", "mig", "timeslice")
 VENDORS = ("nvidia", "amd", "any")
 DEFAULT_CPU_MILLI = MILLI_PER_CPU

@@ -18,6 +18,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from scheduling.core.units import MILLI_PER_GPU, gpu_model_name
+from scheduling.kinds.launch_types import DEFAULT as DEFAULT_LAUNCH_TYPE  # not the package: kinds import this
+from scheduling.kinds.launch_types import MASTER, SEED_TASK_TYPES, WORKER
+from scheduling.kinds.launch_types import find as find_launch_type
 from scheduling.spec.cluster import ClusterProblem, did_you_mean
 from scheduling.spec.lifecycle import read_batch_life
 from scheduling.spec.load import Loaded, Path, Pos
@@ -118,7 +121,6 @@ SEED_KEYS = (
     "MasterMaxReplicas",
     "WorkerMaxReplicas",
 )
-SEED_TASK_TYPES = {"MPI": "mpi", "PyTorch": "pytorch", "other": "single"}  # matched ignoring case
 
 # Where a problem with a RoleSpec attribute points in the clean form, relative to the role:
 # the first of these fields the document has (else the first).
@@ -343,7 +345,7 @@ def read_clean(r: Reader) -> ReadResult:
     doc: dict[str, Any] = r.doc.value
     r.check_keys(doc, (), CLEAN_KEYS, where=_("the job"))
     name = r.text(doc, (), "name", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
-    job_type = r.choice(doc, (), "type", JOB_TYPES, default="single")
+    job_type = r.choice(doc, (), "type", JOB_TYPES, default=DEFAULT_LAUNCH_TYPE)
     queue = r.text(doc, (), "queue", pattern=DNS_LABEL, hint=DNS_HINT)
     priority = r.integer(doc, (), "priority", lo=0, hi=100, default=0)
     reduce_cost = r.boolean(doc, (), "reduceCost", default=False)
@@ -420,6 +422,7 @@ def clean_locate(problem: ClusterProblem) -> tuple[Path, ...]:
 def check_role_set(
     r: Reader, job_type: str | None, raw_roles: list[Any], roles: list[RoleSpec | None]
 ) -> None:
+    launch_type = find_launch_type(job_type)  # None: the type was wrong (an issue said)
     seen: dict[str, int] = {}
     for i, role in enumerate(roles):
         if role is None:
@@ -428,13 +431,13 @@ def check_role_set(
             r.error(("roles", i, "name"), _("role name '%(name)s' is used twice (also roles[%(index)s])") % {
                 "name": role.name, "index": seen[role.name]})
         seen.setdefault(role.name, i)
-        if job_type in ("pytorch", "mpi") and role.name not in ("master", "worker"):
+        if launch_type and launch_type.role_names and role.name not in launch_type.role_names:
             r.error(
                 ("roles", i, "name"),
                 _("a %(type)s job has roles named 'master' and 'worker', not '%(name)s'") % {
                     "type": job_type, "name": role.name},
             )
-    if job_type == "single" and len(raw_roles) > 1:
+    if launch_type and launch_type.one_role and len(raw_roles) > 1:
         r.error(("roles",), _("a single job has exactly one role, not %(count)s; use type pytorch or mpi") % {
             "count": len(raw_roles)})
     complete = [role for role in roles if role is not None]
@@ -739,7 +742,8 @@ def read_seed(r: Reader) -> ReadResult:
     r.check_keys(doc, (), SEED_KEYS, where=_("the task"))
     name = r.text(doc, (), "TaskName", required=True, pattern=DNS_LABEL, hint=DNS_HINT)
     priority = r.integer(doc, (), "Priority", lo=0, hi=100, default=0)
-    job_type = r.choice(doc, (), "TaskType", SEED_TASK_TYPES, default="single", fold_case=True)
+    job_type = r.choice(doc, (), "TaskType", SEED_TASK_TYPES, default=DEFAULT_LAUNCH_TYPE, fold_case=True)
+    launch_type = find_launch_type(job_type)  # None: the TaskType was wrong (an issue said)
     low = r.integer(doc, (), "MinReplicas", lo=1, hi=MAX_REPLICAS, default=1)
     high = r.integer(doc, (), "MaxReplicas", lo=1, hi=MAX_REPLICAS, default=low or 1)
     if low is not None and high is not None and high < low:
@@ -757,7 +761,7 @@ def read_seed(r: Reader) -> ReadResult:
     sources: list[dict[str, Path]] = []
     roles: list[RoleSpec] = []
 
-    if job_type == "single":
+    if launch_type and not launch_type.distributed:
         for key in ("MasterImage", "WorkerImage", "MasterMaxReplicas", "WorkerMaxReplicas"):
             if key in doc:
                 r.error((key,), _("%(key)s applies only to TaskType MPI or PyTorch") % {"key": key}, key=True)
@@ -769,7 +773,7 @@ def read_seed(r: Reader) -> ReadResult:
                 RoleSpec(name="main", image=image, min_replicas=low, max_replicas=high, vendor=vendor)
             )
             sources.append({"image": ("TaskImage",), "vendor": ("AMDSupport",)})
-    elif job_type is not None:
+    elif launch_type:
         # One master replica; the rest are workers, capped by WorkerMaxReplicas.
         for key in ("MasterImage", "WorkerImage"):
             if doc.get(key) is None and doc.get("TaskImage") is None:
@@ -783,7 +787,7 @@ def read_seed(r: Reader) -> ReadResult:
                 r.error(("WorkerMaxReplicas",), _("WorkerMaxReplicas (%(most)s) is less than the %(workers)s "
                                                   "workers that MinReplicas (%(low)s) needs besides the master") % {
                     "most": worker_max, "workers": workers_min, "low": low})
-            roles.append(RoleSpec(name="master", image=master_image, vendor=vendor))
+            roles.append(RoleSpec(name=MASTER, image=master_image, vendor=vendor))
             sources.append(
                 {
                     "image": ("MasterImage" if images["MasterImage"] else "TaskImage",),
@@ -793,7 +797,7 @@ def read_seed(r: Reader) -> ReadResult:
             if workers_max > 0:
                 roles.append(
                     RoleSpec(
-                        name="worker",
+                        name=WORKER,
                         image=worker_image,
                         min_replicas=workers_min,
                         max_replicas=workers_max,

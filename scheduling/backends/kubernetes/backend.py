@@ -49,6 +49,7 @@ from scheduling.backends.base import (
     ReplicaStatus,
     SshEndpoint,
 )
+from scheduling.kinds import launch_type
 
 from . import manifests as m
 from . import snapshots
@@ -323,7 +324,7 @@ class KubernetesBackend:
             self._ensure_secrets(replica, namespace)
             self._ensure_volume_claims(replica, namespace)
             self._ensure_bucket_mounts(replica, namespace)
-            if replica.job_type in m.DISTRIBUTED:
+            if launch_type(replica.job_type).distributed:
                 self._ensure_job_objects(replica, namespace)
             if replica.shape == JUPYTER:
                 self._ensure_notebook_objects(replica, namespace)
@@ -371,7 +372,7 @@ class KubernetesBackend:
         svc = m.headless_service(replica, namespace, self.config)
         self._create(f"service {namespace}/{svc['metadata']['name']}", self.core.create_namespaced_service,
                      namespace, svc)
-        if replica.job_type == "mpi":
+        if launch_type(replica.job_type).mpi_hostfile:
             hostfile = m.mpi_hostfile(replica, namespace)
             name = hostfile["metadata"]["name"]
             if self._create(f"configmap {namespace}/{name}", self.core.create_namespaced_config_map, namespace,
@@ -385,7 +386,7 @@ class KubernetesBackend:
         VolumeSnapshot in this namespace: the owner's own, or, for a grantee, a copy (_ensure_snapshot_copy)."""
         for mount in replica.mounts:
             restore_size = ""
-            if mount.kind == "dataset":
+            if mount.of_dataset:
                 restore_size = self._dataset_snapshot(mount, namespace, replica.workspace)
             self._ensure_claim(m.volume_claim(mount, namespace, replica.workspace, restore_size), namespace)
 

@@ -34,6 +34,7 @@ from scheduling.backends.base import (
     ReplicaLaunch,
     ReplicaStatus,
 )
+from scheduling.kinds import launch_type
 
 from .config import KubernetesConfig
 
@@ -47,7 +48,6 @@ REPLICA_KIND, RESERVATION_KIND = "replica", "reservation"
 MANAGED_SELECTOR = f"{MANAGED}=true"
 
 NVIDIA_GPU, AMD_GPU, SHARED_GPU, MIG_PREFIX = "nvidia.com/gpu", "amd.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-"
-DISTRIBUTED = ("pytorch", "mpi")
 MPI_HOSTFILE_DIR = "/etc/mpi"
 NOTEBOOK_NAME = P + "notebook"
 NOTEBOOK_PORT = 8888
@@ -366,7 +366,7 @@ def distributed_env(replica: ReplicaLaunch, namespace: str, config: KubernetesCo
     svc = service_name(replica.job_id)
     env = [("MASTER_ADDR", f"{rank_hostname(0)}.{svc}.{namespace}.svc"), ("MASTER_PORT", str(config.master_port)),
            ("WORLD_SIZE", str(replica.world_size)), ("RANK", str(replica.rank))]
-    if replica.job_type == "mpi":
+    if launch_type(replica.job_type).mpi_hostfile:
         env += [("OMPI_MCA_orte_default_hostfile", f"{MPI_HOSTFILE_DIR}/hostfile"),
                 ("MPI_HOSTFILE", f"{MPI_HOSTFILE_DIR}/hostfile")]
     return env
@@ -397,8 +397,8 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     env: list[tuple[str, str]] = list(replica.env)
     if kind == "fraction":
         env += fraction_env(replica, vendor)
-    distributed = replica.job_type in DISTRIBUTED
-    if distributed:
+    job_launch = launch_type(replica.job_type)
+    if job_launch.distributed:
         env += distributed_env(replica, namespace, config)
     notebook, inference = replica.shape == JUPYTER, replica.shape == MODEL_SERVER
     if notebook:
@@ -427,9 +427,9 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
         _serve(container, spec, replica, config)
     if config.scheduler_name:  # nodeName bypasses any scheduler; the name tells whose pods these are
         spec["schedulerName"] = config.scheduler_name
-    if distributed:
+    if job_launch.distributed:
         spec.update(hostname=rank_hostname(replica.rank), subdomain=service_name(replica.job_id))
-        if replica.job_type == "mpi":
+        if job_launch.mpi_hostfile:
             container["volumeMounts"] = [{"name": "mpi-hostfile", "mountPath": MPI_HOSTFILE_DIR, "readOnly": True}]
             spec["volumes"] = [{"name": "mpi-hostfile", "configMap": {"name": hostfile_name(replica.job_id)}}]
     _secret_refs(container, spec, replica, set(merged) - {k for k, _v in replica.env})
@@ -759,9 +759,9 @@ def workspace_volume_claim_name(name: str, home_of: str = "") -> str:
 
 
 def claim_of(mount) -> str:
-    if mount.kind == "volume":
-        return workspace_volume_claim_name(mount.name, mount.home_of)
-    return dataset_claim_name(mount.workspace, mount.name, mount.version)
+    if mount.of_dataset:
+        return dataset_claim_name(mount.workspace, mount.name, mount.version)
+    return workspace_volume_claim_name(mount.name, mount.home_of)
 
 
 def volume_claim(mount, namespace: str, workspace: str, restore_size: str = "") -> dict:
@@ -769,15 +769,15 @@ def volume_claim(mount, namespace: str, workspace: str, restore_size: str = "") 
     the VolumeSnapshot of the same name in this namespace, at least as large as the snapshot's restoreSize."""
     name = claim_of(mount)
     metadata = {"name": name, "namespace": namespace, "labels": {MANAGED: "true", WORKSPACE: label_value(workspace)}}
-    if mount.kind == "volume":
-        spec: dict = {"accessModes": [mount.access_mode],
-                      "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
+    if mount.of_dataset:
+        size = restore_size or f"{max(1, mount.size_gib)}Gi"
+        spec: dict = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}},
+                      "dataSource": {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": name}}
+    else:
+        spec = {"accessModes": [mount.access_mode],
+                "resources": {"requests": {"storage": f"{max(1, mount.size_gib)}Gi"}}}
         if mount.storage_class:
             spec["storageClassName"] = mount.storage_class
-    else:
-        size = restore_size or f"{max(1, mount.size_gib)}Gi"
-        spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}},
-                "dataSource": {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": name}}
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 

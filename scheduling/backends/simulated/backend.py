@@ -142,7 +142,7 @@ def training_workdir(replica: ReplicaLaunch, mapped: Mapping[str, str], own: Pat
     """Where a training replica's SSH shell starts: the folder of the first volume it mounts writable (volumes
     are path mappings here, so the folder on this machine), else `own`, a folder of the replica's."""
     for mount in replica.mounts:
-        if mount.kind == "volume" and not mount.read_only and mount.mount_path in mapped:
+        if mount.writable and mount.mount_path in mapped:
             return mapped[mount.mount_path]
     own.mkdir(parents=True, exist_ok=True)
     return str(own)

@@ -5,7 +5,10 @@ templates and scripts, which have no Python tree.
 
 What counts as deciding by a kind: comparing with a kind's name or a launch shape (`==`, `in`, a tuple
 of names), comparing a spec's part named after a kind (`spec.notebook is None`), a query keyword given
-a kind's name (`kind="notebook"`), a `case` of a kind's name, and a table keyed by kinds' names."""
+a kind's name (`kind="notebook"`), a `case` of a kind's name, and a table keyed by kinds' names or
+mapping onto them. A training job's launch type (single, pytorch, mpi) is read for the same: its object is
+scheduling.kinds.launch_type(name). And a mount's kind (a volume or a dataset version) is compared only in
+scheduling/storage.py, whose Mount answers for it (`of_dataset`, `writable`)."""
 
 from __future__ import annotations
 
@@ -14,11 +17,13 @@ from pathlib import Path
 
 from scheduling import kinds
 from scheduling.backends.base import SHAPES
+from scheduling.storage import DATASET, VOLUME
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("portal", "billing", "scheduling", "gpuctl", "nodeagent")
 SKIPPED = ("scheduling/kinds/", "/migrations/")
 SHAPE_NAMES = ("BATCH", "JUPYTER", "MODEL_SERVER")  # scheduling.backends.base's names for SHAPES
+MOUNT_HOME = "scheduling/storage.py"  # Mount, with the mount kinds
 
 # (module, the expression as ast.unparse writes it) -> why it may decide by a kind.
 ALLOWED = {
@@ -41,40 +46,64 @@ ALLOWED = {
 }
 
 
-def _strings(node: ast.AST) -> set[str]:
-    """The strings and constant names a comparison's side holds (itself, or a tuple, list or set of them)."""
+def _strings(node: ast.AST, identifiers: bool = True) -> set[str]:
+    """The strings and (with `identifiers`) constant names a comparison's side holds (itself, or a tuple,
+    list or set of them)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return {node.value}
-    if isinstance(node, ast.Name):
+    if isinstance(node, ast.Name) and identifiers:
         return {node.id}
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return set().union(*map(_strings, node.elts)) if node.elts else set()
+        return set().union(*(_strings(e, identifiers) for e in node.elts)) if node.elts else set()
     return set()
 
 
-def kind_branches(source: str, names: tuple[str, ...]) -> list[str]:
-    """The expressions in `source` that decide by a workload kind (ast.unparse's text of each)."""
-    marks = set(names) | set(SHAPES) | set(SHAPE_NAMES)
+def branches(source: str, names: tuple[str, ...], *, marks: tuple[str, ...] = (), field: str = "kind",
+             identifiers: bool = True) -> list[str]:
+    """The expressions in `source` that decide by one of `names` (or a constant of `marks`), ast.unparse's
+    text of each. `field`: the query keyword that holds such a name; `identifiers`: whether a variable or
+    constant of such a name counts (a kind's constants are its shapes; a launch type has none)."""
+    wanted = {*names, *marks}
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
-            if any(_strings(side) & marks for side in sides) or any(
+            if any(_strings(side, identifiers) & wanted for side in sides) or any(
                     isinstance(side, ast.Attribute) and side.attr in names for side in sides):
                 found.append(node)
         elif isinstance(node, ast.Call):
-            if any(k.arg and k.arg.split("__")[-2 if k.arg.endswith("__in") else -1] == "kind"
+            if any(k.arg and k.arg.split("__")[-2 if k.arg.endswith("__in") else -1] == field
                    and _strings(k.value) & set(names) for k in node.keywords):
                 found.append(node)
-        elif isinstance(node, ast.MatchValue) and _strings(node.value) & marks:
+        elif isinstance(node, ast.MatchValue) and _strings(node.value, identifiers) & wanted:
             found.append(node)
         elif isinstance(node, ast.Dict) and node.keys and all(
                 isinstance(k, ast.Constant) and k.value in names for k in node.keys):
             found.append(node)  # a table keyed by kinds (one with other keys is a record, not a table)
+        elif isinstance(node, ast.Dict) and len(node.values) > 1 and all(
+                isinstance(v, ast.Constant) and v.value in names for v in node.values):
+            found.append(node)  # a table onto kinds: other words for them (one entry is a record)
         elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and node.elts and all(
                 isinstance(e, ast.Constant) and e.value in names for e in node.elts):
             found.append(node)  # a list of kinds, which decides by kind wherever its name is used
     return [ast.unparse(node) for node in found]
+
+
+def kind_branches(source: str, names: tuple[str, ...]) -> list[str]:
+    """The expressions in `source` that decide by a workload kind or a launch shape."""
+    return branches(source, names, marks=(*SHAPES, *SHAPE_NAMES))
+
+
+def launch_type_branches(source: str, names: tuple[str, ...]) -> list[str]:
+    """The expressions in `source` that decide by a training job's launch type (`Job.job_type`)."""
+    return branches(source, names, field="job_type", identifiers=False)
+
+
+def mount_kind_branches(source: str, names: tuple[str, ...] = (VOLUME, DATASET)) -> list[str]:
+    """The comparisons in `source` of something's `kind` with a mount kind (a volume, a dataset version)."""
+    return [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
+            and any(isinstance(side, ast.Attribute) and side.attr == "kind" for side in (node.left, *node.comparators))
+            and any(_strings(side, False) & set(names) for side in (node.left, *node.comparators))]
 
 
 def test_the_scan_finds_what_it_looks_for():
@@ -98,6 +127,38 @@ def test_the_scan_finds_what_it_looks_for():
     assert not kind_branches("Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))\n", names)
     assert not kind_branches('Job.objects.filter(kind=parsed.kind, name="notebook")\n', names)
     assert not kind_branches('attrs = {"notebook": notebook, "token": token}\n', names)
+    assert not kind_branches('attrs = {"kind": "notebook"}\n', names)
+
+
+def test_the_scan_finds_branches_on_a_launch_type():
+    names = ("single", "pytorch", "mpi")
+    # what the spec readers, the Kubernetes backend and the demo compared before the types had objects
+    assert launch_type_branches('if replica.job_type == "mpi":\n    pass\n', names) == ["replica.job_type == 'mpi'"]
+    assert launch_type_branches('x = job_type in ("pytorch", "mpi") and role.name not in ("master", "worker")\n',
+                                names)
+    assert launch_type_branches('x = job_type == "single" and len(raw_roles) > 1\n', names)
+    assert launch_type_branches('DISTRIBUTED = ("pytorch", "mpi")\n', names)
+    assert launch_type_branches('SEED_TASK_TYPES = {"MPI": "mpi", "PyTorch": "pytorch", "other": "single"}\n', names)
+    assert launch_type_branches('x = "{min: 1, max: 2}" if job_type == "pytorch" else "{min: 1, max: 1}"\n', names)
+    assert launch_type_branches('Job.objects.filter(job_type__in=["pytorch", "mpi"])\n', names)
+    # not a branch: a look-up of the type's object, a question to it, a table with other keys, a record
+    assert not launch_type_branches('t = launch_type("mpi")\n', names)
+    assert not launch_type_branches("x = launch_type(replica.job_type).distributed\n", names)
+    assert not launch_type_branches('LABELS = {"single": "1 GPU", "clean": "every field"}\n', names)
+    assert not launch_type_branches('doc = {"name": name, "type": "single"}\n', names)
+    assert not launch_type_branches('Job.objects.filter(job_type=spec.type, name="mpi")\n', names)
+    assert not launch_type_branches("x = single is not None\n", names)  # a variable, not the type
+
+
+def test_the_scan_finds_branches_on_a_mount_kind():
+    # what the backends compared before Mount answered
+    assert mount_kind_branches('if mount.kind == "dataset":\n    pass\n') == ["mount.kind == 'dataset'"]
+    assert mount_kind_branches('x = mount.kind == "volume" and not mount.read_only\n')
+    assert mount_kind_branches('x = m.kind in ("volume", "dataset")\n')
+    # not a branch: a question to the mount, another thing called volume, a mount made of a kind
+    assert not mount_kind_branches("x = mount.of_dataset\n")
+    assert not mount_kind_branches("x = checkpoint.volume is None\n")
+    assert not mount_kind_branches('m = Mount("volume", "lab", "data", 0, "/data", False)\n')
 
 
 def _found() -> dict[tuple[str, str], int]:
@@ -107,7 +168,10 @@ def _found() -> dict[tuple[str, str], int]:
             where = path.relative_to(ROOT).as_posix()
             if any(skip in f"/{where}" for skip in SKIPPED):
                 continue
-            for text in kind_branches(path.read_text(), kinds.names()):
+            source = path.read_text()
+            mounts = mount_kind_branches(source) if where != MOUNT_HOME else []
+            for text in [*kind_branches(source, kinds.names()),
+                         *launch_type_branches(source, kinds.launch_type_names()), *mounts]:
                 found[(where, text)] = found.get((where, text), 0) + 1
     return found
 
