@@ -7,6 +7,8 @@
   server's own access log is off (`portal.run.web_command`), so nothing is logged twice.
 - `Routine` demotes to DEBUG what Celery says about the beat's own tasks every few seconds (sent, received,
   succeeded) and what uvicorn says when a websocket opens and closes; failures keep their level.
+- `Repeats` lets through one of each repeated record a minute, with a count of those dropped: the channel
+  layer's receive task logs a traceback a second while Redis is away.
 - `logging_config` is the LOGGING setting that wires them: every process (web, worker, beat, manage.py)
   logs through one handler and one format.
 """
@@ -177,6 +179,30 @@ class Routine(logging.Filter):
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
+class Repeats(logging.Filter):
+    """On a logger: a record like one let through within `window_s` (the same message, the same exception
+    type) is dropped and counted; the next one let through after that says how many were."""
+
+    def __init__(self, window_s: float = 60.0):
+        super().__init__()
+        self.window_s = window_s
+        self.now = time.monotonic   # a seam for tests: a log filter's window, not the platform's clock
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}  # -> (let through at, dropped since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
+        key = (record.getMessage(), kind)
+        now = self.now()
+        seen = self._seen.get(key)
+        if seen is not None and now - seen[0] < self.window_s:
+            self._seen[key] = (seen[0], seen[1] + 1)
+            return False
+        if seen is not None and seen[1]:
+            record.msg, record.args = f"{key[0]} ({seen[1]} more like it in the last {now - seen[0]:.0f} s)", None
+        self._seen[key] = (now, 0)
+        return True
+
+
 def logging_config(level: str = "INFO") -> dict:
     """The LOGGING setting: one plain format on stderr for every process."""
     routine = {"()": "portal.logs.Routine", "kind": "celery"}
@@ -186,7 +212,8 @@ def logging_config(level: str = "INFO") -> dict:
         "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"}},
         "filters": {"routine_tasks": routine, "routine_websockets": {"()": "portal.logs.Routine",
                                                                      "kind": "websocket"},
-                    "request_context": {"()": "portal.logs.RequestContext"}},
+                    "request_context": {"()": "portal.logs.RequestContext"},
+                    "repeats": {"()": "portal.logs.Repeats"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                                  "filters": ["request_context"]}},
         "root": {"handlers": ["console"], "level": level},
@@ -201,5 +228,7 @@ def logging_config(level: str = "INFO") -> dict:
             "uvicorn": {"handlers": ["console"], "level": level, "propagate": False},
             "uvicorn.error": {"filters": ["routine_websockets"]},
             "uvicorn.access": {"level": "WARNING"},
+            # its receive task logs a traceback a second while Redis is away, until the live watch resets it
+            "channels_redis.pubsub": {"filters": ["repeats"]},
         },
     }

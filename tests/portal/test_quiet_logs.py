@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from portal import run, wait
+from portal import logs, run, wait
 from portal.banner import banner_text, demo_logins
 from portal.testing import ROOT, child_env
 
@@ -181,3 +181,33 @@ def test_make_run_has_a_long_worker_beside_the_cycle_worker(tmp_path, monkeypatc
     conf = run.config(8123, tmp_path)
     program = conf.split("[program:worker-long]")[1].split("[program:")[0]
     assert "long@%%h" in program and "stopasgroup=false" in program   # its tasks end before it stops
+
+
+def test_a_repeated_traceback_is_logged_once_a_minute_with_a_count(caplog):
+    repeats, clock = logs.Repeats(window_s=60), [1000.0]
+    repeats.now = lambda: clock[0]
+    logger = logging.getLogger("tests.repeats")
+    logger.addFilter(repeats)
+    caplog.set_level(logging.ERROR, logger="tests.repeats")
+    try:
+        for n in range(5):
+            try:
+                raise ConnectionError(f"refused, try {n}")
+            except ConnectionError:
+                logger.exception("Unexpected exception in %s", "receive task")
+            clock[0] += 1
+        logger.error("another message")       # not like the others: let through
+        clock[0] += 60
+        try:
+            raise ConnectionError("refused again")
+        except ConnectionError:
+            logger.exception("Unexpected exception in %s", "receive task")
+    finally:
+        logger.removeFilter(repeats)
+    lines = [(r.getMessage(), bool(r.exc_info)) for r in caplog.records if r.name == "tests.repeats"]
+    assert lines == [("Unexpected exception in receive task", True), ("another message", False),
+                     ("Unexpected exception in receive task (4 more like it in the last 65 s)", True)]
+
+
+def test_the_channel_layers_receive_task_is_logged_through_the_repeats_filter():
+    assert any(isinstance(f, logs.Repeats) for f in logging.getLogger("channels_redis.pubsub").filters)
