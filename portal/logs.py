@@ -181,7 +181,9 @@ class Routine(logging.Filter):
 
 class Repeats(logging.Filter):
     """On a logger: a record like one let through within `window_s` (the same message, the same exception
-    type) is dropped and counted; the next one let through after that says how many were."""
+    class) is dropped and counted; the next one let through after that says how many were."""
+
+    KEEP = 256  # records remembered before those with nothing to tell are forgotten
 
     def __init__(self, window_s: float = 60.0):
         super().__init__()
@@ -190,15 +192,22 @@ class Repeats(logging.Filter):
         self._seen: dict[tuple[str, str], tuple[float, int]] = {}  # -> (let through at, dropped since)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        kind = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else ""
-        key = (record.getMessage(), kind)
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that cannot be formatted is the handler's to report
+            return True
+        error = record.exc_info[0] if record.exc_info and record.exc_info[0] else None
+        key = (message, f"{error.__module__}.{error.__qualname__}" if error else "")
         now = self.now()
         seen = self._seen.get(key)
         if seen is not None and now - seen[0] < self.window_s:
             self._seen[key] = (seen[0], seen[1] + 1)
             return False
         if seen is not None and seen[1]:
-            record.msg, record.args = f"{key[0]} ({seen[1]} more like it in the last {now - seen[0]:.0f} s)", None
+            record.msg = f"{message} ({seen[1]} more like it in the {self.window_s:.0f} s after the last one logged)"
+            record.args = None
+        if len(self._seen) >= self.KEEP:
+            self._seen = {k: v for k, v in self._seen.items() if v[1] or now - v[0] < self.window_s}
         self._seen[key] = (now, 0)
         return True
 

@@ -51,6 +51,12 @@ def launch_type(name: str) -> LaunchType:
     return found
 
 
+def stored_launch_type(name: str) -> LaunchType:
+    """The launch type a stored job names, for a backend launching it: a name no type has (a row not written by
+    the spec readers) launches as single, each replica on its own."""
+    return find(name) or SINGLE
+
+
 def find(name: object) -> LaunchType | None:
     """The launch type of that name, or None for anything else (a value a user typed, a field not read)."""
     return _BY_NAME.get(name) if isinstance(name, str) else None

@@ -189,24 +189,39 @@ def test_a_repeated_traceback_is_logged_once_a_minute_with_a_count(caplog):
     logger = logging.getLogger("tests.repeats")
     logger.addFilter(repeats)
     caplog.set_level(logging.ERROR, logger="tests.repeats")
+
+    def fail(error: Exception):
+        try:
+            raise error
+        except Exception:
+            logger.exception("Unexpected exception in %s", "receive task")
+
     try:
         for n in range(5):
-            try:
-                raise ConnectionError(f"refused, try {n}")
-            except ConnectionError:
-                logger.exception("Unexpected exception in %s", "receive task")
+            fail(ConnectionError(f"refused, try {n}"))
             clock[0] += 1
-        logger.error("another message")       # not like the others: let through
+        fail(TypeError("a first error of another kind"))   # the same words, another error: let through
+        logger.error("another message")                    # other words: let through
         clock[0] += 60
-        try:
-            raise ConnectionError("refused again")
-        except ConnectionError:
-            logger.exception("Unexpected exception in %s", "receive task")
+        fail(ConnectionError("refused again"))             # the window is over: let through, with the count
+        clock[0] += 61
+        fail(ConnectionError("and again"))                 # nothing left out since: no count
     finally:
         logger.removeFilter(repeats)
-    lines = [(r.getMessage(), bool(r.exc_info)) for r in caplog.records if r.name == "tests.repeats"]
-    assert lines == [("Unexpected exception in receive task", True), ("another message", False),
-                     ("Unexpected exception in receive task (4 more like it in the last 65 s)", True)]
+    lines = [(r.getMessage(), r.exc_info[0].__name__ if r.exc_info else None)
+             for r in caplog.records if r.name == "tests.repeats"]
+    assert lines == [
+        ("Unexpected exception in receive task", "ConnectionError"),
+        ("Unexpected exception in receive task", "TypeError"),
+        ("another message", None),
+        ("Unexpected exception in receive task (4 more like it in the 60 s after the last one logged)",
+         "ConnectionError"),
+        ("Unexpected exception in receive task", "ConnectionError")]
+
+
+def test_a_record_that_cannot_be_formatted_is_left_to_the_handler():
+    record = logging.LogRecord("tests.repeats", logging.ERROR, __file__, 1, "%d items", ("many",), None)
+    assert logs.Repeats().filter(record) is True
 
 
 def test_the_channel_layers_receive_task_is_logged_through_the_repeats_filter():

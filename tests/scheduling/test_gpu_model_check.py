@@ -18,6 +18,12 @@ H100_MIB, H200_MIB = 80 * 1024, 141 * 1024
     ("NVIDIA GH200 480GB", "GH200"),
     ("AMD Instinct MI300X", "MI300X"),
     ("NVIDIA L40S", "L40S"),
+    ("NVIDIA GeForce RTX 4090", "4090"),
+    ("RTX4090-24GB", "4090"),
+    ("RTX-4090-24GB", "4090"),
+    ("NVIDIA RTX A6000", "A6000"),
+    ("RTXA6000-48GB", "A6000"),
+    ("Tesla-T4", "T4"),
     ("", None),
     ("NVIDIA", None),
 ])
@@ -31,6 +37,10 @@ def test_a_models_family_is_read_from_any_spelling(name, family):
     ("NVIDIA A100-SXM4-80GB", 81920, "H100-80GB", H100_MIB, True),    # another family
     ("NVIDIA A100-SXM4-40GB", 40960, "A100-80GB", H100_MIB, True),    # the family's smaller card
     ("NVIDIA H100 NVL", 95830, "H100-80GB", H100_MIB, True),          # 94 GB against 80
+    ("NVIDIA GeForce RTX 4090", 24564, "RTX4090-24GB", 24 * 1024, False),
+    ("NVIDIA L40S", 46068, "L40S-48GB", 48 * 1024, False),
+    ("Tesla T4", 15360, "T4-16GB", 16 * 1024, False),
+    ("NVIDIA A10", 23028, "A10G-24GB", 24 * 1024, True),               # another card of the line
     ("", 81920, "H100-80GB", H100_MIB, False),                        # not reported: nothing to compare
     ("Graphics Device", 81920, "H100-80GB", H100_MIB, False),         # a name that names no model
 ])

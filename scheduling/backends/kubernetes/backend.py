@@ -49,7 +49,7 @@ from scheduling.backends.base import (
     ReplicaStatus,
     SshEndpoint,
 )
-from scheduling.kinds import launch_type
+from scheduling.kinds import stored_launch_type
 
 from . import manifests as m
 from . import snapshots
@@ -324,7 +324,7 @@ class KubernetesBackend:
             self._ensure_secrets(replica, namespace)
             self._ensure_volume_claims(replica, namespace)
             self._ensure_bucket_mounts(replica, namespace)
-            if launch_type(replica.job_type).distributed:
+            if stored_launch_type(replica.job_type).distributed:
                 self._ensure_job_objects(replica, namespace)
             if replica.shape == JUPYTER:
                 self._ensure_notebook_objects(replica, namespace)
@@ -372,7 +372,7 @@ class KubernetesBackend:
         svc = m.headless_service(replica, namespace, self.config)
         self._create(f"service {namespace}/{svc['metadata']['name']}", self.core.create_namespaced_service,
                      namespace, svc)
-        if launch_type(replica.job_type).mpi_hostfile:
+        if stored_launch_type(replica.job_type).mpi_hostfile:
             hostfile = m.mpi_hostfile(replica, namespace)
             name = hostfile["metadata"]["name"]
             if self._create(f"configmap {namespace}/{name}", self.core.create_namespaced_config_map, namespace,

@@ -34,7 +34,7 @@ from scheduling.backends.base import (
     ReplicaLaunch,
     ReplicaStatus,
 )
-from scheduling.kinds import launch_type
+from scheduling.kinds import stored_launch_type
 
 from .config import KubernetesConfig
 
@@ -366,7 +366,7 @@ def distributed_env(replica: ReplicaLaunch, namespace: str, config: KubernetesCo
     svc = service_name(replica.job_id)
     env = [("MASTER_ADDR", f"{rank_hostname(0)}.{svc}.{namespace}.svc"), ("MASTER_PORT", str(config.master_port)),
            ("WORLD_SIZE", str(replica.world_size)), ("RANK", str(replica.rank))]
-    if launch_type(replica.job_type).mpi_hostfile:
+    if stored_launch_type(replica.job_type).mpi_hostfile:
         env += [("OMPI_MCA_orte_default_hostfile", f"{MPI_HOSTFILE_DIR}/hostfile"),
                 ("MPI_HOSTFILE", f"{MPI_HOSTFILE_DIR}/hostfile")]
     return env
@@ -397,7 +397,7 @@ def replica_pod(replica: ReplicaLaunch, namespace: str, vendor: str, config: Kub
     env: list[tuple[str, str]] = list(replica.env)
     if kind == "fraction":
         env += fraction_env(replica, vendor)
-    job_launch = launch_type(replica.job_type)
+    job_launch = stored_launch_type(replica.job_type)
     if job_launch.distributed:
         env += distributed_env(replica, namespace, config)
     notebook, inference = replica.shape == JUPYTER, replica.shape == MODEL_SERVER

@@ -45,6 +45,13 @@ def test_a_name_no_type_has():
     assert kinds.find_launch_type("mpi") is kinds.launch_type("mpi")
 
 
+def test_a_stored_job_of_a_type_no_object_has_launches_as_single():
+    # rows the spec readers did not write (a benchmark's, an old import) launch as before types had objects
+    assert kinds.stored_launch_type("train") is kinds.launch_type("single")
+    assert kinds.stored_launch_type("") is kinds.launch_type("single")
+    assert kinds.stored_launch_type("mpi") is kinds.launch_type("mpi")
+
+
 def test_a_spec_with_an_unknown_type_is_still_refused_with_its_choices():
     from scheduling.spec import SpecError, parse_job_spec
 

@@ -43,6 +43,8 @@ ALLOWED = {
     ("gpuctl/kinds.py", "{'notebook': 'notebook', 'inference': 'serve'}"): "the client imports no platform code",
     # The memory estimate is for a task, training or inference, whatever kind of job asks for it.
     ("scheduling/serving/memory.py", "('training', 'inference')"): "the memory estimate's tasks, not kinds",
+    # The image form writes one launch type, the default: a spec of another is shown as what the form cannot hold.
+    ("scheduling/spec/__init__.py", "spec.type != workload_kinds.DEFAULT_LAUNCH_TYPE"): "the form writes the default",
 }
 
 
@@ -94,16 +96,43 @@ def kind_branches(source: str, names: tuple[str, ...]) -> list[str]:
     return branches(source, names, marks=(*SHAPES, *SHAPE_NAMES))
 
 
+# The constants that stand for a launch type or a mount kind where they are defined: comparing with one is
+# comparing with the name (a variable such as `single` is not one).
+LAUNCH_TYPE_CONSTANTS = frozenset({"DEFAULT_LAUNCH_TYPE", "SINGLE", "PYTORCH", "MPI"})
+MOUNT_KIND_CONSTANTS = frozenset({"VOLUME", "DATASET"})
+
+
+def _constants(node: ast.AST) -> set[str]:
+    """The constant names a comparison's side holds: a name, a module's attribute, or a tuple of them."""
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Attribute):
+        return {node.attr}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*map(_constants, node.elts)) if node.elts else set()
+    return set()
+
+
+def _compared_with(source: str, constants: frozenset[str], *, kind_attribute: bool = False) -> list[str]:
+    """The comparisons in `source` with one of `constants` (with `kind_attribute`: only of something's `kind`)."""
+    return [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
+            and (not kind_attribute or any(isinstance(side, ast.Attribute) and side.attr == "kind"
+                                           for side in (node.left, *node.comparators)))
+            and any(_constants(side) & constants for side in (node.left, *node.comparators))]
+
+
 def launch_type_branches(source: str, names: tuple[str, ...]) -> list[str]:
     """The expressions in `source` that decide by a training job's launch type (`Job.job_type`)."""
-    return branches(source, names, field="job_type", identifiers=False)
+    return [*branches(source, names, field="job_type", identifiers=False),
+            *_compared_with(source, LAUNCH_TYPE_CONSTANTS)]
 
 
 def mount_kind_branches(source: str, names: tuple[str, ...] = (VOLUME, DATASET)) -> list[str]:
     """The comparisons in `source` of something's `kind` with a mount kind (a volume, a dataset version)."""
-    return [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
-            and any(isinstance(side, ast.Attribute) and side.attr == "kind" for side in (node.left, *node.comparators))
-            and any(_strings(side, False) & set(names) for side in (node.left, *node.comparators))]
+    by_name = [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
+               and any(isinstance(side, ast.Attribute) and side.attr == "kind" for side in (node.left, *node.comparators))
+               and any(_strings(side, False) & set(names) for side in (node.left, *node.comparators))]
+    return [*by_name, *_compared_with(source, MOUNT_KIND_CONSTANTS, kind_attribute=True)]
 
 
 def test_the_scan_finds_what_it_looks_for():
@@ -148,6 +177,10 @@ def test_the_scan_finds_branches_on_a_launch_type():
     assert not launch_type_branches('doc = {"name": name, "type": "single"}\n', names)
     assert not launch_type_branches('Job.objects.filter(job_type=spec.type, name="mpi")\n', names)
     assert not launch_type_branches("x = single is not None\n", names)  # a variable, not the type
+    # the types' constants stand for their names
+    assert launch_type_branches("x = spec.type != kinds.DEFAULT_LAUNCH_TYPE\n", names)
+    assert launch_type_branches("x = launch is MPI\n", names)
+    assert launch_type_branches("x = job_type in (SINGLE, PYTORCH)\n", names)
 
 
 def test_the_scan_finds_branches_on_a_mount_kind():
@@ -155,10 +188,14 @@ def test_the_scan_finds_branches_on_a_mount_kind():
     assert mount_kind_branches('if mount.kind == "dataset":\n    pass\n') == ["mount.kind == 'dataset'"]
     assert mount_kind_branches('x = mount.kind == "volume" and not mount.read_only\n')
     assert mount_kind_branches('x = m.kind in ("volume", "dataset")\n')
+    assert mount_kind_branches("x = mount.kind == DATASET\n")
+    assert mount_kind_branches("x = mount.kind != storage.VOLUME\n")
     # not a branch: a question to the mount, another thing called volume, a mount made of a kind
     assert not mount_kind_branches("x = mount.of_dataset\n")
     assert not mount_kind_branches("x = checkpoint.volume is None\n")
     assert not mount_kind_branches('m = Mount("volume", "lab", "data", 0, "/data", False)\n')
+    assert not mount_kind_branches('m = Mount(VOLUME, "lab", "data", 0, "/data", False)\n')
+    assert not mount_kind_branches("x = mount.path == VOLUME_ROOT\n")
 
 
 def _found() -> dict[tuple[str, str], int]:
