@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from scheduling import kinds
 from scheduling.backends.base import SHAPES
 from scheduling.storage import DATASET, VOLUME
@@ -135,67 +137,92 @@ def mount_kind_branches(source: str, names: tuple[str, ...] = (VOLUME, DATASET))
     return [*by_name, *_compared_with(source, MOUNT_KIND_CONSTANTS, kind_attribute=True)]
 
 
-def test_the_scan_finds_what_it_looks_for():
-    names = ("training", "notebook", "inference")
-    assert kind_branches('if job.kind == "notebook":\n    pass\n', names) == ["job.kind == 'notebook'"]
-    assert kind_branches('x = kind not in ("notebook", "x")\n', names)
-    assert kind_branches('x = "training" != spec.kind\n', names)
-    assert kind_branches("x = replica.shape == JUPYTER\n", names)
-    assert kind_branches('x = replica.shape != "batch"\n', names)
-    assert kind_branches("x = spec.inference is not None\n", names)
-    assert kind_branches('Job.objects.filter(kind="notebook")\n', names)
-    assert kind_branches('Job.objects.filter(job__kind__in=["notebook", "inference"])\n', names)
-    assert kind_branches('match kind:\n    case "inference":\n        pass\n', names)
-    assert kind_branches('COMMANDS = {"notebook": "notebook"}\n', names)
-    assert kind_branches('SSH_KINDS = ("training", "notebook")\n', names)
-    # a kind's name is found whatever it is compared with (the memory estimate's task names its own constants)
-    assert kind_branches('x = task == "training"\n', names)
+KIND_NAMES = ("training", "notebook", "inference")
+LAUNCH_TYPE_NAMES = ("single", "pytorch", "mpi")
+
+# (the scan, a module's source, whether the scan finds a branch in it)
+SCAN_CASES = [
+    *[(kind_branches, source, True) for source in (
+        'x = kind not in ("notebook", "x")\n',
+        'x = "training" != spec.kind\n',
+        "x = replica.shape == JUPYTER\n",
+        'x = replica.shape != "batch"\n',
+        "x = spec.inference is not None\n",
+        'Job.objects.filter(kind="notebook")\n',
+        'Job.objects.filter(job__kind__in=["notebook", "inference"])\n',
+        'match kind:\n    case "inference":\n        pass\n',
+        'COMMANDS = {"notebook": "notebook"}\n',
+        'SSH_KINDS = ("training", "notebook")\n',
+        # a kind's name is found whatever it is compared with (the memory estimate's task names its own constants)
+        'x = task == "training"\n',
+    )],
     # not a kind: a slice's kind, a registry look-up, a query by the kinds' own facts, a record with such a key
-    assert not kind_branches('x = slice_kind == "fraction"\n', names)
-    assert not kind_branches('k = kinds.get("notebook")\n', names)
-    assert not kind_branches("Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))\n", names)
-    assert not kind_branches('Job.objects.filter(kind=parsed.kind, name="notebook")\n', names)
-    assert not kind_branches('attrs = {"notebook": notebook, "token": token}\n', names)
-    assert not kind_branches('attrs = {"kind": "notebook"}\n', names)
-
-
-def test_the_scan_finds_branches_on_a_launch_type():
-    names = ("single", "pytorch", "mpi")
-    # what the spec readers, the Kubernetes backend and the demo compared before the types had objects
-    assert launch_type_branches('if replica.job_type == "mpi":\n    pass\n', names) == ["replica.job_type == 'mpi'"]
-    assert launch_type_branches('x = job_type in ("pytorch", "mpi") and role.name not in ("master", "worker")\n',
-                                names)
-    assert launch_type_branches('x = job_type == "single" and len(raw_roles) > 1\n', names)
-    assert launch_type_branches('DISTRIBUTED = ("pytorch", "mpi")\n', names)
-    assert launch_type_branches('SEED_TASK_TYPES = {"MPI": "mpi", "PyTorch": "pytorch", "other": "single"}\n', names)
-    assert launch_type_branches('x = "{min: 1, max: 2}" if job_type == "pytorch" else "{min: 1, max: 1}"\n', names)
-    assert launch_type_branches('Job.objects.filter(job_type__in=["pytorch", "mpi"])\n', names)
-    # not a branch: a look-up of the type's object, a question to it, a table with other keys, a record
-    assert not launch_type_branches('t = launch_type("mpi")\n', names)
-    assert not launch_type_branches("x = launch_type(replica.job_type).distributed\n", names)
-    assert not launch_type_branches('LABELS = {"single": "1 GPU", "clean": "every field"}\n', names)
-    assert not launch_type_branches('doc = {"name": name, "type": "single"}\n', names)
-    assert not launch_type_branches('Job.objects.filter(job_type=spec.type, name="mpi")\n', names)
-    assert not launch_type_branches("x = single is not None\n", names)  # a variable, not the type
-    # the types' constants stand for their names
-    assert launch_type_branches("x = spec.type != kinds.DEFAULT_LAUNCH_TYPE\n", names)
-    assert launch_type_branches("x = launch is MPI\n", names)
-    assert launch_type_branches("x = job_type in (SINGLE, PYTORCH)\n", names)
-
-
-def test_the_scan_finds_branches_on_a_mount_kind():
+    *[(kind_branches, source, False) for source in (
+        'x = slice_kind == "fraction"\n',
+        'k = kinds.get("notebook")\n',
+        "Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))\n",
+        'Job.objects.filter(kind=parsed.kind, name="notebook")\n',
+        'attrs = {"notebook": notebook, "token": token}\n',
+        'attrs = {"kind": "notebook"}\n',
+    )],
+    # what the spec readers, the Kubernetes backend and the demo compared before the types had objects, and
+    # the types' constants, which stand for their names
+    *[(launch_type_branches, source, True) for source in (
+        'x = job_type in ("pytorch", "mpi") and role.name not in ("master", "worker")\n',
+        'x = job_type == "single" and len(raw_roles) > 1\n',
+        'DISTRIBUTED = ("pytorch", "mpi")\n',
+        'SEED_TASK_TYPES = {"MPI": "mpi", "PyTorch": "pytorch", "other": "single"}\n',
+        'x = "{min: 1, max: 2}" if job_type == "pytorch" else "{min: 1, max: 1}"\n',
+        'Job.objects.filter(job_type__in=["pytorch", "mpi"])\n',
+        "x = spec.type != kinds.DEFAULT_LAUNCH_TYPE\n",
+        "x = launch is MPI\n",
+        "x = job_type in (SINGLE, PYTORCH)\n",
+    )],
+    # not a branch: a look-up of the type's object, a question to it, a table with other keys, a record, a variable
+    *[(launch_type_branches, source, False) for source in (
+        't = launch_type("mpi")\n',
+        "x = launch_type(replica.job_type).distributed\n",
+        'LABELS = {"single": "1 GPU", "clean": "every field"}\n',
+        'doc = {"name": name, "type": "single"}\n',
+        'Job.objects.filter(job_type=spec.type, name="mpi")\n',
+        "x = single is not None\n",
+    )],
     # what the backends compared before Mount answered
-    assert mount_kind_branches('if mount.kind == "dataset":\n    pass\n') == ["mount.kind == 'dataset'"]
-    assert mount_kind_branches('x = mount.kind == "volume" and not mount.read_only\n')
-    assert mount_kind_branches('x = m.kind in ("volume", "dataset")\n')
-    assert mount_kind_branches("x = mount.kind == DATASET\n")
-    assert mount_kind_branches("x = mount.kind != storage.VOLUME\n")
+    *[(mount_kind_branches, source, True) for source in (
+        'x = mount.kind == "volume" and not mount.read_only\n',
+        'x = m.kind in ("volume", "dataset")\n',
+        "x = mount.kind == DATASET\n",
+        "x = mount.kind != storage.VOLUME\n",
+    )],
     # not a branch: a question to the mount, another thing called volume, a mount made of a kind
-    assert not mount_kind_branches("x = mount.of_dataset\n")
-    assert not mount_kind_branches("x = checkpoint.volume is None\n")
-    assert not mount_kind_branches('m = Mount("volume", "lab", "data", 0, "/data", False)\n')
-    assert not mount_kind_branches('m = Mount(VOLUME, "lab", "data", 0, "/data", False)\n')
-    assert not mount_kind_branches("x = mount.path == VOLUME_ROOT\n")
+    *[(mount_kind_branches, source, False) for source in (
+        "x = mount.of_dataset\n",
+        "x = checkpoint.volume is None\n",
+        'm = Mount("volume", "lab", "data", 0, "/data", False)\n',
+        'm = Mount(VOLUME, "lab", "data", 0, "/data", False)\n',
+        "x = mount.path == VOLUME_ROOT\n",
+    )],
+]
+
+
+def _scan(scan, source: str) -> list[str]:
+    if scan is kind_branches:
+        return kind_branches(source, KIND_NAMES)
+    if scan is launch_type_branches:
+        return launch_type_branches(source, LAUNCH_TYPE_NAMES)
+    return scan(source)
+
+
+@pytest.mark.parametrize(("scan", "source", "branch"), SCAN_CASES)
+def test_the_scan_finds_what_it_looks_for_and_nothing_else(scan, source, branch):
+    assert bool(_scan(scan, source)) is branch
+
+
+def test_the_scan_names_the_expression_it_found():
+    assert kind_branches('if job.kind == "notebook":\n    pass\n', KIND_NAMES) == ["job.kind == 'notebook'"]
+    assert launch_type_branches('if replica.job_type == "mpi":\n    pass\n', LAUNCH_TYPE_NAMES) == [
+        "replica.job_type == 'mpi'"]
+    assert mount_kind_branches('if mount.kind == "dataset":\n    pass\n') == ["mount.kind == 'dataset'"]
 
 
 def _found() -> dict[tuple[str, str], int]:
