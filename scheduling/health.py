@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -26,6 +25,7 @@ from django.conf import settings
 from django.db import transaction
 
 from scheduling import clock, signals
+from scheduling.core.units import model_family
 from scheduling.models import HeartbeatWatch, Node
 
 log = logging.getLogger(__name__)
@@ -116,24 +116,9 @@ def read_health(payload: dict, gpus: list[dict]) -> HealthReport:
 
 # --------------------------------------------------------------------------- the pool's model
 
-# Words of a device's name that say its vendor, line, form factor or memory kind, not its model.
-NOT_MODEL_WORDS = frozenset({"NVIDIA", "TESLA", "GEFORCE", "QUADRO", "RTX", "AMD", "INSTINCT", "PCIE", "SXM", "SXM2",
-                             "SXM3", "SXM4", "SXM5", "SXM6", "NVL", "OAM", "HBM2", "HBM2E", "HBM3", "HBM3E"})
-# A line's name written joined to the model in a label ("RTX4090", "RTXA6000"): NVML writes them apart.
-LINE_PREFIX = re.compile(r"^(?:GEFORCE|QUADRO)?RTX(?=\w)")
 # Cards of one model differ a little in the memory NVML reports (ECC, reserved regions); another card of the
 # same family (A100 40 GB against 80 GB) differs by far more.
 MODEL_MEMORY_TOLERANCE = 0.1
-
-
-def model_family(name: str) -> str | None:
-    """The family a GPU model's name gives, whichever way it is written: "NVIDIA A100-SXM4-80GB", "a100-80gb"
-    and "A100" are all A100; None when no word of it names one."""
-    for word in re.split(r"[\s_-]+", name.upper()):
-        word = LINE_PREFIX.sub("", word)
-        if word and word not in NOT_MODEL_WORDS and not re.fullmatch(r"\d+GB", word) and any(c.isdigit() for c in word):
-            return word
-    return None
 
 
 def model_differs(reported: str, memory_mib: int, pool_model: str, pool_memory_mib: int) -> bool:

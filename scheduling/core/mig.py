@@ -17,10 +17,9 @@ are other spellings a pool may use for the same card.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from .units import gpu_model_name
+from .units import gpu_model_name, model_family
 
 MIG_SOURCE = ("NVIDIA Multi-Instance GPU User Guide r580, Supported MIG Profiles "
               "(docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html)")
@@ -132,8 +131,8 @@ def mig_card(gpu_model: str, gpu_memory_mib: int | None = None) -> MigCard | Non
     if gpu_memory_mib:
         gb = round(gpu_memory_mib / 1024)
         # NVML's names lead with the vendor and say the form factor: "NVIDIA H200", "NVIDIA A100-SXM4-80GB".
-        words = [w for w in re.split(r"[\s-]+", name) if w and w != "NVIDIA"]
-        family = [c for c in MIG_CARDS if words and c.model.split("-")[0] == words[0]]
+        named = model_family(name)
+        family = [c for c in MIG_CARDS if named and c.model.split("-")[0] == named]
         return min(family, key=lambda c: abs(c.profiles[-1].memory_gb - gb), default=None) if family else None
     return None
 

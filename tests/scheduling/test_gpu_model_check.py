@@ -4,7 +4,8 @@ and cards of one model with a little less memory are not."""
 
 import pytest
 
-from scheduling.health import model_differs, model_family
+from scheduling.core.units import model_family
+from scheduling.health import model_differs
 
 H100_MIB, H200_MIB = 80 * 1024, 141 * 1024
 
