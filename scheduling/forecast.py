@@ -82,7 +82,7 @@ from scheduling.core.forecast import (
     runtime_spread,
 )
 from scheduling.cycle.snapshot import build_snapshot, core_job, core_roles
-from scheduling.lifecycle.checkpoints import checkpoint_every
+from scheduling.lifecycle.checkpoints import checkpoint_every, lost_seconds
 from scheduling.models import ACTIVE_STATES, FINAL_STATES, Job, JobState, Replica
 
 REUSE_S = 30.0
@@ -193,8 +193,8 @@ def saved_work() -> dict[str, float]:
     for key, stopped in runs.items():
         kept = 0.0
         for ended, (started, scale) in sorted(stopped.items()):
-            worked = kept + max((ended - started).total_seconds(), 0.0) * scale
-            kept = max(kept, worked // every[key] * every[key])
+            # what the run worked, less what its eviction lost (as the cycle counts the loss)
+            kept += max((ended - started).total_seconds(), 0.0) * scale - lost_seconds(started, ended, scale, every[key])
         if kept:
             out[key] = kept
     return out
