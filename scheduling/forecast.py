@@ -38,7 +38,8 @@ HORIZON_S and MAX_CYCLES, the replays' answer is `earliest` with no `latest` ("n
 ending"). A start beyond HORIZON_S in the early replay, or none, is unknown (None).
 
 Calibration (`core/forecast.py` `calibrate`): the platform keeps each job's first answer while it waits
-(the replays' own, on `Job.first_forecast`, written by `keep_first_answers` when a forecast is computed) and,
+(the replays' own, on `Job.first_forecast`, written by `keep_first_forecasts`, a beat task, never by a page or an
+API call that reads a forecast, so what calibration learns does not depend on who looked) and,
 once the job started, sets it against its real start (`recent_outcomes`: each queue's newest HISTORY_JOBS
 jobs started within OUTCOMES_WITHIN; a queue with fewer than HISTORY_MIN takes the cluster's newest). An open-ended answer is
 bounded at now + the early wait (at least CALIBRATION_FLOOR_S) times the OPEN_Q quantile of realised over
@@ -281,17 +282,19 @@ def recent_outcomes(now: datetime) -> tuple[Outcome, ...]:
     return tuple(sorted(out, key=lambda o: (o.started, o.asked, o.queue)))
 
 
-def keep_first_answers(raw: dict[str, tuple[float | None, float | None]], now: datetime) -> None:
-    """Store each pending job's first answer (the replays', before calibration) while it waits for its first start."""
+def keep_first_answers(raw: dict[str, tuple[float | None, float | None]], now: datetime) -> int:
+    """Store each pending job's first answer (the replays', before calibration) while it waits for its first
+    start; returns how many were stored."""
     ids = [int(job_id) for job_id in raw if int(job_id) > 0]
     if not ids:
-        return
-    fresh = Job.objects.filter(pk__in=ids, state=JobState.PENDING, started__isnull=True,
-                               first_forecast__isnull=True).values_list("pk", flat=True)
+        return 0
+    fresh = list(Job.objects.filter(pk__in=ids, state=JobState.PENDING, started__isnull=True,
+                                    first_forecast__isnull=True).values_list("pk", flat=True))
     asked = now.timestamp()
     Job.objects.bulk_update([Job(pk=pk, first_forecast={"asked": asked, "earliest": raw[str(pk)][0],
                                                         "latest": raw[str(pk)][1]}) for pk in fresh],
                             ["first_forecast"])
+    return len(fresh)
 
 
 def _forecast(snapshot: cm.Snapshot, inputs: tuple[JobInput, ...], factors: dict[str, tuple[float, float]],
@@ -350,8 +353,22 @@ def forget_kept() -> None:
 
 
 def forecast_starts(now: datetime | None = None) -> dict[int, StartWindow]:
-    """The expected start range of every pending job of the cluster, by job id."""
+    """The expected start range of every pending job of the cluster, by job id. Reads only."""
+    return _pending_forecast(now or clock.now())[0]
+
+
+def keep_first_forecasts(now: datetime | None = None) -> int:
+    """Store the first answer of each pending job that has none yet (`keep_first_answers`); the forecast is
+    computed only when such a job exists, and shared with the pages as theirs is. Returns the answers stored."""
     now = now or clock.now()
+    if not Job.objects.filter(state=JobState.PENDING, started__isnull=True, first_forecast__isnull=True).exists():
+        return 0
+    return keep_first_answers(_pending_forecast(now)[1], now)
+
+
+def _pending_forecast(now: datetime) -> tuple[dict[int, StartWindow], dict[str, tuple[float | None, float | None]]]:
+    """(the calibrated answers by job id, the replays' own by core job id) for every pending job, kept for
+    REUSE_S while the state they come from stays the same."""
     snapshot = build_snapshot(now)
     inputs = _inputs(snapshot, now)
     factors = runtime_factors(i.queue for i in inputs)
@@ -362,10 +379,9 @@ def forecast_starts(now: datetime | None = None) -> dict[int, StartWindow]:
     kept = _pending_kept.get(state, now.timestamp())
     if kept is not None:
         return kept
-    result, raw = _forecast(snapshot, inputs, factors, now, arrivals, outcomes)
-    keep_first_answers(raw, now)
-    _pending_kept.put(state, now.timestamp(), result)
-    return result
+    answers = _forecast(snapshot, inputs, factors, now, arrivals, outcomes)
+    _pending_kept.put(state, now.timestamp(), answers)
+    return answers
 
 
 def forecast_new_jobs(candidates: dict[str, tuple[cm.Job, float]], now: datetime | None = None, *,

@@ -9,7 +9,7 @@ import redis
 from celery import shared_task
 from django.conf import settings
 
-from scheduling import logs, metrics
+from scheduling import forecast, logs, metrics
 from scheduling.backends import get_backend
 from scheduling.cycle.run import NoLongerLeading, run_scheduling_cycle
 
@@ -113,3 +113,9 @@ def scheduling_cycle() -> dict | None:
 def purge_old_job_logs() -> int:
     """Replica logs past JOB_LOG_RETENTION_DAYS."""
     return logs.purge_expired_logs()
+
+
+@shared_task
+def keep_first_forecasts() -> int:
+    """Pending jobs' first expected starts, kept for the forecast's calibration."""
+    return forecast.keep_first_forecasts()

@@ -5,7 +5,12 @@ import os
 from portal import redis_urls
 from portal.settings.env import VAR_DIR, env_bool
 from portal.settings.redis import REDIS_URL
-from portal.settings.scheduler import IDLE_CHECK_INTERVAL_S, QUEUE_HISTORY_INTERVAL_S, SCHEDULER_INTERVAL_S
+from portal.settings.scheduler import (
+    FIRST_FORECAST_INTERVAL_S,
+    IDLE_CHECK_INTERVAL_S,
+    QUEUE_HISTORY_INTERVAL_S,
+    SCHEDULER_INTERVAL_S,
+)
 
 CELERY_BROKER_URL = redis_urls.for_celery(REDIS_URL)
 CELERY_RESULT_BACKEND = redis_urls.for_celery(REDIS_URL)
@@ -25,7 +30,7 @@ CELERY_IMPORTS = ("billing.reports.tasks", "portal.notifications.tasks")  # not 
 # task records as its failure), then for good (the worker kills its child).
 CELERY_LONG_QUEUE = "long"
 LONG_TASKS = ("portal.console.tasks.run_planner", "portal.console.tasks.refresh_pool_savings",
-              "billing.reports.tasks.build_excel_export")
+              "billing.reports.tasks.build_excel_export", "scheduling.tasks.keep_first_forecasts")
 LONG_TASK_TIME_LIMIT_S = float(os.environ.get("LONG_TASK_TIME_LIMIT_S", "1800"))
 LONG_TASK_CONCURRENCY = int(os.environ.get("LONG_TASK_CONCURRENCY", "2"))
 CELERY_TASK_ROUTES = {name: {"queue": CELERY_LONG_QUEUE} for name in LONG_TASKS}
@@ -34,6 +39,8 @@ CELERY_TASK_ANNOTATIONS = {name: {"time_limit": LONG_TASK_TIME_LIMIT_S,
 
 CELERY_BEAT_SCHEDULE = {
     "scheduling-cycle": {"task": "scheduling.tasks.scheduling_cycle", "schedule": SCHEDULER_INTERVAL_S},
+    # pending jobs' first expected starts, which the forecast's calibration learns from (a replay: the long queue)
+    "first-forecasts": {"task": "scheduling.tasks.keep_first_forecasts", "schedule": FIRST_FORECAST_INTERVAL_S},
     "queue-history": {"task": "portal.tasks.sample_queue_allocation", "schedule": QUEUE_HISTORY_INTERVAL_S},
     "queue-history-retention": {"task": "portal.tasks.purge_queue_allocation_history", "schedule": 6 * 3600.0},
     "job-log-retention": {"task": "scheduling.tasks.purge_old_job_logs", "schedule": 6 * 3600.0},

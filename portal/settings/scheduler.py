@@ -59,6 +59,9 @@ IDLE_SSH_BYTES = int(os.environ.get("IDLE_SSH_BYTES", "4096"))
 IDLE_CPU_PCT = float(os.environ.get("IDLE_CPU_PCT", "5"))
 # The console's per-queue allocation history: one sample per queue this often, kept this long
 QUEUE_HISTORY_INTERVAL_S = float(os.environ.get("QUEUE_HISTORY_INTERVAL_S", "300"))
+# How often pending jobs without a kept first expected start get one (scheduling/forecast.py
+# `keep_first_forecasts`): what the forecast's calibration later sets against their real starts.
+FIRST_FORECAST_INTERVAL_S = float(os.environ.get("FIRST_FORECAST_INTERVAL_S", "30"))
 QUEUE_HISTORY_RETENTION_DAYS = int(os.environ.get("QUEUE_HISTORY_RETENTION_DAYS", "30"))
 # Deadline work (scheduling.deadlines): a deadline job's latest start keeps this share of its run time in hand,
 # widened by its queue's measured run-time spread (scheduling.forecast.runtime_factors)

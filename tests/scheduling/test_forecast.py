@@ -11,6 +11,7 @@ from scheduling.core.forecast import ARRIVAL_WINDOW_S, Outcome
 from scheduling.forecast import (
     forecast_starts,
     forget_kept,
+    keep_first_forecasts,
     observed_since,
     pending_outlook,
     queue_positions,
@@ -129,13 +130,18 @@ def test_a_new_platform_has_seen_submissions_since_its_first_job(cluster, clock)
 
 def test_a_jobs_first_answer_is_kept_and_once_it_started_it_is_its_queues_history(cluster, clock):
     job = submit(cluster, "first")
-    forecast_starts(clock.now)
+    shown = forecast_starts(clock.now)[job.pk]                      # what a page shows: read, not kept
+    assert shown.earliest is not None and Job.objects.get(pk=job.pk).first_forecast is None
+    assert keep_first_forecasts(clock.now) == 1                     # the beat task keeps it
     first = Job.objects.get(pk=job.pk).first_forecast
-    assert first["asked"] == clock.now.timestamp() and first["earliest"] is not None
+    assert first["asked"] == clock.now.timestamp() and first["earliest"] == shown.earliest.timestamp()
     clock.advance(60)
     forget_kept()
-    forecast_starts(clock.now)
+    later = submit(cluster, "later")
+    assert keep_first_forecasts(clock.now) == 1                     # only the job without one
     assert Job.objects.get(pk=job.pk).first_forecast == first      # the first answer, not the newest
+    assert Job.objects.get(pk=later.pk).first_forecast["asked"] == clock.now.timestamp()
+    assert keep_first_forecasts(clock.now) == 0                     # every pending job has one: no forecast made
     assert recent_outcomes(clock.now) == ()                         # it has not started
     began = clock.now - timedelta(seconds=30)
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, started=began)

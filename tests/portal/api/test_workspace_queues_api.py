@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 from billing.services import submit_quoted_job
 from portal.console.selectors import queue_lines
 from scheduling.backends.simulated.backend import SimulatedBackend
+from scheduling.models import Job
 
 SPEC = """name: {name}
 queue: {queue}
@@ -88,6 +89,14 @@ def test_a_pending_job_carries_its_queue_position_and_expected_start(cluster, bu
     assert (earliest - clock.now).total_seconds() == pytest.approx(119, abs=1)
     bobs = api_as(cluster.bob).get(f"/api/v1/jobs/{busy['bob'].pk}/").json()["expected_start"]
     assert (datetime.fromisoformat(bobs["earliest"]) - clock.now).total_seconds() == pytest.approx(59, abs=1)
+
+
+def test_reading_an_expected_start_writes_nothing(cluster, busy, api_as):
+    low = busy["waiting"][0]
+    response = api_as(cluster.alice).get(f"/api/v1/jobs/{low.pk}/")
+    assert response.status_code == 200 and response.json()["expected_start"]["earliest"]
+    # the first answer, which calibration learns from, is the beat task's to keep: a GET leaves it alone
+    assert not Job.objects.filter(first_forecast__isnull=False).exists()
 
 
 def test_a_job_that_is_not_pending_has_neither(cluster, busy, api_as):
