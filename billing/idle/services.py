@@ -173,16 +173,12 @@ def judge_ssh_job(replica: Replica, gpu_verdict: bool | None, ssh_sent: int) -> 
                   signals.cpu_quiet(None)]
 
 
-def _ssh_window(replica: Replica) -> timedelta:
-    return notebook_wait(replica) if kinds.kind_of(replica.job).idle_by_activity else window_of(replica, replica.node.pool)
-
-
 def ssh_sent_by_replica(replicas: list[Replica], now: datetime, provider: signals.SshBytes) -> dict[int, int]:
     """Per placement whose job had an SSH session open in its window: the SSH bytes of that window (the
     provider asked once per distinct window)."""
     by_window: dict[timedelta, list[Replica]] = defaultdict(list)
     for replica in replicas:
-        by_window[_ssh_window(replica)].append(replica)
+        by_window[idle_rule(replica.job).window(replica)].append(replica)
     out = {}
     for window, members in by_window.items():
         sent = provider(now - window, now)
@@ -230,20 +226,16 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None],
            ssh_bytes: signals.SshBytes = signals.ssh_bytes_by_job) -> IdleCheck:
     result = IdleCheck()
     replicas = list(_running_replicas())
-    stats = _stats([r for r in replicas if not kinds.kind_of(r.job).idle_by_activity], now)
+    stats = _stats([r for r in replicas if idle_rule(r.job).by_samples], now)
     ssh = ssh_sent_by_replica(replicas, now, ssh_bytes)
     kept = kept_alive({r.job_id for r in replicas}, now)
     quiet: dict[int, list[signals.Quiet]] = {}
     for replica in replicas:
         if replica.job_id in kept:
             began, verdict = None, False  # its owner keeps it alive until then
-        elif kinds.kind_of(replica.job).idle_by_activity:
-            began, quiet[replica.pk] = judge_notebook(replica, now, activities.get(replica.pk), ssh.get(replica.pk))
-            verdict = None if began is None else bool(began)
         else:
-            began, verdict = None, judge(replica, stats.get(replica.pk), now)
-            if replica.pk in ssh:
-                verdict, quiet[replica.pk] = judge_ssh_job(replica, verdict, ssh[replica.pk])
+            began, verdict, quiet[replica.pk] = idle_rule(replica.job).judge(
+                replica, now, stats.get(replica.pk), activities.get(replica.pk), ssh.get(replica.pk))
         if verdict and replica.idle_since is None:
             replica.idle_since = began if isinstance(began, datetime) else now - window_of(replica, replica.node.pool)
             result.flagged.append(replica)
@@ -297,10 +289,7 @@ def _due_for_stop(job: Job, replicas: list[Replica], now: datetime) -> bool:
 
 def _stop_reason(job: Job, replica: Replica) -> Said:
     """Why the idle policy stops the job: its server's activity, or its GPUs' use against its pool's policy."""
-    if not kinds.kind_of(job).idle_by_activity:
-        return _pool_stop_reason(replica.node.pool)
-    minutes = -(-notebooks.idle_after_s(job, replica.node.pool.idle_window_min) // 60)
-    return said(texts.NOTEBOOK_IDLE_STOP_REASON, minutes=minutes)
+    return idle_rule(job).stop_reason(job, replica.node.pool)
 
 
 def _pool_stop_reason(pool: NodePool) -> Said:
@@ -328,14 +317,7 @@ def _idle_what(job: Job, replicas: list[Replica], stop: datetime | None, now: da
                          node=r.node.name, slice=r.slice_label) for r in replicas], sep=", ")
     figures = {"where": where, "stop": f"{stop:%Y-%m-%d %H:%M %Z}" if stop else "", "pool": pool.name,
                "threshold": pool.idle_threshold_pct, "window": pool.idle_window_min}
-    if kinds.kind_of(job).idle_by_activity:
-        figures["minutes"] = -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
-        if stop <= now:
-            return said(texts.NOTEBOOK_IDLE_STOPPED, **figures)
-        return said(texts.NOTEBOOK_IDLE_NOTICE, **figures)
-    if stop is not None:
-        return said(texts.SLICE_IDLE_NOTICE, **figures)
-    return said(texts.SLICE_IDLE, **figures)
+    return idle_rule(job).what(job, pool, figures, stop, now)
 
 
 def _idle_text(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime, quiet=()) -> str:
@@ -348,14 +330,7 @@ def _idle_notice_texts(job: Job, replicas: list[Replica], stop: datetime | None,
     """The idle notice's subject and body in the active language."""
     figures = {"name": job.name, "job": job.pk, "workspace": job.workspace.slug,
                "text": _idle_text(job, replicas, stop, now, quiet)}
-    if kinds.kind_of(job).idle_by_activity:
-        return (gettext("notebook %(name)s (#%(job)s) is idle") % figures,
-                gettext("Your notebook %(name)s (#%(job)s) in workspace %(workspace)s:") % figures + "\n"
-                + gettext("%(text)s.") % figures + "\n")
-    return (gettext("%(name)s (#%(job)s) holds idle GPUs") % figures,
-            gettext("Your job %(name)s (#%(job)s) in workspace %(workspace)s holds GPUs it does not use.") % figures
-            + "\n" + gettext("%(text)s.") % figures + "\n"
-            + gettext("Stop the job if it is done, or put its GPUs to work.") + "\n")
+    return idle_rule(job).notice_texts(figures)
 
 
 def _notify(job: Job, replicas: list[Replica], now: datetime, quiet: list[signals.Quiet] = ()) -> None:
@@ -387,3 +362,73 @@ def _send(notice: Notice) -> None:
         raise_notice(notice)
     except Exception:  # a mail server away must not undo the flag nor stop the next check
         log.exception("idle notice %r could not be sent", notice.subject)
+
+
+class ByUtilisation:
+    """The idle rule of jobs judged by their GPUs' use: idle once the agents' samples stay below the pool's
+    threshold for its window (an open SSH session's traffic counts as activity)."""
+
+    by_samples = True   # judged on the agents' utilisation samples (`_stats`)
+
+    def window(self, replica: Replica) -> timedelta:
+        return window_of(replica, replica.node.pool)
+
+    def judge(self, replica: Replica, now: datetime, stats: dict | None, activity: notebooks.Activity | None,
+              ssh_sent: int | None) -> tuple[datetime | None, bool | None, list[signals.Quiet]]:
+        """(when its idle spell began, None: the window's start; its verdict as `judge`; the quiet signals)."""
+        verdict = judge(replica, stats, now)
+        if ssh_sent is None:
+            return None, verdict, []
+        verdict, quiet = judge_ssh_job(replica, verdict, ssh_sent)
+        return None, verdict, quiet
+
+    def stop_reason(self, job: Job, pool: NodePool) -> Said:
+        return _pool_stop_reason(pool)
+
+    def what(self, job: Job, pool: NodePool, figures: dict, stop: datetime | None, now: datetime) -> Said:
+        return said(texts.SLICE_IDLE_NOTICE if stop is not None else texts.SLICE_IDLE, **figures)
+
+    def notice_texts(self, figures: dict) -> tuple[str, str]:
+        return (gettext("%(name)s (#%(job)s) holds idle GPUs") % figures,
+                gettext("Your job %(name)s (#%(job)s) in workspace %(workspace)s holds GPUs it does not use.") % figures
+                + "\n" + gettext("%(text)s.") % figures + "\n"
+                + gettext("Stop the job if it is done, or put its GPUs to work.") + "\n")
+
+
+class ByActivity:
+    """The idle rule of notebooks: idle once no kernel ran and neither the GPU nor the CPU was used (nor SSH
+    traffic sent) for the spec's idleAfter, as the notebook's server tells (`judge_notebook`)."""
+
+    by_samples = False
+
+    def window(self, replica: Replica) -> timedelta:
+        return notebook_wait(replica)
+
+    def judge(self, replica: Replica, now: datetime, stats: dict | None, activity: notebooks.Activity | None,
+              ssh_sent: int | None) -> tuple[datetime | None, bool | None, list[signals.Quiet]]:
+        began, quiet = judge_notebook(replica, now, activity, ssh_sent)
+        return (began if isinstance(began, datetime) else None), (None if began is None else bool(began)), quiet
+
+    def stop_reason(self, job: Job, pool: NodePool) -> Said:
+        return said(texts.NOTEBOOK_IDLE_STOP_REASON, minutes=self._minutes(job, pool))
+
+    def what(self, job: Job, pool: NodePool, figures: dict, stop: datetime | None, now: datetime) -> Said:
+        figures = {**figures, "minutes": self._minutes(job, pool)}
+        return said(texts.NOTEBOOK_IDLE_STOPPED if stop <= now else texts.NOTEBOOK_IDLE_NOTICE, **figures)
+
+    def notice_texts(self, figures: dict) -> tuple[str, str]:
+        return (gettext("notebook %(name)s (#%(job)s) is idle") % figures,
+                gettext("Your notebook %(name)s (#%(job)s) in workspace %(workspace)s:") % figures + "\n"
+                + gettext("%(text)s.") % figures + "\n")
+
+    @staticmethod
+    def _minutes(job: Job, pool: NodePool) -> int:
+        return -(-notebooks.idle_after_s(job, pool.idle_window_min) // 60)
+
+
+BY_UTILISATION, BY_ACTIVITY = ByUtilisation(), ByActivity()
+
+
+def idle_rule(job: Job) -> ByUtilisation | ByActivity:
+    """The idle rule the job's kind follows (its `idle_by_activity`)."""
+    return BY_ACTIVITY if kinds.kind_of(job).idle_by_activity else BY_UTILISATION
