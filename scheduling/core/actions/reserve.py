@@ -38,16 +38,50 @@ def reserve(s: Session) -> None:
     if patience is None:
         return
     waiting = [state for state in s.order if qualifies(s, state, patience)]
-    cache = NoFitCache({})
+    passes = Passes(s)
     for state in waiting:
         if len(s.reserved) >= MAX_RESERVATIONS:
             break
-        block = allocate_block(s, state, cache)
-        if block not in (None, CAPACITY) or would_place(s, state):
+        if passes.over(state):
             continue      # held by its quota or off-peak; or it fits now, and allocate places it in its turn
         rows = rows_to_hold(s, state)
         if rows:
             hold(s, state.job.id, rows)
+            passes.held()
+
+
+class Passes:
+    """Whether a waiting job is passed over (`allocate_block` holds it, or it would be placed now), asked once
+    per kind of job: thousands may qualify. Nothing reserve tries is kept, so capacity and quotas stay as they
+    were for the whole loop, and only holding nodes changes where jobs fit (`held`). Jobs with nothing running
+    share their plan (`gang.plan`), so their quota answer is the same for the same plan, queue and
+    preemptibility; jobs of one gang signature fit or fail together."""
+
+    def __init__(self, s: Session) -> None:
+        self.s = s
+        self.cache = NoFitCache({})
+        self.blocks: dict[tuple, object] = {}   # (plan, queue, preemptible) -> its block
+        self.fits: dict[tuple, bool] = {}       # signature -> placed, since nodes were last held
+
+    def over(self, state: JobState) -> bool:
+        s, job = self.s, state.job
+        if state.replicas:
+            block = allocate_block(s, state, self.cache)
+        else:
+            key = (id(plan(s, state)), job.queue, job.preemptible)
+            block = self.blocks.get(key, self)
+            if block is self:
+                block = self.blocks[key] = allocate_block(s, state, self.cache)
+        if block not in (None, CAPACITY):
+            return True
+        sig = plan(s, state).sig
+        placed = self.fits.get(sig)
+        if placed is None:
+            placed = self.fits[sig] = would_place(s, state)
+        return placed
+
+    def held(self) -> None:
+        self.fits.clear()
 
 
 def rows_to_hold(s: Session, state: JobState) -> tuple[int, ...]:
