@@ -55,8 +55,10 @@ class Cluster:
                 queues.append(Queue(f"d{d}t{t}", parent=f"d{d}", deserved_milli=rng.choice([0, 1000, 2000, 4000]),
                                     over_quota_weight=rng.choice([0, 1, 2]), priority=rng.choice([0, 0, 1]),
                                     limit_milli=rng.choice([None, None, None, 6000])))
+        # backfill reservations for some: every job waited longer than the patience
         self.snapshot = Snapshot(pools=tuple(pools), nodes=tuple(nodes), queues=tuple(queues), jobs=(),
-                                 off_peak=rng.random() < 0.3, next_off_peak="00:00")
+                                 off_peak=rng.random() < 0.3, next_off_peak="00:00", now=1e6,
+                                 backfill_patience_s=rng.choice([None, None, 60.0]))
         self.shared: list[tuple[Role, ...]] = []
         self.count = 0
 
@@ -123,14 +125,16 @@ def test_every_cycle_decides_as_visiting_every_job(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_a_busy_cluster_stops_its_walks_early_and_decides_the_same(seed, monkeypatch):
-    """The benchmark's cluster, small: thousands of pending jobs, most of which cannot be placed."""
+@pytest.mark.parametrize("patience", [None, 60.0])
+def test_a_busy_cluster_stops_its_walks_early_and_decides_the_same(seed, patience, monkeypatch):
+    """The benchmark's cluster, small: thousands of pending jobs, most of which cannot be placed; with
+    backfill reservations, thousands of jobs that waited past the patience, asked by kind."""
     stopped = []
     finish = Quiet.finish
     monkeypatch.setattr(Quiet, "finish", lambda self: stopped.append(len(self.where)) or finish(self))
     rows = make_rows(nodes=30, gpus_per_node=8, pending=2500, running=3000, queues=20, seed=seed)
     place_running(rows)
-    snap = build_snapshot(rows, with_pending=True)
+    snap = replace(build_snapshot(rows, with_pending=True), backfill_patience_s=patience, now=1e7)
     live, memo, churn, roles = LiveSnapshot(snap), CycleMemo(), Churn(rows, 25, seed), {}
     for _ in range(4):
         decisions = run_cycle(snap, memo)
