@@ -37,7 +37,8 @@ def reserve(s: Session) -> None:
     patience = s.snapshot.backfill_patience_s
     if patience is None:
         return
-    waiting = [state for state in s.order if qualifies(s, state, patience)]
+    # (`wanting`: jobs below their gang minimum at the build, in `order`; a job evicted since does not qualify)
+    waiting = [state for state in s.wanting if qualifies(s, state, patience)]
     passes = Passes(s)
     for state in waiting:
         if len(s.reserved) >= MAX_RESERVATIONS:
