@@ -20,7 +20,8 @@ above 0 multiplies each by a log-normal draw (median 1), as users who guess.
 
 Figures, over every answer (each re-ask one answer) for jobs that waited at least `min_wait_s`:
 `coverage` (the share whose range holds the real start; an open-ended answer, "not before ...", holds
-it when the start is not before), `median_width_to_wait` and `p90_width_to_wait` (the range's width over
+it when the start is not before), the misses by side (`started_before` the earliest, `started_after` the
+latest), `median_width_to_wait` and `p90_width_to_wait` (the range's width over
 the job's real wait, start less submission; an open-ended or unknown answer is infinitely wide, null
 where the quantile is), `median_width_to_remaining_wait` (over the wait left when asked: stricter),
 `median_abs_error_s` (of the range's middle, answers with both ends), `open_ended` and `unknown` shares;
@@ -113,7 +114,8 @@ def _quantile(values: list[float], q: float) -> float | None:
 
 def summarise(answers: list[Answer]) -> dict:
     if not answers:
-        return {"answers": 0, "jobs": 0, "coverage": None, "median_width_to_wait": None, "p90_width_to_wait": None,
+        return {"answers": 0, "jobs": 0, "coverage": None, "started_before": None, "started_after": None,
+                "median_width_to_wait": None, "p90_width_to_wait": None,
                 "median_width_to_remaining_wait": None, "median_abs_error_s": None, "open_ended": None,
                 "unknown": None}
     ratios = [a.width / (a.start - a.submit) for a in answers]
@@ -123,6 +125,9 @@ def summarise(answers: list[Answer]) -> dict:
     n = len(answers)
     return {"answers": n, "jobs": len({a.job_id for a in answers}),
             "coverage": round(sum(a.covered for a in answers) / n, 4),
+            # the misses by side: the real start before the earliest, or after the latest
+            "started_before": round(sum(a.earliest is not None and a.start < a.earliest - 1e-6 for a in answers) / n, 4),
+            "started_after": round(sum(a.latest is not None and a.start > a.latest + 1e-6 for a in answers) / n, 4),
             "median_width_to_wait": _quantile(ratios, 0.5), "p90_width_to_wait": _quantile(ratios, 0.9),
             "median_width_to_remaining_wait": _quantile(remaining, 0.5),
             "median_abs_error_s": round(statistics.median(errors), 1) if errors else None,

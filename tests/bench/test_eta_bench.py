@@ -39,6 +39,9 @@ def test_an_answer_that_misses_or_has_no_end_counts_as_such():
 
     figures = eta.eta_figures([answer(90, 110), answer(120, 130), answer(50, None), answer(None, None)])
     assert figures["coverage"] == 0.5                       # the range holding 100 and the open-ended one
+    assert figures["started_before"] == 0.25 and figures["started_after"] == 0.0   # 100 is before 120-130
+    late = eta.eta_figures([answer(40, 60), answer(90, 110)])
+    assert (late["coverage"], late["started_before"], late["started_after"]) == (0.5, 0.0, 0.5)
     assert figures["open_ended"] == 0.25 and figures["unknown"] == 0.25
     assert figures["median_width_to_wait"] == 0.2           # widths 0.2, 0.1, inf, inf: the upper median
     assert figures["p90_width_to_wait"] is None             # infinitely wide
