@@ -11,6 +11,7 @@ import math
 from django.utils.translation import gettext_lazy as _
 
 from billing.api import PoolOffer
+from scheduling import kinds
 from scheduling.api import (  # noqa: F401 - re-exported to the console's views and tests
     BYTES_PER_PARAM,
     TASKS,
@@ -48,8 +49,8 @@ def spec_for_pool(need: MemoryNeed, pool: PoolOffer) -> JobSpec:
         else:
             role = RoleSpec(sharing="fraction", num_gpus=1, gpu_milli=fit.fraction_milli, gpu_mem_mib=need.mib,
                             **common)
-        return JobSpec(name=name, type="single", roles=(role,))
+        return JobSpec(name=name, type=kinds.DEFAULT_LAUNCH_TYPE, roles=(role,))
     per_node = max(1, min(fit.whole_gpus, pool.gpus_per_node))
     replicas = math.ceil(fit.whole_gpus / per_node)
     role = RoleSpec(sharing="exclusive", num_gpus=per_node, min_replicas=replicas, max_replicas=replicas, **common)
-    return JobSpec(name=name, type="single" if replicas == 1 else "pytorch", roles=(role,))
+    return JobSpec(name=name, type=kinds.DEFAULT_LAUNCH_TYPE if replicas == 1 else kinds.DISTRIBUTED_LAUNCH_TYPE, roles=(role,))

@@ -8,6 +8,7 @@ A training job's launch type (single, pytorch, mpi) is one object each too, in `
 
 from scheduling.kinds.base import IDLE_CANCEL, IDLE_STOP, RATES_PER_HOUR, RATES_PER_REPLICAS
 from scheduling.kinds.launch_types import DEFAULT as DEFAULT_LAUNCH_TYPE
+from scheduling.kinds.launch_types import DISTRIBUTED as DISTRIBUTED_LAUNCH_TYPE
 from scheduling.kinds.launch_types import MASTER, WORKER, LaunchType, launch_type, stored_launch_type
 from scheduling.kinds.launch_types import find as find_launch_type
 from scheduling.kinds.launch_types import names as launch_type_names
@@ -25,5 +26,5 @@ from scheduling.kinds.registry import (
 )
 
 __all__ = ["IDLE_CANCEL", "IDLE_STOP", "RATES_PER_HOUR", "RATES_PER_REPLICAS", "DEFAULT", "all", "choices", "find", "get", "kind_of", "names", "names_where", "register", "unregister",
-           "DEFAULT_LAUNCH_TYPE", "MASTER", "WORKER", "LaunchType", "find_launch_type", "launch_type",
+           "DEFAULT_LAUNCH_TYPE", "DISTRIBUTED_LAUNCH_TYPE", "MASTER", "WORKER", "LaunchType", "find_launch_type", "launch_type",
            "launch_type_names", "stored_launch_type"]

@@ -35,6 +35,7 @@ MPI = LaunchType("mpi", seed_label="MPI", distributed=True, role_names=(MASTER, 
 TYPES = (SINGLE, PYTORCH, MPI)  # in the order a spec's error lists them
 _BY_NAME = {t.name: t for t in TYPES}
 DEFAULT = SINGLE.name  # a spec without `type`
+DISTRIBUTED = PYTORCH.name  # what a job spread over nodes is given where nothing says (the console's advice)
 # The seed form's TaskType -> the type's name, in the order the seed form lists them.
 SEED_TASK_TYPES = {t.seed_label: t.name for t in (MPI, PYTORCH, SINGLE)}
 

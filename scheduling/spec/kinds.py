@@ -225,7 +225,8 @@ def read_notebook(r: Reader, kind: str) -> ReadResult:
     role = RoleSpec(name=NOTEBOOK_ROLE, image=image, env=env, min_replicas=1, max_replicas=1, volumes=volumes,
                     buckets=buckets, **secrets, **place, **resources)
     notebook = NotebookSpec(home_mib=home, idle_after_s=None if idle_after is MISSING else idle_after)
-    return ReadResult(JobSpec(type="single", roles=(role,), kind=kind, notebook=notebook, **job), top_locate)
+    return ReadResult(JobSpec(type=kinds.DEFAULT_LAUNCH_TYPE, roles=(role,), kind=kind, notebook=notebook, **job),
+                      top_locate)
 
 
 def _read_home(r: Reader, doc: dict[str, Any]) -> int | None:
