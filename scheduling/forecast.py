@@ -282,14 +282,18 @@ def recent_outcomes(now: datetime) -> tuple[Outcome, ...]:
     return tuple(sorted(out, key=lambda o: (o.started, o.asked, o.queue)))
 
 
+def _without_first_answer():
+    """Pending jobs that never started and have no first answer kept yet."""
+    return Job.objects.filter(state=JobState.PENDING, started__isnull=True, first_forecast__isnull=True)
+
+
 def keep_first_answers(raw: dict[str, tuple[float | None, float | None]], now: datetime) -> int:
     """Store each pending job's first answer (the replays', before calibration) while it waits for its first
     start; returns how many were stored."""
     ids = [int(job_id) for job_id in raw if int(job_id) > 0]
     if not ids:
         return 0
-    fresh = list(Job.objects.filter(pk__in=ids, state=JobState.PENDING, started__isnull=True,
-                                    first_forecast__isnull=True).values_list("pk", flat=True))
+    fresh = list(_without_first_answer().filter(pk__in=ids).values_list("pk", flat=True))
     asked = now.timestamp()
     Job.objects.bulk_update([Job(pk=pk, first_forecast={"asked": asked, "earliest": raw[str(pk)][0],
                                                         "latest": raw[str(pk)][1]}) for pk in fresh],
@@ -361,7 +365,7 @@ def keep_first_forecasts(now: datetime | None = None) -> int:
     """Store the first answer of each pending job that has none yet (`keep_first_answers`); the forecast is
     computed only when such a job exists, and shared with the pages as theirs is. Returns the answers stored."""
     now = now or clock.now()
-    if not Job.objects.filter(state=JobState.PENDING, started__isnull=True, first_forecast__isnull=True).exists():
+    if not _without_first_answer().exists():
         return 0
     return keep_first_answers(_pending_forecast(now)[1], now)
 
