@@ -237,7 +237,7 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None],
             began, verdict, quiet[replica.pk] = idle_rule(replica.job).judge(
                 replica, now, stats.get(replica.pk), activities.get(replica.pk), ssh.get(replica.pk))
         if verdict and replica.idle_since is None:
-            replica.idle_since = began if isinstance(began, datetime) else now - window_of(replica, replica.node.pool)
+            replica.idle_since = began or now - window_of(replica, replica.node.pool)   # the rule's start, else the window's
             result.flagged.append(replica)
         elif verdict is False and replica.idle_since is not None:
             replica.idle_since = replica.idle_notified = None
@@ -290,11 +290,6 @@ def _due_for_stop(job: Job, replicas: list[Replica], now: datetime) -> bool:
 def _stop_reason(job: Job, replica: Replica) -> Said:
     """Why the idle policy stops the job: its server's activity, or its GPUs' use against its pool's policy."""
     return idle_rule(job).stop_reason(job, replica.node.pool)
-
-
-def _pool_stop_reason(pool: NodePool) -> Said:
-    return said(texts.SLICE_IDLE_STOP_REASON, threshold=pool.idle_threshold_pct,
-                window=pool.idle_window_min, grace=pool.idle_grace_min, pool=pool.name)
 
 
 def _idle_said(job: Job, replicas: list[Replica], stop: datetime | None, now: datetime,
@@ -383,7 +378,8 @@ class ByUtilisation:
         return None, verdict, quiet
 
     def stop_reason(self, job: Job, pool: NodePool) -> Said:
-        return _pool_stop_reason(pool)
+        return said(texts.SLICE_IDLE_STOP_REASON, threshold=pool.idle_threshold_pct,
+                    window=pool.idle_window_min, grace=pool.idle_grace_min, pool=pool.name)
 
     def what(self, job: Job, pool: NodePool, figures: dict, stop: datetime | None, now: datetime) -> Said:
         return said(texts.SLICE_IDLE_NOTICE if stop is not None else texts.SLICE_IDLE, **figures)
