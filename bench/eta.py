@@ -28,7 +28,9 @@ where the quantile is), `median_width_to_remaining_wait` (over the wait left whe
 each also by queue and by job size (GPUs). `hindsight` (a diagnostic, read by no forecast): per replay,
 the narrowest median width any calibration of that replay's answers by constant factors could reach at 90 %
 coverage, the factors chosen knowing the real starts (`hindsight_bound`); where even that is above the
-target, no calibration of that kind reaches it.
+target, no calibration of that kind reaches it. `BENCH_ETA_ANSWERS=FILE` writes every answer and the kept
+first answers there (`write_answers`); `--score FILE` calibrates them again as the code now does and prints the
+figures, so that a change to `calibrate` is scored without replaying.
 
 `--write-synthetic` writes a Philly-format trace: per team, jobs arriving as a Poisson process in
 bursts (a rate that changes every hour), sizes 1/2/4/8/16 GPUs as MIX1's mostly small jobs,
@@ -41,7 +43,10 @@ from __future__ import annotations
 import argparse
 import bisect
 import csv
+import dataclasses
+import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -195,9 +200,11 @@ class _History:
 
 def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob], declared: dict[str, float], *,
             cycle_s: float, ask_every_s: float = ASK_EVERY_S, min_wait_s: float = MIN_WAIT_S,
-            asked_until: float | None = None, log: Callable[[str], None] = lambda _: None) -> list[Answer]:
+            asked_until: float | None = None, log: Callable[[str], None] = lambda _: None,
+            first: dict[str, tuple[float, float | None, float | None]] | None = None) -> list[Answer]:
     """Run `engine` (a fresh replay of the jobs whose `results` a first replay gave) and ask the forecast as
-    the module says. `asked_until`: ask only for jobs submitted before then (a prefix of the trace)."""
+    the module says. `asked_until`: ask only for jobs submitted before then (a prefix of the trace). `first`,
+    filled as it goes: each job's first answer (asked, earliest, latest), the replays' own, as the product keeps."""
     gpus = {j.id: j.gpus for j in trace}
     asks: dict[float, list[str]] = defaultdict(list)
     for jid, r in results.items():
@@ -212,7 +219,7 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
     history = _History(results, declared)
     submitted = sorted((engine.jobs[j.id].spec.submit_time, j.id) for j in trace if j.id in engine.jobs)
     times = [t for t, _ in submitted]
-    first: dict[str, tuple[float, float | None, float | None]] = {}   # each job's first answer, as the product keeps
+    first = {} if first is None else first
     answers: list[Answer] = []
     began, asked = time.perf_counter(), 0
     for n, at in enumerate(sorted(asks)):
@@ -282,13 +289,47 @@ def eta_for_pool(trace: list[TraceJob], mode: str, node_count: int, silo_gpus: d
     engine = Replay(cluster(node_count, pool_queues(node_count * s.gpus_per_node, silo_gpus, mode), s), jobs,
                     start=origin, cycle_s=s.cycle_s, on_events=s.on_events)
     declared = declared_durations(trace, declared_noise, seed)
+    first: dict[str, tuple[float, float | None, float | None]] = {}
     answers = measure(engine, results, trace, declared, cycle_s=s.cycle_s, ask_every_s=ask_every_s,
-                      asked_until=None if asked_until_s is None else origin + asked_until_s, log=log)
+                      asked_until=None if asked_until_s is None else origin + asked_until_s, log=log, first=first)
+    if os.environ.get("BENCH_ETA_ANSWERS"):
+        write_answers(os.environ["BENCH_ETA_ANSWERS"], answers, first, results)
     out = eta_figures(answers)
     out["settings"] = {"ask_every_s": ask_every_s, "min_wait_s": MIN_WAIT_S, "declared_noise": declared_noise,
                        "asked_until_s": asked_until_s, "arrival_window_s": ARRIVAL_WINDOW_S}
     out["wall_s"] = round(time.perf_counter() - wall, 1)
     out["cpu_s"] = round(time.process_time() - cpu, 1)
+    return out
+
+
+def write_answers(path: str, answers: list[Answer], first: dict, results: dict[str, JobResult]) -> None:
+    """Every answer and every job's kept first answer with its queue and real start, as JSON: what `calibrate`
+    is given, so that other calibrations can be scored without replaying (`read_answers`)."""
+    kept = {jid: [*answer, results[jid].queue, results[jid].start] for jid, answer in first.items()}
+    with open(path, "w") as f:
+        json.dump({"answers": [dataclasses.astuple(a) for a in answers], "first": kept}, f)
+
+
+def read_answers(path: str) -> tuple[list[Answer], dict[str, tuple]]:
+    """`write_answers`' file: the answers, and job id -> (asked, earliest, latest, queue, start) of first answers."""
+    with open(path) as f:
+        data = json.load(f)
+    return [Answer(*row) for row in data["answers"]], {jid: tuple(row) for jid, row in data["first"].items()}
+
+
+def recalibrated(answers: list[Answer], first: dict[str, tuple]) -> list[Answer]:
+    """The answers calibrated again from the replays' own (`calibrate` as it is now), each with the kept first
+    answers known when it was asked (their jobs' starts read only up to then, as `measure` gives them)."""
+    kept = [Outcome(queue, asked, earliest, latest, start) for asked, earliest, latest, queue, start in first.values()
+            if start is not None]
+    by_moment: dict[float, list[Answer]] = defaultdict(list)
+    for a in answers:
+        by_moment[a.asked].append(a)
+    out = []
+    for at, group in sorted(by_moment.items()):
+        windows = calibrate({a.job_id: (a.replay_earliest, a.replay_latest) for a in group},
+                            {a.job_id: a.queue for a in group}, at, [o for o in kept if o.asked <= at])
+        out += [dataclasses.replace(a, earliest=windows[a.job_id][0], latest=windows[a.job_id][1]) for a in group]
     return out
 
 
@@ -335,13 +376,19 @@ def write_trace(rows: list[dict[str, str]], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.eta", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write-synthetic", metavar="FILE", required=True, help="write a synthetic trace there")
+    task = parser.add_mutually_exclusive_group(required=True)
+    task.add_argument("--write-synthetic", metavar="FILE", help="write a synthetic trace there")
+    task.add_argument("--score", metavar="FILE", help="score the answers a replay wrote (BENCH_ETA_ANSWERS) again, "
+                      "calibrated as the code now does, and print the eta figures as JSON")
     parser.add_argument("--teams", type=int, default=6)
     parser.add_argument("--hours", type=float, default=6.0)
     parser.add_argument("--gpus", type=int, default=256, help="the cluster the load is offered to")
     parser.add_argument("--load", type=float, default=1.1, help="offered GPU-hours over the cluster's in the span")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.score:
+        print(json.dumps(eta_figures(recalibrated(*read_answers(args.score)))))
+        return 0
     rows = synthetic_trace(teams=args.teams, hours=args.hours, gpus=args.gpus, load=args.load, seed=args.seed)
     write_trace(rows, args.write_synthetic)
     print(f"{args.write_synthetic}: {len(rows)} jobs, {args.teams} teams, {args.hours:g} h", file=sys.stderr)

@@ -8,6 +8,7 @@ import pytest
 
 from bench import eta
 from bench import replay as bench
+from scheduling.core.replay import JobResult
 
 FIXTURE = "tests/fixtures/traces/philly_mix1_excerpt.csv"
 KEYS = {"coverage", "median_width_to_wait", "p90_width_to_wait", "median_abs_error_s", "by_queue", "by_size"}
@@ -50,7 +51,9 @@ def test_an_answer_that_misses_or_has_no_end_counts_as_such():
 
 
 @pytest.mark.slow  # the MIX1 excerpt replayed
-def test_the_mix1_excerpt_smoke(capsys):
+def test_the_mix1_excerpt_smoke(capsys, tmp_path, monkeypatch):
+    kept = tmp_path / "answers.json"
+    monkeypatch.setenv("BENCH_ETA_ANSWERS", str(kept))
     out = run_main(capsys, "--trace", FIXTURE, "--mode", "pool-besteffort", "--gpus", "152",
                    "--silo-gpus", "vc_6214e9=80,vc_ed69ec=56,vc_ee9e8c=72", "--eta-accuracy",
                    "--eta-asked-until", "120", "--json")
@@ -59,6 +62,10 @@ def test_the_mix1_excerpt_smoke(capsys):
     assert figures["answers"] > 0 and 0.0 <= figures["coverage"] <= 1.0
     assert sum(b["answers"] for b in figures["by_queue"].values()) == figures["answers"]
     assert sum(b["answers"] for b in figures["by_size"].values()) == figures["answers"]
+    # the answers it wrote, calibrated again without replaying, give the same figures
+    assert eta.main(["--score", str(kept)]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert scored == {k: v for k, v in figures.items() if k not in ("settings", "wall_s", "cpu_s")}
 
 
 def test_the_synthetic_trace_is_the_same_for_a_seed_and_replays(tmp_path):
@@ -82,3 +89,19 @@ def test_the_hindsight_bound_is_the_narrowest_constant_range_holding_nine_in_ten
     assert eta.hindsight_bound([*answers, answer(300.0, None)], "earliest") == {
         "median_width_to_wait": 1.8, "low": 1.0, "high": 10.0}
     assert eta.hindsight_bound(answers, "latest") is None   # no late bounds at all
+
+
+def test_answers_scored_again_are_calibrated_with_what_was_known_when_asked(tmp_path, capsys):
+    # five jobs of queue q started 3x as late as their first answers' latest, before the ask at 1000 s;
+    # five more started 10x as late, after it: only the first five may stretch the answer
+    first = {f"h{i}": (0.0, 0.0, 100.0, "q", 300.0) for i in range(5)}
+    first |= {f"later{i}": (0.0, 0.0, 100.0, "q", 1500.0 + i) for i in range(5)}
+    answers = [eta.Answer("x", "q", 1, 1000.0, 900.0, 1250.0, 1000.0, 1100.0, 1000.0, 1100.0)]
+    (again,) = eta.recalibrated(answers, first)
+    assert (again.earliest, again.latest) == (1000.0, 1300.0) and again.covered and not answers[0].covered
+    path = tmp_path / "answers.json"
+    eta.write_answers(str(path), answers, {"x": (1000.0, 1000.0, 1100.0)},
+                      {"x": JobResult("x", "q", 900.0, 1250.0, None)})
+    assert eta.read_answers(str(path)) == (answers, {"x": (1000.0, 1000.0, 1100.0, "q", 1250.0)})
+    assert eta.main(["--score", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["coverage"] == 0.0   # no history: as asked
