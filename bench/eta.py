@@ -65,6 +65,7 @@ from scheduling.core.forecast import (
     calibrate,
     forecast_windows,
     runtime_spread,
+    surge,
 )
 from scheduling.core.replay import JobResult, Replay
 from scheduling.traces import TraceJob
@@ -201,10 +202,12 @@ class _History:
 def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob], declared: dict[str, float], *,
             cycle_s: float, ask_every_s: float = ASK_EVERY_S, min_wait_s: float = MIN_WAIT_S,
             asked_until: float | None = None, log: Callable[[str], None] = lambda _: None,
-            first: dict[str, tuple[float, float | None, float | None]] | None = None) -> list[Answer]:
+            first: dict[str, tuple[float, float | None, float | None]] | None = None,
+            surges: dict[float, float] | None = None) -> list[Answer]:
     """Run `engine` (a fresh replay of the jobs whose `results` a first replay gave) and ask the forecast as
     the module says. `asked_until`: ask only for jobs submitted before then (a prefix of the trace). `first`,
-    filled as it goes: each job's first answer (asked, earliest, latest), the replays' own, as the product keeps."""
+    filled as it goes: each job's first answer (asked, earliest, latest), the replays' own, as the product keeps;
+    `surges`: each asking moment's `surge`."""
     gpus = {j.id: j.gpus for j in trace}
     asks: dict[float, list[str]] = defaultdict(list)
     for jid, r in results.items():
@@ -220,6 +223,7 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
     submitted = sorted((engine.jobs[j.id].spec.submit_time, j.id) for j in trace if j.id in engine.jobs)
     times = [t for t, _ in submitted]
     first = {} if first is None else first
+    surges = {} if surges is None else surges
     answers: list[Answer] = []
     began, asked = time.perf_counter(), 0
     for n, at in enumerate(sorted(asks)):
@@ -258,8 +262,9 @@ def measure(engine: Replay, results: dict[str, JobResult], trace: list[TraceJob]
         outcomes = [Outcome(engine.jobs[jid].job.queue, a, e, lt, engine.jobs[jid].result.start)
                     for jid, (a, e, lt) in first.items()
                     if engine.jobs[jid].result.start is not None and engine.jobs[jid].result.start <= at]
+        surges[at] = surge(recent, observed_s=at - engine.start)
         windows = calibrate({jid: raw[jid] for jid in watch}, {jid: engine.jobs[jid].job.queue for jid in watch},
-                            at, outcomes)
+                            at, outcomes, surges[at])
         for jid in watch:
             earliest, latest = windows[jid]
             r = results[jid]
@@ -290,10 +295,12 @@ def eta_for_pool(trace: list[TraceJob], mode: str, node_count: int, silo_gpus: d
                     start=origin, cycle_s=s.cycle_s, on_events=s.on_events)
     declared = declared_durations(trace, declared_noise, seed)
     first: dict[str, tuple[float, float | None, float | None]] = {}
+    surges: dict[float, float] = {}
     answers = measure(engine, results, trace, declared, cycle_s=s.cycle_s, ask_every_s=ask_every_s,
-                      asked_until=None if asked_until_s is None else origin + asked_until_s, log=log, first=first)
+                      asked_until=None if asked_until_s is None else origin + asked_until_s, log=log, first=first,
+                      surges=surges)
     if os.environ.get("BENCH_ETA_ANSWERS"):
-        write_answers(os.environ["BENCH_ETA_ANSWERS"], answers, first, results)
+        write_answers(os.environ["BENCH_ETA_ANSWERS"], answers, first, results, surges)
     out = eta_figures(answers)
     out["settings"] = {"ask_every_s": ask_every_s, "min_wait_s": MIN_WAIT_S, "declared_noise": declared_noise,
                        "asked_until_s": asked_until_s, "arrival_window_s": ARRIVAL_WINDOW_S}
@@ -302,24 +309,31 @@ def eta_for_pool(trace: list[TraceJob], mode: str, node_count: int, silo_gpus: d
     return out
 
 
-def write_answers(path: str, answers: list[Answer], first: dict, results: dict[str, JobResult]) -> None:
-    """Every answer and every job's kept first answer with its queue and real start, as JSON: what `calibrate`
-    is given, so that other calibrations can be scored without replaying (`read_answers`)."""
+def write_answers(path: str, answers: list[Answer], first: dict, results: dict[str, JobResult],
+                  surges: dict[float, float]) -> None:
+    """Every answer, every job's kept first answer with its queue and real start, and each asking moment's
+    surge, as JSON: what `calibrate` is given, so that other calibrations can be scored without replaying
+    (`read_answers`)."""
     kept = {jid: [*answer, results[jid].queue, results[jid].start] for jid, answer in first.items()}
     with open(path, "w") as f:
-        json.dump({"answers": [dataclasses.astuple(a) for a in answers], "first": kept}, f)
+        json.dump({"answers": [dataclasses.astuple(a) for a in answers], "first": kept,
+                   "surges": [[at, value] for at, value in surges.items()]}, f)
 
 
-def read_answers(path: str) -> tuple[list[Answer], dict[str, tuple]]:
-    """`write_answers`' file: the answers, and job id -> (asked, earliest, latest, queue, start) of first answers."""
+def read_answers(path: str) -> tuple[list[Answer], dict[str, tuple], dict[float, float]]:
+    """`write_answers`' file: the answers, job id -> (asked, earliest, latest, queue, start) of first answers, and
+    asking moment -> surge."""
     with open(path) as f:
         data = json.load(f)
-    return [Answer(*row) for row in data["answers"]], {jid: tuple(row) for jid, row in data["first"].items()}
+    return ([Answer(*row) for row in data["answers"]], {jid: tuple(row) for jid, row in data["first"].items()},
+            {at: value for at, value in data.get("surges", [])})
 
 
-def recalibrated(answers: list[Answer], first: dict[str, tuple]) -> list[Answer]:
+def recalibrated(answers: list[Answer], first: dict[str, tuple], surges: dict[float, float] | None = None
+                 ) -> list[Answer]:
     """The answers calibrated again from the replays' own (`calibrate` as it is now), each with the kept first
-    answers known when it was asked (their jobs' starts read only up to then, as `measure` gives them)."""
+    answers known when it was asked (their jobs' starts read only up to then, as `measure` gives them) and its
+    moment's surge (none where not given)."""
     kept = [Outcome(queue, asked, earliest, latest, start) for asked, earliest, latest, queue, start in first.values()
             if start is not None]
     by_moment: dict[float, list[Answer]] = defaultdict(list)
@@ -328,7 +342,8 @@ def recalibrated(answers: list[Answer], first: dict[str, tuple]) -> list[Answer]
     out = []
     for at, group in sorted(by_moment.items()):
         windows = calibrate({a.job_id: (a.replay_earliest, a.replay_latest) for a in group},
-                            {a.job_id: a.queue for a in group}, at, [o for o in kept if o.asked <= at])
+                            {a.job_id: a.queue for a in group}, at, [o for o in kept if o.asked <= at],
+                            (surges or {}).get(at, 1.0))
         out += [dataclasses.replace(a, earliest=windows[a.job_id][0], latest=windows[a.job_id][1]) for a in group]
     return out
 

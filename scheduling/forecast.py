@@ -46,7 +46,8 @@ bounded at now + the early wait (at least CALIBRATION_FLOOR_S) times the OPEN_Q 
 early waits of those jobs that waited at least CALIBRATION_FLOOR_S; a bounded answer's late wait is stretched
 by the WIDEN_Q quantile of realised over late waits where that is above 1 (never tightened). Without such
 history the answer stays as the replays gave it: open-ended where they could not bound it, never a made-up
-bound.
+bound. In a surge of submissions (the cluster's jobs of the last SURGE_WINDOW_S at least SURGE_AT times as
+fast as over the hour) every late wait is then stretched by that ratio: a burst outlasts the modelled arrivals.
 
 Both replays cover every pending job of the cluster at once; the answer is kept for REUSE_S while the
 cluster's snapshot (jobs, replicas, nodes, queues), the jobs' durations and the queues' run-time history
@@ -81,6 +82,7 @@ from scheduling.core.forecast import (
     calibrate,
     forecast_windows,
     runtime_spread,
+    surge,
 )
 from scheduling.cycle.snapshot import build_snapshot, core_job, core_roles
 from scheduling.lifecycle.checkpoints import checkpoint_every, lost_seconds
@@ -308,11 +310,12 @@ def _forecast(snapshot: cm.Snapshot, inputs: tuple[JobInput, ...], factors: dict
     def at(ts: float | None) -> datetime | None:
         return None if ts is None else datetime.fromtimestamp(ts, tz=now.tzinfo)
 
+    observed = observed_since(now) if arrivals else None
     raw = forecast_windows(snapshot, inputs, factors, now.timestamp(),
-                           interval=float(settings.SCHEDULER_INTERVAL_S), arrivals=arrivals,
-                           observed_s=observed_since(now) if arrivals else None)
+                           interval=float(settings.SCHEDULER_INTERVAL_S), arrivals=arrivals, observed_s=observed)
     queues = {i.job.id: i.queue for i in inputs}
-    windows = calibrate(raw, {job_id: queues[job_id] for job_id in raw}, now.timestamp(), outcomes)
+    windows = calibrate(raw, {job_id: queues[job_id] for job_id in raw}, now.timestamp(), outcomes,
+                        surge(arrivals, observed_s=observed))
     return ({int(job_id): StartWindow(at(earliest), at(latest)) for job_id, (earliest, latest) in windows.items()},
             raw)
 

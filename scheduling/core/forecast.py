@@ -32,6 +32,8 @@ MAX_ARRIVALS = 10000       # modelled arrivals per forecast, at most (the rest o
 OPEN_Q = 0.95              # an open-ended answer's bound: this quantile of realised over early waits
 WIDEN_Q = 0.90             # a late bound is stretched by this quantile of realised over late waits, when above 1
 CALIBRATION_FLOOR_S = 60.0  # waits shorter than this are taken as this long in those ratios (an early 0 is no scale)
+SURGE_WINDOW_S = 300.0     # a surge: the cluster's submissions of the last this many seconds come
+SURGE_AT = 2.0             # at least this many times as fast as over the hour
 
 
 def runtime_spread(ratios: list[float]) -> tuple[float, float]:
@@ -124,6 +126,19 @@ def expected_arrivals(arrivals: Iterable[Arrival], now: float, *, window_s: floa
     return [(at, replace(a.job, id=jid, created=at, latest_start=None), a.seconds) for at, jid, a in planned], until
 
 
+def surge(arrivals: Iterable[Arrival], *, window_s: float = ARRIVAL_WINDOW_S, observed_s: float | None = None) -> float:
+    """How many times as fast the cluster's jobs came over its last SURGE_WINDOW_S as over `window_s` (or the
+    `observed_s` the platform has seen, when shorter): that ratio from SURGE_AT on, else 1 (no surge)."""
+    span = window_s if observed_s is None else max(1.0, min(observed_s, window_s))
+    if span <= SURGE_WINDOW_S:
+        return 1.0
+    ago = [a.ago for a in arrivals if 0 <= a.ago < span]
+    if not ago:
+        return 1.0
+    ratio = sum(1 for t in ago if t < SURGE_WINDOW_S) / SURGE_WINDOW_S / (len(ago) / span)
+    return ratio if ratio >= SURGE_AT else 1.0
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A started job's first answer, the replays' own (before `calibrate`), and when it really started: what the
@@ -155,13 +170,15 @@ def _ratio(o: Outcome, bound: float) -> float:
 
 
 def calibrate(windows: Mapping[str, tuple[float | None, float | None]], queues: Mapping[str, str], now: float,
-              outcomes: Iterable[Outcome]) -> dict[str, tuple[float | None, float | None]]:
+              outcomes: Iterable[Outcome], surge: float = 1.0) -> dict[str, tuple[float | None, float | None]]:
     """The replays' answers (`forecast_windows`) set against how their first answers fared: per job's queue
     (`queues`), over the newest HISTORY_JOBS jobs that started by `now` (the cluster's where the queue has
     fewer than HISTORY_MIN), the ratio of each one's real wait from its answer to the wait its answer gave
     (each at least CALIBRATION_FLOOR_S). An open-ended answer is bounded at the early wait times the OPEN_Q
     quantile of realised over early, of the jobs that waited at least CALIBRATION_FLOOR_S; a bounded one is stretched by the WIDEN_Q quantile of realised over late
-    where that is above 1 (its late bounds were too soon). Without such history, answers stay as they are."""
+    where that is above 1 (its late bounds were too soon). Without such history, answers stay as they are. In a
+    `surge` (see `surge`) every late wait is then stretched by it: the modelled arrivals go on at the rates
+    seen, and a burst of submissions outlasts them (MIX1's bursts run on for a quarter of an hour and more)."""
     seen = sorted((o for o in outcomes if o.started <= now), key=lambda o: (o.started, o.asked))
     factors: dict[tuple[str, bool], float | None] = {}  # (queue, open-ended) -> factor: one per queue, not per job
 
@@ -188,6 +205,8 @@ def calibrate(windows: Mapping[str, tuple[float | None, float | None]], queues: 
             widen = factor(queues[job_id], False)
             if widen > 1.0:
                 latest = max(earliest, now + widen * max(latest - now, CALIBRATION_FLOOR_S))
+        if latest is not None and surge > 1.0:
+            latest = max(earliest, now + surge * (latest - now))
         out[job_id] = (earliest, latest)
     return out
 

@@ -99,9 +99,12 @@ def test_answers_scored_again_are_calibrated_with_what_was_known_when_asked(tmp_
     answers = [eta.Answer("x", "q", 1, 1000.0, 900.0, 1250.0, 1000.0, 1100.0, 1000.0, 1100.0)]
     (again,) = eta.recalibrated(answers, first)
     assert (again.earliest, again.latest) == (1000.0, 1300.0) and again.covered and not answers[0].covered
+    (surged,) = eta.recalibrated(answers, first, {1000.0: 2.0})     # submissions came twice as fast: stretched again
+    assert (surged.earliest, surged.latest) == (1000.0, 1600.0)
     path = tmp_path / "answers.json"
     eta.write_answers(str(path), answers, {"x": (1000.0, 1000.0, 1100.0)},
-                      {"x": JobResult("x", "q", 900.0, 1250.0, None)})
-    assert eta.read_answers(str(path)) == (answers, {"x": (1000.0, 1000.0, 1100.0, "q", 1250.0)})
+                      {"x": JobResult("x", "q", 900.0, 1250.0, None)}, {1000.0: 3.0})
+    assert eta.read_answers(str(path)) == (answers, {"x": (1000.0, 1000.0, 1100.0, "q", 1250.0)}, {1000.0: 3.0})
     assert eta.main(["--score", str(path)]) == 0
-    assert json.loads(capsys.readouterr().out)["coverage"] == 0.0   # no history: as asked
+    scored = json.loads(capsys.readouterr().out)   # no history, but a surge: 1000 + 3 x 100
+    assert scored["coverage"] == 1.0 and scored["median_width_to_wait"] == round(300 / 350, 3)

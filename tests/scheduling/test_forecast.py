@@ -7,7 +7,7 @@ import pytest
 
 from billing.services import submit_quoted_job
 from scheduling.backends.simulated.backend import SimulatedBackend
-from scheduling.core.forecast import ARRIVAL_WINDOW_S, Outcome
+from scheduling.core.forecast import ARRIVAL_WINDOW_S, SURGE_AT, Outcome, surge
 from scheduling.forecast import (
     forecast_starts,
     forget_kept,
@@ -15,6 +15,7 @@ from scheduling.forecast import (
     observed_since,
     pending_outlook,
     queue_positions,
+    recent_arrivals,
     recent_outcomes,
     runtime_factors,
     saved_work,
@@ -166,3 +167,22 @@ def test_a_stopped_jobs_checkpoints_keep_its_work_for_the_forecast(cluster, cloc
     assert saved_work() == {str(resumable.pk): 30 * 60.0}
     Job.objects.filter(pk=resumable.pk).update(state=JobState.SUCCEEDED)
     assert saved_work() == {}                                          # a finished job is forecast no more
+
+
+def test_in_a_surge_of_submissions_every_late_bound_is_stretched_by_it(cluster, clock):
+    # one job 55 minutes ago, then eight in the last two minutes: they come far faster than over the hour
+    submit(cluster, "early", gpus=1)
+    clock.advance(3180)
+    for i in range(8):
+        submit(cluster, f"burst{i}", gpus=1)
+        clock.advance(15)
+    job = submit(cluster, "asked", gpus=1)
+    factor = surge(recent_arrivals(clock.now), observed_s=observed_since(clock.now))
+    assert factor >= SURGE_AT
+    assert keep_first_forecasts(clock.now) == 10                  # the replays' own answers, no history yet
+    raw = Job.objects.get(pk=job.pk).first_forecast
+    shown = forecast_starts(clock.now)[job.pk]
+    asked = clock.now.timestamp()
+    assert shown.earliest.timestamp() == raw["earliest"]
+    assert shown.latest.timestamp() - asked == pytest.approx(factor * (raw["latest"] - asked))
+    assert raw["latest"] > asked                                   # so the stretch shows

@@ -17,6 +17,7 @@ from scheduling.core.forecast import (
     forecast_windows,
     replay_jobs,
     runtime_spread,
+    surge,
 )
 from scheduling.core.replay import ReplayJob, replay
 
@@ -219,3 +220,27 @@ def test_a_late_bound_is_stretched_where_the_queues_late_bounds_were_too_soon_an
     assert calibrate({"j": (100.0, 300.0)}, {"j": "a"}, 0.0, too_soon) == {"j": (100.0, 450.0)}
     held = [outcome("a", 100.0 * r, 50.0, 100.0, started=-10.0 * i) for i, r in enumerate((0.5, 0.6, 0.7, 0.8, 0.9))]
     assert calibrate({"j": (100.0, 300.0)}, {"j": "a"}, 0.0, held) == {"j": (100.0, 300.0)}
+
+
+def arrivals_at(*agos: float) -> list[Arrival]:
+    return [Arrival(job(f"a{i}", "q", 1, created=-ago), 600.0, ago) for i, ago in enumerate(agos)]
+
+
+def test_a_surge_is_the_last_five_minutes_rate_against_the_hours_from_twice_on():
+    steady = arrivals_at(*range(0, 3600, 60))                      # one a minute all hour
+    assert surge(steady) == 1.0
+    # 60 in the hour, 30 of them in the last 5 minutes: 6 a minute against 1
+    burst = arrivals_at(*range(0, 300, 10), *range(300, 3600, 110))
+    assert surge(burst) == pytest.approx(6.0)
+    assert surge(arrivals_at(*range(0, 300, 30), *range(300, 3600, 36))) == 1.0   # 2 a minute against 1.7
+    # a platform that has seen 5 minutes or less has no hour to compare with; one that has seen 15 compares with those
+    assert surge(burst, observed_s=300.0) == 1.0
+    assert surge(arrivals_at(*range(0, 300, 10), 400.0), observed_s=900.0) == pytest.approx(30 / 300 / (31 / 900))
+    assert surge([]) == 1.0
+
+
+def test_in_a_surge_every_late_wait_is_stretched_by_it_and_open_ended_answers_stay_so():
+    windows = {"j": (100.0, 300.0), "o": (200.0, None), "u": (None, None)}
+    queues = {"j": "a", "o": "a", "u": "a"}
+    assert calibrate(windows, queues, 0.0, [], 3.0) == {"j": (100.0, 900.0), "o": (200.0, None), "u": (None, None)}
+    assert calibrate(windows, queues, 0.0, []) == windows
