@@ -52,8 +52,11 @@ from scheduling.api import (
     notebooks,
     record_event,
     said,
+    stop_job_by_policy,
+    stop_workload,
 )
 from scheduling.api import idle_since as notebook_idle_since
+from scheduling.kinds import IDLE_STOP
 from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Replica
 
 log = logging.getLogger(__name__)
@@ -251,7 +254,10 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None],
             result.notified.append(job)
         if _due_for_stop(job, replicas_of_job, now):
             try:
-                kinds.kind_of(job).stop_idle(job, _stop_reason(job, replicas_of_job[0]))
+                if kinds.kind_of(job).idle_action == IDLE_STOP:
+                    stop_workload(None, job, _stop_reason(job, replicas_of_job[0]))
+                else:
+                    stop_job_by_policy(job, _stop_reason(job, replicas_of_job[0]))
             except Conflict:  # ended meanwhile
                 continue
             result.stopped.append(job)

@@ -120,16 +120,6 @@ class Kind:
             return False
         return not self.idle_needs_pool_consent or pool.idle_stop_training
 
-    def stop_idle(self, job, reason) -> None:
-        """End an idle job whose grace is over, as `idle_action` says: stopped (its slice freed, its home kept,
-        started again at will) or cancelled (paying for what it held)."""
-        from scheduling.services import stop_job_by_policy, stop_workload
-
-        if self.idle_action == IDLE_STOP:
-            stop_workload(None, job, reason)
-        else:
-            stop_job_by_policy(job, reason)
-
     def idle_stop_at(self, notified: datetime, pool) -> datetime:
         """When an idle, notified job of this kind that the policy ends is due."""
         return notified + timedelta(minutes=pool.idle_grace_min)
