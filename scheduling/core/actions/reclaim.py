@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import chain
 
 from ..model import EvictCause, Job
 from ..session import Session
 from ..state import JobState
-from .evicting import Unit, merged, reclaim_can_lift, run_eviction_action, victim_units
+from .evicting import Unit, reclaim_can_lift, run_eviction_action, victim_units
 from .gang import EPS, missing_milli, plan, within_quota
 
 
@@ -99,12 +100,14 @@ class ReclaimWalk:
 
     def victims_of(self, lenders: list[str]) -> list[Unit]:
         """The units of `lenders` in the order they go. The units are fixed for the walk (those gone stale
-        are skipped when used), so each set of lenders is merged once."""
+        are skipped when used), so each set of lenders is merged once: each queue's units are in that order
+        already, and a sort of runs merges them in C (no two units order alike, so it is the lazy merge's
+        order)."""
         key = tuple(lenders)
         found = self.merged.get(key)
         if found is None:
             units = self.units
-            found = self.merged[key] = list(merged((units[q] for q in lenders), self.victim_order))
+            found = self.merged[key] = sorted(chain.from_iterable(units[q] for q in lenders), key=self.victim_order)
         return found
 
     def never(self, state: JobState) -> bool:
