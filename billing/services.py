@@ -239,15 +239,16 @@ def fire_schedules() -> schedules.FiringReport:
 
 
 def service_rates(spec: JobSpec, quote: Quote, rate_rps: float, *, prompt_tokens: int | None = None,
-                  completion_tokens: int | None = None) -> dict[str, dict[str, Any]]:
+                  completion_tokens: int | None = None) -> dict[str, dict[str, Any]] | None:
     """Per option of an inference service's quote: the replicas it settles at for a steady `rate_rps`
     (scheduling.serving.latency.replicas_at_rate, on that option's slice) and what they cost per hour,
     peak and off-peak (each replica at the option's per-replica rate). With the tokens of a request
     (`prompt_tokens`, `completion_tokens`) also the expected cost per 1M prompt and completion tokens: the
     replicas' price per hour over the tokens served in an hour, split by the prefill and decode seconds the
-    latency model gives a request (a shared slice's lower price is where sharing shows its worth)."""
-    if not kinds.kind_of(spec).autoscaled:  # no target to settle at
-        return {}
+    latency model gives a request (a shared slice's lower price is where sharing shows its worth). None for
+    a kind the autoscaler does not size: it has no target to settle at."""
+    if not kinds.kind_of(spec).autoscaled:
+        return None
     model = ServerModel(tokens=completion_tokens) if completion_tokens else ServerModel()
     out = {}
     for option in quote.options:

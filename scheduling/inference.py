@@ -379,7 +379,8 @@ def wake(job: Job, now: datetime | None = None) -> bool:
     Returns whether this call started it."""
     now = now or clock.now()
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    scale = ServiceScale.objects.select_for_update().get(job=job) if kinds.kind_of(job).autoscaled else None
+    # only a service keeps a scale: anything else is not woken
+    scale = ServiceScale.objects.select_for_update().filter(job=job).first()
     if scale is None or job.is_final:
         return False
     scale.woken_at = now

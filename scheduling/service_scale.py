@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from scheduling import clock, kinds
+from scheduling import clock
 from scheduling.models import Job, ServiceScale
 from scheduling.spec import SpecError, parse_job_spec_obj
 from scheduling.spec.kinds import service_bounds
 
 
 def create_scale(job: Job) -> ServiceScale | None:
-    """A submitted service's range: the one its spec declares (its role's scale_min..scale_max)."""
-    if not kinds.kind_of(job).autoscaled or not job.roles:
+    """A submitted service's range: the one its spec declares (its role's scale_min..scale_max). Its kind
+    (scheduling.kinds.inference) and the autoscaler call it, for services only."""
+    if not job.roles:
         return None
     role = job.roles[0]
     low, high = role.get("scale_min", role["min_replicas"]), role.get("scale_max", role["max_replicas"])
@@ -47,8 +48,6 @@ def with_bounds(roles: list[dict], scale: ServiceScale, desired: int, *, surge: 
 def restarted(job: Job, now: datetime | None = None) -> None:
     """A member started a stopped service (the caller holds its lock): it asks for its minimum (one at
     least) and keeps it for a whole scale-down delay, as a new service does."""
-    if not kinds.kind_of(job).autoscaled:
-        return
     now = now or clock.now()
     scale = ServiceScale.objects.select_for_update().filter(job=job).first()
     if scale is None:

@@ -20,7 +20,6 @@ from scheduling import (
     kinds,
     secrets,
     selectors,
-    service_scale,
     signals,
     storage,
 )
@@ -120,8 +119,7 @@ def read_spec(workspace, spec: str | bytes | Mapping[str, Any], *, reads: Submit
     buckets.check_spec(workspace, parsed)  # and the buckets it reads
     checkpoints.check_submit(workspace, parsed)  # and the volume it checkpoints to
     deadlines.check_submit(parsed, clock.now())  # and a deadline it can make, not too far ahead
-    if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # and a notebook's home volume fits the quota
-        storage.check_home(workspace, parsed.name, home_mib)
+    kinds.kind_of(parsed).check_submit(workspace, parsed)  # and what its kind checks (a notebook's home)
     return parsed
 
 
@@ -271,7 +269,7 @@ def submit_jobs(*, user, workspace, items: Sequence[SubmitItem | str | bytes | M
     require_submitter(user, workspace)
     reads = reads or SubmitReads(workspace)
     out: list[Job | DomainError] = []
-    named: set[tuple[str, str]] = set()   # the live names the batch takes itself (a notebook's, a service's)
+    named: set[tuple[str, str]] = set()   # the names the batch takes itself (_check_notebook_name reads them)
     for item in items:
         item = item if isinstance(item, SubmitItem) else SubmitItem(item)
         try:
@@ -328,17 +326,16 @@ def _new_job(user, workspace, item: SubmitItem, reads: SubmitReads,
     elif job.array_size:
         for key, value in arrays.window_fields(job.array, job.array_size).items():
             setattr(job, key, value)
-    if home_mib := kinds.kind_of(parsed).home_mib(parsed):  # made at the first notebook of the name, found again
-        storage.ensure_home(workspace, parsed.name, home_mib)
-    if named is not None and kinds.kind_of(parsed).name_taken is not None:
+    kinds.kind_of(parsed).before_submit(workspace, parsed)  # a notebook's home volume
+    if named is not None:  # every kind: only one with name_taken reads them
         named.add((parsed.kind, parsed.name))
     return job
 
 
 def _store_submitted(jobs: list[Job]) -> None:
-    """After the jobs' rows: a service's scale, and each job's submitted event."""
+    """After the jobs' rows: what each kind keeps beside them (a service's scale), and each submitted event."""
     for job in jobs:
-        service_scale.create_scale(job)
+        kinds.kind_of(job).after_submit(job)
     record_events([(job, "submitted", said(texts.SUBMITTED, queue=job.queue.name, user=job.submitted_by.username),
                     None) for job in jobs])
 
@@ -580,7 +577,7 @@ def start_workload(user, job: Job) -> Job:
     job = _locked_stoppable(job)
     if job.state != JobState.STOPPED:
         raise Conflict(f"job {job.pk} is {job.state}: only a stopped one can be started", field="state")
-    service_scale.restarted(job)
+    kinds.kind_of(job).before_start(job)  # a service asks for its minimum again
     return resume_workload(job, said(texts.STARTED_BY_USER, user=user.username))
 
 

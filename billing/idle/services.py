@@ -56,10 +56,17 @@ from scheduling.api import (
     stop_workload,
 )
 from scheduling.api import idle_since as notebook_idle_since
-from scheduling.kinds import IDLE_STOP
+from scheduling.kinds import IDLE_CANCEL, IDLE_STOP
 from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Replica
 
 log = logging.getLogger(__name__)
+
+# What each idle action a kind names (its `idle_action`) does to its job, once its grace is over: the kind
+# names the action, billing carries it out (scheduling.kinds may not import the services that do it).
+IDLE_ENDS = {
+    IDLE_STOP: lambda job, reason: stop_workload(None, job, reason),   # Stopped: started again at will
+    IDLE_CANCEL: lambda job, reason: stop_job_by_policy(job, reason),  # ended, paying for what it held
+}
 
 # Samples may arrive a little late or start a little after the window opens.
 MIN_SLACK = timedelta(seconds=30)
@@ -254,10 +261,7 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None],
             result.notified.append(job)
         if _due_for_stop(job, replicas_of_job, now):
             try:
-                if kinds.kind_of(job).idle_action == IDLE_STOP:
-                    stop_workload(None, job, _stop_reason(job, replicas_of_job[0]))
-                else:
-                    stop_job_by_policy(job, _stop_reason(job, replicas_of_job[0]))
+                IDLE_ENDS[kinds.kind_of(job).idle_action](job, _stop_reason(job, replicas_of_job[0]))
             except Conflict:  # ended meanwhile
                 continue
             result.stopped.append(job)

@@ -46,13 +46,13 @@ class QuoteApi(APIView):
         # which of the workspace's registry credentials pulls each image (none: a public image)
         out["image_pulls"] = secrets.image_pulls(workspace, spec)
         rate = body.validated_data.get("requests_per_second")
-        if rate is not None and kinds.kind_of(spec).autoscaled:
-            given = body.validated_data
-            per_token = "prompt_tokens_per_request" in given or "completion_tokens_per_request" in given
-            rates = service_rates(spec, quote, rate, **({
-                "prompt_tokens": given.get("prompt_tokens_per_request", 0),
-                "completion_tokens": given.get("completion_tokens_per_request", DEFAULT_COMPLETION_TOKENS),
-            } if per_token else {}))
+        given = body.validated_data
+        per_token = "prompt_tokens_per_request" in given or "completion_tokens_per_request" in given
+        rates = None if rate is None else service_rates(spec, quote, rate, **({
+            "prompt_tokens": given.get("prompt_tokens_per_request", 0),
+            "completion_tokens": given.get("completion_tokens_per_request", DEFAULT_COMPLETION_TOKENS),
+        } if per_token else {}))
+        if rates is not None:  # None: not a service (billing's service_rates asks the kind)
             for option in out["options"]:
                 option["at_rate"] = rates.get(option["id"])
                 option["at_rate_text"] = quote_texts.at_rate_text(option["at_rate"], quote.currency,

@@ -255,7 +255,7 @@ def end_overdue_runs(backend: ClusterBackend, now: datetime, report: CycleReport
     failing = []
     for job in overdue:
         failure = ends.max_runtime_failure(job.max_runtime_s or 0)
-        if kinds.kind_of(job).stoppable:   # interactive work is stopped, not ended: it can start again
+        if kinds.kind_of(job).overdue_action() == kinds.OVERDUE_STOP:   # it can start again
             stop_workload(None, job, failure.reason)
             attempt_ends.append(attempts.AttemptEnd(job, ends.MAX_RUNTIME_EXCEEDED))
         else:

@@ -6,7 +6,14 @@ so that no module outside this package compares a kind's name. `registry` maps n
 A training job's launch type (single, pytorch, mpi) is one object each too, in `launch_types`.
 """
 
-from scheduling.kinds.base import IDLE_CANCEL, IDLE_STOP, RATES_PER_HOUR, RATES_PER_REPLICAS
+from scheduling.kinds.base import (
+    IDLE_CANCEL,
+    IDLE_STOP,
+    OVERDUE_FAIL,
+    OVERDUE_STOP,
+    RATES_PER_HOUR,
+    RATES_PER_REPLICAS,
+)
 from scheduling.kinds.launch_types import DEFAULT as DEFAULT_LAUNCH_TYPE
 from scheduling.kinds.launch_types import DISTRIBUTED as DISTRIBUTED_LAUNCH_TYPE
 from scheduling.kinds.launch_types import MASTER, WORKER, LaunchType, launch_type, stored_launch_type
@@ -25,6 +32,6 @@ from scheduling.kinds.registry import (
     unregister,
 )
 
-__all__ = ["IDLE_CANCEL", "IDLE_STOP", "RATES_PER_HOUR", "RATES_PER_REPLICAS", "DEFAULT", "all", "choices", "find", "get", "kind_of", "names", "names_where", "register", "unregister",
+__all__ = ["IDLE_CANCEL", "IDLE_STOP", "OVERDUE_FAIL", "OVERDUE_STOP", "RATES_PER_HOUR", "RATES_PER_REPLICAS", "DEFAULT", "all", "choices", "find", "get", "kind_of", "names", "names_where", "register", "unregister",
            "DEFAULT_LAUNCH_TYPE", "DISTRIBUTED_LAUNCH_TYPE", "MASTER", "WORKER", "LaunchType", "find_launch_type", "launch_type",
            "launch_type_names", "stored_launch_type"]

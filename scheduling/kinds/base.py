@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 # What an idle policy does to a job once it may: stop it (Stopped, started again at will, its slice
 # freed) or cancel it (it ends, paying for what it held).
 IDLE_STOP, IDLE_CANCEL = "stop", "cancel"
+# What the cycle does to a run past its max runtime: stop it (it can start again) or fail it (retried as
+# its spec says). A value, not a call: stopping lives in scheduling.services, which imports this package.
+OVERDUE_STOP, OVERDUE_FAIL = "stop", "fail"
 # How a kind's quote rates read on the submit page: none, per hour, per hour at its fewest and most replicas.
 RATES_NONE, RATES_PER_HOUR, RATES_PER_REPLICAS = "", "per-hour", "per-replicas"
 
@@ -92,14 +95,27 @@ class Kind:
         """A tab's job name when the form gives none."""
         return self.name
 
-    def home_mib(self, spec: JobSpec) -> int:
-        """The size of the home volume a spec of this kind keeps (0: none)."""
-        return 0
-
     def form_values(self, spec: JobSpec) -> dict[str, str]:
         """Its own tab's fields read back from a spec of this kind, as text (blank: the default); the fields
         every tab has are scheduling.spec.kind_forms's."""
         return {}
+
+    # -- submit, start and stop --------------------------------------------------------------------
+    def check_submit(self, workspace, spec: JobSpec) -> None:
+        """Refuse (raise) what a submit of this kind cannot have besides the spec's own checks."""
+
+    def before_submit(self, workspace, spec: JobSpec) -> None:
+        """Make what a job of this kind needs before its row is stored."""
+
+    def after_submit(self, job) -> None:
+        """Make what a job of this kind keeps beside its row, once stored."""
+
+    def before_start(self, job) -> None:
+        """A stopped job of this kind (locked by the caller) is about to go back in its queue."""
+
+    def overdue_action(self) -> str:
+        """What the cycle does to a run past its max runtime: one that stops and starts is stopped."""
+        return OVERDUE_STOP if self.stoppable else OVERDUE_FAIL
 
     # -- launch ------------------------------------------------------------------------------------
     def launch_fields(self, job) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy, gettext_noop
 
-from scheduling import inference
+from scheduling import inference, service_scale
 from scheduling.backends.base import MODEL_SERVER
 from scheduling.kinds.base import RATES_PER_REPLICAS
 from scheduling.kinds.one_role import OneRoleKind
@@ -95,6 +95,12 @@ class InferenceKind(OneRoleKind):
 
     def base_url(self, workspace: str, name: str) -> str:
         return inference.base_url(workspace, name)
+
+    def after_submit(self, job) -> None:
+        service_scale.create_scale(job)  # the range the autoscaler keeps it in
+
+    def before_start(self, job) -> None:
+        service_scale.restarted(job)  # it asks for its minimum again
 
     def metrics_auth(self, found, job_id: int) -> str:
         return f"Bearer {found.token or inference.api_key(job_id)}"

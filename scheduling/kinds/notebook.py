@@ -47,7 +47,16 @@ class NotebookKind(OneRoleKind):
     def document_from_role(self, spec, role: dict[str, Any]) -> dict[str, Any]:
         return notebook_to_dict(spec, role)
 
-    def home_mib(self, spec) -> int:
+    def check_submit(self, workspace, spec) -> None:
+        if home_mib := self._home_mib(spec):  # its home volume fits the workspace's quota
+            storage.check_home(workspace, spec.name, home_mib)
+
+    def before_submit(self, workspace, spec) -> None:
+        if home_mib := self._home_mib(spec):  # made at the first notebook of the name, found again
+            storage.ensure_home(workspace, spec.name, home_mib)
+
+    @staticmethod
+    def _home_mib(spec) -> int:
         return spec.notebook.home_mib if spec.notebook is not None else 0
 
     def form_default_name(self, values: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from billing.models import ChargeLine
 from billing.services import submit_quoted_job
 from scheduling import services
 from scheduling.backends.simulated.backend import SimulatedBackend
+from scheduling.cycle.run import CycleReport, end_overdue_runs
 from scheduling.cycle.snapshot import build_snapshot
 from scheduling.errors import Conflict
 from scheduling.models import Job, JobState
@@ -66,6 +67,19 @@ def test_stop_frees_the_slice_bills_nothing_after_and_start_queues_again(cluster
     assert job.events.last().kind == "start-requested"
     job = running(run, backend, clock, job)
     assert job.replicas.count() == 2 and job.replicas.filter(state=JobState.RUNNING, attempt=1).exists()
+
+
+@pytest.mark.django_db
+def test_a_notebook_past_its_max_runtime_is_stopped_not_failed(cluster, backend, clock, run):
+    """Its kind's overdue_action: a notebook can start again, so the cycle stops it (a training job fails)."""
+    job = running(run, backend, clock, submit_quoted_job(user=cluster.alice, workspace=cluster.vision,
+                                                         spec=NOTEBOOK + "maxRuntime: 1h\n"))
+    Job.objects.filter(pk=job.pk).update(deadline=clock.now)
+    end_overdue_runs(backend, clock.now, CycleReport())
+    job.refresh_from_db()
+    assert (job.state, job.finished, job.end_code) == (JobState.STOPPED, None, "")
+    assert job.replicas.get().state == JobState.STOPPED
+    assert job.events.last().reason == "stopped by policy: it reached its maximum runtime of 1h"
 
 
 @pytest.mark.django_db

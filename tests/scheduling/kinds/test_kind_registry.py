@@ -9,7 +9,16 @@ import pytest
 
 from scheduling import kinds
 from scheduling.backends.base import BATCH, JUPYTER, MODEL_SERVER
-from scheduling.kinds.base import IDLE_CANCEL, IDLE_STOP, RATES_NONE, RATES_PER_HOUR, RATES_PER_REPLICAS, Kind
+from scheduling.kinds.base import (
+    IDLE_CANCEL,
+    IDLE_STOP,
+    OVERDUE_FAIL,
+    OVERDUE_STOP,
+    RATES_NONE,
+    RATES_PER_HOUR,
+    RATES_PER_REPLICAS,
+    Kind,
+)
 from scheduling.models import IdleAction, Job
 from scheduling.spec.workloads import NOTEBOOK_QUOTE_S
 
@@ -109,6 +118,10 @@ def test_idle_rules_per_kind():
     assert notebook.idle_stop_at(NOON, then_stop) == NOON + timedelta(minutes=30)
     assert training.idle_stop_at(NOON, then_stop) == service.idle_stop_at(NOON, then_stop) == NOON + timedelta(
         minutes=30)
+
+
+def test_a_run_past_its_max_runtime_is_stopped_only_where_the_kind_stops_and_starts():
+    assert [k.overdue_action() for k in kinds.all()] == [OVERDUE_FAIL, OVERDUE_STOP, OVERDUE_STOP]
 
 
 def test_pages_and_process_metrics():
