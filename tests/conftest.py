@@ -236,9 +236,19 @@ def clock():
     from scheduling import clock as platform_clock
 
     fixed = Clock()
-    platform_clock.set_source(fixed)
-    yield fixed
-    platform_clock.set_source(None)
+    with platform_clock.reading(fixed):  # then a module's clock again, if one is set
+        yield fixed
+
+
+@pytest.fixture(scope="module")
+def module_clock():
+    """The platform clock for data a module loads once (a module-scoped fixture): set as `clock` is, for the
+    whole module."""
+    from scheduling import clock as platform_clock
+
+    fixed = Clock()
+    with platform_clock.reading(fixed):
+        yield fixed
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ class AuditEntry(models.Model):
         TENANT = "tenant", _("Workspace pages")  # an owner managing their own workspace
         SIGN_IN = "sign-in", _("Sign-in")  # a failed sign-in, on /login/ or /admin/login/
 
-    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    time = models.DateTimeField(default=clock.now, editable=False, db_index=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="audit_entries")
     username = models.CharField(max_length=150, help_text="Kept when the user is deleted")

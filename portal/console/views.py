@@ -466,7 +466,8 @@ def _new_version_form(rows: list[dict], currency: str) -> PriceTableConsoleForm:
     """A new version of `currency`'s timeline, prefilled from its table in force (else its latest)."""
     own = [r for r in rows if r["table"].currency == currency]
     current = next((r["table"] for r in own if r["status"] == "in force"), None) or (own[0]["table"] if own else None)
-    tomorrow = (timezone.localtime() + timezone.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    tomorrow = (timezone.localtime(clock.now()) + timezone.timedelta(days=1)).replace(
+        hour=0, minute=0, second=0, microsecond=0)
     return PriceTableConsoleForm(initial=_price_values(
         current, currency=currency, name=f"Prices from {tomorrow:%Y-%m-%d}",
         effective_from=tomorrow.strftime("%Y-%m-%d %H:%M")))

@@ -1,6 +1,10 @@
 """Browser tests: Debian's Chromium driven by Playwright against the real Daphne server.
 
 A missing browser fails these tests (it never skips them): CI must really run them.
+
+The live server is a process of its own, where no test sets the platform clock: it reads the system's. Data the
+server judges by its own time (last week, the last hour's samples) is written at `scheduling.clock.now()`, which
+reads the same there and here while no `clock` fixture is set.
 """
 
 import os

@@ -6,12 +6,12 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 from tests_e2e_helpers import login, shot, wait_for
 from tests_job_specs import job_spec
 
 from billing.services import submit_quoted_job
+from scheduling import clock
 from scheduling.models import Job, JobState, Node
 from tests.world import PASSWORDS
 
@@ -101,7 +101,7 @@ def _finished_jobs(cluster, *, days_ago: int, name: str, hours: int = 2):
     from billing.time_zone import platform_tz
     from scheduling.models import Replica
 
-    now = timezone.now()
+    now = clock.now()
     end = now - timedelta(days=days_ago)
     start = end - timedelta(hours=hours)
     if days_ago == 0:  # within today, so that this month has a cost at any hour

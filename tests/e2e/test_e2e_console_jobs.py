@@ -11,6 +11,7 @@ from tests_job_specs import job_spec
 
 from billing.services import submit_quoted_job
 from portal.console.models import AuditEntry
+from scheduling import clock
 from scheduling.models import Job, JobState
 from tests.world import PASSWORDS
 
@@ -68,13 +69,11 @@ def test_operator_cancels_a_job_from_the_list_with_confirmation_and_audit(live_d
 def test_the_operators_job_page_draws_the_jobs_usage(live_daphne, cluster, page):
     from datetime import timedelta
 
-    from django.utils import timezone
-
     from billing.ledger.posting import post_ledger
     from scheduling.models import Node, Replica
 
     job = submit_quoted_job(user=cluster.bob, workspace=cluster.nlp, spec=job_spec("nlp-charted", queue="nlp-group"))
-    now = timezone.now()
+    now = clock.now()
     Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED, node=Node.objects.get(name="h100-02"),
                            gpu_indices=[3], slice={"kind": "whole"}, started=now - timedelta(hours=3), ended=now)
     post_ledger(now=now)

@@ -5,7 +5,6 @@ from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 from tests_e2e_helpers import login
 
@@ -14,6 +13,7 @@ from billing.ledger.posting import post_ledger
 from billing.models import ChargeLine
 from billing.reports.selectors import last_week
 from billing.services import submit_quoted_job
+from scheduling import clock
 from scheduling.formats import money
 from scheduling.models import JobState, Node, Replica
 from tests.factories import GpuRateFactory, PriceTableFactory
@@ -29,7 +29,7 @@ def test_finance_sees_a_total_and_a_cost_series_per_currency(live_daphne, cluste
                               memory_gib_hour=Decimal("0.036"))
     GpuRateFactory(table=table, vendor="nvidia", gpu_model="H100-80GB", per_gpu_hour=Decimal("21.60"))
     set_workspace_currency(cluster.nlp, "CNY")
-    monday, _ = last_week(timezone.now().date())
+    monday, _ = last_week(clock.now().date())
     start = datetime.combine(monday + timedelta(days=1), time(9), tzinfo=UTC)
     for user, workspace, name, node in [(cluster.alice, cluster.vision, "usd-train", "h100-01"),
                                         (cluster.bob, cluster.nlp, "cny-train", "h100-02")]:
@@ -37,7 +37,7 @@ def test_finance_sees_a_total_and_a_cost_series_per_currency(live_daphne, cluste
         Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED,
                                node=Node.objects.get(name=node), gpu_indices=[0], slice={"kind": "whole"},
                                started=start, ended=start + timedelta(hours=2))
-    post_ledger(now=timezone.now())
+    post_ledger(now=clock.now())
 
     login(page, live_daphne, "finance", PASSWORDS["finance"])
     page.click("nav >> text=Reports")

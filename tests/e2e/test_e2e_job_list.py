@@ -12,6 +12,7 @@ from tests_e2e_helpers import login, shot
 from tests_job_specs import job_spec
 
 from billing.services import submit_quoted_job
+from scheduling import clock
 from scheduling.models import Job, JobState
 from tests.world import PASSWORDS
 
@@ -52,13 +53,11 @@ def test_alice_cancels_two_jobs_at_once_after_confirming(live_daphne, cluster, p
 
 @pytest.mark.django_db(transaction=True)
 def test_the_job_page_charts_a_replicas_utilisation(live_daphne, cluster, page):
-    from django.utils import timezone
-
     from billing.models import UsageSample
     from scheduling.models import Node, Replica
 
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=job_spec("charted"))
-    now = timezone.now()
+    now = clock.now()
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, started=now - timedelta(hours=1))
     replica = Replica.objects.create(job=job, role="main", index=0, state=JobState.RUNNING,
                                      node=Node.objects.get(name="h100-01"), gpu_indices=[0],

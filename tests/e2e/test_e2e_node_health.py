@@ -9,7 +9,6 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 from tests_e2e_helpers import login, shot, wait_for
 from tests_job_specs import job_spec
@@ -18,6 +17,7 @@ from billing.idle.services import check_idle_gpus
 from billing.metering.tokens import create_node_token
 from billing.services import submit_quoted_job
 from portal.testing import ROOT, child_env
+from scheduling import clock
 from scheduling.models import JobState, Node, Replica
 from tests.world import PASSWORDS
 
@@ -89,7 +89,7 @@ def test_an_idle_gpu_is_flagged_on_the_console_and_the_tenants_job_page(live_dap
 
     wait_for(running, timeout=30.0)  # the image pull takes a moment on the simulated cluster
     replica = Replica.objects.get(job=job, state=JobState.RUNNING)
-    now = timezone.now()
+    now = clock.now()
     Replica.objects.filter(pk=replica.pk).update(started=now - timedelta(minutes=40))  # it has held its GPU a while
     # its node's agent reports the last 31 minutes at under 1 % (the pool's default: idle below 5 % for 30 min)
     _, token = create_node_token(replica.node)

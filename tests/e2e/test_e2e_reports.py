@@ -7,13 +7,13 @@ from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import expect
 from tests_e2e_helpers import SCREENSHOTS, login
 
 from billing.ledger.posting import post_ledger
 from billing.reports.selectors import last_week
 from billing.services import submit_quoted_job
+from scheduling import clock
 from scheduling.formats import money
 from scheduling.models import JobState, Node, Replica
 from tests.world import PASSWORDS
@@ -22,7 +22,7 @@ SPEC = "name: {name}\nroles:\n  - name: main\n    image: busybox\n    resources:
 
 
 def _usage(cluster):
-    monday, sunday = last_week(timezone.now().date())
+    monday, sunday = last_week(clock.now().date())
     for user, workspace, name, node in [(cluster.alice, cluster.vision, "vision-train", "h100-01"),
                                         (cluster.bob, cluster.nlp, "nlp-finetune", "h100-02")]:
         job = submit_quoted_job(user=user, workspace=workspace, spec=SPEC.format(name=name))
@@ -30,7 +30,7 @@ def _usage(cluster):
         Replica.objects.create(job=job, role="main", index=0, state=JobState.SUCCEEDED,
                                node=Node.objects.get(name=node), gpu_indices=[0], slice={"kind": "whole"},
                                started=start, ended=start + timedelta(hours=5))
-    post_ledger(now=timezone.now())
+    post_ledger(now=clock.now())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -55,7 +55,7 @@ def test_finance_reports_last_week_and_exports_csv(live_daphne, cluster, page):
     assert {r["BillingAccountId"] for r in rows} == {"vision-lab", "nlp-group"}
     assert {r["x_JobName"] for r in rows} == {"vision-train", "nlp-finetune"}
     assert sum(float(r["x_AllocatedGpuHours"]) for r in rows) == 10
-    monday, _ = last_week(timezone.now().date())
+    monday, _ = last_week(clock.now().date())
     assert download.suggested_filename == f"report-{monday}-{monday + timedelta(days=6)}.csv"
     page_total = page.locator('#totals [data-total="cost"]').inner_text().split()[0]
     assert money(sum(Decimal(r["BilledCost"]) for r in rows), "USD", "en") == page_total

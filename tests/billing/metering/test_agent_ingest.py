@@ -5,28 +5,29 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from billing.metering.tokens import create_node_token
 from billing.models import UsageSample
 from portal.testing import ROOT, child_env, free_port, wait_for_http
+from scheduling import clock as platform_clock
 from scheduling.models import Gpu, JobState, Node, Replica
 
 
 def sample(node="h100-01", **overrides):
-    body = {"id": str(uuid.uuid4()), "node": node, "ts": timezone.now().isoformat(), "gpu_uuid": "GPU-h100-01-0",
+    body = {"id": str(uuid.uuid4()), "node": node, "ts": platform_clock.now().isoformat(), "gpu_uuid": "GPU-h100-01-0",
             "gpu_index": 0, "pod_uid": None, "gpu_util_pct": 42.5, "mem_used_mib": 1000, "interval_s": 10.0}
     body.update(overrides)
     return body
 
 
 @pytest.fixture
-def agent(cluster):
+def agent(cluster, clock):  # samples are checked against the platform clock
     node = Node.objects.get(name="h100-01")
     _, raw = create_node_token(node)
     api = APIClient()
@@ -41,7 +42,7 @@ def post(api, samples, node="h100-01"):
 def test_good_samples_are_stored_once_and_bad_ones_rejected_with_a_reason(agent):
     good = [sample(), sample(gpu_util_pct=None)]
     bad = [sample(gpu_util_pct=140), sample(ts="yesterday"), sample(id="not-a-uuid"),
-           sample(ts=(timezone.now() + timedelta(hours=2)).isoformat()), sample(mem_used_mib=-1)]
+           sample(ts=(platform_clock.now() + timedelta(hours=2)).isoformat()), sample(mem_used_mib=-1)]
     response = post(agent, good + bad)
     assert response.status_code == 200
     body = response.json()
@@ -64,13 +65,13 @@ def test_a_token_reports_only_for_its_node(agent, cluster):
     assert UsageSample.objects.count() == 0
 
 
-def test_missing_wrong_and_revoked_tokens(cluster):
+def test_missing_wrong_and_revoked_tokens(cluster, clock):
     api = APIClient()
     assert post(api, [sample()]).status_code == 401
     api.credentials(HTTP_AUTHORIZATION="Bearer gpn_nope")
     assert post(api, [sample()]).status_code == 401
     token, raw = create_node_token(Node.objects.get(name="h100-01"))
-    token.revoked = timezone.now()
+    token.revoked = clock.now
     token.save()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert post(api, [sample()]).status_code == 401
@@ -138,8 +139,8 @@ def test_agent_process_against_a_real_portal_loses_and_doubles_nothing(cluster, 
     # 1. The portal is down: the agent keeps its samples in the spool; then it is killed hard.
     first = _agent(portal, token, spool)
     try:
-        deadline = timezone.now() + timedelta(seconds=15)
-        while (not spool.exists() or len(_spooled_ids(spool)) < 4) and timezone.now() < deadline:
+        deadline = time.monotonic() + 15
+        while (not spool.exists() or len(_spooled_ids(spool)) < 4) and time.monotonic() < deadline:
             subprocess.run(["sleep", "0.2"])
     finally:
         first.send_signal(signal.SIGKILL)
@@ -154,8 +155,8 @@ def test_agent_process_against_a_real_portal_loses_and_doubles_nothing(cluster, 
     try:
         wait_for_http(f"{portal}/healthz", proc=server)
         second = _agent(portal, token, spool)
-        deadline = timezone.now() + timedelta(seconds=20)
-        while timezone.now() < deadline and not held <= {str(i) for i in UsageSample.objects.values_list("id", flat=True)}:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not held <= {str(i) for i in UsageSample.objects.values_list("id", flat=True)}:
             subprocess.run(["sleep", "0.3"])
         second.send_signal(signal.SIGTERM)
         assert second.wait(timeout=20) == 0

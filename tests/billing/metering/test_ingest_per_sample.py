@@ -4,7 +4,6 @@ a node's token reports only for pods bound to that node; its last use is written
 import uuid
 
 import pytest
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from billing.metering.tokens import create_node_token
@@ -12,13 +11,16 @@ from billing.models import NodeToken, UsageSample
 from billing.services import submit_quoted_job
 from portal.models import ApiToken
 from portal.services import create_api_token
+from scheduling import clock as platform_clock
 from scheduling.models import JobState, Node, Replica
+
+pytestmark = pytest.mark.usefixtures("clock")  # samples are checked against the platform clock
 
 SPEC = "name: m\nroles:\n  - name: main\n    image: busybox\n    resources: {gpu: 1}\n    nodePool: h100\n"
 
 
 def sample(**overrides):
-    body = {"id": str(uuid.uuid4()), "node": "h100-01", "ts": timezone.now().isoformat(), "gpu_uuid": "GPU-h100-01-0",
+    body = {"id": str(uuid.uuid4()), "node": "h100-01", "ts": platform_clock.now().isoformat(), "gpu_uuid": "GPU-h100-01-0",
             "gpu_index": 0, "pod_uid": None, "gpu_util_pct": 42.5, "mem_used_mib": 1000, "interval_s": 10.0}
     body.update(overrides)
     return body

@@ -6,13 +6,14 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 from django.test import Client
-from django.utils import timezone
 from tests_reports_helpers import charge
 
 from billing.models import Budget, BudgetAlert
 from billing.reports.services import budget_status, check_budget_allows_submit, check_budgets, set_budget
 from billing.services import submit_quoted_job
 from scheduling.errors import DomainError
+
+pytestmark = pytest.mark.usefixtures("clock")  # budgets count the platform clock's month
 
 SPEC = "name: b\nroles:\n  - name: main\n    image: busybox\n    resources: {gpu: 1}\n    nodePool: h100\n"
 
@@ -53,7 +54,7 @@ KINDS = ["zero", pytest.param("infinite", marks=pytest.mark.skipif(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_bad_stored_budget_breaks_neither_its_workspace_nor_another(cluster, kind):
+def test_a_bad_stored_budget_breaks_neither_its_workspace_nor_another(cluster, kind, clock):
     _store_bad_budget(cluster.vision, kind)
     set_budget(user=cluster.bob, workspace=cluster.nlp, amount="10")
     spend(cluster.alice, cluster.vision, "5")
@@ -64,7 +65,7 @@ def test_a_bad_stored_budget_breaks_neither_its_workspace_nor_another(cluster, k
     assert budget_status(cluster.vision) is None and check_budget_allows_submit(cluster.vision) is None
     client = Client()
     client.force_login(cluster.alice)
-    for url in ["/", "/reports/", f"/reports/statements/vision-lab/{timezone.now():%Y-%m}/", "/submit/"]:
+    for url in ["/", "/reports/", f"/reports/statements/vision-lab/{clock.now:%Y-%m}/", "/submit/"]:
         assert client.get(url).status_code == 200, url
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=SPEC)
     assert job.pk

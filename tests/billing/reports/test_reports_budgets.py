@@ -8,7 +8,6 @@ import pytest
 from django.core import mail
 from django.core.exceptions import PermissionDenied
 from django.test import Client
-from django.utils import timezone
 from tests_reports_helpers import charge
 
 from billing.models import BudgetAlert
@@ -21,6 +20,8 @@ from billing.reports.services import (
 )
 from billing.services import submit_quoted_job
 
+pytestmark = pytest.mark.usefixtures("clock")  # budgets count the platform clock's month
+
 
 def spend(tenants, amount, *, when=None):
     """A ledger line of `amount` in the workspace's current month (its first hour)."""
@@ -30,7 +31,7 @@ def spend(tenants, amount, *, when=None):
     charge(job, amount, when=when)
 
 
-def test_each_threshold_fires_once_per_period(cluster):
+def test_each_threshold_fires_once_per_period(cluster, clock):
     set_budget(user=cluster.alice, workspace=cluster.vision, amount="100")
     assert budget_status(cluster.vision).budget.thresholds == "50,80,100"
     spend(cluster, "40")
@@ -51,7 +52,7 @@ def test_each_threshold_fires_once_per_period(cluster):
     assert [a.threshold for a in check_budgets()] == [100] and len(mail.outbox) == 3
     assert "105.0 %" in mail.outbox[2].subject
     assert check_budgets() == [] and BudgetAlert.objects.count() == 3
-    next_month = (timezone.now().replace(day=28) + timedelta(days=5))
+    next_month = (clock.now.replace(day=28) + timedelta(days=5))
     assert check_budgets(now=next_month) == []  # a new period starts from zero
 
 
@@ -78,7 +79,7 @@ def test_thresholds_crossed_at_once_fire_together_with_one_email(cluster):
     assert check_budgets() == [] and len(mail.outbox) == 1
 
 
-def test_alerts_show_in_the_portal(cluster):
+def test_alerts_show_in_the_portal(cluster, clock):
     set_budget(user=cluster.alice, workspace=cluster.vision, amount="10")
     spend(cluster, "12")
     check_budgets()
@@ -88,7 +89,7 @@ def test_alerts_show_in_the_portal(cluster):
     for threshold in (50, 80, 100):  # 12 of 10 spent: each alert says 120.0 %
         assert f"120.0 % of the budget spent ($12.00, alert at {threshold} %)" in body
     status = budget_status(cluster.vision)
-    assert status.percent == Decimal("120.0") and status.period_start == period_start(timezone.now())
+    assert status.percent == Decimal("120.0") and status.period_start == period_start(clock.now)
 
 
 def test_the_owner_may_block_submissions_at_the_limit(cluster):

@@ -69,16 +69,27 @@ def test_pool_layout_cannot_change_under_running_replicas(admin_client, cluster,
 
 
 @pytest.mark.django_db
-def test_price_tables_only_for_the_future(admin_client, cluster):
+def test_a_new_price_table_is_offered_from_the_platform_clocks_tomorrow(admin_client, cluster, clock):
+    from datetime import datetime
+
+    from billing.time_zone import platform_tz
+
+    clock.now = datetime(2031, 2, 28, 23, 30, tzinfo=platform_tz())  # never the machine's day
+    page = admin_client.get("/console/prices/").content.decode()
+    assert "Prices from 2031-03-01" in page and "2031-03-01 00:00" in page
+
+
+@pytest.mark.django_db
+def test_price_tables_only_for_the_future(admin_client, cluster, clock):
     from billing.models import PriceTable
 
     base = {"name": "Old", "currency": "USD", "cpu_core_hour": "0.03", "memory_gib_hour": "0.004",
             "priority_base": "1", "priority_step": "0.01", "offpeak_windows": "22:00-06:00", "offpeak_discount": "0.5",
             "spot_discount": "0.6", "gpu_rates": "nvidia H100-80GB 3.10"}
-    past = (timezone.localtime() - timedelta(hours=1)).strftime("%Y-%m-%d %H:%M")
+    past = (timezone.localtime(clock.now) - timedelta(hours=1)).strftime("%Y-%m-%d %H:%M")
     response = admin_client.post("/console/prices/", {**base, "effective_from": past})
     assert response.status_code == 400 and 'data-field="effective_from"' in response.content.decode()
-    future = (timezone.localtime() + timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
+    future = (timezone.localtime(clock.now) + timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
     response = admin_client.post("/console/prices/", {**base, "effective_from": future, "offpeak_windows": "25:00-01:00",
                                                       "offpeak_discount": "1.5", "gpu_rates": "intel X 1"})
     text = response.content.decode()

@@ -4,7 +4,6 @@ from datetime import datetime, time, timedelta
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 
 
 def usage(job, day, *, alloc, used, cost, exclusive):
@@ -22,10 +21,10 @@ def usage(job, day, *, alloc, used, cost, exclusive):
 
 
 @pytest.fixture
-def month_of_usage(cluster, submit):
+def month_of_usage(cluster, submit, clock):  # "this month" is the platform clock's
     from billing.time_zone import platform_tz
 
-    today = timezone.now().astimezone(platform_tz()).date()
+    today = clock.now.astimezone(platform_tz()).date()
     v1, v2 = submit(cluster, "vision-a"), submit(cluster, "vision-b")
     n1 = submit(cluster, "nlp-secret", workspace="nlp", queue="nlp-group")
     usage(v1, today, alloc="3.5", used="1.5", cost="10.25", exclusive="14.00")

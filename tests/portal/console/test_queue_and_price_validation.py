@@ -198,10 +198,10 @@ def admin_price_data(effective_from, **changes):
 
 
 @pytest.mark.django_db
-def test_console_refuses_a_price_period_that_overlaps_another(staff_client, cluster):
+def test_console_refuses_a_price_period_that_overlaps_another(staff_client, cluster, clock):
     from billing.models import PriceTable
 
-    at = (timezone.localtime() + timedelta(days=3)).replace(second=0, microsecond=0)
+    at = (timezone.localtime(clock.now) + timedelta(days=3)).replace(second=0, microsecond=0)
     PriceTable.objects.create(name="Scheduled", effective_from=at, cpu_core_hour=Decimal("0.03"),
                               memory_gib_hour=Decimal("0.004"))
     count = PriceTable.objects.count()
@@ -213,10 +213,10 @@ def test_console_refuses_a_price_period_that_overlaps_another(staff_client, clus
 
 
 @pytest.mark.django_db
-def test_admin_refuses_a_price_period_that_overlaps_another(staff_client, cluster):
+def test_admin_refuses_a_price_period_that_overlaps_another(staff_client, cluster, clock):
     from billing.models import PriceTable
 
-    at = (timezone.localtime() + timedelta(days=3)).replace(second=0, microsecond=0)
+    at = (timezone.localtime(clock.now) + timedelta(days=3)).replace(second=0, microsecond=0)
     PriceTable.objects.create(name="Scheduled", effective_from=at, cpu_core_hour=Decimal("0.03"),
                               memory_gib_hour=Decimal("0.004"))
     count = PriceTable.objects.count()
@@ -227,12 +227,12 @@ def test_admin_refuses_a_price_period_that_overlaps_another(staff_client, cluste
 
 
 @pytest.mark.django_db
-def test_admin_refuses_a_past_start_and_a_discount_over_one(staff_client, cluster):
+def test_admin_refuses_a_past_start_and_a_discount_over_one(staff_client, cluster, clock):
     from billing.models import PriceTable
 
     count = PriceTable.objects.count()
     response = staff_client.post("/admin/billing/pricetable/add/", admin_price_data(
-        timezone.localtime() - timedelta(hours=1), offpeak_discount="1.5"))
+        timezone.localtime(clock.now) - timedelta(hours=1), offpeak_discount="1.5"))
     html = response.content.decode()
     assert response.status_code == 200
     assert any("future" in m for m in field_errors(html, "effective_from"))

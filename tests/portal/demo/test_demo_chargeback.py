@@ -13,7 +13,6 @@ from decimal import Decimal
 import pytest
 from django.core.management import call_command
 from django.test import Client
-from django.utils import timezone
 
 from billing import chargeback
 from billing.models import ChargebackPosting, ChargeLine, ExchangeRate
@@ -33,15 +32,15 @@ class Played:
     months: tuple[date, date]  # the month before, and the one of `now`
 
 
-def demo_end() -> datetime:
+def demo_end(today: datetime) -> datetime:
     """Noon on the 2nd of last month: the days played cross a month's end, and that month is long final."""
-    this_month = timezone.now().astimezone(platform_tz()).date().replace(day=1)
+    this_month = today.astimezone(platform_tz()).date().replace(day=1)
     second = (this_month - timedelta(days=1)).replace(day=2)
     return datetime.combine(second, time(12), tzinfo=platform_tz())
 
 
 @pytest.fixture(scope="module")
-def played(django_db_setup, django_db_blocker):
+def played(django_db_setup, django_db_blocker, module_clock):
     with django_db_blocker.unblock():
         tenants.load_tenants()
         cluster.load_cluster()
@@ -50,7 +49,7 @@ def played(django_db_setup, django_db_blocker):
         chinese.load_chinese_team()
         finance.load_exchange_rates()
         finance.load_chargeback_policies()
-        now = demo_end()
+        now = demo_end(module_clock.now)
         assert load_demo_usage(days=DAYS, now=now) > 0
         before = (now.date().replace(day=1) - timedelta(days=1)).replace(day=1)
         chargeback.post_due_chargebacks(now=now)  # what load_all does: the month before, now final

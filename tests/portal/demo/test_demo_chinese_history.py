@@ -14,7 +14,6 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
-from django.utils import timezone
 
 from billing.models import ChargeLine
 from portal.demo import chinese, cluster, prices, tenants
@@ -26,14 +25,14 @@ DAYS = 4
 
 
 @pytest.fixture(scope="module")
-def loaded(django_db_setup, django_db_blocker):
+def loaded(django_db_setup, django_db_blocker, module_clock):
     with django_db_blocker.unblock():
         tenants.load_tenants()
         cluster.load_cluster()
         cluster.load_queues()
         prices.load_prices()
         chinese.load_chinese_team()
-        now = timezone.now()
+        now = module_clock.now
         made = load_demo_usage(days=DAYS, now=now)
         yield now, made
         call_command("flush", interactive=False, verbosity=0)
