@@ -36,6 +36,20 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+class ClockUpdated(models.DateTimeField):
+    """When the row was last saved, by the platform clock (`auto_now` reads the machine's)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("default", clock.now)
+        kwargs.setdefault("editable", False)
+        super().__init__(*args, **kwargs)
+
+    def pre_save(self, model_instance, add):
+        value = clock.now()
+        setattr(model_instance, self.attname, value)
+        return value
+
+
 class PriceTable(models.Model):
     """A version of one currency's price list: each currency is a timeline of its own, and a workspace
     is priced on the timeline of the currency it is billed in (WorkspaceCurrency)."""
@@ -55,7 +69,7 @@ class PriceTable(models.Model):
         help_text="The IANA zone the off-peak windows are read in, e.g. Asia/Shanghai; blank: the platform's.")
     offpeak_discount = models.DecimalField(max_digits=5, decimal_places=4, default=Decimal("0.40"))
     spot_discount = models.DecimalField(max_digits=5, decimal_places=4, default=Decimal("0.60"))
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         ordering = ["-effective_from"]
@@ -202,12 +216,12 @@ class NodeToken(models.Model):
     node = models.ForeignKey("scheduling.Node", on_delete=models.CASCADE, related_name="agent_tokens")
     digest = models.CharField(max_length=64, unique=True)
     hint = models.CharField(max_length=12)
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["node__name", "-created"]
+        ordering = ["node__name", "-created", "-id"]
 
     def __str__(self) -> str:
         return f"{self.node.name} ({self.hint}…)"
@@ -226,12 +240,12 @@ class JoinToken(models.Model):
     pool = models.ForeignKey("scheduling.NodePool", on_delete=models.CASCADE, related_name="join_tokens")
     digest = models.CharField(max_length=64, unique=True)
     hint = models.CharField(max_length=12)
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
     expires = models.DateTimeField()
     revoked = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-id"]
 
     def __str__(self) -> str:
         return f"join {self.pool.name} ({self.hint}…)"
@@ -275,7 +289,7 @@ class UsageSample(WrittenOnce, models.Model):
     gpu_util_pct = models.FloatField(null=True, blank=True)
     mem_used_mib = models.PositiveIntegerField(default=0)
     interval_s = models.FloatField()
-    received = models.DateTimeField(auto_now_add=True)
+    received = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         indexes = [models.Index(fields=["replica", "ts"])]
@@ -462,7 +476,7 @@ class MonthlyLimit(models.Model):
     block_at_limit = models.BooleanField(default=False, help_text="Refuse new submissions once 100 % is spent")
     thresholds = models.CharField(max_length=60, default="50,80,100",
                                   help_text="Percentages that send an alert, each once a month")
-    updated = models.DateTimeField(auto_now=True)
+    updated = ClockUpdated()
 
     class Meta:
         abstract = True
@@ -475,7 +489,7 @@ class ThresholdAlert(models.Model):
     threshold = models.PositiveSmallIntegerField()
     spent = models.DecimalField(max_digits=16, decimal_places=2)
     percent = models.DecimalField(max_digits=12, decimal_places=1, default=0)
-    fired_at = models.DateTimeField(auto_now_add=True)
+    fired_at = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         abstract = True
@@ -520,11 +534,11 @@ class ReportExport(models.Model):
     rows_total = models.PositiveBigIntegerField(default=0)
     file_name = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-id"]
 
 
 class BillingAccount(models.Model):
@@ -553,7 +567,7 @@ class BillingAccount(models.Model):
                                               help_text="The low-balance alert fired; a top-up above it clears it")
     suspend_preemptible_at_zero = models.BooleanField(
         default=False, help_text="With no credit left, also stop the workspaces' preemptible jobs")
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         ordering = ["slug"]
@@ -588,7 +602,7 @@ class ChargebackPolicy(models.Model):
     policy = models.CharField(max_length=16, choices=Policy.choices, default=Policy.SHOWBACK)
     account = models.ForeignKey(BillingAccount, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
                                 help_text="The account that pays, for the to-account policy")
-    updated = models.DateTimeField(auto_now=True)
+    updated = ClockUpdated()
 
     def __str__(self) -> str:
         return f"{self.pool_id}: {self.policy}"

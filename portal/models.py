@@ -16,7 +16,7 @@ class Workspace(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="workspaces")
     ssh_enabled = models.BooleanField(default=True, help_text="Owners and members may open SSH sessions into "
                                                               "the workspace's notebooks and jobs")
@@ -39,7 +39,7 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
     # "" when made by hand; else the company sign-in whose groups gave it ("oidc:<provider>", "ldap", "scim"),
     # which removes it again when the groups stop giving it (portal.identity.groups)
     source = models.CharField(max_length=64, blank=True, default="")
@@ -103,7 +103,7 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     digest = models.CharField(max_length=64, unique=True)
     hint = models.CharField(max_length=12, help_text="The first characters, to tell tokens apart.")
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
     # Tokens made before scopes existed could submit and cancel: they keep exactly that.
@@ -112,7 +112,7 @@ class ApiToken(models.Model):
                                    help_text="Refused from then on; empty: never (tokens made before expiry existed)")
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-id"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…)"
@@ -301,7 +301,7 @@ class WebhookDelivery(models.Model):
     delivered = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-id"]
         verbose_name_plural = "webhook deliveries"
 
     # last_error holds one of these words, never how a connection failed (that would make a port scanner of it)

@@ -6,6 +6,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from scheduling.api import clock
+
 
 class ScimToken(models.Model):
     """An identity provider's bearer token for /scim/v2/, made by an operator; only its hash is stored,
@@ -16,14 +18,14 @@ class ScimToken(models.Model):
     name = models.CharField(max_length=100, help_text="Whose it is, e.g. okta-production")
     digest = models.CharField(max_length=64, unique=True)
     hint = models.CharField(max_length=12, help_text="The first characters, to tell tokens apart.")
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     last_used = models.DateTimeField(null=True, blank=True)
     revoked = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-created"]
+        ordering = ["-created", "-id"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.hint}…)"
@@ -40,7 +42,7 @@ class ScimGroup(models.Model):
     name = models.CharField(max_length=255, unique=True)
     external_id = models.CharField(max_length=255, blank=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="scim_groups")
-    created = models.DateTimeField(auto_now_add=True)
+    created = models.DateTimeField(default=clock.now, editable=False)
 
     class Meta:
         ordering = ["name"]
