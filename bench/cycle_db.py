@@ -193,20 +193,15 @@ def load(rows: dict, now: datetime) -> dict:
 
     origin = now - timedelta(seconds=2e6)  # the rows' clock: running pods from 0 s, pending from 1e6 s
     started = now - timedelta(hours=1)
-    created = Job._meta.get_field("created")
-    created.auto_now_add = False  # keep the rows' submission order (bulk_create would stamp "now")
-    try:
-        jobs = [Job(workspace=workspace, queue=queues[r["queue"]], name=r["id"],
-                    job_type="single" if r["replicas"] == 1 else "pytorch",
-                    state=JobState.RUNNING if running else JobState.PENDING, priority=r["priority"],
-                    preemptible=r["preemptible"], reduce_cost=r["reduce_cost"], spec_text="", spec={},
-                    expected_duration_s=RUN_FOR_S,
-                    roles=role_dicts(r), created=origin + timedelta(seconds=r["created"]),
-                    started=started if running else None)
-                for running, key in ((True, "running_jobs"), (False, "pending_jobs")) for r in rows[key]]
-        Job.objects.bulk_create(jobs, batch_size=2000)
-    finally:
-        created.auto_now_add = True
+    jobs = [Job(workspace=workspace, queue=queues[r["queue"]], name=r["id"],
+                job_type="single" if r["replicas"] == 1 else "pytorch",
+                state=JobState.RUNNING if running else JobState.PENDING, priority=r["priority"],
+                preemptible=r["preemptible"], reduce_cost=r["reduce_cost"], spec_text="", spec={},
+                expected_duration_s=RUN_FOR_S,
+                roles=role_dicts(r), created=origin + timedelta(seconds=r["created"]),
+                started=started if running else None)
+            for running, key in ((True, "running_jobs"), (False, "pending_jobs")) for r in rows[key]]
+    Job.objects.bulk_create(jobs, batch_size=2000)
     by_name = {j.name: j for j in jobs}
     replicas, pods = [], []
     for job_name, role, index, node, gpus, slice_fields in rows["placed"]:

@@ -493,7 +493,7 @@ class ThresholdAlert(models.Model):
 
     class Meta:
         abstract = True
-        ordering = ["-fired_at"]
+        ordering = ["-fired_at", "-id"]
 
 
 class Budget(MonthlyLimit):

@@ -2,12 +2,15 @@ from django.conf import settings
 from django.utils import timezone
 
 from portal.selectors import current_workspace, my_membership, my_workspaces
+from scheduling.api import clock
 
 
 def time_zone(request):
     """The zone this page's times are shown in (TimeZoneMiddleware chose it), for the header and
-    scripts; and the platform's, which billing's days and months are counted in."""
-    return {"time_zone": timezone.get_current_timezone_name(), "platform_time_zone": settings.TIME_ZONE}
+    scripts; and the platform's, which billing's days and months are counted in. `platform_now`: the platform
+    clock's time, for "printed at" and "... ago" (the template tags `now` and `timesince` read the machine's)."""
+    return {"time_zone": timezone.get_current_timezone_name(), "platform_time_zone": settings.TIME_ZONE,
+            "platform_now": clock.now()}
 
 
 def workspaces(request):

@@ -62,7 +62,7 @@ from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Replica
 log = logging.getLogger(__name__)
 
 # What each idle action a kind names (its `idle_action`) does to its job, once its grace is over: the kind
-# names the action, billing carries it out (scheduling.kinds may not import the services that do it).
+# names the action, billing carries it out (the kinds' base is imported by the services that do it).
 IDLE_ENDS = {
     IDLE_STOP: lambda job, reason: stop_workload(None, job, reason),   # Stopped: started again at will
     IDLE_CANCEL: lambda job, reason: stop_job_by_policy(job, reason),  # ended, paying for what it held

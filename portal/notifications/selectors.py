@@ -59,4 +59,4 @@ def webhook_of(workspace) -> Webhook | None:
 def recent_deliveries(webhook: Webhook | None, limit: int = 20) -> list[WebhookDelivery]:
     if webhook is None:
         return []
-    return list(webhook.deliveries.order_by("-created")[:limit])
+    return list(webhook.deliveries.order_by("-created", "-id")[:limit])

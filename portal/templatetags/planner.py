@@ -10,4 +10,4 @@ register = template.Library()
 def pool_savings(context):
     from portal.console.planner_services import latest_savings
 
-    return {"savings": latest_savings(), "csrf_token": context.get("csrf_token")}
+    return {"savings": latest_savings(), "csrf_token": context.get("csrf_token"), "platform_now": context.get("platform_now")}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # freed) or cancel it (it ends, paying for what it held).
 IDLE_STOP, IDLE_CANCEL = "stop", "cancel"
 # What the cycle does to a run past its max runtime: stop it (it can start again) or fail it (retried as
-# its spec says). A value, not a call: stopping lives in scheduling.services, which imports this package.
+# its spec says). A value, not a call: stopping lives in scheduling.services, which imports this module.
 OVERDUE_STOP, OVERDUE_FAIL = "stop", "fail"
 # How a kind's quote rates read on the submit page: none, per hour, per hour at its fewest and most replicas.
 RATES_NONE, RATES_PER_HOUR, RATES_PER_REPLICAS = "", "per-hour", "per-replicas"
