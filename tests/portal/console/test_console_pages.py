@@ -117,6 +117,17 @@ def test_node_token_shown_once_then_revoked(admin_client, cluster):
 
 
 @pytest.mark.django_db
+def test_a_tokens_last_use_is_told_by_the_platform_clock(admin_client, cluster, clock):
+    from billing.models import NodeToken
+
+    clock.advance(-40 * 86400)   # far from the machine's time: "used 40 days ago" if the page read that
+    admin_client.post("/console/tokens/", {"node": "h100-02"})
+    NodeToken.objects.filter(node__name="h100-02").update(last_used=clock.now - timedelta(hours=2))
+    page = admin_client.get("/console/tokens/").content.decode()
+    assert "used 2\xa0hours ago" in page
+
+
+@pytest.mark.django_db
 def test_workspace_and_member_management(admin_client, cluster):
     from portal.models import Membership, Workspace
     from scheduling.models import QueueAccess
