@@ -9,8 +9,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from billing.api import currency_at
-from scheduling import kinds
-from scheduling.api import checkpoint_fields, grace_of, job_reason, lost_of
+from scheduling.api import checkpoint_fields, grace_of, has_ssh, job_reason, lost_of
 
 _MONEY = serializers.DecimalField(max_digits=14, decimal_places=2)
 _GPU_HOURS = serializers.DecimalField(max_digits=14, decimal_places=4)
@@ -80,7 +79,7 @@ def job_row(job, running_totals: dict, zone=None) -> dict:
         "pending_params": job.pending_params,
         "type": _text(job.job_type),
         "kind": _text(job.kind),
-        "ssh": kinds.kind_of(job).ssh,
+        "ssh": has_ssh(job),
         "priority": _number(job.priority),
         "preemptible": None if job.preemptible is None else bool(job.preemptible),
         "reduce_cost": None if job.reduce_cost is None else bool(job.reduce_cost),

@@ -30,7 +30,6 @@ from portal.api.fields import DurationHoursField, SpecField
 from portal.api.job_rows import job_row
 from portal.api.outlook import PendingOutlookOutput
 from portal.selectors import get_workspace_for_user
-from scheduling import kinds
 from scheduling.api import (
     END_CODES,
     DomainError,
@@ -42,6 +41,7 @@ from scheduling.api import (
     end_reason_text,
     get_backend,
     grace_of,
+    has_ssh,
     job_reason,
     logs,
     lost_of,
@@ -107,7 +107,7 @@ class JobOutput(serializers.Serializer):
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_ssh(self, job) -> bool:
-        return kinds.kind_of(job).ssh
+        return has_ssh(job)
 
     @extend_schema_field(OpenApiTypes.STR)
     def get_currency(self, job) -> str:
