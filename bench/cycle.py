@@ -316,15 +316,17 @@ def main(argv: list[str] | None = None) -> dict:
                              f"(dropped and created; default {DEFAULT_DB_URL})")
     parser.add_argument("--db-repeat", type=int, default=3, help="first cycles timed on the database")
     parser.add_argument("--db-cycles", type=int, default=5, help="steady cycles timed on the database")
+    parser.add_argument("--db-history", type=int, default=0, metavar="N",
+                        help="finished jobs (each with its ended replica) in the database too, as months of work leave")
     parser.add_argument("--arrays", metavar="NxM[:P]", help="add N pending array jobs of M indices each, at most P "
                         "(default 10) of each at a time, e.g. 10x1000")
     args = parser.parse_args(argv)
     if args.arrays and not re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*(:[1-9][0-9]*)?", args.arrays):
         parser.error("--arrays is NxM or NxM:P, e.g. 10x1000 or 10x1000:10")
     if min(args.nodes, args.gpus_per_node, args.queues, args.repeat, args.cycles, args.db_repeat, args.db_cycles) < 1 \
-            or min(args.pending, args.running, args.churn, args.warmup) < 0:
+            or min(args.pending, args.running, args.churn, args.warmup, args.db_history) < 0:
         parser.error("--nodes, --gpus-per-node, --queues, --repeat, --cycles, --db-repeat and --db-cycles must be "
-                     ">= 1; pod counts, --churn and --warmup >= 0")
+                     ">= 1; pod counts, --churn, --warmup and --db-history >= 0")
     if not args.full and LiveSnapshot is None:
         parser.error("this tree has no kept snapshot: use --full")
 
@@ -349,7 +351,7 @@ def main(argv: list[str] | None = None) -> dict:
                             "made": sum(a["made"] for a in arrays.arrays)}
     if args.db:
         result["db"] = run_db_benchmark(rows, args.db, args.db_repeat, cycles=args.db_cycles, churn=args.churn,
-                                        seed=args.seed)
+                                        seed=args.seed, history=args.db_history)
     if args.json:
         print(json.dumps(result))
     else:

@@ -4,7 +4,8 @@ The parent (`run_db_benchmark`, called by bench.cycle) drops and creates the thr
 starts a private Redis (the cycle publishes live events), and runs this module in a child process
 on that DATABASE_URL. The child migrates, bulk-inserts bench.cycle's synthetic cluster (pools,
 nodes, GPUs, queues, jobs whose `roles` come from scheduling.spec.requests.role_requests, running
-replicas with their slices and their simulated pods), then times
+replicas with their slices and their simulated pods), and `--history N` finished jobs, each with its ended
+replica (the rows a platform keeps from months of work, which the cycle's reads must not scan), then times
 
   decide: build_snapshot(now) from the database + core.run_cycle (no writes), on the loaded database;
   first:  run_scheduling_cycle with the simulated backend (reconcile, snapshot, decide, apply, launch)
@@ -107,7 +108,7 @@ def drop(url: str, name: str) -> None:
 # --- parent -----------------------------------------------------------------------------------
 
 def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800, cycles: int = 5, churn: int = 100,
-                     seed: int = 42, warmup: int = 2) -> dict:
+                     seed: int = 42, warmup: int = 2, history: int = 0) -> dict:
     """Load `rows` (bench.cycle.make_rows + place_running) into a fresh database and time cycles there."""
     from portal import embedded_redis
 
@@ -127,7 +128,7 @@ def run_db_benchmark(rows: dict, url: str, repeat: int, timeout_s: float = 1800,
         try:
             done = subprocess.run([sys.executable, "-m", "bench.cycle_db", "--rows", str(rows_file),
                                    "--repeat", str(repeat), "--cycles", str(cycles), "--churn", str(churn),
-                                   "--seed", str(seed), "--warmup", str(warmup)],
+                                   "--seed", str(seed), "--warmup", str(warmup), "--history", str(history)],
                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
                                   timeout=timeout_s)  # stderr passes through: progress and errors
         finally:
@@ -215,6 +216,37 @@ def load(rows: dict, now: datetime) -> dict:
     Replica.objects.bulk_create(replicas, batch_size=2000)
     SimulatedPod.objects.bulk_create(pods, batch_size=2000)
     return {"nodes": len(nodes), "jobs": len(jobs), "running_replicas": len(replicas)}
+
+
+def load_history(count: int, now: datetime) -> int:
+    """`count` finished jobs, each with one ended replica, copied by the server from a running job and its
+    replica (the same roles and row widths), finished over the 90 days before `now`."""
+    from django.db import connection
+
+    from scheduling.models import Job, JobState, Replica
+
+    if count <= 0:
+        return 0
+
+    def columns(model, changed: dict[str, str]) -> tuple[str, str]:
+        names = [f.column for f in model._meta.concrete_fields if f.column != "id"]
+        quoted = connection.ops.quote_name   # some are SQL words: "array", "after"
+        return ", ".join(map(quoted, names)), ", ".join(changed.get(n, f"t.{quoted(n)}") for n in names)
+
+    jobs, job_values = columns(Job, {"name": "'history-' || g", "state": "%(state)s", "created": "%(now)s - g * interval '7 seconds'",
+                                     "finished": "%(now)s - g * interval '7 seconds' + interval '1 hour'",
+                                     "pending_reason": "''", "pending_code": "''", "pending_params": "'{}'::jsonb"})
+    replicas, replica_values = columns(Replica, {"job_id": "j.id", "state": "%(state)s", "uid": "gen_random_uuid()",
+                                                 "ended": "j.finished", "end_reason": "'Completed'"})
+    job_table, replica_table = Job._meta.db_table, Replica._meta.db_table
+    params = {"state": JobState.SUCCEEDED, "now": now, "count": count, "running": JobState.RUNNING}
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {job_table} ({jobs}) SELECT {job_values} FROM (SELECT * FROM {job_table} "
+                       f"WHERE state = %(running)s ORDER BY id LIMIT 1) t, generate_series(1, %(count)s) g", params)
+        cursor.execute(f"INSERT INTO {replica_table} ({replicas}) SELECT {replica_values} FROM "
+                       f"(SELECT * FROM {replica_table} WHERE state = %(running)s ORDER BY id LIMIT 1) t, {job_table} j "
+                       f"WHERE j.name LIKE 'history-%%'", params)
+    return count
 
 
 # --- child: timing ----------------------------------------------------------------------------
@@ -412,7 +444,7 @@ def time_full(url: str, repeat: int, cycles: int, churn: int, seed: int, warmup:
     }
 
 
-def child(rows_file: Path, repeat: int, cycles: int, churn: int, seed: int, warmup: int) -> dict:
+def child(rows_file: Path, repeat: int, cycles: int, churn: int, seed: int, warmup: int, history: int = 0) -> dict:
     import django
 
     os.environ["SIM_TRAINING_PROCESSES"] = "0"  # also when run by hand: the launches start no processes
@@ -430,6 +462,7 @@ def child(rows_file: Path, repeat: int, cycles: int, churn: int, seed: int, warm
     t1 = time.perf_counter()
     progress(f"migrated in {t1 - t0:.1f} s")
     counts = load(rows, timezone.now())
+    counts["history_jobs"] = load_history(history, timezone.now())
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")  # planner statistics, as autovacuum would have them on a live database
     t2 = time.perf_counter()
@@ -456,13 +489,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="steady cycles run before those timed")
     parser.add_argument("--churn", type=int, default=100, help="jobs ending and as many submitted before each")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--history", type=int, default=0, help="finished jobs (each with its ended replica) loaded too")
     args = parser.parse_args(argv)
     if "DATABASE_URL" not in os.environ:
         parser.error("DATABASE_URL must name the benchmark's own database")
     database_name(os.environ["DATABASE_URL"])
-    if min(args.repeat, args.cycles) < 1 or min(args.churn, args.warmup) < 0:
-        parser.error("--repeat and --cycles must be >= 1, --churn and --warmup >= 0")
-    print(json.dumps(child(args.rows, args.repeat, args.cycles, args.churn, args.seed, args.warmup)))
+    if min(args.repeat, args.cycles) < 1 or min(args.churn, args.warmup, args.history) < 0:
+        parser.error("--repeat and --cycles must be >= 1, --churn, --warmup and --history >= 0")
+    print(json.dumps(child(args.rows, args.repeat, args.cycles, args.churn, args.seed, args.warmup, args.history)))
 
 
 if __name__ == "__main__":

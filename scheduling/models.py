@@ -383,7 +383,11 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created", "-id"]
-        indexes = [models.Index(fields=["workspace", "state"])]
+        indexes = [
+            models.Index(fields=["workspace", "state"]),
+            # the jobs each cycle reads (cycle.snapshot.scheduled_jobs): a few thousand among years of ended ones
+            models.Index(fields=["id"], condition=~models.Q(state__in=UNSCHEDULED_STATES), name="job_scheduled"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} #{self.pk}"

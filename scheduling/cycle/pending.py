@@ -113,7 +113,7 @@ def _held_now(reasons: dict[str, core.Reason], kept: PendingReasons) -> dict[int
     """What every pending row the cycle has a reason for holds now: kept rows whose code is
     unchanged, the others read."""
     held, unknown = {}, []
-    for pk, code in Job.objects.filter(state=JobState.PENDING).values_list("pk", "pending_code"):
+    for pk, code in Job.objects.filter(state=JobState.PENDING).order_by("pk").values_list("pk", "pending_code"):
         if str(pk) not in reasons:
             continue
         known = kept.held.get(pk)

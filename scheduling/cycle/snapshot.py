@@ -1,9 +1,10 @@
 """The scheduler's view of the database: one core Snapshot per cycle, built with a few queries.
 
 `build_snapshot(now)` reads it whole. The process that runs the cycles passes a `SnapshotCache`: it
-keeps the last snapshot and, each cycle, reads every job and placement row's version only (`row_version`:
-the content of the columns the snapshot reads, an MD5 of it computed by PostgreSQL) and then only the
-rows that are new or changed since, so a cycle on a large cluster reads what changed, not everything.
+keeps the last snapshot and, each cycle, reads every job and placement row's stamp only (`row_stamp`: on
+PostgreSQL the id of the transaction that last wrote the row), then the version of the rows written since
+(`row_version`: the content of the columns the snapshot reads, an MD5 of it computed by PostgreSQL), and
+then only the rows whose version changed, so a cycle on a large cluster reads what changed, not everything.
 Pools, nodes, GPUs and queues are few and read whole. The snapshot is the one `build_snapshot(now)`
 would give (tests compare them after random changes).
 """
@@ -130,7 +131,7 @@ class Cluster:
         """The Snapshot's fields besides jobs and replicas."""
         when = offpeak_calendar.off_peak_at(now)
         # ReduceCost jobs are few: their workspaces are read every cycle (a currency may change monthly)
-        own = offpeak_calendar.job_off_peak_at(now, dict(scheduled_jobs(now).filter(reduce_cost=True).values_list(
+        own = offpeak_calendar.job_off_peak_at(now, dict(scheduled_jobs(now).filter(reduce_cost=True).order_by().values_list(
             "pk", "workspace_id")))
         usage = queue_usage(now, sum(len(n.gpus) for n in self.nodes) * MILLI_PER_GPU)
         return dict(pools=self.pools, nodes=self.nodes, queues=self.queues, now=now.timestamp(), off_peak=when.now,
@@ -224,6 +225,18 @@ def row_version(model) -> RawSQL:
     return RawSQL(f"md5({content})" if connection.vendor == "postgresql" else content, ())
 
 
+def row_stamp(model) -> RawSQL:
+    """What tells, cheaply, that a row may have changed: on PostgreSQL the transaction that wrote the row's current
+    version (`xmin`: every write makes a new version, and freezing keeps it) and where that version lies (`ctid`:
+    a row written twice in one transaction keeps its `xmin`, not its place). A row with the same stamp is
+    unchanged, so only rows with a new one have their `row_version` computed (hashing every row's roles was most
+    of a large cluster's read). Elsewhere the version itself."""
+    if connection.vendor != "postgresql":
+        return row_version(model)
+    table = connection.ops.quote_name(model._meta.db_table)
+    return RawSQL(f"{table}.xmin::text || {table}.ctid::text", ())
+
+
 class SnapshotCache:
     """The last snapshot of a long-lived process (the Celery worker that runs the cycles; a cold
     process builds it whole), kept per database, and each job and replica row's version when read.
@@ -239,13 +252,14 @@ class SnapshotCache:
 
     def reset(self) -> None:
         self.live: LiveSnapshot | None = None
-        self.jobs: dict[int, str] = {}            # job pk -> row version
-        self.replicas: dict[int, tuple] = {}      # replica pk -> (row version, replica key)
+        self.jobs: dict[int, tuple] = {}          # job pk -> (row stamp, row version)
+        self.replicas: dict[int, tuple] = {}      # replica pk -> (row stamp, row version, replica key)
         self.roles = Roles()
         self.queue_names: dict[int, str] | None = None
         self.node_names: dict[int, str] | None = None
         self.memory: dict | None = None
         self.reads = {"jobs": 0, "replicas": 0}  # rows read whole by the last build
+        self.checked = {"jobs": 0, "replicas": 0}  # rows whose version the last build computed (stamp changed)
 
     def build(self, now: datetime) -> cm.Snapshot:
         database = (connection.alias, connection.settings_dict.get("NAME"), connection.vendor)
@@ -269,7 +283,7 @@ class SnapshotCache:
             self.jobs = {}
             self.queue_names = cluster.queue_names
         if cluster.node_names != self.node_names or cluster.memory != self.memory:
-            for _, key in self.replicas.values():   # their nodes and slices are read again
+            for *_, key in self.replicas.values():   # their nodes and slices are read again
                 live.drop_running(key)
             self.replicas = {}
             self.node_names, self.memory = cluster.node_names, cluster.memory
@@ -278,21 +292,40 @@ class SnapshotCache:
         live.set_cluster(**cluster.fields(now))
         return live.snapshot()
 
-    @staticmethod
-    def _changed(versions: dict, current, version_of) -> tuple[list[int], list[int]]:
-        """(pks new or changed, pks gone) between the kept versions and the rows' versions now."""
-        seen, changed = set(), []
-        for pk, version in current:
+    def _changed(self, kept: dict, query, name: str) -> tuple[list[int], list[int]]:
+        """(pks new or changed, pks gone) between the kept (stamp, version, ...) and the rows now: the stamps of
+        every row taken, then the versions of those written since; a row written only in columns the snapshot
+        does not read keeps its entry with its new stamp."""
+        model = query.model
+        seen, written = set(), []
+        for pk, stamp in query.order_by().values_list("pk", row_stamp(model)):   # in any order: no sort
             seen.add(pk)
-            kept = versions.get(pk)
-            if kept is None or version_of(kept) != version:
-                changed.append(pk)
-        return changed, [pk for pk in versions if pk not in seen]
+            entry = kept.get(pk)
+            if entry is None or entry[0] != stamp:
+                written.append(pk)
+        changed = []
+        if connection.vendor != "postgresql":   # the stamp is the version
+            changed = written
+        else:
+            for start in range(0, len(written), self.CHUNK):
+                chunk = written[start:start + self.CHUNK]
+                found = set()
+                for pk, stamp, version in query.filter(pk__in=chunk).values_list("pk", row_stamp(model),
+                                                                                 row_version(model)):
+                    found.add(pk)
+                    entry = kept.get(pk)
+                    if entry is not None and entry[1] == version:
+                        kept[pk] = (stamp, *entry[1:])
+                    else:
+                        changed.append(pk)
+                changed.extend(pk for pk in chunk if pk not in found)   # no longer taken: dropped when read
+        self.checked[name] = len(written) if connection.vendor == "postgresql" else 0
+        return changed, [pk for pk in kept if pk not in seen]
 
     def _jobs(self, now: datetime, cluster: Cluster) -> None:
         live, queues = self.live, cluster.queue_names
         query = scheduled_jobs(now)
-        changed, gone = self._changed(self.jobs, query.values_list("pk", row_version(Job)), lambda kept: kept)
+        changed, gone = self._changed(self.jobs, query, "jobs")
         for pk in gone:
             del self.jobs[pk]
             live.drop_job(str(pk), replicas=False)
@@ -300,10 +333,10 @@ class SnapshotCache:
         for start in range(0, len(changed), self.CHUNK):
             chunk = changed[start:start + self.CHUNK]
             found = set()
-            for pk, version, queue_id, text, priority, preemptible, reduce_cost, created, topology, latest in (
-                    query.filter(pk__in=chunk).values_list("pk", row_version(Job), *JOB_COLUMNS[1:])):
+            for pk, stamp, version, queue_id, text, priority, preemptible, reduce_cost, created, topology, latest in (
+                    query.filter(pk__in=chunk).values_list("pk", row_stamp(Job), row_version(Job), *JOB_COLUMNS[1:])):
                 found.add(pk)
-                self.jobs[pk] = version
+                self.jobs[pk] = (stamp, version)
                 live.put_job(core_job(pk, queues[queue_id], self.roles(text), priority, preemptible, reduce_cost,
                                       created, topology, latest))
             for pk in chunk:
@@ -318,25 +351,24 @@ class SnapshotCache:
     def _replicas(self, cluster: Cluster) -> None:
         live = self.live
         query = placed_replicas()
-        changed, gone = self._changed(self.replicas, query.values_list("pk", row_version(Replica)),
-                                      lambda kept: kept[0])
+        changed, gone = self._changed(self.replicas, query, "replicas")
         for pk in gone:
-            live.drop_running(self.replicas.pop(pk)[1])
+            live.drop_running(self.replicas.pop(pk)[2])
         self.reads["replicas"] = len(changed)
         for start in range(0, len(changed), self.CHUNK):
             chunk = changed[start:start + self.CHUNK]
             found = set()
-            for pk, version, *row in query.filter(pk__in=chunk).values_list("pk", row_version(Replica),
-                                                                             *REPLICA_COLUMNS[1:]):
+            for pk, stamp, version, *row in query.filter(pk__in=chunk).values_list(
+                    "pk", row_stamp(Replica), row_version(Replica), *REPLICA_COLUMNS[1:]):
                 found.add(pk)
                 replica = cluster.running(*row)
                 key = (replica.job_id, replica.role, replica.index)
                 old = self.replicas.get(pk)
-                if old is not None and old[1] != key:
-                    live.drop_running(old[1])
-                self.replicas[pk] = (version, key)
+                if old is not None and old[2] != key:
+                    live.drop_running(old[2])
+                self.replicas[pk] = (stamp, version, key)
                 live.put_running(replica)
             for pk in chunk:
                 if pk not in found and pk in self.replicas:
-                    live.drop_running(self.replicas.pop(pk)[1])
+                    live.drop_running(self.replicas.pop(pk)[2])
 

@@ -10,9 +10,10 @@ import random
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from bench.cycle_db import role_dicts
-from scheduling.cycle.snapshot import SnapshotCache, build_snapshot
+from scheduling.cycle.snapshot import SnapshotCache, build_snapshot, scheduled_jobs
 from scheduling.models import ACTIVE_STATES, Gpu, Job, JobState, Node, Queue, Replica
 
 LEAVES = ("vision-lab", "nlp-group", "community")
@@ -169,9 +170,15 @@ def test_a_quiet_database_is_read_by_versions_only(cluster, clock):
     assert cache.reads == {"jobs": len(first.jobs), "replicas": len(first.running)}
     cache.build(clock.now)
     assert cache.reads == {"jobs": 0, "replicas": 0}
+    assert cache.checked == {"jobs": 0, "replicas": 0}   # nothing written: no row's content hashed either
     Job.objects.filter(state=JobState.PENDING).update(pending_reason="still waiting")  # not read by the snapshot
     cache.build(clock.now)
     assert cache.reads == {"jobs": 0, "replicas": 0}
+    if connection.vendor == "postgresql":   # the rows written have a new stamp: their versions are checked, once
+        waiting = scheduled_jobs(clock.now).filter(state=JobState.PENDING).count()
+        assert cache.checked == {"jobs": waiting, "replicas": 0} and waiting > 0
+        cache.build(clock.now)
+        assert cache.checked == {"jobs": 0, "replicas": 0}
     taken = int(first.jobs[0].id)
     Job.objects.filter(pk=taken).update(priority=Job.objects.get(pk=taken).priority + 1)
     after = cache.build(clock.now)
