@@ -379,10 +379,13 @@ def wake(job: Job, now: datetime | None = None) -> bool:
     Returns whether this call started it."""
     now = now or clock.now()
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    # only a service keeps a scale: anything else is not woken
+    if job.is_final or not kinds.kind_of(job).autoscaled:
+        return False   # only a live service is woken
     scale = ServiceScale.objects.select_for_update().filter(job=job).first()
-    if scale is None or job.is_final:
-        return False
+    if scale is None:   # a service submitted before scales were kept gets its range now
+        scale = create_scale(job)
+        if scale is None:
+            return False
     scale.woken_at = now
     started = job.state == JobState.STOPPED
     if started:

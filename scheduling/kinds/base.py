@@ -24,6 +24,9 @@ IDLE_STOP, IDLE_CANCEL = "stop", "cancel"
 OVERDUE_STOP, OVERDUE_FAIL = "stop", "fail"
 # How a kind's quote rates read on the submit page: none, per hour, per hour at its fewest and most replicas.
 RATES_NONE, RATES_PER_HOUR, RATES_PER_REPLICAS = "", "per-hour", "per-replicas"
+# The values a kind's attributes may take: what billing, the submit page and the portal's lists act on.
+KNOWN_VALUES = {"idle_action": {IDLE_STOP, IDLE_CANCEL}, "quote_rates": {RATES_NONE, RATES_PER_HOUR, RATES_PER_REPLICAS},
+                "listed_on": {"jobs", "notebooks", "services"}}
 
 
 class Kind:
@@ -59,6 +62,14 @@ class Kind:
     form_template: str | None = None
     tab_label: Any = ""
     listed_on: str = "jobs"    # the portal page that lists its jobs: jobs, notebooks or services
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A kind that names a value no caller knows fails where it is written, not in a sweep hours later."""
+        super().__init_subclass__(**kwargs)
+        for attribute, allowed in KNOWN_VALUES.items():
+            value = getattr(cls, attribute)
+            if value not in allowed:
+                raise TypeError(f"kind {cls.__name__}: {attribute} = {value!r}, not one of {sorted(allowed)}")
 
     @property
     def off_peak(self) -> bool:

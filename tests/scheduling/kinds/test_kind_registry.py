@@ -147,3 +147,11 @@ def test_pages_and_process_metrics():
                                                        (7, "server", 0), "vision-lab", "chat")
     assert figures == {"metrics_url": "http://h/metrics?format=json", "metrics_auth": "Bearer k"}
     assert kinds.get("inference").process_metrics(Backend(None), (7, "server", 0), "vision-lab", "chat") == {}
+
+
+@pytest.mark.parametrize("attribute, value", [("idle_action", "hibernate"), ("quote_rates", "per-day"),
+                                              ("listed_on", "models")])
+def test_a_kind_naming_a_value_nothing_acts_on_fails_where_it_is_written(attribute, value):
+    with pytest.raises(TypeError, match=f"{attribute} = '{value}', not one of"):
+        type("Odd", (Kind,), {"name": "odd", attribute: value})
+    assert kinds.find("odd") is None
