@@ -1,5 +1,8 @@
 """Repack (scheduling.core.repack): emptying a GPU by re-packing the residents of several GPUs."""
 
+import itertools
+from types import SimpleNamespace
+
 import numpy as np
 
 from scheduling.core import repack
@@ -138,3 +141,36 @@ def test_repacks_try_one_target_per_kind_of_pod_sizes(gpu_cluster):
     planner = _RoomPlanner(arrays, "default", movable, PlacementContext(), repack.Steps())
     targets = planner._repack_targets(req(1000), np.ones(arrays.size, dtype=bool))
     assert [node for node, _, _ in targets] == [0, 2]
+
+
+def test_search_spends_no_steps_when_the_rooms_cannot_hold_the_sums_of_the_pods(gpu_cluster):
+    # NO_PACKING's rooms (450, 350, 500) add up to the pods (500, 300, 300, 200), but the pods'
+    # sums that fit them are 300, 300 and 500: no packing, and no step needs spending to see it
+    arrays, movable = gpu_cluster(NO_PACKING)
+    lifted = repack.fractions_on(movable, 0, 0)
+    steps = repack.Steps()
+    bins = repack.bin_candidates(arrays, movable, np.arange(4))
+    assert repack.search(arrays, movable, 0, (0,), lifted, 1000, 1000, bins, steps) is None
+    assert steps.left == repack.REPACK_PLAN_STEPS
+
+
+def test_packer_bound_never_cuts_off_a_packing(monkeypatch):
+    # small random packings against every assignment of items to bins
+    monkeypatch.setattr(repack, "REPACK_STEPS", 10**6)
+    monkeypatch.setattr(repack, "REPACK_BRANCHES", 10)
+    rng = np.random.default_rng(7)
+    resident = SimpleNamespace(allowed=None)
+    checked = 0
+    for _ in range(300):
+        sizes = rng.choice([110, 160, 230, 320, 470, 550, 650], size=int(rng.integers(2, 6))).tolist()
+        rooms = rng.choice([100, 210, 320, 450, 530, 700, 1000], size=int(rng.integers(1, 4))).tolist()
+        packable = any(
+            all(sum(s for s, b in zip(sizes, where, strict=True) if b == i) <= room for i, room in enumerate(rooms))
+            for where in itertools.product(range(len(rooms)), repeat=len(sizes)))
+        items = [repack.Item(resident, s, 0, 0, 0, None) for s in sizes]
+        bins = [repack.Bin(i, 0, room, 0) for i, room in enumerate(rooms)]
+        nodes = {i: 0 for i in range(len(rooms))}
+        found = repack.Packer(items, bins, dict(nodes), dict(nodes), repack.Steps(10**6)).solve()
+        assert (found is not None) == packable, (sizes, rooms)
+        checked += packable
+    assert checked > 30  # both outcomes were checked
