@@ -83,8 +83,8 @@ class Packer:
         self.lost = sum(b.milli for b in bins if b.milli < self.smallest)
         # sums the items from k on can make (bit s set: some subset sums to s): a bin takes at most
         # the largest such sum within its room, so rooms that together take less than those items
-        # end the branch (a bin-packing bound much tighter than the slack: 470 + 470 + 320 do not
-        # go into rooms of 500, 500 and 300)
+        # end the branch (tighter than the slack: 500 + 300 + 300 + 200 do not go into rooms of 450,
+        # 350 and 500, though they add up)
         self.sums = [1] * (len(self.items) + 1)
         up_to_largest = _UP_TO[max((b.milli for b in bins), default=0)]
         for k in range(len(self.items) - 1, -1, -1):
