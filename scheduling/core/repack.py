@@ -35,9 +35,6 @@ REPACK_CHOICES = 4  # targets searched for fewer moves once a repack is found
 REPACK_BRANCHES = 5  # bins tried per item in the search
 
 
-_UP_TO = [(1 << (room + 1)) - 1 for room in range(MILLI_PER_GPU + 1)]  # bit masks of the sums 0..room
-
-
 @dataclass
 class Bin:
     node: int
@@ -81,17 +78,6 @@ class Packer:
         self.smallest = self.items[-1].milli if self.items else 0
         self.slack = sum(b.milli for b in bins) - sum(it.milli for it in self.items)
         self.lost = sum(b.milli for b in bins if b.milli < self.smallest)
-        # sums the items from k on can make (bit s set: some subset sums to s): a bin takes at most
-        # the largest such sum within its room, so rooms that together take less than those items
-        # end the branch (tighter than the slack: 500 + 300 + 300 + 200 do not go into rooms of 450,
-        # 350 and 500, though they add up)
-        self.sums = [1] * (len(self.items) + 1)
-        up_to_largest = _UP_TO[max((b.milli for b in bins), default=0)]
-        for k in range(len(self.items) - 1, -1, -1):
-            self.sums[k] = (self.sums[k + 1] | (self.sums[k + 1] << self.items[k].milli)) & up_to_largest
-        self.left = [0] * (len(self.items) + 1)  # milli of the items from k on
-        for k in range(len(self.items) - 1, -1, -1):
-            self.left[k] = self.left[k + 1] + self.items[k].milli
         # moves: pods not packed on their own GPU; pods of the targets always move
         self.moved = 0
         self.best: int | None = limit  # only packings with fewer moves are wanted
@@ -105,23 +91,8 @@ class Packer:
         be: a pod kept home early can force several others out)."""
         if self.slack < 0 or self.lost > self.slack:
             return None
-        if not self._room_enough(0):
-            return None
         self._place(0)
         return self.best_where
-
-    def _room_enough(self, k: int) -> bool:
-        """Whether the bins could take the items from k on, counting in each bin only the largest
-        sum of those items that fits its room."""
-        sums, need = self.sums[k], self.left[k]
-        took = 0
-        for room, _ in reversed(self.by_room):  # the largest rooms first: most branches pass at once
-            if room <= 0:
-                break
-            took += (sums & _UP_TO[room]).bit_length() - 1
-            if took >= need:
-                return True
-        return need == 0
 
     def _fits(self, it: Item, b: Bin) -> bool:
         allowed = it.resident.allowed
@@ -161,8 +132,6 @@ class Packer:
             return False
         if self.steps <= 0:
             return True
-        if not self._room_enough(k):
-            return False
         self.steps -= 1
         self.budget.left -= 1
         it = self.items[k]
