@@ -303,24 +303,24 @@ class SnapshotCache:
             entry = kept.get(pk)
             if entry is None or entry[0] != stamp:
                 written.append(pk)
-        changed = []
+        gone = [pk for pk in kept if pk not in seen]
         if connection.vendor != "postgresql":   # the stamp is the version
-            changed = written
-        else:
-            for start in range(0, len(written), self.CHUNK):
-                chunk = written[start:start + self.CHUNK]
-                found = set()
-                for pk, stamp, version in query.filter(pk__in=chunk).values_list("pk", row_stamp(model),
-                                                                                 row_version(model)):
-                    found.add(pk)
-                    entry = kept.get(pk)
-                    if entry is not None and entry[1] == version:
-                        kept[pk] = (stamp, *entry[1:])
-                    else:
-                        changed.append(pk)
-                changed.extend(pk for pk in chunk if pk not in found)   # no longer taken: dropped when read
-        self.checked[name] = len(written) if connection.vendor == "postgresql" else 0
-        return changed, [pk for pk in kept if pk not in seen]
+            self.checked[name] = 0
+            return written, gone
+        self.checked[name] = len(written)
+        changed = []
+        for start in range(0, len(written), self.CHUNK):
+            chunk = written[start:start + self.CHUNK]
+            found = set()
+            for pk, stamp, version in query.filter(pk__in=chunk).values_list("pk", row_stamp(model), row_version(model)):
+                found.add(pk)
+                entry = kept.get(pk)
+                if entry is not None and entry[1] == version:
+                    kept[pk] = (stamp, *entry[1:])
+                else:
+                    changed.append(pk)
+            changed.extend(pk for pk in chunk if pk not in found)   # no longer taken: dropped when read
+        return changed, gone
 
     def _jobs(self, now: datetime, cluster: Cluster) -> None:
         live, queues = self.live, cluster.queue_names
