@@ -435,8 +435,7 @@ def set_range(user, job: Job, min_replicas: int, max_replicas: int) -> ServiceSc
     """A member who may submit changes the service's replica range; the next evaluation applies it."""
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if not kinds.kind_of(job).autoscaled:
-        raise Conflict(f"job {job.pk} is not an inference service", field="kind")
+    kinds.kind_of(job).check_scaled(job)
     if job.is_final:
         raise Conflict(f"service {job.pk} is already {job.state}", field="state")
     if not (0 <= min_replicas <= max_replicas and 1 <= max_replicas <= MAX_REPLICAS):

@@ -109,8 +109,7 @@ def check_traffic(traffic: Any, numbers: set[int]) -> list[dict[str, int]]:
 def _locked(user, job: Job) -> tuple[Job, ServiceScale]:
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if not kinds.kind_of(job).autoscaled:
-        raise Conflict(f"job {job.pk} is not an inference service", field="kind")
+    kinds.kind_of(job).check_scaled(job)
     if job.is_final:
         raise Conflict(f"service {job.pk} is already {job.state}", field="state")
     scale = ServiceScale.objects.select_for_update().get(job=job)

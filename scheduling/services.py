@@ -537,9 +537,7 @@ def _check_notebook_name(workspace, parsed: JobSpec, named: set[tuple[str, str]]
 
 def _locked_stoppable(job: Job) -> Job:
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if not kinds.kind_of(job).stoppable:
-        raise Conflict(f"job {job.pk} is a {job.get_kind_display().lower()} job: only notebooks and services "
-                       "stop and start; cancel it instead", field="kind")
+    kinds.kind_of(job).check_stop_start(job)
     return job
 
 
@@ -600,8 +598,7 @@ def delete_notebook(user, job: Job, *, delete_home: bool = False, backend=None) 
     volume goes too (its row, its folder or the cluster's claim)."""
     require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if not kinds.kind_of(job).has_home:
-        raise Conflict(f"job {job.pk} is not a notebook: cancel it instead", field="kind")
+    kinds.kind_of(job).check_home(job)
     if not job.is_final:
         job = _cancel(job, said(texts.DELETED_WITH_HOME if delete_home
                                 else texts.DELETED_BY_USER, user=user.username))

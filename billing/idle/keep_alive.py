@@ -58,8 +58,7 @@ def set_keep_alive(user, job: Job, until: datetime | None, *, now: datetime, zon
     a time not in the future, or one past its cap (with the figures)."""
     services.require_submitter(user, job.workspace)
     job = Job.objects.select_for_update().select_related("queue").get(pk=job.pk)
-    if not kinds.kind_of(job).idle_by_activity:
-        raise DomainError(gettext("only a notebook can be kept alive"), field=FIELD)
+    kinds.kind_of(job).check_keep_alive(job, FIELD)
     if until is None:
         deleted, _ = KeepAlive.objects.filter(job=job).delete()
         if deleted:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.utils.translation import gettext
+
 from scheduling.backends.base import BATCH
+from scheduling.errors import Conflict, DomainError
 
 if TYPE_CHECKING:
     from scheduling.spec.model import JobSpec
@@ -150,6 +153,40 @@ class Kind:
     def idle_stop_at(self, notified: datetime, pool) -> datetime:
         """When an idle, notified job of this kind that the policy ends is due."""
         return notified + timedelta(minutes=pool.idle_grace_min)
+
+    # -- what a caller may ask of a job besides submit and cancel: each refuses what its kind does not do,
+    # in its own words, so no caller names the kinds that do
+    def check_stop_start(self, job) -> None:
+        """Refuse to stop or start a job of a kind that runs until it ends."""
+        if not self.stoppable:
+            self._refuse(job, "does not stop and start: cancel it instead")
+
+    def check_home(self, job) -> None:
+        """Refuse to delete the home volume of a job of a kind that has none."""
+        if not self.has_home:
+            self._refuse(job, "has no home volume: cancel it instead")
+
+    def check_scaled(self, job) -> None:
+        """Refuse a replica range or a revision for a job of a kind the autoscaler does not size."""
+        if not self.autoscaled:
+            self._refuse(job, "has no replica range or revisions: only a service the autoscaler sizes has")
+
+    def check_keep_alive(self, job, field: str) -> None:
+        """Refuse a keep-alive for a job whose idling is not judged by its server's activity (a user there)."""
+        if not self.idle_by_activity:
+            raise DomainError(gettext("%(noun)s cannot be kept alive: its idle policy reads its GPUs") % {
+                "noun": gettext(self.noun)}, field=field)
+
+    def schedule_refusal(self) -> str | None:
+        """Why a spec of this kind cannot have a schedule (None: it can): work that runs until stopped has no
+        runs to repeat."""
+        if not self.stoppable:
+            return None
+        return gettext("schedule does not apply to %(noun)s: it runs until stopped, a schedule makes runs of work "
+                       "that ends") % {"noun": gettext(self.noun)}
+
+    def _refuse(self, job, why: str) -> None:
+        raise Conflict(f"job {job.pk} is {self.noun}, which {why}", field="kind")
 
     def page_url(self, job) -> str:
         """Where a notice about the job sends its reader."""

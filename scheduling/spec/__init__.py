@@ -132,10 +132,9 @@ def _read(
         reader.error_at_first(result.locate(problem), problem.message)
     # read well, but this cluster could never run it
     never_runs = len(reader.issues) if well_formed else 0
-    if schedule_block is not MISSING and workload_kinds.kind_of(result.spec).stoppable:
-        reader.error((SCHEDULE_KEY,), _("schedule does not apply to %(noun)s: it runs until stopped, a schedule "
-                                        "makes runs of work that ends") % {
-            "noun": _(workload_kinds.kind_of(result.spec).noun)}, key=True)
+    refusal = workload_kinds.kind_of(result.spec).schedule_refusal() if schedule_block is not MISSING else None
+    if refusal:
+        reader.error((SCHEDULE_KEY,), refusal, key=True)
     if reader.issues:
         raise (SpecNeverRuns if never_runs == len(reader.issues) else SpecError)(reader.issues)
     return replace(result.spec, schedule=schedule) if schedule else result.spec

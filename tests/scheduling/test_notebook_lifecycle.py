@@ -101,14 +101,14 @@ def test_only_members_who_may_submit_act_and_only_on_what_can_stop(cluster, back
     assert job.state == JobState.STOPPED
 
     training = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=TRAINING)
-    with pytest.raises(Conflict, match="only notebooks and services stop and start"):
+    with pytest.raises(Conflict, match="is a training job, which does not stop and start"):
         services.stop_workload(cluster.alice, training)
-    with pytest.raises(Conflict, match="only notebooks and services stop and start"):
+    with pytest.raises(Conflict, match="is a training job, which does not stop and start"):
         services.start_workload(cluster.alice, training)
     services.start_workload(cluster.alice, job)
     with pytest.raises(Conflict, match="Pending: only a stopped one can be started"):
         services.start_workload(cluster.alice, job)
-    with pytest.raises(Conflict, match="not a notebook"):
+    with pytest.raises(Conflict, match="a training job, which has no home volume"):
         services.delete_notebook(cluster.alice, training)
 
 

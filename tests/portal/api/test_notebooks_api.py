@@ -86,5 +86,5 @@ def test_a_training_job_neither_stops_nor_starts(cluster, clock):
     job = submit_quoted_job(user=cluster.alice, workspace=cluster.vision, spec=CLEAN_YAML)
     alice = api_with(cluster.alice, "submit")
     response = alice.post(f"/api/v1/jobs/{job.pk}/stop/")
-    assert response.status_code == 409 and "only notebooks and services stop and start" in response.json()["detail"]
+    assert response.status_code == 409 and "is a training job, which does not stop and start" in response.json()["detail"]
     assert alice.post(f"/api/v1/notebooks/{job.pk}/delete/", {}, format="json").status_code == 404

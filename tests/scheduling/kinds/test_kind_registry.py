@@ -155,3 +155,52 @@ def test_a_kind_naming_a_value_nothing_acts_on_fails_where_it_is_written(attribu
     with pytest.raises(TypeError, match=f"{attribute} = '{value}', not one of"):
         type("Odd", (Kind,), {"name": "odd", attribute: value})
     assert kinds.find("odd") is None
+
+
+# (kind, what is asked) -> the refusal's words, or None where the kind does it
+REFUSALS = [
+    ("training", "check_stop_start", "a training job, which does not stop and start"),
+    ("notebook", "check_stop_start", None),
+    ("inference", "check_stop_start", None),
+    ("training", "check_home", "a training job, which has no home volume"),
+    ("notebook", "check_home", None),
+    ("inference", "check_home", "an inference service, which has no home volume"),
+    ("training", "check_scaled", "a training job, which has no replica range"),
+    ("notebook", "check_scaled", "a notebook, which has no replica range"),
+    ("inference", "check_scaled", None),
+    ("training", "check_keep_alive", "a training job cannot be kept alive"),
+    ("notebook", "check_keep_alive", None),
+    ("inference", "check_keep_alive", "an inference service cannot be kept alive"),
+]
+
+
+@pytest.mark.parametrize(("name", "asked", "refusal"), REFUSALS)
+def test_each_kind_refuses_in_its_own_words_what_it_does_not_do(name, asked, refusal):
+    from scheduling.errors import Conflict, DomainError
+
+    job = SimpleNamespace(pk=7, kind=name)
+    check = getattr(kinds.get(name), asked)
+    args = (job, "keep_alive_until") if asked == "check_keep_alive" else (job,)
+    if refusal is None:
+        assert check(*args) is None
+        return
+    with pytest.raises(DomainError, match=refusal) as refused:
+        check(*args)
+    assert list(refused.value.errors) == ["keep_alive_until" if asked == "check_keep_alive" else "kind"]
+    assert isinstance(refused.value, Conflict) is (asked != "check_keep_alive")
+
+
+def test_only_work_that_ends_may_have_a_schedule():
+    assert kinds.get("training").schedule_refusal() is None
+    assert "schedule does not apply to a notebook" in kinds.get("notebook").schedule_refusal()
+    assert "schedule does not apply to an inference service" in kinds.get("inference").schedule_refusal()
+
+
+def test_a_new_stoppable_kind_stops_without_any_caller_naming_it():
+    class Desktop(Kind):
+        name, noun, stoppable, has_home = "desktop", "a desktop", True, True
+
+    desktop = Desktop()
+    job = SimpleNamespace(pk=3, kind="desktop")
+    assert desktop.check_stop_start(job) is None and desktop.check_home(job) is None
+    assert "a desktop" in desktop.schedule_refusal()
