@@ -248,3 +248,79 @@ def test_each_allowed_exception_is_still_there():
     """An exception whose code has gone (or moved into a kind) leaves the list, so the list stays short."""
     found = _found()
     assert sorted(key for key in ALLOWED if key not in found) == []
+
+
+# -- a kind's facts read outside the kinds ----------------------------------------------------------------
+# A kind's facts (its flags and named values) are read outside scheduling/kinds only where the reader is a query
+# (`names_where`, which needs the names for `kind__in=`), a value the kind names and the caller maps once (an act
+# that lives above the kinds), a step with nothing to do for other kinds, or a one-line question of the layer that
+# owns it. A refusal of what a kind does not do is its own method (`check_stop_start` and its siblings), so that
+# neither the caller nor its message names the kinds that do it. Each read is listed here with why.
+FACTS = frozenset({*(name for name, value in vars(kinds.base.Kind).items() if isinstance(value, bool)),
+                   *kinds.base.KNOWN_VALUES, "name_taken"})
+FACT_READS = {
+    ("portal/api/quotes.py", "quote_rates"): "the API tells the page how to read the rates (a value)",
+    ("portal/submit_page.py", "quote_rates"): "the page's rate note maps the value once",
+    ("portal/selectors.py", "listed_on"): "a page lists the kinds that name it (a value, and a query)",
+    ("portal/scim/services.py", "personal"): "a query: the deactivated user's own jobs",
+    ("portal/serve_proxy.py", "autoscaled"): "a query: the service a URL names",
+    ("billing/idle/services.py", "idle_by_activity"): "a query (servers to ask) and the idle rule chosen once",
+    ("billing/idle/services.py", "idle_action"): "stopping and cancelling live above the kinds: mapped once",
+    ("billing/services.py", "autoscaled"): "nothing to size for a kind the autoscaler does not scale",
+    ("billing/reports/exports.py", "autoscaled"): "a query's set: the lines that carry a service's tokens",
+    ("scheduling/inference.py", "autoscaled"): "a query (live services) and nothing to wake for other kinds",
+    ("scheduling/notebooks.py", "idle_by_activity"): "no server activity to read for other kinds",
+    ("scheduling/storage.py", "has_home"): "the storage layer's own question, asked of the kind",
+    ("scheduling/ssh.py", "ssh"): "the SSH layer's own question, asked of the kind",
+}
+
+
+def _is_registry_answer(node: ast.AST) -> bool:
+    """`kinds.kind_of(x)`, `kinds.get(name)` or the like: the kind object, asked for directly."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in ("kind_of", "get", "find") and (isinstance(func, ast.Name) or "kind" in ast.unparse(func.value))
+
+
+def fact_reads(source: str) -> set[str]:
+    """The facts `source` reads off a kind object it asked the registry for, or asks `names_where` by."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in FACTS and _is_registry_answer(node.value):
+            found.add(node.attr)
+        elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("names_where"):
+            found |= {k.arg for k in node.keywords if k.arg in FACTS}
+    return found
+
+
+@pytest.mark.parametrize(("source", "facts"), [
+    ("if not kinds.kind_of(job).stoppable:\n    raise Conflict('x')\n", {"stoppable"}),
+    ("x = workload_kinds.kind_of(spec).has_home\n", {"has_home"}),
+    ("r = kinds.get(kind).quote_rates\n", {"quote_rates"}),
+    ("q = Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))\n", {"autoscaled"}),
+    ("kinds.kind_of(job).check_stop_start(job)\n", set()),   # a question the kind answers
+    ("x = kinds.kind_of(job).noun\n", set()),                 # a word, not a fact
+    ("x = settings.get('ssh').ssh\n", set()),                # not the registry
+])
+def test_the_fact_scan_finds_a_kind_fact_read(source, facts):
+    assert fact_reads(source) == facts
+
+
+def _fact_reads() -> set[tuple[str, str]]:
+    found = set()
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            if not any(skip in f"/{where}" for skip in SKIPPED):
+                found |= {(where, fact) for fact in fact_reads(path.read_text())}
+    return found
+
+
+def test_a_kind_fact_is_read_outside_the_kinds_only_where_listed():
+    assert sorted(_fact_reads() - FACT_READS.keys()) == []
+
+
+def test_each_listed_fact_read_is_still_there():
+    assert sorted(FACT_READS.keys() - _fact_reads()) == []
