@@ -8,12 +8,14 @@ bound twice or lost.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -459,9 +461,38 @@ class Kept:
         self.memo = CycleMemo()
         self.reasons = PendingReasons()
         self.lock = threading.Lock()   # one cycle at a time uses them
+        self.frozen_cycles = 0         # cycles since the whole heap was last collected (collected_once)
 
 
 KEPT = Kept()
+
+# Cycles between two collections of the whole heap (collected_once): garbage cycles among frozen objects wait that long.
+WHOLE_HEAP_EVERY = 50
+
+
+@contextmanager
+def collected_once(kept: Kept) -> Iterator[None]:
+    """One pass of the cyclic garbage collector per cycle, over what the cycle left, not the whole heap.
+
+    A worker keeps half a million objects between cycles on a 1,000-node cluster (the snapshot, the memo, the
+    reasons). With the collector on, its full passes walked them all during the cycle, 0.8-0.9 s of a 5 s
+    database cycle on a slow machine. The collector is off while the cycle runs (the core already kept it off);
+    after it, one pass collects what the cycle left and freezes the survivors, so later passes skip them
+    (an object whose last reference goes is still freed at once). Every WHOLE_HEAP_EVERY cycles the heap is
+    unfrozen first, so that garbage cycles among frozen objects are freed too."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        kept.frozen_cycles += 1
+        if kept.frozen_cycles >= WHOLE_HEAP_EVERY:
+            kept.frozen_cycles = 0
+            gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
 
 def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
@@ -469,6 +500,14 @@ def run_scheduling_cycle(backend: ClusterBackend, now: datetime | None = None,
     """One cycle. Its decisions commit only if `still_leading()` holds once they are written, so a
     worker that lost its lock mid-cycle rolls them back (and launches nothing) instead of binding
     beside the worker that took the lock over. `kept=None` reads the snapshot whole."""
+    if kept is None:
+        return _run_cycle(backend, now, still_leading, None)
+    with collected_once(kept):
+        return _run_cycle(backend, now, still_leading, kept)
+
+
+def _run_cycle(backend: ClusterBackend, now: datetime | None, still_leading: Callable[[], bool],
+               kept: Kept | None) -> CycleReport:
     started = time.perf_counter()
     now = now or clock.now()
     report = CycleReport()
