@@ -169,7 +169,7 @@ class Kind:
     def check_scaled(self, job) -> None:
         """Refuse a replica range or a revision for a job of a kind the autoscaler does not size."""
         if not self.autoscaled:
-            self._refuse(job, "has no replica range or revisions: only a service the autoscaler sizes has")
+            self._refuse(job, "the autoscaler does not size: it has no replica range or revisions")
 
     def check_keep_alive(self, job, field: str) -> None:
         """Refuse a keep-alive for a job whose idling is not judged by its server's activity (a user there)."""
