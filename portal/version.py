@@ -1,5 +1,5 @@
 """What is running: the release (pyproject's version), the commit it was built from, and the schema
-(the latest migration applied per project app, and those not applied yet).
+(the latest migration applied per app, and those not applied yet).
 
 The version and commit are read once per process; the schema is read from the database each time,
 since a migration may run while the portal serves (helm upgrade's pre-upgrade hook)."""
@@ -60,16 +60,25 @@ def commit() -> str | None:
 
 
 def project_apps() -> list[str]:
-    """The labels of the apps whose code lives in this project and which have migrations."""
+    """The labels of the apps whose code is this project's and which have migrations: under the checkout,
+    and not installed into an environment there (the development `.venv` lies inside it, the image's not)."""
     base = Path(settings.BASE_DIR).resolve()
-    return sorted(config.label for config in apps.get_app_configs()
-                  if Path(config.path).resolve().is_relative_to(base) and (Path(config.path) / "migrations").is_dir())
+    return sorted(config.label for config in _migrated_apps() if _is_project_code(Path(config.path).resolve(), base))
+
+
+def _is_project_code(path: Path, base: Path) -> bool:
+    return path.is_relative_to(base) and not {"site-packages", "dist-packages"} & set(path.relative_to(base).parts)
+
+
+def _migrated_apps() -> list:
+    return [config for config in apps.get_app_configs() if (Path(config.path) / "migrations").is_dir()]
 
 
 @functools.cache
 def _known_migrations() -> frozenset[tuple[str, str]]:
-    """The project apps' migrations in the code (the code does not change while it runs)."""
-    labels = set(project_apps())
+    """Every installed app's migrations in the code (the code does not change while it runs): an upgrade of
+    Django or allauth brings theirs, which `migrate` applies as it applies the project's."""
+    labels = {config.label for config in _migrated_apps()}
     loader = MigrationLoader(None, ignore_no_migrations=True)
     return frozenset(key for key in loader.disk_migrations if key[0] in labels)
 
@@ -79,15 +88,15 @@ def _applied() -> set[tuple[str, str]]:
 
 
 def schema() -> dict[str, str | None]:
-    """Each project app's latest applied migration (None: none applied)."""
+    """Each installed app's latest applied migration (None: none applied)."""
     applied = _applied()
     latest = {}
-    for label in project_apps():
+    for label in sorted(config.label for config in _migrated_apps()):
         names = sorted(name for app, name in applied if app == label)
         latest[label] = names[-1] if names else None
     return latest
 
 
 def pending_migrations() -> list[str]:
-    """The project apps' migrations in the code not applied to the database yet ("app.name")."""
+    """The installed apps' migrations in the code not applied to the database yet ("app.name")."""
     return sorted(f"{app}.{name}" for app, name in _known_migrations() - _applied())

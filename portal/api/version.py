@@ -16,7 +16,7 @@ class VersionOutput(serializers.Serializer):
     commit = serializers.CharField(required=False, allow_null=True,
                                    help_text="Signed in only: the git commit it was built from; null if unknown")
     schema = serializers.DictField(child=serializers.CharField(allow_null=True), required=False,
-                                   help_text="Signed in only: each project app's latest applied migration")
+                                   help_text="Signed in only: each installed app's latest applied migration (the project's, Django's, allauth's)")
     pending_migrations = serializers.ListField(child=serializers.CharField(), required=False,
                                                help_text="Signed in only: migrations in the code not applied yet "
                                                          "(app.name); empty once `manage.py migrate` has run")

@@ -71,3 +71,24 @@ def test_the_schema_names_the_openapi_fields(db):
     body = operation["responses"]["200"]["content"]["application/json"]["schema"]
     fields = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[-1]]
     assert PUBLIC <= set(fields["required"]) and {"commit", "schema", "pending_migrations"} <= set(fields["properties"])
+
+
+def test_the_project_apps_are_the_projects_own_wherever_the_environment_lives():
+    # the development environment (.venv) lies inside the checkout, the image's in /opt/venv: the apps
+    # installed into either are not the project's, so the migration walk and the schema do not depend on it
+    assert {"billing", "console", "portal", "scheduling"} <= set(version.project_apps())
+    assert not {"auth", "contenttypes", "account", "sessions"} & set(version.project_apps())
+
+
+def test_a_dependencys_migration_not_applied_yet_is_pending_too(cluster):
+    # an upgrade that brings a newer Django or allauth brings their migrations: the upgrade check must see
+    # them, wherever the environment is installed
+    api = APIClient()
+    api.force_login(cluster.alice)
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    latest = max(name for label, name in loader.disk_migrations if label == "auth")
+    with connection.cursor() as cursor:  # rolled back after
+        cursor.execute("DELETE FROM django_migrations WHERE app = %s AND name = %s", ["auth", latest])
+    body = api.get("/api/v1/version").json()
+    assert body["pending_migrations"] == [f"auth.{latest}"]
+    assert body["schema"]["auth"] < latest
