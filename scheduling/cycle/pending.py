@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from django.db import connection, transaction
@@ -67,6 +68,11 @@ class Held:
     code: str
     params: dict
     written: int = 0
+
+    @cached_property
+    def news(self) -> str:
+        """`news_kind` of what it holds, worked out once: a kept row is compared every cycle."""
+        return news_kind(self.code, self.params)
 
 
 class PendingReasons:
@@ -137,16 +143,21 @@ def set_pending_reasons(reasons: dict[str, core.Reason], texts: dict[str, str],
     cycle = kept.cycle + 1
     held = _held_now(reasons, kept)
     news, figures = [], []
+    news_of: dict[int, str] = {}   # id(reason) -> its news_kind: thousands of jobs share a few reasons
     for pk, old in held.items():
-        reason = reasons[str(pk)]
-        text = texts[str(pk)]
-        if text == old.text and reason.code == old.code and reason.params == old.params:
+        key = str(pk)
+        reason = reasons[key]
+        if texts[key] == old.text and reason.code == old.code and reason.params == old.params:
             continue
         # a row from before reasons had codes takes its first code quietly
-        if (old.code or not old.text) and news_kind(reason.code, reason.params) != news_kind(old.code, old.params):
-            news.append(pk)
-        else:
-            figures.append(pk)
+        if old.code or not old.text:
+            kind = news_of.get(id(reason))
+            if kind is None:
+                kind = news_of[id(reason)] = news_kind(reason.code, reason.params)
+            if kind != old.news:
+                news.append(pk)
+                continue
+        figures.append(pk)
     figures.sort(key=lambda pk: (held[pk].written, pk))
     written = news + figures[:FIGURES_PER_CYCLE]
     for pk in written:

@@ -160,7 +160,8 @@ class ConsolidateQuiet(EvictionQuiet):
     check) and whether they want replicas."""
 
     def group(self, state: JobState) -> tuple:
-        return plan(self.s, state).sig, state.pending, state.grows
+        p = state.plan if state.plan_version == state.version else plan(self.s, state)   # a call per waiting job
+        return p.sig, state.pending, state.grows
 
 
 def single_missing(s: Session, state: JobState) -> tuple[Role, int] | None:
