@@ -13,6 +13,7 @@ scheduling/storage.py, whose Mount answers for it (`of_dataset`, `writable`)."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,12 @@ ALLOWED = {
 }
 
 
+@functools.cache
+def _tree(source: str) -> ast.Module:
+    """A module's syntax tree, parsed once for all the scans of this file (they only read it)."""
+    return ast.parse(source)
+
+
 def _strings(node: ast.AST, identifiers: bool = True) -> set[str]:
     """The strings and (with `identifiers`) constant names a comparison's side holds (itself, or a tuple,
     list or set of them)."""
@@ -69,7 +76,7 @@ def branches(source: str, names: tuple[str, ...], *, marks: tuple[str, ...] = ()
     constant of such a name counts (a kind's constants are its shapes; a launch type has none)."""
     wanted = {*names, *marks}
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_tree(source)):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(_strings(side, identifiers) & wanted for side in sides) or any(
@@ -117,7 +124,7 @@ def _constants(node: ast.AST) -> set[str]:
 
 def _compared_with(source: str, constants: frozenset[str], *, kind_attribute: bool = False) -> list[str]:
     """The comparisons in `source` with one of `constants` (with `kind_attribute`: only of something's `kind`)."""
-    return [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
+    return [ast.unparse(node) for node in ast.walk(_tree(source)) if isinstance(node, ast.Compare)
             and (not kind_attribute or any(isinstance(side, ast.Attribute) and side.attr == "kind"
                                            for side in (node.left, *node.comparators)))
             and any(_constants(side) & constants for side in (node.left, *node.comparators))]
@@ -131,7 +138,7 @@ def launch_type_branches(source: str, names: tuple[str, ...]) -> list[str]:
 
 def mount_kind_branches(source: str, names: tuple[str, ...] = (VOLUME, DATASET)) -> list[str]:
     """The comparisons in `source` of something's `kind` with a mount kind (a volume, a dataset version)."""
-    by_name = [ast.unparse(node) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare)
+    by_name = [ast.unparse(node) for node in ast.walk(_tree(source)) if isinstance(node, ast.Compare)
                and any(isinstance(side, ast.Attribute) and side.attr == "kind" for side in (node.left, *node.comparators))
                and any(_strings(side, False) & set(names) for side in (node.left, *node.comparators))]
     return [*by_name, *_compared_with(source, MOUNT_KIND_CONSTANTS, kind_attribute=True)]
@@ -225,6 +232,7 @@ def test_the_scan_names_the_expression_it_found():
     assert mount_kind_branches('if mount.kind == "dataset":\n    pass\n') == ["mount.kind == 'dataset'"]
 
 
+@functools.cache
 def _found() -> dict[tuple[str, str], int]:
     found: dict[tuple[str, str], int] = {}
     for package in PACKAGES:
@@ -287,7 +295,7 @@ def _is_registry_answer(node: ast.AST) -> bool:
 def fact_reads(source: str) -> set[str]:
     """The facts `source` reads off a kind object it asked the registry for, or asks `names_where` by."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_tree(source)):
         if isinstance(node, ast.Attribute) and node.attr in FACTS and _is_registry_answer(node.value):
             found.add(node.attr)
         elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("names_where"):
@@ -308,14 +316,15 @@ def test_the_fact_scan_finds_a_kind_fact_read(source, facts):
     assert fact_reads(source) == facts
 
 
-def _fact_reads() -> set[tuple[str, str]]:
+@functools.cache
+def _fact_reads() -> frozenset[tuple[str, str]]:
     found = set()
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             where = path.relative_to(ROOT).as_posix()
             if not any(skip in f"/{where}" for skip in SKIPPED):
                 found |= {(where, fact) for fact in fact_reads(path.read_text())}
-    return found
+    return frozenset(found)
 
 
 def test_a_kind_fact_is_read_outside_the_kinds_only_where_listed():
