@@ -51,9 +51,10 @@ ALLOWED = {
 }
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1)
 def _tree(source: str) -> ast.Module:
-    """A module's syntax tree, parsed once for all the scans of this file (they only read it)."""
+    """A module's syntax tree, parsed once for the scans that read one module after another (only the last
+    is kept: the whole platform's trees would stay in the worker for the rest of the run)."""
     return ast.parse(source)
 
 
