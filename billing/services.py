@@ -247,8 +247,10 @@ def service_rates(spec: JobSpec, quote: Quote, rate_rps: float, *, prompt_tokens
     replicas' price per hour over the tokens served in an hour, split by the prefill and decode seconds the
     latency model gives a request (a shared slice's lower price is where sharing shows its worth). None for
     a kind the autoscaler does not size: it has no target to settle at."""
-    if not kinds.kind_of(spec).autoscaled:
+    target = kinds.kind_of(spec).scale_target(spec)
+    if target is None:
         return None
+    metric, value = target
     model = ServerModel(tokens=completion_tokens) if completion_tokens else ServerModel()
     out = {}
     for option in quote.options:
@@ -256,8 +258,8 @@ def service_rates(spec: JobSpec, quote: Quote, rate_rps: float, *, prompt_tokens
         if role.sharing not in ("exclusive", "fraction", "mig", "timeslice"):
             continue   # a CPU-only option serves no model
         share = slice_share(role.sharing, role.num_gpus, role.gpu_milli, role.mig_profile or "")
-        replicas = replicas_at_rate(rate_rps, share, metric=spec.inference.target_metric,
-                                    target=float(spec.inference.target_value), low=role.min_replicas,
+        replicas = replicas_at_rate(rate_rps, share, metric=metric,
+                                    target=value, low=role.min_replicas,
                                     high=role.max_replicas, model=model)
         per_hour = replicas * role.price_per_hour
         out[option.id] = {"requests_per_second": rate_rps, "replicas": replicas,

@@ -95,7 +95,7 @@ def workloads_for(user, workspace, page: str, *, ended: bool | None = None) -> Q
     False: only the others."""
     from scheduling.models import FINAL_STATES
 
-    jobs = jobs_for(user, workspace=workspace).filter(kind__in=kinds.names_where(listed_on=page)).select_related("workspace", "submitted_by", "queue")
+    jobs = jobs_for(user, workspace=workspace).filter(kind__in=kinds.listed_on(page)).select_related("workspace", "submitted_by", "queue")
     if ended is True:
         return jobs.filter(state__in=FINAL_STATES)
     if ended is False:
@@ -106,7 +106,7 @@ def workloads_for(user, workspace, page: str, *, ended: bool | None = None) -> Q
 def get_workload_for_user(user, job_id, page: str, noun: str):
     """A job of a kind that page lists, by id: 404 unless it is one of the user's workspaces' jobs of such a kind."""
     job = get_job_for_user(user, job_id)
-    if kinds.kind_of(job).listed_on != page:
+    if job.kind not in kinds.listed_on(page):
         raise Http404(f"No such {noun}")
     return job
 

@@ -143,7 +143,7 @@ def live_service(user, workspace_slug: str, name: str) -> Job:
     membership = portal_selectors.membership_for(user, workspace)
     if membership is None or not membership.can_submit:
         raise Forbidden(f"your role in '{workspace.slug}' may not call its services")
-    job = (Job.objects.filter(workspace=workspace, kind__in=kinds.names_where(autoscaled=True), name=name)
+    job = (Job.objects.filter(workspace=workspace, kind__in=kinds.autoscaled(), name=name)
            .exclude(state__in=FINAL_STATES).select_related("workspace").order_by("-created", "-id").first())
     if job is None:
         raise missing

@@ -252,7 +252,7 @@ class Window:
 
 
 def live_services():
-    return (Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))
+    return (Job.objects.filter(kind__in=kinds.autoscaled())
             .filter(state__in=(JobState.PENDING, JobState.SCHEDULED, JobState.RUNNING))
             .select_related("workspace", "service_scale"))
 
@@ -379,7 +379,7 @@ def wake(job: Job, now: datetime | None = None) -> bool:
     Returns whether this call started it."""
     now = now or clock.now()
     job = Job.objects.select_for_update().select_related("workspace").get(pk=job.pk)
-    if job.is_final or not kinds.kind_of(job).autoscaled:
+    if job.is_final or job.kind not in kinds.autoscaled():
         return False   # only a live service is woken
     scale = ServiceScale.objects.select_for_update().filter(job=job).first()
     if scale is None:   # a service submitted before scales were kept gets its range now

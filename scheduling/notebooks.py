@@ -59,7 +59,7 @@ def idle_after_s(job: Job, pool_idle_window_min: int) -> int:
 
 def running_replica(job: Job) -> Replica | None:
     """The notebook's placement that holds its slice now, if it runs."""
-    if not kinds.kind_of(job).idle_by_activity or job.state not in (JobState.SCHEDULED, JobState.RUNNING):
+    if job.kind not in kinds.idled_by_activity() or job.state not in (JobState.SCHEDULED, JobState.RUNNING):
         return None
     return (job.replicas.filter(state__in=ACTIVE_STATES, role=NOTEBOOK_ROLE, node__isnull=False)
             .select_related("node__pool").order_by("-attempt").first())

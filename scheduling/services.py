@@ -327,7 +327,7 @@ def _new_job(user, workspace, item: SubmitItem, reads: SubmitReads,
         for key, value in arrays.window_fields(job.array, job.array_size).items():
             setattr(job, key, value)
     kinds.kind_of(parsed).before_submit(workspace, parsed)  # a notebook's home volume
-    if named is not None:  # every kind: only one with name_taken reads them
+    if named is not None:  # every kind: only one whose names are taken reads them
         named.add((parsed.kind, parsed.name))
     return job
 
@@ -518,21 +518,15 @@ def cancel_replaced_run(job: Job, schedule_name: str) -> Job:
 # them back in their queue as Pending, as a submitted job. A notebook's home volume stays.
 
 def _check_notebook_name(workspace, parsed: JobSpec, named: set[tuple[str, str]] | None = None) -> None:
-    """A notebook's or a service's name picks its URL (and a notebook's home volume) in the workspace:
-    one live one per name (its kind's name_taken says so). `named`: the names a batch took before this item."""
-    kind = kinds.kind_of(parsed)
-    if kind.name_taken is None:
-        return
-    if named is not None and (parsed.kind, parsed.name) in named:
-        state = JobState.PENDING
-    else:
-        other = (Job.objects.filter(workspace=workspace, kind=parsed.kind, name=parsed.name)
-                 .exclude(state__in=FINAL_STATES).only("state").first())
-        if other is None:
-            return
-        state = other.state
-    message = _(kind.name_taken) % {"name": parsed.name, "workspace": workspace.slug, "state": state}
-    raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
+    """A notebook's or a service's name picks its URL (and a notebook's home volume) in the workspace: its
+    kind refuses a name a live one has. `named`: the names a batch took before this item."""
+    def live_state() -> str | None:
+        if named is not None and (parsed.kind, parsed.name) in named:
+            return JobState.PENDING
+        return (Job.objects.filter(workspace=workspace, kind=parsed.kind, name=parsed.name)
+                .exclude(state__in=FINAL_STATES).values_list("state", flat=True).first())
+
+    kinds.kind_of(parsed).check_name(parsed, workspace, live_state)
 
 
 def _locked_stoppable(job: Job) -> Job:

@@ -20,7 +20,7 @@ def ssh_token(job_id: int) -> str:
 
 def has_ssh(job: Job) -> bool:
     """Whether the job's replicas run an SSH server: its kind says (notebooks and training do)."""
-    return kinds.kind_of(job).ssh
+    return kinds.kind_of(job).runs_ssh_server(job)
 
 
 # The users' live public keys, by user id: a layer above (the portal's SSH keys) registers its reader at start-up.

@@ -244,10 +244,10 @@ def _live_jobs(workspaces) -> Iterable[Job]:
             .order_by("pk"))
 
 
-def _has_home(job: Job) -> bool:
+def _home_volume(job: Job) -> str | None:
     from scheduling import kinds  # the kinds' registry imports this module
 
-    return kinds.kind_of(job).has_home
+    return kinds.kind_of(job).home_volume(job)
 
 
 def _spec_mounts(job: Job) -> list[dict]:
@@ -264,7 +264,7 @@ def jobs_mounting_volume(workspace, name: str) -> list[Job]:
     home_of = Volume.objects.filter(workspace=workspace, name=name).values_list("home_of", flat=True).first()
     return [job for job in _live_jobs([workspace])
             if any(e.get("name") == name for e in _spec_mounts(job))
-            or (home_of and job.name == home_of and _has_home(job))]
+            or (home_of and _home_volume(job) == home_of)]
 
 
 def _job_list(jobs: list[Job]) -> str:

@@ -56,17 +56,15 @@ from scheduling.api import (
     stop_workload,
 )
 from scheduling.api import idle_since as notebook_idle_since
-from scheduling.kinds import IDLE_CANCEL, IDLE_STOP
 from scheduling.models import ACTIVE_STATES, Job, JobState, NodePool, Replica
 
 log = logging.getLogger(__name__)
 
-# What each idle action a kind names (its `idle_action`) does to its job, once its grace is over: the kind
-# names the action, billing carries it out (the kinds' base is imported by the services that do it).
-IDLE_ENDS = {
-    IDLE_STOP: lambda job, reason: stop_workload(None, job, reason),   # Stopped: started again at will
-    IDLE_CANCEL: lambda job, reason: stop_job_by_policy(job, reason),  # ended, paying for what it held
-}
+
+def _idle_stop(job: Job, reason: str) -> None:
+    """An idle job's kind may stop it (Stopped, started again at will) where others cancel it: its kind chooses
+    (`end_idle`), billing carries it out (the kinds may not import the services that do it)."""
+    stop_workload(None, job, reason)
 
 # Samples may arrive a little late or start a little after the window opens.
 MIN_SLACK = timedelta(seconds=30)
@@ -201,7 +199,7 @@ def _running_replicas():
 def notebook_activities(backend=None) -> dict[int, notebooks.Activity | None]:
     """Per running notebook placement, what its server says now. Asked before the check's transaction:
     a server that is slow to answer must not hold the database."""
-    replicas = list(_running_replicas().filter(job__kind__in=kinds.names_where(idle_by_activity=True),
+    replicas = list(_running_replicas().filter(job__kind__in=kinds.idled_by_activity(),
                                                    state=JobState.RUNNING))
     if not replicas:
         return {}
@@ -261,7 +259,8 @@ def _check(now: datetime, activities: dict[int, notebooks.Activity | None],
             result.notified.append(job)
         if _due_for_stop(job, replicas_of_job, now):
             try:
-                IDLE_ENDS[kinds.kind_of(job).idle_action](job, _stop_reason(job, replicas_of_job[0]))
+                kinds.kind_of(job).end_idle(job, _stop_reason(job, replicas_of_job[0]), stop=_idle_stop,
+                                            cancel=stop_job_by_policy)
             except Conflict:  # ended meanwhile
                 continue
             result.stopped.append(job)
@@ -430,5 +429,5 @@ BY_UTILISATION, BY_ACTIVITY = ByUtilisation(), ByActivity()
 
 
 def idle_rule(job: Job) -> ByUtilisation | ByActivity:
-    """The idle rule the job's kind follows (its `idle_by_activity`)."""
-    return BY_ACTIVITY if kinds.kind_of(job).idle_by_activity else BY_UTILISATION
+    """The idle rule the job's kind follows."""
+    return kinds.kind_of(job).idle_rule(BY_UTILISATION, BY_ACTIVITY)

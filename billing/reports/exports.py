@@ -273,7 +273,7 @@ def _line_rows(queryset, size: int, book: RateBook | None) -> Iterator[list[str]
         carried = {pair for pair in carried if pair[1] >= last_hour}   # lines come hour by hour
 
 
-SERVICE_KINDS = frozenset(kinds.names_where(autoscaled=True))
+SERVICE_KINDS = frozenset(kinds.autoscaled())
 _JOB, _KIND, _START, _CATEGORY, _WORKSPACE = (LINE_FIELDS.index(n) for n in ("job_id", "job__kind", "charge_start",
                                                                            "category", "workspace_id"))
 

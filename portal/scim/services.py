@@ -92,8 +92,7 @@ def deactivate(actor: ScimActor, user) -> Deactivated:
     sessions = user_sessions.end_all(user)
     tokens = ApiToken.objects.filter(user=user, revoked__isnull=True).update(revoked=clock.now())
     notebooks = 0
-    personal = kinds.names_where(personal=True)   # notebooks: their owner's own
-    for job in Job.objects.filter(submitted_by=user, kind__in=personal).exclude(state__in=UNSCHEDULED_STATES):
+    for job in Job.objects.filter(submitted_by=user, kind__in=kinds.personal()).exclude(state__in=UNSCHEDULED_STATES):
         stop_workload(None, job, reason="its owner's account was deactivated")
         notebooks += 1
     done = Deactivated(sessions=sessions, tokens=tokens, notebooks=notebooks)

@@ -22,16 +22,21 @@ from scheduling.kinds.launch_types import names as launch_type_names
 from scheduling.kinds.registry import (
     DEFAULT,
     all,
+    autoscaled,
     choices,
     find,
     get,
+    idled_by_activity,
     kind_of,
+    listed_on,
     names,
     names_where,
+    personal,
     register,
     unregister,
 )
 
-__all__ = ["IDLE_CANCEL", "IDLE_STOP", "OVERDUE_FAIL", "OVERDUE_STOP", "RATES_PER_HOUR", "RATES_PER_REPLICAS", "DEFAULT", "all", "choices", "find", "get", "kind_of", "names", "names_where", "register", "unregister",
+__all__ = ["IDLE_CANCEL", "IDLE_STOP", "OVERDUE_FAIL", "OVERDUE_STOP", "RATES_PER_HOUR", "RATES_PER_REPLICAS", "DEFAULT", "all", "autoscaled", "choices", "find", "get", "idled_by_activity", "kind_of", "listed_on", "names", "names_where",
+           "personal", "register", "unregister",
            "DEFAULT_LAUNCH_TYPE", "DISTRIBUTED_LAUNCH_TYPE", "MASTER", "WORKER", "LaunchType", "find_launch_type", "launch_type",
            "launch_type_names", "stored_launch_type"]

@@ -141,7 +141,41 @@ class Kind:
         """Where a running replica's own server tells its figures, and the header it asks for ({}: it tells none)."""
         return {}
 
+    # -- what the layers above ask of a job of this kind: each is answered from the kind's own facts, so
+    # that no caller reads a fact to decide
+    def runs_ssh_server(self, job) -> bool:
+        """Whether the job's replicas run an SSH server that the gateway reaches (scheduling.ssh)."""
+        return self.ssh
+
+    def home_volume(self, job) -> str | None:
+        """The name of the job's home volume, kept across stop and start (None: the kind has none)."""
+        return job.name if self.has_home else None
+
+    def scale_target(self, spec: JobSpec) -> tuple[str, float] | None:
+        """The metric and the value the autoscaler holds a service's replicas at (None: it does not size this
+        kind, so there is no rate at which its replicas settle)."""
+        return None
+
+    def check_name(self, spec: JobSpec, workspace, live_state) -> None:
+        """Refuse a name a live job of this kind already has in the workspace, where the name picks its URL
+        (`name_taken`); `live_state()`: that job's state, None when there is none (asked only then)."""
+        if self.name_taken is None or (state := live_state()) is None:
+            return
+        from scheduling.spec import SpecError, SpecIssue
+
+        message = gettext(self.name_taken) % {"name": spec.name, "workspace": workspace.slug, "state": state}
+        raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
+
     # -- idle ----------------------------------------------------------------------------------------
+    def idle_rule(self, by_utilisation, by_activity):
+        """Which of the caller's idle rules judges a job of this kind: its server's own activity, or its GPUs."""
+        return by_activity if self.idle_by_activity else by_utilisation
+
+    def end_idle(self, job, reason: str, *, stop, cancel) -> None:
+        """End an idle job whose grace is over with the caller's act its kind names: `stop` (Stopped, started
+        again at will) or `cancel` (it ends, paying for what it held)."""
+        (stop if self.idle_action == IDLE_STOP else cancel)(job, reason)
+
     def idle_may_stop(self, pool) -> bool:
         """Whether the pool's idle policy ends (stops or cancels) an idle job of this kind after its grace."""
         from scheduling.models import IdleAction

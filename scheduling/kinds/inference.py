@@ -96,6 +96,9 @@ class InferenceKind(OneRoleKind):
     def base_url(self, workspace: str, name: str) -> str:
         return inference.base_url(workspace, name)
 
+    def scale_target(self, spec) -> tuple[str, float]:
+        return spec.inference.target_metric, float(spec.inference.target_value)
+
     def after_submit(self, job) -> None:
         service_scale.create_scale(job)  # the range the autoscaler keeps it in
 

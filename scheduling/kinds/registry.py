@@ -82,3 +82,24 @@ def names_where(**facts: Any) -> list[str]:
 
 def all_match(kind: Kind, facts: dict[str, Any]) -> bool:
     return not [name for name, value in facts.items() if getattr(kind, name) != value]
+
+
+# The questions a query asks of the kinds, so that no caller names a kind's fact (`kind__in=kinds.autoscaled()`).
+def listed_on(page: str) -> list[str]:
+    """The kinds a portal page (jobs, notebooks, services) lists."""
+    return names_where(listed_on=page)
+
+
+def autoscaled() -> list[str]:
+    """The services: the kinds whose replicas the autoscaler sets, woken by a request, metered in tokens."""
+    return names_where(autoscaled=True)
+
+
+def idled_by_activity() -> list[str]:
+    """The kinds whose idling their own server's activity judges (a notebook's kernels), not their GPUs."""
+    return names_where(idle_by_activity=True)
+
+
+def personal() -> list[str]:
+    """The kinds that are their submitter's own, stopped when the account is deactivated."""
+    return names_where(personal=True)

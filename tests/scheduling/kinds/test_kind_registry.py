@@ -72,6 +72,62 @@ def test_names_where_selects_kinds_by_what_they_answer():
     assert kinds.names_where(listed_on="nowhere") == []
 
 
+def test_the_registry_answers_which_kinds_a_query_asks_for():
+    assert kinds.listed_on("notebooks") == ["notebook"] and kinds.listed_on("jobs") == ["training"]
+    assert kinds.listed_on("nowhere") == []
+    assert kinds.autoscaled() == ["inference"]
+    assert kinds.idled_by_activity() == ["notebook"]
+    assert kinds.personal() == ["notebook"]
+
+
+def test_a_new_kind_is_found_by_the_questions_its_facts_answer():
+    extra = kinds.register(type("Extra", (Kind,), {"name": "extra", "autoscaled": True, "listed_on": "services"})())
+    try:
+        assert kinds.autoscaled() == ["inference", "extra"]
+        assert kinds.listed_on("services") == ["inference", "extra"]
+        assert extra.scale_target(SimpleNamespace()) is None  # the autoscaler's target is the kind's own to say
+    finally:
+        kinds.unregister("extra")
+
+
+def test_each_kind_answers_the_questions_of_the_layers_above():
+    job = SimpleNamespace(name="lab")
+    training, notebook, service = (kinds.get(n) for n in ("training", "notebook", "inference"))
+    assert [k.runs_ssh_server(job) for k in (training, notebook, service)] == [True, True, False]
+    assert [k.home_volume(job) for k in (training, notebook, service)] == [None, "lab", None]
+    spec = SimpleNamespace(inference=SimpleNamespace(target_metric="concurrency", target_value="4"))
+    assert [k.scale_target(spec) for k in (training, notebook)] == [None, None]
+    assert service.scale_target(spec) == ("concurrency", 4.0)
+    assert [k.idle_rule("gpus", "server") for k in (training, notebook, service)] == ["gpus", "server", "gpus"]
+    ended = []
+    for kind in (training, notebook, service):
+        kind.end_idle(job, "idle", stop=lambda j, why: ended.append(("stop", why)),
+                      cancel=lambda j, why: ended.append(("cancel", why)))
+    assert ended == [("cancel", "idle"), ("stop", "idle"), ("cancel", "idle")]
+
+
+@pytest.mark.parametrize(("name", "taken"), [("training", False), ("notebook", True), ("inference", True)])
+def test_a_kind_whose_name_picks_a_url_refuses_a_name_a_live_job_has(name, taken):
+    from scheduling.spec import SpecError
+
+    spec, workspace, asked = SimpleNamespace(name="lab"), SimpleNamespace(slug="team"), []
+
+    def live_state():
+        asked.append(True)
+        return "running"
+
+    kind = kinds.get(name)
+    kind.check_name(spec, workspace, lambda: None)  # no live job of the name: every kind takes it
+    if not taken:
+        kind.check_name(spec, workspace, live_state)
+        assert asked == []  # names may repeat: nothing is looked up
+        return
+    with pytest.raises(SpecError) as refused:
+        kind.check_name(spec, workspace, live_state)
+    [issue] = refused.value.errors
+    assert issue.field == "name" and "'lab' already exists in workspace 'team' (running)" in issue.message
+
+
 @pytest.mark.parametrize(("name", "answers"), [
     ("training", dict(interactive=False, off_peak=True, stoppable=False, name_taken=None, quote_duration_s=None,
                       launch_shape=BATCH, autoscaled=False, has_home=False, idle_by_activity=False,

@@ -260,27 +260,18 @@ def test_each_allowed_exception_is_still_there():
 
 
 # -- a kind's facts read outside the kinds ----------------------------------------------------------------
-# A kind's facts (its flags and named values) are read outside scheduling/kinds only where the reader is a query
-# (`names_where`, which needs the names for `kind__in=`), a value the kind names and the caller maps once (an act
-# that lives above the kinds), a step with nothing to do for other kinds, or a one-line question of the layer that
-# owns it. A refusal of what a kind does not do is its own method (`check_stop_start` and its siblings), so that
-# neither the caller nor its message names the kinds that do it. Each read is listed here with why.
+# A kind's facts (its flags and named values) are read only inside scheduling/kinds. Outside, a caller asks the
+# kind a question in its own terms (`kind.home_volume(job)`, `kind.end_idle(job, reason, stop=..., cancel=...)`,
+# `kind.check_stop_start(job)`), or asks the registry which kinds answer one (`kind__in=kinds.autoscaled()`), so
+# that neither the caller nor its message names a fact or the kinds that have it. The one exception is listed
+# here with why.
 FACTS = frozenset({*(name for name, value in vars(kinds.base.Kind).items() if isinstance(value, bool)),
                    *kinds.base.KNOWN_VALUES, "name_taken"})
 FACT_READS = {
-    ("portal/api/quotes.py", "quote_rates"): "the API tells the page how to read the rates (a value)",
-    ("portal/submit_page.py", "quote_rates"): "the page's rate note maps the value once",
-    ("portal/selectors.py", "listed_on"): "a page lists the kinds that name it (a value, and a query)",
-    ("portal/scim/services.py", "personal"): "a query: the deactivated user's own jobs",
-    ("portal/serve_proxy.py", "autoscaled"): "a query: the service a URL names",
-    ("billing/idle/services.py", "idle_by_activity"): "a query (servers to ask) and the idle rule chosen once",
-    ("billing/idle/services.py", "idle_action"): "stopping and cancelling live above the kinds: mapped once",
-    ("billing/services.py", "autoscaled"): "nothing to size for a kind the autoscaler does not scale",
-    ("billing/reports/exports.py", "autoscaled"): "a query's set: the lines that carry a service's tokens",
-    ("scheduling/inference.py", "autoscaled"): "a query (live services) and nothing to wake for other kinds",
-    ("scheduling/notebooks.py", "idle_by_activity"): "no server activity to read for other kinds",
-    ("scheduling/storage.py", "has_home"): "the storage layer's own question, asked of the kind",
-    ("scheduling/ssh.py", "ssh"): "the SSH layer's own question, asked of the kind",
+    # The quote API publishes how a kind's rates read (its `rates` field, a contract the submit page's script
+    # reads too); the page renders the same value.
+    ("portal/api/quotes.py", "quote_rates"): "the API publishes the value as `rates`",
+    ("portal/submit_page.py", "quote_rates"): "the page renders the value the API publishes",
 }
 
 
