@@ -526,7 +526,9 @@ def _check_notebook_name(workspace, parsed: JobSpec, named: set[tuple[str, str]]
         return (Job.objects.filter(workspace=workspace, kind=parsed.kind, name=parsed.name)
                 .exclude(state__in=FINAL_STATES).values_list("state", flat=True).first())
 
-    kinds.kind_of(parsed).check_name(parsed, workspace, live_state)
+    message = kinds.kind_of(parsed).name_refusal(parsed, workspace, live_state)
+    if message is not None:
+        raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
 
 
 def _locked_stoppable(job: Job) -> Job:

@@ -156,15 +156,13 @@ class Kind:
         kind, so there is no rate at which its replicas settle)."""
         return None
 
-    def check_name(self, spec: JobSpec, workspace, live_state) -> None:
-        """Refuse a name a live job of this kind already has in the workspace, where the name picks its URL
-        (`name_taken`); `live_state()`: that job's state, None when there is none (asked only then)."""
+    def name_refusal(self, spec: JobSpec, workspace, live_state) -> str | None:
+        """Why the spec may not take a name a live job of this kind has in the workspace, where the name picks
+        its URL (`name_taken`); None: it may. `live_state()`: that job's state, None when there is none (asked
+        only where names are taken)."""
         if self.name_taken is None or (state := live_state()) is None:
-            return
-        from scheduling.spec import SpecError, SpecIssue
-
-        message = gettext(self.name_taken) % {"name": spec.name, "workspace": workspace.slug, "state": state}
-        raise SpecError([SpecIssue(line=None, column=None, field="name", message=message)])
+            return None
+        return gettext(self.name_taken) % {"name": spec.name, "workspace": workspace.slug, "state": state}
 
     # -- idle ----------------------------------------------------------------------------------------
     def idle_rule(self, by_utilisation, by_activity):

@@ -108,8 +108,6 @@ def test_each_kind_answers_the_questions_of_the_layers_above():
 
 @pytest.mark.parametrize(("name", "taken"), [("training", False), ("notebook", True), ("inference", True)])
 def test_a_kind_whose_name_picks_a_url_refuses_a_name_a_live_job_has(name, taken):
-    from scheduling.spec import SpecError
-
     spec, workspace, asked = SimpleNamespace(name="lab"), SimpleNamespace(slug="team"), []
 
     def live_state():
@@ -117,15 +115,12 @@ def test_a_kind_whose_name_picks_a_url_refuses_a_name_a_live_job_has(name, taken
         return "running"
 
     kind = kinds.get(name)
-    kind.check_name(spec, workspace, lambda: None)  # no live job of the name: every kind takes it
+    assert kind.name_refusal(spec, workspace, lambda: None) is None  # no live job of the name: every kind takes it
+    refusal = kind.name_refusal(spec, workspace, live_state)
     if not taken:
-        kind.check_name(spec, workspace, live_state)
-        assert asked == []  # names may repeat: nothing is looked up
-        return
-    with pytest.raises(SpecError) as refused:
-        kind.check_name(spec, workspace, live_state)
-    [issue] = refused.value.errors
-    assert issue.field == "name" and "'lab' already exists in workspace 'team' (running)" in issue.message
+        assert refusal is None and asked == []  # names may repeat: nothing is looked up
+    else:
+        assert "'lab' already exists in workspace 'team' (running)" in refusal
 
 
 @pytest.mark.parametrize(("name", "answers"), [
