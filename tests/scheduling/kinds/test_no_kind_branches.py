@@ -285,10 +285,15 @@ def _is_registry_answer(node: ast.AST) -> bool:
 
 
 def fact_reads(source: str) -> set[str]:
-    """The facts `source` reads off a kind object it asked the registry for, or asks `names_where` by."""
+    """The facts `source` reads off a kind object it asked the registry for (directly, or through a name it
+    gave the answer), or asks `names_where` by."""
     found = set()
-    for node in ast.walk(_tree(source)):
-        if isinstance(node, ast.Attribute) and node.attr in FACTS and _is_registry_answer(node.value):
+    tree = _tree(source)
+    held = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _is_registry_answer(node.value)
+            for target in node.targets if isinstance(target, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in FACTS and (
+                _is_registry_answer(node.value) or (isinstance(node.value, ast.Name) and node.value.id in held)):
             found.add(node.attr)
         elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith("names_where"):
             found |= {k.arg for k in node.keywords if k.arg in FACTS}
@@ -300,6 +305,8 @@ def fact_reads(source: str) -> set[str]:
     ("x = workload_kinds.kind_of(spec).has_home\n", {"has_home"}),
     ("r = kinds.get(kind).quote_rates\n", {"quote_rates"}),
     ("q = Job.objects.filter(kind__in=kinds.names_where(autoscaled=True))\n", {"autoscaled"}),
+    ("kind = kinds.kind_of(parsed)\nif kind.name_taken is None:\n    pass\n", {"name_taken"}),
+    ("kind = kinds.kind_of(parsed)\nx = kind.name_refusal(parsed, w, f)\n", set()),
     ("kinds.kind_of(job).check_stop_start(job)\n", set()),   # a question the kind answers
     ("x = kinds.kind_of(job).noun\n", set()),                 # a word, not a fact
     ("x = settings.get('ssh').ssh\n", set()),                # not the registry
